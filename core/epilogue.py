@@ -1,0 +1,81 @@
+"""EpilogueProgram: the element-wise work a kernel does after the main loop, as a flat list.
+
+Schedulers never walk the fusion IR to generate an epilogue; core lowers the IR between the
+MmaOp and the fusion outputs into this small SSA program, and a code generator turns each
+instruction into one line of kernel code. Every value is computed in float32 (the accumulator
+type); ``cast`` rounds to a narrower type and back, exactly where the fusion rounds.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from .dtypes import DType
+
+UNARY_OPS = ("neg", "relu", "gelu", "silu", "sigmoid", "sin")
+BINARY_OPS = ("add", "sub", "mul")
+
+
+class Axis(enum.StrEnum):
+    """Output axes an epilogue tensor can vary along."""
+
+    BATCH = "batch"
+    M = "m"
+    N = "n"
+
+
+@attrs.frozen(kw_only=True)
+class EpilogueInput:
+    """A fusion input read by the epilogue: a bias (``axes=("n",)``), a C matrix, ...
+
+    At launch it is passed as a 3-D array ``[batch or 1, m or 1, n or 1]``: a size-1 dim is
+    one the tensor does not vary along (index it with 0).
+    """
+
+    name: str
+    dtype: DType
+    axes: tuple[Axis, ...] = attrs.field(converter=lambda v: tuple(Axis(a) for a in v))
+
+
+@attrs.frozen(kw_only=True)
+class Instr:
+    """One SSA instruction; its result is referred to by its index in ``EpilogueProgram.instrs``.
+
+    ``op`` is one of:
+      - ``"acc"``: the float32 accumulator element;
+      - ``"input"``: element of ``inputs[arg]`` (``arg`` is the input index);
+      - ``"scalar"``: the float32 scalar argument number ``arg``;
+      - ``"const"``: the float constant ``arg``;
+      - ``"cast"``: round ``srcs[0]`` to ``arg`` (a DType) and back to float32;
+      - a name from ``UNARY_OPS`` (one src) or ``BINARY_OPS`` (two srcs).
+    """
+
+    op: str
+    srcs: tuple[int, ...] = ()
+    arg: object = None
+
+
+@attrs.frozen(kw_only=True)
+class EpilogueOutput:
+    """A fusion output ``[batch, m, n]`` (n innermost) holding instruction ``src`` as ``dtype``."""
+
+    name: str
+    src: int
+    dtype: DType
+
+
+@attrs.frozen(kw_only=True)
+class EpilogueProgram:
+    """Inputs, scalars, instructions and outputs of a fused epilogue."""
+
+    inputs: tuple[EpilogueInput, ...] = ()
+    scalars: tuple[str, ...] = ()
+    instrs: tuple[Instr, ...] = (Instr(op="acc"),)
+    outputs: tuple[EpilogueOutput, ...] = ()
+
+    @property
+    def op_names(self) -> tuple[str, ...]:
+        """The non-trivial operations, in order (``("add", "gelu", "cast")``)."""
+        return tuple(i.op for i in self.instrs if i.op not in ("acc", "input", "scalar", "const"))

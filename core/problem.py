@@ -1,0 +1,95 @@
+"""MatmulProblem: what heuristics and schedulers see of a fusion (shape, layout, precision)."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from .dtypes import DType
+
+
+class Layout(enum.StrEnum):
+    """Operand layout with nvFuser's ``MmaLayout`` letters.
+
+    The first letter is A's, the second B's. For A, ``T`` means K is innermost (A is ``[M, K]``
+    row-major); for B, ``N`` means K is innermost (B is ``[N, K]``). So ``TN`` is the
+    ``x @ w.T`` (``F.linear``) layout with both operands K-contiguous. nvFuser's plugin ABI uses
+    other letters for the same cases; mmaplug always reports ``a_k_inner``/``b_k_inner`` beside
+    the letters so no one has to remember which convention is meant.
+    """
+
+    TN = "TN"
+    TT = "TT"
+    NT = "NT"
+    NN = "NN"
+
+    @classmethod
+    def from_k_inner(cls, a_k_inner: bool, b_k_inner: bool) -> Layout:
+        """The layout whose A (B) has K innermost exactly when *a_k_inner* (*b_k_inner*)."""
+        return {
+            (True, True): cls.TN,
+            (True, False): cls.TT,
+            (False, True): cls.NN,
+            (False, False): cls.NT,
+        }[(a_k_inner, b_k_inner)]
+
+    @property
+    def a_k_inner(self) -> bool:
+        """True when A's innermost (contiguous) dimension is K."""
+        return self in (Layout.TN, Layout.TT)
+
+    @property
+    def b_k_inner(self) -> bool:
+        """True when B's innermost (contiguous) dimension is K."""
+        return self in (Layout.TN, Layout.NN)
+
+
+@attrs.frozen(kw_only=True)
+class VectorWidths:
+    """Widest vector, in elements, that each side may load or store (nvFuser §2.7)."""
+
+    a: int = attrs.field(validator=attrs.validators.ge(1))
+    b: int = attrs.field(validator=attrs.validators.ge(1))
+    epilogue: int = attrs.field(validator=attrs.validators.ge(1))
+
+
+@attrs.frozen(kw_only=True)
+class MatmulProblem:
+    """The matmul a fusion computes, as heuristics see it.
+
+    ``m``, ``n``, ``k`` are products of all dims of that role; ``batch`` is the product of the
+    batch dims (1 when there are none). ``precision`` is three letters: operand type, accumulator
+    (always ``S``) and output type, e.g. ``"HSH"``.
+    """
+
+    m: int = attrs.field(validator=attrs.validators.ge(1))
+    n: int = attrs.field(validator=attrs.validators.ge(1))
+    k: int = attrs.field(validator=attrs.validators.ge(1))
+    batch: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    a_k_inner: bool
+    b_k_inner: bool
+    operand_dtype: DType
+    output_dtype: DType
+    vector_widths: VectorWidths
+    num_patterns: int = 1
+    epilogue_ops: tuple[str, ...] = ()
+
+    @property
+    def layout(self) -> Layout:
+        """nvFuser MmaLayout letters derived from ``a_k_inner``/``b_k_inner``."""
+        return Layout.from_k_inner(self.a_k_inner, self.b_k_inner)
+
+    @property
+    def precision(self) -> str:
+        """Operand letter, ``S`` for the float32 accumulator, output letter (``"HSH"``)."""
+        return f"{self.operand_dtype.char}S{self.output_dtype.char}"
+
+    def describe(self) -> str:
+        """One line: shape, layout with both conventions spelled out, precision."""
+        batch = f"batch={self.batch} " if self.batch > 1 else ""
+        return (
+            f"{batch}m={self.m} n={self.n} k={self.k} layout={self.layout.value} "
+            f"(a_k_inner={self.a_k_inner}, b_k_inner={self.b_k_inner}) "
+            f"precision={self.precision}"
+        )
