@@ -1,0 +1,302 @@
+"""Fusion analysis: the MatmulProblem, the tensor bindings and the epilogue program of a fusion.
+
+Every rejection here is an :class:`UnsupportedFusionError` that names the tensor, says what was
+found, what is accepted and what to change (nvFuser's compile-time reject reasons, in our words).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .dtypes import DType
+from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from .errors import UnsupportedFusionError
+from .fusion import (
+    BinaryOp,
+    BroadcastOp,
+    CastOp,
+    Fusion,
+    MmaOp,
+    Scalar,
+    SetOp,
+    SqueezeOp,
+    TensorView,
+    UnaryOp,
+    Val,
+)
+from .patterns import (
+    DimGraph,
+    DimRole,
+    MatmulPattern,
+    TensorRole,
+    all_dim_roles,
+    tensor_roles,
+    unrelated_dims,
+)
+from .problem import MatmulProblem, VectorWidths
+from .translate import skip_intermediates, translate_matmul_patterns
+
+if TYPE_CHECKING:
+    import pluggy
+
+_AXIS_OF = {DimRole.BATCH: Axis.BATCH, DimRole.M: Axis.M, DimRole.N: Axis.N}
+
+
+@attrs.frozen(kw_only=True)
+class TensorBinding:
+    """How one fusion input or output maps onto the kernel: its role and each dim's role.
+
+    ``dim_roles[i]`` is the role of value dim ``i`` (None for a broadcast dim). ``index`` is the
+    position in ``fusion.inputs`` (inputs) or ``fusion.outputs`` (outputs).
+    """
+
+    index: int
+    name: str
+    role: TensorRole
+    dtype: DType
+    shape: tuple[int, ...]
+    dim_roles: tuple[DimRole | None, ...]
+
+
+@attrs.frozen(kw_only=True)
+class MatmulAnalysis:
+    """Everything a scheduler needs from a fusion, computed on a translated copy of it."""
+
+    fusion: Fusion = attrs.field(eq=False, repr=False)
+    patterns: tuple[MatmulPattern, ...] = attrs.field(eq=False, repr=False)
+    problem: MatmulProblem
+    a: TensorBinding
+    b: TensorBinding
+    epilogue_inputs: tuple[TensorBinding, ...]
+    outputs: tuple[TensorBinding, ...]
+    scalar_inputs: tuple[int, ...]
+    epilogue: EpilogueProgram
+
+
+def matmul_problem(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulProblem:
+    """The MatmulProblem of *fusion* (translated or not; *fusion* is left unchanged)."""
+    return analyze(fusion, pm=pm).problem
+
+
+def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulAnalysis:
+    """Translate a copy of *fusion* and derive its problem, bindings and epilogue program."""
+    work = copy.deepcopy(fusion)
+    patterns = translate_matmul_patterns(work, pm=pm)
+    if not patterns:
+        raise UnsupportedFusionError(
+            "no matmul pattern found: the fusion needs a matmul, linear, fused_multiply_sum or "
+            "a sum over a mul of two broadcast operands"
+        )
+    graph = DimGraph(work)
+    roles = all_dim_roles(patterns, graph)
+    troles = tensor_roles(work, roles, graph)
+    _check_roles(work, patterns, roles, troles, graph)
+    a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
+    _check_operand_dtypes(a_tv, b_tv)
+    for tv in (*troles[TensorRole.OPERAND_A], *troles[TensorRole.OPERAND_B]):
+        skip_intermediates(tv)
+
+    def bind(tv: TensorView, role: TensorRole) -> TensorBinding:
+        dim_roles = tuple(
+            None if d.is_broadcast else roles[graph.group(d)] for d in tv.no_reduction_domain
+        )
+        index = (work.outputs if role is TensorRole.OUTPUT else work.inputs).index(tv)
+        return TensorBinding(
+            index=index, name=tv.name, role=role, dtype=tv.dtype, shape=tv.shape,
+            dim_roles=dim_roles,
+        )
+
+    a, b = bind(a_tv, TensorRole.OPERAND_A), bind(b_tv, TensorRole.OPERAND_B)
+    epi_inputs = tuple(bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT])
+    outputs = tuple(bind(t, TensorRole.OUTPUT) for t in work.outputs)
+    for binding in (a, b):
+        _check_blocks(binding, (DimRole.BATCH,), _operand_blocks(binding))
+    for binding in outputs:
+        _check_output_order(binding, work.outputs[binding.index])
+    program = _lower_epilogue(work, patterns, epi_inputs, roles, graph)
+    extent = {r: 1 for r in DimRole}
+    for g, role in roles.items():
+        extent[role] *= graph.extent(g)
+    a_k_inner = _inner_role(a_tv, roles, graph) is DimRole.K
+    b_k_inner = _inner_role(b_tv, roles, graph) is DimRole.K
+    problem = MatmulProblem(
+        m=extent[DimRole.M], n=extent[DimRole.N], k=extent[DimRole.K],
+        batch=extent[DimRole.BATCH], a_k_inner=a_k_inner, b_k_inner=b_k_inner,
+        operand_dtype=a_tv.dtype, output_dtype=work.outputs[outputs[0].index].dtype,
+        vector_widths=_vector_widths(work, a_tv, b_tv, troles, roles, graph),
+        num_patterns=len(patterns), epilogue_ops=program.op_names,
+    )
+    scalars = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
+    return MatmulAnalysis(
+        fusion=work, patterns=tuple(patterns), problem=problem, a=a, b=b,
+        epilogue_inputs=epi_inputs, outputs=outputs, scalar_inputs=scalars, epilogue=program,
+    )
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN001
+    for tv in fusion.inputs:
+        if isinstance(tv, TensorView) and not any(tv in v for v in troles.values()):
+            dims = list(unrelated_dims(tv, roles, graph))
+            raise UnsupportedFusionError(
+                f"input {tv.name} has dim {dims[0] if dims else '?'} (shape {list(tv.shape)}) "
+                "that is not an M, N, K or batch dim of the matmul; every input must be an "
+                "operand or an epilogue input indexed by batch/M/N (drop or reduce that dim)"
+            )
+    for tv in fusion.outputs:
+        if tv not in troles[TensorRole.OUTPUT]:
+            found = {roles.get(graph.group(d)) for d in tv.no_reduction_domain if not d.is_broadcast}
+            what = "still holds the K dim" if DimRole.K in found else "does not hold both M and N"
+            raise UnsupportedFusionError(
+                f"output {tv.name} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
+                "be [batch..., M..., N...] (sum over K, and keep both M and N)"
+            )
+    for role, name in ((TensorRole.OPERAND_A, "A"), (TensorRole.OPERAND_B, "B")):
+        if not troles[role]:
+            raise UnsupportedFusionError(
+                f"no fusion input can be operand {name}; operands must be fusion inputs "
+                "(only metadata ops and casts may stand between them and the matmul)"
+            )
+        if len(troles[role]) > len(patterns):
+            names = ", ".join(t.name for t in troles[role])
+            raise UnsupportedFusionError(
+                f"more than one input can be operand {name} ({names}); fuse one matmul per "
+                "operand pair"
+            )
+
+
+def _check_operand_dtypes(a: TensorView, b: TensorView) -> None:
+    if a.dtype is not b.dtype:
+        raise UnsupportedFusionError(
+            f"operands {a.name} ({a.dtype.label}) and {b.name} ({b.dtype.label}) differ; "
+            "both operands must have one dtype"
+        )
+    if not a.dtype.is_half:
+        raise UnsupportedFusionError(
+            f"operand {a.name} is {a.dtype.label}; tensor-core operands must be float16 or "
+            "bfloat16 (cast the inputs before the fusion)"
+        )
+
+
+def _operand_blocks(binding: TensorBinding) -> tuple[DimRole, ...]:
+    inner = DimRole.M if binding.role is TensorRole.OPERAND_A else DimRole.N
+    return (inner, DimRole.K)
+
+
+def _check_blocks(binding: TensorBinding, outer: tuple[DimRole, ...], inner: tuple[DimRole, ...]) -> None:
+    """Each role's dims must be adjacent, batch outermost, so the tensor views as 3-D."""
+    seq = [r for r in binding.dim_roles if r is not None]
+    runs = [r for i, r in enumerate(seq) if i == 0 or seq[i - 1] is not r]
+    if len(runs) != len(set(runs)) or (DimRole.BATCH in runs and runs[0] is not DimRole.BATCH):
+        raise UnsupportedFusionError(
+            f"{binding.role.value} tensor {binding.name} has dims ordered "
+            f"{[r.value for r in seq]}; dims of one role must be adjacent, batch dims first "
+            "(non-consecutive M or N dims cannot be tiled)"
+        )
+
+
+def _check_output_order(binding: TensorBinding, tv: TensorView) -> None:
+    seq = [r for r in binding.dim_roles if r is not None]
+    expected = sorted(seq, key=[DimRole.BATCH, DimRole.M, DimRole.N].index)
+    if seq != expected:
+        raise UnsupportedFusionError(
+            f"output {tv.name} has dims ordered {[r.value for r in seq]}; outputs must be "
+            "[batch..., M..., N...] with N innermost (permute after the fusion instead)"
+        )
+    _check_blocks(binding, (DimRole.BATCH,), (DimRole.M, DimRole.N))
+
+
+def _inner_role(tv: TensorView, roles, graph) -> DimRole | None:  # noqa: ANN001
+    for d in reversed(tv.allocation):
+        if not d.is_broadcast:
+            return roles.get(graph.group(d))
+    return None
+
+
+def _vector_widths(fusion, a, b, troles, roles, graph) -> VectorWidths:  # noqa: ANN001
+    """Widest vector per side from the static shapes (pointers are checked again at launch)."""
+
+    def width(tv: TensorView) -> int:
+        inner = [d for d in tv.allocation if not d.is_broadcast]
+        extent = inner[-1].extent if inner else 1
+        limit = 16 // tv.dtype.itemsize
+        w = 1
+        while w < limit and extent % (w * 2) == 0:
+            w *= 2
+        return w
+
+    epi = [
+        width(t)
+        for t in (*troles[TensorRole.OUTPUT], *troles[TensorRole.EPILOGUE_INPUT])
+        if _inner_role(t, roles, graph) is DimRole.N
+    ]
+    return VectorWidths(a=width(a), b=width(b), epilogue=min(epi, default=1))
+
+
+# -- epilogue lowering ---------------------------------------------------------------------------
+
+
+def _lower_epilogue(fusion, patterns, epi_inputs, roles, graph) -> EpilogueProgram:  # noqa: ANN001
+    if len(patterns) != 1:
+        return EpilogueProgram()  # horizontal fusions: analysed, but no single-MmaOp epilogue
+    instrs: list[Instr] = [Instr(op="acc")]
+    memo: dict[int, int] = {}
+    inputs: list[EpilogueInput] = []
+    scalars: list[str] = []
+    input_tvs = {fusion.inputs[b.index]: b for b in epi_inputs}
+
+    def emit(instr: Instr) -> int:
+        instrs.append(instr)
+        return len(instrs) - 1
+
+    def lower(val: Val) -> int:
+        if id(val) in memo:
+            return memo[id(val)]
+        memo[id(val)] = result = _lower_one(val)
+        return result
+
+    def _lower_one(val: Val) -> int:
+        if isinstance(val, Scalar):
+            if val.is_constant:
+                return emit(Instr(op="const", arg=float(val.value)))  # type: ignore[arg-type]
+            scalars.append(val.name)
+            return emit(Instr(op="scalar", arg=len(scalars) - 1))
+        assert isinstance(val, TensorView)
+        if val in input_tvs:
+            binding = input_tvs[val]
+            axes = tuple(_AXIS_OF[r] for r in dict.fromkeys(r for r in binding.dim_roles if r))
+            inputs.append(EpilogueInput(name=val.name, dtype=val.dtype, axes=axes))
+            return emit(Instr(op="input", arg=len(inputs) - 1))
+        expr = val.definition
+        if isinstance(expr, MmaOp):
+            return 0
+        if isinstance(expr, BroadcastOp | SetOp | SqueezeOp):
+            return lower(expr.inputs[0])
+        if isinstance(expr, CastOp):
+            src = lower(expr.inputs[0])
+            source_dtype = expr.inputs[0].dtype  # type: ignore[attr-defined]
+            widening = val.dtype.itemsize >= source_dtype.itemsize
+            return src if widening else emit(Instr(op="cast", srcs=(src,), arg=val.dtype))
+        if isinstance(expr, UnaryOp):
+            return emit(Instr(op=expr.op, srcs=(lower(expr.inputs[0]),)))
+        if isinstance(expr, BinaryOp):
+            srcs = (lower(expr.inputs[0]), lower(expr.inputs[1]))
+            return emit(Instr(op=expr.op, srcs=srcs))
+        what = expr.kind if expr is not None else "an input that is not an epilogue input"
+        raise UnsupportedFusionError(
+            f"{val.name} is computed by {what}, which a matmul epilogue cannot do; epilogues "
+            "take element-wise ops, casts and broadcasts of epilogue inputs"
+        )
+
+    outputs = []
+    for tv in fusion.outputs:
+        src = lower(tv)
+        outputs.append(EpilogueOutput(name=tv.name, src=src, dtype=tv.dtype))
+    return EpilogueProgram(
+        inputs=tuple(inputs), scalars=tuple(scalars), instrs=tuple(instrs), outputs=tuple(outputs)
+    )

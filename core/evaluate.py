@@ -1,0 +1,136 @@
+"""The reference executor: runs a fusion in numpy, float64 inside, rounding where kernels round."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import FusionError
+from .fusion import (
+    BinaryOp,
+    BroadcastOp,
+    CastOp,
+    Expr,
+    Fusion,
+    LinearOp,
+    MatmulOp,
+    MmaOp,
+    PermuteOp,
+    ReductionOp,
+    Scalar,
+    SetOp,
+    SqueezeOp,
+    TensorView,
+    UnaryOp,
+    Val,
+)
+
+_erf: Final = np.vectorize(math.erf, otypes=[np.float64])
+
+UNARY: Final[dict[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "neg": np.negative,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "sin": np.sin,
+}
+BINARY: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+}
+
+
+def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """*x* rounded to *dtype* (nearest even) and widened back to float64."""
+    if dtype is DType.float64:
+        return np.asarray(x, dtype=np.float64)
+    return np.asarray(x).astype(dtype.numpy).astype(np.float64)
+
+
+def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
+    """Run *fusion* on *inputs* (numpy arrays and Python numbers, in input order).
+
+    Every op computes in float64; each op's result is rounded to its declared dtype, as a
+    kernel storing or converting that value would. Returns the outputs in their declared dtypes.
+    """
+    if len(inputs) != len(fusion.inputs):
+        raise FusionError(
+            f"evaluate: the fusion takes {len(fusion.inputs)} inputs "
+            f"({', '.join(v.name for v in fusion.inputs)}); got {len(inputs)}"
+        )
+    env: dict[int, np.ndarray | float] = {}
+    for val, given in zip(fusion.inputs, inputs, strict=True):
+        env[id(val)] = _bind_input(val, given)
+    for expr in fusion.exprs():
+        value = _run(expr, [_get(env, v) for v in expr.inputs])
+        out = expr.output
+        env[id(out)] = round_to(np.broadcast_to(value, out.shape), out.dtype)
+    return [np.asarray(env[id(tv)]).astype(tv.dtype.numpy) for tv in fusion.outputs]
+
+
+def _bind_input(val: Val, given: object) -> np.ndarray | float:
+    if isinstance(val, Scalar):
+        if isinstance(given, bool) or not isinstance(given, int | float | np.floating):
+            raise FusionError(f"evaluate: scalar input {val.name} needs a number; got {given!r}")
+        return float(given)
+    assert isinstance(val, TensorView)
+    try:
+        array = np.asarray(given)
+    except Exception as error:  # noqa: BLE001 - anything numpy cannot read is the caller's error
+        raise FusionError(f"evaluate: input {val.name} is not an array: {error}") from None
+    if array.shape != val.shape:
+        raise FusionError(
+            f"evaluate: input {val.name} was declared with shape {list(val.shape)}; "
+            f"got an array of shape {list(array.shape)}"
+        )
+    if array.dtype.kind not in "fiub" and array.dtype != DType.bfloat16.numpy:
+        raise FusionError(f"evaluate: input {val.name} has non-numeric dtype {array.dtype}")
+    return round_to(array.astype(np.float64), val.dtype)
+
+
+def _get(env: dict[int, np.ndarray | float], val: Val) -> np.ndarray | float:
+    if isinstance(val, Scalar) and val.is_constant:
+        return float(val.value)  # type: ignore[arg-type]
+    return env[id(val)]
+
+
+def _run(expr: Expr, args: list) -> np.ndarray | float:
+    if isinstance(expr, UnaryOp):
+        return UNARY[expr.op](args[0])
+    if isinstance(expr, BinaryOp):
+        return BINARY[expr.op](args[0], args[1])
+    if isinstance(expr, CastOp | SetOp):
+        return args[0]
+    if isinstance(expr, BroadcastOp):
+        x = args[0]
+        for pos, new in enumerate(expr.flags):
+            if new:
+                x = np.expand_dims(x, pos)
+        return x
+    if isinstance(expr, SqueezeOp):
+        return np.squeeze(args[0], axis=expr.dims) if expr.dims else args[0]
+    if isinstance(expr, PermuteOp):
+        return np.transpose(args[0], expr.perm)
+    if isinstance(expr, ReductionOp):
+        return np.sum(args[0], axis=expr.axes)
+    if isinstance(expr, MmaOp):
+        return _multiply_sum(args[0], args[1], expr.axes[0])
+    if isinstance(expr, MatmulOp):
+        return np.matmul(args[0], args[1])
+    if isinstance(expr, LinearOp):
+        a, w = args[0], args[1]
+        y = np.matmul(a, w.T if w.ndim == 2 else w)
+        return y + args[2] if len(args) > 2 else y
+    raise FusionError(f"evaluate: no reference for op {expr.kind!r}")
+
+
+def _multiply_sum(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
+    """``sum(a * b, axis)`` with broadcasting, without materialising the full product."""
+    a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
+    return np.matmul(a[..., None, :], b[..., :, None])[..., 0, 0]

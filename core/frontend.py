@@ -1,0 +1,445 @@
+"""FusionDefinition: the nvFuser-style builder users write fusions with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+
+from .dtypes import DType
+from .errors import FusionError
+from .fusion import (
+    BinaryOp,
+    BroadcastOp,
+    CastOp,
+    Fusion,
+    IterDomain,
+    IterType,
+    LinearOp,
+    MatmulOp,
+    MmaOp,
+    PermuteOp,
+    ReductionOp,
+    Scalar,
+    SetOp,
+    SqueezeOp,
+    TensorView,
+    UnaryOp,
+    Val,
+    result_dtype,
+)
+
+Operand = TensorView | Scalar | float | int
+
+
+def _dim(extent: int) -> IterDomain:
+    """A fresh dim; a declared extent of 1 is a broadcast dim, as in nvFuser."""
+    return IterDomain(extent, IterType.BROADCAST if extent == 1 else IterType.ITERATION)
+
+
+def _copy_dim(d: IterDomain) -> IterDomain:
+    return IterDomain(d.extent, d.iter_type)
+
+
+def _merge_dims(name: str, dims: Sequence[IterDomain]) -> IterDomain:
+    """Output dim of an element-wise op: concrete wins over broadcast; extents must agree."""
+    concrete = {d.extent for d in dims if not d.is_broadcast}
+    if len(concrete) > 1:
+        raise FusionError(f"{name}: dims of extents {sorted(concrete)} cannot be combined")
+    if concrete:
+        return IterDomain(concrete.pop(), IterType.ITERATION)
+    return IterDomain(max(d.extent for d in dims), IterType.BROADCAST)
+
+
+def _axis(t: TensorView, dim: int, what: str) -> int:
+    rank = len(t.shape)
+    if not -rank <= dim < rank:
+        raise FusionError(f"{what}: dim {dim} is out of range for {t.name} of rank {rank}")
+    return dim % rank
+
+
+class Ops:
+    """``fd.ops``: every operation a fusion may contain."""
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self._fd = fd
+
+    # -- helpers ----------------------------------------------------------------------------
+    @property
+    def _fusion(self) -> Fusion:
+        return self._fd.fusion
+
+    def _tensor(self, t: object, what: str) -> TensorView:
+        if not isinstance(t, TensorView):
+            raise FusionError(f"{what} takes a tensor from this definition; got {t!r}")
+        if t.definition is None and t not in self._fusion.inputs:
+            raise FusionError(f"{what}: {t.name} does not belong to this fusion definition")
+        return t
+
+    def _value(self, v: Operand, what: str) -> Val:
+        if isinstance(v, TensorView | Scalar):
+            return v
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise FusionError(f"{what} takes tensors or Python numbers; got {v!r}")
+        return self._fusion.new_scalar(DType.float32, float(v))
+
+    def _emit(self, expr_cls: type, out: TensorView, *args: object) -> TensorView:
+        self._fusion.attach(expr_cls(out, *args))
+        return out
+
+    def _new(self, dtype: DType, domain: Sequence[IterDomain]) -> TensorView:
+        return self._fusion.new_tensor(dtype, domain)
+
+    # -- matmul family ------------------------------------------------------------------------
+    def matmul(self, a: TensorView, b: TensorView) -> TensorView:
+        """``torch.matmul``: A ``[*, M, K]`` or ``[K]`` times B ``[*, K, N]`` or ``[K]``."""
+        a, b = self._tensor(a, "matmul"), self._tensor(b, "matmul")
+        self._same_dtype("matmul", a, b)
+        ad, bd = a.no_reduction_domain, b.no_reduction_domain
+        if not ad or not bd:
+            raise FusionError("matmul: operands must have at least one dim; got a 0-d tensor")
+        k_a = ad[-1]
+        k_b = bd[0] if len(bd) == 1 else bd[-2]
+        if k_a.extent != k_b.extent:
+            raise FusionError(
+                f"matmul: K of {a.name} is {k_a.extent} but K of {b.name} is {k_b.extent}; "
+                "A's last dim must equal B's second-to-last dim (its only dim when 1-D)"
+            )
+        a_batch = ad[:-2] if len(ad) > 1 else []
+        b_batch = bd[:-2] if len(bd) > 1 else []
+        batch = self._broadcast_batch("matmul", a_batch, b_batch)
+        body = list(batch)
+        if len(ad) > 1:
+            body.append(_copy_dim(ad[-2]))
+        if len(bd) > 1:
+            body.append(_copy_dim(bd[-1]))
+        body.append(IterDomain(k_a.extent, IterType.REDUCTION))
+        out = self._new(a.dtype, body)
+        self._fusion.attach(MatmulOp([out], [a, b]))
+        return out
+
+    def linear(self, a: TensorView, w: TensorView, bias: TensorView | None = None) -> TensorView:
+        """``F.linear``: input ``[*, K]``, weight ``[N, K]`` (or ``[K]``), optional bias ``[N]``."""
+        a, w = self._tensor(a, "linear"), self._tensor(w, "linear")
+        operands = [a, w] + ([self._tensor(bias, "linear bias")] if bias is not None else [])
+        self._same_dtype("linear", *operands)
+        ad, wd = a.no_reduction_domain, w.no_reduction_domain
+        if not ad:
+            raise FusionError(f"linear: input {a.name} must have at least one dim")
+        if len(wd) not in (1, 2):
+            raise FusionError(
+                f"linear: weight {w.name} has rank {len(wd)}; F.linear takes [N, K] or [K]"
+            )
+        if ad[-1].extent != wd[-1].extent:
+            raise FusionError(
+                f"linear: K of input {a.name} is {ad[-1].extent} but K of weight {w.name} is "
+                f"{wd[-1].extent}; both must have K as their last dim"
+            )
+        body = [_copy_dim(d) for d in ad[:-1]]
+        if len(wd) == 2:
+            body.append(_copy_dim(wd[0]))
+            if bias is not None:
+                bias_t = operands[2]
+                if bias_t.shape != (wd[0].extent,):
+                    raise FusionError(
+                        f"linear: bias {bias_t.name} has shape {list(bias_t.shape)}; "
+                        f"it must be [N] = [{wd[0].extent}]"
+                    )
+        elif bias is not None:
+            raise FusionError("linear: a bias needs a 2-D weight [N, K]")
+        body.append(IterDomain(ad[-1].extent, IterType.REDUCTION))
+        out = self._new(a.dtype, body)
+        self._fusion.attach(LinearOp([out], operands))
+        return out
+
+    def fused_multiply_sum(
+        self, a: TensorView, b: TensorView, dims: Sequence[int] = (-1,)
+    ) -> TensorView:
+        """nvFuser's ``fusedMultiplySum``: an MmaOp on same-rank half operands, float32 out."""
+        a, b = self._tensor(a, "fused_multiply_sum"), self._tensor(b, "fused_multiply_sum")
+        self._same_dtype("fused_multiply_sum", a, b)
+        if not a.dtype.is_half:
+            raise FusionError(
+                f"fused_multiply_sum: operands are {a.dtype.label}; MmaOp takes float16 or "
+                "bfloat16 operands (cast them first)"
+            )
+        if len(a.shape) != len(b.shape):
+            raise FusionError(
+                f"fused_multiply_sum: {a.name} has rank {len(a.shape)} and {b.name} rank "
+                f"{len(b.shape)}; MmaOp operands must have the same rank (broadcast first)"
+            )
+        if len(dims) != 1:
+            raise FusionError(f"fused_multiply_sum: exactly one reduction dim; got {list(dims)}")
+        axis = _axis(a, dims[0], "fused_multiply_sum")
+        domain = []
+        for i, (da, db) in enumerate(zip(a.domain, b.domain, strict=True)):
+            merged = _merge_dims("fused_multiply_sum", [da, db])
+            if i == axis:
+                merged = IterDomain(merged.extent, IterType.REDUCTION)
+            domain.append(merged)
+        return self._emit(MmaOp, self._new(DType.float32, domain), a, b, [axis])
+
+    # -- element-wise ---------------------------------------------------------------------------
+    def add(self, x: Operand, y: Operand) -> TensorView:
+        """``x + y`` with broadcasting; either side may be a Python number or a scalar."""
+        return self._binary("add", x, y)
+
+    def sub(self, x: Operand, y: Operand) -> TensorView:
+        """``x - y`` with broadcasting."""
+        return self._binary("sub", x, y)
+
+    def mul(self, x: Operand, y: Operand) -> TensorView:
+        """``x * y`` with broadcasting."""
+        return self._binary("mul", x, y)
+
+    def neg(self, x: TensorView) -> TensorView:
+        """``-x``."""
+        return self._unary("neg", x)
+
+    def relu(self, x: TensorView) -> TensorView:
+        """``max(x, 0)``."""
+        return self._unary("relu", x)
+
+    def gelu(self, x: TensorView) -> TensorView:
+        """GELU, exact (erf) form."""
+        return self._unary("gelu", x)
+
+    def silu(self, x: TensorView) -> TensorView:
+        """``x * sigmoid(x)``."""
+        return self._unary("silu", x)
+
+    def sigmoid(self, x: TensorView) -> TensorView:
+        """``1 / (1 + exp(-x))``."""
+        return self._unary("sigmoid", x)
+
+    def sin(self, x: TensorView) -> TensorView:
+        """``sin(x)``."""
+        return self._unary("sin", x)
+
+    def cast(self, x: TensorView, dtype: DType) -> TensorView:
+        """Convert to *dtype*, rounding to nearest even."""
+        x = self._tensor(x, "cast")
+        if not isinstance(dtype, DType):
+            raise FusionError(f"cast: dtype must be an mmaplug dtype such as mp.float16; got {dtype!r}")
+        out = self._new(dtype, [_copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(CastOp([out], [x]))
+        return out
+
+    def set(self, x: TensorView) -> TensorView:
+        """A copy of *x*."""
+        x = self._tensor(x, "set")
+        out = self._new(x.dtype, [_copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(SetOp([out], [x]))
+        return out
+
+    def sum(self, x: TensorView, dims: Sequence[int], dtype: DType | None = None) -> TensorView:
+        """Sum over *dims*; half inputs accumulate and return in float32."""
+        x = self._tensor(x, "sum")
+        if isinstance(dims, int):
+            dims = [dims]
+        axes = sorted({_axis(x, d, "sum") for d in dims})
+        if not axes:
+            raise FusionError("sum: give at least one dim to reduce")
+        domain = [
+            IterDomain(d.extent, IterType.REDUCTION if i in axes else d.iter_type)
+            for i, d in enumerate(x.no_reduction_domain)
+        ]
+        x = self._promoted(x)  # type: ignore[assignment]
+        return self._emit(ReductionOp, self._new(dtype or x.dtype, domain), x, axes)
+
+    # -- metadata ---------------------------------------------------------------------------------
+    def broadcast_in_dim(
+        self, x: TensorView, shape: Sequence[int], broadcast_dims: Sequence[int]
+    ) -> TensorView:
+        """Place dim ``i`` of *x* at output position ``broadcast_dims[i]``; others are new."""
+        x = self._tensor(x, "broadcast_in_dim")
+        xd = x.no_reduction_domain
+        shape, bdims = list(shape), list(broadcast_dims)
+        if len(bdims) != len(xd):
+            raise FusionError(
+                f"broadcast_in_dim: {x.name} has rank {len(xd)} but broadcast_dims has "
+                f"{len(bdims)} entries; give one output position per input dim"
+            )
+        if sorted(set(bdims)) != bdims or any(not 0 <= p < len(shape) for p in bdims):
+            raise FusionError(
+                f"broadcast_in_dim: broadcast_dims {bdims} must be increasing positions "
+                f"in the output shape {shape}"
+            )
+        domain: list[IterDomain] = []
+        for pos, extent in enumerate(shape):
+            if pos in bdims:
+                src = xd[bdims.index(pos)]
+                if src.extent != extent and not src.is_broadcast:
+                    raise FusionError(
+                        f"broadcast_in_dim: dim {bdims.index(pos)} of {x.name} has extent "
+                        f"{src.extent} but the output shape asks {extent} at position {pos}"
+                    )
+                kind = src.iter_type if src.extent == extent else IterType.BROADCAST
+                domain.append(IterDomain(extent, kind))
+            else:
+                domain.append(IterDomain(extent, IterType.BROADCAST))
+        flags = [p not in bdims for p in range(len(shape))]
+        return self._emit(BroadcastOp, self._new(x.dtype, domain), x, flags)
+
+    def permute(self, x: TensorView, dims: Sequence[int]) -> TensorView:
+        """Output dim ``j`` is input dim ``dims[j]``."""
+        x = self._tensor(x, "permute")
+        xd = x.no_reduction_domain
+        perm = [d % len(xd) if -len(xd) <= d < len(xd) else d for d in dims]
+        if sorted(perm) != list(range(len(xd))):
+            raise FusionError(
+                f"permute: dims {list(dims)} is not a permutation of the {len(xd)} dims of {x.name}"
+            )
+        out = self._new(x.dtype, [_copy_dim(xd[p]) for p in perm])
+        return self._emit(PermuteOp, out, x, perm)
+
+    def squeeze(self, x: TensorView, dims: Sequence[int]) -> TensorView:
+        """Remove size-1 (broadcast) dims."""
+        x = self._tensor(x, "squeeze")
+        xd = x.no_reduction_domain
+        axes = sorted({_axis(x, d, "squeeze") for d in dims})
+        for a in axes:
+            if xd[a].extent != 1:
+                raise FusionError(
+                    f"squeeze: dim {a} of {x.name} has extent {xd[a].extent}; only size-1 "
+                    "dims can be squeezed"
+                )
+        out = self._new(x.dtype, [_copy_dim(d) for i, d in enumerate(xd) if i not in axes])
+        return self._emit(SqueezeOp, out, x, axes)
+
+    # -- internals --------------------------------------------------------------------------------
+    def _promoted(self, x: Val) -> Val:
+        """Half tensors enter arithmetic through an explicit cast to float32, as in nvFuser."""
+        if isinstance(x, TensorView) and x.dtype.is_half:
+            return self.cast(x, DType.float32)
+        return x
+
+    def _same_dtype(self, what: str, *tensors: TensorView) -> None:
+        if len({t.dtype for t in tensors}) > 1:
+            found = ", ".join(f"{t.name}: {t.dtype.label}" for t in tensors)
+            raise FusionError(f"{what}: operands must share one dtype; found {found}")
+
+    def _broadcast_batch(
+        self, what: str, a: Sequence[IterDomain], b: Sequence[IterDomain]
+    ) -> list[IterDomain]:
+        n = max(len(a), len(b))
+        pa = [None] * (n - len(a)) + list(a)
+        pb = [None] * (n - len(b)) + list(b)
+        out = []
+        for i, (da, db) in enumerate(zip(pa, pb, strict=True)):
+            dims = [d for d in (da, db) if d is not None]
+            try:
+                out.append(_merge_dims(what, dims))
+            except FusionError:
+                raise FusionError(
+                    f"{what}: batch dim {i} has extents {[d.extent for d in dims]}; batch dims "
+                    "must match or be 1"
+                ) from None
+        return out
+
+    def _align(self, what: str, x: TensorView, rank: int) -> TensorView:
+        if len(x.shape) == rank:
+            return x
+        extra = rank - len(x.shape)
+        shape = [1] * extra + list(x.shape)
+        return self.broadcast_in_dim(x, shape, list(range(extra, rank)))
+
+    def _binary(self, op: str, x: Operand, y: Operand) -> TensorView:
+        xv, yv = self._value(x, op), self._value(y, op)
+        tensors = [v for v in (xv, yv) if isinstance(v, TensorView)]
+        if not tensors:
+            raise FusionError(f"{op}: at least one operand must be a tensor")
+        tensors = [self._tensor(t, op) for t in tensors]
+        rank = max(len(t.shape) for t in tensors)
+        if isinstance(xv, TensorView):
+            xv = self._align(op, self._tensor(xv, op), rank)
+        if isinstance(yv, TensorView):
+            yv = self._align(op, self._tensor(yv, op), rank)
+        xv, yv = self._promoted(xv), self._promoted(yv)
+        aligned = [v for v in (xv, yv) if isinstance(v, TensorView)]
+        domain = [
+            _merge_dims(op, [t.no_reduction_domain[i] for t in aligned]) for i in range(rank)
+        ]
+        out = self._new(result_dtype(xv, yv), domain)
+        self._fusion.attach(BinaryOp(out, xv, yv, op))
+        return out
+
+    def _unary(self, op: str, x: TensorView) -> TensorView:
+        x = self._promoted(self._tensor(x, op))  # type: ignore[assignment]
+        out = self._new(result_dtype(x), [_copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(UnaryOp(out, x, op))
+        return out
+
+
+class FusionDefinition:
+    """Build a fusion inside a ``with`` block; ``fd.fusion`` holds the result.
+
+    ::
+
+        with mp.FusionDefinition() as fd:
+            x = fd.define_tensor([M, K], dtype=mp.float16)
+            w = fd.define_tensor([N, K], dtype=mp.float16)
+            fd.add_output(fd.ops.linear(x, w))
+    """
+
+    def __init__(self) -> None:
+        self.fusion = Fusion()
+        self.ops = Ops(self)
+
+    def __enter__(self) -> FusionDefinition:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None and not self.fusion.outputs:
+            raise FusionError("the fusion has no outputs; call fd.add_output(tensor)")
+
+    def define_tensor(
+        self,
+        shape: Sequence[int],
+        dtype: DType = DType.float32,
+        stride_order: Sequence[int] | None = None,
+    ) -> TensorView:
+        """A fusion input of *shape* (static extents; 1 is a broadcast dim).
+
+        :param stride_order: nvFuser's meaning: ``stride_order[i]`` is the rank of dim i's stride,
+            0 the innermost. Row-major (the default) is ``[rank-1, ..., 0]``.
+        """
+        if not isinstance(dtype, DType):
+            raise FusionError(f"define_tensor: dtype must be e.g. mp.float16; got {dtype!r}")
+        shape = list(shape)
+        for extent in shape:
+            if isinstance(extent, bool) or not isinstance(extent, int) or extent < 1:
+                raise FusionError(
+                    f"define_tensor: shape {shape} must hold positive ints (static extents)"
+                )
+        rank = len(shape)
+        if stride_order is None:
+            alloc = list(range(rank))
+        else:
+            order = list(stride_order)
+            if sorted(order) != list(range(rank)):
+                raise FusionError(
+                    f"define_tensor: stride_order {order} must be a permutation of 0..{rank - 1}"
+                )
+            alloc = sorted(range(rank), key=lambda i: -order[i])
+        tv = self.fusion.new_tensor(dtype, [_dim(e) for e in shape], alloc)
+        self.fusion.add_input(tv)
+        return tv
+
+    def define_scalar(self, value: float | None = None, dtype: DType = DType.float32) -> Scalar:
+        """A scalar: a constant when *value* is given, else a fusion input (alpha, beta)."""
+        scalar = self.fusion.new_scalar(dtype, value)
+        if value is None:
+            self.fusion.add_input(scalar)
+        return scalar
+
+    def add_output(self, tensor: TensorView) -> None:
+        """Mark *tensor* as a fusion output (row-major, in the order added)."""
+        self.fusion.add_output(tensor)
+
+    def __repr__(self) -> str:
+        return repr(self.fusion)

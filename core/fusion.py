@@ -1,0 +1,461 @@
+"""The Fusion IR: tensors, iteration domains, scalars and the op nodes between them."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
+
+from .dtypes import DType, promote
+from .errors import FusionError
+
+
+class IterType(enum.StrEnum):
+    """What a tensor dimension is: a plain loop, a summed-over axis, or a size-1 broadcast."""
+
+    ITERATION = "i"
+    REDUCTION = "r"
+    BROADCAST = "b"
+
+
+class MemoryType(enum.StrEnum):
+    """Where a tensor lives; fusion inputs and outputs are global."""
+
+    GLOBAL = "global"
+    SHARED = "shared"
+    LOCAL = "local"
+
+
+class IterDomain:
+    """One dimension of one tensor. Identity matters: ops map input dims to output dims."""
+
+    __slots__ = ("extent", "iter_type")
+
+    def __init__(self, extent: int, iter_type: IterType = IterType.ITERATION) -> None:
+        self.extent = extent
+        self.iter_type = iter_type
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.iter_type is IterType.REDUCTION
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.iter_type is IterType.BROADCAST
+
+    def __repr__(self) -> str:
+        prefix = "" if self.iter_type is IterType.ITERATION else self.iter_type.value
+        return f"{prefix}{self.extent}"
+
+
+class Val:
+    """A value in a fusion: a tensor or a scalar."""
+
+    definition: Expr | None
+    uses: list[Expr]
+    name: str
+
+
+class Scalar(Val):
+    """A float scalar: a constant (``value`` set) or a fusion input (``value`` None)."""
+
+    def __init__(self, name: str, dtype: DType, value: float | None = None) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.value = value
+        self.definition = None
+        self.uses = []
+
+    @property
+    def is_constant(self) -> bool:
+        return self.value is not None
+
+    def __repr__(self) -> str:
+        return repr(self.value) if self.is_constant else self.name
+
+
+class TensorView(Val):
+    """A tensor: dtype, logical domain (reductions kept in place), allocation order, memory.
+
+    ``alloc_order`` lists the non-reduction logical positions from outermost to innermost in
+    memory. ``alias_of`` is set by the skip-intermediates analysis on metadata ops whose output a
+    scheduler may read straight from the fusion input it names.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        dtype: DType,
+        domain: Sequence[IterDomain],
+        alloc_order: Sequence[int] | None = None,
+    ) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.domain = list(domain)
+        positions = [i for i, d in enumerate(self.domain) if not d.is_reduction]
+        self.alloc_order = list(alloc_order) if alloc_order is not None else positions
+        self.memory_type = MemoryType.LOCAL
+        self.definition = None
+        self.uses = []
+        self.alias_of: TensorView | None = None
+
+    @property
+    def rank(self) -> int:
+        """Number of logical dims, reductions included."""
+        return len(self.domain)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents of the value this tensor holds (reduction dims excluded)."""
+        return tuple(d.extent for d in self.domain if not d.is_reduction)
+
+    @property
+    def no_reduction_domain(self) -> list[IterDomain]:
+        return [d for d in self.domain if not d.is_reduction]
+
+    @property
+    def allocation(self) -> list[IterDomain]:
+        """Dims in memory order, outermost first."""
+        return [self.domain[i] for i in self.alloc_order]
+
+    @property
+    def stride_order(self) -> list[int]:
+        """nvFuser's ``stride_order`` over the value's dims: 0 marks the innermost."""
+        value_positions = [i for i, d in enumerate(self.domain) if not d.is_reduction]
+        rank_of = {pos: len(self.alloc_order) - 1 - j for j, pos in enumerate(self.alloc_order)}
+        return [rank_of[p] for p in value_positions]
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def describe(self) -> str:
+        """``T0: float16[128, b1, 64]`` plus the stride order when it is not row-major."""
+        dims = ", ".join(repr(d) for d in self.domain)
+        text = f"{self.name}: {self.dtype.label}[{dims}]"
+        order = self.stride_order
+        if order != sorted(order, reverse=True):
+            text += f" stride_order={order}"
+        if self.alias_of is not None:
+            text += f" (alias of {self.alias_of.name})"
+        return text
+
+
+class Expr:
+    """An op node. Subclasses declare ``kind`` and how input dims map to output dims."""
+
+    kind: ClassVar[str] = "expr"
+
+    def __init__(self, outputs: Sequence[TensorView], inputs: Sequence[Val]) -> None:
+        self.outputs = list(outputs)
+        self.inputs = list(inputs)
+
+    @property
+    def output(self) -> TensorView:
+        return self.outputs[0]
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        """(input dim, output dim) pairs that are the same loop; default: position by position."""
+        for inp in self.inputs:
+            if isinstance(inp, TensorView):
+                yield from zip(inp.domain, self.output.domain, strict=False)
+
+    def attrs_text(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        args = ", ".join(repr(v) for v in self.inputs)
+        extra = self.attrs_text()
+        return f"{self.output.name} = {self.kind}({args}{', ' + extra if extra else ''})"
+
+
+class UnaryOp(Expr):
+    """Element-wise ``op`` of one tensor (neg, relu, gelu, silu, sigmoid, sin)."""
+
+    kind = "unary"
+    OPS: ClassVar[tuple[str, ...]] = ("neg", "relu", "gelu", "silu", "sigmoid", "sin")
+
+    def __init__(self, out: TensorView, inp: TensorView, op: str) -> None:
+        super().__init__([out], [inp])
+        self.op = op
+
+    def __repr__(self) -> str:
+        return f"{self.output.name} = {self.op}({self.inputs[0]!r})"
+
+
+class BinaryOp(Expr):
+    """Element-wise add/sub/mul of two same-rank tensors, or a tensor and a scalar."""
+
+    kind = "binary"
+    OPS: ClassVar[tuple[str, ...]] = ("add", "sub", "mul")
+
+    def __init__(self, out: TensorView, lhs: Val, rhs: Val, op: str) -> None:
+        super().__init__([out], [lhs, rhs])
+        self.op = op
+
+    def __repr__(self) -> str:
+        return f"{self.output.name} = {self.op}({self.inputs[0]!r}, {self.inputs[1]!r})"
+
+
+class CastOp(Expr):
+    """Convert to ``output.dtype`` (rounding to nearest even)."""
+
+    kind = "cast"
+
+    def attrs_text(self) -> str:
+        return f"dtype={self.output.dtype.label}"
+
+
+class SetOp(Expr):
+    """A copy (nvFuser ``set``); a metadata op."""
+
+    kind = "set"
+
+
+class BroadcastOp(Expr):
+    """Insert broadcast dims where ``flags`` is True; a metadata op."""
+
+    kind = "broadcast"
+
+    def __init__(self, out: TensorView, inp: TensorView, flags: Sequence[bool]) -> None:
+        super().__init__([out], [inp])
+        self.flags = tuple(flags)
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        kept = [d for d, new in zip(self.output.domain, self.flags, strict=True) if not new]
+        yield from zip(self.inputs[0].domain, kept, strict=True)  # type: ignore[union-attr]
+
+    def attrs_text(self) -> str:
+        return f"flags={list(self.flags)}"
+
+
+class SqueezeOp(Expr):
+    """Remove the broadcast dims at ``dims``; a metadata op."""
+
+    kind = "squeeze"
+
+    def __init__(self, out: TensorView, inp: TensorView, dims: Sequence[int]) -> None:
+        super().__init__([out], [inp])
+        self.dims = tuple(dims)
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        inp = self.inputs[0]
+        assert isinstance(inp, TensorView)
+        kept = [d for i, d in enumerate(inp.domain) if i not in self.dims]
+        yield from zip(kept, self.output.domain, strict=True)
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.dims)}"
+
+
+class PermuteOp(Expr):
+    """Output dim ``j`` is input dim ``perm[j]``; a metadata op."""
+
+    kind = "permute"
+
+    def __init__(self, out: TensorView, inp: TensorView, perm: Sequence[int]) -> None:
+        super().__init__([out], [inp])
+        self.perm = tuple(perm)
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        inp = self.inputs[0]
+        assert isinstance(inp, TensorView)
+        for j, p in enumerate(self.perm):
+            yield inp.domain[p], self.output.domain[j]
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.perm)}"
+
+
+class ReductionOp(Expr):
+    """Sum over ``axes``; the output keeps them in place as reduction dims."""
+
+    kind = "sum"
+
+    def __init__(self, out: TensorView, inp: TensorView, axes: Sequence[int]) -> None:
+        super().__init__([out], [inp])
+        self.axes = tuple(axes)
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.axes)}"
+
+
+class MmaOp(Expr):
+    """Tensor-core multiply-sum: same-rank operands, float32 result, one reduction axis."""
+
+    kind = "mma"
+
+    def __init__(self, out: TensorView, a: TensorView, b: TensorView, axes: Sequence[int]) -> None:
+        super().__init__([out], [a, b])
+        self.axes = tuple(axes)
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.axes)}"
+
+
+class MatmulOp(Expr):
+    """``torch.matmul`` semantics: A ``[*, M, K]`` or ``[K]``, B ``[*, K, N]`` or ``[K]``."""
+
+    kind = "matmul"
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        a, b = self.inputs
+        assert isinstance(a, TensorView) and isinstance(b, TensorView)
+        out = self.output.domain
+        k_out = out[-1] if out and out[-1].is_reduction else None
+        if k_out is not None:
+            yield a.domain[-1], k_out
+            yield b.domain[0 if b.rank == 1 else -2], k_out
+        body = out[:-1] if k_out is not None else out
+        # Non-K dims, aligned from the right: [..batch, M, N] with M from A and N from B.
+        a_rest = a.domain[:-1]
+        b_rest = [] if b.rank == 1 else [*b.domain[:-2], b.domain[-1]]
+        if b.rank > 1:
+            yield b_rest[-1], body[-1]
+            b_batch, body_b = b_rest[:-1], body[:-1]
+        else:
+            b_batch, body_b = [], body
+        if a.rank > 1:
+            yield a_rest[-1], body_b[-1]
+            a_batch, batch_out = a_rest[:-1], body_b[:-1]
+        else:
+            a_batch, batch_out = [], body_b
+        for dims in (a_batch, b_batch):
+            yield from zip(reversed(dims), reversed(batch_out), strict=False)
+
+
+class LinearOp(Expr):
+    """``F.linear`` semantics: input ``[*, K]``, weight ``[N, K]`` or ``[K]``, bias ``[N]``."""
+
+    kind = "linear"
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        a, w = self.inputs[0], self.inputs[1]
+        assert isinstance(a, TensorView) and isinstance(w, TensorView)
+        out = self.output.domain
+        k_out = out[-1] if out and out[-1].is_reduction else None
+        if k_out is not None:
+            yield a.domain[-1], k_out
+            yield w.domain[-1], k_out
+        body = out[:-1] if k_out is not None else out
+        if w.rank == 2:
+            yield w.domain[0], body[-1]
+            for bias in self.inputs[2:]:
+                assert isinstance(bias, TensorView)
+                yield bias.domain[-1], body[-1]
+            body = body[:-1]
+        yield from zip(a.domain[:-1], body, strict=True)
+
+
+METADATA_OPS: tuple[type[Expr], ...] = (BroadcastOp, SqueezeOp, PermuteOp, SetOp)
+
+
+class Fusion:
+    """A DAG of ops between ordered inputs and outputs. Mutated in place by translation."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Val] = []
+        self.outputs: list[TensorView] = []
+        self._names = itertools.count()
+
+    # -- building ---------------------------------------------------------------------------
+    def new_tensor(
+        self,
+        dtype: DType,
+        domain: Sequence[IterDomain],
+        alloc_order: Sequence[int] | None = None,
+    ) -> TensorView:
+        return TensorView(f"T{next(self._names)}", dtype, domain, alloc_order)
+
+    def new_scalar(self, dtype: DType, value: float | None = None) -> Scalar:
+        return Scalar(f"S{next(self._names)}", dtype, value)
+
+    def add_input(self, val: Val) -> None:
+        if isinstance(val, TensorView):
+            val.memory_type = MemoryType.GLOBAL
+        self.inputs.append(val)
+
+    def add_output(self, tv: TensorView) -> None:
+        if not isinstance(tv, TensorView):
+            raise FusionError(f"add_output takes a tensor; got {tv!r}")
+        if tv in self.outputs:
+            raise FusionError(f"{tv.name} is already an output of this fusion")
+        tv.memory_type = MemoryType.GLOBAL
+        self.outputs.append(tv)
+
+    def attach(self, expr: Expr) -> Expr:
+        """Make *expr* the definition of its outputs and a use of its inputs."""
+        for inp in expr.inputs:
+            inp.uses.append(expr)
+        for out in expr.outputs:
+            out.definition = expr
+        return expr
+
+    def detach(self, expr: Expr) -> None:
+        """Remove *expr* from its inputs' uses (its outputs keep it until redefined)."""
+        for inp in expr.inputs:
+            if expr in inp.uses:
+                inp.uses.remove(expr)
+
+    def replace_uses(self, old: Val, new: Val, *, skip: Expr | None = None) -> None:
+        """Make every use of *old* (except *skip*) read *new*; outputs move over too."""
+        for use in list(old.uses):
+            if use is skip:
+                continue
+            use.inputs = [new if v is old else v for v in use.inputs]
+            old.uses.remove(use)
+            new.uses.append(use)
+        if isinstance(old, TensorView) and old in self.outputs:
+            assert isinstance(new, TensorView)
+            self.outputs[self.outputs.index(old)] = new
+            new.memory_type = MemoryType.GLOBAL
+
+    # -- traversal --------------------------------------------------------------------------
+    def exprs(self) -> list[Expr]:
+        """Every op that some output depends on, producers before consumers."""
+        order: list[Expr] = []
+        seen: set[int] = set()
+        stack: list[tuple[Val, bool]] = [(tv, False) for tv in reversed(self.outputs)]
+        while stack:
+            val, expanded = stack.pop()
+            expr = val.definition
+            if expr is None or (id(expr) in seen and not expanded):
+                continue
+            if expanded:
+                if id(expr) not in seen:
+                    seen.add(id(expr))
+                    order.append(expr)
+                continue
+            stack.append((val, True))
+            stack.extend((inp, False) for inp in expr.inputs if inp.definition is not None)
+        return order
+
+    def tensors(self) -> list[TensorView]:
+        """Inputs, then every op output in producer order."""
+        out = [v for v in self.inputs if isinstance(v, TensorView)]
+        for expr in self.exprs():
+            out.extend(o for o in expr.outputs if o not in out)
+        return out
+
+    def __repr__(self) -> str:
+        lines = ["Fusion:"]
+        for val in self.inputs:
+            if isinstance(val, TensorView):
+                lines.append(f"  input  {val.describe()}")
+            else:
+                lines.append(f"  input  {val.name}: {val.dtype.label} scalar")  # type: ignore[attr-defined]
+        for expr in self.exprs():
+            lines.append(f"  {expr!r:<40} # {expr.output.describe()}")
+        lines.append("  outputs: " + ", ".join(tv.name for tv in self.outputs))
+        return "\n".join(lines)
+
+
+def result_dtype(*vals: Val) -> DType:
+    """The dtype element-wise arithmetic on *vals* produces (half types compute in float32)."""
+    dtypes = [v.dtype for v in vals if isinstance(v, TensorView | Scalar)]
+    result = dtypes[0]
+    for d in dtypes[1:]:
+        result = promote(result, d)
+    if result.is_half:
+        return promote(result, result)
+    return result

@@ -1,0 +1,241 @@
+"""Translation of every matmul pattern to one MmaOp (the same for every architecture),
+and the skip-intermediates analysis that lets schedulers load operands straight from inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .dtypes import DType
+from .errors import UnsupportedFusionError
+from .fusion import (
+    METADATA_OPS,
+    BinaryOp,
+    BroadcastOp,
+    CastOp,
+    Fusion,
+    IterDomain,
+    IterType,
+    MmaOp,
+    PermuteOp,
+    ReductionOp,
+    SqueezeOp,
+    TensorView,
+)
+from .patterns import MatmulPattern, find_matmul_patterns
+
+if TYPE_CHECKING:
+    import pluggy
+
+
+def translate_matmul_patterns(
+    fusion: Fusion, *, pm: pluggy.PluginManager | None = None
+) -> list[MatmulPattern]:
+    """Rewrite every pattern of *fusion* in place as an MmaOp; returns the patterns, all "mma".
+
+    MatmulOp and LinearOp get explicit broadcasts and a transpose in front of the MmaOp;
+    mul+sum becomes an MmaOp on the pre-cast operands. Shared operands (``A@B1``, ``A@B2``) reuse
+    one broadcast. The float32 result is cast back to the old dtype only where a half value is
+    really needed: consumers that cast it straight back to float32 read the float32 result.
+    """
+    patterns = find_matmul_patterns(fusion, pm=pm)
+    for pattern in patterns:
+        if pattern.kind == "mma":
+            continue
+        translator = _TRANSLATORS.get(pattern.kind)
+        if translator is None:
+            raise UnsupportedFusionError(
+                f"no translation to MmaOp for pattern kind {pattern.kind!r} "
+                f"(output {pattern.output.name}); a plugin that recognises it must translate it"
+            )
+        translator(fusion, pattern)
+        pattern.kind = "mma"
+    if pm is None:
+        from .manager import get_plugin_manager
+
+        pm = get_plugin_manager()
+    pm.hook.mmaplug_fusion_translated(fusion=fusion, patterns=list(patterns))
+    return patterns
+
+
+# -- operand preparation (with reuse for horizontal fusions) ------------------------------------
+
+
+def _broadcast(fusion: Fusion, tv: TensorView, flags: Sequence[bool]) -> TensorView:
+    flags = tuple(flags)
+    if not any(flags):
+        return tv
+    for use in tv.uses:
+        if isinstance(use, BroadcastOp) and use.flags == flags:
+            return use.output
+    src = iter(tv.no_reduction_domain)
+    domain = [
+        IterDomain(1, IterType.BROADCAST) if new else _copy(next(src)) for new in flags
+    ]
+    out = fusion.new_tensor(tv.dtype, domain)
+    fusion.attach(BroadcastOp(out, tv, flags))
+    return out
+
+
+def _permute(fusion: Fusion, tv: TensorView, perm: Sequence[int]) -> TensorView:
+    perm = tuple(perm)
+    for use in tv.uses:
+        if isinstance(use, PermuteOp) and use.perm == perm:
+            return use.output
+    dims = tv.no_reduction_domain
+    out = fusion.new_tensor(tv.dtype, [_copy(dims[p]) for p in perm])
+    fusion.attach(PermuteOp(out, tv, perm))
+    return out
+
+
+def _copy(d: IterDomain) -> IterDomain:
+    return IterDomain(d.extent, d.iter_type)
+
+
+def _leading(fusion: Fusion, tv: TensorView, rank: int) -> TensorView:
+    extra = rank - len(tv.shape)
+    return _broadcast(fusion, tv, [True] * extra + [False] * len(tv.shape))
+
+
+def _mma(fusion: Fusion, a: TensorView, b: TensorView) -> TensorView:
+    domain = []
+    for i, (da, db) in enumerate(zip(a.domain, b.domain, strict=True)):
+        extent = db.extent if da.is_broadcast else da.extent
+        if i == len(a.domain) - 1:
+            kind = IterType.REDUCTION
+        elif da.is_broadcast and db.is_broadcast:
+            kind = IterType.BROADCAST
+        else:
+            kind = IterType.ITERATION
+        domain.append(IterDomain(extent, kind))
+    out = fusion.new_tensor(DType.float32, domain)
+    fusion.attach(MmaOp(out, a, b, [len(domain) - 1]))
+    return out
+
+
+def _refuse_vector(pattern: MatmulPattern) -> None:
+    for tv in (pattern.a, pattern.b):
+        if len(tv.shape) < 2:
+            raise UnsupportedFusionError(
+                f"{pattern.kind} into {pattern.output.name}: operand {tv.name} is 1-D; "
+                "matrix-vector products are not tensor-core work (give both operands 2+ dims)"
+            )
+
+
+# -- per-kind translation ----------------------------------------------------------------------
+
+
+def _translate_matmul(fusion: Fusion, pattern: MatmulPattern) -> None:
+    _refuse_vector(pattern)
+    a, b = pattern.a, pattern.b
+    rank = max(len(a.shape), len(b.shape)) + 1
+    bt = _permute(fusion, b, [*range(len(b.shape) - 2), len(b.shape) - 1, len(b.shape) - 2])
+    a3 = _broadcast(fusion, a, [False] * (len(a.shape) - 1) + [True, False])
+    b3 = _broadcast(fusion, bt, [False] * (len(bt.shape) - 2) + [True, False, False])
+    a3, b3 = _leading(fusion, a3, rank), _leading(fusion, b3, rank)
+    _finalize(fusion, pattern, a3, b3, _mma(fusion, a3, b3))
+
+
+def _translate_linear(fusion: Fusion, pattern: MatmulPattern) -> None:
+    _refuse_vector(pattern)
+    a, w = pattern.a, pattern.b
+    a3 = _broadcast(fusion, a, [False] * (len(a.shape) - 1) + [True, False])
+    w3 = _leading(fusion, w, len(a3.shape))
+    result = _mma(fusion, a3, w3)
+    expr = pattern.output.definition
+    assert expr is not None
+    if len(expr.inputs) > 2:
+        bias = expr.inputs[2]
+        assert isinstance(bias, TensorView)
+        bias_f = _cast(fusion, bias, DType.float32) if bias.dtype is not DType.float32 else bias
+        bias_b = _leading(fusion, bias_f, len(result.shape))
+        summed = fusion.new_tensor(DType.float32, [_copy(d) for d in result.no_reduction_domain])
+        fusion.attach(BinaryOp(summed, result, bias_b, "add"))
+        result = summed
+    _finalize(fusion, pattern, a3, w3, result)
+
+
+def _translate_mul_sum(fusion: Fusion, pattern: MatmulPattern) -> None:
+    out = pattern.output
+    expr = out.definition
+    assert isinstance(expr, ReductionOp)
+    fusion.detach(expr)
+    fusion.attach(MmaOp(out, pattern.a, pattern.b, expr.axes))
+
+
+def _cast(fusion: Fusion, tv: TensorView, dtype: DType) -> TensorView:
+    out = fusion.new_tensor(dtype, [_copy(d) for d in tv.no_reduction_domain])
+    fusion.attach(CastOp([out], [tv]))
+    return out
+
+
+def _finalize(
+    fusion: Fusion, pattern: MatmulPattern, a: TensorView, b: TensorView, fms: TensorView
+) -> None:
+    """Hook the float32 result *fms* up in place of the old output (nvFuser's cast placement)."""
+    old = pattern.output
+    old_def = old.definition
+    assert old_def is not None
+    fusion.detach(old_def)
+    if old.dtype is fms.dtype:
+        fusion.replace_uses(old, fms)
+    else:
+        round_trips = [
+            u for u in old.uses if isinstance(u, CastOp) and u.output.dtype is fms.dtype
+        ]
+        others = [u for u in old.uses if u not in round_trips]
+        if others or old in fusion.outputs:
+            half = _cast(fusion, fms, old.dtype)
+            for use in others:
+                use.inputs = [half if v is old else v for v in use.inputs]
+                old.uses.remove(use)
+                half.uses.append(use)
+            if old in fusion.outputs:
+                fusion.outputs[fusion.outputs.index(old)] = half
+                half.memory_type = old.memory_type
+        for cast in round_trips:
+            fusion.detach(cast)
+            fusion.replace_uses(cast.output, fms)
+    pattern.a, pattern.b, pattern.output = a, b, fms
+
+
+_TRANSLATORS = {
+    "matmul": _translate_matmul,
+    "linear": _translate_linear,
+    "mul_sum": _translate_mul_sum,
+}
+
+
+# -- skip intermediates ------------------------------------------------------------------------
+
+
+def skip_intermediates(tv: TensorView) -> TensorView:
+    """Alias the single-use metadata ops below fusion input *tv* to it; return the last one.
+
+    Each op's output gets global memory, ``alias_of`` = *tv* and the allocation order of its
+    producer carried through the op (new broadcast dims outermost), so a scheduler can load the
+    returned tensor straight from *tv*'s memory with the right strides (nvFuser PR #4072).
+    """
+    current = tv
+    while len(current.uses) == 1 and isinstance(current.uses[0], METADATA_OPS):
+        expr = current.uses[0]
+        out = expr.output
+        out.alloc_order = _carry_allocation(expr, current)
+        out.alias_of = tv
+        out.memory_type = tv.memory_type
+        current = out
+    return current
+
+
+def _carry_allocation(expr: object, src: TensorView) -> list[int]:
+    """The consumer's allocation order: the producer's order mapped through *expr*."""
+    src_order = [src.domain[i] for i in src.alloc_order]
+    pos_of = {}
+    out = expr.output  # type: ignore[attr-defined]
+    for s, d in expr.dim_pairs():  # type: ignore[attr-defined]
+        pos_of[id(s)] = out.domain.index(d)
+    mapped = [pos_of[id(d)] for d in src_order if id(d) in pos_of]
+    rest = [i for i in range(len(out.domain)) if i not in mapped and not out.domain[i].is_reduction]
+    if isinstance(expr, SqueezeOp):
+        rest = []
+    return rest + mapped
