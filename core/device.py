@@ -1,0 +1,143 @@
+"""Device: the GPU facts heuristics and limits read, from a named preset or the local GPU."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import attrs
+
+from .errors import UnsupportedTargetError, UsageError
+
+_KIB: Final = 1024
+_MIB: Final = 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class Device:
+    """What mmaplug needs to know about a GPU; sizes are in bytes.
+
+    ``arch_suffix`` is ``"a"`` for a GPU whose architecture-specific features (``wgmma``,
+    ``setmaxnreg``) are targeted, as in ``sm_90a``; it is empty otherwise.
+    """
+
+    name: str
+    cc: tuple[int, int] = attrs.field(converter=tuple)
+    arch_suffix: str = ""
+    sm_count: int = attrs.field(validator=attrs.validators.ge(1))
+    smem_per_block_optin: int = attrs.field(validator=attrs.validators.ge(1))
+    smem_per_sm: int = attrs.field(validator=attrs.validators.ge(1))
+    regs_per_sm: int = 65536
+    max_threads_per_block: int = 1024
+    l2_bytes: int = 0
+    warp_size: int = 32
+
+    @property
+    def target(self) -> str:
+        """The PTX target name, e.g. ``"sm_80"`` or ``"sm_90a"``."""
+        major, minor = self.cc
+        return f"sm_{major}{minor}{self.arch_suffix}"
+
+
+_PRESETS: Final[Mapping[str, Device]] = MappingProxyType(
+    {
+        "a100": Device(
+            name="a100",
+            cc=(8, 0),
+            sm_count=108,
+            smem_per_block_optin=166_912,
+            smem_per_sm=164 * _KIB,
+            l2_bytes=40 * _MIB,
+        ),
+        "h100": Device(
+            name="h100",
+            cc=(9, 0),
+            arch_suffix="a",
+            sm_count=132,
+            smem_per_block_optin=232_448,
+            smem_per_sm=228 * _KIB,
+            l2_bytes=50 * _MIB,
+        ),
+        "h200": Device(
+            name="h200",
+            cc=(9, 0),
+            arch_suffix="a",
+            sm_count=132,
+            smem_per_block_optin=232_448,
+            smem_per_sm=228 * _KIB,
+            l2_bytes=60 * _MIB,
+        ),
+    }
+)
+
+PRESET_NAMES: Final[tuple[str, ...]] = tuple(_PRESETS)
+
+_NO_GPU: Final = "no CUDA GPU found; pass a preset name such as device='h200' to plan without one"
+
+
+def get_device(name: str | Device | None = None) -> Device:
+    """Return the device to plan for.
+
+    :param name: a preset name (``"a100"``, ``"h100"``, ``"h200"``, any case), a ``Device``
+        (returned as is), or ``None`` for the local GPU, read through ``numba.cuda``.
+    :returns: the ``Device``.
+    :raises UsageError: *name* is not a preset.
+    :raises UnsupportedTargetError: *name* is ``None`` and there is no usable CUDA GPU.
+    """
+    if isinstance(name, Device):
+        return name
+    if name is None:
+        return _local_device()
+    if not isinstance(name, str):
+        raise UsageError(f"device must be a preset name, a Device or None, not {name!r}")
+    preset = _PRESETS.get(name.strip().lower())
+    if preset is not None:
+        return preset
+    near = difflib.get_close_matches(name.strip().lower(), PRESET_NAMES, n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    raise UsageError(
+        f"unknown device {name!r}{hint} presets: {', '.join(PRESET_NAMES)} "
+        "(or pass None to use the local GPU)"
+    )
+
+
+def _local_device() -> Device:
+    """Describe the current CUDA GPU; numba is imported here only, so planning never needs it."""
+    try:
+        from numba import cuda  # lazy on purpose: core imports without numba
+    except ImportError as error:
+        raise UnsupportedTargetError(_NO_GPU) from error
+    try:
+        if not cuda.is_available():
+            raise UnsupportedTargetError(_NO_GPU)
+        gpu = cuda.get_current_device()
+    except UnsupportedTargetError:
+        raise
+    except Exception as error:  # numba raises CudaSupportError and driver errors here.
+        raise UnsupportedTargetError(f"{_NO_GPU} ({error})") from error
+    return device_from_attributes(gpu)
+
+
+def device_from_attributes(gpu: Any) -> Device:
+    """Build a ``Device`` from a numba-cuda device object (or anything with its attributes)."""
+    raw_name = gpu.name
+    name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
+    major, minor = (int(part) for part in gpu.compute_capability)
+    smem_per_block = int(getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK", 48 * _KIB))
+    return Device(
+        name=name,
+        cc=(major, minor),
+        # numba-cuda builds for the "a" target from cc 9.0 on (DESIGN.md §5).
+        arch_suffix="a" if major >= 9 else "",
+        sm_count=int(gpu.MULTIPROCESSOR_COUNT),
+        smem_per_block_optin=int(
+            getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_per_block)
+        ),
+        smem_per_sm=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", smem_per_block)),
+        regs_per_sm=int(getattr(gpu, "MAX_REGISTERS_PER_MULTIPROCESSOR", 65536)),
+        max_threads_per_block=int(getattr(gpu, "MAX_THREADS_PER_BLOCK", 1024)),
+        l2_bytes=int(getattr(gpu, "L2_CACHE_SIZE", 0)),
+        warp_size=int(getattr(gpu, "WARP_SIZE", 32)),
+    )

@@ -1,0 +1,175 @@
+"""Tests for the built-in default heuristic (heuristics/default.py) over a shape suite."""
+
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+import pytest
+
+from mmaplug.device import get_device
+from mmaplug.dtypes import DType
+from mmaplug.heuristics import default
+from mmaplug.heuristics.default import mmaplug_matmul_params
+from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, CtaOrder, TileShape, TilingStrategy
+from mmaplug.plugins.ampere import limits as ampere_limits
+from mmaplug.plugins.hopper import limits as hopper_limits
+from mmaplug.problem import Layout, MatmulProblem, VectorWidths
+
+
+def problem(
+    m: int, n: int, k: int, *, batch: int = 1, layout: Layout = Layout.TN,
+    dtype: DType = DType.float16, vec: int = 8,
+) -> MatmulProblem:
+    return MatmulProblem(
+        m=m, n=n, k=k, batch=batch, a_k_inner=layout.a_k_inner, b_k_inner=layout.b_k_inner,
+        operand_dtype=dtype, output_dtype=dtype, vector_widths=VectorWidths(a=vec, b=vec, epilogue=vec),
+    )
+
+
+class Shape(NamedTuple):
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+
+SHAPES = [Shape(s, s, s) for s in (128, 256, 512, 1024, 2048, 4096, 8192)] + [
+    Shape(128, 4096, 4096), Shape(128, 8192, 1024), Shape(16384, 1024, 512),
+    Shape(2048, 14336, 5120), Shape(504, 136, 248), Shape(1024, 1024, 1024, batch=3),
+    Shape(4096, 32, 4096), Shape(128, 256, 512),
+]
+TARGETS = [("a100", "ampere"), ("h100", "ampere"), ("h200", "ampere"), ("h100", "hopper"), ("h200", "hopper")]
+LIMITS = {"ampere": ampere_limits, "hopper": hopper_limits}
+CASES = [
+    pytest.param(dev, sched, shape, layout, dtype,
+                 id=f"{dev}_{sched}_{dtype.label[:2]}{'16'}_{layout.value}_"
+                    f"{'b%d_' % shape.batch if shape.batch > 1 else ''}{shape.m}x{shape.n}x{shape.k}")
+    for (dev, sched), shape, layout, dtype in itertools.product(
+        TARGETS, SHAPES, list(Layout), [DType.float16, DType.bfloat16])
+]
+
+
+@pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), CASES)
+def test_default_answers_pass_limits(device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType) -> None:
+    """Every default answer on the shape suite passes the matching scheduler's limits."""
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
+    params = mmaplug_matmul_params(prob, get_device(device), scheduler)
+    assert params is not None
+    assert LIMITS[scheduler].violations(params, prob, get_device(device)) == []
+
+
+@pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), CASES)
+def test_defaults_never_choose_sentinels(device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType) -> None:
+    """No default answer on the suite ever holds a sentinel value scoped to its scheduler."""
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
+    params = mmaplug_matmul_params(prob, get_device(device), scheduler)
+    assert params is not None
+    hits = [f for f, v in SENTINELS.items() if scheduler in SENTINEL_SCHEDULERS[f] and getattr(params, f) == v]
+    assert hits == []
+
+
+@pytest.mark.parametrize("scheduler", ["blackwell", "", "Ampere"], ids=["blackwell", "empty", "wrong_case"])
+def test_other_schedulers_get_none(scheduler: str) -> None:
+    """The default heuristic defers (returns None) for schedulers it does not know."""
+    assert mmaplug_matmul_params(problem(128, 128, 128), get_device("h100"), scheduler) is None
+
+
+def test_hookimpl_is_trylast() -> None:
+    """The default answers the params hook last, so any other plugin goes first."""
+    assert mmaplug_matmul_params.mmaplug_impl["trylast"] is True  # type: ignore[attr-defined]
+
+
+def test_hopper_4096_cube_matches_nvfuser() -> None:
+    """4096³ fp16 on h100 gives nvFuser's §5.5 answer: CTA 128x256x64, wgmma 64x256x16, 3 stages."""
+    params = mmaplug_matmul_params(problem(4096, 4096, 4096), get_device("h100"), "hopper")
+    assert params is not None
+    assert params.cta_tile == TileShape(128, 256, 64)
+    assert params.warp_tile == TileShape(64, 256, 64)
+    assert params.instruction_tile == TileShape(64, 256, 16)
+    assert (params.stages, params.cta_order, params.cluster_dims) == (3, CtaOrder.row_major, (1, 2))
+    assert params.tiling_strategy is TilingStrategy.persistent and params.warp_specialized
+    assert params.use_smem_epilogue and params.splitk_factor == 1
+
+
+def test_hopper_float_output_fits_its_larger_tile() -> None:
+    """A float32 output tile counts in the tile search, so the answer still fits (unlike §5.5's)."""
+    base = problem(4096, 4096, 4096)
+    prob = MatmulProblem(
+        m=base.m, n=base.n, k=base.k, a_k_inner=True, b_k_inner=True,
+        operand_dtype=DType.float16, output_dtype=DType.float32, vector_widths=base.vector_widths,
+    )
+    params = mmaplug_matmul_params(prob, get_device("h100"), "hopper")
+    assert params is not None and not params.use_smem_epilogue and params.stages >= 2
+    assert params.cta_tile == TileShape(128, 192, 64)
+    assert hopper_limits.violations(params, prob, get_device("h100")) == []
+
+
+def test_ampere_504x136x248_adapted_example() -> None:
+    """nvFuser's §5.4 example: 4x1 warps by M/N=3.7, shrunk to 2 warps so more SMs get tiles."""
+    params = mmaplug_matmul_params(problem(504, 136, 248), get_device("a100"), "ampere")
+    assert params is not None
+    assert default.ampere_warp_grid(problem(504, 136, 248)) == (4, 1)
+    assert params.instruction_tile == TileShape(16, 8, 16)
+    assert params.warp_tile == TileShape(64, 64, 32)
+    assert params.cta_tile == TileShape(128, 64, 32)
+    assert (params.stages, params.splitk_factor) == (4, 1)
+
+
+def test_ampere_plugin_test_shape_splits_k() -> None:
+    """128x256x512 (nvFuser's plugin-test shape) shrinks to 64x128 CTAs and splits K by 2."""
+    params = mmaplug_matmul_params(problem(128, 256, 512), get_device("a100"), "ampere")
+    assert params is not None
+    assert params.cta_tile == TileShape(64, 128, 32) and params.splitk_factor == 2
+
+
+def test_ampere_large_square_keeps_nvfuser_tiles() -> None:
+    """4096³ keeps nvFuser's 128x128x32 CTA with 4 stages and a swizzle of 8."""
+    params = mmaplug_matmul_params(problem(4096, 4096, 4096), get_device("a100"), "ampere")
+    assert params is not None
+    assert params.cta_tile == TileShape(128, 128, 32) and params.warp_tile == TileShape(64, 64, 32)
+    assert (params.stages, params.grid_swizzle_factor, params.splitk_factor) == (4, 8, 1)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "grid"), [(128, 4096, (1, 4)), (4096, 128, (4, 1)), (1024, 1024, (2, 2)), (1024, 2048, (2, 2))],
+    ids=["wide", "tall", "square", "ratio_half"],
+)
+def test_ampere_warp_grid_follows_mn_ratio(m: int, n: int, grid: tuple[int, int]) -> None:
+    """The CTA is 1x4 warps when M/N < 0.5, 4x1 when M/N > 2, else 2x2."""
+    assert default.ampere_warp_grid(problem(m, n, 1024)) == grid
+
+
+def test_ampere_small_n_uses_narrow_warps() -> None:
+    """N at most 32 uses 64x32x32 warp tiles."""
+    params = mmaplug_matmul_params(problem(4096, 32, 4096), get_device("a100"), "ampere")
+    assert params is not None and params.warp_tile == TileShape(64, 32, 32)
+
+
+def test_ampere_without_cp_async_uses_two_stages() -> None:
+    """Operands too narrow for cp.async load synchronously with at most 2 stages."""
+    prob = problem(4096, 4096, 4095, vec=1)
+    params = mmaplug_matmul_params(prob, get_device("a100"), "ampere")
+    assert params is not None
+    assert not params.async_gmem_load_operands and params.stages == 2
+    assert ampere_limits.violations(params, prob, get_device("a100")) == []
+
+
+def test_ampere_stages_capped_by_k_loop() -> None:
+    """A K loop of two tiles gets two stages."""
+    params = mmaplug_matmul_params(problem(4096, 4096, 64), get_device("a100"), "ampere")
+    assert params is not None and params.stages == 2
+
+
+def test_cta_order_puts_fewer_tiles_on_x() -> None:
+    """column_major (M tiles on blockIdx.x) when M has no more tiles than N."""
+    assert default.cta_order_for(4, 16) is CtaOrder.column_major
+    assert default.cta_order_for(16, 4) is CtaOrder.row_major
+
+
+def test_hopper_cluster_rule_prefers_n_pairs() -> None:
+    """Cluster dims: (1, 2) beats (2, 1); small grids may use clusters of 4."""
+    big = problem(4096, 4096, 4096)
+    assert default.hopper_cluster_dims(big, get_device("h100"), TileShape(128, 256, 64)) == (1, 2)
+    small = problem(256, 256, 256)
+    assert default.hopper_cluster_dims(small, get_device("h100"), TileShape(64, 64, 64)) == (1, 4)
