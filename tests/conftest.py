@@ -1,0 +1,30 @@
+"""Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.cache
+def nvvm_missing() -> str | None:
+    """Return why `cuda.compile_ptx` cannot run here, or None when NVVM works."""
+    try:
+        from numba import cuda
+        from numba.cuda import types
+
+        def probe(out):
+            out[0] = 1
+
+        cuda.compile_ptx(probe, (types.int32[::1],), cc=(8, 0))
+    except Exception as exc:  # any failure means the PTX tier cannot run
+        return f"NVVM unavailable: {type(exc).__name__}: {exc}"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    ptx_items = [item for item in items if item.get_closest_marker("ptx")]
+    if ptx_items and (reason := nvvm_missing()):
+        for item in ptx_items:
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -1,0 +1,186 @@
+"""PTX tier: each intrinsic in mmaplug.cuda.intrinsics compiles to its exact PTX mnemonic."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from numba import cuda
+from numba.core.errors import TypingError
+from numba.cuda import types
+
+from mmaplug.cuda import emulation
+from mmaplug.cuda import intrinsics as I
+
+pytestmark = pytest.mark.ptx
+
+U16 = types.uint16[::1]
+U32 = types.uint32[::1]
+F32 = types.float32[::1]
+
+
+def _ldmatrix_kernel(load, count):
+    if count == 1:
+
+        def kernel(out):
+            sm = cuda.shared.array(512, types.uint16)
+            out[cuda.threadIdx.x] = load(I.smem_addr(sm, cuda.threadIdx.x * 8))
+
+    else:
+
+        def kernel(out):
+            sm = cuda.shared.array(512, types.uint16)
+            regs = load(I.smem_addr(sm, cuda.threadIdx.x * 8))
+            out[cuda.threadIdx.x] = regs[0] ^ regs[count - 1]
+
+    return kernel, (U32,)
+
+
+def _mma_kernel(mma):
+    def kernel(a, c):
+        i = cuda.threadIdx.x
+        d = mma(a[0], a[1], a[2], a[3], a[4], a[5], c[0], c[1], c[2], c[3])
+        c[i] = d[0] + d[1] + d[2] + d[3]
+
+    return kernel, (U32, F32)
+
+
+def _cp_async_kernel(copy):
+    def kernel(src, n):
+        sm = cuda.shared.array(512, types.uint16)
+        i = cuda.threadIdx.x * 8
+        copy(I.smem_addr(sm, i), src, i, n)
+        I.cp_async_commit()
+        I.cp_async_wait_group(1)
+        I.cp_async_wait_all()
+
+    return kernel, (U16, types.int32)
+
+
+def _cvt_kernel(cvt, to_float):
+    if to_float:
+
+        def kernel(bits, out):
+            out[0] = cvt(bits[0])
+
+        return kernel, (U16, F32)
+
+    def kernel(x, out):
+        out[0] = cvt(x[0])
+
+    return kernel, (F32, U16)
+
+
+LDMATRIX = {
+    "ldmatrix_x1": (I.ldmatrix_x1, 1, "ldmatrix.sync.aligned.m8n8.x1.shared.b16"),
+    "ldmatrix_x2": (I.ldmatrix_x2, 2, "ldmatrix.sync.aligned.m8n8.x2.shared.b16"),
+    "ldmatrix_x4": (I.ldmatrix_x4, 4, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+    "ldmatrix_x1_trans": (I.ldmatrix_x1_trans, 1, "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16"),
+    "ldmatrix_x2_trans": (I.ldmatrix_x2_trans, 2, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"),
+    "ldmatrix_x4_trans": (I.ldmatrix_x4_trans, 4, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"),
+}
+CASES = {
+    **{name: (*_ldmatrix_kernel(fn, n), text) for name, (fn, n, text) in LDMATRIX.items()},
+    "mma_f16": (
+        *_mma_kernel(I.mma_m16n8k16_f16),
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    ),
+    "mma_bf16": (
+        *_mma_kernel(I.mma_m16n8k16_bf16),
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    ),
+    "cp_async_16": (*_cp_async_kernel(I.cp_async_16), "cp.async.cg.shared.global"),
+    "cp_async_8": (*_cp_async_kernel(I.cp_async_8), "cp.async.ca.shared.global"),
+    "cp_async_4": (*_cp_async_kernel(I.cp_async_4), "cp.async.ca.shared.global"),
+    "cp_async_commit": (*_cp_async_kernel(I.cp_async_16), "cp.async.commit_group;"),
+    "cp_async_wait_group": (*_cp_async_kernel(I.cp_async_16), "cp.async.wait_group 1;"),
+    "cp_async_wait_all": (*_cp_async_kernel(I.cp_async_16), "cp.async.wait_all;"),
+    "f16_to_f32": (*_cvt_kernel(I.f16_to_f32, True), "cvt.f32.f16"),
+    "f32_to_f16": (*_cvt_kernel(I.f32_to_f16, False), "cvt.rn.f16.f32"),
+    "f32_to_bf16": (*_cvt_kernel(I.f32_to_bf16, False), "cvt.rn.bf16.f32"),
+    "bf16_to_f32": (*_cvt_kernel(I.bf16_to_f32, True), "shl.b32"),
+}
+
+
+def _ptx(kernel, sig, cc=(8, 0)) -> str:
+    ptx, _ = cuda.compile_ptx(kernel, sig, cc=cc)
+    return ptx
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_mnemonic(name):
+    """The intrinsic's kernel compiles for sm_80 and contains its exact PTX mnemonic."""
+    kernel, sig, text = CASES[name]
+    assert text in _ptx(kernel, sig)
+
+
+@pytest.mark.parametrize("name", ["ldmatrix_x4", "cp_async_16"])
+def test_shared_address_is_32_bit_register(name):
+    """smem_addr reaches ldmatrix/cp.async as a 32-bit `r` register, the source as 64-bit `l`."""
+    kernel, sig, text = CASES[name]
+    assert re.search(re.escape(text) + r".*\[%r\d+\]", _ptx(kernel, sig))
+    if name.startswith("cp_async"):
+        assert re.search(r"\[%r\d+\], \[%rd\d+\], 16, %r\d+;", _ptx(kernel, sig))
+
+
+@pytest.mark.parametrize("name", ["mma_f16", "ldmatrix_x4_trans", "cp_async_16", "f32_to_bf16"])
+def test_compiles_for_sm90a(name):
+    """The same kernels compile for the Hopper `sm_90a` target."""
+    kernel, sig, text = CASES[name]
+    ptx = _ptx(kernel, sig, cc=(9, 0, "a"))
+    assert ".target sm_90a" in ptx and text in ptx
+
+
+def test_mma_operand_groups():
+    """mma gets {4 f32 d}, {4 b32 a}, {2 b32 b}, {4 f32 c} register groups in that order."""
+    kernel, sig, text = CASES["mma_f16"]
+    f4, r4 = (r"\{" + ", ".join([rf"%{kind}\d+"] * 4) + r"\}" for kind in "fr")
+    pattern = rf"{re.escape(text)} {f4}, {r4}, \{{%r\d+, %r\d+\}}, {f4};"
+    assert re.search(pattern, _ptx(kernel, sig))
+
+
+def test_wait_group_requires_literal():
+    """cp_async_wait_group with a runtime count is a typing error naming the literal rule."""
+
+    def kernel(n):
+        I.cp_async_wait_group(n)
+
+    with pytest.raises(TypingError, match="compile-time literal int"):
+        _ptx(kernel, (types.int32,))
+
+
+def test_wait_group_rejects_negative():
+    """cp_async_wait_group(-1) is a typing error."""
+
+    def kernel(out):
+        I.cp_async_wait_group(-1)
+
+    with pytest.raises(TypingError, match="must be >= 0"):
+        _ptx(kernel, (U32,))
+
+
+def test_cp_async_rejects_2d_source():
+    """cp.async takes a 1-D source array with a flat index."""
+
+    def kernel(src):
+        sm = cuda.shared.array(64, types.uint16)
+        I.cp_async_16(I.smem_addr(sm, 0), src, 0, 16)
+
+    with pytest.raises(TypingError, match="must be a 1-D array"):
+        _ptx(kernel, (types.uint16[:, ::1],))
+
+
+def test_ldmatrix_rejects_float_address():
+    """ldmatrix rejects an address that is not an integer."""
+
+    def kernel(x):
+        x[0] = I.ldmatrix_x1(x[1])
+
+    with pytest.raises(TypingError, match="addr must be an integer"):
+        _ptx(kernel, (F32,))
+
+
+def test_emulation_exports_the_same_names():
+    """The simulator emulations cover exactly the intrinsics' public names."""
+    assert sorted(emulation.__all__) == sorted(I.__all__)
+    assert all(callable(getattr(I, name)) for name in I.__all__)

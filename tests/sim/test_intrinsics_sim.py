@@ -1,0 +1,351 @@
+"""Simulator tier: the intrinsics' Python emulations run real kernels in Numba's CUDA simulator.
+
+Each test body runs once, in one subprocess started with NUMBA_ENABLE_CUDASIM=1 (the variable must
+be set before numba is imported, and this process must stay on the real CUDA target); the tests
+here report that subprocess's outcome for their body. `cuda` and `I` are module globals because
+the simulator swaps the `cuda` global of a kernel's module, and there `I` is the emulation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+from numba import cuda
+from numba.cuda import types
+
+from mmaplug.cuda import intrinsics as I
+
+pytestmark = pytest.mark.sim
+
+RESULT_TAG = "MMAPLUG-SIM-RESULTS "
+RUNNER = f"""
+import importlib.util, json, sys, traceback
+spec = importlib.util.spec_from_file_location("_sim_bodies", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+results = {{}}
+for name, test in vars(module).items():
+    body = getattr(test, "sim_body", None)
+    if body is not None:
+        try:
+            body()
+            results[name] = "ok"
+        except BaseException:
+            results[name] = traceback.format_exc()
+print({RESULT_TAG!r} + json.dumps(results))
+"""
+# bf16 keeps 8 significant bits, f16 11; products are exact and sums are fp32, so the error is
+# dominated by nothing but fp32 accumulation of 16 terms.
+MMA_ATOL = 1e-4
+DTYPES = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+@pytest.fixture(scope="module")
+def sim_results() -> dict[str, str]:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, __file__],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_TAG)]
+    if proc.returncode or not lines:
+        pytest.fail(f"simulator subprocess failed:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
+    return json.loads(lines[-1][len(RESULT_TAG) :])
+
+
+def in_simulator(body):
+    """Turn `body` into a test that passes when `body` passed in the simulator subprocess."""
+
+    def test(sim_results: dict[str, str]) -> None:
+        outcome = sim_results[body.__name__]
+        if outcome != "ok":
+            pytest.fail(outcome, pytrace=False)
+
+    test.__name__ = test.__qualname__ = body.__name__
+    test.__doc__ = body.__doc__
+    test.sim_body = body
+    return test
+
+
+def _mma_kernel(dtype_name: str, b_layout: str):
+    """One warp: ldmatrix A (16x16 row-major) and B (k-major 16x8 or n-major 8x16), then mma."""
+
+    mma = I.mma_m16n8k16_f16 if dtype_name == "f16" else I.mma_m16n8k16_bf16
+    k_major = b_layout == "k_major"
+
+    @cuda.jit
+    def kernel(a, b, c, out):
+        sa = cuda.shared.array(256, types.uint16)
+        sb = cuda.shared.array(128, types.uint16)
+        lane = cuda.threadIdx.x
+        for i in range(lane, 256, 32):
+            sa[i] = a[i]
+        for i in range(lane, 128, 32):
+            sb[i] = b[i]
+        cuda.syncthreads()
+        a0, a1, a2, a3 = I.ldmatrix_x4(I.smem_addr(sa, (lane % 16) * 16 + (lane // 16) * 8))
+        if k_major:  # B[k, n] at k * 8 + n: transpose rows k = 0..15
+            b0, b1 = I.ldmatrix_x2_trans(I.smem_addr(sb, (lane % 16) * 8))
+        else:  # B[k, n] at n * 16 + k: matrix j holds k = 8j..8j+7 of rows n = lane % 8
+            b0, b1 = I.ldmatrix_x2(I.smem_addr(sb, (lane % 8) * 16 + ((lane // 8) % 2) * 8))
+        g, t = lane >> 2, lane & 3
+        d = mma(
+            a0,
+            a1,
+            a2,
+            a3,
+            b0,
+            b1,
+            c[g, 2 * t],
+            c[g, 2 * t + 1],
+            c[g + 8, 2 * t],
+            c[g + 8, 2 * t + 1],
+        )
+        out[g, 2 * t], out[g, 2 * t + 1], out[g + 8, 2 * t], out[g + 8, 2 * t + 1] = d
+
+    return kernel
+
+
+def _check_mma(dtype_name: str, b_layout: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    dtype = DTYPES[dtype_name]
+    a = rng.standard_normal((16, 16)).astype(dtype)
+    b = rng.standard_normal((16, 8)).astype(dtype)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    b_store = b if b_layout == "k_major" else b.T
+    out = np.full((16, 8), np.nan, np.float32)
+    kernel = _mma_kernel(dtype_name, b_layout)
+    kernel[1, 32](
+        a.view(np.uint16).ravel(), np.ascontiguousarray(b_store).view(np.uint16).ravel(), c, out
+    )
+    expected = a.astype(np.float64) @ b.astype(np.float64) + c
+    np.testing.assert_allclose(out, expected, rtol=0, atol=MMA_ATOL)
+
+
+@in_simulator
+def test_mma_f16_with_ldmatrix_trans_b():
+    """f16 mma fed by ldmatrix.x4 (A) and ldmatrix.x2.trans (k-major B) matches numpy float64."""
+    _check_mma("f16", "k_major", seed=1)
+
+
+@in_simulator
+def test_mma_bf16_with_ldmatrix_b():
+    """bf16 mma fed by ldmatrix.x4 (A) and ldmatrix.x2 (n-major B) matches numpy float64."""
+    _check_mma("bf16", "n_major", seed=2)
+
+
+@in_simulator
+def test_mma_bf16_with_ldmatrix_trans_b():
+    """bf16 mma with a k-major B through ldmatrix.x2.trans matches numpy float64."""
+    _check_mma("bf16", "k_major", seed=3)
+
+
+@in_simulator
+def test_mma_fragments_follow_ptx_formulas():
+    """mma on fragments packed by the PTX ISA row/col formulas (no ldmatrix) matches numpy."""
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 8)).astype(np.float16)
+    bits_a, bits_b = a.view(np.uint16).astype(np.uint32), b.view(np.uint16).astype(np.uint32)
+
+    @cuda.jit
+    def kernel(ab, bb, out):
+        lane = cuda.threadIdx.x
+        g, t = lane >> 2, lane & 3
+        k0, k1 = 2 * t, 2 * t + 8
+        d = I.mma_m16n8k16_f16(
+            ab[g, k0] | (ab[g, k0 + 1] << 16),
+            ab[g + 8, k0] | (ab[g + 8, k0 + 1] << 16),
+            ab[g, k1] | (ab[g, k1 + 1] << 16),
+            ab[g + 8, k1] | (ab[g + 8, k1 + 1] << 16),
+            bb[k0, g] | (bb[k0 + 1, g] << 16),
+            bb[k1, g] | (bb[k1 + 1, g] << 16),
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        )
+        out[g, 2 * t], out[g, 2 * t + 1], out[g + 8, 2 * t], out[g + 8, 2 * t + 1] = d
+
+    out = np.zeros((16, 8), np.float32)
+    kernel[1, 32](bits_a, bits_b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), atol=MMA_ATOL)
+
+
+@in_simulator
+def test_ldmatrix_lane_layout():
+    """ldmatrix.x1 gives lane l row l>>2, cols 2(l%4) (low half) and +1; .trans the transpose."""
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(64, types.uint16)
+        lane = cuda.threadIdx.x
+        sm[lane] = lane  # element (r, c) of the 8x8 matrix holds 8r + c
+        sm[lane + 32] = lane + 32
+        cuda.syncthreads()
+        out[0, lane] = I.ldmatrix_x1(I.smem_addr(sm, (lane % 8) * 8))
+        out[1, lane] = I.ldmatrix_x1_trans(I.smem_addr(sm, (lane % 8) * 8))
+
+    out = np.zeros((2, 32), np.uint32)
+    kernel[1, 32](out)
+    lane = np.arange(32)
+    r, c = lane >> 2, 2 * (lane & 3)
+    np.testing.assert_array_equal(out[0], (8 * r + c) | ((8 * r + c + 1) << 16))
+    np.testing.assert_array_equal(out[1], (8 * c + r) | ((8 * (c + 1) + r) << 16))
+
+
+@in_simulator
+def test_ldmatrix_x4_matrix_order():
+    """ldmatrix.x4 register j holds the matrix whose rows lanes 8j..8j+7 addressed."""
+
+    @cuda.jit
+    def kernel(src, out):
+        sm = cuda.shared.array(256, types.uint16)
+        lane = cuda.threadIdx.x
+        for i in range(lane, 256, 32):
+            sm[i] = src[i]
+        cuda.syncthreads()
+        # Lanes address the matrices in reverse memory order: matrix j starts at 64 * (3 - j).
+        regs = I.ldmatrix_x4(I.smem_addr(sm, 64 * (3 - lane // 8) + (lane % 8) * 8))
+        for j in range(4):
+            out[j, lane] = regs[j]
+
+    src = np.arange(256, dtype=np.uint16)
+    out = np.zeros((4, 32), np.uint32)
+    kernel[1, 32](src, out)
+    lane = np.arange(32)
+    for j in range(4):
+        first = 64 * (3 - j) + 8 * (lane >> 2) + 2 * (lane & 3)
+        np.testing.assert_array_equal(out[j], first | ((first + 1) << 16))
+
+
+@in_simulator
+def test_warps_and_blocks_are_independent():
+    """Two warps in each of two blocks run their own ldmatrix exchange without mixing lanes."""
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(128, types.uint16)
+        tid = cuda.threadIdx.x
+        warp, lane = tid // 32, tid % 32
+        for i in range(tid, 128, 64):
+            sm[i] = i + 1000 * cuda.blockIdx.x
+        cuda.syncthreads()
+        out[cuda.blockIdx.x, warp, lane] = I.ldmatrix_x1(
+            I.smem_addr(sm, 64 * warp + (lane % 8) * 8)
+        )
+
+    out = np.zeros((2, 2, 32), np.uint32)
+    kernel[2, 64](out)
+    lane = np.arange(32)
+    for block in range(2):
+        for warp in range(2):
+            first = 1000 * block + 64 * warp + 8 * (lane >> 2) + 2 * (lane & 3)
+            np.testing.assert_array_equal(out[block, warp], first | ((first + 1) << 16))
+
+
+@in_simulator
+def test_partial_warp_is_rejected():
+    """A warp-collective intrinsic in a block of 16 threads raises a UsageError."""
+
+    from mmaplug.errors import UsageError
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(64, types.uint16)
+        out[cuda.threadIdx.x] = I.ldmatrix_x1(I.smem_addr(sm, 0))
+
+    with pytest.raises(UsageError, match="full warps"):
+        kernel[1, 16](np.zeros(16, np.uint32))
+
+
+@in_simulator
+def test_cp_async_copies_and_zero_fills():
+    """cp.async copies 16/8/4 bytes, zero-fills past src_bytes, and src_bytes=0 writes zeros."""
+
+    @cuda.jit
+    def kernel(src, out):
+        sm = cuda.shared.array(64, types.uint16)
+        if cuda.threadIdx.x == 0:
+            for i in range(64):
+                sm[i] = 0xFFFF
+            I.cp_async_16(I.smem_addr(sm, 0), src, 8, 16)  # full copy of src[8:16]
+            I.cp_async_16(I.smem_addr(sm, 8), src, 16, 6)  # 3 elements, 5 zeros
+            I.cp_async_16(I.smem_addr(sm, 16), src, 0, 0)  # zero-fill, index 0 (never read)
+            I.cp_async_8(I.smem_addr(sm, 24), src, 4, 8)
+            I.cp_async_4(I.smem_addr(sm, 28), src, 2, 2)
+            I.cp_async_commit()
+            I.cp_async_wait_group(0)
+            I.cp_async_wait_all()
+            for i in range(64):
+                out[i] = sm[i]
+
+    src = np.arange(1, 33, dtype=np.uint16)
+    out = np.zeros(64, np.uint16)
+    kernel[1, 32](src, out)
+    expected = np.full(64, 0xFFFF, np.uint16)
+    expected[0:8] = src[8:16]
+    expected[8:16] = [*src[16:19], 0, 0, 0, 0, 0]
+    expected[16:24] = 0
+    expected[24:28] = src[4:8]
+    expected[28:30] = [src[2], 0]
+    np.testing.assert_array_equal(out, expected)
+
+
+@in_simulator
+def test_conversions_round_trip_every_value():
+    """Every finite f16/bf16 bit pattern survives widening to f32 and rounding back."""
+
+    for widen, narrow, dtype in (
+        (I.f16_to_f32, I.f32_to_f16, np.float16),
+        (I.bf16_to_f32, I.f32_to_bf16, ml_dtypes.bfloat16),
+    ):
+        bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+        finite = bits[np.isfinite(bits.view(dtype).astype(np.float32))]
+        for b in finite[::97]:  # a spread sample keeps this fast; widen() is scalar
+            wide = widen(b)
+            assert wide == np.float32(np.uint16(b).view(dtype)), hex(b)
+            assert narrow(wide) == b, hex(b)
+
+
+@in_simulator
+def test_conversions_round_half_to_even_in_kernel():
+    """f32_to_f16 / f32_to_bf16 inside a kernel round ties to even and widen back exactly."""
+
+    @cuda.jit
+    def kernel(x, h, bf, back):
+        i = cuda.threadIdx.x
+        if i < x.size:
+            h[i] = I.f32_to_f16(x[i])
+            bf[i] = I.f32_to_bf16(x[i])
+            back[i] = I.f16_to_f32(h[i]) + I.bf16_to_f32(bf[i])
+
+    ties = [1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-8, 1 + 3 * 2.0**-8, -(1 + 2.0**-11)]
+    x = np.array(ties, np.float32)
+    h, bf = np.zeros(5, np.uint16), np.zeros(5, np.uint16)
+    back = np.zeros(5, np.float32)
+    kernel[1, 32](x, h, bf, back)
+    # f16: 1+2^-11 ties down to 1.0, 1+3*2^-11 ties up to 1+2^-9; 1+2^-8 is exact in f16.
+    np.testing.assert_array_equal(h, [0x3C00, 0x3C02, 0x3C04, 0x3C0C, 0xBC00])
+    # bf16: 1+2^-11 rounds down, 1+2^-8 ties down to 1.0, 1+3*2^-8 ties up to 1+2^-6.
+    np.testing.assert_array_equal(bf, [0x3F80, 0x3F80, 0x3F80, 0x3F82, 0xBF80])
+    expected = h.view(np.float16).astype(np.float32) + bf.view(ml_dtypes.bfloat16).astype(
+        np.float32
+    )
+    np.testing.assert_array_equal(back, expected)
+
+
+def test_import_mmaplug_does_not_import_numba():
+    """`import mmaplug` leaves numba unimported (core/cuda is loaded lazily by schedulers)."""
+    code = "import sys, mmaplug; sys.exit('numba' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
