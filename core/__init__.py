@@ -2,45 +2,58 @@
 
 from __future__ import annotations
 
+from . import testing
 from .analysis import MatmulAnalysis, analyze, matmul_problem
+from .choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
+from .compile import CompiledFusion, compile
+from .device import Device, get_device
 from .dtypes import DType, bfloat16, float16, float32, float64
 from .errors import (
     FusionError,
+    InvalidParamsError,
+    KernelBuildError,
+    LaunchError,
     MatmulError,
     MatmulWarning,
+    NoSchedulerError,
+    OverrideConflictError,
+    PluginError,
+    PluginResultError,
+    PluginWarning,
+    UnknownParamError,
     UnsupportedFusionError,
+    UnsupportedTargetError,
+    UsageError,
 )
 from .evaluate import evaluate
 from .frontend import FusionDefinition
 from .fusion import Fusion, TensorView
+from .manager import (
+    DEFAULT_PLUGINS,
+    ESSENTIAL_PLUGINS,
+    PluginManager,
+    get_plugin_manager,
+    make_plugin_manager,
+    reset_plugin_manager,
+)
 from .markers import hookimpl, hookspec
+from .params import CtaOrder, MatmulParams, ParamOverride, TileShape, TilingStrategy, Violation
 from .patterns import MatmulPattern, find_matmul_patterns
+from .plan import explain, matmul_params, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
 from .translate import translate_matmul_patterns
 
 __all__ = [
-    "DType",
-    "Fusion",
-    "FusionDefinition",
-    "FusionError",
-    "Layout",
-    "MatmulAnalysis",
-    "MatmulError",
-    "MatmulPattern",
-    "MatmulProblem",
-    "MatmulWarning",
-    "TensorView",
-    "UnsupportedFusionError",
-    "VectorWidths",
-    "analyze",
-    "bfloat16",
-    "evaluate",
-    "find_matmul_patterns",
-    "float16",
-    "float32",
-    "float64",
-    "hookimpl",
-    "hookspec",
-    "matmul_problem",
+    "DEFAULT_PLUGINS", "ESSENTIAL_PLUGINS", "Adjustment", "CompiledFusion", "CtaOrder", "DType",
+    "Device", "Fusion", "FusionDefinition", "FusionError", "InvalidParamsError", "KernelBuildError",
+    "KernelSpec", "Layout", "LaunchError", "MatmulAnalysis", "MatmulError", "MatmulParams",
+    "MatmulPattern", "MatmulProblem", "MatmulWarning", "NoSchedulerError",
+    "OverrideConflictError", "ParamOverride", "PluginError", "PluginManager", "PluginResultError",
+    "PluginWarning", "Provenance", "Rejection", "SchedulerChoice", "TensorView", "TileShape",
+    "TilingStrategy", "UnknownParamError", "UnsupportedFusionError", "UnsupportedTargetError",
+    "UsageError", "VectorWidths", "Violation", "analyze", "bfloat16", "compile", "evaluate",
+    "explain", "find_matmul_patterns", "float16", "float32", "float64", "get_device",
+    "get_plugin_manager", "hookimpl", "hookspec", "make_plugin_manager", "matmul_params",
+    "matmul_problem", "plan_problem", "reset_plugin_manager", "testing",
     "translate_matmul_patterns",
 ]

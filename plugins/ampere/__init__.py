@@ -1,0 +1,70 @@
+"""The ``ampere`` scheduler plugin: mma.sync m16n8k16 with a cp.async pipeline, sm_80 and newer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from mmaplug.analysis import MatmulAnalysis
+from mmaplug.choices import KernelSpec, Rejection, SchedulerChoice
+from mmaplug.device import Device
+from mmaplug.errors import KernelBuildError
+from mmaplug.markers import hookimpl
+from mmaplug.params import MatmulParams, Violation
+from mmaplug.problem import MatmulProblem
+
+from . import limits
+
+NAME: Final = "ampere"
+PRIORITY: Final = 10
+MIN_CC: Final = (8, 0)
+
+
+@hookimpl
+def mmaplug_scheduler_candidates(
+    problem: MatmulProblem, device: Device
+) -> SchedulerChoice | Rejection:
+    """Accept half-precision operands on sm_80 and newer (the H200 included)."""
+    if tuple(device.cc) < MIN_CC:
+        return Rejection(
+            NAME,
+            f"needs mma.sync m16n8k16 and cp.async (sm_80 or newer); {device.name} is "
+            f"{device.target}",
+        )
+    if not problem.operand_dtype.is_half:
+        return Rejection(
+            NAME,
+            f"mma.sync m16n8k16 takes float16 or bfloat16 operands, not "
+            f"{problem.operand_dtype.label}; cast the operands in the fusion",
+        )
+    if problem.num_patterns > 1:
+        return Rejection(
+            NAME,
+            f"the fusion holds {problem.num_patterns} matmuls; this scheduler runs one MmaOp "
+            "per kernel (split the fusion, one matmul each)",
+        )
+    return SchedulerChoice(NAME, PRIORITY)
+
+
+@hookimpl
+def mmaplug_validate_params(
+    params: MatmulParams, problem: MatmulProblem, device: Device, scheduler: str
+) -> Sequence[Violation]:
+    """What ``limits`` says about *params*, when ``ampere`` is the chosen scheduler."""
+    if scheduler != NAME:
+        return []
+    return limits.violations(params, problem, device)
+
+
+@hookimpl
+def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object | None:
+    """Generate the mma.sync kernel for *spec* (Numba is imported only here)."""
+    if spec.scheduler != NAME:
+        return None
+    from .artifact import AmpereArtifact, kernel_config
+
+    try:
+        config = kernel_config(spec, analysis)
+    except ValueError as error:
+        raise KernelBuildError(f"ampere kernel for {spec.params.name}: {error}") from error
+    return AmpereArtifact(config, spec)

@@ -1,0 +1,157 @@
+"""The ``mmaplug`` command: ``explain`` a plan, list ``plugins``; room for ``demo``/``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Callable, Sequence
+
+from .device import PRESET_NAMES, get_device
+from .dtypes import DType
+from .errors import MatmulError, UsageError
+from .manager import get_plugin_manager
+from .plan import explain, plan_problem
+from .problem import Layout, MatmulProblem, VectorWidths
+
+_VECTOR_BYTES = 16  # widest global load/store (128 bit)
+
+
+def _vector_width(contiguous: int, dtype: DType) -> int:
+    """Widest power-of-two element count up to 16 bytes that divides the contiguous extent."""
+    width = _VECTOR_BYTES // dtype.itemsize
+    while width > 1 and contiguous % width:
+        width //= 2
+    return width
+
+
+def problem_from_args(args: argparse.Namespace) -> MatmulProblem:
+    """Build the MatmulProblem that the ``explain`` options describe."""
+    layout = Layout(args.layout.upper())
+    operand = DType[args.dtype]
+    output = DType[args.out_dtype] if args.out_dtype else operand
+    return MatmulProblem(
+        m=args.m,
+        n=args.n,
+        k=args.k,
+        batch=args.batch,
+        a_k_inner=layout.a_k_inner,
+        b_k_inner=layout.b_k_inner,
+        operand_dtype=operand,
+        output_dtype=output,
+        vector_widths=VectorWidths(
+            a=_vector_width(args.k if layout.a_k_inner else args.m, operand),
+            b=_vector_width(args.k if layout.b_k_inner else args.n, operand),
+            epilogue=_vector_width(args.n, output),
+        ),
+    )
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, object]:
+    """``["stages=3", "cta_tile=128,128,32"]`` -> ``{"stages": 3, "cta_tile": (128, 128, 32)}``."""
+    changes: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {item!r}: expected FIELD=VALUE, e.g. stages=3")
+        try:
+            value: object = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()  # enum values such as column_major
+        changes[key.strip()] = value
+    return changes
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Plan a problem (no GPU needed) and print how every parameter was decided."""
+    spec = plan_problem(
+        problem_from_args(args), get_device(args.device), overrides=parse_settings(args.set)
+    )
+    print(explain(spec))
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    """List registered plugins, their hooks and distributions, then the blocked names."""
+    pm = get_plugin_manager()
+    print("registered plugins:")
+    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
+        if plugin is None:
+            continue
+        info = pm.plugin_info.get(name)
+        origin = f"{info.distribution} {info.version}".strip() if info else ""
+        module = info.module if info else type(plugin).__module__
+        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or ())
+        print(f"  {name:<12} {origin or '(registered at run time)':<20} {module}")
+        print(f"  {'':<12} hooks: {', '.join(hooks) or '(none)'}")
+    print(f"selected heuristic: {pm.heuristic or '(any; default last)'}")
+    print(f"blocked: {', '.join(pm.blocked) or '(none)'}")
+    print(f"policy: {'strict (raise)' if pm.strict else 'warn and use the default heuristic'}")
+    return 0
+
+
+def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("explain", help=cmd_explain.__doc__, description=cmd_explain.__doc__)
+    p.add_argument("--device", default="h200", help=f"preset: {', '.join(PRESET_NAMES)}")
+    for dim in ("m", "n", "k"):
+        p.add_argument(f"--{dim}", type=int, required=True)
+    p.add_argument("--batch", type=int, default=1)
+    names = [d.name for d in DType]
+    p.add_argument("--dtype", default="float16", choices=names, help="operand dtype")
+    p.add_argument("--out-dtype", default=None, choices=names, help="default: --dtype")
+    p.add_argument(
+        "--layout",
+        default="TN",
+        choices=[lay.value for lay in Layout],
+        help="nvFuser MmaLayout letters; TN = both operands K-contiguous",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="caller override, e.g. stages=3 or cta_tile=128,128,32",
+    )
+    p.set_defaults(func=cmd_explain)
+
+
+def _add_plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plugins", help=cmd_plugins.__doc__, description=cmd_plugins.__doc__)
+    p.set_defaults(func=cmd_plugins)
+
+
+# Subcommand registry: each entry adds one subparser whose ``func`` runs it.
+# -------------------------------------------------------------------------------------------------
+# Reserved for the lead: ``demo`` and ``bench`` go here (add their _add_* functions to the list).
+# -------------------------------------------------------------------------------------------------
+SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_explain,
+    _add_plugins,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="mmaplug", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mmaplug`` command; a ``MatmulError`` prints ``error: ...`` and returns 2."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse reports usage errors itself
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        result: int = args.func(args)
+    except MatmulError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

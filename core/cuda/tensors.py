@@ -1,0 +1,145 @@
+"""Device tensors in and out of kernels: torch, CuPy and Numba arrays as flat Numba views
+with element strides, plus output allocation of the caller's kind."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+import numpy as np
+from numba import cuda
+
+from ..analysis import TensorBinding
+from ..dtypes import DType
+from ..errors import LaunchError
+from ..patterns import DimRole
+
+_TYPESTR: Final = {DType.float16: ("<f2",), DType.float32: ("<f4",), DType.bfloat16: ("<u2", "<i2")}
+_STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
+
+
+@attrs.frozen(kw_only=True)
+class DeviceTensor:
+    """A tensor as kernels see it: a 1-D Numba view of its storage and its element strides.
+
+    16-bit types are viewed as ``uint16`` (the tensor-core instructions take raw bits).
+    ``role_strides`` maps batch/M/N/K to the element stride of that role's merged dims (0 for a
+    role the tensor does not have: it is broadcast along it).
+    """
+
+    array: Any = attrs.field(eq=False)
+    address: int
+    role_strides: dict[DimRole, int] = attrs.field(eq=False)
+
+
+def kind_of(obj: object) -> str:
+    """``"torch"``, ``"cupy"``, ``"numba"`` or ``"numpy"`` (simulator only)."""
+    module = type(obj).__module__.split(".")[0]
+    if module in ("torch", "cupy"):
+        return module
+    if module == "numpy":
+        return "numpy"
+    if hasattr(obj, "__cuda_array_interface__"):
+        return "numba"
+    raise LaunchError(
+        f"inputs must be torch tensors, CuPy arrays or Numba device arrays; got {type(obj).__name__}"
+    )
+
+
+def _interface(obj: object, binding: TensorBinding) -> dict[str, Any]:
+    if kind_of(obj) == "torch":
+        torch = sys.modules["torch"]
+        if not obj.is_cuda:  # type: ignore[attr-defined]
+            raise LaunchError(f"{binding.name}: the torch tensor is on the CPU; move it to CUDA")
+        if obj.dtype == torch.bfloat16:  # type: ignore[attr-defined]
+            obj = obj.view(torch.int16)  # type: ignore[attr-defined]  # CAI has no bf16 code
+    try:
+        return dict(obj.__cuda_array_interface__)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError) as error:
+        raise LaunchError(f"{binding.name}: not a CUDA array ({error})") from None
+
+
+def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
+    """Check *obj* against *binding* (shape, dtype, strides) and view it for a kernel."""
+    if kind_of(obj) == "numpy":
+        obj = cuda.to_device(np.ascontiguousarray(obj))
+    desc = _interface(obj, binding)
+    shape = tuple(desc["shape"])
+    if shape != binding.shape:
+        raise LaunchError(
+            f"{binding.name}: expected shape {list(binding.shape)}, got {list(shape)}"
+        )
+    typestr = desc["typestr"]
+    if typestr not in _TYPESTR[binding.dtype]:
+        raise LaunchError(
+            f"{binding.name}: declared {binding.dtype.label}, got an array of type {typestr} "
+            f"(accepted: {', '.join(_TYPESTR[binding.dtype])}; bfloat16 also as torch.bfloat16)"
+        )
+    itemsize = binding.dtype.itemsize
+    strides = desc.get("strides")
+    if strides is None:
+        strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * itemsize for i in range(len(shape)))
+    elems = [s // itemsize for s in strides]
+    if any(s < 0 or s % itemsize for s in strides):
+        raise LaunchError(f"{binding.name}: negative or unaligned strides {list(strides)}")
+    address = int(desc["data"][0])
+    span = 1 + sum((e - 1) * s for e, s in zip(shape, elems, strict=True))
+    flat = {
+        "shape": (span,),
+        "strides": None,
+        "typestr": np.dtype(_STORAGE[binding.dtype]).str,
+        "data": (address, False),
+        "version": 3,
+    }
+    array = cuda.from_cuda_array_interface(flat, owner=obj, sync=False)
+    return DeviceTensor(array=array, address=address, role_strides=_role_strides(binding, elems))
+
+
+def _role_strides(binding: TensorBinding, strides: Sequence[int]) -> dict[DimRole, int]:
+    """Merge each role's adjacent dims into one stride; refuse layouts that do not merge."""
+    result = {role: 0 for role in DimRole}
+    dims = [(r, e, s) for r, e, s in zip(binding.dim_roles, binding.shape, strides, strict=True)]
+    for role in DimRole:
+        mine = [(e, s) for r, e, s in dims if r is role and e > 1]
+        if not mine:
+            continue
+        for (outer_e, outer_s), (inner_e, inner_s) in zip(mine, mine[1:], strict=False):
+            if outer_s != inner_s * inner_e:
+                raise LaunchError(
+                    f"{binding.name}: its {role.value.upper()} dims are not contiguous with each "
+                    f"other (strides {list(strides)}); pass a contiguous tensor"
+                )
+        result[role] = mine[-1][1]
+    return result
+
+
+def allocate(like: object, shape: Sequence[int], dtype: DType) -> object:
+    """A new uninitialised tensor of the caller's kind (``like``'s), on its device."""
+    kind = kind_of(like)
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        tdtype = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
+                  DType.float32: torch.float32}[dtype]
+        return torch.empty(tuple(shape), dtype=tdtype, device=like.device)  # type: ignore[attr-defined]
+    np_dtype = np.float16 if dtype is DType.float16 else _STORAGE[dtype]
+    if kind == "cupy":
+        return sys.modules["cupy"].empty(tuple(shape), dtype=np_dtype)
+    return cuda.device_array(tuple(shape), dtype=np_dtype)
+
+
+def to_host(obj: object) -> np.ndarray:
+    """Copy a device tensor of any accepted kind back to a numpy array (tests, demo)."""
+    kind = kind_of(obj)
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        if obj.dtype == torch.bfloat16:  # type: ignore[attr-defined]
+            bits = obj.view(torch.int16).cpu().numpy()  # type: ignore[attr-defined]
+            return bits.view(DType.bfloat16.numpy)
+        return obj.cpu().numpy()  # type: ignore[attr-defined]
+    if kind == "cupy":
+        return obj.get()  # type: ignore[attr-defined]
+    if kind == "numpy":
+        return obj  # type: ignore[return-value]
+    return obj.copy_to_host()  # type: ignore[attr-defined]

@@ -1,0 +1,69 @@
+"""Tests of the square-tiles heuristic through mmaplug's test harness."""
+
+from __future__ import annotations
+
+import mmaplug_square_tiles as square_tiles
+import pytest
+from mmaplug.device import get_device
+from mmaplug.dtypes import DType
+from mmaplug.plan import plan_problem
+from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.testing import override_matmul_params, registered
+
+
+def problem(
+    m: int = 4096,
+    n: int = 4096,
+    k: int = 4096,
+    *,
+    dtype: DType = DType.float16,
+    a_k_inner: bool = True,
+) -> MatmulProblem:
+    return MatmulProblem(
+        m=m,
+        n=n,
+        k=k,
+        a_k_inner=a_k_inner,
+        b_k_inner=True,
+        operand_dtype=dtype,
+        output_dtype=dtype,
+        vector_widths=VectorWidths(a=8, b=8, epilogue=8),
+    )
+
+
+def test_answers_for_large_fp16_tn(mmaplug_pm):
+    """A 4096-cube fp16 TN problem gets square tiles and 3 stages from square_tiles."""
+    with registered(mmaplug_pm, square_tiles):
+        spec = plan_problem(problem(), get_device("h200"), pm=mmaplug_pm)
+    assert spec.params.cta_tile.as_tuple() == (128, 128, 32)
+    assert spec.params.stages == 3
+    assert spec.provenance.base == "mmaplug_square_tiles"
+
+
+@pytest.mark.parametrize(
+    "prob",
+    [problem(512, 4096, 4096), problem(dtype=DType.bfloat16), problem(a_k_inner=False)],
+    ids=["small_m", "bf16", "NN"],
+)
+def test_defers_otherwise(mmaplug_pm, prob):
+    """Small, bf16 or non-TN problems are left to the default heuristic."""
+    with registered(mmaplug_pm, square_tiles):
+        spec = plan_problem(prob, get_device("h200"), pm=mmaplug_pm)
+    assert spec.provenance.base == "default"
+
+
+def test_square_params_pass_ampere_limits(mmaplug_pm, mmaplug_recorder):
+    """The answer passes the ampere validators and is asked after the scheduler is chosen."""
+    with registered(mmaplug_pm, square_tiles):
+        plan_problem(problem(), get_device("a100"), pm=mmaplug_pm)
+    mmaplug_recorder.assert_order(
+        ["mmaplug_scheduler_candidates", "mmaplug_matmul_params", "mmaplug_validate_params"]
+    )
+
+
+def test_override_still_wins(mmaplug_pm):
+    """override_matmul_params changes a field on top of the square-tiles answer."""
+    with registered(mmaplug_pm, square_tiles), override_matmul_params(stages=2):
+        spec = plan_problem(problem(), get_device("h200"), pm=mmaplug_pm)
+    assert (spec.params.stages, spec.provenance.source("stages")) == (2, "override_matmul_params")
+    assert spec.provenance.source("cta_tile") == "mmaplug_square_tiles"

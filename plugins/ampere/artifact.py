@@ -1,0 +1,107 @@
+"""The ampere scheduler's build step: MatmulParams + analysis → kernel config → launches."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+
+from mmaplug.analysis import MatmulAnalysis
+from mmaplug.choices import KernelSpec
+from mmaplug.compile import LaunchArgs
+from mmaplug.cuda.tensors import DeviceTensor
+from mmaplug.errors import LaunchError
+from mmaplug.patterns import DimRole
+
+from .kernel import AmpereKernelConfig, compile_ptx
+from .launch import run_gemm
+
+_VECTORS: Final = (8, 4, 2)
+
+
+def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelConfig:
+    """The generated kernel's configuration for *spec* (16-byte vectors; narrowed at launch)."""
+    params, problem = spec.params, spec.problem
+    return AmpereKernelConfig(
+        operand_dtype=problem.operand_dtype,
+        a_k_inner=problem.a_k_inner,
+        b_k_inner=problem.b_k_inner,
+        cta_tile=params.cta_tile.as_tuple(),
+        warp_tile=params.warp_tile.as_tuple(),
+        stages=max(2, params.stages),
+        splitk=params.splitk_factor,
+        cta_order=params.cta_order.value,
+        grid_swizzle=params.grid_swizzle_factor,
+        vec_a=problem.vector_widths.a,
+        vec_b=problem.vector_widths.b,
+        epilogue=analysis.epilogue,
+    )
+
+
+def vector_width(tensor: DeviceTensor, inner: DimRole, outer: tuple[DimRole, ...], limit: int) -> int:
+    """Widest vector (elements) that keeps every row start of *tensor* aligned to its size."""
+    for vec in (v for v in _VECTORS if v <= limit):
+        aligned = tensor.address % (2 * vec) == 0
+        if aligned and all(tensor.role_strides[r] % vec == 0 for r in outer):
+            return vec
+    return 1
+
+
+def _require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
+    if tensor.role_strides[role] not in (0, 1):
+        raise LaunchError(
+            f"{what} has stride {tensor.role_strides[role]} along {role.value.upper()}, which "
+            "the fusion declared innermost; pass a tensor with that dim contiguous (as declared "
+            "by stride_order), e.g. .contiguous()"
+        )
+
+
+@attrs.frozen
+class AmpereArtifact:
+    """A built ampere kernel: its config and the problem shape it was planned for."""
+
+    config: AmpereKernelConfig
+    spec: KernelSpec = attrs.field(eq=False)
+
+    @property
+    def kernel_name(self) -> str:
+        """``ampere_<config name>``."""
+        return f"ampere_{self.config.name}"
+
+    def ptx(self) -> str:
+        """PTX of the main kernel for the spec's compute capability."""
+        return compile_ptx(self.config, cc=tuple(self.spec.device.cc))
+
+    def launch(self, args: LaunchArgs) -> None:
+        """Narrow the vectors to the tensors' alignment, then run the kernel."""
+        config, problem = self.config, self.spec.problem
+        a_inner, a_outer = (DimRole.K, DimRole.M) if config.a_k_inner else (DimRole.M, DimRole.K)
+        b_inner, b_outer = (DimRole.K, DimRole.N) if config.b_k_inner else (DimRole.N, DimRole.K)
+        vec_a = vector_width(args.a, a_inner, (a_outer, DimRole.BATCH), config.vec_a)
+        vec_b = vector_width(args.b, b_inner, (b_outer, DimRole.BATCH), config.vec_b)
+        if (vec_a, vec_b) != (config.vec_a, config.vec_b):
+            config = attrs.evolve(config, vec_a=vec_a, vec_b=vec_b)
+        _require_unit_stride("operand A", args.a, a_inner)
+        _require_unit_stride("operand B", args.b, b_inner)
+        for out in args.outputs:
+            _require_unit_stride("an output", out, DimRole.N)
+        a, b = args.a.role_strides, args.b.role_strides
+        run_gemm(
+            config,
+            (args.a.array, a[DimRole.BATCH], a[a_outer]),
+            (args.b.array, b[DimRole.BATCH], b[b_outer]),
+            [
+                (t.array, t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M],
+                 t.role_strides[DimRole.N])
+                for t in args.epilogue_inputs
+            ],
+            list(args.scalars),
+            [
+                (t.array, t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M])
+                for t in args.outputs
+            ],
+            m=problem.m,
+            n=problem.n,
+            k=problem.k,
+            batch=problem.batch,
+        )

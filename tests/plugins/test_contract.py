@@ -1,0 +1,136 @@
+"""Contract tests run over the default plugins: registration, scoping, defaults pass limits."""
+
+from __future__ import annotations
+
+import importlib
+
+import pluggy
+import pytest
+from mmaplug import hookspecs
+from mmaplug.device import PRESET_NAMES, get_device
+from mmaplug.dtypes import DType
+from mmaplug.manager import DEFAULT_PLUGINS
+from mmaplug.markers import PROJECT
+from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
+from mmaplug.plugins import ampere, hopper
+from mmaplug.problem import MatmulProblem, VectorWidths
+
+SCHEDULERS = {"ampere": ampere, "hopper": hopper}
+SHAPES = [
+    (4096, 4096, 4096),
+    (128, 4096, 4096),
+    (16384, 1024, 512),
+    (504, 136, 248),
+    (8192, 8192, 8192),
+    (64, 64, 64),
+]
+LAYOUTS = [(True, True), (True, False), (False, True), (False, False)]
+
+
+def make_problem(m: int, n: int, k: int, layout: tuple[bool, bool], dtype: DType) -> MatmulProblem:
+    width = 8 if min(m, n, k) % 8 == 0 else 4
+    return MatmulProblem(
+        m=m,
+        n=n,
+        k=k,
+        a_k_inner=layout[0],
+        b_k_inner=layout[1],
+        operand_dtype=dtype,
+        output_dtype=dtype,
+        vector_widths=VectorWidths(a=width, b=width, epilogue=width),
+    )
+
+
+PROBLEMS = [
+    pytest.param(
+        make_problem(*shape, layout, dtype),
+        id=f"{dtype.label}_{'TN TT NN NT'.split()[LAYOUTS.index(layout)]}_"
+        f"{'x'.join(map(str, shape))}",
+    )
+    for shape in SHAPES
+    for layout in LAYOUTS[:2]
+    for dtype in (DType.float16, DType.bfloat16)
+]
+# (scheduler, device) pairs each scheduler claims: ampere on sm_80+, hopper on sm_90a.
+TARGETS = [("ampere", "a100"), ("ampere", "h200"), ("hopper", "h100"), ("hopper", "h200")]
+
+
+@pytest.mark.parametrize("module", DEFAULT_PLUGINS)
+def test_registers_cleanly(module):
+    """Each default plugin registers alone under check_pending()."""
+    pm = pluggy.PluginManager(PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(importlib.import_module(module))
+    pm.check_pending()
+
+
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_validators_answer_only_for_their_scheduler(name):
+    """A scheduler's validator returns nothing when another scheduler was chosen."""
+    broken = MatmulParams(
+        cta_tile=(4096, 4096, 16), warp_tile=(16, 16, 16), instruction_tile=(16, 16, 16), stages=8
+    )
+    problem = make_problem(4096, 4096, 4096, (True, True), DType.float16)
+    other = "hopper" if name == "ampere" else "ampere"
+    plugin = SCHEDULERS[name]
+    kwargs = {"params": broken, "problem": problem, "device": get_device("h200")}
+    assert plugin.mmaplug_validate_params(scheduler=other, **kwargs) == []
+    assert plugin.mmaplug_validate_params(scheduler=name, **kwargs)
+
+
+@pytest.mark.parametrize(("scheduler", "device"), TARGETS, ids=lambda v: v)
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_default_answers_pass_validators(scheduler, device, problem):
+    """The default heuristic's answer passes the limits of every target it claims."""
+    from mmaplug.heuristics import default
+
+    gpu = get_device(device)
+    params = default.mmaplug_matmul_params(problem=problem, device=gpu, scheduler=scheduler)
+    assert isinstance(params, MatmulParams)
+    plugin = SCHEDULERS[scheduler]
+    assert (
+        plugin.mmaplug_validate_params(
+            params=params, problem=problem, device=gpu, scheduler=scheduler
+        )
+        == []
+    )
+    for field, sentinel in SENTINELS.items():
+        if scheduler in SENTINEL_SCHEDULERS[field]:
+            assert getattr(params, field) != sentinel, f"default chose sentinel {field}"
+
+
+@pytest.mark.parametrize("device", PRESET_NAMES)
+def test_candidates(device):
+    """ampere accepts half precision on sm_80+; hopper declines until its kernel exists."""
+    gpu = get_device(device)
+    f16 = make_problem(256, 256, 256, (True, True), DType.float16)
+    f32 = make_problem(256, 256, 256, (True, True), DType.float32)
+    assert ampere.mmaplug_scheduler_candidates(problem=f16, device=gpu).priority == 10
+    assert "float32" in ampere.mmaplug_scheduler_candidates(problem=f32, device=gpu).reason
+    assert hopper.mmaplug_scheduler_candidates(problem=f16, device=gpu).reason == hopper.NOT_BUILT
+
+
+def test_ampere_rejects_pre_sm80():
+    """ampere declines a Turing GPU with a reason naming the target."""
+    from mmaplug.device import Device
+
+    turing = Device(
+        name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536
+    )
+    problem = make_problem(256, 256, 256, (True, True), DType.float16)
+    rejection = ampere.mmaplug_scheduler_candidates(problem=problem, device=turing)
+    assert rejection.name == "ampere" and "t4 is sm_75" in rejection.reason
+
+
+def test_tile_shape_is_used_for_tiles():
+    """Default params carry TileShape tiles (never bare tuples)."""
+    from mmaplug.heuristics import default
+
+    problem = make_problem(4096, 4096, 4096, (True, True), DType.float16)
+    params = default.mmaplug_matmul_params(
+        problem=problem, device=get_device("h200"), scheduler="ampere"
+    )
+    assert all(
+        isinstance(t, TileShape)
+        for t in (params.cta_tile, params.warp_tile, params.instruction_tile)
+    )

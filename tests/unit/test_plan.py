@@ -1,0 +1,418 @@
+"""Planning through the hooks: scheduler choice, base params, overrides, validation, policy."""
+
+from __future__ import annotations
+
+import random
+
+import mmaplug
+import pytest
+from mmaplug import hookspecs
+from mmaplug.choices import Adjustment, Rejection, SchedulerChoice
+from mmaplug.device import Device, get_device
+from mmaplug.dtypes import DType
+from mmaplug.errors import (
+    InvalidParamsError,
+    NoSchedulerError,
+    OverrideConflictError,
+    ParamAdjustedWarning,
+    PluginError,
+    PluginResultError,
+    PluginWarning,
+    UnknownParamError,
+    UsageError,
+)
+from mmaplug.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
+from mmaplug.markers import hookimpl
+from mmaplug.params import (
+    SENTINEL_SCHEDULERS,
+    SENTINELS,
+    CtaOrder,
+    MatmulParams,
+    TileShape,
+    TilingStrategy,
+)
+from mmaplug.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
+from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
+
+H200 = get_device("h200")
+AMPERE_SENTINELS = {k: v for k, v in SENTINELS.items() if "ampere" in SENTINEL_SCHEDULERS[k]}
+
+
+def make_problem(
+    m: int = 4096, n: int = 4096, k: int = 4096, *, dtype: DType = DType.float16
+) -> MatmulProblem:
+    return MatmulProblem(
+        m=m,
+        n=n,
+        k=k,
+        a_k_inner=True,
+        b_k_inner=True,
+        operand_dtype=dtype,
+        output_dtype=dtype,
+        vector_widths=VectorWidths(a=8, b=8, epilogue=8),
+    )
+
+
+@pytest.fixture
+def problem() -> MatmulProblem:
+    return make_problem()
+
+
+@pytest.fixture
+def default_spec(mmaplug_pm: PluginManager, problem: MatmulProblem) -> KernelSpec:
+    return plan_problem(problem, H200, pm=mmaplug_pm)
+
+
+def test_default_plan_uses_ampere_and_default_heuristic(default_spec):
+    """Without third-party plugins the ampere scheduler and the default heuristic decide."""
+    assert default_spec.scheduler == "ampere"
+    assert default_spec.provenance.base == "default"
+    assert {source for _, source in default_spec.provenance.sources} == {"default"}
+    assert Rejection("hopper", mmaplug.plugins.hopper.NOT_BUILT) in (
+        default_spec.provenance.candidates
+    )
+
+
+def test_sentinels_reach_final_params(mmaplug_pm, mmaplug_recorder, problem):
+    """A fake's sentinel values arrive untouched, provenance names it, hooks run in order."""
+    fake = FakeHeuristic("fake", AMPERE_SENTINELS)
+    with registered(mmaplug_pm, fake):
+        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    for field, value in AMPERE_SENTINELS.items():
+        assert getattr(spec.params, field) == value, field
+        assert spec.provenance.source(field) == "fake"
+    assert spec.provenance.source("cta_order") == "default"
+    assert "fake" in spec.provenance.consulted
+    mmaplug_recorder.assert_order(
+        [
+            "mmaplug_scheduler_candidates",
+            "mmaplug_matmul_params",
+            "mmaplug_matmul_overrides",
+            "mmaplug_validate_params",
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3], ids=lambda s: f"seed{s}")
+def test_registration_order_does_not_matter(seed, problem, default_spec):
+    """Registering the built-ins and a fake in shuffled order gives the same spec."""
+    plugins = [(short_name(m), __import__(m, fromlist=["_"])) for m in DEFAULT_PLUGINS]
+    plugins.append(("fake", FakeHeuristic("fake", {"stages": 3})))
+    random.Random(seed).shuffle(plugins)
+    pm = PluginManager(strict=True)
+    for name, plugin in plugins:
+        pm.register(plugin, name=name)
+    spec = plan_problem(problem, H200, pm=pm)
+    assert spec == default_spec.__class__(
+        scheduler="ampere",
+        problem=problem,
+        device=H200,
+        params=default_spec.params.with_overrides(stages=3),
+        provenance=spec.provenance,
+    )
+    reference = make_plugin_manager(
+        plugins=[FakeHeuristic("fake", {"stages": 3})], load_entrypoints=False, strict=True
+    )
+    expected = plan_problem(problem, H200, pm=reference)
+    assert (spec, spec.provenance) == (expected, expected.provenance)
+
+
+def test_conflicting_fakes_name_both(mmaplug_pm, problem):
+    """Two plugins setting one field differently raise an error naming both."""
+    with registered(
+        mmaplug_pm, FakeHeuristic("left", {"stages": 2}), FakeHeuristic("right", {"stages": 3})
+    ):
+        with pytest.raises(OverrideConflictError, match="'left' and 'right'") as info:
+            plan_problem(problem, H200, pm=mmaplug_pm)
+    assert (info.value.field, info.value.sources) == ("stages", ("left", "right"))
+
+
+def test_agreeing_fakes_do_not_conflict(mmaplug_pm, problem):
+    """Two plugins giving one field the same value (tuple or TileShape) are not a conflict."""
+    with registered(
+        mmaplug_pm,
+        FakeHeuristic("a", {"cta_tile": (128, 128, 32)}),
+        FakeHeuristic("b", {"cta_tile": TileShape(128, 128, 32)}),
+    ):
+        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    assert spec.provenance.source("cta_tile") == "a"
+
+
+def test_caller_overrides_win(mmaplug_pm, problem):
+    """Caller overrides beat plugin overrides and are recorded with source 'caller'."""
+    with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 2})):
+        spec = plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stages": 3})
+    assert (spec.params.stages, spec.provenance.source("stages")) == (3, "caller")
+
+
+def test_caller_unknown_key_suggests(mmaplug_pm, problem):
+    """An unknown caller key raises UnknownParamError with a near miss."""
+    with pytest.raises(UnknownParamError, match="did you mean 'stages'"):
+        plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stage": 3})
+
+
+def test_invalid_caller_value_is_an_error_even_when_lenient(mmaplug_pm, problem):
+    """A caller value breaking a rule raises, naming the caller, in warning mode too."""
+    with pytest.raises(InvalidParamsError, match="value from: caller"):
+        plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stages": 9}, strict=False)
+
+
+class Raises:
+    name = "raises"
+
+    @hookimpl
+    def mmaplug_matmul_overrides(self):
+        raise RuntimeError("boom")
+
+
+class GarbageParams:
+    name = "garbage_params"
+
+    @hookimpl
+    def mmaplug_matmul_params(self):
+        return {"stages": 3}
+
+
+class GarbageOverride:
+    name = "garbage_override"
+
+    @hookimpl
+    def mmaplug_matmul_overrides(self):
+        return 42
+
+
+class UnknownKey:
+    name = "unknown_key"
+
+    @hookimpl
+    def mmaplug_matmul_overrides(self):
+        return {"num_stages": 3}
+
+
+class GarbageCandidate:
+    name = "garbage_candidate"
+
+    @hookimpl
+    def mmaplug_scheduler_candidates(self):
+        return "ampere"
+
+
+class GarbageValidator:
+    name = "garbage_validator"
+
+    @hookimpl
+    def mmaplug_validate_params(self):
+        return "fine"
+
+
+MISBEHAVING = [
+    pytest.param(Raises(), PluginError, id="raises"),
+    pytest.param(GarbageParams(), PluginResultError, id="garbage_params"),
+    pytest.param(GarbageOverride(), PluginResultError, id="garbage_override"),
+    pytest.param(UnknownKey(), UnknownParamError, id="unknown_key"),
+    pytest.param(GarbageCandidate(), PluginResultError, id="garbage_candidate"),
+    pytest.param(GarbageValidator(), PluginResultError, id="garbage_validator"),
+    pytest.param(
+        FakeHeuristic("invalid_override", {"stages": 9}), InvalidParamsError, id="invalid_override"
+    ),
+]
+
+
+@pytest.mark.parametrize(("plugin", "error"), MISBEHAVING)
+def test_misbehaving_plugin_strict_raises(mmaplug_pm, problem, plugin, error):
+    """In strict mode a misbehaving plugin raises an error naming it."""
+    with registered(mmaplug_pm, plugin), pytest.raises(error, match=plugin.name):
+        plan_problem(problem, H200, pm=mmaplug_pm)
+
+
+@pytest.mark.parametrize(("plugin", "error"), MISBEHAVING)
+def test_misbehaving_plugin_lenient_warns(mmaplug_pm, problem, default_spec, plugin, error):
+    """In warning mode it is named in a PluginWarning and the default answer is used."""
+    with registered(mmaplug_pm, plugin), pytest.warns(PluginWarning, match=plugin.name):
+        spec = plan_problem(problem, H200, pm=mmaplug_pm, strict=False)
+    assert spec == default_spec
+    assert plugin.name in spec.provenance.dropped
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+def test_invalid_base_params(mmaplug_pm, problem, default_spec, strict):
+    """Invalid base params name the plugin; leniently the default heuristic answers instead."""
+    bad = FakeHeuristic("bad_base", {"stages": 9}, base=default_spec.params)
+    with registered(mmaplug_pm, bad):
+        if strict:
+            with pytest.raises(InvalidParamsError, match="value from: bad_base"):
+                plan_problem(problem, H200, pm=mmaplug_pm)
+            return
+        with pytest.warns(PluginWarning, match="invalid stages from bad_base"):
+            spec = plan_problem(problem, H200, pm=mmaplug_pm, strict=False)
+    assert (spec.params, spec.provenance.base) == (default_spec.params, "default")
+
+
+def test_all_violations_of_all_plugins_in_one_error(mmaplug_pm, problem):
+    """Values from two plugins breaking two rules give one error naming both plugins."""
+    with registered(
+        mmaplug_pm,
+        FakeHeuristic("too_deep", {"stages": 9}),
+        FakeHeuristic("wrong_mma", {"instruction_tile": (16, 16, 16)}),
+    ):
+        with pytest.raises(
+            InvalidParamsError, match="(?s)too_deep.*wrong_mma|wrong_mma.*too_deep"
+        ) as info:
+            plan_problem(problem, H200, pm=mmaplug_pm)
+    assert {v.field for v in info.value.violations} >= {"stages", "instruction_tile"}
+
+
+def test_no_scheduler_lists_every_rejection(mmaplug_pm):
+    """A pre-Ampere GPU gets NoSchedulerError listing the ampere and hopper reasons."""
+    turing = Device(
+        name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536
+    )
+    with pytest.raises(
+        NoSchedulerError, match="(?s)ampere: needs mma.sync.*hopper: the wgmma"
+    ) as info:
+        plan_problem(make_problem(), turing, pm=mmaplug_pm)
+    assert [r.name for r in info.value.rejections] == ["ampere", "hopper"]
+
+
+class Scheduler:
+    def __init__(self, name: str, priority: int) -> None:
+        self.name = name
+        self.priority = priority
+
+    @hookimpl
+    def mmaplug_scheduler_candidates(self):
+        return SchedulerChoice(self.name, self.priority)
+
+
+@pytest.mark.parametrize(
+    ("priorities", "winner"),
+    [
+        ({"zeta": 20, "alpha": 20}, "alpha"),
+        ({"zeta": 30, "alpha": 20}, "zeta"),
+        ({"zeta": 5, "alpha": 5}, "ampere"),
+    ],
+    ids=["tie_by_name", "priority", "ampere_higher"],
+)
+def test_highest_priority_scheduler_wins(mmaplug_pm, problem, default_spec, priorities, winner):
+    """The highest priority wins and ties go to the alphabetically first name."""
+    schedulers = [Scheduler(name, p) for name, p in priorities.items()]
+    base = FakeHeuristic("base", {}, base=default_spec.params)
+    with registered(mmaplug_pm, *schedulers, base):
+        assert plan_problem(problem, H200, pm=mmaplug_pm).scheduler == winner
+
+
+class StageCap:
+    name = "stage_cap"
+
+    @hookimpl
+    def mmaplug_adjust_params(self, params, scheduler):
+        if scheduler != "ampere" or params.stages <= 3:
+            return None
+        return [Adjustment("stages", params.stages, 3, "K loop too short for more")]
+
+
+def test_adjustments_are_recorded(mmaplug_pm, problem):
+    """A scheduler's forced change appears in provenance and explain()."""
+    with registered(mmaplug_pm, StageCap()):
+        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    assert spec.params.stages == 3
+    (adjustment,) = spec.provenance.adjustments
+    assert (adjustment.field, adjustment.old, adjustment.new) == ("stages", 4, 3)
+    assert "stages: 4 -> 3 (K loop too short for more [by stage_cap])" in explain(spec)
+
+
+def test_adjusting_a_plugin_value_warns(mmaplug_pm, problem):
+    """Changing a value a non-default plugin chose issues a ParamAdjustedWarning."""
+    with registered(mmaplug_pm, StageCap(), FakeHeuristic("fake", {"stages": 7})):
+        with pytest.warns(ParamAdjustedWarning, match="stage_cap changed fake's stages: 7 -> 3"):
+            spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    assert spec.provenance.source("stages") == "fake"
+
+
+@pytest.mark.parametrize(
+    ("heuristic", "expected"),
+    [(None, "later"), ("earlier", "earlier"), ("deferring", "default")],
+    ids=["none", "earlier", "defers_to_default"],
+)
+def test_selected_heuristic_answers_alone(problem, default_spec, heuristic, expected):
+    """With a selected heuristic only it (then the default) answers the base params."""
+    params = default_spec.params
+    earlier = FakeHeuristic("earlier", {"stages": 2}, base=params)
+    later = FakeHeuristic("later", {"stages": 3}, base=params)
+    deferring = FakeHeuristic("deferring", {"stages": 2}, base=params, when=lambda p: False)
+    pm = make_plugin_manager(
+        plugins=[earlier, deferring, later],
+        heuristic=heuristic,
+        load_entrypoints=False,
+        strict=True,
+    )
+    assert plan_problem(problem, H200, pm=pm).provenance.base == expected
+
+
+def test_selected_heuristic_must_stay_registered(problem):
+    """Planning with a selected heuristic that was unregistered is a UsageError."""
+    fake = FakeHeuristic("gone", {}, base=None)
+    pm = make_plugin_manager(plugins=[fake], heuristic="gone", load_entrypoints=False)
+    pm.unregister(fake)
+    with pytest.raises(UsageError, match="unknown heuristic plugin 'gone'; registered: ampere"):
+        plan_problem(problem, H200, pm=pm)
+
+
+def test_explain_reports_everything(mmaplug_pm, problem):
+    """explain() shows layout letters and k-inner flags, device, candidates and sources."""
+    with override_matmul_params(stages=3):
+        text = explain(plan_problem(problem, H200, pm=mmaplug_pm))
+    for part in (
+        "layout=TN (a_k_inner=True, b_k_inner=True)",
+        "h200 (sm_90a",
+        "hopper",
+        "rejected: the wgmma kernel is not built yet",
+        "plugins consulted: ampere",
+        "from override_matmul_params",
+        "base params from: default",
+        "adjustments: none",
+    ):
+        assert part in text
+
+
+def test_spec_name_and_repr_round_trip(default_spec):
+    """KernelSpec.name is stable and repr() evaluates back to an equal spec."""
+    assert default_spec.name.startswith("mm_sm90a_ampere_f16f16_TN_cta128x128x32")
+    namespace = {
+        cls.__name__: cls
+        for cls in (
+            KernelSpec,
+            Provenance,
+            MatmulProblem,
+            VectorWidths,
+            Device,
+            MatmulParams,
+            TileShape,
+            CtaOrder,
+            TilingStrategy,
+            SchedulerChoice,
+            Rejection,
+            Adjustment,
+        )
+    }
+    again = eval(repr(default_spec), {**namespace, "mp": mmaplug})
+    assert (again, again.provenance) == (default_spec, default_spec.provenance)
+
+
+def test_matmul_params_convenience(monkeypatch, problem, default_spec):
+    """matmul_params(problem, 'h200') returns the planned params from the global manager."""
+    monkeypatch.setattr(
+        "mmaplug.plan.get_plugin_manager", lambda: make_plugin_manager(load_entrypoints=False)
+    )
+    assert matmul_params(problem, "h200") == default_spec.params
+
+
+def test_hookspecs_are_documented():
+    """Every hookspec has a docstring; firstresult ones say they stop at the first result."""
+    for name in dir(hookspecs):
+        spec = getattr(hookspecs, name)
+        if name.startswith("mmaplug_"):
+            assert spec.__doc__, name
+            firstresult = spec.mmaplug_spec.get("firstresult")
+            assert ("Stops at first non-None result." in spec.__doc__) == bool(firstresult)

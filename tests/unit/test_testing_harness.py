@@ -1,0 +1,196 @@
+"""The public test harness: override_matmul_params, FakeHeuristic, registered, HookRecorder."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from mmaplug import params as params_module
+from mmaplug.device import get_device
+from mmaplug.dtypes import DType
+from mmaplug.errors import UnknownParamError
+from mmaplug.plan import plan_problem
+from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.testing import (
+    SENTINELS,
+    FakeHeuristic,
+    HookRecorder,
+    make_plugin_manager,
+    override_matmul_params,
+    registered,
+)
+
+pytest_plugins = ["pytester"]
+
+H200 = get_device("h200")
+
+
+def make_problem(m: int = 4096) -> MatmulProblem:
+    return MatmulProblem(
+        m=m,
+        n=4096,
+        k=4096,
+        a_k_inner=True,
+        b_k_inner=True,
+        operand_dtype=DType.float16,
+        output_dtype=DType.float16,
+        vector_widths=VectorWidths(a=8, b=8, epilogue=8),
+    )
+
+
+def test_reexports():
+    """SENTINELS and make_plugin_manager are the core objects, re-exported."""
+    from mmaplug import manager
+
+    assert SENTINELS is params_module.SENTINELS
+    assert make_plugin_manager is manager.make_plugin_manager
+
+
+def test_override_reaches_params_with_its_source(mmaplug_pm):
+    """override_matmul_params changes the plan and is recorded as its source."""
+    with override_matmul_params(stages=3, cta_tile=(128, 256, 32)):
+        spec = plan_problem(make_problem(), H200, pm=mmaplug_pm)
+    assert (spec.params.stages, spec.params.cta_tile.as_tuple()) == (3, (128, 256, 32))
+    assert spec.provenance.source("stages") == "override_matmul_params"
+
+
+def test_override_nests_inner_key_wins(mmaplug_pm):
+    """Nested blocks merge, the inner value wins, and leaving restores the outer one."""
+    with override_matmul_params(stages=3, prefetch_gap=2) as outer:
+        with override_matmul_params(stages=2) as inner:
+            assert dict(inner) == {"stages": 2, "prefetch_gap": 2}
+            assert plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages == 2
+        assert dict(outer) == {"stages": 3, "prefetch_gap": 2}
+        assert plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages == 3
+    assert plan_problem(make_problem(), H200, pm=mmaplug_pm).provenance.source("stages") == (
+        "default"
+    )
+
+
+def test_override_unknown_key_fails_at_entry():
+    """An unknown key raises before the block runs, with a near miss."""
+    with pytest.raises(UnknownParamError, match="did you mean 'stages'"):
+        with override_matmul_params(stage=3):
+            pytest.fail("block must not run")
+
+
+def test_override_is_isolated_per_thread(mmaplug_pm):
+    """Another thread does not see this thread's override."""
+    seen: list[str] = []
+
+    def plan() -> None:
+        seen.append(plan_problem(make_problem(), H200, pm=mmaplug_pm).provenance.source("stages"))
+
+    with override_matmul_params(stages=3):
+        thread = threading.Thread(target=plan)
+        thread.start()
+        thread.join()
+    assert seen == ["default"]
+
+
+def test_override_is_isolated_per_task(mmaplug_pm):
+    """Concurrent asyncio tasks each see only their own override."""
+
+    async def plan(stages: int) -> int:
+        with override_matmul_params(stages=stages):
+            await asyncio.sleep(0)
+            return plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages
+
+    async def both() -> list[int]:
+        return list(await asyncio.gather(plan(2), plan(3)))
+
+    assert asyncio.run(both()) == [2, 3]
+
+
+def test_fake_heuristic_when(mmaplug_pm):
+    """A FakeHeuristic answers only for the problems its predicate accepts."""
+    fake = FakeHeuristic("big_only", {"stages": 3}, when=lambda p: p.m >= 4096)
+    with registered(mmaplug_pm, fake):
+        big = plan_problem(make_problem(4096), H200, pm=mmaplug_pm)
+        small = plan_problem(make_problem(2048), H200, pm=mmaplug_pm)
+    assert (big.provenance.source("stages"), small.provenance.source("stages")) == (
+        "big_only",
+        "default",
+    )
+
+
+def test_fake_heuristic_checks_keys():
+    """A FakeHeuristic with an unknown key fails when built, naming itself."""
+    with pytest.raises(UnknownParamError, match="from 'fake'; did you mean 'splitk_factor'"):
+        FakeHeuristic("fake", {"split_k_factor": 2})
+
+
+def test_registered_always_unregisters(mmaplug_pm):
+    """Plugins are unregistered when the block ends, even by an exception."""
+    fake = FakeHeuristic("fake", {"stages": 3})
+    with pytest.raises(RuntimeError, match="inside"):
+        with registered(mmaplug_pm, fake) as names:
+            assert names == ("fake",) and mmaplug_pm.get_plugin("fake") is fake
+            raise RuntimeError("inside")
+    assert not mmaplug_pm.is_registered(fake)
+
+
+def test_registered_skips_blocked_names():
+    """A blocked fake is not registered and takes no part in planning."""
+    pm = make_plugin_manager(block=["fake"], load_entrypoints=False, strict=True)
+    with registered(pm, FakeHeuristic("fake", {"stages": 3})) as names:
+        assert names == (None,)
+        assert plan_problem(make_problem(), H200, pm=pm).provenance.source("stages") == "default"
+
+
+def test_recorder_calls(mmaplug_pm):
+    """getcalls, popcall and hook_names expose the recorded calls with their arguments."""
+    with HookRecorder(mmaplug_pm) as recorder:
+        plan_problem(make_problem(), H200, pm=mmaplug_pm)
+    plan_problem(make_problem(), H200, pm=mmaplug_pm)  # after finish: not recorded
+    assert recorder.hook_names() == [
+        "mmaplug_scheduler_candidates",
+        "mmaplug_matmul_params",
+        "mmaplug_validate_params",
+        "mmaplug_matmul_overrides",
+        "mmaplug_validate_params",
+    ]  # no plugin adjusts params
+    candidates = recorder.getcalls("mmaplug_scheduler_candidates")
+    assert sorted(c.plugins[0] for c in candidates) == ["ampere", "hopper"]
+    call = recorder.popcall("mmaplug_matmul_params")
+    assert (call.scheduler, call.device) == ("ampere", H200)
+    assert not recorder.getcalls(["mmaplug_matmul_params"])
+
+
+def test_recorder_assert_order_failure(mmaplug_recorder, mmaplug_pm):
+    """assert_order fails with the recorded sequence when the order differs."""
+    plan_problem(make_problem(), H200, pm=mmaplug_pm)
+    with pytest.raises(AssertionError, match="recorded: \\['mmaplug_scheduler_candidates'"):
+        mmaplug_recorder.assert_order(["mmaplug_matmul_overrides", "mmaplug_matmul_params"])
+    with pytest.raises(AssertionError, match="no call of 'mmaplug_build_kernel'"):
+        mmaplug_recorder.popcall("mmaplug_build_kernel")
+
+
+def test_pytest_plugin_fixtures(pytester):
+    """The pytest11 plugin provides mmaplug_pm (strict, hermetic) and mmaplug_recorder."""
+    pytester.makepyfile(
+        """
+        from mmaplug.testing import FakeHeuristic, registered
+        from mmaplug.device import get_device
+        from mmaplug.dtypes import DType
+        from mmaplug.plan import plan_problem
+        from mmaplug.problem import MatmulProblem, VectorWidths
+
+        PROBLEM = MatmulProblem(m=256, n=256, k=256, a_k_inner=True, b_k_inner=True,
+                                operand_dtype=DType.float16, output_dtype=DType.float16,
+                                vector_widths=VectorWidths(a=8, b=8, epilogue=8))
+
+        def test_pm(mmaplug_pm):
+            assert mmaplug_pm.strict
+            names = {name for name, _ in mmaplug_pm.list_name_plugin()}
+            assert names == {"default", "patterns", "ampere", "hopper", "testing"}
+
+        def test_recorder(mmaplug_pm, mmaplug_recorder):
+            with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 3})):
+                spec = plan_problem(PROBLEM, get_device("a100"), pm=mmaplug_pm)
+            assert spec.provenance.source("stages") == "fake"
+            mmaplug_recorder.assert_order(["mmaplug_matmul_params", "mmaplug_matmul_overrides"])
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
