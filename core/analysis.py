@@ -15,6 +15,7 @@ from .dtypes import DType
 from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
 from .errors import UnsupportedFusionError
 from .fusion import (
+    METADATA_OPS,
     BinaryOp,
     BroadcastOp,
     CastOp,
@@ -90,6 +91,9 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             "no matmul pattern found: the fusion needs a matmul, linear, fused_multiply_sum or "
             "a sum over a mul of two broadcast operands"
         )
+    for pattern in patterns:
+        _check_prologue(pattern.a)
+        _check_prologue(pattern.b)
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
@@ -168,6 +172,25 @@ def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN00
                 f"more than one input can be operand {name} ({names}); fuse one matmul per "
                 "operand pair"
             )
+
+
+def _check_prologue(operand: TensorView) -> None:
+    """Only metadata ops may stand between an operand and its fusion input (no compute)."""
+    tv, computed = operand, []
+    while tv.definition is not None:
+        expr = tv.definition
+        if not isinstance(expr, METADATA_OPS):
+            computed.append(getattr(expr, "op", expr.kind))
+        src = next((v for v in expr.inputs if isinstance(v, TensorView)), None)
+        if src is None:
+            break
+        tv = src
+    if computed:
+        raise UnsupportedFusionError(
+            f"matmul operand {operand.name} is computed from input {tv.name} by "
+            f"{', '.join(reversed(computed))} (a prologue); operands must come from fusion "
+            "inputs through set, broadcast, squeeze or permute only (compute it before the fusion)"
+        )
 
 
 def _check_operand_dtypes(a: TensorView, b: TensorView) -> None:

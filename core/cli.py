@@ -120,13 +120,51 @@ def _add_plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.set_defaults(func=cmd_plugins)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build the example fusion (linear + bias + GELU), translate, plan, compile and run it."""
+    from . import demo
+
+    return demo.run(sys.stdout, device=args.device, m=args.m, n=args.n, k=args.k)
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
+    p.add_argument("--device", default=None, help="preset to plan for (default: the local GPU)")
+    for dim in ("m", "n", "k"):
+        p.add_argument(f"--{dim}", type=int, default=0, help=f"{dim.upper()} of the example")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Time our kernels against torch.matmul on the local GPU (CUDA-event medians)."""
+    from . import bench
+    from .errors import UnsupportedTargetError
+    from .gpu import cuda_device_count
+
+    if cuda_device_count() == 0:
+        raise UnsupportedTargetError("mmaplug bench needs a CUDA GPU; none was found")
+    shapes = bench.SHAPES if not args.quick else bench.SHAPES[:3]
+    rows = bench.run(sys.stdout, shapes=shapes, reps=args.reps)
+    bench.dispatch_overhead(sys.stdout)
+    if args.plot:
+        bench.plot(rows, args.plot)
+    return 0
+
+
+def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
+    p.add_argument("--quick", action="store_true", help="only the three smallest squares")
+    p.add_argument("--reps", type=int, default=30, help="timed repetitions per kernel")
+    p.add_argument("--plot", default="", metavar="PNG", help="also write a bar chart here")
+    p.set_defaults(func=cmd_bench)
+
+
 # Subcommand registry: each entry adds one subparser whose ``func`` runs it.
-# -------------------------------------------------------------------------------------------------
-# Reserved for the lead: ``demo`` and ``bench`` go here (add their _add_* functions to the list).
-# -------------------------------------------------------------------------------------------------
 SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_demo,
     _add_explain,
     _add_plugins,
+    _add_bench,
 ]
 
 

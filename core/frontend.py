@@ -40,11 +40,27 @@ def _copy_dim(d: IterDomain) -> IterDomain:
     return IterDomain(d.extent, d.iter_type)
 
 
-def _merge_dims(name: str, dims: Sequence[IterDomain]) -> IterDomain:
+def _ints(value: object, what: str, *, scalar_ok: bool = False, positive: bool = False) -> list[int]:
+    """*value* as a list of ints, or a FusionError saying what was expected."""
+    kind = "positive ints" if positive else "ints"
+    if scalar_ok and isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise FusionError(f"{what} must be a sequence of {kind}; got {value!r}")
+    items = list(value)
+    if any(isinstance(v, bool) or not isinstance(v, int) or (positive and v < 1) for v in items):
+        raise FusionError(f"{what} {items!r} must hold {kind}")
+    return items
+
+
+def _merge_dims(name: str, dims: Sequence[IterDomain], where: str = "") -> IterDomain:
     """Output dim of an element-wise op: concrete wins over broadcast; extents must agree."""
     concrete = {d.extent for d in dims if not d.is_broadcast}
     if len(concrete) > 1:
-        raise FusionError(f"{name}: dims of extents {sorted(concrete)} cannot be combined")
+        raise FusionError(
+            f"{name}: {where or 'dims'} have extents {sorted(concrete)}, which cannot be "
+            "combined; extents must match or be 1 (broadcast)"
+        )
     if concrete:
         return IterDomain(concrete.pop(), IterType.ITERATION)
     return IterDomain(max(d.extent for d in dims), IterType.BROADCAST)
@@ -167,12 +183,19 @@ class Ops:
                 f"fused_multiply_sum: {a.name} has rank {len(a.shape)} and {b.name} rank "
                 f"{len(b.shape)}; MmaOp operands must have the same rank (broadcast first)"
             )
+        dims = _ints(dims, "fused_multiply_sum: dims", scalar_ok=True)
         if len(dims) != 1:
             raise FusionError(f"fused_multiply_sum: exactly one reduction dim; got {list(dims)}")
         axis = _axis(a, dims[0], "fused_multiply_sum")
+        if a.domain[axis].is_broadcast and b.domain[axis].is_broadcast:
+            raise FusionError(
+                f"fused_multiply_sum: the reduction dim {axis} is a broadcast (size 1) in both "
+                f"{a.name} and {b.name}; K must be a real dim of both operands"
+            )
         domain = []
         for i, (da, db) in enumerate(zip(a.domain, b.domain, strict=True)):
-            merged = _merge_dims("fused_multiply_sum", [da, db])
+            where = f"dim {i} of {a.name} and {b.name}"
+            merged = _merge_dims("fused_multiply_sum", [da, db], where)
             if i == axis:
                 merged = IterDomain(merged.extent, IterType.REDUCTION)
             domain.append(merged)
@@ -234,8 +257,7 @@ class Ops:
     def sum(self, x: TensorView, dims: Sequence[int], dtype: DType | None = None) -> TensorView:
         """Sum over *dims*; half inputs accumulate and return in float32."""
         x = self._tensor(x, "sum")
-        if isinstance(dims, int):
-            dims = [dims]
+        dims = _ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
         axes = sorted({_axis(x, d, "sum") for d in dims})
         if not axes:
             raise FusionError("sum: give at least one dim to reduce")
@@ -253,7 +275,12 @@ class Ops:
         """Place dim ``i`` of *x* at output position ``broadcast_dims[i]``; others are new."""
         x = self._tensor(x, "broadcast_in_dim")
         xd = x.no_reduction_domain
-        shape, bdims = list(shape), list(broadcast_dims)
+        shape = _ints(shape, "broadcast_in_dim: shape")
+        bdims = _ints(broadcast_dims, "broadcast_in_dim: broadcast_dims")
+        if any(e < 1 for e in shape):
+            raise FusionError(
+                f"broadcast_in_dim of {x.name}: shape {shape} must hold positive extents"
+            )
         if len(bdims) != len(xd):
             raise FusionError(
                 f"broadcast_in_dim: {x.name} has rank {len(xd)} but broadcast_dims has "
@@ -284,6 +311,7 @@ class Ops:
         """Output dim ``j`` is input dim ``dims[j]``."""
         x = self._tensor(x, "permute")
         xd = x.no_reduction_domain
+        dims = _ints(dims, f"permute of {x.name}: dims")
         perm = [d % len(xd) if -len(xd) <= d < len(xd) else d for d in dims]
         if sorted(perm) != list(range(len(xd))):
             raise FusionError(
@@ -296,7 +324,7 @@ class Ops:
         """Remove size-1 (broadcast) dims."""
         x = self._tensor(x, "squeeze")
         xd = x.no_reduction_domain
-        axes = sorted({_axis(x, d, "squeeze") for d in dims})
+        axes = sorted({_axis(x, d, "squeeze") for d in _ints(dims, f"squeeze of {x.name}: dims", scalar_ok=True)})
         for a in axes:
             if xd[a].extent != 1:
                 raise FusionError(
@@ -354,10 +382,12 @@ class Ops:
             xv = self._align(op, self._tensor(xv, op), rank)
         if isinstance(yv, TensorView):
             yv = self._align(op, self._tensor(yv, op), rank)
+        names = " and ".join(t.name for t in tensors)
         xv, yv = self._promoted(xv), self._promoted(yv)
         aligned = [v for v in (xv, yv) if isinstance(v, TensorView)]
         domain = [
-            _merge_dims(op, [t.no_reduction_domain[i] for t in aligned]) for i in range(rank)
+            _merge_dims(op, [t.no_reduction_domain[i] for t in aligned], f"dim {i} of {names}")
+            for i in range(rank)
         ]
         out = self._new(result_dtype(xv, yv), domain)
         self._fusion.attach(BinaryOp(out, xv, yv, op))
@@ -410,17 +440,12 @@ class FusionDefinition:
         """
         if not isinstance(dtype, DType):
             raise FusionError(f"define_tensor: dtype must be e.g. mp.float16; got {dtype!r}")
-        shape = list(shape)
-        for extent in shape:
-            if isinstance(extent, bool) or not isinstance(extent, int) or extent < 1:
-                raise FusionError(
-                    f"define_tensor: shape {shape} must hold positive ints (static extents)"
-                )
+        shape = _ints(shape, "define_tensor: shape", positive=True)
         rank = len(shape)
         if stride_order is None:
             alloc = list(range(rank))
         else:
-            order = list(stride_order)
+            order = _ints(stride_order, "define_tensor: stride_order")
             if sorted(order) != list(range(rank)):
                 raise FusionError(
                     f"define_tensor: stride_order {order} must be a permutation of 0..{rank - 1}"

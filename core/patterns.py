@@ -147,6 +147,11 @@ def _recognise_mul_sum(expr: ReductionOp) -> MatmulPattern | None:
         return None
     x, y = (_through_casts(v) for v in mul.inputs)  # type: ignore[arg-type]
     out = expr.output
+    if len(expr.axes) != 1:
+        raise UnsupportedFusionError(
+            f"mul+sum into {out.name} sums over {len(expr.axes)} dims {list(expr.axes)}; a "
+            "matmul has exactly one reduction (K) dim (merge them before, or sum in two steps)"
+        )
     if not (len(x.domain) == len(y.domain) == len(out.domain)):
         raise UnsupportedFusionError(
             f"mul+sum into {out.name}: operands {x.name} (rank {len(x.domain)}) and {y.name} "

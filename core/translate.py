@@ -141,7 +141,7 @@ def _translate_linear(fusion: Fusion, pattern: MatmulPattern) -> None:
     a, w = pattern.a, pattern.b
     a3 = _broadcast(fusion, a, [False] * (len(a.shape) - 1) + [True, False])
     w3 = _leading(fusion, w, len(a3.shape))
-    result = _mma(fusion, a3, w3)
+    result = mma = _mma(fusion, a3, w3)
     expr = pattern.output.definition
     assert expr is not None
     if len(expr.inputs) > 2:
@@ -153,6 +153,7 @@ def _translate_linear(fusion: Fusion, pattern: MatmulPattern) -> None:
         fusion.attach(BinaryOp(summed, result, bias_b, "add"))
         result = summed
     _finalize(fusion, pattern, a3, w3, result)
+    pattern.output = mma
 
 
 def _translate_mul_sum(fusion: Fusion, pattern: MatmulPattern) -> None:

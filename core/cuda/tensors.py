@@ -61,10 +61,34 @@ def _interface(obj: object, binding: TensorBinding) -> dict[str, Any]:
         raise LaunchError(f"{binding.name}: not a CUDA array ({error})") from None
 
 
+def _simulating() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
+    """Numba's CUDA simulator runs kernels on host arrays: view them the same way."""
+    if not _simulating():
+        raise LaunchError(
+            f"{binding.name}: numpy arrays live on the host; pass device tensors (torch CUDA "
+            "tensors, CuPy arrays or Numba device arrays)"
+        )
+    if obj.shape != binding.shape:
+        raise LaunchError(f"{binding.name}: expected shape {list(binding.shape)}, got {list(obj.shape)}")
+    accepted = (binding.dtype.numpy, np.dtype(np.uint16)) if binding.dtype.is_half else (binding.dtype.numpy,)
+    if obj.dtype not in accepted:
+        raise LaunchError(f"{binding.name}: declared {binding.dtype.label}, got {obj.dtype}")
+    host = np.ascontiguousarray(obj)
+    flat = host.view(_STORAGE[binding.dtype]).reshape(-1)
+    elems = [int(np.prod(host.shape[i + 1 :], dtype=np.int64)) for i in range(host.ndim)]
+    return DeviceTensor(array=flat, address=host.ctypes.data, role_strides=_role_strides(binding, elems))
+
+
 def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
     """Check *obj* against *binding* (shape, dtype, strides) and view it for a kernel."""
     if kind_of(obj) == "numpy":
-        obj = cuda.to_device(np.ascontiguousarray(obj))
+        return _adapt_host(obj, binding)  # type: ignore[arg-type]
     desc = _interface(obj, binding)
     shape = tuple(desc["shape"])
     if shape != binding.shape:
@@ -124,6 +148,8 @@ def allocate(like: object, shape: Sequence[int], dtype: DType) -> object:
                   DType.float32: torch.float32}[dtype]
         return torch.empty(tuple(shape), dtype=tdtype, device=like.device)  # type: ignore[attr-defined]
     np_dtype = np.float16 if dtype is DType.float16 else _STORAGE[dtype]
+    if kind == "numpy":  # the simulator: host arrays, poisoned so unwritten elements show
+        return np.full(tuple(shape), np.nan, dtype=dtype.numpy)
     if kind == "cupy":
         return sys.modules["cupy"].empty(tuple(shape), dtype=np_dtype)
     return cuda.device_array(tuple(shape), dtype=np_dtype)

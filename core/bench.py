@@ -1,0 +1,160 @@
+"""``mmaplug bench``: our kernels against torch.matmul on the local GPU, in one run.
+
+Times are CUDA-event medians after warm-up; every kernel's output is checked against a float64
+reference before it is timed, so a fast wrong kernel cannot enter the table.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TextIO
+
+import numpy as np
+
+from .dtypes import DType
+from .frontend import FusionDefinition
+from .fusion import Fusion
+
+SHAPES: Final = (
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (128, 4096, 4096),
+    (16384, 1024, 512),
+    (2048, 14336, 5120),
+)
+
+
+def linear_fusion(m: int, n: int, k: int, dtype: DType, epilogue: bool) -> Fusion:
+    """``x @ w.T`` (TN), optionally ``cast(gelu(x @ w.T + bias))``."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=dtype)
+        w = fd.define_tensor([n, k], dtype=dtype)
+        if epilogue:
+            bias = fd.define_tensor([n], dtype=dtype)
+            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w, bias)), dtype))
+        else:
+            fd.add_output(fd.ops.linear(x, w))
+    return fd.fusion
+
+
+def cuda_median_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
+    """Median of *reps* CUDA-event timings of *fn* after *warmup* calls."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def host_dispatch_us(fn: Callable[[], Any], reps: int = 200) -> float:
+    """Median host time of one call of *fn* (no synchronisation), in microseconds."""
+    import torch
+
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def _rel_error(out: Any, ref: np.ndarray) -> float:
+    got = out.float().cpu().numpy().astype(np.float64)
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def run(out: TextIO, *, shapes: Sequence[tuple[int, int, int]] = SHAPES,
+        dtypes: Sequence[DType] = (DType.float16, DType.bfloat16), reps: int = 30) -> list[dict]:
+    """Benchmark every shape × dtype; print and return the rows."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from .compile import compile as compile_fusion
+
+    torch_dtype = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}
+    rows: list[dict] = []
+    header = (f"{'kernel':<22}{'dtype':<10}{'M':>7}{'N':>7}{'K':>7}{'ours ms':>10}"
+              f"{'torch ms':>10}{'ours TF/s':>11}{'torch TF/s':>11}{'ratio':>8}{'rel.err':>10}")
+    print(header, file=out, flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for dtype in dtypes:
+        tdt = torch_dtype[dtype]
+        for m, n, k in shapes:
+            x = torch.randn(m, k, device="cuda", dtype=tdt, generator=gen)
+            w = torch.randn(n, k, device="cuda", dtype=tdt, generator=gen) / k**0.5
+            bias = torch.randn(n, device="cuda", dtype=tdt, generator=gen)
+            ref = x.double() @ w.double().T
+            flops = 2.0 * m * n * k
+            for label, epilogue in (("linear", False), ("linear+bias+gelu", True)):
+                if epilogue and (m, n, k) not in ((4096, 4096, 4096), (2048, 14336, 5120)):
+                    continue
+                compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
+                inputs = [x, w, bias] if epilogue else [x, w]
+                expected = F.gelu(ref + bias.double()) if epilogue else ref
+                result = compiled.execute(inputs)[0]
+                err = _rel_error(result, expected.cpu().numpy())
+                ours = cuda_median_ms(lambda: compiled.execute(inputs), reps=reps)
+                if epilogue:
+                    theirs = cuda_median_ms(lambda: F.gelu(F.linear(x, w, bias)), reps=reps)
+                else:
+                    theirs = cuda_median_ms(lambda: torch.matmul(x, w.T), reps=reps)
+                row = dict(kernel=label, dtype=dtype.label, m=m, n=n, k=k, ours_ms=ours,
+                           torch_ms=theirs, ours_tflops=flops / ours / 1e9,
+                           torch_tflops=flops / theirs / 1e9, ratio=theirs / ours, rel_err=err,
+                           params=compiled.params.name)
+                rows.append(row)
+                print(f"{label:<22}{dtype.label:<10}{m:>7}{n:>7}{k:>7}{ours:>10.3f}{theirs:>10.3f}"
+                      f"{row['ours_tflops']:>11.1f}{row['torch_tflops']:>11.1f}{row['ratio']:>8.2f}"
+                      f"{err:>10.1e}", file=out, flush=True)
+    return rows
+
+
+def dispatch_overhead(out: TextIO) -> float:
+    """Host time of a cached ``execute`` (compile hit → launch) on a small problem."""
+    import torch
+
+    from .compile import compile as compile_fusion
+
+    compiled = compile_fusion(linear_fusion(256, 256, 256, DType.float16, False))
+    x = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    w = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    compiled.execute([x, w])
+    torch.cuda.synchronize()
+    us = host_dispatch_us(lambda: compiled.execute([x, w]))
+    print(f"cached execute(): {us:.1f} us of host time per call (median of 200)", file=out)
+    return us
+
+
+def plot(rows: Sequence[dict], path: str) -> None:
+    """Bar chart of TFLOP/s, ours next to torch, one pair per benchmark row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['kernel'][:6]} {r['dtype'][:4]}\n{r['m']}x{r['n']}x{r['k']}" for r in rows]
+    pos = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
+    ax.bar(pos - 0.2, [r["ours_tflops"] for r in rows], 0.4, label="mmaplug (ampere mma.sync)")
+    ax.bar(pos + 0.2, [r["torch_tflops"] for r in rows], 0.4, label="torch (cuBLAS)")
+    ax.set_xticks(pos, labels, fontsize=7)
+    ax.set_ylabel("TFLOP/s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
