@@ -51,7 +51,8 @@ class TensorBinding:
     """How one fusion input or output maps onto the kernel: its role and each dim's role.
 
     ``dim_roles[i]`` is the role of value dim ``i`` (None for a broadcast dim). ``index`` is the
-    position in ``fusion.inputs`` (inputs) or ``fusion.outputs`` (outputs).
+    position in ``fusion.inputs`` (inputs) or ``fusion.outputs`` (outputs). ``alloc_order``
+    lists the dims outermost to innermost in memory, as declared by ``stride_order``.
     """
 
     index: int
@@ -60,6 +61,7 @@ class TensorBinding:
     dtype: DType
     shape: tuple[int, ...]
     dim_roles: tuple[DimRole | None, ...]
+    alloc_order: tuple[int, ...]
 
 
 @attrs.frozen(kw_only=True)
@@ -108,9 +110,11 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             None if d.is_broadcast else roles[graph.group(d)] for d in tv.no_reduction_domain
         )
         index = (work.outputs if role is TensorRole.OUTPUT else work.inputs).index(tv)
+        value_dims = [i for i, d in enumerate(tv.domain) if not d.is_reduction]
+        alloc = tuple(value_dims.index(i) for i in tv.alloc_order)
         return TensorBinding(
             index=index, name=tv.name, role=role, dtype=tv.dtype, shape=tv.shape,
-            dim_roles=dim_roles,
+            dim_roles=dim_roles, alloc_order=alloc,
         )
 
     a, b = bind(a_tv, TensorRole.OPERAND_A), bind(b_tv, TensorRole.OPERAND_B)

@@ -79,10 +79,14 @@ def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
     accepted = (binding.dtype.numpy, np.dtype(np.uint16)) if binding.dtype.is_half else (binding.dtype.numpy,)
     if obj.dtype not in accepted:
         raise LaunchError(f"{binding.name}: declared {binding.dtype.label}, got {obj.dtype}")
-    host = np.ascontiguousarray(obj)
-    flat = host.view(_STORAGE[binding.dtype]).reshape(-1)
-    elems = [int(np.prod(host.shape[i + 1 :], dtype=np.int64)) for i in range(host.ndim)]
-    return DeviceTensor(array=flat, address=host.ctypes.data, role_strides=_role_strides(binding, elems))
+    # Lay the copy out as the fusion declared it (stride_order), like a device tensor would be.
+    stored = np.ascontiguousarray(obj.transpose(binding.alloc_order))
+    flat = stored.view(_STORAGE[binding.dtype]).reshape(-1)
+    stored_strides = [int(np.prod(stored.shape[i + 1 :], dtype=np.int64)) for i in range(stored.ndim)]
+    elems = [0] * stored.ndim
+    for pos, dim in enumerate(binding.alloc_order):
+        elems[dim] = stored_strides[pos]
+    return DeviceTensor(array=flat, address=stored.ctypes.data, role_strides=_role_strides(binding, elems))
 
 
 def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import attrs
@@ -47,6 +48,11 @@ def vector_width(tensor: DeviceTensor, inner: DimRole, outer: tuple[DimRole, ...
     return 1
 
 
+@functools.cache
+def _ptx(config: AmpereKernelConfig, cc: tuple[int, ...]) -> str:
+    return compile_ptx(config, cc=cc)
+
+
 def _require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
     if tensor.role_strides[role] not in (0, 1):
         raise LaunchError(
@@ -69,8 +75,8 @@ class AmpereArtifact:
         return f"ampere_{self.config.name}"
 
     def ptx(self) -> str:
-        """PTX of the main kernel for the spec's compute capability."""
-        return compile_ptx(self.config, cc=tuple(self.spec.device.cc))
+        """PTX of the main kernel for the spec's compute capability (compiled once)."""
+        return _ptx(self.config, tuple(self.spec.device.cc))
 
     def launch(self, args: LaunchArgs) -> None:
         """Narrow the vectors to the tensors' alignment, then run the kernel."""
