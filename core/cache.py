@@ -25,6 +25,11 @@ def cache_dir() -> Path:
     return Path(base) / "mmaplug"
 
 
+def disk_cache_enabled() -> bool:
+    """False when ``MMAPLUG_DISK_CACHE=0``: kernels are then rebuilt in every process."""
+    return os.environ.get("MMAPLUG_DISK_CACHE", "1") != "0"
+
+
 def versions_key() -> str:
     """Versions and environment every compiled artifact depends on."""
     parts = []

@@ -1,0 +1,140 @@
+"""Launch the generated Ampere GEMM kernels: grid, workspace, dynamic shared memory, arguments.
+
+Argument conventions of :func:`run_gemm` (every array a 1-D Numba device array; strides in
+elements, a stride of 0 meaning "does not vary along that axis"):
+
+- ``a = (array_u16, sb, s_outer)``: logical ``A[bt, i, kk]`` is at ``bt*sb + i*s_outer + kk``
+  when ``config.a_k_inner`` and at ``bt*sb + kk*s_outer + i`` otherwise (``sb == 0``: A is
+  shared by every batch). ``b`` likewise, with N in place of M.
+- ``epi_inputs``: one ``(array, sb, sm, sn)`` per ``config.epilogue.inputs`` entry (uint16 array
+  for float16/bfloat16 inputs, float32 otherwise).
+- ``scalars``: one float per ``config.epilogue.scalars`` entry (passed as float32).
+- ``outputs``: one ``(array, sb, sm)`` per ``config.epilogue.outputs`` entry, n contiguous
+  (uint16 for float16/bfloat16 outputs, float32 otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .kernel import REDUCE_THREADS, AmpereKernelConfig, AmpereKernels, build
+
+_WORKSPACES: dict[Any, Any] = {}
+_PREPARED: dict[Any, Any] = {}
+
+
+def grid_for(config: AmpereKernelConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
+    """Grid of the main kernel: all output tiles on x, ``batch * splitk`` on z."""
+    bm, bn, _ = config.cta_tile
+    return (-(-m // bm)) * (-(-n // bn)), 1, batch * config.splitk
+
+
+def k_per_split(config: AmpereKernelConfig, k: int) -> int:
+    """K extent of one split (a multiple of the CTA k tile)."""
+    bk = config.cta_tile[2]
+    k_tiles = -(-k // bk)
+    return max(1, -(-k_tiles // config.splitk)) * bk
+
+
+def _is_sim() -> bool:
+    from numba import config as nb_config
+
+    return bool(nb_config.ENABLE_CUDASIM)
+
+
+def _prepared(kernels: AmpereKernels, name: str, smem: int) -> Any:
+    """The compiled overload of kernel *name*, its dynamic shared memory limit raised to *smem*."""
+    dispatcher = kernels.gemm if name == "ampere_gemm" else kernels.reduce
+    if _is_sim():
+        return None
+    from numba import cuda
+
+    ctx_key = (id(kernels), name, cuda.get_current_device().id)
+    kern = _PREPARED.get(ctx_key)
+    if kern is None:
+        kern = dispatcher.compile(kernels.signatures[name])
+        if smem > 48 * 1024:
+            from numba.cuda.cudadrv.driver import binding, driver
+
+            cufunc = kern._codelibrary.get_cufunc()
+            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
+        _PREPARED[ctx_key] = kern
+    return kern
+
+
+def _launch(kernels: AmpereKernels, name: str, args: list, grid, block, stream, smem: int) -> None:
+    kern = _prepared(kernels, name, smem)
+    if kern is None:  # simulator: go through the dispatcher
+        dispatcher = kernels.gemm if name == "ampere_gemm" else kernels.reduce
+        dispatcher[grid, block, stream, smem](*args)
+    else:
+        # what ``dispatcher[grid, block, stream, smem](*args)`` does, minus the type dispatch;
+        # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not 0.
+        from numba.cuda.cudadrv import driver as nb_driver
+
+        kern.launch(args, grid, block, nb_driver._to_core_stream(stream), smem)
+
+
+def _workspace(size: int) -> Any:
+    from numba import cuda
+
+    key = 0 if _is_sim() else cuda.get_current_device().id
+    ws = _WORKSPACES.get(key)
+    if ws is None or ws.size < size:
+        ws = cuda.device_array(size, dtype=np.float32)
+        _WORKSPACES[key] = ws
+    return ws
+
+
+def run_gemm(
+    config: AmpereKernelConfig,
+    a: tuple[Any, int, int],
+    b: tuple[Any, int, int],
+    epi_inputs: Sequence[tuple[Any, int, int, int]],
+    scalars: Sequence[float],
+    outputs: Sequence[tuple[Any, int, int]],
+    *,
+    m: int,
+    n: int,
+    k: int,
+    batch: int,
+    stream: Any = 0,
+) -> None:
+    """Launch ``outputs = epilogue(A @ B^T)`` for *batch* problems of size *m* x *n* x *k*."""
+    prog = config.epilogue
+    if len(epi_inputs) != len(prog.inputs):
+        raise ValueError(f"expected {len(prog.inputs)} epilogue inputs, got {len(epi_inputs)}")
+    if len(scalars) != len(prog.scalars):
+        raise ValueError(f"expected {len(prog.scalars)} scalars, got {len(scalars)}")
+    if len(outputs) != len(prog.outputs):
+        raise ValueError(f"expected {len(prog.outputs)} outputs, got {len(outputs)}")
+    kernels = build(config)
+    bm, bn, _ = config.cta_tile
+    tiles_m, tiles_n = -(-m // bm), -(-n // bn)
+    grid = grid_for(config, m, n, batch)
+    block = (config.threads, 1, 1)
+    smem = config.smem_bytes
+    ksplit = k_per_split(config, k)
+    a_arr, a_sb, a_s1 = a
+    b_arr, b_sb, b_s1 = b
+    ins = [t[0] for t in epi_inputs]
+    in_strides = [int(s) for t in epi_inputs for s in t[1:4]]
+    outs = [t[0] for t in outputs]
+    out_strides = [int(s) for t in outputs for s in t[1:3]]
+    scal = [np.float32(s) for s in scalars]
+    dims = [int(m), int(n), int(k), int(batch), int(a_sb), int(a_s1), int(b_sb), int(b_s1)]
+    tail = [int(ksplit), tiles_m, tiles_n]
+    if config.splitk == 1:
+        args = [a_arr, b_arr, *ins, *outs, *scal, *dims, *in_strides, *out_strides, *tail]
+        _launch(kernels, "ampere_gemm", args, grid, block, stream, smem)
+        return
+    ws = _workspace(config.splitk * batch * m * n)
+    _launch(kernels, "ampere_gemm", [a_arr, b_arr, ws, *dims, *tail], grid, block, stream, smem)
+    total = batch * m * n
+    rgrid = (-(-total // REDUCE_THREADS), 1, 1)
+    rargs = [ws, *ins, *outs, *scal, int(m), int(n), int(batch), *in_strides, *out_strides]
+    _launch(kernels, "ampere_splitk_reduce", rargs, rgrid, (REDUCE_THREADS, 1, 1), stream, 0)
