@@ -2,8 +2,10 @@
 # One device call: install, end-to-end GPU tests, disk-cache check, kernel matrix + timings.
 # Usage on the device machine (carry .whl):  bash scripts/device_run.sh
 set -o pipefail
-python -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site \
-  && python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING || { echo "install failed"; exit 1; }
+python -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
+export PYTHONPATH=/tmp/site
+python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING
+python -c "import mmaplug" || { echo "install failed"; exit 1; }
 export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 echo "== disk cache: two fresh processes"
