@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
@@ -356,19 +355,23 @@ class Fusion:
     def __init__(self) -> None:
         self.inputs: list[Val] = []
         self.outputs: list[TensorView] = []
-        self._names = itertools.count()
+        self._next_id = 0  # an int, not itertools.count: fusions are deep-copied
 
     # -- building ---------------------------------------------------------------------------
+    def _fresh_name(self, prefix: str) -> str:
+        self._next_id += 1
+        return f"{prefix}{self._next_id - 1}"
+
     def new_tensor(
         self,
         dtype: DType,
         domain: Sequence[IterDomain],
         alloc_order: Sequence[int] | None = None,
     ) -> TensorView:
-        return TensorView(f"T{next(self._names)}", dtype, domain, alloc_order)
+        return TensorView(self._fresh_name("T"), dtype, domain, alloc_order)
 
     def new_scalar(self, dtype: DType, value: float | None = None) -> Scalar:
-        return Scalar(f"S{next(self._names)}", dtype, value)
+        return Scalar(self._fresh_name("S"), dtype, value)
 
     def add_input(self, val: Val) -> None:
         if isinstance(val, TensorView):

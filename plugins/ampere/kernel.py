@@ -367,6 +367,7 @@ def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, thread
 
 def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
     n = op.name
+    k0 = f"({k0})"  # an expression such as "k_begin + 32": keep it whole inside - and *
     row, g, so, nbmn = _slot(op, i)
     if op.k_inner:
         em(f"nb = min(max(K - {k0} - {n}_c0, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
