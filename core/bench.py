@@ -17,6 +17,7 @@ from .dtypes import DType
 from .frontend import FusionDefinition
 from .fusion import Fusion
 
+EPILOGUE_SHAPES: Final = ((4096, 4096, 4096), (2048, 14336, 5120))
 SHAPES: Final = (
     (1024, 1024, 1024),
     (2048, 2048, 2048),
@@ -39,6 +40,41 @@ def linear_fusion(m: int, n: int, k: int, dtype: DType, epilogue: bool) -> Fusio
         else:
             fd.add_output(fd.ops.linear(x, w))
     return fd.fusion
+
+
+def _bench_fusions(shapes, dtypes) -> list[tuple[int, int, int, DType, bool]]:  # noqa: ANN001
+    jobs = []
+    for dtype in dtypes:
+        for m, n, k in shapes:
+            jobs.append((m, n, k, dtype, False))
+            if (m, n, k) in EPILOGUE_SHAPES:
+                jobs.append((m, n, k, dtype, True))
+    return jobs
+
+
+def _warm_one(job: tuple[int, int, int, DType, bool]) -> str:
+    """Compile and launch one benchmark fusion once, so its kernel lands in the disk cache."""
+    import torch
+
+    from .compile import compile as compile_fusion
+
+    m, n, k, dtype, epilogue = job
+    tdt = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}[dtype]
+    compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
+    inputs = [torch.empty(m, k, device="cuda", dtype=tdt), torch.empty(n, k, device="cuda", dtype=tdt)]
+    if epilogue:
+        inputs.append(torch.empty(n, device="cuda", dtype=tdt))
+    compiled.execute(inputs)
+    torch.cuda.synchronize()
+    return compiled.kernel_name
+
+
+def prewarm(shapes: Sequence[tuple[int, int, int]], dtypes: Sequence[DType], workers: int) -> None:
+    """Build every benchmark kernel in *workers* processes; the timed run then hits the disk cache."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(_warm_one, _bench_fusions(shapes, dtypes))
 
 
 def cuda_median_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
@@ -102,7 +138,7 @@ def run(out: TextIO, *, shapes: Sequence[tuple[int, int, int]] = SHAPES,
             ref = x.double() @ w.double().T
             flops = 2.0 * m * n * k
             for label, epilogue in (("linear", False), ("linear+bias+gelu", True)):
-                if epilogue and (m, n, k) not in ((4096, 4096, 4096), (2048, 14336, 5120)):
+                if epilogue and (m, n, k) not in EPILOGUE_SHAPES:
                     continue
                 compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
                 inputs = [x, w, bias] if epilogue else [x, w]

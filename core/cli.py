@@ -138,12 +138,15 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Time our kernels against torch.matmul on the local GPU (CUDA-event medians)."""
     from . import bench
+    from .dtypes import DType
     from .errors import UnsupportedTargetError
     from .gpu import cuda_device_count
 
     if cuda_device_count() == 0:
         raise UnsupportedTargetError("mmaplug bench needs a CUDA GPU; none was found")
     shapes = bench.SHAPES if not args.quick else bench.SHAPES[:3]
+    if args.workers > 1:
+        bench.prewarm(shapes, (DType.float16, DType.bfloat16), args.workers)
     rows = bench.run(sys.stdout, shapes=shapes, reps=args.reps)
     bench.dispatch_overhead(sys.stdout)
     if args.plot:
@@ -156,6 +159,8 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--quick", action="store_true", help="only the three smallest squares")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per kernel")
     p.add_argument("--plot", default="", metavar="PNG", help="also write a bar chart here")
+    p.add_argument("--workers", type=int, default=1,
+                   help="build the kernels in this many processes first (disk cache)")
     p.set_defaults(func=cmd_bench)
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from .analysis import MatmulAnalysis, TensorBinding, analyze
+from .analysis import MatmulAnalysis, analyze
 from .choices import KernelSpec
 from .device import Device, get_device
 from .errors import KernelBuildError, LaunchError, PluginResultError
@@ -38,6 +38,9 @@ class LaunchArgs:
     outputs: tuple[DeviceTensor, ...]
 
 
+BoundLaunch = Callable[[Sequence[int], Sequence[float]], None]
+
+
 class KernelArtifact(Protocol):
     """What ``mmaplug_build_kernel`` returns: a launchable kernel for one analysed fusion."""
 
@@ -48,6 +51,13 @@ class KernelArtifact(Protocol):
 
     def launch(self, args: LaunchArgs) -> None:
         """Run the kernel on *args* (asynchronously, on the default stream)."""
+
+    def bind(self, args: LaunchArgs) -> BoundLaunch:
+        """A launcher for tensors shaped, strided and aligned like *args*' tensors.
+
+        It is called with the data addresses of A, B, the epilogue inputs and the outputs (in
+        that order) and the scalars, and must do as little host work as possible.
+        """
 
 
 class CompiledFusion:
@@ -63,6 +73,11 @@ class CompiledFusion:
         scalar_index = {analysis.fusion.inputs[i].name: i for i in analysis.scalar_inputs}
         self._scalar_positions = tuple(scalar_index[name] for name in program.scalars)
         self._num_inputs = len(analysis.fusion.inputs)
+        self._tensor_positions = (
+            analysis.a.index, analysis.b.index, *(b.index for b in self._epilogue_bindings)
+        )
+        self._bound: dict[tuple, BoundLaunch] = {}
+        self._simulate = _simulating()
 
     @property
     def params(self) -> MatmulParams:
@@ -85,36 +100,66 @@ class CompiledFusion:
         return self._artifact.ptx()
 
     def execute(self, inputs: Sequence[object]) -> list[object]:
-        """Run on *inputs* (in fusion input order); returns new outputs of the first input's kind."""
-        from .cuda.tensors import adapt, allocate
+        """Run on *inputs* (in fusion input order); returns new outputs of the first input's kind.
+
+        The first call with a given input signature (kinds, shapes, strides, dtypes, alignment)
+        checks every tensor and binds a launch; later calls with that signature only read the
+        data addresses and launch.
+        """
+        from .cuda.tensors import address, allocate, signature
 
         if len(inputs) != self._num_inputs:
-            raise LaunchError(
-                f"the fusion takes {self._num_inputs} inputs; got {len(inputs)}"
-            )
-        analysis = self.analysis
-        like = inputs[analysis.a.index]
+            raise LaunchError(f"the fusion takes {self._num_inputs} inputs; got {len(inputs)}")
+        scalars = self._scalars(inputs)
+        if self._simulate:
+            return self._execute_checked(inputs, scalars)
+        tensors = [inputs[i] for i in self._tensor_positions]
+        key = tuple(signature(t) for t in tensors)
+        bound = self._bound.get(key)
+        if bound is None:
+            outputs, args = self._checked_args(inputs)
+            bound = self._bound[key] = self._artifact.bind(args)
+        else:
+            like = tensors[0]
+            outputs = [allocate(like, b.shape, b.dtype) for b in self.analysis.outputs]
+        bound([*(address(t) for t in tensors), *(address(o) for o in outputs)], scalars)
+        return outputs
 
-        def view(binding: TensorBinding) -> DeviceTensor:
-            return adapt(inputs[binding.index], binding)
-
+    def _scalars(self, inputs: Sequence[object]) -> list[float]:
         scalars = []
         for pos in self._scalar_positions:
             value = inputs[pos]
             if isinstance(value, builtins.bool) or not isinstance(value, int | float):
                 raise LaunchError(f"input {pos} is a scalar of the fusion; got {value!r}")
             scalars.append(float(value))
+        return scalars
+
+    def _checked_args(self, inputs: Sequence[object]) -> tuple[list[object], LaunchArgs]:
+        """Check every tensor against the fusion, allocate outputs, view all for a kernel."""
+        from .cuda.tensors import adapt, allocate
+
+        analysis = self.analysis
+        like = inputs[analysis.a.index]
         outputs = [allocate(like, b.shape, b.dtype) for b in analysis.outputs]
-        self._artifact.launch(
-            LaunchArgs(
-                a=view(analysis.a),
-                b=view(analysis.b),
-                epilogue_inputs=tuple(view(b) for b in self._epilogue_bindings),
-                scalars=tuple(scalars),
-                outputs=tuple(adapt(o, b) for o, b in zip(outputs, analysis.outputs, strict=True)),
-            )
+        args = LaunchArgs(
+            a=adapt(inputs[analysis.a.index], analysis.a),
+            b=adapt(inputs[analysis.b.index], analysis.b),
+            epilogue_inputs=tuple(adapt(inputs[b.index], b) for b in self._epilogue_bindings),
+            scalars=(),
+            outputs=tuple(adapt(o, b) for o, b in zip(outputs, analysis.outputs, strict=True)),
         )
+        return outputs, args
+
+    def _execute_checked(self, inputs: Sequence[object], scalars: list[float]) -> list[object]:
+        outputs, args = self._checked_args(inputs)
+        self._artifact.launch(attrs.evolve(args, scalars=tuple(scalars)))
         return outputs
+
+
+def _simulating() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
 
 
 def compile(  # noqa: A001 - the contract's name (mp.compile)

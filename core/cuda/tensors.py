@@ -173,3 +173,24 @@ def to_host(obj: object) -> np.ndarray:
     if kind == "numpy":
         return obj  # type: ignore[return-value]
     return obj.copy_to_host()  # type: ignore[attr-defined]
+
+
+def signature(obj: object) -> tuple:
+    """What a launch bound to *obj* depends on: kind, shape, strides, dtype, device, alignment.
+
+    Cheap (attribute reads), so ``execute`` can look up a bound launch on every call.
+    """
+    if type(obj).__module__.split(".")[0] == "torch":
+        t: Any = obj
+        return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+    desc = getattr(obj, "__cuda_array_interface__", None)
+    if desc is None:
+        return (type(obj), id(obj))  # never bound: the slow path validates and reports it
+    return (type(obj), desc["shape"], desc.get("strides"), desc["typestr"], desc["data"][0] % 16)
+
+
+def address(obj: object) -> int:
+    """The device address of *obj*'s first element."""
+    if type(obj).__module__.split(".")[0] == "torch":
+        return obj.data_ptr()  # type: ignore[attr-defined]
+    return int(obj.__cuda_array_interface__["data"][0])  # type: ignore[attr-defined]

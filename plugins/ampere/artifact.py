@@ -15,6 +15,7 @@ from mmaplug.errors import LaunchError
 from mmaplug.patterns import DimRole
 
 from .kernel import AmpereKernelConfig, compile_ptx
+from .bound import BoundGemm
 from .launch import run_gemm
 
 _VECTORS: Final = (8, 4, 2)
@@ -78,36 +79,49 @@ class AmpereArtifact:
         """PTX of the main kernel for the spec's compute capability (compiled once)."""
         return _ptx(self.config, tuple(self.spec.device.cc))
 
-    def launch(self, args: LaunchArgs) -> None:
-        """Narrow the vectors to the tensors' alignment, then run the kernel."""
-        config, problem = self.config, self.spec.problem
+    def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
+        """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""
+        config = self.config
         a_inner, a_outer = (DimRole.K, DimRole.M) if config.a_k_inner else (DimRole.M, DimRole.K)
         b_inner, b_outer = (DimRole.K, DimRole.N) if config.b_k_inner else (DimRole.N, DimRole.K)
-        vec_a = vector_width(args.a, a_inner, (a_outer, DimRole.BATCH), config.vec_a)
-        vec_b = vector_width(args.b, b_inner, (b_outer, DimRole.BATCH), config.vec_b)
-        if (vec_a, vec_b) != (config.vec_a, config.vec_b):
-            config = attrs.evolve(config, vec_a=vec_a, vec_b=vec_b)
         _require_unit_stride("operand A", args.a, a_inner)
         _require_unit_stride("operand B", args.b, b_inner)
         for out in args.outputs:
             _require_unit_stride("an output", out, DimRole.N)
+        vec_a = vector_width(args.a, a_inner, (a_outer, DimRole.BATCH), config.vec_a)
+        vec_b = vector_width(args.b, b_inner, (b_outer, DimRole.BATCH), config.vec_b)
+        if (vec_a, vec_b) != (config.vec_a, config.vec_b):
+            config = attrs.evolve(config, vec_a=vec_a, vec_b=vec_b)
         a, b = args.a.role_strides, args.b.role_strides
+        problem = self.spec.problem
+        strides = dict(
+            a=(a[DimRole.BATCH], a[a_outer]),
+            b=(b[DimRole.BATCH], b[b_outer]),
+            epi=[tuple(t.role_strides[r] for r in (DimRole.BATCH, DimRole.M, DimRole.N))
+                 for t in args.epilogue_inputs],
+            out=[(t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M]) for t in args.outputs],
+            shape=dict(m=problem.m, n=problem.n, k=problem.k, batch=problem.batch),
+        )
+        return config, strides
+
+    def launch(self, args: LaunchArgs) -> None:
+        """Run the kernel once on *args* (the checked path; the simulator uses it)."""
+        config, st = self._resolve(args)
         run_gemm(
             config,
-            (args.a.array, a[DimRole.BATCH], a[a_outer]),
-            (args.b.array, b[DimRole.BATCH], b[b_outer]),
-            [
-                (t.array, t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M],
-                 t.role_strides[DimRole.N])
-                for t in args.epilogue_inputs
-            ],
+            (args.a.array, *st["a"]),
+            (args.b.array, *st["b"]),
+            [(t.array, *s) for t, s in zip(args.epilogue_inputs, st["epi"], strict=True)],
             list(args.scalars),
-            [
-                (t.array, t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M])
-                for t in args.outputs
-            ],
-            m=problem.m,
-            n=problem.n,
-            k=problem.k,
-            batch=problem.batch,
+            [(t.array, *s) for t, s in zip(args.outputs, st["out"], strict=True)],
+            **st["shape"],
+        )
+
+    def bind(self, args: LaunchArgs) -> BoundGemm:
+        """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
+        config, st = self._resolve(args)
+        tensors = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
+        return BoundGemm(
+            config, [t.array.size for t in tensors], st["a"], st["b"], st["epi"], st["out"],
+            len(config.epilogue.scalars), **st["shape"],
         )

@@ -339,6 +339,14 @@ def _emit_load_setup(em: _Emitter, op: _Operand, threads: int) -> None:
     if regular:
         em(f"{n}_gstep = {step} * {n}_s1")
     op.regular, op.step = regular, step
+    # fast path: a k-tile that lies inside K, of an operand whose M/N rows are all in bounds,
+    # needs no predicates: full-size copies from the slot's index plus the running k offset
+    em(f"{n}_kfast = K - {op.bk}")
+    em(f"if {op.origin} + {op.mn} > {op.lim}:")
+    with em.indent():
+        em(f"{n}_kfast = -1")
+    if not op.k_inner:
+        em(f"{n}_kstep = {op.bk} * {n}_s1")
 
 
 def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
@@ -363,6 +371,24 @@ def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, thread
                 _emit_copy(em, op, i, stage_base, k0)
         else:
             _emit_copy(em, op, i, stage_base, k0)
+
+
+def _emit_load_tile_fast(em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int) -> None:
+    """Copies of a k-tile inside K for an operand with all M/N rows in bounds: no predicates."""
+    n = op.name
+    for i in range(op.iters):
+        _row, g, so, _nb = _slot(op, i)
+        dst = f"{stage_base} + {so}"
+        src = f"{g} + {koff}"
+        if op.nvec % threads and (i + 1) * threads > op.nvec:
+            em(f"if tid + {i * threads} < {op.nvec}:")
+            em.depth += 1
+        if op.vec == 1:
+            em(f"smem[{dst}] = {n}[{src}]")
+        else:
+            em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, {src}, {op.vec * 2})")
+        if op.nvec % threads and (i + 1) * threads > op.nvec:
+            em.depth -= 1
 
 
 def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
@@ -535,6 +561,9 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
         em("rs = 0")
         em(f"wst = {stages - 1}")
         em(f"kload = k_begin + {(stages - 1) * bk}")
+        for op in (a, b):
+            if not op.k_inner:
+                em(f"{op.name}_koff = kload * {op.name}_s1")
         em("sa = 0")
         em(f"sb = {b_off}")
         _emit_frag_load(em, cfg, a, b, 0, 0)
@@ -545,14 +574,25 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                 if ks == 0:
                     em(f"if kt + {stages - 1} < num_kt:")
                     with em.indent():
-                        load_stage("wst", "kload")
+                        for op, base in ((a, f"wst * {a.elems}"), (b, f"{b_off} + wst * {b.elems}")):
+                            em(f"if kload <= {op.name}_kfast:")
+                            with em.indent():
+                                koff = "kload" if op.k_inner else f"{op.name}_koff"
+                                _emit_load_tile_fast(em, op, base, koff, threads)
+                            em("else:")
+                            with em.indent():
+                                _emit_load_tile(em, op, base, "kload", threads)
                     em("cp_async_commit()")
                     em(f"kload += {bk}")
-                    em(f"wst = (wst + 1) % {stages}")
+                    for op in (a, b):
+                        if not op.k_inner:
+                            em(f"{op.name}_koff += {op.name}_kstep")
+                    # branch-free wrap (no 64-bit modulo)
+                    em(f"wst = (wst + 1) * (wst < {stages - 1})")
                 if ks == ks_n - 1:
                     em(f"cp_async_wait_group({stages - 2})")
                     em("cuda.syncthreads()")
-                    em(f"rs = (rs + 1) % {stages}")
+                    em(f"rs = (rs + 1) * (rs < {stages - 1})")
                     em(f"sa = rs * {a.elems}")
                     em(f"sb = {b_off} + rs * {b.elems}")
                 _emit_frag_load(em, cfg, a, b, (ks + 1) % ks_n, nbuf)
