@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -78,6 +79,8 @@ class CompiledFusion:
         )
         self._bound: dict[tuple, BoundLaunch] = {}
         self._simulate = _simulating()
+        # MMAPLUG_FAST_LAUNCH=0 checks every call and launches through Numba (debugging aid)
+        self._checked_only = self._simulate or os.environ.get("MMAPLUG_FAST_LAUNCH") == "0"
 
     @property
     def params(self) -> MatmulParams:
@@ -111,7 +114,7 @@ class CompiledFusion:
         if len(inputs) != self._num_inputs:
             raise LaunchError(f"the fusion takes {self._num_inputs} inputs; got {len(inputs)}")
         scalars = self._scalars(inputs)
-        if self._simulate:
+        if self._checked_only:
             return self._execute_checked(inputs, scalars)
         tensors = [inputs[i] for i in self._tensor_positions]
         key = tuple(signature(t) for t in tensors)

@@ -10,7 +10,8 @@ python -c "import mmaplug" || { echo "install failed"; exit 1; }
 export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 echo "== disk cache and dispatch: two fresh processes"
-for i in 1 2; do timeout 120 python scripts/cache_check.py 2>&1 | tail -3; done
+for i in 1 2; do timeout 120 python scripts/cache_check.py 2>&1 | tail -4 || export MMAPLUG_FAST_LAUNCH=0; done
+echo "MMAPLUG_FAST_LAUNCH=${MMAPLUG_FAST_LAUNCH:-1}"
 echo "== end-to-end GPU tests"
 timeout 200 python -m pytest -m gpu tests/gpu/test_compile_gpu.py -q 2>&1 | tee "$OUT/gpu_e2e.log" | tail -15
 echo "== kernel correctness matrix"

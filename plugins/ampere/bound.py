@@ -58,9 +58,10 @@ class _Launch:
         from cuda.bindings import driver
 
         self._driver = driver
-        handle = kern._codelibrary.get_cufunc().handle
-        if isinstance(handle, driver.CUkernel):
-            err, handle = driver.cuKernelGetFunction(handle)
+        handle = kern._codelibrary.get_cufunc().handle  # a CUkernel (library-based loading)
+        if not isinstance(handle, driver.CUfunction):
+            kernel = handle if isinstance(handle, driver.CUkernel) else driver.CUkernel(int(handle))
+            err, handle = driver.cuKernelGetFunction(kernel)
             _check(err)
         self._func = handle
         self._dims = (*grid, *block)
