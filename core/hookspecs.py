@@ -65,9 +65,27 @@ def mmaplug_matmul_patterns(fusion: Fusion) -> Sequence[MatmulPattern] | None:
     :param fusion: The fusion being compiled; do not modify it here.
     :returns: The patterns found, possibly empty, or None when you recognise nothing.
 
-    Implement this to teach mmaplug a matmul-like op it does not know. Your pattern must
-    translate to an ``MmaOp`` like the built-in ones: translation is the same on every
-    architecture, and only scheduler plugins differ.
+    Implement this to teach mmaplug a matmul-like op it does not know. A pattern of your own
+    ``kind`` must then be translated by your ``mmaplug_translate_pattern``: translation is the
+    same on every architecture, and only scheduler plugins differ.
+    """
+
+
+@hookspec(firstresult=True)
+def mmaplug_translate_pattern(fusion: Fusion, pattern: MatmulPattern) -> bool | None:
+    """Rewrite *pattern*, of a kind you recognised, into an ``MmaOp`` in *fusion*, in place.
+
+    Stops at first non-None result.
+
+    Called by ``translate_matmul_patterns`` for every pattern whose ``kind`` is not a built-in
+    one (``matmul``, ``linear``, ``mul_sum``, ``mma``). The simplest translation rewrites the
+    pattern as a built-in kind: ``mmaplug.translate.translate_as(fusion, pattern, "linear")``.
+
+    :param fusion: The fusion being translated.
+    :param pattern: Your pattern; afterwards ``pattern.a``/``pattern.b`` must be the MmaOp's
+        operands and ``pattern.output`` its result.
+    :returns: True when you translated it; None to leave it to another plugin (if none
+        translates it, core rejects the fusion naming the kind).
     """
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import attrs
+
 from .dtypes import DType
 from .errors import UnsupportedFusionError
 from .fusion import (
@@ -38,24 +40,41 @@ def translate_matmul_patterns(
     one broadcast. The float32 result is cast back to the old dtype only where a half value is
     really needed: consumers that cast it straight back to float32 read the float32 result.
     """
-    patterns = find_matmul_patterns(fusion, pm=pm)
-    for pattern in patterns:
-        if pattern.kind == "mma":
-            continue
-        translator = _TRANSLATORS.get(pattern.kind)
-        if translator is None:
-            raise UnsupportedFusionError(
-                f"no translation to MmaOp for pattern kind {pattern.kind!r} "
-                f"(output {pattern.output.name}); a plugin that recognises it must translate it"
-            )
-        translator(fusion, pattern)
-        pattern.kind = "mma"
     if pm is None:
         from .manager import get_plugin_manager
 
         pm = get_plugin_manager()
-    pm.hook.mmaplug_fusion_translated(fusion=fusion, patterns=list(patterns))
+    patterns = find_matmul_patterns(fusion, pm=pm)
+    as_found = [attrs.evolve(p) for p in patterns]
+    for pattern in patterns:
+        if pattern.kind == "mma":
+            continue
+        if pattern.kind in _TRANSLATORS:
+            translate_as(fusion, pattern, pattern.kind)
+        elif not pm.hook.mmaplug_translate_pattern(fusion=fusion, pattern=pattern):
+            raise UnsupportedFusionError(
+                f"no translation to MmaOp for pattern kind {pattern.kind!r} "
+                f"(output {pattern.output.name}); the plugin that recognises it must implement "
+                "mmaplug_translate_pattern"
+            )
+        pattern.kind = "mma"
+    pm.hook.mmaplug_fusion_translated(fusion=fusion, patterns=as_found)
     return patterns
+
+
+def translate_as(fusion: Fusion, pattern: MatmulPattern, kind: str) -> None:
+    """Translate *pattern* in place as the built-in *kind* (``matmul``, ``linear``, ``mul_sum``).
+
+    For plugins: an op whose operands and output follow ``torch.matmul``/``F.linear`` semantics
+    can reuse the built-in translation (the op's first two inputs are A and B; for ``linear`` a
+    third is the bias).
+    """
+    if kind not in _TRANSLATORS:
+        raise UnsupportedFusionError(
+            f"translate_as: {kind!r} is not a built-in kind; use one of {sorted(_TRANSLATORS)}"
+        )
+    _TRANSLATORS[kind](fusion, pattern)
+    pattern.kind = "mma"
 
 
 # -- operand preparation (with reuse for horizontal fusions) ------------------------------------
