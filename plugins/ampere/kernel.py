@@ -9,6 +9,13 @@ Pipeline (one CTA computes a ``BM x BN`` tile of ``D[bt] = A[bt] @ B[bt]^T`` ove
    pointed at element 0 when nothing is read). One ``cp.async.commit_group`` per k-tile, also
    when nothing was issued, so ``cp.async.wait_group(STAGES - 2)`` always means "the tile the
    math needs next has landed".
+   K-tile order: the FIRST tile computed is the LAST k-tile of the CTA's K range (the only one
+   that can cross K); it alone takes the predicated copies above, in the prologue. Every other
+   k-tile (``k_begin``, ``k_begin + BK``, ...) lies inside K and takes unpredicated copies from
+   loop-invariant per-slot bases: at an M/N edge a K-inner operand's rows are clamped to the last
+   row (they only feed output rows that are never stored) and an M/N-inner operand's vectors
+   keep their (loop-invariant) byte counts. So the main loop has no per-tile predicate math:
+   ~1.3 non-mma SASS instructions per ``mma`` (see docs/ampere-notes.md).
 2. **Shared layout**: each operand tile is stored with its contiguous global dimension as the
    smem row (A ``[BM][BK]`` when K is inner, ``[BK][BM]`` when M is inner; B likewise with N).
    Rows are cut into 16-byte units and unit ``c`` of row ``r`` is stored at ``c ^ f(r)``
@@ -339,14 +346,31 @@ def _emit_load_setup(em: _Emitter, op: _Operand, threads: int) -> None:
     if regular:
         em(f"{n}_gstep = {step} * {n}_s1")
     op.regular, op.step = regular, step
-    # fast path: a k-tile that lies inside K, of an operand whose M/N rows are all in bounds,
-    # needs no predicates: full-size copies from the slot's index plus the running k offset
-    em(f"{n}_kfast = K - {op.bk}")
-    em(f"if {op.origin} + {op.mn} > {op.lim}:")
-    with em.indent():
-        em(f"{n}_kfast = -1")
-    if not op.k_inner:
+    # Bases of the unpredicated ("fast") copies, used for every k-tile but the first (which
+    # holds the K remainder, see _emit_main_kernel): K is always in range there, and the M/N
+    # edge is handled once here. K-inner: a row past M/N is clamped to the last row (it only
+    # feeds output rows that are never stored). M/N-inner: a vector past M/N reads nothing
+    # (``nbf`` bytes, zero-filled) from column 0 of its row.
+    if op.k_inner:
+        for i in range(op.iters):
+            row, _g, _so, _nb = _slot(op, i)
+            col = f"{n}_c0" if regular else f"{n}_c{i}"
+            em(f"{n}_gf{i} = {n}_base + ({op.origin} + min({row}, {op.lim} - 1 - {op.origin})) * {n}_s1 + {col}")
+    else:
+        for i in range(1 if regular else op.iters):
+            em(f"{n}_nbf{i} = min(max({op.lim} - {op.origin} - {n}_c{i}, 0), {op.vec}) * 2")
+            em(f"{n}_gf{i} = {n}_base + ({op.origin} + {n}_c{i}) * min({n}_nbf{i}, 1) + {n}_r{i} * {n}_s1")
         em(f"{n}_kstep = {op.bk} * {n}_s1")
+
+
+def _fast_slot(op: _Operand, i: int) -> tuple[str, str]:
+    """(global index without the k offset, src bytes) of fast-path copy slot *i*."""
+    n = op.name
+    if op.k_inner:
+        return f"{n}_gf{i}", str(op.vec * 2)
+    if op.regular:
+        return (f"{n}_gf0" if i == 0 else f"({n}_gf0 + {i} * {n}_gstep)"), f"{n}_nbf0"
+    return f"{n}_gf{i}", f"{n}_nbf{i}"
 
 
 def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
@@ -374,20 +398,21 @@ def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, thread
 
 
 def _emit_load_tile_fast(em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int) -> None:
-    """Copies of a k-tile inside K for an operand with all M/N rows in bounds: no predicates."""
+    """Copies of a k-tile that lies inside K: no per-tile predicates (see _emit_load_setup)."""
     n = op.name
     for i in range(op.iters):
-        _row, g, so, _nb = _slot(op, i)
+        _row, _g, so, _nb = _slot(op, i)
+        g, nb = _fast_slot(op, i)
         dst = f"{stage_base} + {so}"
-        src = f"{g} + {koff}"
-        if op.nvec % threads and (i + 1) * threads > op.nvec:
+        idle = op.nvec % threads and (i + 1) * threads > op.nvec
+        if idle:  # this copy slot is idle for some threads
             em(f"if tid + {i * threads} < {op.nvec}:")
             em.depth += 1
         if op.vec == 1:
-            em(f"smem[{dst}] = {n}[{src}]")
+            em(f"smem[{dst}] = {n}[{g} + {koff}]")
         else:
-            em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, {src}, {op.vec * 2})")
-        if op.nvec % threads and (i + 1) * threads > op.nvec:
+            em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, {g} + {koff}, {nb})")
+        if idle:
             em.depth -= 1
 
 
@@ -546,21 +571,34 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
             for ni in range(wnt // 8):
                 em(", ".join(f"c_{mi}_{ni}_{q}" for q in range(4)) + " = " + ", ".join(["float32(0.0)"] * 4))
 
-        def load_stage(stage: str, k0: str) -> None:
-            _emit_load_tile(em, a, f"{stage} * {a.elems}", k0, threads)
-            _emit_load_tile(em, b, f"{b_off} + {stage} * {b.elems}", k0, threads)
+        def load_stage(stage: str, k0: str, fast: bool) -> None:
+            for op, base in ((a, f"{stage} * {a.elems}"), (b, f"{b_off} + {stage} * {b.elems}")):
+                if not fast:
+                    _emit_load_tile(em, op, base, k0, threads)
+                elif op.k_inner:
+                    _emit_load_tile_fast(em, op, base, f"({k0})", threads)
+                else:
+                    _emit_load_tile_fast(em, op, base, f"({k0}) * {op.name}_s1" if k0 != "kload"
+                                         else f"{op.name}_koff", threads)
 
-        em("# prologue: fill STAGES - 1 stages")
+        em("# prologue: fill STAGES - 1 stages. The first tile computed is the LAST k-tile of")
+        em("# the range, the only one that can cross K: it alone takes the predicated copies;")
+        em("# the others (k_begin, k_begin + BK, ...) take the unpredicated ones.")
         for s in range(stages - 1):
             em(f"if {s} < num_kt:")
             with em.indent():
-                load_stage(str(s), f"k_begin + {s * bk}")
+                if s == 0:
+                    load_stage("0", f"k_begin + (num_kt - 1) * {bk}", fast=False)
+                else:
+                    load_stage(str(s), f"k_begin + {(s - 1) * bk}", fast=True)
             em("cp_async_commit()")
         em(f"cp_async_wait_group({stages - 2})")
         em("cuda.syncthreads()")
-        em("rs = 0")
-        em(f"wst = {stages - 1}")
-        em(f"kload = k_begin + {(stages - 1) * bk}")
+        # stage counters: int32 (Numba would widen them to int64); the stage written at k-tile
+        # kt is the one read at kt - 1, so one counter drives both
+        em("rs = int32(0)")
+        em(f"wst = int32({stages - 1})")
+        em(f"kload = k_begin + {(stages - 2) * bk}")
         for op in (a, b):
             if not op.k_inner:
                 em(f"{op.name}_koff = kload * {op.name}_s1")
@@ -574,25 +612,17 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                 if ks == 0:
                     em(f"if kt + {stages - 1} < num_kt:")
                     with em.indent():
-                        for op, base in ((a, f"wst * {a.elems}"), (b, f"{b_off} + wst * {b.elems}")):
-                            em(f"if kload <= {op.name}_kfast:")
-                            with em.indent():
-                                koff = "kload" if op.k_inner else f"{op.name}_koff"
-                                _emit_load_tile_fast(em, op, base, koff, threads)
-                            em("else:")
-                            with em.indent():
-                                _emit_load_tile(em, op, base, "kload", threads)
+                        load_stage("wst", "kload", fast=True)
                     em("cp_async_commit()")
                     em(f"kload += {bk}")
                     for op in (a, b):
                         if not op.k_inner:
                             em(f"{op.name}_koff += {op.name}_kstep")
-                    # branch-free wrap (no 64-bit modulo)
-                    em(f"wst = (wst + 1) * (wst < {stages - 1})")
                 if ks == ks_n - 1:
                     em(f"cp_async_wait_group({stages - 2})")
                     em("cuda.syncthreads()")
-                    em(f"rs = (rs + 1) * (rs < {stages - 1})")
+                    em("wst = rs")
+                    em(f"rs = int32((rs + 1) * (rs < {stages - 1}))  # (rs + 1) % STAGES, no division")
                     em(f"sa = rs * {a.elems}")
                     em(f"sb = {b_off} + rs * {b.elems}")
                 _emit_frag_load(em, cfg, a, b, (ks + 1) % ks_n, nbuf)
@@ -678,7 +708,7 @@ def generate_source(
     em = _Emitter()
     em(f'"""Generated by mmaplug.plugins.ampere.kernel for {config.name}."""')
     em("import math")
-    em("from numba import cuda, float32, uint16, uint32")
+    em("from numba import cuda, float32, int32, uint16, uint32")
     em(
         f"from {INTRINSICS_MODULE} import (smem_addr, ldmatrix_x4, ldmatrix_x4_trans, "
         "mma_m16n8k16_f16, mma_m16n8k16_bf16, cp_async_16, cp_async_8, cp_async_4, "
