@@ -166,12 +166,12 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
 def run_bench(quick: bool):
     t128 = dict(cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), stages=3)
     variants = [
-        ("128x128x32 w64x64 s3", t128),
-        ("128x128x32 w64x64 s4", dict(t128, stages=4)),
-        ("128x256x32 w64x64 s3", dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=3)),
-        ("256x128x32 w64x64 s3", dict(cta_tile=(256, 128, 32), warp_tile=(64, 64, 32), stages=3)),
-        ("128x128x32 w64x32 s4", dict(cta_tile=(128, 128, 32), warp_tile=(64, 32, 32), stages=4)),
         ("128x128x32 w64x64 s4 swz8", dict(t128, stages=4, grid_swizzle=8)),
+        ("128x128x32 w64x64 s3 swz8", dict(t128, grid_swizzle=8)),
+        ("128x256x32 w64x64 s3 swz8", dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8)),
+        ("256x128x32 w64x64 s3 swz8", dict(cta_tile=(256, 128, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8)),
+        ("128x128x64 w64x64 s3 swz8", dict(cta_tile=(128, 128, 64), warp_tile=(64, 64, 64), stages=3, grid_swizzle=8)),
+        ("256x128x64 w64x64 s4 swz8", dict(cta_tile=(256, 128, 64), warp_tile=(64, 64, 64), stages=4, grid_swizzle=8)),
     ]
     if quick:
         variants = variants[:2]

@@ -15,6 +15,6 @@ echo "MMAPLUG_FAST_LAUNCH=${MMAPLUG_FAST_LAUNCH:-1}"
 echo "== end-to-end GPU tests"
 timeout 200 python -m pytest -m gpu tests/gpu/test_compile_gpu.py -q 2>&1 | tee "$OUT/gpu_e2e.log" | tail -15
 echo "== kernel correctness matrix"
-timeout 150 python scripts/device_ampere.py --no-bench 2>&1 | tee "$OUT/ampere.log" | grep -v "^ok  "
+timeout ${AMPERE_TIMEOUT:-150} python scripts/device_ampere.py ${AMPERE_ARGS:---no-bench} 2>&1 | tee "$OUT/ampere.log" | grep -v "^ok  "
 echo "== mmaplug bench"
 timeout ${BENCH_TIMEOUT:-200} mmaplug bench --workers 14 --reps 20 --plot "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
