@@ -28,3 +28,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if ptx_items and (reason := nvvm_missing()):
         for item in ptx_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="module")
+def pm():  # noqa: ANN201 - mmaplug.PluginManager
+    """A hermetic plugin manager: built-in plugins only, no entry points, strict policy."""
+    import mmaplug
+
+    return mmaplug.make_plugin_manager(load_entrypoints=False, strict=True)

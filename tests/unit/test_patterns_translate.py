@@ -22,33 +22,6 @@ M, N, K = 4, 6, 8
 ROW, COL = [1, 0], [0, 1]
 
 
-def _make_pm():
-    """A hermetic plugin manager: mmaplug.testing's if it works, else a minimal pluggy one."""
-    try:
-        from mmaplug.testing import make_plugin_manager
-
-        pm = make_plugin_manager(load_entrypoints=False)
-        pm.hook.mmaplug_matmul_patterns  # noqa: B018 - probe that the hook exists
-        return pm
-    except Exception:  # noqa: BLE001 - the manager is being written concurrently
-        import pluggy
-
-        import mmaplug.patterns
-
-        pm = pluggy.PluginManager("mmaplug")
-        try:
-            import mmaplug.hookspecs
-
-            pm.add_hookspecs(mmaplug.hookspecs)
-        except ImportError:
-            pass
-        pm.register(mmaplug.patterns, name="patterns")
-        return pm
-
-
-@pytest.fixture(scope="module")
-def pm():
-    return _make_pm()
 
 
 def _exact_inputs(fusion, seed=0):
