@@ -18,7 +18,6 @@ pytestmark = [
 ]
 
 TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
-TORCH_DTYPE = {}
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +106,19 @@ def test_batched_relu_with_fp32_aux(pm: mp.PluginManager, splitk: int) -> None:
     inputs = [_device_input(fd.fusion, t, rng) for t in fd.fusion.inputs]
     compiled = _run(fd.fusion, pm, inputs, splitk_factor=splitk)
     assert compiled.params.splitk_factor == splitk
+
+
+def test_bias_on_m_with_silu_and_sigmoid_outputs(pm: mp.PluginManager) -> None:
+    """A bias that varies along M, and two activations of one result stored side by side."""
+    rng = np.random.default_rng(6)
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([300, 256], dtype=mp.float16)
+        b = fd.define_tensor([256, 200], dtype=mp.float16, stride_order=[0, 1])
+        bias = fd.define_tensor([300], dtype=mp.float16)
+        y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [300, 200], [0]))
+        fd.add_output(fd.ops.cast(fd.ops.silu(y), mp.float16))
+        fd.add_output(fd.ops.cast(fd.ops.sigmoid(fd.ops.neg(y)), mp.float16))
+    _run(fd.fusion, pm, [_device_input(fd.fusion, t, rng) for t in fd.fusion.inputs])
 
 
 def test_misaligned_operand_narrows_vectors(pm: mp.PluginManager) -> None:

@@ -50,6 +50,15 @@ SCRIPT = textwrap.dedent(
         fd.add_output(fd.ops.matmul(a, b))
         return {}
 
+    def case_bias_on_m_silu_sigmoid(fd, rng):
+        a = fd.define_tensor([36, 40], dtype=mp.float16)
+        b = fd.define_tensor([40, 20], dtype=mp.float16)
+        bias = fd.define_tensor([36], dtype=mp.float16)
+        y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [36, 20], [0]))
+        fd.add_output(fd.ops.cast(fd.ops.silu(y), mp.float16))
+        fd.add_output(fd.ops.cast(fd.ops.sigmoid(fd.ops.neg(y)), mp.float16))
+        return {}
+
     def random_inputs(fusion, rng):
         out = []
         for val in fusion.inputs:
@@ -77,7 +86,8 @@ SCRIPT = textwrap.dedent(
 )
 
 TOLERANCE = {"linear_bias_gelu": 1e-2, "matmul_nn_bf16_alpha_beta": 2e-2,
-             "batched_splitk_relu_aux": 1e-2, "odd_shape_tt": 1e-2}
+             "batched_splitk_relu_aux": 1e-2, "odd_shape_tt": 1e-2,
+             "bias_on_m_silu_sigmoid": 1e-2}
 
 
 @pytest.mark.parametrize("case", sorted(TOLERANCE))
