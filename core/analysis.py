@@ -113,12 +113,19 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         value_dims = [i for i, d in enumerate(tv.domain) if not d.is_reduction]
         alloc = tuple(value_dims.index(i) for i in tv.alloc_order)
         return TensorBinding(
-            index=index, name=tv.name, role=role, dtype=tv.dtype, shape=tv.shape,
-            dim_roles=dim_roles, alloc_order=alloc,
+            index=index,
+            name=tv.name,
+            role=role,
+            dtype=tv.dtype,
+            shape=tv.shape,
+            dim_roles=dim_roles,
+            alloc_order=alloc,
         )
 
     a, b = bind(a_tv, TensorRole.OPERAND_A), bind(b_tv, TensorRole.OPERAND_B)
-    epi_inputs = tuple(bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT])
+    epi_inputs = tuple(
+        bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT]
+    )
     outputs = tuple(bind(t, TensorRole.OUTPUT) for t in work.outputs)
     for binding in (a, b):
         _check_blocks(binding, (DimRole.BATCH,), _operand_blocks(binding))
@@ -131,16 +138,29 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     a_k_inner = _inner_role(a_tv, roles, graph) is DimRole.K
     b_k_inner = _inner_role(b_tv, roles, graph) is DimRole.K
     problem = MatmulProblem(
-        m=extent[DimRole.M], n=extent[DimRole.N], k=extent[DimRole.K],
-        batch=extent[DimRole.BATCH], a_k_inner=a_k_inner, b_k_inner=b_k_inner,
-        operand_dtype=a_tv.dtype, output_dtype=work.outputs[outputs[0].index].dtype,
+        m=extent[DimRole.M],
+        n=extent[DimRole.N],
+        k=extent[DimRole.K],
+        batch=extent[DimRole.BATCH],
+        a_k_inner=a_k_inner,
+        b_k_inner=b_k_inner,
+        operand_dtype=a_tv.dtype,
+        output_dtype=work.outputs[outputs[0].index].dtype,
         vector_widths=_vector_widths(work, a_tv, b_tv, troles, roles, graph),
-        num_patterns=len(patterns), epilogue_ops=program.op_names,
+        num_patterns=len(patterns),
+        epilogue_ops=program.op_names,
     )
     scalars = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
     return MatmulAnalysis(
-        fusion=work, patterns=tuple(patterns), problem=problem, a=a, b=b,
-        epilogue_inputs=epi_inputs, outputs=outputs, scalar_inputs=scalars, epilogue=program,
+        fusion=work,
+        patterns=tuple(patterns),
+        problem=problem,
+        a=a,
+        b=b,
+        epilogue_inputs=epi_inputs,
+        outputs=outputs,
+        scalar_inputs=scalars,
+        epilogue=program,
     )
 
 
@@ -158,7 +178,9 @@ def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN00
             )
     for tv in fusion.outputs:
         if tv not in troles[TensorRole.OUTPUT]:
-            found = {roles.get(graph.group(d)) for d in tv.no_reduction_domain if not d.is_broadcast}
+            found = {
+                roles.get(graph.group(d)) for d in tv.no_reduction_domain if not d.is_broadcast
+            }
             what = "still holds the K dim" if DimRole.K in found else "does not hold both M and N"
             raise UnsupportedFusionError(
                 f"output {tv.name} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
@@ -215,7 +237,9 @@ def _operand_blocks(binding: TensorBinding) -> tuple[DimRole, ...]:
     return (inner, DimRole.K)
 
 
-def _check_blocks(binding: TensorBinding, outer: tuple[DimRole, ...], inner: tuple[DimRole, ...]) -> None:
+def _check_blocks(
+    binding: TensorBinding, outer: tuple[DimRole, ...], inner: tuple[DimRole, ...]
+) -> None:
     """Each role's dims must be adjacent, batch outermost, so the tensor views as 3-D."""
     seq = [r for r in binding.dim_roles if r is not None]
     runs = [r for i, r in enumerate(seq) if i == 0 or seq[i - 1] is not r]

@@ -61,7 +61,10 @@ def _warm_one(job: tuple[int, int, int, DType, bool]) -> str:
     m, n, k, dtype, epilogue = job
     tdt = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}[dtype]
     compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
-    inputs = [torch.empty(m, k, device="cuda", dtype=tdt), torch.empty(n, k, device="cuda", dtype=tdt)]
+    inputs = [
+        torch.empty(m, k, device="cuda", dtype=tdt),
+        torch.empty(n, k, device="cuda", dtype=tdt),
+    ]
     if epilogue:
         inputs.append(torch.empty(n, device="cuda", dtype=tdt))
     compiled.execute(inputs)
@@ -70,7 +73,7 @@ def _warm_one(job: tuple[int, int, int, DType, bool]) -> str:
 
 
 def prewarm(shapes: Sequence[tuple[int, int, int]], dtypes: Sequence[DType], workers: int) -> None:
-    """Build every benchmark kernel in *workers* processes; the timed run then hits the disk cache."""
+    """Build the benchmark kernels in *workers* processes, so the timed run hits the disk cache."""
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
@@ -115,8 +118,13 @@ def _rel_error(out: Any, ref: np.ndarray) -> float:
     return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
-def run(out: TextIO, *, shapes: Sequence[tuple[int, int, int]] = SHAPES,
-        dtypes: Sequence[DType] = (DType.float16, DType.bfloat16), reps: int = 30) -> list[dict]:
+def run(
+    out: TextIO,
+    *,
+    shapes: Sequence[tuple[int, int, int]] = SHAPES,
+    dtypes: Sequence[DType] = (DType.float16, DType.bfloat16),
+    reps: int = 30,
+) -> list[dict]:
     """Benchmark every shape × dtype; print and return the rows."""
     import torch
     import torch.nn.functional as F  # noqa: N812
@@ -125,8 +133,10 @@ def run(out: TextIO, *, shapes: Sequence[tuple[int, int, int]] = SHAPES,
 
     torch_dtype = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}
     rows: list[dict] = []
-    header = (f"{'kernel':<22}{'dtype':<10}{'M':>7}{'N':>7}{'K':>7}{'ours ms':>10}"
-              f"{'torch ms':>10}{'ours TF/s':>11}{'torch TF/s':>11}{'ratio':>8}{'rel.err':>10}")
+    header = (
+        f"{'kernel':<22}{'dtype':<10}{'M':>7}{'N':>7}{'K':>7}{'ours ms':>10}"
+        f"{'torch ms':>10}{'ours TF/s':>11}{'torch TF/s':>11}{'ratio':>8}{'rel.err':>10}"
+    )
     print(header, file=out, flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
     for dtype in dtypes:
@@ -145,25 +155,49 @@ def run(out: TextIO, *, shapes: Sequence[tuple[int, int, int]] = SHAPES,
                 expected = F.gelu(ref + bias.double()) if epilogue else ref
                 result = compiled.execute(inputs)[0]
                 err = _rel_error(result, expected.cpu().numpy())
-                ours = cuda_median_ms(lambda: compiled.execute(inputs), reps=reps)
+                ours = cuda_median_ms(lambda c=compiled, i=inputs: c.execute(i), reps=reps)
                 if epilogue:
-                    theirs = cuda_median_ms(lambda: F.gelu(F.linear(x, w, bias)), reps=reps)
+                    theirs = cuda_median_ms(
+                        lambda x=x, w=w, b=bias: F.gelu(F.linear(x, w, b)), reps=reps
+                    )
                 else:
-                    theirs = cuda_median_ms(lambda: torch.matmul(x, w.T), reps=reps)
-                row = dict(kernel=label, dtype=dtype.label, m=m, n=n, k=k, ours_ms=ours,
-                           torch_ms=theirs, ours_tflops=flops / ours / 1e9,
-                           torch_tflops=flops / theirs / 1e9, ratio=theirs / ours, rel_err=err,
-                           params=compiled.params.name)
+                    theirs = cuda_median_ms(lambda x=x, w=w: torch.matmul(x, w.T), reps=reps)
+                row = dict(
+                    kernel=label,
+                    dtype=dtype.label,
+                    m=m,
+                    n=n,
+                    k=k,
+                    ours_ms=ours,
+                    torch_ms=theirs,
+                    ours_tflops=flops / ours / 1e9,
+                    torch_tflops=flops / theirs / 1e9,
+                    ratio=theirs / ours,
+                    rel_err=err,
+                    params=compiled.params.name,
+                )
                 rows.append(row)
-                print(f"{label:<22}{dtype.label:<10}{m:>7}{n:>7}{k:>7}{ours:>10.3f}{theirs:>10.3f}"
-                      f"{row['ours_tflops']:>11.1f}{row['torch_tflops']:>11.1f}{row['ratio']:>8.2f}"
-                      f"{err:>10.1e}", file=out, flush=True)
+                print(
+                    f"{label:<22}{dtype.label:<10}{m:>7}{n:>7}{k:>7}{ours:>10.3f}{theirs:>10.3f}"
+                    f"{row['ours_tflops']:>11.1f}{row['torch_tflops']:>11.1f}{row['ratio']:>8.2f}"
+                    f"{err:>10.1e}",
+                    file=out,
+                    flush=True,
+                )
     for fused in (r for r in rows if r["kernel"] != "linear"):
-        bare = next(r for r in rows if r["kernel"] == "linear" and
-                    (r["dtype"], r["m"], r["n"], r["k"]) == (fused["dtype"], fused["m"], fused["n"], fused["k"]))
-        print(f"fused bias+gelu epilogue, {fused['dtype']} {fused['m']}x{fused['n']}x{fused['k']}: "
-              f"{fused['ours_ms'] / bare['ours_ms']:.3f}x our bare matmul, "
-              f"{fused['torch_ms'] / fused['ours_ms']:.2f}x as fast as torch eager", file=out)
+        bare = next(
+            r
+            for r in rows
+            if r["kernel"] == "linear"
+            and (r["dtype"], r["m"], r["n"], r["k"])
+            == (fused["dtype"], fused["m"], fused["n"], fused["k"])
+        )
+        print(
+            f"fused bias+gelu epilogue, {fused['dtype']} {fused['m']}x{fused['n']}x{fused['k']}: "
+            f"{fused['ours_ms'] / bare['ours_ms']:.3f}x our bare matmul, "
+            f"{fused['torch_ms'] / fused['ours_ms']:.2f}x as fast as torch eager",
+            file=out,
+        )
     return rows
 
 
@@ -191,7 +225,9 @@ def plot(rows: Sequence[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     short = {"linear": "mm", "linear+bias+gelu": "mm+gelu", "float16": "f16", "bfloat16": "bf16"}
-    labels = [f"{short[r['kernel']]} {short[r['dtype']]}\n{r['m']}x{r['n']}\nx{r['k']}" for r in rows]
+    labels = [
+        f"{short[r['kernel']]} {short[r['dtype']]}\n{r['m']}x{r['n']}\nx{r['k']}" for r in rows
+    ]
     pos = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
     ax.bar(pos - 0.2, [r["ours_tflops"] for r in rows], 0.4, label="mmaplug (ampere mma.sync)")

@@ -159,8 +159,12 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--quick", action="store_true", help="only the three smallest squares")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per kernel")
     p.add_argument("--plot", default="", metavar="PNG", help="also write a bar chart here")
-    p.add_argument("--workers", type=int, default=1,
-                   help="build the kernels in this many processes first (disk cache)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="build the kernels in this many processes first (disk cache)",
+    )
     p.set_defaults(func=cmd_bench)
 
 

@@ -64,7 +64,9 @@ class KernelArtifact(Protocol):
 class CompiledFusion:
     """A fusion planned and built for one device; ``execute`` runs it on device tensors."""
 
-    def __init__(self, analysis: MatmulAnalysis, spec: KernelSpec, artifact: KernelArtifact) -> None:
+    def __init__(
+        self, analysis: MatmulAnalysis, spec: KernelSpec, artifact: KernelArtifact
+    ) -> None:
         self.analysis = analysis
         self.spec = spec
         self._artifact = artifact
@@ -75,7 +77,9 @@ class CompiledFusion:
         self._scalar_positions = tuple(scalar_index[name] for name in program.scalars)
         self._num_inputs = len(analysis.fusion.inputs)
         self._tensor_positions = (
-            analysis.a.index, analysis.b.index, *(b.index for b in self._epilogue_bindings)
+            analysis.a.index,
+            analysis.b.index,
+            *(b.index for b in self._epilogue_bindings),
         )
         self._bound: dict[tuple, BoundLaunch] = {}
         self._simulate = _simulating()

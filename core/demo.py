@@ -59,7 +59,9 @@ def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: in
     print(f"\n== patterns found: {[p.kind for p in patterns]}", file=out)
     translated = copy.deepcopy(fusion)
     translate_matmul_patterns(translated)
-    print("\n== after translation to MmaOp (the same for every GPU)", translated, sep="\n", file=out)
+    print(
+        "\n== after translation to MmaOp (the same for every GPU)", translated, sep="\n", file=out
+    )
     analysis = analyze(fusion)
     print(f"\n== problem: {analysis.problem.describe()}", file=out)
     print(f"   epilogue: {' -> '.join(analysis.epilogue.op_names)}", file=out)
@@ -77,8 +79,11 @@ def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: in
     compiled = compile_fusion(fusion, device or (None if gpu else "h200"))
     print("\n== plan", explain(compiled.spec), sep="\n", file=out)
     ptx = compiled.ptx
-    print(f"\n== kernel {compiled.kernel_name}: {len(ptx.splitlines())} lines of PTX for "
-          f"{compiled.spec.device.target}; mma.sync in it: {'mma.sync.aligned' in ptx}", file=out)
+    print(
+        f"\n== kernel {compiled.kernel_name}: {len(ptx.splitlines())} lines of PTX for "
+        f"{compiled.spec.device.target}; mma.sync in it: {'mma.sync.aligned' in ptx}",
+        file=out,
+    )
     if gpu:
         err = _run_on_gpu(compiled, (x, w, bias), ref)
         where = "the GPU"
@@ -86,8 +91,9 @@ def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: in
         err = _run_in_simulator(m, n, k)
         where = "Numba's CUDA simulator (no GPU here; the same generated kernel)"
     ok &= err < TOLERANCE
-    print(f"   ran on {where}: rel. error vs float64 {err:.2e} (fp16 tolerance {TOLERANCE})",
-          file=out)
+    print(
+        f"   ran on {where}: rel. error vs float64 {err:.2e} (fp16 tolerance {TOLERANCE})", file=out
+    )
     print("\nall checks passed" if ok else "\nSOME CHECKS FAILED", file=out)
     return 0 if ok else 1
 

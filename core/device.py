@@ -132,9 +132,7 @@ def device_from_attributes(gpu: Any) -> Device:
         # numba-cuda builds for the "a" target from cc 9.0 on (DESIGN.md §5).
         arch_suffix="a" if major >= 9 else "",
         sm_count=int(gpu.MULTIPROCESSOR_COUNT),
-        smem_per_block_optin=int(
-            getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_per_block)
-        ),
+        smem_per_block_optin=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_per_block)),
         smem_per_sm=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", smem_per_block)),
         regs_per_sm=int(getattr(gpu, "MAX_REGISTERS_PER_MULTIPROCESSOR", 65536)),
         max_threads_per_block=int(getattr(gpu, "MAX_THREADS_PER_BLOCK", 1024)),

@@ -40,7 +40,9 @@ def _copy_dim(d: IterDomain) -> IterDomain:
     return IterDomain(d.extent, d.iter_type)
 
 
-def _ints(value: object, what: str, *, scalar_ok: bool = False, positive: bool = False) -> list[int]:
+def _ints(
+    value: object, what: str, *, scalar_ok: bool = False, positive: bool = False
+) -> list[int]:
     """*value* as a list of ints, or a FusionError saying what was expected."""
     kind = "positive ints" if positive else "ints"
     if scalar_ok and isinstance(value, int) and not isinstance(value, bool):
@@ -242,7 +244,9 @@ class Ops:
         """Convert to *dtype*, rounding to nearest even."""
         x = self._tensor(x, "cast")
         if not isinstance(dtype, DType):
-            raise FusionError(f"cast: dtype must be an mmaplug dtype such as mp.float16; got {dtype!r}")
+            raise FusionError(
+                f"cast: dtype must be an mmaplug dtype such as mp.float16; got {dtype!r}"
+            )
         out = self._new(dtype, [_copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(CastOp([out], [x]))
         return out
@@ -324,7 +328,12 @@ class Ops:
         """Remove size-1 (broadcast) dims."""
         x = self._tensor(x, "squeeze")
         xd = x.no_reduction_domain
-        axes = sorted({_axis(x, d, "squeeze") for d in _ints(dims, f"squeeze of {x.name}: dims", scalar_ok=True)})
+        axes = sorted(
+            {
+                _axis(x, d, "squeeze")
+                for d in _ints(dims, f"squeeze of {x.name}: dims", scalar_ok=True)
+            }
+        )
         for a in axes:
             if xd[a].extent != 1:
                 raise FusionError(

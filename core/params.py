@@ -177,9 +177,7 @@ class MatmulParams:
     cluster_dims: tuple[int, int] = attrs.field(
         default=(1, 1), converter=_to_pair, validator=_is_cluster
     )
-    tiling_strategy: TilingStrategy = _enum_field(
-        TilingStrategy, TilingStrategy.one_tile_per_cta
-    )
+    tiling_strategy: TilingStrategy = _enum_field(TilingStrategy, TilingStrategy.one_tile_per_cta)
     warp_specialized: bool = _bool_field(False)
 
     def __attrs_post_init__(self) -> None:

@@ -88,9 +88,7 @@ def _broadcast(fusion: Fusion, tv: TensorView, flags: Sequence[bool]) -> TensorV
         if isinstance(use, BroadcastOp) and use.flags == flags:
             return use.output
     src = iter(tv.no_reduction_domain)
-    domain = [
-        IterDomain(1, IterType.BROADCAST) if new else _copy(next(src)) for new in flags
-    ]
+    domain = [IterDomain(1, IterType.BROADCAST) if new else _copy(next(src)) for new in flags]
     out = fusion.new_tensor(tv.dtype, domain)
     fusion.attach(BroadcastOp(out, tv, flags))
     return out
@@ -200,9 +198,7 @@ def _finalize(
     if old.dtype is fms.dtype:
         fusion.replace_uses(old, fms)
     else:
-        round_trips = [
-            u for u in old.uses if isinstance(u, CastOp) and u.output.dtype is fms.dtype
-        ]
+        round_trips = [u for u in old.uses if isinstance(u, CastOp) and u.output.dtype is fms.dtype]
         others = [u for u in old.uses if u not in round_trips]
         if others or old in fusion.outputs:
             half = _cast(fusion, fms, old.dtype)

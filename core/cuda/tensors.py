@@ -44,7 +44,8 @@ def kind_of(obj: object) -> str:
     if hasattr(obj, "__cuda_array_interface__"):
         return "numba"
     raise LaunchError(
-        f"inputs must be torch tensors, CuPy arrays or Numba device arrays; got {type(obj).__name__}"
+        "inputs must be torch tensors, CuPy arrays or Numba device arrays; "
+        f"got {type(obj).__name__}"
     )
 
 
@@ -75,18 +76,28 @@ def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
             "tensors, CuPy arrays or Numba device arrays)"
         )
     if obj.shape != binding.shape:
-        raise LaunchError(f"{binding.name}: expected shape {list(binding.shape)}, got {list(obj.shape)}")
-    accepted = (binding.dtype.numpy, np.dtype(np.uint16)) if binding.dtype.is_half else (binding.dtype.numpy,)
+        raise LaunchError(
+            f"{binding.name}: expected shape {list(binding.shape)}, got {list(obj.shape)}"
+        )
+    accepted = (
+        (binding.dtype.numpy, np.dtype(np.uint16))
+        if binding.dtype.is_half
+        else (binding.dtype.numpy,)
+    )
     if obj.dtype not in accepted:
         raise LaunchError(f"{binding.name}: declared {binding.dtype.label}, got {obj.dtype}")
     # Lay the copy out as the fusion declared it (stride_order), like a device tensor would be.
     stored = np.ascontiguousarray(obj.transpose(binding.alloc_order))
     flat = stored.view(_STORAGE[binding.dtype]).reshape(-1)
-    stored_strides = [int(np.prod(stored.shape[i + 1 :], dtype=np.int64)) for i in range(stored.ndim)]
+    stored_strides = [
+        int(np.prod(stored.shape[i + 1 :], dtype=np.int64)) for i in range(stored.ndim)
+    ]
     elems = [0] * stored.ndim
     for pos, dim in enumerate(binding.alloc_order):
         elems[dim] = stored_strides[pos]
-    return DeviceTensor(array=flat, address=stored.ctypes.data, role_strides=_role_strides(binding, elems))
+    return DeviceTensor(
+        array=flat, address=stored.ctypes.data, role_strides=_role_strides(binding, elems)
+    )
 
 
 def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
@@ -108,7 +119,9 @@ def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
     itemsize = binding.dtype.itemsize
     strides = desc.get("strides")
     if strides is None:
-        strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * itemsize for i in range(len(shape)))
+        strides = tuple(
+            int(np.prod(shape[i + 1 :], dtype=np.int64)) * itemsize for i in range(len(shape))
+        )
     elems = [s // itemsize for s in strides]
     if any(s < 0 or s % itemsize for s in strides):
         raise LaunchError(f"{binding.name}: negative or unaligned strides {list(strides)}")
@@ -133,7 +146,7 @@ def _role_strides(binding: TensorBinding, strides: Sequence[int]) -> dict[DimRol
         mine = [(e, s) for r, e, s in dims if r is role and e > 1]
         if not mine:
             continue
-        for (outer_e, outer_s), (inner_e, inner_s) in zip(mine, mine[1:], strict=False):
+        for (_, outer_s), (inner_e, inner_s) in zip(mine, mine[1:], strict=False):
             if outer_s != inner_s * inner_e:
                 raise LaunchError(
                     f"{binding.name}: its {role.value.upper()} dims are not contiguous with each "
@@ -148,8 +161,11 @@ def allocate(like: object, shape: Sequence[int], dtype: DType) -> object:
     kind = kind_of(like)
     if kind == "torch":
         torch = sys.modules["torch"]
-        tdtype = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
-                  DType.float32: torch.float32}[dtype]
+        tdtype = {
+            DType.float16: torch.float16,
+            DType.bfloat16: torch.bfloat16,
+            DType.float32: torch.float32,
+        }[dtype]
         return torch.empty(tuple(shape), dtype=tdtype, device=like.device)  # type: ignore[attr-defined]
     np_dtype = np.float16 if dtype is DType.float16 else _STORAGE[dtype]
     if kind == "numpy":  # the simulator: host arrays, poisoned so unwritten elements show

@@ -14,8 +14,8 @@ from mmaplug.cuda.tensors import DeviceTensor
 from mmaplug.errors import LaunchError
 from mmaplug.patterns import DimRole
 
-from .kernel import AmpereKernelConfig, compile_ptx
 from .bound import BoundGemm
+from .kernel import AmpereKernelConfig, compile_ptx
 from .launch import run_gemm
 
 _VECTORS: Final = (8, 4, 2)
@@ -40,7 +40,9 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelCon
     )
 
 
-def vector_width(tensor: DeviceTensor, inner: DimRole, outer: tuple[DimRole, ...], limit: int) -> int:
+def vector_width(
+    tensor: DeviceTensor, inner: DimRole, outer: tuple[DimRole, ...], limit: int
+) -> int:
     """Widest vector (elements) that keeps every row start of *tensor* aligned to its size."""
     for vec in (v for v in _VECTORS if v <= limit):
         aligned = tensor.address % (2 * vec) == 0
@@ -97,8 +99,10 @@ class AmpereArtifact:
         strides = dict(
             a=(a[DimRole.BATCH], a[a_outer]),
             b=(b[DimRole.BATCH], b[b_outer]),
-            epi=[tuple(t.role_strides[r] for r in (DimRole.BATCH, DimRole.M, DimRole.N))
-                 for t in args.epilogue_inputs],
+            epi=[
+                tuple(t.role_strides[r] for r in (DimRole.BATCH, DimRole.M, DimRole.N))
+                for t in args.epilogue_inputs
+            ],
             out=[(t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M]) for t in args.outputs],
             shape=dict(m=problem.m, n=problem.n, k=problem.k, batch=problem.batch),
         )
@@ -122,6 +126,12 @@ class AmpereArtifact:
         config, st = self._resolve(args)
         tensors = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
         return BoundGemm(
-            config, [t.array.size for t in tensors], st["a"], st["b"], st["epi"], st["out"],
-            len(config.epilogue.scalars), **st["shape"],
+            config,
+            [t.array.size for t in tensors],
+            st["a"],
+            st["b"],
+            st["epi"],
+            st["out"],
+            len(config.epilogue.scalars),
+            **st["shape"],
         )

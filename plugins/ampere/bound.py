@@ -97,7 +97,10 @@ class BoundGemm:
         out_strides: Sequence[tuple[int, int]],
         scalars: int,
         *,
-        m: int, n: int, k: int, batch: int,
+        m: int,
+        n: int,
+        k: int,
+        batch: int,
     ) -> None:
         prog = config.epilogue
         kernels = build(config)

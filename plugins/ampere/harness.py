@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import attrs
-import ml_dtypes
 import numpy as np
 
 from mmaplug.dtypes import DType
@@ -26,7 +25,9 @@ _NAN_BITS = {DType.float16: 0x7E00, DType.bfloat16: 0x7FC0}
 def epilogue_program(kind: str, dtype: DType) -> EpilogueProgram:
     """One of the standard epilogues, with outputs (and inputs) of *dtype*."""
     if kind == "none":
-        return EpilogueProgram(instrs=(Instr(op="acc"),), outputs=(EpilogueOutput(name="d", src=0, dtype=dtype),))
+        return EpilogueProgram(
+            instrs=(Instr(op="acc"),), outputs=(EpilogueOutput(name="d", src=0, dtype=dtype),)
+        )
     if kind == "bias_gelu":
         return EpilogueProgram(
             inputs=(EpilogueInput(name="bias", dtype=dtype, axes=("n",)),),
@@ -76,7 +77,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
-def reference(prog: EpilogueProgram, acc: np.ndarray, inputs: list[np.ndarray], scalars: list[float]) -> list[np.ndarray]:
+def reference(
+    prog: EpilogueProgram, acc: np.ndarray, inputs: list[np.ndarray], scalars: list[float]
+) -> list[np.ndarray]:
     """Evaluate *prog* in float64 on ``acc [batch, m, n]``; inputs broadcastable to it."""
     vals: list[np.ndarray] = []
     for ins in prog.instrs:
@@ -197,7 +200,9 @@ def run_case(case: Case, config: AmpereKernelConfig, *, stream: Any = 0) -> dict
     dt = case.dtype
     bsz, m, n, k = case.batch, case.m, case.n, case.k
     a_flat, a_sb, a_ld, a_full = _operand(rng, bsz, m, k, case.a_k_inner, case.pad, False, dt)
-    b_flat, b_sb, b_ld, b_full = _operand(rng, bsz, n, k, case.b_k_inner, case.pad, case.shared_b, dt)
+    b_flat, b_sb, b_ld, b_full = _operand(
+        rng, bsz, n, k, case.b_k_inner, case.pad, case.shared_b, dt
+    )
     acc = np.einsum("bik,bjk->bij", a_full, b_full)
     prog = config.epilogue
     inputs_host, inputs_dev, scalars = [], [], []
@@ -233,7 +238,7 @@ def run_case(case: Case, config: AmpereKernelConfig, *, stream: Any = 0) -> dict
     )
     refs = reference(prog, acc, inputs_host, scalars)
     result: dict[str, Any] = {"ok": True, "max_err": 0.0, "tol_ratio": 0.0, "nan": 0}
-    for out, ref, (dev, _, _) in zip(prog.outputs, refs, outs_dev):
+    for out, ref, (dev, _, _) in zip(prog.outputs, refs, outs_dev, strict=True):
         got = _from_bits(dev.copy_to_host(), out.dtype).reshape(bsz, m, n)
         want = _round(np.asarray(ref, dtype=np.float64), out.dtype)
         rtol = {DType.float16: 2.0**-9, DType.bfloat16: 2.0**-6}.get(out.dtype, 2.0**-18)
