@@ -24,6 +24,8 @@ __all__ = [
     "f16_to_f32",
     "f32_to_bf16",
     "f32_to_f16",
+    "global_addr",
+    "ld_shared_v4_f32",
     "ldmatrix_x1",
     "ldmatrix_x1_trans",
     "ldmatrix_x2",
@@ -33,6 +35,8 @@ __all__ = [
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
     "smem_addr",
+    "st_global_v2_b32",
+    "st_global_v4_b32",
 ]
 
 WARP_SIZE = 32
@@ -191,6 +195,40 @@ def smem_addr(arr: Any, i: int) -> SmemAddr:
     return SmemAddr(_ndarray(arr), int(i))
 
 
+def global_addr(arr: Any, i: int) -> np.uint64:
+    """Emulate global_addr: the host address of element `i` (simulator arrays live on the host)."""
+    a = _ndarray(arr)
+    return np.uint64(a.__array_interface__["data"][0] + int(i) * a.itemsize)
+
+
+def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
+    """Emulate ld.shared.v4.f32: four float32 from a 16-byte aligned smem handle."""
+    if not isinstance(addr, SmemAddr):
+        raise UsageError(f"ld.shared.v4: pass an address from smem_addr, got {type(addr).__name__}")
+    raw = _bytes_at(addr.array, addr.index, 16, 16, "ld.shared.v4.f32")
+    return tuple(raw.copy().view(np.float32))
+
+
+def _st_global(count: int) -> Callable[..., None]:
+    op = f"st.global.v{count}.b32"
+
+    def emulate(arr: Any, index: int, *words: Any) -> None:
+        if len(words) != count:
+            raise UsageError(f"{op}: expected {count} words, got {len(words)}")
+        if all(isinstance(w, np.floating | float) for w in words):
+            data = np.asarray(words, dtype=np.float32).view(np.uint8)
+        else:
+            data = np.asarray([int(w) for w in words], dtype=np.uint32).view(np.uint8)
+        a = _ndarray(arr)
+        if a.__array_interface__["data"][0] % (4 * count):
+            raise UsageError(f"{op}: the array base is not {4 * count}-byte aligned")
+        _bytes_at(arr, index, 4 * count, 4 * count, op)[:] = data
+
+    emulate.__name__ = emulate.__qualname__ = f"st_global_v{count}_b32"
+    emulate.__doc__ = f"Emulate `{op}`: {4 * count} bytes, lowest word first (little-endian)."
+    return emulate
+
+
 def _ldmatrix(count: int, trans: bool) -> Callable[[SmemAddr], Any]:
     op = f"ldmatrix.x{count}{'.trans' if trans else ''}"
 
@@ -274,6 +312,8 @@ ldmatrix_x2_trans = _ldmatrix(2, True)
 ldmatrix_x4_trans = _ldmatrix(4, True)
 mma_m16n8k16_f16 = _mma(np.float16, "f16")
 mma_m16n8k16_bf16 = _mma(ml_dtypes.bfloat16, "bf16")
+st_global_v2_b32 = _st_global(2)
+st_global_v4_b32 = _st_global(4)
 cp_async_16 = _cp_async(16)
 cp_async_8 = _cp_async(8)
 cp_async_4 = _cp_async(4)

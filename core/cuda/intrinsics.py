@@ -18,6 +18,8 @@ from numba.cuda.extending import intrinsic
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-wait-group
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-st
 
 __all__ = [
     "bf16_to_f32",
@@ -30,6 +32,8 @@ __all__ = [
     "f16_to_f32",
     "f32_to_bf16",
     "f32_to_f16",
+    "global_addr",
+    "ld_shared_v4_f32",
     "ldmatrix_x1",
     "ldmatrix_x1_trans",
     "ldmatrix_x2",
@@ -39,6 +43,8 @@ __all__ = [
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
     "smem_addr",
+    "st_global_v2_b32",
+    "st_global_v4_b32",
 ]
 
 WARP_SIZE: Final = 32
@@ -164,6 +170,32 @@ def bf16_to_f32(bits):
 
 def f32_to_bf16(x):
     """Generate `cvt.rn.bf16.f32` (sm_80+): round float32 `x` to bfloat16; return its bits."""
+
+
+def global_addr(arr, i):
+    """Return the 64-bit global-state-space byte address of element `i` of 1-D array `arr`.
+
+    Meant for alignment tests (`global_addr(a, 0) & 15`); index arrays with flat indices.
+    """
+
+
+def ld_shared_v4_f32(addr):
+    """Generate `ld.shared.v4.f32`: four consecutive float32 at 16-byte aligned `addr`.
+
+    `addr` comes from smem_addr; return a 4-tuple of float32 (lowest address first).
+    """
+
+
+def st_global_v2_b32(arr, index, w0, w1):
+    """Generate `st.global.v2.b32 [&arr[index]], {w0, w1}`: one 8-byte store.
+
+    The words (all uint32 or all float32) land lowest address first; a uint16 array takes two
+    elements per word, low half first. The byte address must be a multiple of 8.
+    """
+
+
+def st_global_v4_b32(arr, index, w0, w1, w2, w3):
+    """Generate `st.global.v4.b32 [&arr[index]], {w0, w1, w2, w3}`: 16 bytes, like v2."""
 
 
 # --- Validation (typing time) --------------------------------------------------------------------
@@ -372,6 +404,79 @@ def _cp_async_wait_group_intrinsic(stub):
     return typer
 
 
+def _global_addr_intrinsic(stub):
+    @_implements(stub)
+    def typer(typingctx, arr, i):
+        _validate_array("global_addr", "arr", arr)
+        _validate_integer("global_addr", "i", i)
+
+        def codegen(context, builder, sig, args):
+            aryty, idxty = sig.args
+            return _item_address(
+                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
+            )
+
+        return types.uint64(arr, i), codegen
+
+    return typer
+
+
+def _ld_shared_v_intrinsic(stub, count: int, ty: Any):
+    text = f"ld.shared.v{count}.{'f' if ty == types.float32 else 'b'}32"
+    asm = f"{text} {{{', '.join(f'${i}' for i in range(count))}}}, [${count}];"
+
+    @_implements(stub)
+    def typer(typingctx, addr):
+        _validate_integer(text, "addr", addr)
+
+        def codegen(context, builder, sig, args):
+            values = _casts(context, builder, sig, args, [types.uint32])
+            out = _asm(builder, [ty] * count, asm, [types.uint32], values, effect=True)
+            return _tuple(context, builder, sig.return_type, out)
+
+        return types.UniTuple(ty, count)(addr), codegen
+
+    return typer
+
+
+def _st_global_v_intrinsic(stub, count: int):
+    text = f"st.global.v{count}.b32"
+    asm = f"{text} [$0], {{{', '.join(f'${i + 1}' for i in range(count))}}};"
+
+    def type_words(arr, index, words):
+        _validate_array(text, "arr", arr)
+        _validate_integer(text, "index", index)
+        wty = words[0]
+        if wty not in (types.uint32, types.float32) or any(w != wty for w in words):
+            raise NumbaTypeError(
+                f"{text}: the words must be all uint32 or all float32, got {words}"
+            )
+
+        def codegen(context, builder, sig, args):
+            aryty, idxty = sig.args[:2]
+            addr = _item_address(
+                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
+            )
+            _asm(builder, [], asm, [types.uint64] + [wty] * count, [addr, *args[2:]], effect=True)
+            return context.get_dummy_value()
+
+        return types.void(arr, index, *words), codegen
+
+    if count == 2:
+
+        @_implements(stub)
+        def typer(typingctx, arr, index, w0, w1):
+            return type_words(arr, index, (w0, w1))
+
+    else:
+
+        @_implements(stub)
+        def typer(typingctx, arr, index, w0, w1, w2, w3):
+            return type_words(arr, index, (w0, w1, w2, w3))
+
+    return typer
+
+
 def _bf16_widen(builder, bits):
     wide = builder.shl(builder.zext(bits, ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
     return builder.bitcast(wide, ir.FloatType())
@@ -412,6 +517,9 @@ CP_ASYNC_SYNC_VARIANTS: Final = {
     cp_async_commit: "cp.async.commit_group",
     cp_async_wait_all: "cp.async.wait_all",
 }
+# stub -> 32-bit words per access (and the loaded type).
+LD_SHARED_VARIANTS: Final = {ld_shared_v4_f32: (4, types.float32)}
+ST_GLOBAL_VARIANTS: Final = {st_global_v2_b32: 2, st_global_v4_b32: 4}
 # stub -> (argument type, result type, cvt mnemonic or None for the bf16 shift).
 CVT_VARIANTS: Final = {
     f16_to_f32: (types.uint16, types.float32, "cvt.f32.f16"),
@@ -424,6 +532,11 @@ CVT_VARIANTS: Final = {
 def _instantiate() -> dict[str, Any]:
     made = {smem_addr.__name__: _smem_addr_intrinsic(smem_addr)}
     made[cp_async_wait_group.__name__] = _cp_async_wait_group_intrinsic(cp_async_wait_group)
+    made[global_addr.__name__] = _global_addr_intrinsic(global_addr)
+    for stub, (count, ty) in LD_SHARED_VARIANTS.items():
+        made[stub.__name__] = _ld_shared_v_intrinsic(stub, count, ty)
+    for stub, count in ST_GLOBAL_VARIANTS.items():
+        made[stub.__name__] = _st_global_v_intrinsic(stub, count)
     for stub, (count, trans) in LDMATRIX_VARIANTS.items():
         made[stub.__name__] = _ldmatrix_intrinsic(stub, count, trans)
     for stub, ab_type in MMA_VARIANTS.items():

@@ -39,13 +39,18 @@ dimension is fastest (``row_major``: N tiles fastest; ``column_major``: M tiles 
 ``grid_swizzle = G`` groups ``G`` rows (columns) of tiles so that consecutive CTAs share A and B
 panels in L2. ``blockIdx.z = batch_index * splitk + split_index``.
 
-Epilogue: the ``EpilogueProgram`` is interpreted at generation time into a device function
-``_epi(v, bt, row, col, ...)``: one float32 SSA line per instruction (``input`` loads and widens
-an element at ``bt * sb + row * sm + col * sn``; ``cast`` rounds through the narrow type), then
-one guarded store per output. With ``splitk == 1`` the main kernel applies it straight from the
-accumulator registers. With ``splitk > 1`` the main kernel stores float32 partial sums to a
-``[splitk, batch, M, N]`` workspace and a second kernel sums the partials in a fixed order and
-applies the epilogue exactly once.
+Epilogue: the accumulators are staged through shared memory (float32, rows padded to BN + 8),
+then the ``EpilogueProgram`` is applied in ONE copy in the source (a runtime loop; the 109 s
+fully-inlined per-fragment version is history, see docs/ampere-notes.md): one float32 SSA line
+per instruction (``input`` loads and widens an element at ``bt * sb + row * sm + col * sn``;
+``cast`` rounds through the narrow type). With ``splitk == 1`` and a tile where every thread
+can own one group of ``EPI_COLS`` (4) consecutive columns (``_emit_vector_epilogue``): per row
+of the thread one ``ld.shared.v4``, the program inside a ``for j`` loop NVVM unrolls, and one
+8-byte (16-bit output) or 16-byte (float32) store, scalar stores only when the group crosses N
+or the output is not aligned (runtime check, once per thread); N-only inputs (a bias) are
+loaded once per thread. Otherwise a loop over single elements. With ``splitk > 1`` the main
+kernel stores float32 partial sums to a ``[splitk, batch, M, N]`` workspace and a second kernel
+sums the partials in a fixed order and applies the epilogue exactly once.
 """
 
 from __future__ import annotations
@@ -108,11 +113,17 @@ class AmpereKernelConfig:
         if self.operand_dtype not in (DType.float16, DType.bfloat16):
             problems.append(f"operand_dtype must be float16 or bfloat16, got {self.operand_dtype}")
         if wm % 16 or wn % 16 or wm <= 0 or wn <= 0:
-            problems.append(f"warp_tile m and n must be positive multiples of 16, got {self.warp_tile}")
+            problems.append(
+                f"warp_tile m and n must be positive multiples of 16, got {self.warp_tile}"
+            )
         elif bm % wm or bn % wn:
-            problems.append(f"cta_tile {self.cta_tile} is not a multiple of warp_tile {self.warp_tile}")
+            problems.append(
+                f"cta_tile {self.cta_tile} is not a multiple of warp_tile {self.warp_tile}"
+            )
         if bk % 16 or bk <= 0 or wk != bk:
-            problems.append(f"cta_tile k must be a multiple of 16 equal to warp_tile k, got {bk}, {wk}")
+            problems.append(
+                f"cta_tile k must be a multiple of 16 equal to warp_tile k, got {bk}, {wk}"
+            )
         if self.stages < 2:
             problems.append(f"stages must be >= 2, got {self.stages}")
         if self.splitk < 1:
@@ -166,7 +177,7 @@ class _Emitter:
     def __call__(self, line: str = "") -> None:
         self.lines.append("    " * self.depth + line if line else "")
 
-    def indent(self) -> "_Indent":
+    def indent(self) -> _Indent:
         return _Indent(self)
 
     def text(self) -> str:
@@ -227,7 +238,9 @@ def _narrow(dtype: DType, expr: str) -> str:
 # --- epilogue -----------------------------------------------------------------------------------
 
 
-def _epi_params(prog: EpilogueProgram) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+def _epi_params(
+    prog: EpilogueProgram,
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
     ins = [f"in{i}" for i in range(len(prog.inputs))]
     outs = [f"out{j}" for j in range(len(prog.outputs))]
     scal = [f"s{i}" for i in range(len(prog.scalars))]
@@ -260,13 +273,16 @@ def _live_instrs(prog: EpilogueProgram) -> set[int]:
     return live
 
 
-def _instr_expr(prog: EpilogueProgram, ins: Instr) -> str:
+def _instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:
+    """One SSA line; *inputs* maps an input index to the (float32) expression that replaces its load."""
     op = ins.op
     s = [f"x{i}" for i in ins.srcs]
     if op == "acc":
         return "v"
     if op == "input":
         i = int(ins.arg)
+        if inputs and i in inputs:
+            return inputs[i]
         inp = prog.inputs[i]
         return _widen(inp.dtype, f"in{i}[bt * in{i}_sb + row * in{i}_sm + col * in{i}_sn]")
     if op == "scalar":
@@ -355,11 +371,15 @@ def _emit_load_setup(em: _Emitter, op: _Operand, threads: int) -> None:
         for i in range(op.iters):
             row, _g, _so, _nb = _slot(op, i)
             col = f"{n}_c0" if regular else f"{n}_c{i}"
-            em(f"{n}_gf{i} = {n}_base + ({op.origin} + min({row}, {op.lim} - 1 - {op.origin})) * {n}_s1 + {col}")
+            em(
+                f"{n}_gf{i} = {n}_base + ({op.origin} + min({row}, {op.lim} - 1 - {op.origin})) * {n}_s1 + {col}"
+            )
     else:
         for i in range(1 if regular else op.iters):
             em(f"{n}_nbf{i} = min(max({op.lim} - {op.origin} - {n}_c{i}, 0), {op.vec}) * 2")
-            em(f"{n}_gf{i} = {n}_base + ({op.origin} + {n}_c{i}) * min({n}_nbf{i}, 1) + {n}_r{i} * {n}_s1")
+            em(
+                f"{n}_gf{i} = {n}_base + ({op.origin} + {n}_c{i}) * min({n}_nbf{i}, 1) + {n}_r{i} * {n}_s1"
+            )
         em(f"{n}_kstep = {op.bk} * {n}_s1")
 
 
@@ -381,12 +401,15 @@ def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
     if i == 0:
         return f"{n}_r0", f"{n}_g0", f"{n}_so0", f"{n}_nb0"
     # rows move by a multiple of 8, so the swizzle of slot 0 still applies
-    return (f"({n}_r0 + {i * op.step})", f"({n}_g0 + {i} * {n}_gstep)",
-            f"({n}_so0 + {i * op.step * op.rowlen})", f"{n}_nb0")
+    return (
+        f"({n}_r0 + {i * op.step})",
+        f"({n}_g0 + {i} * {n}_gstep)",
+        f"({n}_so0 + {i * op.step * op.rowlen})",
+        f"{n}_nb0",
+    )
 
 
 def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, threads: int) -> None:
-    n = op.name
     for i in range(op.iters):
         if op.nvec % threads and (i + 1) * threads > op.nvec:
             # this copy slot is idle for some threads: they must not even zero-fill
@@ -397,7 +420,9 @@ def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, thread
             _emit_copy(em, op, i, stage_base, k0)
 
 
-def _emit_load_tile_fast(em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int) -> None:
+def _emit_load_tile_fast(
+    em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int
+) -> None:
     """Copies of a k-tile that lies inside K: no per-tile predicates (see _emit_load_setup)."""
     n = op.name
     for i in range(op.iters):
@@ -421,9 +446,11 @@ def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> 
     k0 = f"({k0})"  # an expression such as "k_begin + 32": keep it whole inside - and *
     row, g, so, nbmn = _slot(op, i)
     if op.k_inner:
-        em(f"nb = min(max(K - {k0} - {n}_c0, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
-           if op.regular else
-           f"nb = min(max(K - {k0} - {n}_c{i}, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2")
+        em(
+            f"nb = min(max(K - {k0} - {n}_c0, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
+            if op.regular
+            else f"nb = min(max(K - {k0} - {n}_c{i}, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
+        )
         em(f"gi = ({g} + {k0}) & -min(nb, 1)")
     else:
         em(f"nb = {nbmn} * min(max(K - {k0} - {row}, 0), 1)")
@@ -447,7 +474,9 @@ def _emit_frag_setup(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Ope
         em(f"fa_x = {_swizzle_amount('lr + (lj & 1) * 8', a.units)}")
         for mi in range(wmt // 16):
             for ks in range(ks_n):
-                em(f"fa_{mi}_{ks} = (fa_row + {16 * mi}) * {bk} + (({2 * ks} + (lj >> 1)) ^ fa_x) * 8")
+                em(
+                    f"fa_{mi}_{ks} = (fa_row + {16 * mi}) * {bk} + (({2 * ks} + (lj >> 1)) ^ fa_x) * 8"
+                )
     else:  # smem [BK][BM]; x4.trans: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
         em("fa_k = lr + (lj >> 1) * 8")
         em(f"fa_x = {_swizzle_amount('fa_k', a.units)}")
@@ -471,7 +500,9 @@ def _emit_frag_setup(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Ope
                 em(f"fb_{p}_{ks} = ({16 * ks} + fb_k) * {bn} + ((fb_u + {2 * p}) ^ fb_x) * 8")
 
 
-def _emit_frag_load(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int) -> None:
+def _emit_frag_load(
+    em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int
+) -> None:
     wmt, wnt, _ = cfg.warp_tile
     lda = "ldmatrix_x4" if a.k_inner else "ldmatrix_x4_trans"
     ldb = "ldmatrix_x4" if b.k_inner else "ldmatrix_x4_trans"
@@ -497,11 +528,43 @@ def _emit_mma(em: _Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
 
 def _kernel_params(cfg: AmpereKernelConfig) -> list[str]:
     if cfg.splitk > 1:
-        return ["a", "b", "ws", "M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1",
-                "k_split", "tiles_m", "tiles_n"]
+        return [
+            "a",
+            "b",
+            "ws",
+            "M",
+            "N",
+            "K",
+            "batch",
+            "a_sb",
+            "a_s1",
+            "b_sb",
+            "b_s1",
+            "k_split",
+            "tiles_m",
+            "tiles_n",
+        ]
     ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
-    return ["a", "b", *ins, *outs, *scal, "M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1",
-            *in_strides, *out_strides, "k_split", "tiles_m", "tiles_n"]
+    return [
+        "a",
+        "b",
+        *ins,
+        *outs,
+        *scal,
+        "M",
+        "N",
+        "K",
+        "batch",
+        "a_sb",
+        "a_s1",
+        "b_sb",
+        "b_s1",
+        *in_strides,
+        *out_strides,
+        "k_split",
+        "tiles_m",
+        "tiles_n",
+    ]
 
 
 def _reduce_params(cfg: AmpereKernelConfig) -> list[str]:
@@ -536,7 +599,9 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
         em(f"wm = warp % {warps_m}")
         em(f"wn = warp // {warps_m}")
         # tile order + grouped swizzle
-        major, minor = ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
+        major, minor = (
+            ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
+        )
         g = cfg.grid_swizzle
         em("pid = cuda.blockIdx.x")
         if g == 1:
@@ -569,7 +634,11 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
         _emit_frag_setup(em, cfg, a, b)
         for mi in range(wmt // 16):
             for ni in range(wnt // 8):
-                em(", ".join(f"c_{mi}_{ni}_{q}" for q in range(4)) + " = " + ", ".join(["float32(0.0)"] * 4))
+                em(
+                    ", ".join(f"c_{mi}_{ni}_{q}" for q in range(4))
+                    + " = "
+                    + ", ".join(["float32(0.0)"] * 4)
+                )
 
         def load_stage(stage: str, k0: str, fast: bool) -> None:
             for op, base in ((a, f"{stage} * {a.elems}"), (b, f"{b_off} + {stage} * {b.elems}")):
@@ -578,8 +647,13 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                 elif op.k_inner:
                     _emit_load_tile_fast(em, op, base, f"({k0})", threads)
                 else:
-                    _emit_load_tile_fast(em, op, base, f"({k0}) * {op.name}_s1" if k0 != "kload"
-                                         else f"{op.name}_koff", threads)
+                    _emit_load_tile_fast(
+                        em,
+                        op,
+                        base,
+                        f"({k0}) * {op.name}_s1" if k0 != "kload" else f"{op.name}_koff",
+                        threads,
+                    )
 
         em("# prologue: fill STAGES - 1 stages. The first tile computed is the LAST k-tile of")
         em("# the range, the only one that can cross K: it alone takes the predicated copies;")
@@ -622,7 +696,9 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                     em(f"cp_async_wait_group({stages - 2})")
                     em("cuda.syncthreads()")
                     em("wst = rs")
-                    em(f"rs = int32((rs + 1) * (rs < {stages - 1}))  # (rs + 1) % STAGES, no division")
+                    em(
+                        f"rs = int32((rs + 1) * (rs < {stages - 1}))  # (rs + 1) % STAGES, no division"
+                    )
                     em(f"sa = rs * {a.elems}")
                     em(f"sb = {b_off} + rs * {b.elems}")
                 _emit_frag_load(em, cfg, a, b, (ks + 1) % ks_n, nbuf)
@@ -630,8 +706,11 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
             if ks_n % 2:
                 # odd number of k16 steps: the fragment buffers swap roles; copy back.
                 for mi in range(wmt // 16):
-                    em(", ".join(f"ra0_{mi}_{q}" for q in range(4)) + " = "
-                       + ", ".join(f"ra1_{mi}_{q}" for q in range(4)))
+                    em(
+                        ", ".join(f"ra0_{mi}_{q}" for q in range(4))
+                        + " = "
+                        + ", ".join(f"ra1_{mi}_{q}" for q in range(4))
+                    )
                 for ni in range(wnt // 8):
                     em(f"rb0_{ni}_0, rb0_{ni}_1 = rb1_{ni}_0, rb1_{ni}_1")
         em("cp_async_wait_all()")
@@ -642,12 +721,18 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
         em(f"er = wm * {wmt} + (lane >> 2)")
         em(f"ec = wn * {wnt} + (lane & 3) * 2")
         cst = _c_stride(cfg)
+        # unsigned index: Numba emits no negative-index wraparound (an ISETP + SEL per store)
+        em(f"eb = uint32(er * {cst} + ec)")
         for mi in range(wmt // 16):
             for ni in range(wnt // 8):
                 for q in range(4):
                     off = (16 * mi + 8 * (q // 2)) * cst + 8 * ni + q % 2
-                    em(f"cs[(er * {cst} + ec) + {off}] = c_{mi}_{ni}_{q}")
+                    em(f"cs[eb + uint32({off})] = c_{mi}_{ni}_{q}")
         em("cuda.syncthreads()")
+        if cfg.splitk == 1 and _vector_epilogue(cfg):
+            _emit_vector_epilogue(em, cfg)
+            em()
+            return
         if cfg.splitk > 1:
             em("wbase = (split * batch + bt) * M * N")
         em(f"for it in range({-(-bm * bn // threads)}):")
@@ -666,6 +751,131 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                 else:
                     _emit_epilogue_body(em, cfg.epilogue)
     em()
+
+
+EPI_COLS: Final = 4  # consecutive output columns per thread and step of the vector epilogue
+
+
+def _vector_epilogue(cfg: AmpereKernelConfig) -> bool:
+    """Whether every thread keeps one column group of EPI_COLS columns for the whole tile."""
+    bm, bn, _ = cfg.cta_tile
+    groups = bn // EPI_COLS
+    return bn % EPI_COLS == 0 and cfg.threads % groups == 0 and bm % (cfg.threads // groups) == 0
+
+
+def _hoisted_inputs(prog: EpilogueProgram) -> list[int]:
+    """Inputs that vary along N only (a bias, maybe per batch): loaded once per thread."""
+    return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
+
+
+def _emit_vector_epilogue(em: _Emitter, cfg: AmpereKernelConfig) -> None:
+    """Epilogue of the staged tile, ``EPI_COLS`` consecutive columns per thread and step.
+
+    Thread ``tid`` owns column group ``tid % groups`` of rows ``tid // groups + it * rpi``: one
+    ``ld.shared.v4`` per step, the program once in the source inside a ``for j`` loop over the
+    group (NVVM unrolls it; the values rotate through named registers, so nothing is indexed by
+    ``j``), the results packed into 8-byte (16-bit outputs) or 16-byte (float32) stores. A store
+    is scalar when the group crosses N or the output's base, batch or row stride is not aligned
+    to the packed size (checked once per thread). Inputs varying along N only are loaded once
+    per thread; loads of other inputs clamp the column to N - 1 in the tail group.
+    """
+    bm, bn, _ = cfg.cta_tile
+    g = EPI_COLS
+    assert g == 4, "the register rotations below are written for 4 columns"
+    groups = bn // g
+    rpi = cfg.threads // groups
+    cst = _c_stride(cfg)
+    prog = cfg.epilogue
+    used = _live_instrs(prog)
+    used_inputs = {int(prog.instrs[i].arg) for i in used if prog.instrs[i].op == "input"}
+    hoisted = [i for i in _hoisted_inputs(prog) if i in used_inputs]
+    em(f"ecol = (tid % {groups}) * {g}")
+    em(f"erow = tid // {groups}")
+    em("gcol = n0 + ecol")
+    em("ncol = N - gcol  # valid columns of this thread's group (>= G: all)")
+    em(f"es = erow * {cst} + ecol")
+    em(f"cfull = ncol >= {g}")
+    em(f"rlim = int32(min(M - m0 - erow, {bm}))  # rows of this thread below M, relative")
+    for i in sorted(used_inputs - set(hoisted)):
+        em(f"ib{i} = bt * in{i}_sb")
+    for i in hoisted:
+        em(f"ib{i} = bt * in{i}_sb")
+        for j in range(g):
+            em(
+                f"h{i}_{j} = {_widen(prog.inputs[i].dtype, f'in{i}[ib{i} + min(gcol + {j}, N - 1) * in{i}_sn]')}"
+            )
+    for k, out in enumerate(prog.outputs):
+        size = 2 if _is16(out.dtype) else 4
+        nbytes = g * size
+        em(f"ob{k} = bt * out{k}_sb + (m0 + erow) * out{k}_sm + gcol")
+        em(f"ostep{k} = {rpi} * out{k}_sm")
+        em(
+            f"wide{k} = cfull and ((global_addr(out{k}, 0) | uint64(out{k}_sb * {size}) "
+            f"| uint64(out{k}_sm * {size})) & uint64({nbytes - 1})) == 0"
+        )
+    # a plain counted loop over this thread's rows (a range() loop costs ~6 more instructions
+    # per trip), stopping at M
+    em("lr = int32(0)")
+    em("while lr < rlim:")
+    with em.indent():
+        em("row = m0 + erow + lr")
+        em(f"va0, va1, va2, va3 = ld_shared_v4_f32(smem_addr(cs, es + lr * {cst}))")
+        for k, out in enumerate(prog.outputs):
+            if _is16(out.dtype):
+                em(f"w{k} = uint64(0)")
+            else:
+                em(f"f{k}_0 = f{k}_1 = f{k}_2 = f{k}_3 = float32(0.0)")
+        em(f"for j in range({g}):")
+        with em.indent():
+            em("v = va0")
+            em("va0, va1, va2, va3 = va1, va2, va3, v")
+            inputs = {}
+            for i in sorted(used_inputs):
+                if i in hoisted:
+                    em(f"hv{i} = h{i}_0")
+                    em(f"h{i}_0, h{i}_1, h{i}_2, h{i}_3 = h{i}_1, h{i}_2, h{i}_3, hv{i}")
+                    inputs[i] = f"hv{i}"
+                else:
+                    inputs[i] = _widen(
+                        prog.inputs[i].dtype,
+                        f"in{i}[ib{i} + row * in{i}_sm + min(gcol + j, N - 1) * in{i}_sn]",
+                    )
+            for idx, ins_ in enumerate(prog.instrs):
+                if idx in used:
+                    em(f"x{idx} = {_instr_expr(prog, ins_, inputs)}")
+            for k, out in enumerate(prog.outputs):
+                if _is16(out.dtype):
+                    em(
+                        f"w{k} = (w{k} >> uint64(16)) | (uint64({_narrow(out.dtype, f'x{out.src}')}) << uint64(48))"
+                    )
+                else:
+                    em(f"f{k}_0, f{k}_1, f{k}_2, f{k}_3 = f{k}_1, f{k}_2, f{k}_3, x{out.src}")
+        for k, out in enumerate(prog.outputs):
+            em(f"if wide{k}:")
+            with em.indent():
+                if _is16(out.dtype):
+                    em(
+                        f"st_global_v2_b32(out{k}, ob{k}, uint32(w{k} & uint64(0xFFFFFFFF)), uint32(w{k} >> uint64(32)))"
+                    )
+                else:
+                    em(f"st_global_v4_b32(out{k}, ob{k}, f{k}_0, f{k}_1, f{k}_2, f{k}_3)")
+            em("else:")
+            with em.indent():
+                em(f"for j in range({g}):")
+                with em.indent():
+                    em("if j < ncol:")
+                    with em.indent():
+                        if _is16(out.dtype):
+                            em(f"out{k}[ob{k} + j] = uint16(w{k} & uint64(0xFFFF))")
+                        else:
+                            em(f"out{k}[ob{k} + j] = f{k}_0")
+                    if _is16(out.dtype):
+                        em(f"w{k} = w{k} >> uint64(16)")
+                    else:
+                        em(f"f{k}_0, f{k}_1, f{k}_2 = f{k}_1, f{k}_2, f{k}_3")
+        for k in range(len(prog.outputs)):
+            em(f"ob{k} += ostep{k}")
+        em(f"lr = int32(lr + {rpi})")
 
 
 def _c_stride(cfg: AmpereKernelConfig) -> int:
@@ -708,12 +918,13 @@ def generate_source(
     em = _Emitter()
     em(f'"""Generated by mmaplug.plugins.ampere.kernel for {config.name}."""')
     em("import math")
-    em("from numba import cuda, float32, int32, uint16, uint32")
+    em("from numba import cuda, float32, int32, uint16, uint32, uint64")
     em(
         f"from {INTRINSICS_MODULE} import (smem_addr, ldmatrix_x4, ldmatrix_x4_trans, "
         "mma_m16n8k16_f16, mma_m16n8k16_bf16, cp_async_16, cp_async_8, cp_async_4, "
         "cp_async_commit, cp_async_wait_group, cp_async_wait_all, f16_to_f32, f32_to_f16, "
-        "bf16_to_f32, f32_to_bf16)"
+        "bf16_to_f32, f32_to_bf16, global_addr, ld_shared_v4_f32, st_global_v2_b32, "
+        "st_global_v4_b32)"
     )
     em()
     _emit_main_kernel(em, config, sim, cache)
@@ -775,7 +986,9 @@ def load_module(
     return namespace
 
 
-def compile_ptx(config: AmpereKernelConfig, cc: tuple[int, ...] = (8, 0), kernel: str = "ampere_gemm") -> str:
+def compile_ptx(
+    config: AmpereKernelConfig, cc: tuple[int, ...] = (8, 0), kernel: str = "ampere_gemm"
+) -> str:
     """PTX of one generated kernel for compute capability *cc* (no GPU needed)."""
     from numba import cuda
 

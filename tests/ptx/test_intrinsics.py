@@ -71,6 +71,17 @@ def _cvt_kernel(cvt, to_float):
     return kernel, (F32, U16)
 
 
+def _vector_kernel():
+    def kernel(out, f):
+        sm = cuda.shared.array(512, types.float32)
+        a, b, c, d = I.ld_shared_v4_f32(I.smem_addr(sm, cuda.threadIdx.x * 4))
+        low = types.uint32(I.global_addr(out, 0) & 7)
+        I.st_global_v2_b32(out, cuda.threadIdx.x * 4, low, types.uint32(1))
+        I.st_global_v4_b32(f, cuda.threadIdx.x * 4, a, b, c, d)
+
+    return kernel, (U16, F32)
+
+
 LDMATRIX = {
     "ldmatrix_x1": (I.ldmatrix_x1, 1, "ldmatrix.sync.aligned.m8n8.x1.shared.b16"),
     "ldmatrix_x2": (I.ldmatrix_x2, 2, "ldmatrix.sync.aligned.m8n8.x2.shared.b16"),
@@ -99,6 +110,10 @@ CASES = {
     "f32_to_f16": (*_cvt_kernel(I.f32_to_f16, False), "cvt.rn.f16.f32"),
     "f32_to_bf16": (*_cvt_kernel(I.f32_to_bf16, False), "cvt.rn.bf16.f32"),
     "bf16_to_f32": (*_cvt_kernel(I.bf16_to_f32, True), "shl.b32"),
+    "ld_shared_v4_f32": (*_vector_kernel(), "ld.shared.v4.f32"),
+    "st_global_v2_b32": (*_vector_kernel(), "st.global.v2.b32"),
+    "st_global_v4_b32": (*_vector_kernel(), "st.global.v4.b32"),
+    "global_addr": (*_vector_kernel(), "cvta.to.global.u64"),
 }
 
 
@@ -178,6 +193,26 @@ def test_ldmatrix_rejects_float_address():
 
     with pytest.raises(TypingError, match="addr must be an integer"):
         _ptx(kernel, (F32,))
+
+
+def test_vector_operand_registers():
+    """ld.shared.v4 takes a 32-bit shared address; the stores take a 64-bit global address and
+    their words as `r` (uint32) or `f` (float32) registers."""
+    kernel, sig, _ = CASES["ld_shared_v4_f32"]
+    ptx = _ptx(kernel, sig)
+    assert re.search(r"ld\.shared\.v4\.f32 \{%f\d+, %f\d+, %f\d+, %f\d+\}, \[%r\d+\];", ptx)
+    assert re.search(r"st\.global\.v2\.b32 \[%rd\d+\], \{%r\d+, %r\d+\};", ptx)
+    assert re.search(r"st\.global\.v4\.b32 \[%rd\d+\], \{%f\d+, %f\d+, %f\d+, %f\d+\};", ptx)
+
+
+def test_st_global_rejects_mixed_words():
+    """The words of a vector store are all uint32 or all float32."""
+
+    def kernel(out, f):
+        I.st_global_v2_b32(out, 0, types.uint32(1), f[0])
+
+    with pytest.raises(TypingError, match="all uint32 or all float32"):
+        _ptx(kernel, (U16, F32))
 
 
 def test_emulation_exports_the_same_names():

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.sim
 
 RUNNER = Path(__file__).with_name("ampere_sim_cases.py")
 CASES = ["tn_f16", "tt_f16", "nn_f16", "nt_bf16", "splitk2_alpha_beta", "bias_gelu_bk16_s3",
-         "odd_vec1_relu_aux", "bk64_w32_pad_vec4", "odd_k_stages3", "splitk2_nt"]
+         "odd_vec1_relu_aux", "bk64_w32_pad_vec4", "odd_k_stages3", "splitk2_nt",
+         "odd_n_bias_gelu_aux", "n44_bias_gelu_aux_batch2"]
 
 
 @pytest.fixture(scope="module")
