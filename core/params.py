@@ -24,6 +24,15 @@ class Violation:
     message: str
 
 
+class Violations(list[Violation]):
+    """Collects violations from tinygrad-style check lines (``found.check(ok, field, ...)``)."""
+
+    def check(self, ok: bool, field: str, value: object, limit: str, message: str) -> None:
+        """Record a violation unless *ok*."""
+        if not ok:
+            self.append(Violation(field, value, limit, message))
+
+
 def _fail(field: str, value: object, limit: str, message: str) -> InvalidParamsError:
     """An ``InvalidParamsError`` carrying the single violation described."""
     return InvalidParamsError(message, (Violation(field, value, limit, message),))

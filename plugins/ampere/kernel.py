@@ -526,45 +526,18 @@ def _emit_mma(em: _Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
             em(f"{c} = {fn}({a}, rb{buf}_{ni}_0, rb{buf}_{ni}_1, {c})")
 
 
+# int64 parameters of the main kernel, in order (the launchers pass them in this order too)
+_SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
+_GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
+
+
 def _kernel_params(cfg: AmpereKernelConfig) -> list[str]:
     if cfg.splitk > 1:
-        return [
-            "a",
-            "b",
-            "ws",
-            "M",
-            "N",
-            "K",
-            "batch",
-            "a_sb",
-            "a_s1",
-            "b_sb",
-            "b_s1",
-            "k_split",
-            "tiles_m",
-            "tiles_n",
-        ]
+        return ["a", "b", "ws", *_SHAPE_PARAMS, *_GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
     return [
-        "a",
-        "b",
-        *ins,
-        *outs,
-        *scal,
-        "M",
-        "N",
-        "K",
-        "batch",
-        "a_sb",
-        "a_s1",
-        "b_sb",
-        "b_s1",
-        *in_strides,
-        *out_strides,
-        "k_split",
-        "tiles_m",
-        "tiles_n",
-    ]
+        "a", "b", *ins, *outs, *scal, *_SHAPE_PARAMS, *in_strides, *out_strides, *_GRID_PARAMS
+    ]  # fmt: skip
 
 
 def _reduce_params(cfg: AmpereKernelConfig) -> list[str]:
@@ -956,10 +929,11 @@ def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
     in_strides = [i64] * (3 * len(prog.inputs))
     out_strides = [i64] * (2 * len(prog.outputs))
     if config.splitk > 1:
-        main = [u16, u16, f32a] + [i64] * 11
+        main = [u16, u16, f32a] + [i64] * (len(_SHAPE_PARAMS) + len(_GRID_PARAMS))
         red = [f32a, *ins, *outs, *scal, i64, i64, i64, *in_strides, *out_strides]
         return {"ampere_gemm": types.void(*main), "ampere_splitk_reduce": types.void(*red)}
-    main = [u16, u16, *ins, *outs, *scal] + [i64] * 8 + in_strides + out_strides + [i64] * 3
+    main = [u16, u16, *ins, *outs, *scal, *[i64] * len(_SHAPE_PARAMS), *in_strides, *out_strides]
+    main += [i64] * len(_GRID_PARAMS)
     return {"ampere_gemm": types.void(*main)}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.device import Device
-from mmaplug.params import MatmulParams, TileShape, TilingStrategy, Violation
+from mmaplug.params import MatmulParams, TileShape, TilingStrategy, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
 __all__ = ["INSTRUCTION_TILE", "MAX_STAGES", "operand_smem_bytes", "violations"]
@@ -26,11 +26,8 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
 
     :returns: an empty list when the parameters are legal.
     """
-    found: list[Violation] = []
-
-    def check(ok: bool, field: str, value: object, limit: str, message: str) -> None:
-        if not ok:
-            found.append(Violation(field, value, limit, message))
+    found = Violations()
+    check = found.check
 
     cta, warp, inst = params.cta_tile, params.warp_tile, params.instruction_tile
     target = device.target
