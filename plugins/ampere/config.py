@@ -1,0 +1,150 @@
+"""What a generated Ampere kernel is specialised on, and its parameter list (the launch ABI)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from mmaplug.dtypes import DType
+from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
+
+CTA_ORDERS: Final = ("row_major", "column_major")
+
+VECTOR_WIDTHS: Final = (8, 4, 2, 1)
+
+REDUCE_THREADS: Final = 256
+
+
+def _tile3(value: Any) -> tuple[int, int, int]:
+    out = tuple(int(v) for v in value)
+    if len(out) != 3:
+        raise ValueError(f"a tile is (m, n, k), got {value!r}")
+    return out  # type: ignore[return-value]
+
+
+def _default_epilogue() -> EpilogueProgram:
+    return EpilogueProgram(
+        instrs=(Instr(op="acc"),),
+        outputs=(EpilogueOutput(name="out", src=0, dtype=DType.float16),),
+    )
+
+
+def _check_vec(instance: Any, attribute: Any, value: int) -> None:
+    if value not in VECTOR_WIDTHS:
+        raise ValueError(f"{attribute.name} must be one of {VECTOR_WIDTHS}, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class AmpereKernelConfig:
+    """Everything the generated kernel is specialized on (hashable: the build-cache key)."""
+
+    operand_dtype: DType = DType.float16
+    a_k_inner: bool = True
+    b_k_inner: bool = True
+    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 128, 32), converter=_tile3)
+    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 64, 32), converter=_tile3)
+    stages: int = 3
+    splitk: int = 1
+    cta_order: str = "row_major"
+    grid_swizzle: int = 1
+    vec_a: int = attrs.field(default=8, validator=_check_vec)
+    vec_b: int = attrs.field(default=8, validator=_check_vec)
+    epilogue: EpilogueProgram = attrs.field(factory=_default_epilogue)
+
+    def __attrs_post_init__(self) -> None:
+        bm, bn, bk = self.cta_tile
+        wm, wn, wk = self.warp_tile
+        problems = []
+        if self.operand_dtype not in (DType.float16, DType.bfloat16):
+            problems.append(f"operand_dtype must be float16 or bfloat16, got {self.operand_dtype}")
+        if wm % 16 or wn % 16 or wm <= 0 or wn <= 0:
+            problems.append(
+                f"warp_tile m and n must be positive multiples of 16, got {self.warp_tile}"
+            )
+        elif bm % wm or bn % wn:
+            problems.append(
+                f"cta_tile {self.cta_tile} is not a multiple of warp_tile {self.warp_tile}"
+            )
+        if bk % 16 or bk <= 0 or wk != bk:
+            problems.append(
+                f"cta_tile k must be a multiple of 16 equal to warp_tile k, got {bk}, {wk}"
+            )
+        if self.stages < 2:
+            problems.append(f"stages must be >= 2, got {self.stages}")
+        if self.splitk < 1:
+            problems.append(f"splitk must be >= 1, got {self.splitk}")
+        if self.cta_order not in CTA_ORDERS:
+            problems.append(f"cta_order must be one of {CTA_ORDERS}, got {self.cta_order!r}")
+        if self.grid_swizzle < 1:
+            problems.append(f"grid_swizzle must be >= 1, got {self.grid_swizzle}")
+        if not problems and self.threads > 1024:
+            problems.append(f"{self.threads} threads per CTA is more than 1024")
+        if problems:
+            raise ValueError("invalid AmpereKernelConfig: " + "; ".join(problems))
+
+    @property
+    def warps(self) -> tuple[int, int]:
+        """(WARPS_M, WARPS_N)."""
+        return self.cta_tile[0] // self.warp_tile[0], self.cta_tile[1] // self.warp_tile[1]
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA."""
+        wm, wn = self.warps
+        return 32 * wm * wn
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory per CTA."""
+        bm, bn, bk = self.cta_tile
+        return max(self.stages * (bm + bn) * bk * 2, bm * (bn + 8) * 4)
+
+    @property
+    def name(self) -> str:
+        """A short readable id: dtype, layout, tiles, stages, split-K."""
+        bm, bn, bk = self.cta_tile
+        wm, wn, _ = self.warp_tile
+        lay = ("k" if self.a_k_inner else "m") + ("k" if self.b_k_inner else "n")
+        return (
+            f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
+            f"_sk{self.splitk}_v{self.vec_a}{self.vec_b}"
+        )
+
+
+# int64 parameters of the main kernel, in order (the launchers pass them in this order too)
+_SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
+
+_GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
+
+
+def _epi_params(
+    prog: EpilogueProgram,
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    ins = [f"in{i}" for i in range(len(prog.inputs))]
+    outs = [f"out{j}" for j in range(len(prog.outputs))]
+    scal = [f"s{i}" for i in range(len(prog.scalars))]
+    in_strides = [f"in{i}_{ax}" for i in range(len(prog.inputs)) for ax in ("sb", "sm", "sn")]
+    out_strides = [f"out{j}_{ax}" for j in range(len(prog.outputs)) for ax in ("sb", "sm")]
+    return ins, outs, scal, in_strides, out_strides
+
+
+def _kernel_params(cfg: AmpereKernelConfig) -> list[str]:
+    if cfg.splitk > 1:
+        return ["a", "b", "ws", *_SHAPE_PARAMS, *_GRID_PARAMS]
+    ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
+    return [
+        "a", "b", *ins, *outs, *scal, *_SHAPE_PARAMS, *in_strides, *out_strides, *_GRID_PARAMS
+    ]  # fmt: skip
+
+
+def _reduce_params(cfg: AmpereKernelConfig) -> list[str]:
+    ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
+    return ["ws", *ins, *outs, *scal, "M", "N", "batch", *in_strides, *out_strides]
+
+
+def _jit_options(threads: int, sim: bool, cache: bool) -> str:
+    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules."""
+    if sim:
+        return ""
+    return f"launch_bounds=({threads}, 1)" + (", cache=True" if cache else "")

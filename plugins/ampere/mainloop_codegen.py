@@ -1,0 +1,412 @@
+"""Code generation of the main loop: cp.async copies, swizzled smem, ldmatrix, mma.sync."""
+
+from __future__ import annotations
+
+from mmaplug.dtypes import DType
+
+from .config import AmpereKernelConfig, _jit_options, _kernel_params
+from .epilogue_codegen import (
+    _c_stride,
+    _emit_epilogue_body,
+    _emit_vector_epilogue,
+    _Emitter,
+    _vector_epilogue,
+)
+
+
+def _swizzle_amount(row: str, units_per_row: int) -> str:
+    """XOR mask for the 16-byte units of smem row *row* (see the module docstring)."""
+    if units_per_row >= 8:
+        return f"(({row}) & 7)"
+    if units_per_row == 4:
+        return f"((({row}) >> 1) & 3)"
+    if units_per_row == 2:
+        return f"((({row}) >> 2) & 1)"
+    return "0"
+
+
+class _Operand:
+    """Geometry of one operand's tile copies and fragment reads."""
+
+    def __init__(self, cfg: AmpereKernelConfig, name: str) -> None:
+        bm, bn, bk = cfg.cta_tile
+        self.name = name
+        self.k_inner = cfg.a_k_inner if name == "a" else cfg.b_k_inner
+        self.vec = cfg.vec_a if name == "a" else cfg.vec_b
+        self.mn = bm if name == "a" else bn
+        self.bk = bk
+        self.lim = "M" if name == "a" else "N"
+        self.origin = "m0" if name == "a" else "n0"
+        # smem rows: the contiguous global dim is the row
+        self.rows, self.rowlen = (self.mn, bk) if self.k_inner else (bk, self.mn)
+        self.units = self.rowlen // 8
+        self.vecs_per_row = self.rowlen // self.vec
+        self.nvec = self.rows * self.vecs_per_row
+        self.iters = -(-self.nvec // cfg.threads)
+        self.elems = self.mn * bk
+
+
+def _emit_load_setup(em: _Emitter, op: _Operand, threads: int) -> None:
+    """Per-thread copy coordinates (loop invariant).
+
+    When the CTA covers whole smem rows per copy slot (``threads % vecs_per_row == 0``), slot
+    ``i`` is slot 0 moved down by ``i * threads / vecs_per_row`` rows: only slot 0's coordinates
+    are kept in registers and the others are constant offsets from them.
+    """
+    n = op.name
+    step = threads // op.vecs_per_row
+    regular = threads % op.vecs_per_row == 0 and (step % 8 == 0 or op.units == 1)
+    for i in range(1 if regular else op.iters):
+        v = f"(tid + {i * threads})"
+        em(f"{n}_r{i} = {v} // {op.vecs_per_row}")
+        em(f"{n}_c{i} = ({v} % {op.vecs_per_row}) * {op.vec}")
+        em(
+            f"{n}_so{i} = {n}_r{i} * {op.rowlen} + "
+            f"(({n}_c{i} >> 3) ^ {_swizzle_amount(f'{n}_r{i}', op.units)}) * 8 + ({n}_c{i} & 7)"
+        )
+        if op.k_inner:
+            # row = M/N index, col = K index
+            em(f"{n}_g{i} = {n}_base + ({op.origin} + {n}_r{i}) * {n}_s1 + {n}_c{i}")
+        else:
+            # row = K index, col = M/N index; bytes available along the contiguous M/N dim
+            em(f"{n}_g{i} = {n}_base + {op.origin} + {n}_c{i} + {n}_r{i} * {n}_s1")
+            em(f"{n}_nb{i} = min(max({op.lim} - {op.origin} - {n}_c{i}, 0), {op.vec}) * 2")
+    if regular:
+        em(f"{n}_gstep = {step} * {n}_s1")
+    op.regular, op.step = regular, step
+    # Bases of the unpredicated ("fast") copies, used for every k-tile but the first (which
+    # holds the K remainder, see _emit_main_kernel): K is always in range there, and the M/N
+    # edge is handled once here. K-inner: a row past M/N is clamped to the last row (it only
+    # feeds output rows that are never stored). M/N-inner: a vector past M/N reads nothing
+    # (``nbf`` bytes, zero-filled) from column 0 of its row.
+    if op.k_inner:
+        for i in range(op.iters):
+            row, _g, _so, _nb = _slot(op, i)
+            col = f"{n}_c0" if regular else f"{n}_c{i}"
+            em(
+                f"{n}_gf{i} = {n}_base + ({op.origin} + min({row}, {op.lim} - 1 - {op.origin})) * {n}_s1 + {col}"
+            )
+    else:
+        for i in range(1 if regular else op.iters):
+            em(f"{n}_nbf{i} = min(max({op.lim} - {op.origin} - {n}_c{i}, 0), {op.vec}) * 2")
+            em(
+                f"{n}_gf{i} = {n}_base + ({op.origin} + {n}_c{i}) * min({n}_nbf{i}, 1) + {n}_r{i} * {n}_s1"
+            )
+        em(f"{n}_kstep = {op.bk} * {n}_s1")
+
+
+def _fast_slot(op: _Operand, i: int) -> tuple[str, str]:
+    """(global index without the k offset, src bytes) of fast-path copy slot *i*."""
+    n = op.name
+    if op.k_inner:
+        return f"{n}_gf{i}", str(op.vec * 2)
+    if op.regular:
+        return (f"{n}_gf0" if i == 0 else f"({n}_gf0 + {i} * {n}_gstep)"), f"{n}_nbf0"
+    return f"{n}_gf{i}", f"{n}_nbf{i}"
+
+
+def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
+    """(row, global index, smem offset, M/N-bytes) expressions of copy slot *i*."""
+    n = op.name
+    if not op.regular:
+        return f"{n}_r{i}", f"{n}_g{i}", f"{n}_so{i}", f"{n}_nb{i}"
+    if i == 0:
+        return f"{n}_r0", f"{n}_g0", f"{n}_so0", f"{n}_nb0"
+    # rows move by a multiple of 8, so the swizzle of slot 0 still applies
+    return (
+        f"({n}_r0 + {i * op.step})",
+        f"({n}_g0 + {i} * {n}_gstep)",
+        f"({n}_so0 + {i * op.step * op.rowlen})",
+        f"{n}_nb0",
+    )
+
+
+def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, threads: int) -> None:
+    for i in range(op.iters):
+        if op.nvec % threads and (i + 1) * threads > op.nvec:
+            # this copy slot is idle for some threads: they must not even zero-fill
+            em(f"if tid + {i * threads} < {op.nvec}:")
+            with em.indent():
+                _emit_copy(em, op, i, stage_base, k0)
+        else:
+            _emit_copy(em, op, i, stage_base, k0)
+
+
+def _emit_load_tile_fast(
+    em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int
+) -> None:
+    """Copies of a k-tile that lies inside K: no per-tile predicates (see _emit_load_setup)."""
+    n = op.name
+    for i in range(op.iters):
+        _row, _g, so, _nb = _slot(op, i)
+        g, nb = _fast_slot(op, i)
+        dst = f"{stage_base} + {so}"
+        idle = op.nvec % threads and (i + 1) * threads > op.nvec
+        if idle:  # this copy slot is idle for some threads
+            em(f"if tid + {i * threads} < {op.nvec}:")
+            em.depth += 1
+        if op.vec == 1:
+            em(f"smem[{dst}] = {n}[{g} + {koff}]")
+        else:
+            em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, {g} + {koff}, {nb})")
+        if idle:
+            em.depth -= 1
+
+
+def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
+    n = op.name
+    k0 = f"({k0})"  # an expression such as "k_begin + 32": keep it whole inside - and *
+    row, g, so, nbmn = _slot(op, i)
+    if op.k_inner:
+        em(
+            f"nb = min(max(K - {k0} - {n}_c0, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
+            if op.regular
+            else f"nb = min(max(K - {k0} - {n}_c{i}, 0), {op.vec}) * min(max({op.lim} - {op.origin} - {row}, 0), 1) * 2"
+        )
+        em(f"gi = ({g} + {k0}) & -min(nb, 1)")
+    else:
+        em(f"nb = {nbmn} * min(max(K - {k0} - {row}, 0), 1)")
+        em(f"gi = ({g} + {k0} * {n}_s1) & -min(nb, 1)")
+    dst = f"{stage_base} + {so}"
+    if op.vec == 1:
+        em(f"smem[{dst}] = {n}[gi] * min(nb, 1)")
+    else:
+        em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, gi, nb)")
+
+
+def _emit_frag_setup(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand) -> None:
+    bm, bn, bk = cfg.cta_tile
+    wmt, wnt, _ = cfg.warp_tile
+    ks_n = bk // 16
+    em("lr = lane & 7")
+    em("lj = lane >> 3")
+    # A
+    if a.k_inner:  # smem [BM][BK]; x4: matrices (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
+        em("fa_row = wm * %d + lr + (lj & 1) * 8" % wmt)
+        em(f"fa_x = {_swizzle_amount('lr + (lj & 1) * 8', a.units)}")
+        for mi in range(wmt // 16):
+            for ks in range(ks_n):
+                em(
+                    f"fa_{mi}_{ks} = (fa_row + {16 * mi}) * {bk} + (({2 * ks} + (lj >> 1)) ^ fa_x) * 8"
+                )
+    else:  # smem [BK][BM]; x4.trans: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
+        em("fa_k = lr + (lj >> 1) * 8")
+        em(f"fa_x = {_swizzle_amount('fa_k', a.units)}")
+        em(f"fa_u = wm * {wmt // 8} + (lj & 1)")
+        for mi in range(wmt // 16):
+            for ks in range(ks_n):
+                em(f"fa_{mi}_{ks} = ({16 * ks} + fa_k) * {bm} + ((fa_u + {2 * mi}) ^ fa_x) * 8")
+    # B: x4 per n16 = two n8 tiles: regs (b0 of j, b1 of j, b0 of j+1, b1 of j+1)
+    if b.k_inner:  # smem [BN][BK]; matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
+        em("fb_row = wn * %d + lr + (lj >> 1) * 8" % wnt)
+        em(f"fb_x = {_swizzle_amount('lr + (lj >> 1) * 8', b.units)}")
+        for p in range(wnt // 16):
+            for ks in range(ks_n):
+                em(f"fb_{p}_{ks} = (fb_row + {16 * p}) * {bk} + (({2 * ks} + (lj & 1)) ^ fb_x) * 8")
+    else:  # smem [BK][BN]; x4.trans: matrices (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15)
+        em("fb_k = lr + (lj & 1) * 8")
+        em(f"fb_x = {_swizzle_amount('fb_k', b.units)}")
+        em(f"fb_u = wn * {wnt // 8} + (lj >> 1)")
+        for p in range(wnt // 16):
+            for ks in range(ks_n):
+                em(f"fb_{p}_{ks} = ({16 * ks} + fb_k) * {bn} + ((fb_u + {2 * p}) ^ fb_x) * 8")
+
+
+def _emit_frag_load(
+    em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int
+) -> None:
+    wmt, wnt, _ = cfg.warp_tile
+    lda = "ldmatrix_x4" if a.k_inner else "ldmatrix_x4_trans"
+    ldb = "ldmatrix_x4" if b.k_inner else "ldmatrix_x4_trans"
+    for mi in range(wmt // 16):
+        regs = ", ".join(f"ra{buf}_{mi}_{q}" for q in range(4))
+        em(f"{regs} = {lda}(smem_addr(smem, sa + fa_{mi}_{ks}))")
+    for p in range(wnt // 16):
+        j0, j1 = 2 * p, 2 * p + 1
+        regs = f"rb{buf}_{j0}_0, rb{buf}_{j0}_1, rb{buf}_{j1}_0, rb{buf}_{j1}_1"
+        em(f"{regs} = {ldb}(smem_addr(smem, sb + fb_{p}_{ks}))")
+
+
+def _emit_mma(em: _Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
+    wmt, wnt, _ = cfg.warp_tile
+    fn = "mma_m16n8k16_f16" if cfg.operand_dtype is DType.float16 else "mma_m16n8k16_bf16"
+    for mi in range(wmt // 16):
+        nis = range(wnt // 8)
+        for ni in nis if mi % 2 == 0 else reversed(nis):  # serpentine: reuse B registers
+            c = ", ".join(f"c_{mi}_{ni}_{q}" for q in range(4))
+            a = ", ".join(f"ra{buf}_{mi}_{q}" for q in range(4))
+            em(f"{c} = {fn}({a}, rb{buf}_{ni}_0, rb{buf}_{ni}_1, {c})")
+
+
+def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
+    bm, bn, bk = cfg.cta_tile
+    wmt, wnt, _ = cfg.warp_tile
+    warps_m, _warps_n = cfg.warps
+    threads = cfg.threads
+    stages = cfg.stages
+    ks_n = bk // 16
+    a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
+    b_off = stages * a.elems
+
+    em(f"@cuda.jit({_jit_options(threads, sim, cache)})")
+    em(f"def ampere_gemm({', '.join(_kernel_params(cfg))}):")
+    with em.indent():
+        em("smem = cuda.shared.array(0, dtype=uint16)")
+        em("tid = cuda.threadIdx.x")
+        em("lane = tid & 31")
+        em("warp = tid >> 5")
+        em(f"wm = warp % {warps_m}")
+        em(f"wn = warp // {warps_m}")
+        # tile order + grouped swizzle
+        major, minor = (
+            ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
+        )
+        g = cfg.grid_swizzle
+        em("pid = cuda.blockIdx.x")
+        if g == 1:
+            em(f"t_major = pid // {minor}")
+            em(f"t_minor = pid % {minor}")
+        else:
+            em(f"per_group = {g} * {minor}")
+            em("group = pid // per_group")
+            em(f"first = group * {g}")
+            em(f"gsize = min({major} - first, {g})")
+            em("rem = pid - group * per_group")
+            em("t_major = first + rem % gsize")
+            em("t_minor = rem // gsize")
+        tm, tn = ("t_major", "t_minor") if cfg.cta_order == "row_major" else ("t_minor", "t_major")
+        em(f"m0 = {tm} * {bm}")
+        em(f"n0 = {tn} * {bn}")
+        if cfg.splitk > 1:
+            em(f"bt = cuda.blockIdx.z // {cfg.splitk}")
+            em(f"split = cuda.blockIdx.z % {cfg.splitk}")
+            em("k_begin = split * k_split")
+        else:
+            em("bt = cuda.blockIdx.z")
+            em("k_begin = 0")
+        em("k_end = min(K, k_begin + k_split)")
+        em(f"num_kt = max((k_end - k_begin + {bk - 1}) // {bk}, 0)")
+        em("a_base = bt * a_sb")
+        em("b_base = bt * b_sb")
+        _emit_load_setup(em, a, threads)
+        _emit_load_setup(em, b, threads)
+        _emit_frag_setup(em, cfg, a, b)
+        for mi in range(wmt // 16):
+            for ni in range(wnt // 8):
+                em(
+                    ", ".join(f"c_{mi}_{ni}_{q}" for q in range(4))
+                    + " = "
+                    + ", ".join(["float32(0.0)"] * 4)
+                )
+
+        def load_stage(stage: str, k0: str, fast: bool) -> None:
+            for op, base in ((a, f"{stage} * {a.elems}"), (b, f"{b_off} + {stage} * {b.elems}")):
+                if not fast:
+                    _emit_load_tile(em, op, base, k0, threads)
+                elif op.k_inner:
+                    _emit_load_tile_fast(em, op, base, f"({k0})", threads)
+                else:
+                    _emit_load_tile_fast(
+                        em,
+                        op,
+                        base,
+                        f"({k0}) * {op.name}_s1" if k0 != "kload" else f"{op.name}_koff",
+                        threads,
+                    )
+
+        em("# prologue: fill STAGES - 1 stages. The first tile computed is the LAST k-tile of")
+        em("# the range, the only one that can cross K: it alone takes the predicated copies;")
+        em("# the others (k_begin, k_begin + BK, ...) take the unpredicated ones.")
+        for s in range(stages - 1):
+            em(f"if {s} < num_kt:")
+            with em.indent():
+                if s == 0:
+                    load_stage("0", f"k_begin + (num_kt - 1) * {bk}", fast=False)
+                else:
+                    load_stage(str(s), f"k_begin + {(s - 1) * bk}", fast=True)
+            em("cp_async_commit()")
+        em(f"cp_async_wait_group({stages - 2})")
+        em("cuda.syncthreads()")
+        # stage counters: int32 (Numba would widen them to int64); the stage written at k-tile
+        # kt is the one read at kt - 1, so one counter drives both
+        em("rs = int32(0)")
+        em(f"wst = int32({stages - 1})")
+        em(f"kload = k_begin + {(stages - 2) * bk}")
+        for op in (a, b):
+            if not op.k_inner:
+                em(f"{op.name}_koff = kload * {op.name}_s1")
+        em("sa = 0")
+        em(f"sb = {b_off}")
+        _emit_frag_load(em, cfg, a, b, 0, 0)
+        em("for kt in range(num_kt):")
+        with em.indent():
+            for ks in range(ks_n):
+                buf, nbuf = ks % 2, (ks + 1) % 2
+                if ks == 0:
+                    em(f"if kt + {stages - 1} < num_kt:")
+                    with em.indent():
+                        load_stage("wst", "kload", fast=True)
+                    em("cp_async_commit()")
+                    em(f"kload += {bk}")
+                    for op in (a, b):
+                        if not op.k_inner:
+                            em(f"{op.name}_koff += {op.name}_kstep")
+                if ks == ks_n - 1:
+                    em(f"cp_async_wait_group({stages - 2})")
+                    em("cuda.syncthreads()")
+                    em("wst = rs")
+                    em(
+                        f"rs = int32((rs + 1) * (rs < {stages - 1}))  # (rs + 1) % STAGES, no division"
+                    )
+                    em(f"sa = rs * {a.elems}")
+                    em(f"sb = {b_off} + rs * {b.elems}")
+                _emit_frag_load(em, cfg, a, b, (ks + 1) % ks_n, nbuf)
+                _emit_mma(em, cfg, buf)
+            if ks_n % 2:
+                # odd number of k16 steps: the fragment buffers swap roles; copy back.
+                for mi in range(wmt // 16):
+                    em(
+                        ", ".join(f"ra0_{mi}_{q}" for q in range(4))
+                        + " = "
+                        + ", ".join(f"ra1_{mi}_{q}" for q in range(4))
+                    )
+                for ni in range(wnt // 8):
+                    em(f"rb0_{ni}_0, rb0_{ni}_1 = rb1_{ni}_0, rb1_{ni}_1")
+        em("cp_async_wait_all()")
+        em("cuda.syncthreads()")
+        em("# epilogue: stage the accumulators through smem (float32, padded rows), then")
+        em("# every thread walks the tile row-wise: coalesced loads and stores")
+        em("cs = cuda.shared.array(0, dtype=float32)")
+        em(f"er = wm * {wmt} + (lane >> 2)")
+        em(f"ec = wn * {wnt} + (lane & 3) * 2")
+        cst = _c_stride(cfg)
+        # unsigned index: Numba emits no negative-index wraparound (an ISETP + SEL per store)
+        em(f"eb = uint32(er * {cst} + ec)")
+        for mi in range(wmt // 16):
+            for ni in range(wnt // 8):
+                for q in range(4):
+                    off = (16 * mi + 8 * (q // 2)) * cst + 8 * ni + q % 2
+                    em(f"cs[eb + uint32({off})] = c_{mi}_{ni}_{q}")
+        em("cuda.syncthreads()")
+        if cfg.splitk == 1 and _vector_epilogue(cfg):
+            _emit_vector_epilogue(em, cfg)
+            em()
+            return
+        if cfg.splitk > 1:
+            em("wbase = (split * batch + bt) * M * N")
+        em(f"for it in range({-(-bm * bn // threads)}):")
+        with em.indent():
+            em(f"e = tid + it * {threads}")
+            em(f"lrow = e // {bn}")
+            em(f"lcol = e % {bn}")
+            em("row = m0 + lrow")
+            em("col = n0 + lcol")
+            guard = f" and e < {bm * bn}" if (bm * bn) % threads else ""
+            em(f"if row < M and col < N{guard}:")
+            with em.indent():
+                em(f"v = cs[lrow * {cst} + lcol]")
+                if cfg.splitk > 1:
+                    em("ws[wbase + row * N + col] = v")
+                else:
+                    _emit_epilogue_body(em, cfg.epilogue)
+    em()
