@@ -51,14 +51,6 @@ float32: Final = DType.float32
 float64: Final = DType.float64
 
 
-def dtype_of_numpy(dtype: np.dtype) -> DType | None:
-    """The DType stored as *dtype*, or None when mmaplug has no such type."""
-    for member, np_dtype in _NUMPY.items():
-        if np_dtype == dtype:
-            return member
-    return None
-
-
 def promote(a: DType, b: DType) -> DType:
     """The result type of arithmetic on *a* and *b*: half types compute in float32, as nvFuser."""
     if a is b and not a.is_half:
