@@ -6,14 +6,13 @@ from typing import Any, Final
 
 import attrs
 
+from mmaplug.codegen import epilogue_params
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 
 CTA_ORDERS: Final = ("row_major", "column_major")
 
 VECTOR_WIDTHS: Final = (8, 4, 2, 1)
-
-REDUCE_THREADS: Final = 256
 
 
 def _tile3(value: Any) -> tuple[int, int, int]:
@@ -118,33 +117,10 @@ _SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
 _GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
 
 
-def _epi_params(
-    prog: EpilogueProgram,
-) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
-    ins = [f"in{i}" for i in range(len(prog.inputs))]
-    outs = [f"out{j}" for j in range(len(prog.outputs))]
-    scal = [f"s{i}" for i in range(len(prog.scalars))]
-    in_strides = [f"in{i}_{ax}" for i in range(len(prog.inputs)) for ax in ("sb", "sm", "sn")]
-    out_strides = [f"out{j}_{ax}" for j in range(len(prog.outputs)) for ax in ("sb", "sm")]
-    return ins, outs, scal, in_strides, out_strides
-
-
 def _kernel_params(cfg: AmpereKernelConfig) -> list[str]:
     if cfg.splitk > 1:
         return ["a", "b", "ws", *_SHAPE_PARAMS, *_GRID_PARAMS]
-    ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
+    ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
     return [
         "a", "b", *ins, *outs, *scal, *_SHAPE_PARAMS, *in_strides, *out_strides, *_GRID_PARAMS
     ]  # fmt: skip
-
-
-def _reduce_params(cfg: AmpereKernelConfig) -> list[str]:
-    ins, outs, scal, in_strides, out_strides = _epi_params(cfg.epilogue)
-    return ["ws", *ins, *outs, *scal, "M", "N", "batch", *in_strides, *out_strides]
-
-
-def _jit_options(threads: int, sim: bool, cache: bool) -> str:
-    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules."""
-    if sim:
-        return ""
-    return f"launch_bounds=({threads}, 1)" + (", cache=True" if cache else "")

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
+from mmaplug.codegen import Emitter, emit_epilogue_body, jit_options
 from mmaplug.dtypes import DType
 
-from .config import AmpereKernelConfig, _jit_options, _kernel_params
-from .epilogue_codegen import (
-    _c_stride,
-    _emit_epilogue_body,
-    _emit_vector_epilogue,
-    _Emitter,
-    _vector_epilogue,
-)
+from .config import AmpereKernelConfig, _kernel_params
+from .epilogue_codegen import _c_stride, _emit_vector_epilogue, _vector_epilogue
 
 
 def _swizzle_amount(row: str, units_per_row: int) -> str:
@@ -46,7 +41,7 @@ class _Operand:
         self.elems = self.mn * bk
 
 
-def _emit_load_setup(em: _Emitter, op: _Operand, threads: int) -> None:
+def _emit_load_setup(em: Emitter, op: _Operand, threads: int) -> None:
     """Per-thread copy coordinates (loop invariant).
 
     When the CTA covers whole smem rows per copy slot (``threads % vecs_per_row == 0``), slot
@@ -121,7 +116,7 @@ def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
     )
 
 
-def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, threads: int) -> None:
+def _emit_load_tile(em: Emitter, op: _Operand, stage_base: str, k0: str, threads: int) -> None:
     for i in range(op.iters):
         if op.nvec % threads and (i + 1) * threads > op.nvec:
             # this copy slot is idle for some threads: they must not even zero-fill
@@ -133,7 +128,7 @@ def _emit_load_tile(em: _Emitter, op: _Operand, stage_base: str, k0: str, thread
 
 
 def _emit_load_tile_fast(
-    em: _Emitter, op: _Operand, stage_base: str, koff: str, threads: int
+    em: Emitter, op: _Operand, stage_base: str, koff: str, threads: int
 ) -> None:
     """Copies of a k-tile that lies inside K: no per-tile predicates (see _emit_load_setup)."""
     n = op.name
@@ -153,7 +148,7 @@ def _emit_load_tile_fast(
             em.depth -= 1
 
 
-def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
+def _emit_copy(em: Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
     n = op.name
     k0 = f"({k0})"  # an expression such as "k_begin + 32": keep it whole inside - and *
     row, g, so, nbmn = _slot(op, i)
@@ -174,7 +169,7 @@ def _emit_copy(em: _Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> 
         em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, gi, nb)")
 
 
-def _emit_frag_setup(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand) -> None:
+def _emit_frag_setup(em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand) -> None:
     bm, bn, bk = cfg.cta_tile
     wmt, wnt, _ = cfg.warp_tile
     ks_n = bk // 16
@@ -213,7 +208,7 @@ def _emit_frag_setup(em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Ope
 
 
 def _emit_frag_load(
-    em: _Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int
+    em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int
 ) -> None:
     wmt, wnt, _ = cfg.warp_tile
     lda = "ldmatrix_x4" if a.k_inner else "ldmatrix_x4_trans"
@@ -227,7 +222,7 @@ def _emit_frag_load(
         em(f"{regs} = {ldb}(smem_addr(smem, sb + fb_{p}_{ks}))")
 
 
-def _emit_mma(em: _Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
+def _emit_mma(em: Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
     wmt, wnt, _ = cfg.warp_tile
     fn = "mma_m16n8k16_f16" if cfg.operand_dtype is DType.float16 else "mma_m16n8k16_bf16"
     for mi in range(wmt // 16):
@@ -238,7 +233,7 @@ def _emit_mma(em: _Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
             em(f"{c} = {fn}({a}, rb{buf}_{ni}_0, rb{buf}_{ni}_1, {c})")
 
 
-def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
+def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
     bm, bn, bk = cfg.cta_tile
     wmt, wnt, _ = cfg.warp_tile
     warps_m, _warps_n = cfg.warps
@@ -248,7 +243,7 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
     b_off = stages * a.elems
 
-    em(f"@cuda.jit({_jit_options(threads, sim, cache)})")
+    em(f"@cuda.jit({jit_options(threads, sim, cache)})")
     em(f"def ampere_gemm({', '.join(_kernel_params(cfg))}):")
     with em.indent():
         em("smem = cuda.shared.array(0, dtype=uint16)")
@@ -408,5 +403,5 @@ def _emit_main_kernel(em: _Emitter, cfg: AmpereKernelConfig, sim: bool, cache: b
                 if cfg.splitk > 1:
                     em("ws[wbase + row * N + col] = v")
                 else:
-                    _emit_epilogue_body(em, cfg.epilogue)
+                    emit_epilogue_body(em, cfg.epilogue)
     em()

@@ -1,0 +1,212 @@
+"""Kernel-source emission shared by the schedulers: the line emitter, the epilogue, split-K reduce.
+
+Every scheduler generates Python source for Numba-CUDA; what they have in common lives here so
+that no plugin imports another plugin's private helpers. Nothing here imports Numba: the text
+names the intrinsics (``f16_to_f32``, ``f32_to_f16``, ...) that the generated module imports.
+
+Names used by the generated epilogue code (the launch ABI both schedulers follow): epilogue
+input ``i`` is the array ``in{i}`` with strides ``in{i}_sb``, ``in{i}_sm``, ``in{i}_sn``
+(elements; 0 = does not vary); output ``j`` is ``out{j}`` with ``out{j}_sb``, ``out{j}_sm``
+(n contiguous); scalar ``i`` is ``s{i}``; the element is float32 ``v`` at (``bt``, ``row``,
+``col``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from .dtypes import DType
+from .epilogue import BINARY_OPS, UNARY_OPS, EpilogueProgram, Instr
+
+__all__ = [
+    "REDUCE_THREADS",
+    "Emitter",
+    "emit_epilogue_body",
+    "emit_splitk_reduce",
+    "epilogue_params",
+    "f32_literal",
+    "instr_expr",
+    "is16",
+    "jit_options",
+    "live_instrs",
+    "narrow",
+    "reduce_params",
+    "widen",
+]
+
+REDUCE_THREADS: Final = 256
+
+
+class Emitter:
+    """Collects lines of generated source at the current indentation."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append("    " * self.depth + line if line else "")
+
+    def indent(self) -> _Indent:
+        """``with em.indent():`` emits the block one level deeper."""
+        return _Indent(self)
+
+    def text(self) -> str:
+        """The source so far, newline-terminated."""
+        return "\n".join(self.lines) + "\n"
+
+
+class _Indent:
+    def __init__(self, em: Emitter) -> None:
+        self.em = em
+
+    def __enter__(self) -> None:
+        self.em.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.em.depth -= 1
+
+
+def jit_options(threads: int, sim: bool, cache: bool) -> str:
+    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules."""
+    if sim:
+        return ""
+    return f"launch_bounds=({threads}, 1)" + (", cache=True" if cache else "")
+
+
+def f32_literal(value: float) -> str:
+    """A float32 literal expression, NaN and infinities included."""
+    value = float(value)
+    if math.isnan(value):
+        return "float32(math.nan)"
+    if math.isinf(value):
+        return "float32(math.inf)" if value > 0 else "float32(-math.inf)"
+    return f"float32({value!r})"
+
+
+def is16(dtype: DType) -> bool:
+    """Whether *dtype* travels as uint16 bits (float16, bfloat16)."""
+    return dtype in (DType.float16, DType.bfloat16)
+
+
+def widen(dtype: DType, expr: str) -> str:
+    """Expression converting *expr* (stored as *dtype*) to float32."""
+    if dtype is DType.float16:
+        return f"f16_to_f32({expr})"
+    if dtype is DType.bfloat16:
+        return f"bf16_to_f32({expr})"
+    return f"float32({expr})"
+
+
+def narrow(dtype: DType, expr: str) -> str:
+    """Expression converting float32 *expr* to what a *dtype* array stores."""
+    if dtype is DType.float16:
+        return f"f32_to_f16({expr})"
+    if dtype is DType.bfloat16:
+        return f"f32_to_bf16({expr})"
+    return expr
+
+
+def epilogue_params(
+    prog: EpilogueProgram,
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """Parameter names of *prog*: inputs, outputs, scalars, input strides, output strides."""
+    ins = [f"in{i}" for i in range(len(prog.inputs))]
+    outs = [f"out{j}" for j in range(len(prog.outputs))]
+    scal = [f"s{i}" for i in range(len(prog.scalars))]
+    in_strides = [f"in{i}_{ax}" for i in range(len(prog.inputs)) for ax in ("sb", "sm", "sn")]
+    out_strides = [f"out{j}_{ax}" for j in range(len(prog.outputs)) for ax in ("sb", "sm")]
+    return ins, outs, scal, in_strides, out_strides
+
+
+def reduce_params(prog: EpilogueProgram) -> list[str]:
+    """Parameters of the split-K reduce kernel: workspace, epilogue arrays, shape, strides."""
+    ins, outs, scal, in_strides, out_strides = epilogue_params(prog)
+    return ["ws", *ins, *outs, *scal, "M", "N", "batch", *in_strides, *out_strides]
+
+
+def live_instrs(prog: EpilogueProgram) -> set[int]:
+    """Indices of the instructions some output depends on."""
+    live: set[int] = set()
+    stack = [o.src for o in prog.outputs]
+    while stack:
+        i = stack.pop()
+        if i in live:
+            continue
+        if not 0 <= i < len(prog.instrs):
+            raise ValueError(f"epilogue refers to instruction {i}, which does not exist")
+        live.add(i)
+        stack.extend(prog.instrs[i].srcs)
+    return live
+
+
+def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:
+    """One SSA line; *inputs* maps an input index to the (float32) expression that replaces its load."""
+    op = ins.op
+    s = [f"x{i}" for i in ins.srcs]
+    if op == "acc":
+        return "v"
+    if op == "input":
+        i = int(ins.arg)
+        if inputs and i in inputs:
+            return inputs[i]
+        inp = prog.inputs[i]
+        return widen(inp.dtype, f"in{i}[bt * in{i}_sb + row * in{i}_sm + col * in{i}_sn]")
+    if op == "scalar":
+        return f"float32(s{int(ins.arg)})"
+    if op == "const":
+        return f32_literal(ins.arg)
+    if op == "cast":
+        dtype = ins.arg if isinstance(ins.arg, DType) else DType[str(ins.arg)]
+        if is16(dtype):
+            return widen(dtype, narrow(dtype, s[0]))
+        return s[0]
+    if op in UNARY_OPS:
+        (x,) = s
+        return {
+            "neg": f"-{x}",
+            "relu": f"max({x}, float32(0.0))",
+            "gelu": f"float32(0.5) * {x} * (float32(1.0) + math.erf({x} * float32(0.7071067811865476)))",
+            "silu": f"{x} / (float32(1.0) + math.exp(-{x}))",
+            "sigmoid": f"float32(1.0) / (float32(1.0) + math.exp(-{x}))",
+            "sin": f"math.sin({x})",
+        }[op]
+    if op in BINARY_OPS:
+        x, y = s
+        return f"{x} {dict(add='+', sub='-', mul='*')[op]} {y}"
+    raise ValueError(f"unknown epilogue op {op!r}")
+
+
+def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
+    """Epilogue of one element: float32 ``v`` at (``bt``, ``row``, ``col``), already in bounds."""
+    used = live_instrs(prog)
+    for idx, ins_ in enumerate(prog.instrs):
+        if idx in used:
+            em(f"x{idx} = {instr_expr(prog, ins_)}")
+    for j, out in enumerate(prog.outputs):
+        em(f"out{j}[bt * out{j}_sb + row * out{j}_sm + col] = {narrow(out.dtype, f'x{out.src}')}")
+
+
+def emit_splitk_reduce(
+    em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool, cache: bool
+) -> None:
+    """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
+    apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each)."""
+    em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim, cache)})")
+    em(f"def {name}({', '.join(reduce_params(prog))}):")
+    with em.indent():
+        em("i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")
+        em("mn = M * N")
+        em("if i < batch * mn:")
+        with em.indent():
+            em("col = i % N")
+            em("rest = i // N")
+            em("row = rest % M")
+            em("bt = rest // M")
+            em("off = bt * mn + row * N + col")
+            em("v = ws[off]")
+            for s in range(1, splitk):
+                em(f"v += ws[off + {s} * batch * mn]")
+            emit_epilogue_body(em, prog)
+    em()
