@@ -201,7 +201,7 @@ def st_global_v4_b32(arr, index, w0, w1, w2, w3):
 # --- Validation (typing time) --------------------------------------------------------------------
 
 
-def _validate_integer(instruction: str, name: str, ty: Any) -> None:
+def validate_integer(instruction: str, name: str, ty: Any) -> None:
     if not isinstance(ty, types.Integer):
         raise NumbaTypeError(f"{instruction}: {name} must be an integer, got {ty}")
 
@@ -234,7 +234,9 @@ def _ir_type(ty: Any) -> ir.Type:
     return ir.FloatType() if ty == types.float32 else ir.IntType(ty.bitwidth)
 
 
-def _asm(builder, out: list[Any], text: str, ins: list[Any], values: list[Any], *, effect: bool):
+def inline_asm(
+    builder, out: list[Any], text: str, ins: list[Any], values: list[Any], *, effect: bool
+):
     """Call inline asm `text` with outputs of Numba types `out` and inputs `values` (of `ins`)."""
     outs = [_ir_type(ty) for ty in out]
     ret = ir.VoidType() if not outs else outs[0] if len(outs) == 1 else ir.LiteralStructType(outs)
@@ -246,7 +248,7 @@ def _asm(builder, out: list[Any], text: str, ins: list[Any], values: list[Any], 
     return builder.call(asm, values)
 
 
-def _casts(context, builder, sig, args, targets) -> list[Any]:
+def casts(context, builder, sig, args, targets) -> list[Any]:
     return [
         context.cast(builder, v, t, to) for v, t, to in zip(args, sig.args, targets, strict=True)
     ]
@@ -268,7 +270,7 @@ def _tuple(context, builder, retty, values):
     return context.make_tuple(builder, retty, parts)
 
 
-def _implements(stub: Callable[..., Any]) -> Callable[[Callable[..., Any]], Any]:
+def implements(stub: Callable[..., Any]) -> Callable[[Callable[..., Any]], Any]:
     """Make an intrinsic from `typer` that carries the name and docstring of `stub`."""
 
     def wrap(typer: Callable[..., Any]) -> Any:
@@ -286,10 +288,10 @@ def _implements(stub: Callable[..., Any]) -> Callable[[Callable[..., Any]], Any]
 
 
 def _smem_addr_intrinsic(stub):
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, arr, i):
         _validate_array("smem_addr", "arr", arr)
-        _validate_integer("smem_addr", "i", i)
+        validate_integer("smem_addr", "i", i)
 
         def codegen(context, builder, sig, args):
             aryty, idxty = sig.args
@@ -308,13 +310,15 @@ def _ldmatrix_intrinsic(stub, count: int, trans: bool):
     asm = f"{text} {{{operands}}}, [${count}];"
     retty = types.uint32 if count == 1 else types.UniTuple(types.uint32, count)
 
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, addr):
-        _validate_integer(text, "addr", addr)
+        validate_integer(text, "addr", addr)
 
         def codegen(context, builder, sig, args):
-            values = _casts(context, builder, sig, args, [types.uint32])
-            out = _asm(builder, [types.uint32] * count, asm, [types.uint32], values, effect=True)
+            values = casts(context, builder, sig, args, [types.uint32])
+            out = inline_asm(
+                builder, [types.uint32] * count, asm, [types.uint32], values, effect=True
+            )
             return _tuple(context, builder, sig.return_type, out)
 
         return retty(addr), codegen
@@ -333,16 +337,16 @@ def _mma_intrinsic(stub, ab_type: str):
     asm = f"{text} {', '.join(groups)};"
     ins = [types.uint32] * (regs[1] + regs[2]) + [types.float32] * regs[3]
 
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         for i, ty in enumerate((a0, a1, a2, a3, b0, b1)):
-            _validate_integer(text, f"operand {i}", ty)
+            validate_integer(text, f"operand {i}", ty)
         for i, ty in enumerate((c0, c1, c2, c3)):
             _validate_float(text, f"c{i}", ty)
 
         def codegen(context, builder, sig, args):
-            values = _casts(context, builder, sig, args, ins)
-            out = _asm(builder, [types.float32] * regs[0], asm, ins, values, effect=False)
+            values = casts(context, builder, sig, args, ins)
+            out = inline_asm(builder, [types.float32] * regs[0], asm, ins, values, effect=False)
             return _tuple(context, builder, sig.return_type, out)
 
         sig = types.UniTuple(types.float32, regs[0])(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
@@ -355,12 +359,12 @@ def _cp_async_intrinsic(stub, size: int, cache: str):
     text = f"cp.async.{cache}.shared.global"
     asm = f"{text} [$0], [$1], {size}, $2;"
 
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, dst, src, index, src_bytes):
-        _validate_integer(text, "dst", dst)
+        validate_integer(text, "dst", dst)
         _validate_array(text, "src", src)
-        _validate_integer(text, "index", index)
-        _validate_integer(text, "src_bytes", src_bytes)
+        validate_integer(text, "index", index)
+        validate_integer(text, "src_bytes", src_bytes)
 
         def codegen(context, builder, sig, args):
             dstty, srcty, idxty, nty = sig.args
@@ -370,7 +374,7 @@ def _cp_async_intrinsic(stub, size: int, cache: str):
             )
             n_v = context.cast(builder, args[3], nty, types.uint32)
             ins = [types.uint32, types.uint64, types.uint32]
-            _asm(builder, [], asm, ins, [dst_v, src_v, n_v], effect=True)
+            inline_asm(builder, [], asm, ins, [dst_v, src_v, n_v], effect=True)
             return context.get_dummy_value()
 
         return types.void(dst, src, index, src_bytes), codegen
@@ -379,10 +383,10 @@ def _cp_async_intrinsic(stub, size: int, cache: str):
 
 
 def _cp_async_sync_intrinsic(stub, text: str):
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx):
         def codegen(context, builder, sig, args):
-            _asm(builder, [], f"{text};", [], [], effect=True)
+            inline_asm(builder, [], f"{text};", [], [], effect=True)
             return context.get_dummy_value()
 
         return types.void(), codegen
@@ -391,12 +395,12 @@ def _cp_async_sync_intrinsic(stub, text: str):
 
 
 def _cp_async_wait_group_intrinsic(stub):
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, n):
         count = _validate_literal_count("cp.async.wait_group", n)
 
         def codegen(context, builder, sig, args):
-            _asm(builder, [], f"cp.async.wait_group {count};", [], [], effect=True)
+            inline_asm(builder, [], f"cp.async.wait_group {count};", [], [], effect=True)
             return context.get_dummy_value()
 
         return types.void(n), codegen
@@ -405,10 +409,10 @@ def _cp_async_wait_group_intrinsic(stub):
 
 
 def _global_addr_intrinsic(stub):
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, arr, i):
         _validate_array("global_addr", "arr", arr)
-        _validate_integer("global_addr", "i", i)
+        validate_integer("global_addr", "i", i)
 
         def codegen(context, builder, sig, args):
             aryty, idxty = sig.args
@@ -425,13 +429,13 @@ def _ld_shared_v_intrinsic(stub, count: int, ty: Any):
     text = f"ld.shared.v{count}.{'f' if ty == types.float32 else 'b'}32"
     asm = f"{text} {{{', '.join(f'${i}' for i in range(count))}}}, [${count}];"
 
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, addr):
-        _validate_integer(text, "addr", addr)
+        validate_integer(text, "addr", addr)
 
         def codegen(context, builder, sig, args):
-            values = _casts(context, builder, sig, args, [types.uint32])
-            out = _asm(builder, [ty] * count, asm, [types.uint32], values, effect=True)
+            values = casts(context, builder, sig, args, [types.uint32])
+            out = inline_asm(builder, [ty] * count, asm, [types.uint32], values, effect=True)
             return _tuple(context, builder, sig.return_type, out)
 
         return types.UniTuple(ty, count)(addr), codegen
@@ -445,7 +449,7 @@ def _st_global_v_intrinsic(stub, count: int):
 
     def type_words(arr, index, words):
         _validate_array(text, "arr", arr)
-        _validate_integer(text, "index", index)
+        validate_integer(text, "index", index)
         wty = words[0]
         if wty not in (types.uint32, types.float32) or any(w != wty for w in words):
             raise NumbaTypeError(
@@ -457,20 +461,22 @@ def _st_global_v_intrinsic(stub, count: int):
             addr = _item_address(
                 context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
             )
-            _asm(builder, [], asm, [types.uint64] + [wty] * count, [addr, *args[2:]], effect=True)
+            inline_asm(
+                builder, [], asm, [types.uint64] + [wty] * count, [addr, *args[2:]], effect=True
+            )
             return context.get_dummy_value()
 
         return types.void(arr, index, *words), codegen
 
     if count == 2:
 
-        @_implements(stub)
+        @implements(stub)
         def typer(typingctx, arr, index, w0, w1):
             return type_words(arr, index, (w0, w1))
 
     else:
 
-        @_implements(stub)
+        @implements(stub)
         def typer(typingctx, arr, index, w0, w1, w2, w3):
             return type_words(arr, index, (w0, w1, w2, w3))
 
@@ -483,17 +489,17 @@ def _bf16_widen(builder, bits):
 
 
 def _cvt_intrinsic(stub, src: Any, dst: Any, text: str | None):
-    validate = _validate_float if src == types.float32 else _validate_integer
+    validate = _validate_float if src == types.float32 else validate_integer
 
-    @_implements(stub)
+    @implements(stub)
     def typer(typingctx, x):
         validate(stub.__name__, "argument", x)
 
         def codegen(context, builder, sig, args):
-            (value,) = _casts(context, builder, sig, args, [src])
+            (value,) = casts(context, builder, sig, args, [src])
             if text is None:
                 return _bf16_widen(builder, value)
-            return _asm(builder, [dst], f"{text} $0, $1;", [src], [value], effect=False)
+            return inline_asm(builder, [dst], f"{text} $0, $1;", [src], [value], effect=False)
 
         return dst(x), codegen
 

@@ -1,0 +1,363 @@
+"""Inline-PTX intrinsics for Hopper (sm_90a) kernels: mbarrier, TMA, wgmma, setmaxnreg, stmatrix."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from numba.cuda import types
+from numba.cuda.core import config
+
+from . import sm90_factories as F
+
+# Docs references (PTX ISA):
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-mbarrier
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-bulk-tensor
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#asynchronous-warpgroup-level-matrix-instructions
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#miscellaneous-instructions-setmaxnreg
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-stmatrix
+# Shared-memory addresses are 32-bit CTA-window byte addresses (`cvta.to.shared`), from
+# shared_base plus offsets; `tmap` is the 64-bit generic global address of a 64-byte aligned
+# 128-byte tensor map (mmaplug.cuda.tensormap.encode), e.g. `global_addr(maps, 16 * j)`.
+
+__all__ = [
+    "bulk_commit_group",
+    "bulk_wait_group",
+    "bulk_wait_group_read",
+    "fence_mbarrier_init",
+    "fence_operand",
+    "fence_proxy_async",
+    "fence_tensormap_acquire",
+    "ld_shared_b32",
+    "mbarrier_arrive",
+    "mbarrier_arrive_expect_tx",
+    "mbarrier_init",
+    "mbarrier_try_wait",
+    "mbarrier_wait",
+    "named_barrier_arrive",
+    "named_barrier_sync",
+    "prefetch_tensormap",
+    "setmaxnreg_dec",
+    "setmaxnreg_inc",
+    "shared_base",
+    "st_shared_b32",
+    "stmatrix_x4",
+    "stmatrix_x4_trans",
+    "tma_load_2d",
+    "tma_load_3d",
+    "tma_store_2d",
+    "tma_store_3d",
+    "wgmma_bf16",
+    "wgmma_commit_group",
+    "wgmma_desc",
+    "wgmma_f16",
+    "wgmma_fence",
+    "wgmma_wait_group",
+    "wgmma_zeros",
+]
+
+
+# --- Stubs: the public names; each is replaced by its intrinsic (or emulation) below. ----------
+
+
+def shared_base(arr):
+    """Return the uint32 CTA shared-window byte address of element 0 of shared array `arr`.
+
+    Numba's generic pointer is cast to the shared state space (`cvta.to.shared`). Nothing about
+    its alignment is promised: round up yourself (the simulator returns a base that is not
+    1024-byte aligned on purpose).
+    """
+
+
+def mbarrier_init(bar, count):
+    """Generate `mbarrier.init.shared::cta.b64 [bar], count`: phase 0, `count` arrivals expected.
+
+    `bar` is the 8-byte aligned shared address of the 64-bit barrier. One thread initialises;
+    then fence_mbarrier_init and a CTA barrier before anyone else uses it.
+    """
+
+
+def mbarrier_arrive(bar):
+    """Generate `mbarrier.arrive.shared::cta.b64 _, [bar]`: one arrival (release, CTA scope)."""
+
+
+def mbarrier_arrive_expect_tx(bar, nbytes):
+    """Generate `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], nbytes`.
+
+    Raises the phase's transaction count by `nbytes` (the total box bytes of every TMA that
+    completes on `bar` this phase), then arrives once.
+    """
+
+
+def mbarrier_wait(bar, parity):
+    """Spin on `mbarrier.try_wait.parity.shared::cta.b64` until the phase of parity `parity`
+    completed; the loop lives in one asm block with `${:uid}`-unique labels.
+
+    Waiting with parity 1 on a freshly initialised barrier returns at once (the phase before
+    phase 0 counts as complete): producers wait `empty` with `phase ^ 1`.
+    """
+
+
+def mbarrier_try_wait(bar, parity):
+    """Generate one `mbarrier.try_wait.parity.shared::cta.b64`; return uint32 1 when the phase
+    with parity `parity` completed, else 0 (after a bounded hardware suspend)."""
+
+
+def fence_mbarrier_init():
+    """Generate `fence.mbarrier_init.release.cluster`: make mbarrier.init visible to the cluster."""
+
+
+def fence_proxy_async():
+    """Generate `fence.proxy.async.shared::cta`: order this thread's generic-proxy shared writes
+    before later async-proxy accesses (wgmma operand reads, TMA stores)."""
+
+
+def tma_load_2d(dst, tmap, c0, c1, bar):
+    """Generate `cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes
+    [dst], [tmap, {c0, c1}], [bar]`.
+
+    Copies the box at int32 element coordinates (c0 innermost, c1) to shared `dst` (1024-byte
+    aligned for 128B swizzle), zero-filling out-of-bounds elements, and completes the box bytes
+    on the mbarrier `bar`.
+    """
+
+
+def tma_load_3d(dst, tmap, c0, c1, c2, bar):
+    """Generate `cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes
+    [dst], [tmap, {c0, c1, c2}], [bar]`; see tma_load_2d."""
+
+
+def tma_store_2d(tmap, c0, c1, src):
+    """Generate `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [tmap, {c0, c1}], [src]`.
+
+    Stores the box from shared `src` at element coordinates (c0, c1), clipped to the tensor.
+    Every writer of `src` runs fence_proxy_async and a barrier first; the issuing thread then
+    runs bulk_commit_group and later bulk_wait_group(_read) itself.
+    """
+
+
+def tma_store_3d(tmap, c0, c1, c2, src):
+    """Generate `cp.async.bulk.tensor.3d.global.shared::cta.bulk_group
+    [tmap, {c0, c1, c2}], [src]`; see tma_store_2d."""
+
+
+def bulk_commit_group():
+    """Generate `cp.async.bulk.commit_group`: close this thread's group of bulk stores."""
+
+
+def bulk_wait_group_read(n):
+    """Generate `cp.async.bulk.wait_group.read n` (`n` literal): at most `n` of this thread's
+    bulk groups still read their shared source."""
+
+
+def bulk_wait_group(n):
+    """Generate `cp.async.bulk.wait_group n` (`n` literal): at most `n` of this thread's bulk
+    groups pending, the older ones' writes complete."""
+
+
+def prefetch_tensormap(tmap):
+    """Generate `prefetch.tensormap [tmap]`: bring the 128-byte tensor map into the cache."""
+
+
+def fence_tensormap_acquire(tmap):
+    """Generate `fence.proxy.tensormap::generic.acquire.gpu [tmap], 128`.
+
+    Needed once by the TMA-issuing thread before the first use of a map written to global
+    memory by the host (API synchronisation does not acquire the tensormap proxy).
+    """
+
+
+def wgmma_fence():
+    """Generate `wgmma.fence.sync.aligned` (all 128 threads of the warpgroup): order earlier
+    register writes of accumulators before the next wgmma."""
+
+
+def wgmma_commit_group():
+    """Generate `wgmma.commit_group.sync.aligned`: close the group of uncommitted wgmmas."""
+
+
+def wgmma_wait_group(n):
+    """Generate `wgmma.wait_group.sync.aligned n` (`n` literal): at most `n` groups pending.
+
+    Accumulators of an uncompleted wgmma must not be read: pass them through fence_operand
+    after the wait.
+    """
+
+
+def wgmma_f16(acc, desc_a, desc_b, scale_d, trans_a, trans_b):
+    """Generate `wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16` (SS form); return acc'.
+
+    `acc` is a UniTuple(float32, N/2), N in 8..256 step 8 taken from its length; it is tied to
+    the outputs. Thread t = 32 w + l of the warpgroup holds D[row, col] in register i with
+    row = 16 w + l // 4 + 8 ((i >> 1) & 1), col = 8 (i >> 2) + 2 (l % 4) + (i & 1).
+    `desc_a` (64x16 A) and `desc_b` (N x16 B) are wgmma_desc values. `scale_d` != 0 adds the
+    product to acc (0 overwrites it). `trans_a`/`trans_b` are literal 0 (K-major) or 1 (A
+    M-major / B N-major).
+    """
+
+
+def wgmma_bf16(acc, desc_a, desc_b, scale_d, trans_a, trans_b):
+    """Generate `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16`; see wgmma_f16."""
+
+
+def wgmma_zeros(count):
+    """Return a UniTuple(float32, count) of zeros (`count` literal): a fresh accumulator."""
+
+
+def fence_operand(acc):
+    """Return `acc` through an empty asm whose outputs are tied to its inputs (no instruction).
+
+    A compiler fence (CUTLASS warpgroup_fence_operand): call it on the accumulators before
+    wgmma_fence and after wgmma_wait_group so that no accumulator access moves into the async
+    window (ptxas C7515 would serialise the wgmmas).
+    """
+
+
+def wgmma_desc(addr, lbo_bytes, sbo_bytes, swizzle):
+    """Return the uint64 wgmma shared-memory matrix descriptor (plain integer arithmetic).
+
+    Bits 0-13 `(addr & 0x3FFFF) >> 4`, 16-29 LBO >> 4, 32-45 SBO >> 4, base offset 0 (swizzled
+    tiles must be 1024/512/256-byte aligned), 62-63 the layout: `swizzle` is the literal span in
+    bytes 128 / 64 / 32 / 0, encoded 1 / 2 / 3 / 0.
+    """
+
+
+def setmaxnreg_inc(n):
+    """Generate `setmaxnreg.inc.sync.aligned.u32 n` (literal 24..256, multiple of 8).
+
+    All warps of the warpgroup execute it; the kernel needs launch_bounds=(threads, 1).
+    """
+
+
+def setmaxnreg_dec(n):
+    """Generate `setmaxnreg.dec.sync.aligned.u32 n` (literal 24..256, multiple of 8)."""
+
+
+def named_barrier_sync(barrier_id, nthreads):
+    """Generate `bar.sync barrier_id, nthreads`: wait until `nthreads` (a multiple of 32) threads
+    arrived at barrier `barrier_id` (1..15; 0 is syncthreads)."""
+
+
+def named_barrier_arrive(barrier_id, nthreads):
+    """Generate `bar.arrive barrier_id, nthreads`: count this thread without waiting."""
+
+
+def stmatrix_x4(addr, r0, r1, r2, r3):
+    """Generate `stmatrix.sync.aligned.m8n8.x4.shared.b16 [addr], {r0, r1, r2, r3}`.
+
+    Lanes 8 j + r pass the 16-byte aligned shared address of row r of matrix j; register j of
+    lane l holds matrix j's row l // 4, columns 2 (l % 4) (low half) and 2 (l % 4) + 1.
+    """
+
+
+def stmatrix_x4_trans(addr, r0, r1, r2, r3):
+    """Generate `stmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: stmatrix_x4 of the transposes
+    (register j of lane l holds column l // 4, rows 2 (l % 4) and 2 (l % 4) + 1)."""
+
+
+def st_shared_b32(addr, value):
+    """Generate `st.shared.b32 [addr], value` (an integer, stored as uint32, or a float32)."""
+
+
+def ld_shared_b32(addr):
+    """Generate `ld.shared.b32`: return the uint32 at 4-byte aligned shared address `addr`."""
+
+
+# --- Variant tables and instantiation ------------------------------------------------------------
+
+U32, U64 = types.uint32, types.uint64
+_TMA_LOAD = "cp.async.bulk.tensor.{d}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+_TMA_STORE = "cp.async.bulk.tensor.{d}d.global.shared::cta.bulk_group"
+_TRY_WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+_STMATRIX = "stmatrix.sync.aligned.m8n8.x4{t}.shared.b16 [$0], {{$1, $2, $3, $4}};"
+
+# stub -> (PTX text with $-operands, input types, output type or None).
+ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
+    mbarrier_init: ("mbarrier.init.shared::cta.b64 [$0], $1;", (U32, U32), None),
+    mbarrier_arrive: ("mbarrier.arrive.shared::cta.b64 _, [$0];", (U32,), None),
+    mbarrier_arrive_expect_tx: (
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+        (U32, U32),
+        None,
+    ),
+    mbarrier_wait: (
+        "{\n.reg .pred p;\nmbar_wait_${:uid}:\n"
+        f"{_TRY_WAIT} p, [$0], $1;\n"
+        "@!p bra mbar_wait_${:uid};\n}",
+        (U32, U32),
+        None,
+    ),
+    mbarrier_try_wait: (
+        f"{{\n.reg .pred p;\n{_TRY_WAIT} p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}}",
+        (U32, U32),
+        U32,
+    ),
+    fence_mbarrier_init: ("fence.mbarrier_init.release.cluster;", (), None),
+    fence_proxy_async: ("fence.proxy.async.shared::cta;", (), None),
+    tma_load_2d: (
+        _TMA_LOAD.format(d=2) + " [$0], [$1, {$2, $3}], [$4];",
+        (U32, U64, U32, U32, U32),
+        None,
+    ),
+    tma_load_3d: (
+        _TMA_LOAD.format(d=3) + " [$0], [$1, {$2, $3, $4}], [$5];",
+        (U32, U64, U32, U32, U32, U32),
+        None,
+    ),
+    tma_store_2d: (_TMA_STORE.format(d=2) + " [$0, {$1, $2}], [$3];", (U64, U32, U32, U32), None),
+    tma_store_3d: (
+        _TMA_STORE.format(d=3) + " [$0, {$1, $2, $3}], [$4];",
+        (U64, U32, U32, U32, U32),
+        None,
+    ),
+    bulk_commit_group: ("cp.async.bulk.commit_group;", (), None),
+    prefetch_tensormap: ("prefetch.tensormap [$0];", (U64,), None),
+    fence_tensormap_acquire: (
+        "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;",
+        (U64,),
+        None,
+    ),
+    wgmma_fence: ("wgmma.fence.sync.aligned;", (), None),
+    wgmma_commit_group: ("wgmma.commit_group.sync.aligned;", (), None),
+    named_barrier_sync: ("bar.sync $0, $1;", (U32, U32), None),
+    named_barrier_arrive: ("bar.arrive $0, $1;", (U32, U32), None),
+    stmatrix_x4: (_STMATRIX.format(t=""), (U32,) * 5, None),
+    stmatrix_x4_trans: (_STMATRIX.format(t=".trans"), (U32,) * 5, None),
+    ld_shared_b32: ("ld.shared.b32 $0, [$1];", (U32,), U32),
+}
+_GROUPS = (range(0, 1 << 16), "a non-negative int")
+_NREGS = (F.SETMAXNREG_COUNTS, "a multiple of 8 in 24..256")
+# stub -> (PTX template with {n}, allowed literal values, their description).
+LITERAL_VARIANTS: Final[dict[Any, tuple[str, Any, str]]] = {
+    bulk_wait_group_read: ("cp.async.bulk.wait_group.read {n};", *_GROUPS),
+    bulk_wait_group: ("cp.async.bulk.wait_group {n};", *_GROUPS),
+    wgmma_wait_group: ("wgmma.wait_group.sync.aligned {n};", *_GROUPS),
+    setmaxnreg_inc: ("setmaxnreg.inc.sync.aligned.u32 {n};", *_NREGS),
+    setmaxnreg_dec: ("setmaxnreg.dec.sync.aligned.u32 {n};", *_NREGS),
+}
+WGMMA_VARIANTS: Final = {wgmma_f16: "f16", wgmma_bf16: "bf16"}
+
+
+def _instantiate() -> dict[str, Any]:
+    made = {
+        shared_base.__name__: F.shared_base_intrinsic(shared_base),
+        st_shared_b32.__name__: F.st_shared_intrinsic(st_shared_b32),
+        fence_operand.__name__: F.fence_operand_intrinsic(fence_operand),
+        wgmma_zeros.__name__: F.wgmma_zeros_intrinsic(wgmma_zeros),
+        wgmma_desc.__name__: F.wgmma_desc_intrinsic(wgmma_desc),
+    }
+    for stub, (text, ins, out) in ASM_VARIANTS.items():
+        made[stub.__name__] = F.asm_intrinsic(stub, text, ins, out)
+    for stub, (template, allowed, accepted) in LITERAL_VARIANTS.items():
+        made[stub.__name__] = F.literal_asm_intrinsic(stub, template, allowed, accepted)
+    for stub, ab_type in WGMMA_VARIANTS.items():
+        made[stub.__name__] = F.wgmma_intrinsic(stub, ab_type)
+    return made
+
+
+if config.ENABLE_CUDASIM:
+    # The simulator cannot run inline PTX: the same names bind to Python emulations.
+    from . import sm90_emulation as _emulation
+
+    globals().update({name: getattr(_emulation, name) for name in __all__})
+else:
+    globals().update(_instantiate())
