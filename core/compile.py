@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import builtins
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from . import env
 from .analysis import MatmulAnalysis, analyze
 from .choices import KernelSpec
 from .device import Device, get_device
@@ -84,7 +84,7 @@ class CompiledFusion:
         self._bound: dict[tuple, BoundLaunch] = {}
         self._simulate = _simulating()
         # MMAPLUG_FAST_LAUNCH=0 checks every call and launches through Numba (debugging aid)
-        self._checked_only = self._simulate or os.environ.get("MMAPLUG_FAST_LAUNCH") == "0"
+        self._checked_only = self._simulate or not env.flag("MMAPLUG_FAST_LAUNCH", default=True)
 
     @property
     def params(self) -> MatmulParams:

@@ -101,6 +101,14 @@ class ParamAdjustedWarning(MatmulWarning):
     """A scheduler changed a plugin's value; provenance records from what, to what and why."""
 
 
+class EnvWarning(MatmulWarning):
+    """An environment variable has a value mmaplug does not understand; the default is used."""
+
+
+class CacheWarning(EnvWarning):
+    """The disk cache failed at a path (named with the fault); the kernel is built in memory."""
+
+
 def _rebuild(cls: type[Exception], args: tuple[Any, ...], attrs: dict[str, Any]) -> Exception:
     error = cls(*args)
     for name, value in attrs.items():

@@ -12,7 +12,7 @@ from typing import Final, TypedDict, final
 import attrs
 import pluggy
 
-from . import hookspecs
+from . import env, hookspecs
 from .errors import PluginError, PluginWarning, UsageError
 from .markers import PROJECT
 
@@ -26,8 +26,6 @@ DEFAULT_PLUGINS: Final = (
     "mmaplug.testing",
 )
 _VERSION: Final = importlib.metadata.version("mmaplug")  # only importable when installed
-_TRUE: Final = frozenset({"1", "true", "yes", "on"})
-_FALSE: Final = frozenset({"", "0", "false", "no", "off"})
 
 
 def short_name(module: str) -> str:
@@ -147,9 +145,7 @@ def _load_entrypoints(pm: PluginManager) -> None:
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
-    if (value := environ.get(name, "").strip().lower()) in _TRUE | _FALSE:
-        return value in _TRUE
-    raise UsageError(f"{name}={environ[name]!r} is not a switch; use 1 or 0")
+    return env.flag(name, default=False, environ=environ)
 
 
 class EnvOptions(TypedDict):

@@ -1,0 +1,149 @@
+"""Every environment variable mmaplug reads: the table, and the one place that reads them."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from .errors import EnvWarning, UsageError
+
+TRUE_WORDS: Final = ("1", "true", "yes", "on")
+FALSE_WORDS: Final = ("0", "false", "no", "off")
+SWITCH: Final = "switch: " + "/".join(f"`{w}`" for w in FALSE_WORDS + TRUE_WORDS)
+STRICT: Final = "MMAPLUG_STRICT"
+
+
+class Variable(NamedTuple):
+    """One environment variable: its name, meaning, accepted values and default."""
+
+    name: str
+    meaning: str
+    accepted: str
+    default: str
+
+
+VARIABLES: Final = (
+    Variable(
+        "MMAPLUG_CACHE_DIR",
+        "Directory of the on-disk kernel cache (generated modules, Numba's machine code)",
+        "a directory path; created if missing, `~` expanded, relative to the working directory",
+        "`$XDG_CACHE_HOME/mmaplug`, else `~/.cache/mmaplug`",
+    ),
+    Variable(
+        "MMAPLUG_DISK_CACHE",
+        "Keep generated kernels on disk, so a fresh process skips compiling them",
+        SWITCH,
+        "`on`",
+    ),
+    Variable(
+        "MMAPLUG_DISABLE",
+        "Plugins not to register (built-ins or installed)",
+        "comma-separated plugin names",
+        "none",
+    ),
+    Variable(
+        "MMAPLUG_DISABLE_PLUGIN_AUTOLOAD",
+        "Do not load plugins from installed packages' entry points",
+        SWITCH,
+        "`off`",
+    ),
+    Variable(
+        "MMAPLUG_HEURISTIC",
+        "The one heuristic plugin asked for parameters (then the default)",
+        "a plugin name",
+        "every heuristic, in hook order",
+    ),
+    Variable(
+        STRICT,
+        "Misbehaving plugins and unrecognised environment values raise instead of warning",
+        SWITCH + "; any other value is an error",
+        "`off`",
+    ),
+    Variable(
+        "MMAPLUG_FAST_LAUNCH",
+        "`off` checks every `execute()` and launches through Numba (a debugging aid)",
+        SWITCH,
+        "`on`",
+    ),
+    Variable(
+        "XDG_CACHE_HOME",
+        "Base of the default cache directory",
+        "an absolute path (a relative one is ignored, as the XDG spec asks)",
+        "`~/.cache`",
+    ),
+)
+_KNOWN: Final = {v.name: v for v in VARIABLES}
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def text(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of *name* with surrounding spaces removed; ``""`` when unset."""
+    if name not in _KNOWN:
+        raise KeyError(f"{name} is not in mmaplug.env.VARIABLES")
+    environ = _environ(environ)
+    _check_names(environ)
+    return environ.get(name, "").strip()
+
+
+def strict(environ: Mapping[str, str] | None = None) -> bool:
+    """``MMAPLUG_STRICT``: any value but a switch word is a ``UsageError``."""
+    value = _environ(environ).get(STRICT, "")
+    if (word := value.strip().lower()) in TRUE_WORDS + FALSE_WORDS or not word:
+        return word in TRUE_WORDS
+    raise UsageError(f"{STRICT}={value!r} is not a switch; {_accepted(STRICT)}")
+
+
+def flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """The switch *name*: unset or blank gives *default*; other words warn (raise when strict)."""
+    if name == STRICT:
+        return strict(environ)
+    word = text(name, environ).lower()
+    if not word:
+        return default
+    if word in TRUE_WORDS + FALSE_WORDS:
+        return word in TRUE_WORDS
+    value = _environ(environ)[name]
+    complain(
+        f"{name}={value!r} is not a switch; {_accepted(name)}; "
+        f"using the default ({'on' if default else 'off'})",
+        environ,
+    )
+    return default
+
+
+def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The path *name* holds (``~`` expanded, made absolute); None when unset, blank or unusable."""
+    if not (value := text(name, environ)):
+        return None
+    if (expanded := os.path.expanduser(value)).startswith("~"):
+        complain(f"{name}={value!r} names the home of an unknown user; using the default", environ)
+        return None
+    return Path(expanded).absolute()
+
+
+def complain(message: str, environ: Mapping[str, str] | None = None) -> None:
+    """An ``EnvWarning`` with *message*; a ``UsageError`` under ``MMAPLUG_STRICT``."""
+    if strict(environ):
+        raise UsageError(f"{message} ({STRICT} is on)")
+    warnings.warn(EnvWarning(message), stacklevel=4)
+
+
+def _accepted(name: str) -> str:
+    words = "/".join(FALSE_WORDS + TRUE_WORDS)
+    return f"{name} accepts {words} (any case, spaces ignored)"
+
+
+def _check_names(environ: Mapping[str, str]) -> None:
+    """Complain about ``MMAPLUG_*`` names mmaplug does not read (a typo is silent otherwise)."""
+    for name in environ:
+        if name.upper().startswith("MMAPLUG_") and name not in _KNOWN:
+            close = difflib.get_close_matches(name.upper(), _KNOWN, n=1)
+            hint = f"did you mean {close[0]}?" if close else "see the README's environment table"
+            complain(f"{name} is not an mmaplug variable; {hint}", environ)
