@@ -1,0 +1,138 @@
+"""Launching generated kernels, shared by the schedulers: compiled overloads with their dynamic
+shared-memory limit raised, parameter blocks prepared once, and ``cuLaunchKernel`` called directly.
+
+Numba's own launch path re-checks and re-wraps every argument on every call, which costs
+hundreds of microseconds of host time; a bound launch patches data pointers into a prepared
+parameter block instead. Numba passes a 1-D C-contiguous array argument as seven kernel
+parameters (meminfo, parent, nitems, itemsize, data, shape[0], strides[0]) and an int64 or
+float32 scalar as one parameter each.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ..errors import LaunchError
+
+__all__ = ["ARRAY_SLOTS", "DriverLaunch", "KernelParams", "compiled_kernel", "launch_checked"]
+
+ARRAY_SLOTS: Final = 7
+_DATA: Final = 4
+_DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024
+_COMPILED: dict[Any, Any] = {}
+
+
+def simulating() -> bool:
+    """Whether Numba's CUDA simulator is on."""
+    from numba import config as nb_config
+
+    return bool(nb_config.ENABLE_CUDASIM)
+
+
+def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
+    """The compiled overload of *dispatcher* for *signature*, allowed *smem* dynamic bytes.
+
+    None in the simulator (launch through the dispatcher there).
+    """
+    if simulating():
+        return None
+    from numba import cuda
+
+    key = (id(dispatcher), signature, cuda.get_current_device().id)
+    kern = _COMPILED.get(key)
+    if kern is None:
+        kern = dispatcher.compile(signature)
+        if smem > _DEFAULT_DYNAMIC_SMEM:
+            from numba.cuda.cudadrv.driver import binding, driver
+
+            cufunc = kern._codelibrary.get_cufunc()
+            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
+        _COMPILED[key] = kern
+    return kern
+
+
+def launch_checked(
+    dispatcher: Any, signature: Any, args: list, grid: tuple, block: tuple, stream: Any, smem: int
+) -> None:
+    """Launch through Numba (argument checks on every call; the simulator's path)."""
+    kern = compiled_kernel(dispatcher, signature, smem)
+    if kern is None:
+        dispatcher[grid, block, stream, smem](*args)
+        return
+    # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not 0
+    from numba.cuda.cudadrv import driver as nb_driver
+
+    kern.launch(args, grid, block, nb_driver._to_core_stream(stream), smem)
+
+
+class KernelParams:
+    """A kernel's parameter block: one 8-byte slot per parameter and the void** to them.
+
+    *values*: ints (int64 slots), floats (float32 slots) and ``(address, nitems, itemsize)``
+    tuples for 1-D arrays, whose data slots :meth:`patch` rewrites.
+    """
+
+    def __init__(self, values: Sequence[int | float | tuple[int, int, int]]) -> None:
+        flat: list[int] = []
+        self.pointer_slots: list[int] = []
+        for value in values:
+            if isinstance(value, tuple):
+                address, nitems, itemsize = value
+                self.pointer_slots.append(len(flat) + _DATA)
+                flat.extend((0, 0, nitems, itemsize, address, nitems, itemsize))
+            elif isinstance(value, float):
+                flat.append(struct.unpack("<I", struct.pack("<f", value))[0])
+            else:
+                flat.append(int(value))
+        self.slots = (ctypes.c_int64 * len(flat))(*[_signed(v) for v in flat])
+        base = ctypes.addressof(self.slots)
+        self.ptrs = (ctypes.c_void_p * len(flat))(*[base + 8 * i for i in range(len(flat))])
+        self.address = ctypes.addressof(self.ptrs)
+
+    def patch(self, addresses: Sequence[int]) -> None:
+        """Write *addresses* into the array data slots, in parameter order."""
+        for slot, address in zip(self.pointer_slots, addresses, strict=True):
+            self.slots[slot] = address
+
+    def set_float(self, slot: int, value: float) -> None:
+        """Write float32 *value* into *slot*."""
+        self.slots[slot] = struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class DriverLaunch:
+    """One compiled kernel with fixed grid, block, shared memory and parameter block."""
+
+    def __init__(
+        self, kern: Any, grid: tuple, block: tuple, smem: int, params: KernelParams
+    ) -> None:
+        from cuda.bindings import driver
+
+        self._driver = driver
+        handle = kern._codelibrary.get_cufunc().handle  # a CUkernel (library-based loading)
+        if not isinstance(handle, driver.CUfunction):
+            kernel = handle if isinstance(handle, driver.CUkernel) else driver.CUkernel(int(handle))
+            err, handle = driver.cuKernelGetFunction(kernel)
+            _check(err)
+        self._func = handle
+        self._dims = (*grid, *block)
+        self._smem = smem
+        self.params = params
+
+    def __call__(self) -> None:
+        (err,) = self._driver.cuLaunchKernel(
+            self._func, *self._dims, self._smem, 0, self.params.address, 0
+        )
+        _check(err)
+
+
+def _check(err: Any) -> None:
+    if int(err) != 0:
+        raise LaunchError(f"cuLaunchKernel failed: {err!r}")
