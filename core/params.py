@@ -356,7 +356,8 @@ def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
 #   instruction (64, 48, 16) is Hopper-only: Ampere only has m16n8k16, which it always uses.
 # * stages=7: Ampere caps at 4, Hopper at 6; 7 stages of the sentinel tiles need 161,280 B
 #   (161,392 B with Hopper's mbarriers), which fits both targets.
-# * prefetch_gap=2: defaults always use 1 (needs stages >= 2).
+# * prefetch_gap=2: defaults always use 1 (needs stages >= 2); Hopper only (the Ampere
+#   pipeline always prefetches stages - 1 tiles ahead, its limits refuse any other gap).
 # * grid_swizzle_factor=3: defaults use 1 or 8.
 # * splitk_factor=3: defaults use powers of two; Ampere only (Hopper's default is persistent,
 #   which cannot split K) and needs K >= 3 * cta_k.
@@ -389,7 +390,7 @@ SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "warp_tile": _BOTH,
         "instruction_tile": frozenset({"hopper"}),
         "stages": _BOTH,
-        "prefetch_gap": _BOTH,
+        "prefetch_gap": frozenset({"hopper"}),
         "grid_swizzle_factor": _BOTH,
         "splitk_factor": frozenset({"ampere"}),
         "use_smem_epilogue": frozenset({"ampere"}),

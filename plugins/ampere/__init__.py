@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from mmaplug.analysis import MatmulAnalysis
-from mmaplug.choices import KernelSpec, Rejection, SchedulerChoice
+from mmaplug.choices import Adjustment, KernelSpec, Rejection, SchedulerChoice
 from mmaplug.device import Device
 from mmaplug.errors import KernelBuildError
 from mmaplug.markers import hookimpl
@@ -54,6 +54,14 @@ def mmaplug_validate_params(
     if scheduler != NAME:
         return []
     return limits.violations(params, problem, device)
+
+
+@hookimpl
+def mmaplug_adjust_params(params: MatmulParams, scheduler: str) -> Sequence[Adjustment]:
+    """What ``limits.adjustments`` says the kernel forces on *params* (recorded in provenance)."""
+    if scheduler != NAME:
+        return []
+    return limits.adjustments(params)
 
 
 @hookimpl

@@ -17,25 +17,30 @@ from mmaplug.patterns import DimRole
 from .bound import BoundGemm
 from .kernel import AmpereKernelConfig, compile_ptx
 from .launch import run_gemm
+from .limits import operand_vectors
 
 _VECTORS: Final = (8, 4, 2)
 
 
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelConfig:
-    """The generated kernel's configuration for *spec* (16-byte vectors; narrowed at launch)."""
+    """The generated kernel's configuration for *spec* (vectors narrowed again at launch).
+
+    ``spec.params`` are planned ones: ``limits.adjustments`` already applied (stages >= 2).
+    """
     params, problem = spec.params, spec.problem
+    vec_a, vec_b = operand_vectors(params, problem)
     return AmpereKernelConfig(
         operand_dtype=problem.operand_dtype,
         a_k_inner=problem.a_k_inner,
         b_k_inner=problem.b_k_inner,
         cta_tile=params.cta_tile.as_tuple(),
         warp_tile=params.warp_tile.as_tuple(),
-        stages=max(2, params.stages),
+        stages=params.stages,
         splitk=params.splitk_factor,
         cta_order=params.cta_order.value,
         grid_swizzle=params.grid_swizzle_factor,
-        vec_a=problem.vector_widths.a,
-        vec_b=problem.vector_widths.b,
+        vec_a=vec_a,
+        vec_b=vec_b,
         epilogue=analysis.epilogue,
     )
 

@@ -19,9 +19,9 @@ Pipeline (one CTA computes a ``BM x BN`` tile of ``D[bt] = A[bt] @ B[bt]^T`` ove
 2. **Shared layout**: each operand tile is stored with its contiguous global dimension as the
    smem row (A ``[BM][BK]`` when K is inner, ``[BK][BM]`` when M is inner; B likewise with N).
    Rows are cut into 16-byte units and unit ``c`` of row ``r`` is stored at ``c ^ f(r)``
-   (``f(r) = r & 7`` for rows of >= 8 units, ``(r >> 1) & 3`` for 4, ``(r >> 2) & 1`` for 2),
-   so the eight row addresses of every ``ldmatrix`` 8x8 matrix fall in eight different bank
-   groups: conflict-free reads.
+   (``f(r) = r & 7`` for 8j units a row, ``(r >> 1) & 3`` for 8j + 4, ``(r >> 2) & 1`` for
+   4j + 2: ``c ^ f(r)`` stays in the row), so with 8j units the eight row addresses of every
+   ``ldmatrix`` 8x8 matrix fall in eight different bank groups: conflict-free reads.
 3. **Shared -> registers**: ``ldmatrix.x4`` (``.trans`` for an M- or N-inner operand) loads an
    A fragment (16x16) per m16 tile and a B fragment pair (16x16 = two n8 tiles) per n16.
    Fragments are double-buffered in registers: the k16 step ``s + 1`` is loaded before the

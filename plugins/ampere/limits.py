@@ -4,21 +4,84 @@ from __future__ import annotations
 
 from typing import Final
 
+from mmaplug.choices import Adjustment
 from mmaplug.device import Device
 from mmaplug.params import MatmulParams, TileShape, TilingStrategy, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
-__all__ = ["INSTRUCTION_TILE", "MAX_STAGES", "operand_smem_bytes", "violations"]
+__all__ = [
+    "INSTRUCTION_TILE",
+    "MAX_STAGES",
+    "adjustments",
+    "built_stages",
+    "epilogue_smem_bytes",
+    "operand_smem_bytes",
+    "operand_vectors",
+    "violations",
+]
 
 INSTRUCTION_TILE: Final = TileShape(16, 8, 16)
 MAX_STAGES: Final = 8
+MIN_BUILT_STAGES: Final = 2  # the cp.async ring always has two buffers (see adjustments)
+MAX_GRID_X: Final = 2**31 - 1
+MAX_GRID_Z: Final = 65_535
+REDUCE_THREADS: Final = 256  # threads per block of the split-K reduce kernel (config.py)
+EPILOGUE_PAD: Final = 8  # floats of padding per staged accumulator row (epilogue_codegen)
+KERNEL_VECTORS: Final = (8, 4, 2, 1)  # elements per operand copy the generator emits
 _CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
 
 
+def built_stages(params: MatmulParams) -> int:
+    """Stages of the built pipeline: ``params.stages``, but at least two."""
+    return max(MIN_BUILT_STAGES, params.stages)
+
+
+def operand_vectors(params: MatmulParams, problem: MatmulProblem) -> tuple[int, int]:
+    """Elements per global->shared copy of A and B the kernel is generated with.
+
+    The widest of 8/4/2/1 dividing the problem's vector width; 1 (plain synchronous loads)
+    for both operands when ``async_gmem_load_operands`` is False.
+    """
+    if not params.async_gmem_load_operands:
+        return 1, 1
+    widths = problem.vector_widths
+    return _kernel_vector(widths.a), _kernel_vector(widths.b)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _kernel_vector(width: int) -> int:
+    return next(v for v in KERNEL_VECTORS if width % v == 0)
+
+
 def operand_smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
-    """Shared memory the operand pipeline needs: stages x (cta_m + cta_n) x cta_k x itemsize."""
+    """Shared memory of the operand ring: built stages x (cta_m + cta_n) x cta_k x itemsize."""
     cta = params.cta_tile
-    return params.stages * (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize
+    return built_stages(params) * (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize
+
+
+def epilogue_smem_bytes(params: MatmulParams) -> int:
+    """Shared memory of the staged float32 accumulator tile (rows padded by EPILOGUE_PAD)."""
+    cta = params.cta_tile
+    return cta.m * (cta.n + EPILOGUE_PAD) * 4
+
+
+def adjustments(params: MatmulParams) -> list[Adjustment]:
+    """The changes the ampere kernel forces on valid *params*: each field it cannot honour."""
+    found = []
+    if params.stages < MIN_BUILT_STAGES:
+        found.append(
+            Adjustment(
+                "stages",
+                params.stages,
+                MIN_BUILT_STAGES,
+                "the ampere cp.async ring always has 2 buffers; one stage would only save "
+                "shared memory (which limits counts for 2)",
+            )
+        )
+    return found
 
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
@@ -27,8 +90,16 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
     :returns: an empty list when the parameters are legal.
     """
     found = Violations()
-    check = found.check
+    _check_target_and_tiles(found, params, device)
+    _check_memory(found, params, problem, device)
+    _check_pipeline(found, params, problem)
+    _check_grid(found, params, problem)
+    _check_unsupported(found, params)
+    return found
 
+
+def _check_target_and_tiles(found: Violations, params: MatmulParams, device: Device) -> None:
+    check = found.check
     cta, warp, inst = params.cta_tile, params.warp_tile, params.instruction_tile
     target = device.target
     check(
@@ -48,19 +119,21 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "Set instruction_tile=(16, 8, 16).",
     )
     check(
-        warp.m % 16 == 0 and warp.n % 8 == 0 and warp.k % 16 == 0,
+        warp.m % 16 == 0 and warp.n % 16 == 0 and warp.k % 16 == 0,
         "warp_tile",
         warp,
-        "m % 16, n % 8, k % 16 == 0",
-        f"warp_tile={warp} must be a multiple of 16x8x16 (m16n8k16 fragments). "
+        "m % 16, n % 16, k % 16 == 0",
+        f"warp_tile={warp} must be a multiple of 16x16x16: mma.sync m16n8k16 takes A in "
+        "m16 x k16 fragments and ldmatrix.x4 loads B for 16 columns (two n8 tiles) at a time. "
         "Round the warp tile up to such a multiple.",
     )
     check(
-        cta.m % warp.m == 0 and cta.n % warp.n == 0,
+        cta.m % warp.m == 0 and cta.n % warp.n == 0 and cta.k == warp.k,
         "cta_tile",
         cta,
         "multiple of warp_tile",
-        f"cta_tile={cta} is not a multiple of warp_tile={warp}. Change either tile.",
+        f"cta_tile={cta} is not a multiple of warp_tile={warp} (with the same k). Change "
+        "either tile.",
     )
     warps = (cta.m // warp.m) * (cta.n // warp.n)
     threads = device.warp_size * warps
@@ -73,27 +146,38 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"{target} allows {device.max_threads_per_block:,}. Grow the warp tile or shrink "
         "the CTA tile.",
     )
-    smem = operand_smem_bytes(params, problem)
+
+
+def _check_memory(
+    found: Violations, params: MatmulParams, problem: MatmulProblem, device: Device
+) -> None:
+    check = found.check
+    cta, limit, target = params.cta_tile, device.smem_per_block_optin, device.target
+    operands = operand_smem_bytes(params, problem)
+    built = "" if params.stages >= MIN_BUILT_STAGES else f" (built as {built_stages(params)})"
     check(
-        smem <= device.smem_per_block_optin,
+        operands <= limit,
         "stages",
         params.stages,
-        f"<= {device.smem_per_block_optin:,} B shared memory",
-        f"stages={params.stages} needs {smem:,} B of shared memory per block; {target} allows "
-        f"{device.smem_per_block_optin:,} B. Lower stages or the CTA tile.",
+        f"<= {limit:,} B shared memory",
+        f"stages={params.stages}{built} needs {operands:,} B of shared memory per block; "
+        f"{target} allows {limit:,} B. Lower stages or the CTA tile.",
     )
-    if params.use_smem_epilogue:
-        # The epilogue stages the float32 accumulator tile, reusing the operand buffers.
-        epilogue = cta.m * cta.n * 4
-        check(
-            epilogue <= device.smem_per_block_optin,
-            "use_smem_epilogue",
-            True,
-            f"<= {device.smem_per_block_optin:,} B shared memory",
-            f"use_smem_epilogue=True stages a {cta.m}x{cta.n} float32 tile ({epilogue:,} B); "
-            f"{target} allows {device.smem_per_block_optin:,} B. Shrink the CTA tile or set "
-            "use_smem_epilogue=False.",
-        )
+    epilogue = epilogue_smem_bytes(params)
+    check(
+        epilogue <= limit,
+        "cta_tile",
+        cta,
+        f"cta_tile.m x (cta_tile.n + {EPILOGUE_PAD}) x 4 <= {limit:,} B",
+        f"cta_tile={cta} stages its float32 accumulator tile through shared memory: "
+        f"{cta.m} x ({cta.n} + {EPILOGUE_PAD}) x 4 B = {epilogue:,} B; {target} allows "
+        f"{limit:,} B. Shrink cta_tile.m or cta_tile.n.",
+    )
+
+
+def _check_pipeline(found: Violations, params: MatmulParams, problem: MatmulProblem) -> None:
+    check = found.check
+    cta = params.cta_tile
     check(
         1 <= params.stages <= MAX_STAGES,
         "stages",
@@ -111,19 +195,27 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "Set async_gmem_load_operands=True or stages <= 2.",
     )
     if params.async_gmem_load_operands:
-        widths = problem.vector_widths
+        vec_a, vec_b = operand_vectors(params, problem)
         itemsize = problem.operand_dtype.itemsize
-        copy = itemsize * min(widths.a, widths.b)
+        copy = itemsize * min(vec_a, vec_b)
         check(
             copy in _CP_ASYNC_BYTES,
             "async_gmem_load_operands",
             True,
             "cp.async copies of 4, 8 or 16 B",
             f"async_gmem_load_operands=True needs cp.async copies of 4, 8 or 16 B, but the "
-            f"operands allow {min(widths.a, widths.b)} x {itemsize} B = {copy} B. Set "
+            f"operands allow {min(vec_a, vec_b)} x {itemsize} B = {copy} B. Set "
             "async_gmem_load_operands=False (and stages <= 2).",
         )
-    k_tiles = -(-problem.k // cta.k)
+    check(
+        params.prefetch_gap == 1,
+        "prefetch_gap",
+        params.prefetch_gap,
+        "1",
+        f"prefetch_gap={params.prefetch_gap}; the ampere pipeline always loads stages - 1 "
+        "k-tiles ahead of the math (prefetch_gap=1). Set prefetch_gap=1.",
+    )
+    k_tiles = _ceil(problem.k, cta.k)
     check(
         params.splitk_factor <= k_tiles,
         "splitk_factor",
@@ -132,6 +224,44 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
         f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k.",
     )
+
+
+def _check_grid(found: Violations, params: MatmulParams, problem: MatmulProblem) -> None:
+    check = found.check
+    cta, splitk = params.cta_tile, params.splitk_factor
+    tiles = _ceil(problem.m, cta.m) * _ceil(problem.n, cta.n)
+    check(
+        tiles <= MAX_GRID_X,
+        "cta_tile",
+        cta,
+        f"<= {MAX_GRID_X:,} output tiles (grid x)",
+        f"cta_tile={cta} cuts m={problem.m} x n={problem.n} into {tiles:,} tiles, one CTA "
+        f"each on grid x; CUDA allows {MAX_GRID_X:,}. Grow cta_tile.m or cta_tile.n.",
+    )
+    z = problem.batch * splitk
+    check(
+        z <= MAX_GRID_Z,
+        "splitk_factor",
+        splitk,
+        f"batch x splitk_factor <= {MAX_GRID_Z:,} (grid z)",
+        f"batch={problem.batch:,} x splitk_factor={splitk} = {z:,} CTAs along grid z; CUDA "
+        f"allows {MAX_GRID_Z:,}. Lower splitk_factor, or split the batch into calls of at "
+        f"most {MAX_GRID_Z // splitk:,}.",
+    )
+    if splitk > 1:
+        blocks = _ceil(problem.batch * problem.m * problem.n, REDUCE_THREADS)
+        check(
+            blocks <= MAX_GRID_X,
+            "splitk_factor",
+            splitk,
+            f"batch x m x n <= {MAX_GRID_X * REDUCE_THREADS:,} with split-K",
+            f"splitk_factor={splitk} sums the partials in a kernel of {blocks:,} blocks on "
+            f"grid x; CUDA allows {MAX_GRID_X:,}. Set splitk_factor=1.",
+        )
+
+
+def _check_unsupported(found: Violations, params: MatmulParams) -> None:
+    check = found.check
     check(
         params.cluster_dims == (1, 1),
         "cluster_dims",
@@ -156,4 +286,3 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "the ampere scheduler does not support warp specialization; use the hopper scheduler "
         "or set warp_specialized=False.",
     )
-    return found

@@ -10,12 +10,17 @@ from .epilogue_codegen import _c_stride, _emit_vector_epilogue, _vector_epilogue
 
 
 def _swizzle_amount(row: str, units_per_row: int) -> str:
-    """XOR mask for the 16-byte units of smem row *row* (see the module docstring)."""
-    if units_per_row >= 8:
+    """XOR mask for the 16-byte units of smem row *row* (see the module docstring).
+
+    The mask is below the largest of 8, 4, 2 dividing *units_per_row*, so ``unit ^ mask`` stays
+    inside the unit's aligned group and the row (rows of 12 units take the 4-unit form: an
+    8-unit mask would move units 8..11 past the row end).
+    """
+    if units_per_row % 8 == 0:
         return f"(({row}) & 7)"
-    if units_per_row == 4:
+    if units_per_row % 4 == 0:
         return f"((({row}) >> 1) & 3)"
-    if units_per_row == 2:
+    if units_per_row % 2 == 0:
         return f"((({row}) >> 2) & 1)"
     return "0"
 

@@ -97,7 +97,10 @@ def test_plugins_lists_builtins_and_blocked(capsys, hermetic_env):
     assert main(["plugins"]) == 0
     out = capsys.readouterr().out
     assert "ampere       mmaplug 0.1.0" in out
-    assert "hooks: mmaplug_build_kernel, mmaplug_scheduler_candidates, mmaplug_validate_params" in out
+    assert (
+        "hooks: mmaplug_adjust_params, mmaplug_build_kernel, mmaplug_scheduler_candidates, "
+        "mmaplug_validate_params"
+    ) in out
     assert "blocked: hopper" in out and "  hopper " not in out
 
 
