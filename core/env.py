@@ -95,18 +95,18 @@ def text(name: str, environ: Mapping[str, str] | None = None) -> str:
 def strict(environ: Mapping[str, str] | None = None) -> bool:
     """``MMAPLUG_STRICT``: any value but a switch word is a ``UsageError``."""
     value = _environ(environ).get(STRICT, "")
-    if (word := value.strip().lower()) in TRUE_WORDS + FALSE_WORDS or not word:
-        return word in TRUE_WORDS
-    raise UsageError(f"{STRICT}={value!r} is not a switch; {_accepted(STRICT)}")
+    if (word := value.strip().lower()) and word not in TRUE_WORDS + FALSE_WORDS:
+        raise UsageError(f"{STRICT}={value!r} is not a switch; {_accepted(STRICT)}")
+    return word in TRUE_WORDS
 
 
 def flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
     """The switch *name*: unset or blank gives *default*; other words warn (raise when strict)."""
-    if name == STRICT:
-        return strict(environ)
     word = text(name, environ).lower()
     if not word:
         return default
+    if name == STRICT:
+        return strict(environ)
     if word in TRUE_WORDS + FALSE_WORDS:
         return word in TRUE_WORDS
     value = _environ(environ)[name]

@@ -1,0 +1,421 @@
+"""Hostile environments: odd variable values, typos and broken cache locations never abort a run.
+
+Each catalogue case sets up one environment, runs the code that reads it, and asserts the warning
+(or, in strict mode, the error) and that its message names the variable or the path at fault.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from mmaplug import cache, env
+from mmaplug.errors import CacheWarning, EnvWarning, UsageError
+from mmaplug.manager import options_from_environ
+
+NJIT = "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
+Case = Callable[[Path, pytest.MonkeyPatch], tuple[Callable[[], object], str]]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No ambient MMAPLUG_*/XDG variables, a private HOME, and no kernel module left behind."""
+    for name in list(os.environ):
+        if name.upper().startswith("MMAPLUG_") or name == "XDG_CACHE_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    yield
+    for name in [n for n in sys.modules if n.startswith("mmaplug_kernels.")]:
+        del sys.modules[name]
+
+
+def _switch(name: str, value: str) -> Case:
+    """*name*=*value* read by its real consumer; the warning names both and the accepted words."""
+
+    def case(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+        mp.setenv(name, value)
+        if name == "MMAPLUG_DISK_CACHE":
+            action: Callable[[], object] = cache.disk_cache_enabled
+        elif name == "MMAPLUG_FAST_LAUNCH":
+            action = lambda: env.flag(name, default=True)  # noqa: E731 - read in CompiledFusion
+        else:
+            action = lambda: options_from_environ(os.environ)  # noqa: E731
+        return action, f"{name}={re.escape(repr(value))} is not a switch; {name} accepts 0/false"
+
+    return case
+
+
+def _env(values: dict[str, str], action: Callable[[], object], match: str) -> Case:
+    def case(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+        for name, value in values.items():
+            mp.setenv(name, value)
+        return action, match
+
+    return case
+
+
+def _module(tmp: Path) -> Callable[[], object]:
+    def build() -> object:
+        assert cache.kernel_module("hostile", "A = 1\n") is None  # built in memory by the caller
+        return None
+
+    return build
+
+
+def _entry(tmp: Path) -> Path:
+    name = cache.digest("hostile", "A = 1\n", cache.versions_key())
+    return tmp / "c" / "kernels" / f"mm_{name}.py"
+
+
+def _location(make: Callable[[Path], Path], fault: str = "") -> Case:
+    """MMAPLUG_CACHE_DIR at what *make* builds; the CacheWarning names that path (and *fault*)."""
+
+    def case(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+        where = make(tmp)
+        mp.setenv("MMAPLUG_CACHE_DIR", str(where))
+        return _module(tmp), f"cannot be used at {re.escape(str(where))}.*{fault}"
+
+    return case
+
+
+def _file(tmp: Path) -> Path:
+    (tmp / "file").write_text("x")
+    return tmp / "file"
+
+
+def _kernels_file(tmp: Path) -> Path:
+    (tmp / "c").mkdir()
+    (tmp / "c" / "kernels").write_text("x")
+    return tmp / "c"
+
+
+def _entry_dir(tmp: Path) -> Path:
+    _entry(tmp).mkdir(parents=True)
+    return tmp / "c"
+
+
+def _loop(tmp: Path) -> Path:
+    (tmp / "loop").symlink_to(tmp / "loop")
+    return tmp / "loop"
+
+
+def _dangling(tmp: Path) -> Path:
+    (tmp / "link").symlink_to(tmp / "missing" / "target")
+    return tmp / "link"
+
+
+def _read_only(tmp: Path) -> Path:
+    (tmp / "ro").mkdir()
+    (tmp / "ro").chmod(0o500)
+    return tmp / "ro"
+
+
+def _home_relative(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+    mp.setenv("HOME", "relative/home")
+    return _module(tmp), r"no absolute home directory \(HOME unset or relative\).*MMAPLUG_CACHE_DIR"
+
+
+def _disk_full(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+    mp.setenv("MMAPLUG_CACHE_DIR", str(tmp / "c"))
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(src))
+
+    mp.setattr(cache.os, "replace", full)
+    return _module(tmp), f"cannot be used at {re.escape(str(_entry(tmp)))}.*No space left"
+
+
+def _numba(damage: Callable[[Path], None], fault: str, *, loaded: bool = True) -> Case:
+    """A cached njit kernel, its Numba cache files damaged by *damage*, then called afresh."""
+
+    def case(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+        mp.setenv("MMAPLUG_CACHE_DIR", str(tmp / "c"))
+        module = cache.kernel_module("numba", NJIT)
+        if loaded:
+            module.f(1)
+        damage(tmp / "c" / "kernels" / "__pycache__")
+        del sys.modules[module.__name__]
+
+        def call() -> None:
+            again = cache.kernel_module("numba", NJIT)
+            assert again is not None and again.f(41) == 42
+
+        return call, rf"__pycache__/mm_\w+\.f-\d+\.py\d+\.nbi.*{fault}"
+
+    return case
+
+
+def _each(suffix: str, change: Callable[[Path], None]) -> Callable[[Path], None]:
+    def damage(pycache: Path) -> None:
+        for path in pycache.glob(f"*.{suffix}"):
+            change(path)
+
+    return damage
+
+
+def _to_dir(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+def _no_locator(tmp: Path, mp: pytest.MonkeyPatch) -> tuple[Callable[[], object], str]:
+    """Numba finds no writable cache directory: __pycache__ and its user-wide dir are files."""
+    from numba.core import config
+
+    mp.setenv("MMAPLUG_CACHE_DIR", str(tmp / "c"))
+    (tmp / "c" / "kernels").mkdir(parents=True)
+    (tmp / "c" / "kernels" / "__pycache__").write_text("x")
+    (tmp / "xdg").write_text("x")
+    mp.setenv("XDG_CACHE_HOME", str(tmp / "xdg"))
+    mp.setattr(config, "CACHE_DIR", "")
+
+    def build() -> None:
+        assert cache.kernel_module("numba", NJIT) is None
+
+    return build, rf"cannot be used at {re.escape(str(tmp / 'c'))}.*RuntimeError: cannot cache"
+
+
+def _strict(*pairs: tuple[str, str]) -> dict[str, str]:
+    return {"MMAPLUG_STRICT": "1", **dict(pairs)}
+
+
+CATALOGUE = [
+    # switches with words that are not switch words: EnvWarning, the default is used
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "maybe"), EnvWarning, id="disk-cache-maybe"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "2"), EnvWarning, id="disk-cache-2"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "enable"), EnvWarning, id="disk-cache-enable"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "y"), EnvWarning, id="disk-cache-y"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "０"), EnvWarning, id="disk-cache-fullwidth-0"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "off;"), EnvWarning, id="disk-cache-off-semicolon"),
+    pytest.param(_switch("MMAPLUG_DISK_CACHE", "o n"), EnvWarning, id="disk-cache-inner-space"),
+    pytest.param(_switch("MMAPLUG_FAST_LAUNCH", "nope"), EnvWarning, id="fast-launch-nope"),
+    pytest.param(
+        _switch("MMAPLUG_DISABLE_PLUGIN_AUTOLOAD", "maybe"), EnvWarning, id="autoload-maybe"
+    ),
+    pytest.param(_switch("MMAPLUG_DISABLE_PLUGIN_AUTOLOAD", "1.0"), EnvWarning, id="autoload-1.0"),
+    # strict mode: MMAPLUG_STRICT itself must be a switch; under it, bad values are errors
+    pytest.param(
+        _env(
+            {"MMAPLUG_STRICT": "maybe"},
+            lambda: options_from_environ(os.environ),
+            "MMAPLUG_STRICT='maybe' is not a switch; MMAPLUG_STRICT accepts",
+        ),
+        UsageError,
+        id="strict-maybe",
+    ),
+    pytest.param(
+        _env(
+            {"MMAPLUG_STRICT": "2", "MMAPLUG_DISK_CACHE": "maybe"},
+            cache.disk_cache_enabled,
+            "MMAPLUG_STRICT='2' is not a switch",
+        ),
+        UsageError,
+        id="strict-2-read-by-cache",
+    ),
+    pytest.param(
+        _env(
+            _strict(("MMAPLUG_DISK_CACHE", "maybe")),
+            cache.disk_cache_enabled,
+            r"MMAPLUG_DISK_CACHE='maybe' is not a switch.*\(MMAPLUG_STRICT is on\)",
+        ),
+        UsageError,
+        id="strict-disk-cache-maybe",
+    ),
+    pytest.param(
+        _env(
+            _strict(("MMAPLUG_DISABLE_PLUGIN_AUTOLOAD", "nah")),
+            lambda: options_from_environ(os.environ),
+            r"MMAPLUG_DISABLE_PLUGIN_AUTOLOAD='nah' is not a switch.*MMAPLUG_STRICT is on",
+        ),
+        UsageError,
+        id="strict-autoload-nah",
+    ),
+    # MMAPLUG_* names that mmaplug does not read: a typo is named with the closest variable
+    pytest.param(
+        _env(
+            {"MMAPLUG_DISK_CAHCE": "0"},
+            cache.disk_cache_enabled,
+            "MMAPLUG_DISK_CAHCE is not an mmaplug variable; did you mean MMAPLUG_DISK_CACHE",
+        ),
+        EnvWarning,
+        id="typo-disk-cache",
+    ),
+    pytest.param(
+        _env(
+            {"MMAPLUG_CACHEDIR": "/x"},
+            cache.disk_cache_enabled,
+            "MMAPLUG_CACHEDIR is not an mmaplug variable; did you mean MMAPLUG_CACHE_DIR",
+        ),
+        EnvWarning,
+        id="typo-cachedir",
+    ),
+    pytest.param(
+        _env(
+            {"mmaplug_strict": "1"},
+            lambda: options_from_environ(os.environ),
+            "mmaplug_strict is not an mmaplug variable; did you mean MMAPLUG_STRICT",
+        ),
+        EnvWarning,
+        id="lowercase-strict",
+    ),
+    pytest.param(
+        _env(
+            {"MMAPLUG_XYZZY_QUUX": "1"},
+            cache.disk_cache_enabled,
+            "MMAPLUG_XYZZY_QUUX is not an mmaplug variable; see the README's environment table",
+        ),
+        EnvWarning,
+        id="unknown-name",
+    ),
+    pytest.param(
+        _env(
+            _strict(("MMAPLUG_DISABLED", "hopper")),
+            lambda: options_from_environ(os.environ),
+            "MMAPLUG_DISABLED is not an mmaplug variable; did you mean MMAPLUG_DISABLE",
+        ),
+        UsageError,
+        id="strict-typo-disabled",
+    ),
+    # paths in variables that cannot be used: the default location is used instead
+    pytest.param(
+        _env(
+            {"MMAPLUG_CACHE_DIR": "~no_such_user_mmaplug/cache"},
+            cache.cache_dir,
+            "MMAPLUG_CACHE_DIR='~no_such_user_mmaplug/cache' names the home of an unknown user",
+        ),
+        EnvWarning,
+        id="cache-dir-unknown-user",
+    ),
+    pytest.param(
+        _env(
+            {"XDG_CACHE_HOME": "relative/cache"},
+            cache.cache_dir,
+            "XDG_CACHE_HOME='relative/cache' is not an absolute path; ignored",
+        ),
+        EnvWarning,
+        id="xdg-relative",
+    ),
+    # cache locations that cannot hold the kernel module: CacheWarning, built in memory
+    pytest.param(_location(_file, "Not a directory"), CacheWarning, id="cache-dir-is-a-file"),
+    pytest.param(_location(_kernels_file, "Not a directory"), CacheWarning, id="kernels-is-a-file"),
+    pytest.param(_location(_entry_dir, "Is a directory"), CacheWarning, id="entry-is-a-directory"),
+    pytest.param(
+        _location(lambda tmp: Path("/dev/null/cache"), "Not a directory"),
+        CacheWarning,
+        id="under-dev-null",
+    ),
+    pytest.param(
+        _location(lambda tmp: Path("/proc/mmaplug-cache"), "No such file"),
+        CacheWarning,
+        id="under-proc",
+    ),
+    pytest.param(
+        _location(lambda tmp: tmp / ("x" * 300), "File name too long"),
+        CacheWarning,
+        id="name-too-long",
+    ),
+    pytest.param(_location(_loop, "Too many levels"), CacheWarning, id="symlink-loop"),
+    pytest.param(_location(_dangling, "File exists"), CacheWarning, id="dangling-symlink"),
+    pytest.param(
+        _location(_read_only, "Permission denied"),
+        CacheWarning,
+        id="read-only-dir",
+        marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only dirs"),
+    ),
+    pytest.param(_home_relative, CacheWarning, id="home-relative"),
+    pytest.param(_disk_full, CacheWarning, id="disk-full"),
+    # Numba's cache files beside the module: damaged ones are reported, reset and recompiled
+    pytest.param(
+        _numba(_each("nbi", lambda p: p.write_bytes(p.read_bytes()[:9])), "is damaged"),
+        CacheWarning,
+        id="numba-index-truncated",
+    ),
+    pytest.param(
+        _numba(_each("nbc", lambda p: p.write_bytes(p.read_bytes()[:9])), "is damaged"),
+        CacheWarning,
+        id="numba-data-truncated",
+    ),
+    pytest.param(
+        _numba(_each("nbi", lambda p: p.write_bytes(b"\x80\x05garbage" * 4)), "is damaged"),
+        CacheWarning,
+        id="numba-index-garbage",
+    ),
+    pytest.param(
+        _numba(_each("nbc", lambda p: p.write_bytes(b"")), "is damaged"),
+        CacheWarning,
+        id="numba-data-empty",
+    ),
+    pytest.param(
+        _numba(_each("nbi", _to_dir), "is damaged.*could not be reset"),
+        CacheWarning,
+        id="numba-index-is-a-directory",
+    ),
+    pytest.param(
+        _numba(_each("nbc", _to_dir), "cannot be written"),
+        CacheWarning,
+        id="numba-data-is-a-directory",
+    ),
+    pytest.param(_no_locator, CacheWarning, id="numba-finds-no-cache-dir"),
+]
+
+
+@pytest.mark.parametrize(("case", "kind"), CATALOGUE)
+def test_hostile_environment(
+    case: Case, kind: type[Exception] | type[Warning], tmp_path: Path, monkeypatch
+) -> None:
+    """The fault is a warning (an error in strict mode) whose message names the culprit."""
+    action, match = case(tmp_path, monkeypatch)
+    if issubclass(kind, Warning):
+        with pytest.warns(kind, match=match):
+            action()
+    else:
+        with pytest.raises(kind, match=match):
+            action()
+
+
+SWITCHES = [v.name for v in env.VARIABLES if v.accepted.startswith(env.SWITCH)]
+SPELLINGS = [
+    *((word, True) for word in ("1", "true", "TRUE", " yes ", "On", "\tyes\n")),
+    *((word, False) for word in ("0", "false", "False", " no", "OFF ", "\toff")),
+]
+
+
+@pytest.mark.parametrize("name", SWITCHES)
+@pytest.mark.parametrize(("word", "expected"), SPELLINGS, ids=repr)
+def test_every_switch_parses_the_same_words(name: str, word: str, expected: bool) -> None:
+    """0/1/false/true/no/yes/off/on, any case, surrounding spaces ignored, for every switch."""
+    assert env.flag(name, default=not expected, environ={name: word}) is expected
+
+
+@pytest.mark.parametrize("name", SWITCHES)
+def test_unset_or_blank_switch_gives_the_default(name: str) -> None:
+    """An unset or blank switch is its default, without a warning."""
+    assert env.flag(name, default=True, environ={}) is True
+    assert env.flag(name, default=False, environ={name: "  "}) is False
+
+
+def test_every_variable_is_in_the_readme_table() -> None:
+    """README.md has one environment table, row for row the same as ``env.VARIABLES``."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| `\w+` \|.*$", readme, flags=re.M)
+    assert rows == [
+        f"| `{v.name}` | {v.meaning} | {v.accepted} | {v.default} |" for v in env.VARIABLES
+    ]
+
+
+def test_every_mmaplug_variable_in_the_code_is_declared() -> None:
+    """No module reads an MMAPLUG_* variable that the table does not declare."""
+    root = Path(__file__).parents[2]
+    used = {
+        name
+        for folder in ("core", "plugins", "heuristics")
+        for path in (root / folder).rglob("*.py")
+        for name in re.findall(r"\bMMAPLUG_[A-Z_]+\b", path.read_text())
+    }
+    assert used <= {v.name for v in env.VARIABLES}
