@@ -7,6 +7,7 @@ import ast
 import sys
 from collections.abc import Callable, Sequence
 
+from .arguments import MAX_EXTENT
 from .device import PRESET_NAMES, get_device
 from .dtypes import DType
 from .errors import MatmulError, UsageError
@@ -27,6 +28,12 @@ def _vector_width(contiguous: int, dtype: DType) -> int:
 
 def problem_from_args(args: argparse.Namespace) -> MatmulProblem:
     """Build the MatmulProblem that the ``explain`` options describe."""
+    for option in ("m", "n", "k", "batch"):
+        value = getattr(args, option)
+        if not 1 <= value < MAX_EXTENT:
+            raise UsageError(
+                f"--{option} {value}: extents must be ints from 1 to 2**31 - 1 ({MAX_EXTENT - 1})"
+            )
     layout = Layout(args.layout.upper())
     operand = DType[args.dtype]
     output = DType[args.out_dtype] if args.out_dtype else operand
@@ -187,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``mmaplug`` command; a ``MatmulError`` prints ``error: ...`` and returns 2."""
+    """Run the ``mmaplug`` command; a ``MatmulError`` prints one ``error: ...`` line, returns 2."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # argparse reports usage errors itself
@@ -195,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.func(args)
     except MatmulError as error:
-        print(f"error: {error}", file=sys.stderr)
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        print(f"error: {'; '.join(lines) or type(error).__name__}", file=sys.stderr)
         return 2
     return result
 

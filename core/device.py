@@ -9,10 +9,28 @@ from typing import Any, Final
 
 import attrs
 
+from .arguments import as_int, int_field, is_int, of_type
 from .errors import UnsupportedTargetError, UsageError
 
 _KIB: Final = 1024
 _MIB: Final = 1024 * 1024
+
+
+def _as_cc(value: object) -> object:
+    """Converter: a sequence of integers becomes a tuple of ints; the validator checks it."""
+    try:
+        return tuple(as_int(v) for v in value)  # type: ignore[attr-defined]
+    except TypeError:
+        return value
+
+
+def _is_cc(instance: Any, attribute: Any, value: object) -> None:
+    if not (
+        isinstance(value, tuple) and len(value) == 2 and all(is_int(v) and v >= 0 for v in value)
+    ):
+        raise UsageError(
+            f"Device.cc={value!r} is not allowed; it must be (major, minor), e.g. (9, 0)"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -23,16 +41,16 @@ class Device:
     ``setmaxnreg``) are targeted, as in ``sm_90a``; it is empty otherwise.
     """
 
-    name: str
-    cc: tuple[int, int] = attrs.field(converter=tuple)
-    arch_suffix: str = ""
-    sm_count: int = attrs.field(validator=attrs.validators.ge(1))
-    smem_per_block_optin: int = attrs.field(validator=attrs.validators.ge(1))
-    smem_per_sm: int = attrs.field(validator=attrs.validators.ge(1))
-    regs_per_sm: int = 65536
-    max_threads_per_block: int = 1024
-    l2_bytes: int = 0
-    warp_size: int = 32
+    name: str = attrs.field(validator=of_type(str, "a str"))
+    cc: tuple[int, int] = attrs.field(converter=_as_cc, validator=_is_cc)
+    arch_suffix: str = attrs.field(default="", validator=of_type(str, 'a str ("" or "a")'))
+    sm_count: int = attrs.field(converter=as_int, validator=int_field(1))
+    smem_per_block_optin: int = attrs.field(converter=as_int, validator=int_field(1))
+    smem_per_sm: int = attrs.field(converter=as_int, validator=int_field(1))
+    regs_per_sm: int = attrs.field(default=65536, converter=as_int, validator=int_field(1))
+    max_threads_per_block: int = attrs.field(default=1024, converter=as_int, validator=int_field(1))
+    l2_bytes: int = attrs.field(default=0, converter=as_int, validator=int_field(0))
+    warp_size: int = attrs.field(default=32, converter=as_int, validator=int_field(1))
 
     @property
     def target(self) -> str:

@@ -13,6 +13,7 @@ import enum
 import attrs
 
 from .dtypes import DType
+from .errors import UsageError
 
 UNARY_OPS = ("neg", "relu", "gelu", "silu", "sigmoid", "sin")
 BINARY_OPS = ("add", "sub", "mul")
@@ -26,6 +27,14 @@ class Axis(enum.StrEnum):
     N = "n"
 
 
+def _axis(value: object) -> Axis:
+    try:
+        return Axis(value)
+    except ValueError:
+        names = ", ".join(repr(a.value) for a in Axis)
+        raise UsageError(f"EpilogueInput.axes: {value!r} is not an axis; use {names}") from None
+
+
 @attrs.frozen(kw_only=True)
 class EpilogueInput:
     """A fusion input read by the epilogue: a bias (``axes=("n",)``), a C matrix, ...
@@ -36,7 +45,7 @@ class EpilogueInput:
 
     name: str
     dtype: DType
-    axes: tuple[Axis, ...] = attrs.field(converter=lambda v: tuple(Axis(a) for a in v))
+    axes: tuple[Axis, ...] = attrs.field(converter=lambda v: tuple(_axis(a) for a in v))
 
 
 @attrs.frozen(kw_only=True)

@@ -8,6 +8,7 @@ from typing import Final
 
 import numpy as np
 
+from .arguments import is_number
 from .dtypes import DType
 from .errors import FusionError
 from .fusion import (
@@ -27,6 +28,7 @@ from .fusion import (
     TensorView,
     UnaryOp,
     Val,
+    as_fusion,
 )
 
 _erf: Final = np.vectorize(math.erf, otypes=[np.float64])
@@ -54,11 +56,19 @@ def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
-    """Run *fusion* on *inputs* (numpy arrays and Python numbers, in input order).
+    """Run *fusion* (or a FusionDefinition) on *inputs* (arrays and numbers, in input order).
 
     Every op computes in float64; each op's result is rounded to its declared dtype, as a
-    kernel storing or converting that value would. Returns the outputs in their declared dtypes.
+    kernel storing or converting that value would, and a scalar meeting a tensor is first
+    converted to the op's type (a float32 op sees ``float32(0.1)``, as in nvFuser and torch).
+    Returns the outputs in their declared dtypes.
     """
+    fusion = as_fusion(fusion, "evaluate")
+    if not isinstance(inputs, list | tuple):
+        raise FusionError(
+            f"evaluate: inputs must be a list or tuple with one value per fusion input "
+            f"({', '.join(v.name for v in fusion.inputs)}); got {type(inputs).__name__}"
+        )
     if len(inputs) != len(fusion.inputs):
         raise FusionError(
             f"evaluate: the fusion takes {len(fusion.inputs)} inputs "
@@ -68,7 +78,13 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
     for val, given in zip(fusion.inputs, inputs, strict=True):
         env[id(val)] = _bind_input(val, given)
     for expr in fusion.exprs():
-        value = _run(expr, [_get(env, v) for v in expr.inputs])
+        args = [_get(env, v) for v in expr.inputs]
+        if isinstance(expr, BinaryOp):  # a scalar takes the op's type; it never promotes
+            args = [
+                round_to(a, expr.output.dtype) if isinstance(v, Scalar) else a
+                for a, v in zip(args, expr.inputs, strict=True)
+            ]
+        value = _run(expr, args)
         out = expr.output
         env[id(out)] = round_to(np.broadcast_to(value, out.shape), out.dtype)
     return [np.asarray(env[id(tv)]).astype(tv.dtype.numpy) for tv in fusion.outputs]
@@ -76,9 +92,17 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
 
 def _bind_input(val: Val, given: object) -> np.ndarray | float:
     if isinstance(val, Scalar):
-        if isinstance(given, bool) or not isinstance(given, int | float | np.floating):
-            raise FusionError(f"evaluate: scalar input {val.name} needs a number; got {given!r}")
-        return float(given)
+        if not is_number(given):
+            raise FusionError(
+                f"evaluate: scalar input {val.name} needs a number (int, float or numpy "
+                f"scalar); got {given!r}"
+            )
+        try:
+            return float(given)  # type: ignore[arg-type]
+        except OverflowError:
+            raise FusionError(
+                f"evaluate: scalar input {val.name} = {given!r:.30} does not fit a float"
+            ) from None
     assert isinstance(val, TensorView)
     try:
         array = np.asarray(given)
@@ -97,6 +121,11 @@ def _bind_input(val: Val, given: object) -> np.ndarray | float:
 def _get(env: dict[int, np.ndarray | float], val: Val) -> np.ndarray | float:
     if isinstance(val, Scalar) and val.is_constant:
         return float(val.value)  # type: ignore[arg-type]
+    if id(val) not in env:
+        raise FusionError(
+            f"evaluate: {val.name} is read by the fusion but is neither one of its inputs nor "
+            "computed in it (a value of another fusion?); add it with add_input"
+        )
     return env[id(val)]
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import sys
 from collections.abc import Sequence
 from types import TracebackType
 
+from . import arguments
 from .dtypes import DType
 from .errors import FusionError
 from .fusion import (
@@ -30,6 +34,8 @@ from .fusion import (
 
 Operand = TensorView | Scalar | float | int
 
+_DEFINITIONS = itertools.count(1)
+
 
 def _dim(extent: int) -> IterDomain:
     """A fresh dim; a declared extent of 1 is a broadcast dim, as in nvFuser."""
@@ -40,19 +46,7 @@ def _copy_dim(d: IterDomain) -> IterDomain:
     return IterDomain(d.extent, d.iter_type)
 
 
-def _ints(
-    value: object, what: str, *, scalar_ok: bool = False, positive: bool = False
-) -> list[int]:
-    """*value* as a list of ints, or a FusionError saying what was expected."""
-    kind = "positive ints" if positive else "ints"
-    if scalar_ok and isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if not isinstance(value, Sequence) or isinstance(value, str):
-        raise FusionError(f"{what} must be a sequence of {kind}; got {value!r}")
-    items = list(value)
-    if any(isinstance(v, bool) or not isinstance(v, int) or (positive and v < 1) for v in items):
-        raise FusionError(f"{what} {items!r} must hold {kind}")
-    return items
+_ints = arguments.ints
 
 
 def _merge_dims(name: str, dims: Sequence[IterDomain], where: str = "") -> IterDomain:
@@ -87,18 +81,16 @@ class Ops:
         return self._fd.fusion
 
     def _tensor(self, t: object, what: str) -> TensorView:
+        self._fd._check_open(f"{what} of {t.name}" if isinstance(t, Val) else what)
         if not isinstance(t, TensorView):
             raise FusionError(f"{what} takes a tensor from this definition; got {t!r}")
-        if t.definition is None and t not in self._fusion.inputs:
-            raise FusionError(f"{what}: {t.name} does not belong to this fusion definition")
-        return t
+        return self._fd._own(t, what)
 
     def _value(self, v: Operand, what: str) -> Val:
+        self._fd._check_open(f"{what} of {v.name}" if isinstance(v, Val) else what)
         if isinstance(v, TensorView | Scalar):
-            return v
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise FusionError(f"{what} takes tensors or Python numbers; got {v!r}")
-        return self._fusion.new_scalar(DType.float32, float(v))
+            return self._fd._own(v, what)
+        return self._fusion.new_scalar(DType.float32, arguments.scalar(v, what))
 
     def _emit(self, expr_cls: type, out: TensorView, *args: object) -> TensorView:
         self._fusion.attach(expr_cls(out, *args))
@@ -189,13 +181,14 @@ class Ops:
         if len(dims) != 1:
             raise FusionError(f"fused_multiply_sum: exactly one reduction dim; got {list(dims)}")
         axis = _axis(a, dims[0], "fused_multiply_sum")
-        if a.domain[axis].is_broadcast and b.domain[axis].is_broadcast:
+        ad, bd = a.no_reduction_domain, b.no_reduction_domain
+        if ad[axis].is_broadcast and bd[axis].is_broadcast:
             raise FusionError(
                 f"fused_multiply_sum: the reduction dim {axis} is a broadcast (size 1) in both "
                 f"{a.name} and {b.name}; K must be a real dim of both operands"
             )
         domain = []
-        for i, (da, db) in enumerate(zip(a.domain, b.domain, strict=True)):
+        for i, (da, db) in enumerate(zip(ad, bd, strict=True)):
             where = f"dim {i} of {a.name} and {b.name}"
             merged = _merge_dims("fused_multiply_sum", [da, db], where)
             if i == axis:
@@ -243,10 +236,7 @@ class Ops:
     def cast(self, x: TensorView, dtype: DType) -> TensorView:
         """Convert to *dtype*, rounding to nearest even."""
         x = self._tensor(x, "cast")
-        if not isinstance(dtype, DType):
-            raise FusionError(
-                f"cast: dtype must be an mmaplug dtype such as mp.float16; got {dtype!r}"
-            )
+        dtype = arguments.dtype(dtype, f"cast of {x.name}: dtype")
         out = self._new(dtype, [_copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(CastOp([out], [x]))
         return out
@@ -261,6 +251,8 @@ class Ops:
     def sum(self, x: TensorView, dims: Sequence[int], dtype: DType | None = None) -> TensorView:
         """Sum over *dims*; half inputs accumulate and return in float32."""
         x = self._tensor(x, "sum")
+        if dtype is not None:
+            dtype = arguments.dtype(dtype, f"sum of {x.name}: dtype")
         dims = _ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
         axes = sorted({_axis(x, d, "sum") for d in dims})
         if not axes:
@@ -279,12 +271,8 @@ class Ops:
         """Place dim ``i`` of *x* at output position ``broadcast_dims[i]``; others are new."""
         x = self._tensor(x, "broadcast_in_dim")
         xd = x.no_reduction_domain
-        shape = _ints(shape, "broadcast_in_dim: shape")
+        shape = arguments.extents(shape, f"broadcast_in_dim of {x.name}: shape")
         bdims = _ints(broadcast_dims, "broadcast_in_dim: broadcast_dims")
-        if any(e < 1 for e in shape):
-            raise FusionError(
-                f"broadcast_in_dim of {x.name}: shape {shape} must hold positive extents"
-            )
         if len(bdims) != len(xd):
             raise FusionError(
                 f"broadcast_in_dim: {x.name} has rank {len(xd)} but broadcast_dims has "
@@ -421,10 +409,14 @@ class FusionDefinition:
     """
 
     def __init__(self) -> None:
-        self.fusion = Fusion()
+        caller = sys._getframe(1)
+        where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+        self.fusion = Fusion(f"fusion definition #{next(_DEFINITIONS)} (created at {where})")
         self.ops = Ops(self)
+        self._finished = False
 
     def __enter__(self) -> FusionDefinition:
+        self._check_open("with")
         return self
 
     def __exit__(
@@ -433,8 +425,33 @@ class FusionDefinition:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._finished = True
         if exc is None and not self.fusion.outputs:
             raise FusionError("the fusion has no outputs; call fd.add_output(tensor)")
+
+    @property
+    def is_finished(self) -> bool:
+        """True once the ``with`` block has ended: the definition can no longer change."""
+        return self._finished
+
+    def _check_open(self, what: str) -> None:
+        if self._finished:
+            raise FusionError(
+                f"{what}: {self.fusion.origin} is finished (its with block has ended) and "
+                "cannot change; add tensors, ops and outputs inside the block, or start a new "
+                "mp.FusionDefinition()"
+            )
+
+    def _own(self, val: TensorView | Scalar, what: str) -> TensorView | Scalar:
+        """*val* if this definition made it, else a FusionError naming both definitions."""
+        if val.owner is not self.fusion:
+            source = val.owner.origin if val.owner is not None else "no fusion definition"
+            raise FusionError(
+                f"{what}: {val.name} comes from {source}, not from this one, "
+                f"{self.fusion.origin}; a definition only takes values it defined (define "
+                f"{val.name} again here, or build both parts in one definition)"
+            )
+        return val
 
     def define_tensor(
         self,
@@ -447,9 +464,11 @@ class FusionDefinition:
         :param stride_order: nvFuser's meaning: ``stride_order[i]`` is the rank of dim i's stride,
             0 the innermost. Row-major (the default) is ``[rank-1, ..., 0]``.
         """
+        self._check_open("define_tensor")
         if not isinstance(dtype, DType):
             raise FusionError(f"define_tensor: dtype must be e.g. mp.float16; got {dtype!r}")
-        shape = _ints(shape, "define_tensor: shape", positive=True)
+        shape = arguments.extents(shape, "define_tensor: shape")
+        arguments.check_bytes(shape, dtype, "define_tensor: shape")
         rank = len(shape)
         if stride_order is None:
             alloc = list(range(rank))
@@ -465,14 +484,23 @@ class FusionDefinition:
         return tv
 
     def define_scalar(self, value: float | None = None, dtype: DType = DType.float32) -> Scalar:
-        """A scalar: a constant when *value* is given, else a fusion input (alpha, beta)."""
-        scalar = self.fusion.new_scalar(dtype, value)
+        """A scalar: a constant when *value* is given, else a fusion input (alpha, beta).
+
+        A scalar takes the type of the tensor it meets (it never promotes a tensor).
+        """
+        self._check_open("define_scalar")
+        dtype = arguments.dtype(dtype, "define_scalar: dtype")
+        number = None if value is None else arguments.scalar(value, "define_scalar")
+        scalar = self.fusion.new_scalar(dtype, number)
         if value is None:
             self.fusion.add_input(scalar)
         return scalar
 
     def add_output(self, tensor: TensorView) -> None:
         """Mark *tensor* as a fusion output (row-major, in the order added)."""
+        self._check_open(f"add_output of {getattr(tensor, 'name', repr(tensor))}")
+        if isinstance(tensor, TensorView | Scalar):
+            self._own(tensor, "add_output")
         self.fusion.add_output(tensor)
 
     def __repr__(self) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 from .dtypes import DType, promote
-from .errors import FusionError
+from .errors import FusionError, UsageError
 
 
 class IterType(enum.StrEnum):
@@ -54,6 +54,8 @@ class Val:
     definition: Expr | None
     uses: list[Expr]
     name: str
+    #: The fusion that created this value (set by ``Fusion.new_tensor``/``new_scalar``).
+    owner: Fusion | None = None
 
 
 class Scalar(Val):
@@ -154,10 +156,14 @@ class Expr:
         return self.outputs[0]
 
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
-        """(input dim, output dim) pairs that are the same loop; default: position by position."""
+        """(input dim, output dim) pairs that are the same loop; default: position by position.
+
+        An input's reduction dims (a sum or an MmaOp result) are gone from its value, wherever
+        they sit, so the input's value dims pair with the output's dims in order.
+        """
         for inp in self.inputs:
             if isinstance(inp, TensorView):
-                yield from zip(inp.domain, self.output.domain, strict=False)
+                yield from zip(inp.no_reduction_domain, self.output.domain, strict=False)
 
     def attrs_text(self) -> str:
         return ""
@@ -222,7 +228,7 @@ class BroadcastOp(Expr):
 
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
         kept = [d for d, new in zip(self.output.domain, self.flags, strict=True) if not new]
-        yield from zip(self.inputs[0].domain, kept, strict=True)  # type: ignore[union-attr]
+        yield from zip(self.inputs[0].no_reduction_domain, kept, strict=True)  # type: ignore[union-attr]
 
     def attrs_text(self) -> str:
         return f"flags={list(self.flags)}"
@@ -240,7 +246,7 @@ class SqueezeOp(Expr):
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
         inp = self.inputs[0]
         assert isinstance(inp, TensorView)
-        kept = [d for i, d in enumerate(inp.domain) if i not in self.dims]
+        kept = [d for i, d in enumerate(inp.no_reduction_domain) if i not in self.dims]
         yield from zip(kept, self.output.domain, strict=True)
 
     def attrs_text(self) -> str:
@@ -259,8 +265,9 @@ class PermuteOp(Expr):
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
         inp = self.inputs[0]
         assert isinstance(inp, TensorView)
+        dims = inp.no_reduction_domain
         for j, p in enumerate(self.perm):
-            yield inp.domain[p], self.output.domain[j]
+            yield dims[p], self.output.domain[j]
 
     def attrs_text(self) -> str:
         return f"dims={list(self.perm)}"
@@ -298,23 +305,24 @@ class MatmulOp(Expr):
     kind = "matmul"
 
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
-        a, b = self.inputs
-        assert isinstance(a, TensorView) and isinstance(b, TensorView)
+        a_tv, b_tv = self.inputs
+        assert isinstance(a_tv, TensorView) and isinstance(b_tv, TensorView)
+        a, b = a_tv.no_reduction_domain, b_tv.no_reduction_domain
         out = self.output.domain
         k_out = out[-1] if out and out[-1].is_reduction else None
         if k_out is not None:
-            yield a.domain[-1], k_out
-            yield b.domain[0 if b.rank == 1 else -2], k_out
+            yield a[-1], k_out
+            yield b[0 if len(b) == 1 else -2], k_out
         body = out[:-1] if k_out is not None else out
         # Non-K dims, aligned from the right: [..batch, M, N] with M from A and N from B.
-        a_rest = a.domain[:-1]
-        b_rest = [] if b.rank == 1 else [*b.domain[:-2], b.domain[-1]]
-        if b.rank > 1:
+        a_rest = a[:-1]
+        b_rest = [] if len(b) == 1 else [*b[:-2], b[-1]]
+        if len(b) > 1:
             yield b_rest[-1], body[-1]
             b_batch, body_b = b_rest[:-1], body[:-1]
         else:
             b_batch, body_b = [], body
-        if a.rank > 1:
+        if len(a) > 1:
             yield a_rest[-1], body_b[-1]
             a_batch, batch_out = a_rest[:-1], body_b[:-1]
         else:
@@ -329,21 +337,22 @@ class LinearOp(Expr):
     kind = "linear"
 
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
-        a, w = self.inputs[0], self.inputs[1]
-        assert isinstance(a, TensorView) and isinstance(w, TensorView)
+        a_tv, w_tv = self.inputs[0], self.inputs[1]
+        assert isinstance(a_tv, TensorView) and isinstance(w_tv, TensorView)
+        a, w = a_tv.no_reduction_domain, w_tv.no_reduction_domain
         out = self.output.domain
         k_out = out[-1] if out and out[-1].is_reduction else None
         if k_out is not None:
-            yield a.domain[-1], k_out
-            yield w.domain[-1], k_out
+            yield a[-1], k_out
+            yield w[-1], k_out
         body = out[:-1] if k_out is not None else out
-        if w.rank == 2:
-            yield w.domain[0], body[-1]
+        if len(w) == 2:
+            yield w[0], body[-1]
             for bias in self.inputs[2:]:
                 assert isinstance(bias, TensorView)
-                yield bias.domain[-1], body[-1]
+                yield bias.no_reduction_domain[-1], body[-1]
             body = body[:-1]
-        yield from zip(a.domain[:-1], body, strict=True)
+        yield from zip(a[:-1], body, strict=True)
 
 
 METADATA_OPS: tuple[type[Expr], ...] = (BroadcastOp, SqueezeOp, PermuteOp, SetOp)
@@ -352,9 +361,10 @@ METADATA_OPS: tuple[type[Expr], ...] = (BroadcastOp, SqueezeOp, PermuteOp, SetOp
 class Fusion:
     """A DAG of ops between ordered inputs and outputs. Mutated in place by translation."""
 
-    def __init__(self) -> None:
+    def __init__(self, origin: str = "a Fusion built directly") -> None:
         self.inputs: list[Val] = []
         self.outputs: list[TensorView] = []
+        self.origin = origin  # who built it, for messages ("fusion definition #2 (x.py:10)")
         self._next_id = 0  # an int, not itertools.count: fusions are deep-copied
 
     # -- building ---------------------------------------------------------------------------
@@ -368,10 +378,14 @@ class Fusion:
         domain: Sequence[IterDomain],
         alloc_order: Sequence[int] | None = None,
     ) -> TensorView:
-        return TensorView(self._fresh_name("T"), dtype, domain, alloc_order)
+        tv = TensorView(self._fresh_name("T"), dtype, domain, alloc_order)
+        tv.owner = self
+        return tv
 
     def new_scalar(self, dtype: DType, value: float | None = None) -> Scalar:
-        return Scalar(self._fresh_name("S"), dtype, value)
+        scalar = Scalar(self._fresh_name("S"), dtype, value)
+        scalar.owner = self
+        return scalar
 
     def add_input(self, val: Val) -> None:
         if isinstance(val, TensorView):
@@ -454,11 +468,30 @@ class Fusion:
 
 
 def result_dtype(*vals: Val) -> DType:
-    """The dtype element-wise arithmetic on *vals* produces (half types compute in float32)."""
-    dtypes = [v.dtype for v in vals if isinstance(v, TensorView | Scalar)]
+    """The dtype element-wise arithmetic on *vals* produces (half types compute in float32).
+
+    As in nvFuser and torch, a scalar never promotes a tensor: only tensors decide the type
+    (``float16 tensor * float64 scalar`` computes in float32 and ``float32 * float64 scalar``
+    stays float32); the scalar is converted to that type.
+    """
+    tensors = [v.dtype for v in vals if isinstance(v, TensorView)]
+    dtypes = tensors or [v.dtype for v in vals if isinstance(v, Scalar)]
     result = dtypes[0]
     for d in dtypes[1:]:
         result = promote(result, d)
     if result.is_half:
         return promote(result, result)
     return result
+
+
+def as_fusion(value: object, what: str) -> Fusion:
+    """*value* if it is a Fusion, the fusion of a FusionDefinition, else a UsageError."""
+    if isinstance(value, Fusion):
+        return value
+    inner = getattr(value, "fusion", None)
+    if isinstance(inner, Fusion):
+        return inner
+    raise UsageError(
+        f"{what} takes a Fusion or a FusionDefinition (fd or fd.fusion); got "
+        f"{type(value).__name__} {value!r:.60}"
+    )

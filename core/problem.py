@@ -6,6 +6,7 @@ import enum
 
 import attrs
 
+from .arguments import MAX_EXTENT, as_int, int_field, of_type
 from .dtypes import DType
 
 
@@ -49,9 +50,9 @@ class Layout(enum.StrEnum):
 class VectorWidths:
     """Widest vector, in elements, that each side may load or store (nvFuser §2.7)."""
 
-    a: int = attrs.field(validator=attrs.validators.ge(1))
-    b: int = attrs.field(validator=attrs.validators.ge(1))
-    epilogue: int = attrs.field(validator=attrs.validators.ge(1))
+    a: int = attrs.field(converter=as_int, validator=int_field(1))
+    b: int = attrs.field(converter=as_int, validator=int_field(1))
+    epilogue: int = attrs.field(converter=as_int, validator=int_field(1))
 
 
 @attrs.frozen(kw_only=True)
@@ -60,19 +61,20 @@ class MatmulProblem:
 
     ``m``, ``n``, ``k`` are products of all dims of that role; ``batch`` is the product of the
     batch dims (1 when there are none). ``precision`` is three letters: operand type, accumulator
-    (always ``S``) and output type, e.g. ``"HSH"``.
+    (always ``S``) and output type, e.g. ``"HSH"``. Extents are below 2**31 (what kernels
+    index and launch); a bad field is a ``UsageError`` naming it.
     """
 
-    m: int = attrs.field(validator=attrs.validators.ge(1))
-    n: int = attrs.field(validator=attrs.validators.ge(1))
-    k: int = attrs.field(validator=attrs.validators.ge(1))
-    batch: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    a_k_inner: bool
-    b_k_inner: bool
-    operand_dtype: DType
-    output_dtype: DType
-    vector_widths: VectorWidths
-    num_patterns: int = 1
+    m: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
+    n: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
+    k: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
+    batch: int = attrs.field(default=1, converter=as_int, validator=int_field(1, MAX_EXTENT))
+    a_k_inner: bool = attrs.field(validator=of_type(bool, "True or False"))
+    b_k_inner: bool = attrs.field(validator=of_type(bool, "True or False"))
+    operand_dtype: DType = attrs.field(validator=of_type(DType, "an mmaplug dtype (mp.float16)"))
+    output_dtype: DType = attrs.field(validator=of_type(DType, "an mmaplug dtype (mp.float16)"))
+    vector_widths: VectorWidths = attrs.field(validator=of_type(VectorWidths, "a VectorWidths"))
+    num_patterns: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     epilogue_ops: tuple[str, ...] = ()
 
     @property
