@@ -1,7 +1,8 @@
 """Times one fusion's compile + first launch, then the host cost of a cached execute().
 
 Run it twice in fresh processes with the same MMAPLUG_CACHE_DIR: the second run shows the
-disk-cache hit (Numba loads the kernel's machine code instead of compiling it).
+disk-cache hit (Numba loads the kernel's machine code instead of compiling it). A cache that
+cannot be used (a CacheWarning) fails the check instead of timing an in-memory build.
 """
 
 from __future__ import annotations
@@ -9,12 +10,16 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+import warnings
 
 t_start = time.perf_counter()
 import torch  # noqa: E402
 
 import mmaplug as mp  # noqa: E402
 from mmaplug.demo import example_fusion  # noqa: E402
+from mmaplug.errors import CacheWarning  # noqa: E402
+
+warnings.simplefilter("error", CacheWarning)
 
 M, N, K = 1024, 1024, 1024
 x = torch.randn(M, K, device="cuda", dtype=torch.float16)
