@@ -38,10 +38,10 @@ from .manager import (
 )
 from .markers import hookimpl, hookspec
 from .params import CtaOrder, MatmulParams, ParamOverride, TileShape, TilingStrategy, Violation
-from .patterns import MatmulPattern, find_matmul_patterns
+from .patterns import MatmulPattern
 from .plan import explain, matmul_params, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
-from .translate import translate_matmul_patterns
+from .translate import find_matmul_patterns, translate_matmul_patterns
 
 __all__ = [
     "DEFAULT_PLUGINS",

@@ -9,8 +9,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
-import attrs
-
+from .bindings import MatmulAnalysis, TensorBinding
 from .dtypes import DType
 from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
 from .errors import UnsupportedFusionError
@@ -31,7 +30,6 @@ from .fusion import (
 from .patterns import (
     DimGraph,
     DimRole,
-    MatmulPattern,
     TensorRole,
     all_dim_roles,
     tensor_roles,
@@ -44,39 +42,6 @@ if TYPE_CHECKING:
     import pluggy
 
 _AXIS_OF = {DimRole.BATCH: Axis.BATCH, DimRole.M: Axis.M, DimRole.N: Axis.N}
-
-
-@attrs.frozen(kw_only=True)
-class TensorBinding:
-    """How one fusion input or output maps onto the kernel: its role and each dim's role.
-
-    ``dim_roles[i]`` is the role of value dim ``i`` (None for a broadcast dim). ``index`` is the
-    position in ``fusion.inputs`` (inputs) or ``fusion.outputs`` (outputs). ``alloc_order``
-    lists the dims outermost to innermost in memory, as declared by ``stride_order``.
-    """
-
-    index: int
-    name: str
-    role: TensorRole
-    dtype: DType
-    shape: tuple[int, ...]
-    dim_roles: tuple[DimRole | None, ...]
-    alloc_order: tuple[int, ...]
-
-
-@attrs.frozen(kw_only=True)
-class MatmulAnalysis:
-    """Everything a scheduler needs from a fusion, computed on a translated copy of it."""
-
-    fusion: Fusion = attrs.field(eq=False, repr=False)
-    patterns: tuple[MatmulPattern, ...] = attrs.field(eq=False, repr=False)
-    problem: MatmulProblem
-    a: TensorBinding
-    b: TensorBinding
-    epilogue_inputs: tuple[TensorBinding, ...]
-    outputs: tuple[TensorBinding, ...]
-    scalar_inputs: tuple[int, ...]
-    epilogue: EpilogueProgram
 
 
 def matmul_problem(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulProblem:

@@ -52,7 +52,10 @@ class Adjustment:
 @final
 @attrs.frozen(kw_only=True)
 class Provenance:
-    """How a KernelSpec's params were decided: who supplied each field, and what was changed."""
+    """How a KernelSpec's params were decided: who supplied each field, and what was changed.
+
+    ``scheduler_plugin`` is the plugin that offered the chosen scheduler (it must build it).
+    """
 
     base: str
     sources: tuple[tuple[str, str], ...]
@@ -60,6 +63,7 @@ class Provenance:
     consulted: tuple[str, ...] = ()
     candidates: tuple[SchedulerChoice | Rejection, ...] = ()
     dropped: tuple[str, ...] = ()
+    scheduler_plugin: str = ""
 
     def source(self, field: str) -> str:
         """The plugin (or ``"caller"``) whose value *field* holds."""

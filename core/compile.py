@@ -14,7 +14,8 @@ from .choices import KernelSpec
 from .device import Device, get_device
 from .errors import KernelBuildError, LaunchError, PluginResultError
 from .fusion import Fusion
-from .manager import get_plugin_manager
+from .guard import Guard, wrong
+from .manager import describe, get_plugin_manager
 from .plan import plan_problem
 
 if TYPE_CHECKING:
@@ -181,18 +182,37 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     target = get_device(device)
     analysis = analyze(fusion, pm=pm)
     spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
-    artifact = pm.hook.mmaplug_build_kernel(spec=spec, analysis=analysis)
-    if artifact is None:
-        raise KernelBuildError(
-            f"no plugin built a kernel for scheduler {spec.scheduler!r}; the plugin that "
-            "offered it must implement mmaplug_build_kernel"
-        )
-    for attr in ("kernel_name", "ptx", "launch"):
-        if not hasattr(artifact, attr):
-            raise PluginResultError(
-                f"mmaplug_build_kernel of scheduler {spec.scheduler!r} returned "
-                f"{type(artifact).__name__}, which has no {attr!r}",
-                plugin=spec.scheduler,
-            )
-    pm.hook.mmaplug_kernel_built(spec=spec, artifact=artifact)
+    guard = Guard(pm)
+    artifact = _build(guard, spec, analysis)
+    guard.notify("mmaplug_kernel_built", spec=spec, artifact=artifact)
     return CompiledFusion(analysis, spec, artifact)
+
+
+def _build(guard: Guard, spec: KernelSpec, analysis: MatmulAnalysis) -> KernelArtifact:
+    """The first valid artifact; the plugin that offered the scheduler must give one."""
+    hook = "mmaplug_build_kernel"
+    owner = spec.provenance.scheduler_plugin
+    for plugin, artifact in guard.call(hook, needed=owner, spec=spec, analysis=analysis):
+        fault = _artifact_fault(artifact)
+        if not fault:
+            return artifact  # type: ignore[return-value]
+        fallback = None if plugin == owner else ""
+        guard.fault(plugin, hook, fault, cls=PluginResultError, fallback=fallback)
+    who = f"plugin {describe(guard.pm, owner)}" if owner else "the plugin that offered it"
+    raise KernelBuildError(
+        f"no plugin built a kernel for scheduler {spec.scheduler!r}; {who} must implement "
+        f"{hook} and answer for it"
+    )
+
+
+def _artifact_fault(artifact: object) -> str:
+    """What an artifact lacks of ``KernelArtifact`` ("" if nothing)."""
+    try:
+        name = getattr(artifact, "kernel_name", None)
+        missing = [a for a in ("ptx", "launch", "bind") if not callable(getattr(artifact, a, None))]
+    except Exception as error:  # a hostile __getattr__
+        return f"returned an artifact that raised {type(error).__name__} on reading: {error}"
+    if not isinstance(name, str) or missing:
+        lacks = ", ".join(missing + ([] if isinstance(name, str) else ["kernel_name (a str)"]))
+        return f"{wrong(artifact, 'a KernelArtifact')}, which lacks {lacks}"
+    return ""

@@ -47,9 +47,8 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: int = 0) -> int:
     """Build, analyse, plan, compile and run the example; 0 when every check passed."""
     from .analysis import analyze
-    from .patterns import find_matmul_patterns
     from .plan import explain
-    from .translate import translate_matmul_patterns
+    from .translate import find_matmul_patterns, translate_matmul_patterns
 
     gpu = cuda_device_count() > 0
     m, n, k = m or (1024 if gpu else 32), n or (1024 if gpu else 32), k or (1024 if gpu else 64)

@@ -22,14 +22,15 @@ class UsageError(MatmulError):
 
 
 class PluginError(MatmulError):
-    """A plugin failed to load or raised; ``plugin`` names it."""
+    """A plugin failed to load, raised or answered wrongly; ``plugin`` and ``hook`` name it."""
 
-    def __init__(self, message: str, *, plugin: str = "") -> None:
+    def __init__(self, message: str, *, plugin: str = "", hook: str = "") -> None:
         super().__init__(message)
         self.plugin = plugin
+        self.hook = hook
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild, (type(self), self.args, {"plugin": self.plugin}))
+        return (_rebuild, (type(self), self.args, {"plugin": self.plugin, "hook": self.hook}))
 
 
 class PluginResultError(PluginError):
@@ -94,7 +95,12 @@ class MatmulWarning(UserWarning):
 
 
 class PluginWarning(MatmulWarning):
-    """A plugin misbehaved and was skipped or replaced by the default (non-strict mode)."""
+    """A plugin misbehaved and was skipped or replaced (non-strict mode); names plugin and hook."""
+
+    def __init__(self, message: str, *, plugin: str = "", hook: str = "") -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.hook = hook
 
 
 class ParamAdjustedWarning(MatmulWarning):

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from .markers import hookspec
 
 if TYPE_CHECKING:
-    from .analysis import MatmulAnalysis
+    from .bindings import MatmulAnalysis
     from .choices import Adjustment, KernelSpec, Rejection, SchedulerChoice
     from .device import Device
     from .fusion import Fusion

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import os
 import threading
@@ -25,6 +26,7 @@ DEFAULT_PLUGINS: Final = (
     "mmaplug.plugins.hopper",
     "mmaplug.testing",
 )
+BUILTIN_NAMES: Final = frozenset(module.rpartition(".")[2] for module in DEFAULT_PLUGINS)
 _VERSION: Final = importlib.metadata.version("mmaplug")  # only importable when installed
 
 
@@ -60,8 +62,98 @@ class PluginManager(pluggy.PluginManager):
         """Raise ``UsageError`` unless the selected heuristic is a registered plugin."""
         if self.heuristic is None or self.has_plugin(self.heuristic):
             return
-        names = ", ".join(sorted(name for name, _ in self.list_name_plugin()))
+        names = ", ".join(sorted(name for name, p in self.list_name_plugin() if p is not None))
         raise UsageError(f"unknown heuristic plugin {self.heuristic!r}; registered: {names}")
+
+    def check_pending(self) -> None:
+        """Reject ``mmaplug_*`` functions that match no hook (a misspelt hook), naming the plugin.
+
+        An installed plugin (entry point) with one is unregistered with a ``PluginWarning``
+        (``PluginError`` in strict mode); any other plugin raises ``PluginError``.
+        """
+        while True:
+            try:
+                super().check_pending()
+                return
+            except pluggy.PluginValidationError as error:
+                name = self.get_name(error.plugin) or repr(error.plugin)
+                hooks = _unknown_hooks(self, error.plugin)
+                info = self.plugin_info.get(name)
+                installed = info is not None and info.distribution not in ("", "mmaplug")
+                fault(
+                    f"plugin {describe(self, name)} implements {', '.join(hooks)}, which "
+                    f"{'is no hook' if len(hooks) == 1 else 'are no hooks'} of mmaplug; "
+                    f"check the spelling against mmaplug.hookspecs{_near_hooks(hooks)}",
+                    strict=self.strict or not installed,
+                    plugin=name,
+                    hook=hooks[0],
+                    fallback="the plugin is not registered",
+                    cause=error,
+                )
+                self.unregister(error.plugin)
+                self.plugin_info.pop(name, None)
+
+
+def _unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    return sorted(
+        name
+        for name, caller in vars(pm.hook).items()
+        if not name.startswith("_")
+        and not caller.has_spec()
+        and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls())
+    )
+
+
+def _near_hooks(hooks: list[str]) -> str:
+    known = [name for name in dir(hookspecs) if name.startswith("mmaplug_")]
+    near = [m for hook in hooks for m in difflib.get_close_matches(hook, known, n=1)]
+    return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
+def describe(pm: pluggy.PluginManager, name: str, *, quote: bool = True) -> str:
+    """*name* (quoted), with its distribution when it has one: ``'x' (distribution d 1.0)``."""
+    info = getattr(pm, "plugin_info", {}).get(name)
+    text = repr(name) if quote else name
+    if name.isdigit() and (plugin := pm.get_plugin(name)) is not None:  # pluggy's id() name
+        text += f" (a {type(plugin).__module__}.{type(plugin).__qualname__})"
+    if info is None or not info.distribution:
+        return text
+    if info.distribution == "mmaplug":
+        return f"{text} (built in)"
+    return f"{text} (distribution {info.distribution} {info.version})"
+
+
+def is_builtin(pm: pluggy.PluginManager, name: str) -> bool:
+    """Whether *name* is one of mmaplug's own plugins (whose faults always raise)."""
+    info = getattr(pm, "plugin_info", {}).get(name)
+    return info.distribution == "mmaplug" if info is not None else name in BUILTIN_NAMES
+
+
+def fault(
+    message: str,
+    *,
+    strict: bool,
+    plugin: str,
+    hook: str = "",
+    fallback: str | None,
+    cls: type[Exception] = PluginError,
+    cause: BaseException | None = None,
+) -> None:
+    """The plugin-fault policy: raise *cls* when *strict* or without *fallback*, else warn.
+
+    The warning is a ``PluginWarning`` ending with the *fallback* taken; the error (a
+    ``PluginError`` unless *cls* says otherwise) is raised from *cause*.
+    """
+    if strict or fallback is None:
+        if issubclass(cls, PluginError):
+            raise cls(message, plugin=plugin, hook=hook) from cause
+        raise cls(message) from cause
+    warnings.warn(
+        PluginWarning(
+            f"{message}\n{fallback} (MMAPLUG_STRICT=1 raises instead)", plugin=plugin, hook=hook
+        ),
+        stacklevel=4,
+    )
 
 
 def plugin_name(plugin: object) -> str | None:
@@ -85,7 +177,10 @@ def make_plugin_manager(
     :param heuristic: The only plugin (besides the default) asked for ``mmaplug_matmul_params``.
     :param load_entrypoints: Load the ``mmaplug`` entry points of installed distributions.
     :param strict: Raise on a misbehaving plugin (True) or warn and fall back (False, default).
-    :raises UsageError: An essential plugin is blocked or the heuristic is unknown.
+    :raises UsageError: An essential plugin is blocked; strict: a blocked name or the heuristic
+        is unknown (a ``PluginWarning`` otherwise, and the default heuristic is used).
+    :raises PluginError: An explicit plugin implements an unknown hook; strict: an installed
+        plugin does, cannot be registered, or clashes with a built-in's name.
     """
     pm = PluginManager(strict=bool(strict), heuristic=heuristic or None)
     blocked = tuple(dict.fromkeys(name.strip() for name in block if name.strip()))
@@ -117,31 +212,104 @@ def make_plugin_manager(
             module = getattr(plugin, "__name__", type(plugin).__module__)
             pm.plugin_info[name] = PluginInfo(name, module)
     pm.check_pending()
-    pm.check_heuristic()
+    _check_names(pm, load_entrypoints)
     return pm
 
 
+def _check_names(pm: PluginManager, load_entrypoints: bool) -> None:
+    """Warn (raise when strict) about blocked names and a heuristic that name no plugin."""
+    registered = {name for name, plugin in pm.list_name_plugin() if plugin is not None}
+    known = registered | BUILTIN_NAMES | set(DEFAULT_PLUGINS)
+    unknown = [name for name in pm.blocked if name not in known]
+    if unknown:  # entry points are only read when a name needs them
+        known |= set(_entry_point_names())
+    for name in unknown:  # without entry points, only a near miss is surely a typo
+        if name not in known and (load_entrypoints or _near(name, known)):
+            fault(
+                f"MMAPLUG_DISABLE / block names {name!r}, which is no plugin{_near(name, known)}; "
+                f"{'installed' if load_entrypoints else 'known'} plugins: "
+                f"{', '.join(sorted(known - set(DEFAULT_PLUGINS)))}",
+                strict=pm.strict,
+                plugin=name,
+                fallback="nothing is disabled by that name",
+                cls=UsageError,
+            )
+    heuristics = {impl.plugin_name for impl in pm.hook.mmaplug_matmul_params.get_hookimpls()}
+    if pm.heuristic is None or pm.heuristic in heuristics:
+        return
+    if pm.has_plugin(pm.heuristic):
+        what = "implements no mmaplug_matmul_params"
+    else:
+        blocked = " and is blocked" if pm.is_blocked(pm.heuristic) else ""
+        what = f"is not registered{blocked}{_near(pm.heuristic, known)}"
+    heuristic, pm.heuristic = pm.heuristic, None
+    fault(
+        f"MMAPLUG_HEURISTIC / heuristic selects {heuristic!r}, which {what}; "
+        f"registered: {', '.join(sorted(registered))}",
+        strict=pm.strict,
+        plugin=heuristic,
+        hook="mmaplug_matmul_params",
+        fallback="every heuristic is asked, as without a selection",
+        cls=UsageError,
+    )
+
+
+def _near(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _entry_point_names() -> list[str]:
+    return [
+        ep.name
+        for dist in importlib.metadata.distributions()
+        for ep in dist.entry_points
+        if ep.group == ENTRY_POINT_GROUP
+    ]
+
+
 def _load_entrypoints(pm: PluginManager) -> None:
-    """Register each ``mmaplug`` entry point; one that fails to import is skipped or raised."""
+    """Register each ``mmaplug`` entry point; a faulty one is skipped with a warning (strict:
+    raised): an import error, a built-in's or another distribution's name, an invalid hookimpl."""
     for dist in list(importlib.metadata.distributions()):
         for ep in dist.entry_points:
-            if ep.group != ENTRY_POINT_GROUP or pm.has_plugin(ep.name) or pm.is_blocked(ep.name):
+            if ep.group != ENTRY_POINT_GROUP or pm.is_blocked(ep.name):
                 continue
             dist_name = dist.metadata["name"] or "?"
+            origin = f"plugin {ep.name!r} from distribution {dist_name} {dist.version}"
+            info = pm.plugin_info.get(ep.name)
+            if info is not None and (info.distribution, info.module) == (dist_name, ep.value):
+                continue  # the same distribution found twice on sys.path
+            if info is not None:
+                _skip(
+                    pm,
+                    ep.name,
+                    f"{origin} has the name of the plugin {describe(pm, ep.name)}"
+                    "; rename its entry point, or block one of them (MMAPLUG_DISABLE)",
+                )
+                continue
             try:
                 plugin = ep.load()
             except Exception as error:
-                message = (
-                    f"plugin {ep.name!r} from distribution {dist_name} {dist.version} failed to "
-                    f"import ({ep.value}): {type(error).__name__}: {error}"
+                _skip(
+                    pm,
+                    ep.name,
+                    f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error}",
+                    error,
                 )
-                if pm.strict:
-                    raise PluginError(message, plugin=ep.name) from error
-                warnings.warn(PluginWarning(f"{message}; skipped"), stacklevel=3)
                 continue
-            if not pm.is_registered(plugin):
+            if pm.is_registered(plugin):
+                continue
+            try:
                 pm.register(plugin, name=ep.name)
-                pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
+            except Exception as error:  # pluggy's PluginValidationError: a bad hookimpl
+                _skip(pm, ep.name, f"{origin} cannot be registered: {error}", error)
+                continue
+            pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
+
+
+def _skip(pm: PluginManager, name: str, message: str, cause: BaseException | None = None) -> None:
+    fault(message, strict=pm.strict, plugin=name, fallback="skipped", cause=cause)
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:

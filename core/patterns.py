@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -22,9 +21,6 @@ from .fusion import (
     TensorView,
 )
 from .markers import hookimpl
-
-if TYPE_CHECKING:
-    import pluggy
 
 
 class DimRole(enum.StrEnum):
@@ -177,21 +173,6 @@ def _recognise_mul_sum(expr: ReductionOp) -> MatmulPattern | None:
         return None
     a_operand = y if b_operand is x else x
     return MatmulPattern(a_operand, b_operand, out, "mul_sum")
-
-
-def find_matmul_patterns(
-    fusion: Fusion, *, pm: pluggy.PluginManager | None = None
-) -> list[MatmulPattern]:
-    """Every matmul pattern in *fusion*, from every registered recogniser, in fusion order."""
-    from .manager import get_plugin_manager
-
-    pm = pm or get_plugin_manager()
-    seen: dict[int, MatmulPattern] = {}
-    for answer in pm.hook.mmaplug_matmul_patterns(fusion=fusion):
-        for pattern in answer or ():
-            seen.setdefault(id(pattern.output), pattern)
-    order = {id(e.output): i for i, e in enumerate(fusion.exprs())}
-    return sorted(seen.values(), key=lambda p: order.get(id(p.output), len(order)))
 
 
 # -- roles --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -16,12 +16,12 @@ from .errors import (
     NoSchedulerError,
     OverrideConflictError,
     ParamAdjustedWarning,
-    PluginError,
     PluginResultError,
     PluginWarning,
     UnknownParamError,
 )
-from .manager import DEFAULT_HEURISTIC, PluginManager, get_plugin_manager
+from .guard import Guard, wrong
+from .manager import DEFAULT_HEURISTIC, PluginManager, describe, get_plugin_manager, is_builtin
 from .params import PARAM_NAMES, MatmulParams, ParamOverride, Violation, check_param_names, to_tile
 from .problem import MatmulProblem
 
@@ -42,73 +42,28 @@ class _Retry(Exception):
     """Internal: a plugin's contribution was dropped (warning mode); plan again without it."""
 
 
+Layer = tuple[str, Mapping[str, object]]  # (plugin, changes) applied on top of valid params
+
+
 @attrs.define
 class _Planner:
-    pm: PluginManager
-    strict: bool
+    guard: Guard
     problem: MatmulProblem
     device: Device
-    consulted: set[str] = attrs.Factory(set)
-    dropped: set[str] = attrs.Factory(set)
 
-    def call(
-        self, hook: str, only: frozenset[str] | None = None, **kwargs: object
-    ) -> Iterator[tuple[str, object]]:
-        """Call each implementation of *hook* alone, in pluggy's order, to attribute answers."""
-        caller = getattr(self.pm.hook, hook)
-        impls = [i for i in caller.get_hookimpls() if not (i.hookwrapper or i.wrapper)]
-        firstresult = bool(caller.spec and caller.spec.opts.get("firstresult"))
-        for impl in reversed(impls):
-            name = impl.plugin_name
-            if name in self.dropped or (only is not None and name not in only):
-                continue
-            self.consulted.add(name)
-            subset = self.pm.subset_hook_caller(hook, [i.plugin for i in impls if i is not impl])
-            try:
-                result = subset(**kwargs)
-            except Exception as error:
-                self.fail(PluginError, name, hook, f"raised {type(error).__name__}: {error}", error)
-                continue
-            if not firstresult:
-                result = result[0] if result else None
-            if result is not None:
-                yield name, result
-
-    def fail(
-        self,
-        cls: type[MatmulError],
-        plugin: str,
-        hook: str,
-        what: str,
-        cause: BaseException | None = None,
-    ) -> None:
-        """Raise (strict mode, or the default heuristic failed) or warn and drop *plugin*."""
-        message = f"{hook} {what}\nplugin: {plugin}\nhook: {hook}"
-        if self.strict or plugin == DEFAULT_HEURISTIC:
-            error = cls(message, plugin=plugin) if issubclass(cls, PluginError) else cls(message)
-            raise error from cause
-        warnings.warn(
-            PluginWarning(f"{message}\nignored; using the default heuristic"), stacklevel=5
-        )
-        self.dropped.add(plugin)
-
-    def choose(self) -> tuple[SchedulerChoice, tuple[SchedulerChoice | Rejection, ...]]:
-        answers: list[SchedulerChoice | Rejection] = []
+    def choose(self) -> tuple[SchedulerChoice, str, tuple[SchedulerChoice | Rejection, ...]]:
+        answers: list[tuple[str, SchedulerChoice | Rejection]] = []
         hook = "mmaplug_scheduler_candidates"
-        for plugin, answer in self.call(hook, problem=self.problem, device=self.device):
+        for plugin, answer in self.guard.call(hook, problem=self.problem, device=self.device):
             if isinstance(answer, SchedulerChoice | Rejection):
-                answers.append(answer)
+                answers.append((plugin, answer))
             else:
-                self.fail(
-                    PluginResultError,
-                    plugin,
-                    hook,
-                    _wrong(answer, "SchedulerChoice, Rejection or None"),
-                )
-        candidates = tuple(sorted(answers, key=lambda a: a.name))
+                expected = "SchedulerChoice, Rejection or None"
+                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+        candidates = tuple(sorted((a for _, a in answers), key=lambda a: a.name))
         accepted = sorted(
-            (a for a in answers if isinstance(a, SchedulerChoice)),
-            key=lambda c: (-c.priority, c.name),
+            ((p, a) for p, a in answers if isinstance(a, SchedulerChoice)),
+            key=lambda pair: (-pair[1].priority, pair[1].name),
         )
         if not accepted:
             rejections = tuple(a for a in candidates if isinstance(a, Rejection))
@@ -118,141 +73,195 @@ class _Planner:
                 f"{self.device.name} ({self.device.target}):{lines}",
                 rejections,
             )
-        return accepted[0], candidates
+        plugin, choice = accepted[0]
+        return choice, plugin, candidates
 
     def base(self, scheduler: str) -> tuple[str, MatmulParams]:
         hook = "mmaplug_matmul_params"
-        heuristic = self.pm.heuristic
+        heuristic = getattr(self.guard.pm, "heuristic", None)
         only = None if heuristic is None else frozenset({heuristic, DEFAULT_HEURISTIC})
         for asked in (only, frozenset({DEFAULT_HEURISTIC})):  # after a dropped answer: default
-            for plugin, params in self.call(
-                hook, asked, problem=self.problem, device=self.device, scheduler=scheduler
+            for plugin, params in self.guard.call(
+                hook, only=asked, problem=self.problem, device=self.device, scheduler=scheduler
             ):
                 if not isinstance(params, MatmulParams):
-                    self.fail(
-                        PluginResultError, plugin, hook, _wrong(params, "MatmulParams or None")
-                    )
-                elif not self.check(
-                    params, scheduler, dict.fromkeys(PARAM_NAMES, plugin), retry=False
-                ):
+                    expected = "MatmulParams or None"
+                    self.guard.fault(plugin, hook, wrong(params, expected), cls=PluginResultError)
+                elif not self.check(params, scheduler, plugin, [], retry=False):
                     return plugin, params
                 break
         raise PluginResultError(
             f"no plugin answered {hook}; is {DEFAULT_HEURISTIC!r} registered?",
             plugin=DEFAULT_HEURISTIC,
+            hook=hook,
         )
 
     def overrides(self, params: MatmulParams) -> list[tuple[str, ParamOverride]]:
         hook = "mmaplug_matmul_overrides"
         found: list[tuple[str, ParamOverride]] = []
-        for plugin, answer in self.call(
+        for plugin, answer in self.guard.call(
             hook, problem=self.problem, device=self.device, params=params
         ):
             try:
                 if isinstance(answer, Mapping):
                     answer = ParamOverride(plugin, answer)
             except UnknownParamError as error:
-                self.fail(UnknownParamError, plugin, hook, str(error), error)
+                self.guard.fault(plugin, hook, str(error), error, cls=UnknownParamError)
+                continue
+            except Exception as error:  # a mapping that cannot be read or sorted
+                what = f"{wrong(answer, 'a mapping of field names')}: {error}"
+                self.guard.fault(plugin, hook, what, error, cls=PluginResultError)
                 continue
             if isinstance(answer, ParamOverride):
                 found.append((plugin, answer))
             else:
-                self.fail(
-                    PluginResultError,
-                    plugin,
-                    hook,
-                    _wrong(answer, "ParamOverride, a mapping or None"),
-                )
+                expected = "ParamOverride, a mapping or None"
+                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
         return sorted(found, key=lambda item: (item[1].source, item[0]))
+
+    def violations(self, params: MatmulParams, scheduler: str) -> list[tuple[str, Violation]]:
+        """Every rule *params* break, each with the plugin whose rule it is."""
+        hook = "mmaplug_validate_params"
+        found: list[tuple[str, Violation]] = []
+        for plugin, answer in self.guard.call(
+            hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
+        ):
+            if isinstance(answer, list | tuple) and all(isinstance(v, Violation) for v in answer):
+                found.extend((plugin, v) for v in answer)
+            else:
+                expected = "list[Violation]"
+                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+        return found
+
+    def apply(
+        self, base: MatmulParams, layers: Sequence[Layer], scheduler: str
+    ) -> tuple[MatmulParams | None, list[tuple[str, Violation]]]:
+        """*base* with *layers* applied (None if core refuses) and the violations found."""
+        changes = {key: value for _, layer in layers for key, value in layer.items()}
+        try:
+            params = base.with_overrides(**changes)
+        except InvalidParamsError as error:
+            return None, [("core", v) for v in error.violations]
+        return params, self.violations(params, scheduler)
 
     def check(
         self,
-        params: MatmulParams,
+        base: MatmulParams,
         scheduler: str,
-        owners: dict[str, str],
+        base_plugin: str,
+        layers: Sequence[Layer],
         *,
         retry: bool,
-        error: InvalidParamsError | None = None,
-    ) -> list[Violation]:
-        """Validate; in warning mode drop offending plugins and return their violations."""
-        hook = "mmaplug_validate_params"
-        found: list[tuple[str, Violation]] = [
-            ("core", v) for v in (error.violations if error else ())
-        ]
-        if error is None:
-            for plugin, answer in self.call(
-                hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
-            ):
-                if isinstance(answer, list | tuple) and all(
-                    isinstance(v, Violation) for v in answer
-                ):
-                    found.extend((plugin, v) for v in answer)
-                else:
-                    self.fail(PluginResultError, plugin, hook, _wrong(answer, "list[Violation]"))
+        found: list[tuple[str, Violation]] | None = None,
+    ) -> list[tuple[str, Violation]]:
+        """Rule on the violations *found* in valid *base* (by *base_plugin*) plus *layers*.
+
+        Each violation is blamed on the plugins whose layer alone, applied to *base*, breaks
+        the same field (the base's plugin when there are no layers). Strict mode, a built-in
+        or the caller raise ``InvalidParamsError``; in warning mode the culprits are dropped.
+        """
+        if found is None:
+            found = self.violations(base, scheduler)
         if not found:
             return []
-        fallback = owners.get("cta_tile", DEFAULT_HEURISTIC)
-        offenders = {owners.get(v.field.partition(".")[0], fallback) for _, v in found}
-        lines = [
-            f"{v.message}\n  value from: {owners.get(v.field.partition('.')[0], fallback)}"
-            f"; rule of: {checker}"
-            for checker, v in found
-        ]
-        if self.strict or offenders & {DEFAULT_HEURISTIC, CALLER}:
+        lines, culprits = [], set()
+        for checker, v in found:
+            blamed = self.blame(v, base, base_plugin, layers, scheduler)
+            culprits |= blamed
+            who = ", ".join(sorted(blamed))
+            lines.append(f"{v.message}\n  value from: {who}; rule of: {checker}")
+        pm = self.guard.pm
+        if self.guard.strict or CALLER in culprits or any(is_builtin(pm, c) for c in culprits):
             raise InvalidParamsError("\n".join(lines), tuple(v for _, v in found))
         fields = ", ".join(sorted({v.field for _, v in found}))
+        names = ", ".join(describe(pm, c, quote=False) for c in sorted(culprits))
         warnings.warn(
             PluginWarning(
-                f"invalid {fields} from {', '.join(sorted(offenders))}:\n"
+                f"invalid {fields} from {names}:\n"
                 + "\n".join(lines)
-                + "\nignored; using the default heuristic"
+                + "\nignored; using the default heuristic (MMAPLUG_STRICT=1 raises instead)",
+                plugin=", ".join(sorted(culprits)),
+                hook="mmaplug_validate_params",
             ),
             stacklevel=4,
         )
-        self.dropped |= offenders
+        self.guard.dropped |= culprits
         if retry:
             raise _Retry
-        return [v for _, v in found]
+        return found
 
-    def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
-        choice, candidates = self.choose()
-        base_plugin, base = self.base(choice.name)
-        owners = dict.fromkeys(PARAM_NAMES, base_plugin)
-        sources = dict(owners)
+    def blame(
+        self,
+        v: Violation,
+        base: MatmulParams,
+        base_plugin: str,
+        layers: Sequence[Layer],
+        scheduler: str,
+    ) -> set[str]:
+        """The plugins whose changes break *v*'s field (see ``check``)."""
+        if not layers:
+            return {base_plugin}
+        field = v.field.partition(".")[0]
+        alone = set()
+        for plugin, changes in layers:
+            _, found = self.apply(base, [(plugin, changes)], scheduler)
+            if any(w.field.partition(".")[0] == field for _, w in found):
+                alone.add(plugin)
+        if alone:
+            return alone
+        owners = [p for p, changes in layers if field in {k.partition(".")[0] for k in changes}]
+        return {owners[-1]} if owners else {p for p, _ in layers}
+
+    def merge(
+        self, base: MatmulParams, overrides: Mapping[str, object]
+    ) -> tuple[list[Layer], dict[str, str]]:
+        """Plugin overrides (a conflict raises), then the caller's, as layers; field sources."""
+        sources = dict.fromkeys(PARAM_NAMES, "")
         merged: dict[str, tuple[object, str]] = {}
+        layers: dict[str, dict[str, object]] = {}
         for plugin, override in self.overrides(base):
             for key, value in override.changes.items():
-                if key in merged and _norm(key, merged[key][0]) != _norm(key, value):
-                    first = merged[key][1]
+                clash = _clash(key, value, merged)
+                if clash is not None:
+                    other, other_value, first = clash
                     raise OverrideConflictError(
                         f"plugins {first!r} and {override.source!r} both override {key!r}: "
-                        f"{merged[key][0]!r} != {value!r}; block one of them (MMAPLUG_DISABLE) "
-                        "or make them agree",
+                        f"{other}={other_value!r} != {key}={value!r}; block one of them "
+                        "(MMAPLUG_DISABLE) or make them agree",
                         field=key,
                         sources=(first, override.source),
                     )
                 if key not in merged:  # agreeing sources: the first (by name) is recorded
                     merged[key] = (value, override.source)
-                    owners[key.partition(".")[0]] = plugin
+                    layers.setdefault(plugin, {})[key] = value
                     sources[key.partition(".")[0]] = override.source
         check_param_names(overrides, source=CALLER)
         for key, value in overrides.items():
-            merged[key] = (value, CALLER)
-            owners[key.partition(".")[0]] = sources[key.partition(".")[0]] = CALLER
-        try:
-            params = base.with_overrides(**{key: value for key, (value, _) in merged.items()})
-        except InvalidParamsError as error:
-            self.check(base, choice.name, owners, retry=True, error=error)
-            raise  # unreachable: check raised or retries
-        self.check(params, choice.name, owners, retry=True)
+            for changes in layers.values():  # the caller wins: drop what it replaces
+                for other in [k for k in changes if _overlaps(k, key) and "." not in key]:
+                    del changes[other]
+            layers.setdefault(CALLER, {})[key] = value
+            sources[key.partition(".")[0]] = CALLER
+        return [(p, c) for p, c in layers.items() if c], sources
+
+    def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
+        choice, scheduler_plugin, candidates = self.choose()
+        base_plugin, base = self.base(choice.name)
+        layers, sources = self.merge(base, overrides)
+        sources = {k: v or base_plugin for k, v in sources.items()}
+        params, found = self.apply(base, layers, choice.name)
+        self.check(base, choice.name, base_plugin, layers, retry=True, found=found)
+        if params is None:  # unreachable: check raised or retried on core's violations
+            raise _Retry
         params, adjustments = self.adjust(params, choice.name, sources)
         provenance = Provenance(
             base=base_plugin,
             sources=tuple(sources.items()),
             adjustments=adjustments,
-            consulted=tuple(sorted(self.consulted)),
+            consulted=tuple(sorted(self.guard.consulted)),
             candidates=candidates,
-            dropped=tuple(sorted(self.dropped)),
+            dropped=tuple(sorted(self.guard.dropped)),
+            scheduler_plugin=scheduler_plugin,
         )
         return KernelSpec(
             scheduler=choice.name,
@@ -265,30 +274,33 @@ class _Planner:
     def adjust(
         self, params: MatmulParams, scheduler: str, sources: dict[str, str]
     ) -> tuple[MatmulParams, tuple[Adjustment, ...]]:
+        """Apply the adjustments; an invalid one is blamed on the plugin that made it."""
         hook = "mmaplug_adjust_params"
-        done: list[Adjustment] = []
-        for plugin, answer in self.call(
+        answers: list[tuple[str, list[Adjustment]]] = []
+        for plugin, answer in self.guard.call(
             hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
         ):
-            ok = isinstance(answer, list | tuple) and all(
+            if isinstance(answer, list | tuple) and all(
                 isinstance(a, Adjustment) and a.field in PARAM_NAMES for a in answer
-            )
-            if not ok:
-                self.fail(
-                    PluginResultError,
-                    plugin,
-                    hook,
-                    _wrong(answer, "list[Adjustment] of MatmulParams fields"),
-                )
-                continue
-            for adj in answer:  # type: ignore[union-attr]
-                old = getattr(params, adj.field)
-                params = params.with_overrides(**{adj.field: adj.new})
-                done.append(
-                    Adjustment(
-                        adj.field, old, getattr(params, adj.field), f"{adj.reason} [by {plugin}]"
-                    )
-                )
+            ):
+                answers.append((plugin, list(answer)))
+            else:
+                expected = "list[Adjustment] of MatmulParams fields"
+                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+        layers = [
+            (plugin, {a.field: a.new for a in answer}) for plugin, answer in answers if answer
+        ]
+        if not layers:
+            return params, ()
+        adjusted, found = self.apply(params, layers, scheduler)
+        self.check(params, scheduler, scheduler, layers, retry=True, found=found)
+        if adjusted is None:  # unreachable: check raised or retried on core's violations
+            raise _Retry
+        done = []
+        for plugin, answer in answers:
+            for adj in answer:
+                old, new = getattr(params, adj.field), getattr(adjusted, adj.field)
+                done.append(Adjustment(adj.field, old, new, f"{adj.reason} [by {plugin}]"))
                 if sources[adj.field] != DEFAULT_HEURISTIC:
                     warnings.warn(
                         ParamAdjustedWarning(
@@ -296,24 +308,37 @@ class _Planner:
                         ),
                         stacklevel=4,
                     )
-        if done:
-            owners = dict.fromkeys(PARAM_NAMES, scheduler)
-            self.strict = True  # a scheduler breaking its own rules is always an error
-            self.check(params, scheduler, owners, retry=False)
-        return params, tuple(done)
+        return adjusted, tuple(done)
 
 
-def _wrong(value: object, expected: str) -> str:
-    return f"returned {value!r} ({type(value).__name__}); expected {expected}"
+def _overlaps(a: str, b: str) -> bool:
+    """Whether override keys *a* and *b* set a common value (``cta_tile`` and ``cta_tile.m``)."""
+    field_a, _, dim_a = a.partition(".")
+    field_b, _, dim_b = b.partition(".")
+    return field_a == field_b and (not dim_a or not dim_b or dim_a == dim_b)
 
 
-def _norm(key: str, value: object) -> object:
-    if key in _TILES:
-        try:
-            return to_tile(value)
-        except MatmulError:
-            return value
-    return value
+def _clash(
+    key: str, value: object, merged: Mapping[str, tuple[object, str]]
+) -> tuple[str, object, str] | None:
+    """The earlier override (key, value, source) setting part of *key* differently, if any."""
+    for other, (other_value, source) in merged.items():
+        if _overlaps(key, other) and _part(key, value, other) != _part(other, other_value, key):
+            return other, other_value, source
+    return None
+
+
+def _part(key: str, value: object, other: str) -> object:
+    """The part of *value* (set by *key*) that *other* sets too, normalised for comparison."""
+    field, _, dim = key.partition(".")
+    if field not in _TILES or dim:
+        return value
+    try:
+        tile = to_tile(value)
+    except MatmulError:
+        return value
+    other_dim = other.partition(".")[2]
+    return getattr(tile, other_dim) if other_dim else tile
 
 
 def plan_problem(
@@ -338,9 +363,7 @@ def plan_problem(
     """
     pm = get_plugin_manager() if pm is None else pm
     pm.check_heuristic()
-    planner = _Planner(
-        pm=pm, strict=pm.strict if strict is None else strict, problem=problem, device=device
-    )
+    planner = _Planner(guard=Guard(pm, strict=strict), problem=problem, device=device)
     while True:  # each retry drops at least one more plugin, so this ends
         try:
             return planner.plan(dict(overrides or {}))

@@ -4,12 +4,12 @@ and the skip-intermediates analysis that lets schedulers load operands straight 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
 from .dtypes import DType
-from .errors import UnsupportedFusionError
+from .errors import PluginResultError, UnsupportedFusionError
 from .fusion import (
     METADATA_OPS,
     BinaryOp,
@@ -18,16 +18,31 @@ from .fusion import (
     Fusion,
     IterDomain,
     IterType,
+    LinearOp,
+    MatmulOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
     SqueezeOp,
     TensorView,
 )
-from .patterns import MatmulPattern, find_matmul_patterns
+from .guard import Guard, wrong
+from .manager import get_plugin_manager
+from .patterns import MatmulPattern
 
 if TYPE_CHECKING:
     import pluggy
+
+
+def find_matmul_patterns(
+    fusion: Fusion, *, pm: pluggy.PluginManager | None = None
+) -> list[MatmulPattern]:
+    """Every matmul pattern in *fusion*, in fusion order.
+
+    Each recogniser (``mmaplug_matmul_patterns``) is asked; an answer that is not a list of
+    patterns of this fusion's tensors is a plugin fault (``mmaplug.guard``).
+    """
+    return _find(Guard(pm or get_plugin_manager()), fusion)
 
 
 def translate_matmul_patterns(
@@ -40,26 +55,96 @@ def translate_matmul_patterns(
     one broadcast. The float32 result is cast back to the old dtype only where a half value is
     really needed: consumers that cast it straight back to float32 read the float32 result.
     """
-    if pm is None:
-        from .manager import get_plugin_manager
-
-        pm = get_plugin_manager()
-    patterns = find_matmul_patterns(fusion, pm=pm)
+    guard = Guard(pm or get_plugin_manager())
+    patterns = _find(guard, fusion)
     as_found = [attrs.evolve(p) for p in patterns]
     for pattern in patterns:
         if pattern.kind == "mma":
             continue
         if pattern.kind in _TRANSLATORS:
             translate_as(fusion, pattern, pattern.kind)
-        elif not pm.hook.mmaplug_translate_pattern(fusion=fusion, pattern=pattern):
-            raise UnsupportedFusionError(
-                f"no translation to MmaOp for pattern kind {pattern.kind!r} "
-                f"(output {pattern.output.name}); the plugin that recognises it must implement "
-                "mmaplug_translate_pattern"
-            )
+        else:
+            _translate_by_plugin(guard, fusion, pattern)
         pattern.kind = "mma"
-    pm.hook.mmaplug_fusion_translated(fusion=fusion, patterns=as_found)
+    guard.notify("mmaplug_fusion_translated", fusion=fusion, patterns=as_found)
     return patterns
+
+
+_DEFINED_BY: Final = {"matmul": MatmulOp, "linear": LinearOp, "mma": MmaOp, "mul_sum": ReductionOp}
+
+
+def _find(guard: Guard, fusion: Fusion) -> list[MatmulPattern]:
+    hook = "mmaplug_matmul_patterns"
+    tensors = {id(tv) for tv in fusion.tensors()}
+    seen: dict[int, MatmulPattern] = {}
+    for plugin, answer in guard.call(hook, fusion=fusion):
+        if not isinstance(answer, list | tuple):
+            expected = "a list of MatmulPattern or None"
+            guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+            continue
+        faults = [f for p in answer if (f := _pattern_fault(p, tensors))]
+        if faults:
+            guard.fault(plugin, hook, f"returned {faults[0]}", cls=PluginResultError)
+            continue
+        for pattern in answer:
+            seen.setdefault(id(pattern.output), pattern)
+    order = {id(e.output): i for i, e in enumerate(fusion.exprs())}
+    return sorted(seen.values(), key=lambda p: order.get(id(p.output), len(order)))
+
+
+def _pattern_fault(pattern: object, tensors: set[int]) -> str:
+    """What is wrong with a recogniser's *pattern* ("" if nothing)."""
+    if not isinstance(pattern, MatmulPattern):
+        return wrong(pattern, "MatmulPattern items").removeprefix("returned ")
+    for role in ("a", "b", "output"):
+        tv = getattr(pattern, role)
+        if not isinstance(tv, TensorView) or id(tv) not in tensors:
+            return f"a pattern whose {role} ({tv!r:.60}) is not a tensor of this fusion"
+    if not isinstance(pattern.kind, str) or not pattern.kind:
+        return f"a pattern whose kind is {pattern.kind!r:.60}; expected a non-empty str"
+    op, expr = _DEFINED_BY.get(pattern.kind), pattern.output.definition
+    if op is not None and not isinstance(expr, op):
+        return (
+            f"a {pattern.kind!r} pattern whose output {pattern.output.name} is not defined by a "
+            f"{op.__name__}; give your own op a kind of your own and translate it"
+        )
+    if op not in (None, ReductionOp) and not _reads(expr, pattern.a, pattern.b):
+        return (
+            f"a {pattern.kind!r} pattern whose a and b ({pattern.a.name}, {pattern.b.name}) are "
+            f"not the first two inputs of the {op.__name__} defining {pattern.output.name}"
+        )
+    return ""
+
+
+def _reads(expr: object, a: TensorView, b: TensorView) -> bool:
+    inputs = getattr(expr, "inputs", [])
+    return len(inputs) >= 2 and inputs[0] is a and inputs[1] is b
+
+
+def _translate_by_plugin(guard: Guard, fusion: Fusion, pattern: MatmulPattern) -> None:
+    """Ask the ``mmaplug_translate_pattern`` plugins; the first True must leave an MmaOp."""
+    hook = "mmaplug_translate_pattern"
+    for plugin, answer in guard.call(hook, fusion=fusion, pattern=pattern):
+        if answer is False:
+            continue
+        if answer is not True:
+            guard.fault(plugin, hook, wrong(answer, "True or None"), cls=PluginResultError)
+        expr = pattern.output.definition
+        if not isinstance(expr, MmaOp) or not _reads(expr, pattern.a, pattern.b):
+            guard.fault(
+                plugin,
+                hook,
+                f"returned True, but pattern {pattern.kind!r} is not an MmaOp afterwards "
+                f"(pattern.output must be the MmaOp's result, pattern.a and pattern.b its "
+                "operands; mmaplug.translate.translate_as does this)",
+                cls=PluginResultError,
+            )
+        return
+    raise UnsupportedFusionError(
+        f"no translation to MmaOp for pattern kind {pattern.kind!r} "
+        f"(output {pattern.output.name}); the plugin that recognises it must implement "
+        "mmaplug_translate_pattern"
+    )
 
 
 def translate_as(fusion: Fusion, pattern: MatmulPattern, kind: str) -> None:

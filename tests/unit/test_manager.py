@@ -6,6 +6,7 @@ import importlib.metadata
 
 import pluggy
 import pytest
+
 from mmaplug.errors import PluginError, PluginWarning, UsageError
 from mmaplug.manager import (
     DEFAULT_PLUGINS,
@@ -96,15 +97,21 @@ def test_other_builtins_can_be_blocked(name):
 
 
 def test_check_pending_rejects_unknown_hooks():
-    """A plugin implementing a misspelt hook fails with pluggy's PluginValidationError."""
+    """An explicit plugin implementing a misspelt hook is a PluginError naming it and the hook."""
 
     class Misspelt:
+        name = "misspelt"
+
         @hookimpl
         def mmaplug_matmul_param(self):
             return None
 
-    with pytest.raises(pluggy.PluginValidationError, match="mmaplug_matmul_param"):
+    with pytest.raises(
+        PluginError, match="'misspelt' implements mmaplug_matmul_param.*mmaplug_matmul_params\\?"
+    ) as info:
         make_plugin_manager(plugins=[Misspelt()], load_entrypoints=False)
+    assert isinstance(info.value.__cause__, pluggy.PluginValidationError)
+    assert (info.value.plugin, info.value.hook) == ("misspelt", "mmaplug_matmul_param")
 
 
 def test_explicit_plugins_by_object_and_module_name():
@@ -160,13 +167,20 @@ def test_broken_entry_point_strict_raises(entry_points):
 
 
 def test_unknown_heuristic_lists_registered():
-    """Selecting an unregistered heuristic is a UsageError listing the registered plugins."""
+    """Strict: selecting an unregistered heuristic is a UsageError listing what is registered."""
     with pytest.raises(
         UsageError,
-        match="unknown heuristic plugin 'tuned'; registered: ampere, "
+        match="selects 'tuned', which is not registered; registered: ampere, "
         "default, hopper, patterns, testing",
     ):
-        make_plugin_manager(heuristic="tuned", load_entrypoints=False)
+        make_plugin_manager(heuristic="tuned", load_entrypoints=False, strict=True)
+
+
+def test_unknown_heuristic_warns_and_asks_every_heuristic():
+    """Leniently an unregistered heuristic is a PluginWarning and no heuristic is selected."""
+    with pytest.warns(PluginWarning, match="selects 'tuned', which is not registered"):
+        pm = make_plugin_manager(heuristic="tuned", load_entrypoints=False)
+    assert pm.heuristic is None
 
 
 @pytest.mark.parametrize(
@@ -222,8 +236,14 @@ def test_env_cannot_disable_essential(clean_env):
         get_plugin_manager()
 
 
+class ExternalHeuristic:
+    @hookimpl
+    def mmaplug_matmul_params(self):
+        return None
+
+
 def test_env_selects_heuristic(clean_env, entry_points):
     """MMAPLUG_HEURISTIC names the selected heuristic plugin."""
-    entry_points(EntryPoint("ext", ExternalPlugin()))
+    entry_points(EntryPoint("ext", ExternalHeuristic()))
     clean_env.setenv("MMAPLUG_HEURISTIC", "ext")
     assert get_plugin_manager().heuristic == "ext"

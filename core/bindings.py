@@ -1,0 +1,44 @@
+"""What a scheduler receives about a fusion: tensor bindings and the MatmulAnalysis."""
+
+from __future__ import annotations
+
+import attrs
+
+from .dtypes import DType
+from .epilogue import EpilogueProgram
+from .fusion import Fusion
+from .patterns import DimRole, MatmulPattern, TensorRole
+from .problem import MatmulProblem
+
+
+@attrs.frozen(kw_only=True)
+class TensorBinding:
+    """How one fusion input or output maps onto the kernel: its role and each dim's role.
+
+    ``dim_roles[i]`` is the role of value dim ``i`` (None for a broadcast dim). ``index`` is the
+    position in ``fusion.inputs`` (inputs) or ``fusion.outputs`` (outputs). ``alloc_order``
+    lists the dims outermost to innermost in memory, as declared by ``stride_order``.
+    """
+
+    index: int
+    name: str
+    role: TensorRole
+    dtype: DType
+    shape: tuple[int, ...]
+    dim_roles: tuple[DimRole | None, ...]
+    alloc_order: tuple[int, ...]
+
+
+@attrs.frozen(kw_only=True)
+class MatmulAnalysis:
+    """Everything a scheduler needs from a fusion, computed on a translated copy of it."""
+
+    fusion: Fusion = attrs.field(eq=False, repr=False)
+    patterns: tuple[MatmulPattern, ...] = attrs.field(eq=False, repr=False)
+    problem: MatmulProblem
+    a: TensorBinding
+    b: TensorBinding
+    epilogue_inputs: tuple[TensorBinding, ...]
+    outputs: tuple[TensorBinding, ...]
+    scalar_inputs: tuple[int, ...]
+    epilogue: EpilogueProgram
