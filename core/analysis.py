@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+from .arguments import MAX_EXTENT
 from .bindings import MatmulAnalysis, TensorBinding
 from .dtypes import DType
 from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
@@ -26,6 +27,7 @@ from .fusion import (
     TensorView,
     UnaryOp,
     Val,
+    as_fusion,
 )
 from .patterns import (
     DimGraph,
@@ -45,28 +47,32 @@ _AXIS_OF = {DimRole.BATCH: Axis.BATCH, DimRole.M: Axis.M, DimRole.N: Axis.N}
 
 
 def matmul_problem(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulProblem:
-    """The MatmulProblem of *fusion* (translated or not; *fusion* is left unchanged)."""
-    return analyze(fusion, pm=pm).problem
+    """The MatmulProblem of *fusion* or a FusionDefinition (translated or not; left unchanged)."""
+    return analyze(as_fusion(fusion, "matmul_problem"), pm=pm).problem
 
 
 def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulAnalysis:
-    """Translate a copy of *fusion* and derive its problem, bindings and epilogue program."""
-    work = copy.deepcopy(fusion)
+    """Translate a copy of *fusion* (or a FusionDefinition's) and derive its problem, bindings
+    and epilogue program. Messages name the user's tensors, not the copy's new ones."""
+    work = copy.deepcopy(as_fusion(fusion, "analyze"))
+    name = _UserNames(work)
     patterns = translate_matmul_patterns(work, pm=pm)
+    name.settle(work)
     if not patterns:
         raise UnsupportedFusionError(
             "no matmul pattern found: the fusion needs a matmul, linear, fused_multiply_sum or "
             "a sum over a mul of two broadcast operands"
         )
     for pattern in patterns:
-        _check_prologue(pattern.a)
-        _check_prologue(pattern.b)
+        _check_prologue(pattern.a, name)
+        _check_prologue(pattern.b, name)
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
-    _check_roles(work, patterns, roles, troles, graph)
+    _check_roles(work, patterns, roles, troles, graph, name)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
     _check_operand_dtypes(a_tv, b_tv)
+    _check_float64(work, name)
     for tv in (*troles[TensorRole.OPERAND_A], *troles[TensorRole.OPERAND_B]):
         skip_intermediates(tv)
 
@@ -79,7 +85,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         alloc = tuple(value_dims.index(i) for i in tv.alloc_order)
         return TensorBinding(
             index=index,
-            name=tv.name,
+            name=name(tv),
             role=role,
             dtype=tv.dtype,
             shape=tv.shape,
@@ -96,10 +102,11 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         _check_blocks(binding, (DimRole.BATCH,), _operand_blocks(binding))
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
-    program = _lower_epilogue(work, patterns, epi_inputs, roles, graph)
+    program = _lower_epilogue(work, patterns, epi_inputs, roles, graph, name)
     extent = {r: 1 for r in DimRole}
     for g, role in roles.items():
         extent[role] *= graph.extent(g)
+    _check_extents(extent, {DimRole.M: a, DimRole.K: a, DimRole.N: b, DimRole.BATCH: outputs[0]})
     a_k_inner = _inner_role(a_tv, roles, graph) is DimRole.K
     b_k_inner = _inner_role(b_tv, roles, graph) is DimRole.K
     problem = MatmulProblem(
@@ -129,10 +136,44 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     )
 
 
+# -- the user's names ---------------------------------------------------------------------------
+
+
+class _UserNames:
+    """The user's name of each tensor of the translated copy.
+
+    Translation replaces tensors (an output becomes a cast of the new MmaOp's result) and puts
+    broadcasts and permutes in front of operands; messages must still name what the user wrote.
+    """
+
+    def __init__(self, work: Fusion) -> None:
+        self._tensors = work.tensors()  # kept alive: their ids are the keys below
+        self._known = {id(t): t.name for t in self._tensors}
+        self._uses = [(e, list(e.inputs)) for e in work.exprs()]
+        self._outputs = [t.name for t in work.outputs]
+
+    def settle(self, work: Fusion) -> None:
+        """Learn the tensors translation put in place of the user's ones."""
+        for expr, before in self._uses:
+            for old, new in zip(before, expr.inputs, strict=False):
+                if new is not old and id(old) in self._known:
+                    self._known.setdefault(id(new), self._known[id(old)])
+        for tv, user in zip(work.outputs, self._outputs, strict=False):
+            self._known.setdefault(id(tv), user)
+        self._tensors += work.tensors()
+
+    def __call__(self, tv: TensorView) -> str:
+        """*tv*'s user name, looking through the metadata ops and casts translation added."""
+        val: Val = tv
+        while id(val) not in self._known and isinstance(val.definition, (*METADATA_OPS, CastOp)):
+            val = val.definition.inputs[0]
+        return self._known.get(id(val), tv.name)
+
+
 # -- checks --------------------------------------------------------------------------------------
 
 
-def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN001
+def _check_roles(fusion, patterns, roles, troles, graph, name) -> None:  # noqa: ANN001
     for tv in fusion.inputs:
         if isinstance(tv, TensorView) and not any(tv in v for v in troles.values()):
             dims = list(unrelated_dims(tv, roles, graph))
@@ -148,7 +189,7 @@ def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN00
             }
             what = "still holds the K dim" if DimRole.K in found else "does not hold both M and N"
             raise UnsupportedFusionError(
-                f"output {tv.name} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
+                f"output {name(tv)} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
                 "be [batch..., M..., N...] (sum over K, and keep both M and N)"
             )
     for role, name in ((TensorRole.OPERAND_A, "A"), (TensorRole.OPERAND_B, "B")):
@@ -165,7 +206,7 @@ def _check_roles(fusion, patterns, roles, troles, graph) -> None:  # noqa: ANN00
             )
 
 
-def _check_prologue(operand: TensorView) -> None:
+def _check_prologue(operand: TensorView, name: _UserNames) -> None:
     """Only metadata ops may stand between an operand and its fusion input (no compute)."""
     tv, computed = operand, []
     while tv.definition is not None:
@@ -178,7 +219,7 @@ def _check_prologue(operand: TensorView) -> None:
         tv = src
     if computed:
         raise UnsupportedFusionError(
-            f"matmul operand {operand.name} is computed from input {tv.name} by "
+            f"matmul operand {name(operand)} is computed from input {tv.name} by "
             f"{', '.join(reversed(computed))} (a prologue); operands must come from fusion "
             "inputs through set, broadcast, squeeze or permute only (compute it before the fusion)"
         )
@@ -195,6 +236,27 @@ def _check_operand_dtypes(a: TensorView, b: TensorView) -> None:
             f"operand {a.name} is {a.dtype.label}; tensor-core operands must be float16 or "
             "bfloat16 (cast the inputs before the fusion)"
         )
+
+
+def _check_float64(fusion: Fusion, name: _UserNames) -> None:
+    for tv in fusion.tensors():
+        if tv.dtype is DType.float64:
+            raise UnsupportedFusionError(
+                f"{name(tv)} is float64; matmul kernels compute epilogues in float32 and read and "
+                "write float16, bfloat16 or float32 tensors only (cast to float32 instead; "
+                "mp.evaluate still runs float64 fusions)"
+            )
+
+
+def _check_extents(extent: dict[DimRole, int], tensor_of: dict[DimRole, TensorBinding]) -> None:
+    for role, value in extent.items():
+        if value >= MAX_EXTENT:
+            tv = tensor_of[role]
+            raise UnsupportedFusionError(
+                f"{role.value.upper()} of this matmul is {value} (the product of the "
+                f"{role.value.upper()} dims of {tv.name}, shape {list(tv.shape)}); kernels take "
+                "M, N, K and batch below 2**31 (split the problem into several fusions)"
+            )
 
 
 def _operand_blocks(binding: TensorBinding) -> tuple[DimRole, ...]:
@@ -221,7 +283,7 @@ def _check_output_order(binding: TensorBinding, tv: TensorView) -> None:
     expected = sorted(seq, key=[DimRole.BATCH, DimRole.M, DimRole.N].index)
     if seq != expected:
         raise UnsupportedFusionError(
-            f"output {tv.name} has dims ordered {[r.value for r in seq]}; outputs must be "
+            f"output {binding.name} has dims ordered {[r.value for r in seq]}; outputs must be "
             "[batch..., M..., N...] with N innermost (permute after the fusion instead)"
         )
     _check_blocks(binding, (DimRole.BATCH,), (DimRole.M, DimRole.N))
@@ -257,7 +319,7 @@ def _vector_widths(fusion, a, b, troles, roles, graph) -> VectorWidths:  # noqa:
 # -- epilogue lowering ---------------------------------------------------------------------------
 
 
-def _lower_epilogue(fusion, patterns, epi_inputs, roles, graph) -> EpilogueProgram:  # noqa: ANN001
+def _lower_epilogue(fusion, patterns, epi_inputs, roles, graph, name) -> EpilogueProgram:  # noqa: ANN001
     if len(patterns) != 1:
         return EpilogueProgram()  # horizontal fusions: analysed, but no single-MmaOp epilogue
     instrs: list[Instr] = [Instr(op="acc")]
@@ -305,14 +367,14 @@ def _lower_epilogue(fusion, patterns, epi_inputs, roles, graph) -> EpilogueProgr
             return emit(Instr(op=expr.op, srcs=srcs))
         what = expr.kind if expr is not None else "an input that is not an epilogue input"
         raise UnsupportedFusionError(
-            f"{val.name} is computed by {what}, which a matmul epilogue cannot do; epilogues "
+            f"{name(val)} is computed by {what}, which a matmul epilogue cannot do; epilogues "
             "take element-wise ops, casts and broadcasts of epilogue inputs"
         )
 
     outputs = []
     for tv in fusion.outputs:
         src = lower(tv)
-        outputs.append(EpilogueOutput(name=tv.name, src=src, dtype=tv.dtype))
+        outputs.append(EpilogueOutput(name=name(tv), src=src, dtype=tv.dtype))
     return EpilogueProgram(
         inputs=tuple(inputs), scalars=tuple(scalars), instrs=tuple(instrs), outputs=tuple(outputs)
     )

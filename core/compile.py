@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -10,10 +9,11 @@ import attrs
 
 from . import env
 from .analysis import MatmulAnalysis, analyze
+from .arguments import is_number
 from .choices import KernelSpec
 from .device import Device, get_device
 from .errors import KernelBuildError, LaunchError, PluginResultError
-from .fusion import Fusion
+from .fusion import Fusion, as_fusion
 from .guard import Guard, wrong
 from .manager import describe, get_plugin_manager
 from .plan import plan_problem
@@ -137,7 +137,7 @@ class CompiledFusion:
         scalars = []
         for pos in self._scalar_positions:
             value = inputs[pos]
-            if isinstance(value, builtins.bool) or not isinstance(value, int | float):
+            if not is_number(value):  # Python and numpy numbers, not bools
                 raise LaunchError(f"input {pos} is a scalar of the fusion; got {value!r}")
             scalars.append(float(value))
         return scalars
@@ -177,7 +177,8 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     pm: pluggy.PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
 ) -> CompiledFusion:
-    """Plan, schedule and build *fusion* for *device* (a preset name plans without a GPU)."""
+    """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU)."""
+    fusion = as_fusion(fusion, "mp.compile")
     pm = pm or get_plugin_manager()
     target = get_device(device)
     analysis = analyze(fusion, pm=pm)

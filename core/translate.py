@@ -25,6 +25,7 @@ from .fusion import (
     ReductionOp,
     SqueezeOp,
     TensorView,
+    as_fusion,
 )
 from .guard import Guard, wrong
 from .manager import get_plugin_manager
@@ -37,11 +38,12 @@ if TYPE_CHECKING:
 def find_matmul_patterns(
     fusion: Fusion, *, pm: pluggy.PluginManager | None = None
 ) -> list[MatmulPattern]:
-    """Every matmul pattern in *fusion*, in fusion order.
+    """Every matmul pattern in *fusion* (or a FusionDefinition's), in fusion order.
 
     Each recogniser (``mmaplug_matmul_patterns``) is asked; an answer that is not a list of
     patterns of this fusion's tensors is a plugin fault (``mmaplug.guard``).
     """
+    fusion = as_fusion(fusion, "find_matmul_patterns")
     return _find(Guard(pm or get_plugin_manager()), fusion)
 
 
@@ -55,6 +57,7 @@ def translate_matmul_patterns(
     one broadcast. The float32 result is cast back to the old dtype only where a half value is
     really needed: consumers that cast it straight back to float32 read the float32 result.
     """
+    fusion = as_fusion(fusion, "translate_matmul_patterns")  # a FusionDefinition is accepted
     guard = Guard(pm or get_plugin_manager())
     patterns = _find(guard, fusion)
     as_found = [attrs.evolve(p) for p in patterns]
