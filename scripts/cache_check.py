@@ -40,8 +40,11 @@ for _ in range(300):
     compiled.execute([x, w, b])
     samples.append((time.perf_counter() - t1) * 1e6)
 torch.cuda.synchronize()
-print(f"plan {t_plan:.2f} s; compile+first launch {t_first:.2f} s; rel.err {err:.1e}; "
-      f"cached execute() host time median {statistics.median(samples):.1f} us "
-      f"(p10 {sorted(samples)[30]:.1f}, p90 {sorted(samples)[270]:.1f}); "
-      f"process {time.perf_counter() - t_start:.1f} s", flush=True)
+print(
+    f"plan {t_plan:.2f} s; compile+first launch {t_first:.2f} s; rel.err {err:.1e}; "
+    f"cached execute() host time median {statistics.median(samples):.1f} us "
+    f"(p10 {sorted(samples)[30]:.1f}, p90 {sorted(samples)[270]:.1f}); "
+    f"process {time.perf_counter() - t_start:.1f} s",
+    flush=True,
+)
 sys.exit(0 if err < 1e-2 else 1)
