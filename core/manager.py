@@ -328,8 +328,8 @@ class EnvOptions(TypedDict):
 def options_from_environ(environ: Mapping[str, str]) -> EnvOptions:
     """The ``make_plugin_manager`` keywords that the ``MMAPLUG_*`` variables ask for."""
     return EnvOptions(
-        block=tuple(environ.get("MMAPLUG_DISABLE", "").split(",")),
-        heuristic=environ.get("MMAPLUG_HEURISTIC", "").strip() or None,
+        block=tuple(env.text("MMAPLUG_DISABLE", environ).split(",")),
+        heuristic=env.text("MMAPLUG_HEURISTIC", environ) or None,
         load_entrypoints=not _flag(environ, "MMAPLUG_DISABLE_PLUGIN_AUTOLOAD"),
         strict=_flag(environ, "MMAPLUG_STRICT"),
     )
