@@ -256,7 +256,7 @@ class Ops:
         dims = _ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
         axes = sorted({_axis(x, d, "sum") for d in dims})
         if not axes:
-            raise FusionError("sum: give at least one dim to reduce")
+            raise FusionError(f"sum of {x.name}: give at least one dim to reduce; got {dims}")
         domain = [
             IterDomain(d.extent, IterType.REDUCTION if i in axes else d.iter_type)
             for i, d in enumerate(x.no_reduction_domain)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mmaplug.cli import main, parse_settings
 from mmaplug.errors import UsageError
 from mmaplug.manager import reset_plugin_manager
@@ -36,16 +37,17 @@ def hermetic_env(monkeypatch):
 
 def test_explain_prints_the_decision(capsys):
     """explain prints the layout both ways, the candidates and each field's source."""
-    assert main([*EXPLAIN, "--layout", "NT"]) == 0
+    assert main([*EXPLAIN, "--device", "a100", "--layout", "NT"]) == 0
     out = capsys.readouterr().out
     assert "layout=NT (a_k_inner=False, b_k_inner=False)" in out
-    assert "rejected: the wgmma kernel is not built yet" in out
+    assert "hopper       rejected: " in out and "a100 is sm_80" in out
     assert "from default" in out
 
 
 def test_explain_set_overrides(capsys):
-    """--set values are caller overrides and win."""
-    assert main([*EXPLAIN, "--set", "stages=3", "--set", "cta_tile=128,256,32"]) == 0
+    """--set values are caller overrides and win (on a100: the ampere scheduler)."""
+    argv = [*EXPLAIN, "--device", "a100", "--set", "stages=3", "--set", "cta_tile=128,256,32"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
     assert "stages                     3                  from caller" in out
     assert "128x256x32" in out
@@ -61,14 +63,33 @@ def test_explain_set_overrides(capsys):
             ["explain", "--device", "h300", "--m", "1", "--n", "1", "--k", "1"],
             "did you mean 'h200'",
         ),
+        (["explain", "--m", "0", "--n", "8", "--k", "8"], "--m 0: extents must be ints"),
+        (["explain", "--m", "8", "--n", "8", "--k", "-5"], "--k -5: extents must be ints"),
+        (["explain", "--m", "8", "--n", str(2**31), "--k", "8"], "--n 2147483648: extents"),
+        (["explain", "--m", "8", "--n", "8", "--k", "8", "--batch", "0"], "--batch 0: extents"),
+        (
+            [*EXPLAIN, "--set", "stages=99", "--set", "cta_tile=7,7,7"],
+            "cta_tile=7x7x7 is not divisible",
+        ),
     ],
-    ids=["unknown_field", "no_value", "invalid_value", "unknown_device"],
+    ids=[
+        "unknown_field",
+        "no_value",
+        "invalid_value",
+        "unknown_device",
+        "m_zero",
+        "k_negative",
+        "n_2_pow_31",
+        "batch_zero",
+        "several_violations",
+    ],
 )
 def test_errors_are_one_line_no_traceback(capsys, argv, message):
-    """A MatmulError prints 'error: ...' to stderr and returns 2."""
+    """A MatmulError prints one 'error: ...' line to stderr and returns 2."""
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
+    assert err.count("\n") == 1
 
 
 def test_usage_error_from_argparse(capsys):

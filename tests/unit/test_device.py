@@ -51,14 +51,18 @@ def test_preset_names_are_case_insensitive(spelling: str) -> None:
 
 def test_device_instance_passes_through() -> None:
     """A Device argument is returned unchanged."""
-    custom = Device(name="x", cc=(8, 6), sm_count=84, smem_per_block_optin=101_376, smem_per_sm=102_400)
+    custom = Device(
+        name="x", cc=(8, 6), sm_count=84, smem_per_block_optin=101_376, smem_per_sm=102_400
+    )
     assert get_device(custom) is custom
     assert custom.target == "sm_86"
 
 
 def test_unknown_name_suggests_a_preset() -> None:
     """An unknown name raises UsageError with the nearest preset and the full list."""
-    with pytest.raises(UsageError, match=r"unknown device 'h10'; did you mean 'h100'\? presets: a100, h100, h200"):
+    with pytest.raises(
+        UsageError, match=r"unknown device 'h10'; did you mean 'h100'\? presets: a100, h100, h200"
+    ):
         get_device("h10")
 
 
@@ -85,7 +89,9 @@ def test_no_gpu_raises_unsupported_target(monkeypatch: pytest.MonkeyPatch) -> No
     """With no CUDA GPU, get_device() says so and points to the presets."""
     cuda = types.SimpleNamespace(is_available=lambda: False)
     _fake_numba(monkeypatch, cuda)
-    with pytest.raises(UnsupportedTargetError, match="no CUDA GPU found; pass a preset name such as device='h200'"):
+    with pytest.raises(
+        UnsupportedTargetError, match="no CUDA GPU found; pass a preset name such as device='h200'"
+    ):
         get_device()
 
 
@@ -95,7 +101,9 @@ def test_driver_error_becomes_unsupported_target(monkeypatch: pytest.MonkeyPatch
     def broken() -> object:
         raise RuntimeError("CUDA_ERROR_NO_DEVICE")
 
-    _fake_numba(monkeypatch, types.SimpleNamespace(is_available=lambda: True, get_current_device=broken))
+    _fake_numba(
+        monkeypatch, types.SimpleNamespace(is_available=lambda: True, get_current_device=broken)
+    )
     with pytest.raises(UnsupportedTargetError, match="CUDA_ERROR_NO_DEVICE"):
         get_device(None)
 
@@ -114,13 +122,21 @@ def test_local_gpu_is_read_through_numba(monkeypatch: pytest.MonkeyPatch) -> Non
         L2_CACHE_SIZE=62_914_560,
         WARP_SIZE=32,
     )
-    _fake_numba(monkeypatch, types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu))
+    _fake_numba(
+        monkeypatch,
+        types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu),
+    )
     device = get_device()
     assert device.name == "NVIDIA H200"
     assert device.target == "sm_90a"
     assert device == get_device("h200").__class__(
-        name="NVIDIA H200", cc=(9, 0), arch_suffix="a", sm_count=132,
-        smem_per_block_optin=232_448, smem_per_sm=233_472, l2_bytes=62_914_560,
+        name="NVIDIA H200",
+        cc=(9, 0),
+        arch_suffix="a",
+        sm_count=132,
+        smem_per_block_optin=232_448,
+        smem_per_sm=233_472,
+        l2_bytes=62_914_560,
     )
 
 

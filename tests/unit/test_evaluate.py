@@ -78,7 +78,8 @@ def test_python_scalars_on_either_side():
 
 
 @pytest.mark.parametrize(
-    ("alpha", "beta"), [(2.0, 0.5), (-1, 3), (np.float32(0.25), 0.0)],
+    ("alpha", "beta"),
+    [(2.0, 0.5), (-1, 3), (np.float32(0.25), 0.0)],
     ids=["floats", "ints", "numpy_float32"],
 )
 def test_scalar_inputs_alpha_beta(alpha, beta):
@@ -102,8 +103,14 @@ def test_scalar_inputs_alpha_beta(alpha, beta):
 
 @pytest.mark.parametrize(
     ("a_shape", "b_shape"),
-    [([4, 8], [8, 6]), ([2, 4, 8], [2, 8, 6]), ([3, 4, 8], [1, 8, 6]), ([3, 4, 8], [8, 6]),
-     ([8], [8, 6]), ([4, 8], [8])],
+    [
+        ([4, 8], [8, 6]),
+        ([2, 4, 8], [2, 8, 6]),
+        ([3, 4, 8], [1, 8, 6]),
+        ([3, 4, 8], [8, 6]),
+        ([8], [8, 6]),
+        ([4, 8], [8]),
+    ],
     ids=["2x2", "batched", "broadcast_batch", "3x2", "vec_mat", "mat_vec"],
 )
 @pytest.mark.parametrize("dtype", [H, T], ids=["f16", "bf16"])
@@ -111,7 +118,9 @@ def test_matmul_matches_numpy(a_shape, b_shape, dtype):
     """matmul equals np.matmul in float64, rounded once to the operand dtype."""
     a, b = _rand(a_shape, dtype, 1), _rand(b_shape, dtype, 2)
     (out,) = _one_output(
-        lambda fd: fd.ops.matmul(fd.define_tensor(a_shape, dtype), fd.define_tensor(b_shape, dtype)),
+        lambda fd: fd.ops.matmul(
+            fd.define_tensor(a_shape, dtype), fd.define_tensor(b_shape, dtype)
+        ),
         [a, b],
     )
     assert out.dtype == NP[dtype]
@@ -140,8 +149,9 @@ def test_fused_multiply_sum_matches_einsum():
     """fused_multiply_sum of [M,1,K] and [1,N,K] over K is a float32 matmul."""
     a, b = _rand((4, 1, 8), T, 1), _rand((1, 6, 8), T, 2)
     (out,) = _one_output(
-        lambda fd: fd.ops.fused_multiply_sum(fd.define_tensor([4, 1, 8], T),
-                                             fd.define_tensor([1, 6, 8], T), [-1]),
+        lambda fd: fd.ops.fused_multiply_sum(
+            fd.define_tensor([4, 1, 8], T), fd.define_tensor([1, 6, 8], T), [-1]
+        ),
         [a, b],
     )
     assert out.dtype == np.float32 and out.shape == (4, 6)
@@ -153,8 +163,9 @@ def test_fused_multiply_sum_non_innermost_axis():
     """fused_multiply_sum may reduce a non-innermost axis ([K, M, 1] x [K, 1, N] over 0)."""
     a, b = _rand((8, 4, 1), H, 1), _rand((8, 1, 6), H, 2)
     (out,) = _one_output(
-        lambda fd: fd.ops.fused_multiply_sum(fd.define_tensor([8, 4, 1], H),
-                                             fd.define_tensor([8, 1, 6], H), [0]),
+        lambda fd: fd.ops.fused_multiply_sum(
+            fd.define_tensor([8, 4, 1], H), fd.define_tensor([8, 1, 6], H), [0]
+        ),
         [a, b],
     )
     expected = a[:, :, 0].astype(np.float64).T @ b[:, 0, :].astype(np.float64)
@@ -165,8 +176,9 @@ def test_mul_sum_matches_numpy():
     """sum(mul(x, y), K) of broadcast half operands equals the float32 matmul."""
     a, b = _rand((4, 1, 8), H, 1), _rand((1, 6, 8), H, 2)
     (out,) = _one_output(
-        lambda fd: fd.ops.sum(fd.ops.mul(fd.define_tensor([4, 1, 8], H),
-                                         fd.define_tensor([1, 6, 8], H)), [2]),
+        lambda fd: fd.ops.sum(
+            fd.ops.mul(fd.define_tensor([4, 1, 8], H), fd.define_tensor([1, 6, 8], H)), [2]
+        ),
         [a, b],
     )
     expected = (a.astype(np.float64) * b.astype(np.float64)).sum(axis=2)
@@ -195,8 +207,9 @@ def test_sum_over_two_dims():
     """sum over two dims of a float32 tensor equals numpy's sum."""
     x = _rand((3, 4, 5), S)
     (out,) = _one_output(lambda fd: fd.ops.sum(fd.define_tensor([3, 4, 5], S), [0, 2]), [x])
-    np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=(0, 2)).astype(np.float32),
-                               rtol=2**-23)
+    np.testing.assert_allclose(
+        out, x.astype(np.float64).sum(axis=(0, 2)).astype(np.float32), rtol=2**-23
+    )
 
 
 # -- rounding -------------------------------------------------------------------------------------
@@ -205,10 +218,10 @@ def test_sum_over_two_dims():
 @pytest.mark.parametrize(
     ("dtype", "value", "expected"),
     [
-        (H, 1 + 2**-11, 1.0),                 # tie between 1 and 1+2^-10: even is 1
-        (H, 1 + 3 * 2**-11, 1 + 2**-9),       # tie between 1+2^-10 and 1+2^-9: even is 1+2^-9
-        (H, 2049.0, 2048.0),                  # integers above 2048 lose the last bit
-        (T, 1 + 2**-8, 1.0),                  # bf16 has 7 fraction bits
+        (H, 1 + 2**-11, 1.0),  # tie between 1 and 1+2^-10: even is 1
+        (H, 1 + 3 * 2**-11, 1 + 2**-9),  # tie between 1+2^-10 and 1+2^-9: even is 1+2^-9
+        (H, 2049.0, 2048.0),  # integers above 2048 lose the last bit
+        (T, 1 + 2**-8, 1.0),  # bf16 has 7 fraction bits
         (T, 1 + 3 * 2**-8, 1 + 2**-6),
         (T, 257.0, 256.0),
     ],
@@ -253,7 +266,7 @@ def test_matmul_half_output_rounds_once():
     assert float(out[0, 0]) == 2050.0
 
 
-# -- errors ------------------------------------------------------------------------------------------
+# -- errors -------------------------------------------------------------------------------------
 
 
 def _alpha_fusion():
@@ -281,8 +294,18 @@ A_OK, B_OK = np.ones((4, 8), np.float16), np.ones((8, 6), np.float16)
         ([A_OK.astype(object), B_OK, 1.0], r"input T0 has non-numeric dtype object"),
         ([[[1.0], [1.0, 2.0]], B_OK, 1.0], r"input T0 is not an array"),
     ],
-    ids=["too_few", "too_many", "transposed_b", "short_k", "array_for_scalar", "bool_for_scalar",
-         "str_for_scalar", "string_array", "object_array", "ragged_list"],
+    ids=[
+        "too_few",
+        "too_many",
+        "transposed_b",
+        "short_k",
+        "array_for_scalar",
+        "bool_for_scalar",
+        "str_for_scalar",
+        "string_array",
+        "object_array",
+        "ragged_list",
+    ],
 )
 def test_evaluate_rejects_bad_inputs(inputs, match):
     """Wrong input counts, shapes and kinds raise FusionError naming the input."""

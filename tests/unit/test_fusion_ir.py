@@ -24,8 +24,6 @@ from mmaplug.fusion import (
 H, T, S = mp.float16, mp.bfloat16, mp.float32
 
 
-
-
 def _kinds(fusion):
     return [type(e) for e in fusion.exprs()]
 
@@ -52,8 +50,11 @@ def test_extent_one_is_broadcast():
     """A declared extent of 1 is a broadcast dim; other extents are iteration dims."""
     fd = mp.FusionDefinition()
     t = fd.define_tensor([4, 1, 8], dtype=H)
-    assert [d.iter_type for d in t.domain] == [IterType.ITERATION, IterType.BROADCAST,
-                                               IterType.ITERATION]
+    assert [d.iter_type for d in t.domain] == [
+        IterType.ITERATION,
+        IterType.BROADCAST,
+        IterType.ITERATION,
+    ]
 
 
 def test_default_stride_order_is_row_major():
@@ -106,7 +107,11 @@ def test_matmul_output_shape(a_shape, b_shape, out_shape):
 
 @pytest.mark.parametrize(
     ("a_shape", "w_shape", "bias", "out_shape"),
-    [([4, 8], [6, 8], False, (4, 6)), ([3, 4, 8], [6, 8], True, (3, 4, 6)), ([4, 8], [8], False, (4,))],
+    [
+        ([4, 8], [6, 8], False, (4, 6)),
+        ([3, 4, 8], [6, 8], True, (3, 4, 6)),
+        ([4, 8], [8], False, (4,)),
+    ],
     ids=["2d", "3d_bias", "vector_weight"],
 )
 def test_linear_output_shape(a_shape, w_shape, bias, out_shape):
