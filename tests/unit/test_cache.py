@@ -175,6 +175,13 @@ def test_a_relative_cache_dir_is_made_absolute(tmp_path: Path, monkeypatch) -> N
     assert cache.cache_dir() == tmp_path / "rel" / "cache"
 
 
+def test_a_tilde_in_the_cache_dir_is_the_home(tmp_path: Path, monkeypatch) -> None:
+    """Defect: a quoted MMAPLUG_CACHE_DIR='~/cache' made a directory named '~' in the cwd."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("MMAPLUG_CACHE_DIR", "~/cache")
+    assert cache.cache_dir() == tmp_path / "cache"
+
+
 def test_a_fifo_at_the_entry_path_is_replaced_without_blocking(cache_dir: Path) -> None:
     """The entry is only read when it is a regular file of the right size."""
     import os
