@@ -127,7 +127,7 @@ def _store(path: Path, data: bytes) -> None:
 def _guard_numba_caches(module: ModuleType) -> None:
     """Make every Numba dispatcher's disk cache in *module* warn instead of raise."""
     for obj in vars(module).values():
-        cache = getattr(obj, "_cache", None) if hasattr(obj, "py_func") else None
+        cache: Any = getattr(obj, "_cache", None) if hasattr(obj, "py_func") else None
         if callable(getattr(cache, "load_overload", None)) and hasattr(cache, "save_overload"):
             cache.load_overload = _guarded_load(cache, cache.load_overload)
             cache.save_overload = _guarded_save(cache, cache.save_overload)
