@@ -165,8 +165,11 @@ class _UserNames:
     def __call__(self, tv: TensorView) -> str:
         """*tv*'s user name, looking through the metadata ops and casts translation added."""
         val: Val = tv
-        while id(val) not in self._known and isinstance(val.definition, (*METADATA_OPS, CastOp)):
-            val = val.definition.inputs[0]
+        while id(val) not in self._known:
+            expr = val.definition
+            if expr is None or not isinstance(expr, (*METADATA_OPS, CastOp)):
+                break
+            val = expr.inputs[0]
         return self._known.get(id(val), tv.name)
 
 

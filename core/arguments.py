@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import numpy as np
 
@@ -19,12 +19,12 @@ MAX_BYTES: Final = 2**63
 FLOAT32_MAX: Final = float(np.finfo(np.float32).max)
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[numbers.Integral]:
     """True for Python and numpy integers (not bools)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def is_number(value: object) -> bool:
+def is_number(value: object) -> TypeGuard[numbers.Real]:
     """True for Python and numpy real numbers (not bools)."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
 
@@ -32,7 +32,7 @@ def is_number(value: object) -> bool:
 def ints(value: object, what: str, *, scalar_ok: bool = False) -> list[int]:
     """*value* as a list of ints, or a FusionError saying what was expected."""
     if scalar_ok and is_int(value):
-        return [int(value)]  # type: ignore[call-overload]
+        return [int(value)]
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise FusionError(f"{what} must be a sequence of ints; got {value!r}")
     items = list(value)
@@ -86,7 +86,7 @@ def scalar(value: object, what: str) -> float:
             "scalars (bools and strings are not)"
         )
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number) or abs(number) > FLOAT32_MAX:
@@ -101,17 +101,17 @@ def scalar(value: object, what: str) -> float:
 # -- attrs fields of user-facing value objects (MatmulProblem, Device, ...) -------------------
 
 
-def as_int(value: object) -> object:
+def as_int(value: Any) -> Any:
     """Converter: numpy and Python integers become ``int``; the validator refuses the rest."""
-    return int(value) if is_int(value) else value  # type: ignore[call-overload]
+    return int(value) if is_int(value) else value
 
 
-def int_field(low: int, high: int | None = None) -> Callable[[Any, Any, object], None]:
+def int_field(low: int, high: int | None = None) -> Callable[[Any, Any, Any], None]:
     """Validator: an int in ``[low, high)``, else a UsageError naming the class and field."""
     accepted = f"an int >= {low}" + (f" and < {high}" if high is not None else "")
 
-    def check(instance: Any, attribute: Any, value: object) -> None:
-        if not is_int(value) or value < low or (high is not None and value >= high):  # type: ignore[operator]
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if not is_int(value) or not low <= int(value) < (high if high is not None else math.inf):
             raise UsageError(
                 f"{type(instance).__name__}.{attribute.name}={value!r} is not allowed; it must "
                 f"be {accepted}"
@@ -120,10 +120,10 @@ def int_field(low: int, high: int | None = None) -> Callable[[Any, Any, object],
     return check
 
 
-def of_type(kind: type | tuple[type, ...], accepted: str) -> Callable[[Any, Any, object], None]:
+def of_type(kind: type | tuple[type, ...], accepted: str) -> Callable[[Any, Any, Any], None]:
     """Validator: an instance of *kind*, else a UsageError naming the class and field."""
 
-    def check(instance: Any, attribute: Any, value: object) -> None:
+    def check(instance: Any, attribute: Any, value: Any) -> None:
         if not isinstance(value, kind):
             raise UsageError(
                 f"{type(instance).__name__}.{attribute.name}={value!r} is not allowed; it must "

@@ -16,17 +16,19 @@ _KIB: Final = 1024
 _MIB: Final = 1024 * 1024
 
 
-def _as_cc(value: object) -> object:
+def _as_cc(value: Any) -> Any:
     """Converter: a sequence of integers becomes a tuple of ints; the validator checks it."""
     try:
-        return tuple(as_int(v) for v in value)  # type: ignore[attr-defined]
+        return tuple(as_int(v) for v in value)
     except TypeError:
         return value
 
 
-def _is_cc(instance: Any, attribute: Any, value: object) -> None:
+def _is_cc(instance: Any, attribute: Any, value: Any) -> None:
     if not (
-        isinstance(value, tuple) and len(value) == 2 and all(is_int(v) and v >= 0 for v in value)
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(is_int(v) and int(v) >= 0 for v in value)
     ):
         raise UsageError(
             f"Device.cc={value!r} is not allowed; it must be (major, minor), e.g. (9, 0)"

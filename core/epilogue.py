@@ -9,6 +9,7 @@ type); ``cast`` rounds to a narrower type and back, exactly where the fusion rou
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -27,7 +28,7 @@ class Axis(enum.StrEnum):
     N = "n"
 
 
-def _axis(value: object) -> Axis:
+def _axis(value: Any) -> Axis:
     try:
         return Axis(value)
     except ValueError:

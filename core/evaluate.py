@@ -48,7 +48,7 @@ BINARY: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
 }
 
 
-def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
+def round_to(x: np.ndarray | float, dtype: DType) -> np.ndarray:
     """*x* rounded to *dtype* (nearest even) and widened back to float64."""
     if dtype is DType.float64:
         return np.asarray(x, dtype=np.float64)

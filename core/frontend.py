@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TypeVar
 
 from . import arguments
 from .dtypes import DType
@@ -35,6 +36,7 @@ from .fusion import (
 Operand = TensorView | Scalar | float | int
 
 _DEFINITIONS = itertools.count(1)
+_V = TypeVar("_V", bound=Val)
 
 
 def _dim(extent: int) -> IterDomain:
@@ -442,7 +444,7 @@ class FusionDefinition:
                 "mp.FusionDefinition()"
             )
 
-    def _own(self, val: TensorView | Scalar, what: str) -> TensorView | Scalar:
+    def _own(self, val: _V, what: str) -> _V:
         """*val* if this definition made it, else a FusionError naming both definitions."""
         if val.owner is not self.fusion:
             source = val.owner.origin if val.owner is not None else "no fusion definition"

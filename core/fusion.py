@@ -228,7 +228,7 @@ class BroadcastOp(Expr):
 
     def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
         kept = [d for d, new in zip(self.output.domain, self.flags, strict=True) if not new]
-        yield from zip(self.inputs[0].no_reduction_domain, kept, strict=True)  # type: ignore[union-attr]
+        yield from zip(self.inputs[0].no_reduction_domain, kept, strict=True)  # type: ignore[attr-defined]
 
     def attrs_text(self) -> str:
         return f"flags={list(self.flags)}"
