@@ -292,6 +292,7 @@ class _Planner:
         ]
         if not layers:
             return params, ()
+        _check_agree(layers, "adjust")
         adjusted, found = self.apply(params, layers, scheduler)
         self.check(params, scheduler, scheduler, layers, retry=True, found=found)
         if adjusted is None:  # unreachable: check raised or retried on core's violations
@@ -309,6 +310,24 @@ class _Planner:
                         stacklevel=4,
                     )
         return adjusted, tuple(done)
+
+
+def _check_agree(layers: Sequence[Layer], what: str) -> None:
+    """Raise ``OverrideConflictError`` when two plugins' *layers* set one field differently."""
+    seen: dict[str, tuple[object, str]] = {}
+    for plugin, changes in layers:
+        for key, value in changes.items():
+            clash = _clash(key, value, seen)
+            if clash is not None:
+                other, other_value, first = clash
+                raise OverrideConflictError(
+                    f"plugins {first!r} and {plugin!r} both {what} {key!r}: "
+                    f"{other}={other_value!r} != {key}={value!r}; block one of them "
+                    "(MMAPLUG_DISABLE) or make them agree",
+                    field=key,
+                    sources=(first, plugin),
+                )
+            seen.setdefault(key, (value, plugin))
 
 
 def _overlaps(a: str, b: str) -> bool:
