@@ -5,19 +5,19 @@ from __future__ import annotations
 import ctypes
 import struct
 
-from mmaplug.plugins.ampere.bound import _Params
+from mmaplug.cuda.launching import KernelParams
 
 
 def test_array_becomes_numbas_seven_parameters() -> None:
     """A 1-D array is meminfo, parent, nitems, itemsize, data, shape[0], strides[0] (bytes)."""
-    params = _Params([(0xDEAD00, 1000, 2)])
+    params = KernelParams([(0xDEAD00, 1000, 2)])
     assert list(params.slots) == [0, 0, 1000, 2, 0xDEAD00, 1000, 2]
     assert params.pointer_slots == [4]
 
 
 def test_scalars_follow_in_order_and_floats_are_float32_bits() -> None:
     """int64 scalars are stored as is; float32 scalars as their 4-byte pattern in the low bytes."""
-    params = _Params([(16, 8, 4), 7, -1.5, 3])
+    params = KernelParams([(16, 8, 4), 7, -1.5, 3])
     assert params.slots[7] == 7
     assert struct.unpack("<f", struct.pack("<I", params.slots[8] & 0xFFFFFFFF))[0] == -1.5
     assert params.slots[9] == 3
@@ -25,7 +25,7 @@ def test_scalars_follow_in_order_and_floats_are_float32_bits() -> None:
 
 def test_patch_rewrites_only_data_pointers() -> None:
     """patch() writes the new addresses into the data slots and leaves sizes alone."""
-    params = _Params([(0, 10, 2), 5, (0, 20, 4)])
+    params = KernelParams([(0, 10, 2), 5, (0, 20, 4)])
     params.patch([0x1000, 0x2000])
     assert params.slots[4] == 0x1000 and params.slots[12] == 0x2000
     assert params.slots[2] == 10 and params.slots[10] == 20 and params.slots[7] == 5
@@ -33,6 +33,6 @@ def test_patch_rewrites_only_data_pointers() -> None:
 
 def test_pointer_table_points_at_each_slot() -> None:
     """The void** handed to cuLaunchKernel lists the address of every 8-byte slot in order."""
-    params = _Params([(0, 1, 2), 9])
+    params = KernelParams([(0, 1, 2), 9])
     base = ctypes.addressof(params.slots)
     assert [params.ptrs[i] for i in range(8)] == [base + 8 * i for i in range(8)]
