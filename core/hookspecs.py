@@ -13,7 +13,8 @@ Registration sequence (``mmaplug.manager.make_plugin_manager``):
 3. the ``mmaplug`` entry points of installed distributions are loaded, unless
    ``MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1``;
 4. plugins passed explicitly are registered, then ``check_pending()`` rejects any function
-   named ``mmaplug_*`` that matches no hook below.
+   named ``mmaplug_*`` that matches no hook below: an installed plugin with one is skipped with a
+   ``PluginWarning`` naming it and its distribution, an explicit one is a ``PluginError``.
 
 Call order: pluggy calls the most recently registered implementation first; ``tryfirst=True`` and
 ``trylast=True`` move an implementation to the front or the back of that order. mmaplug's own
@@ -24,11 +25,12 @@ and conflicting overrides are an error rather than a race.
 ``None`` always means "I have nothing to say": a ``firstresult`` hook moves on to the next
 implementation, an all-results hook leaves the answer out.
 
-Every scheduling hook is called by ``mmaplug.plan`` only, with every argument passed by keyword.
+Every hook is called through ``mmaplug.guard.Guard``, with every argument passed by keyword.
 Core calls each implementation on its own so that an answer, a wrong answer or an exception can be
-attributed to the plugin that gave it: invalid answers raise an error naming the plugin and the
-hook (strict mode) or are dropped with a ``PluginWarning`` and replaced by the default
-heuristic's answer (the production default).
+attributed to the plugin that gave it: a fault raises an error naming the plugin and the hook
+(strict mode, built-in plugins, hooks without a fallback) or is dropped with a ``PluginWarning``
+and the hook's fallback, such as the default heuristic's answer (the production default; the
+table is in docs/decisions.md, "Plugin faults").
 """
 
 from __future__ import annotations
