@@ -1,12 +1,13 @@
 """Limits ≡ generator for the ampere scheduler, in Numba's CUDA simulator (run as a script).
 
-``python ampere_limits_property.py SEED EXAMPLES`` (or ``regression NAME``) with NUMBA_ENABLE_CUDASIM=1 (started by
-test_ampere_limits_property.py): hypothesis draws a small ragged matmul fusion (m, n, k up to
-50, batch 1-2, every layout, fp16/bf16, with or without a bias + relu epilogue) and ampere
-parameters from a grid of tiles that includes the odd sizes (48, 80, 96); every set that
-``limits.violations`` accepts is compiled through ``mp.compile`` and must match ``mp.evaluate``
-with every output written (the simulator poisons outputs); every rejected set must carry
-Violations naming MatmulParams fields. One JSON line with the counts is printed at the end.
+``python ampere_limits_property.py SEED EXAMPLES`` (or ``regression NAME``) with
+NUMBA_ENABLE_CUDASIM=1, started by test_ampere_limits_property.py. Hypothesis draws a small
+ragged matmul fusion (m, n, k up to 50, batch 1-2, every layout, fp16/bf16, with or without a
+bias + relu epilogue) and ampere parameters from a grid of tiles with the odd sizes 48, 80, 96;
+every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for the a100
+preset and must match ``mp.evaluate`` with every output written (the simulator poisons
+outputs); every rejected set must carry Violations naming MatmulParams fields. One JSON line
+with the counts is printed at the end.
 """
 
 from __future__ import annotations
