@@ -52,24 +52,43 @@ def _bench_fusions(shapes, dtypes) -> list[tuple[int, int, int, DType, bool]]:  
     return jobs
 
 
-def _warm_one(job: tuple[int, int, int, DType, bool]) -> str:
-    """Compile and launch one benchmark fusion once, so its kernel lands in the disk cache."""
+def scheduler_managers() -> dict[str, Any]:
+    """One plugin manager per scheduler the local GPU offers, each with the others blocked."""
+    from .device import get_device
+    from .manager import get_plugin_manager, make_plugin_manager
+
+    pm = get_plugin_manager()
+    device = get_device()
+    names = ["hopper", "ampere"] if tuple(device.cc) == (9, 0) else ["ampere"]
+    return {
+        name: make_plugin_manager(
+            block=[other for other in names if other != name], strict=pm.strict
+        )
+        for name in names
+    }
+
+
+def _warm_one(job: tuple[int, int, int, DType, bool]) -> list[str]:
+    """Compile and launch one benchmark fusion once per scheduler (fills the disk cache)."""
     import torch
 
     from .compile import compile as compile_fusion
 
     m, n, k, dtype, epilogue = job
     tdt = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}[dtype]
-    compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
-    inputs = [
-        torch.empty(m, k, device="cuda", dtype=tdt),
-        torch.empty(n, k, device="cuda", dtype=tdt),
-    ]
-    if epilogue:
-        inputs.append(torch.empty(n, device="cuda", dtype=tdt))
-    compiled.execute(inputs)
+    names = []
+    for pm in scheduler_managers().values():
+        compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue), pm=pm)
+        inputs = [
+            torch.zeros(m, k, device="cuda", dtype=tdt),
+            torch.zeros(n, k, device="cuda", dtype=tdt),
+        ]
+        if epilogue:
+            inputs.append(torch.zeros(n, device="cuda", dtype=tdt))
+        compiled.execute(inputs)
+        names.append(compiled.kernel_name)
     torch.cuda.synchronize()
-    return compiled.kernel_name
+    return names
 
 
 def prewarm(shapes: Sequence[tuple[int, int, int]], dtypes: Sequence[DType], workers: int) -> None:
@@ -133,8 +152,9 @@ def run(
 
     torch_dtype = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}
     rows: list[dict] = []
+    managers = scheduler_managers()
     header = (
-        f"{'kernel':<22}{'dtype':<10}{'M':>7}{'N':>7}{'K':>7}{'ours ms':>10}"
+        f"{'kernel':<22}{'sched':<8}{'dtype':<10}{'M':>7}{'N':>7}{'K':>7}{'ours ms':>10}"
         f"{'torch ms':>10}{'ours TF/s':>11}{'torch TF/s':>11}{'ratio':>8}{'rel.err':>10}"
     )
     print(header, file=out, flush=True)
@@ -150,50 +170,53 @@ def run(
             for label, epilogue in (("linear", False), ("linear+bias+gelu", True)):
                 if epilogue and (m, n, k) not in EPILOGUE_SHAPES:
                     continue
-                compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue))
                 inputs = [x, w, bias] if epilogue else [x, w]
                 expected = F.gelu(ref + bias.double()) if epilogue else ref
-                result = compiled.execute(inputs)[0]
-                err = _rel_error(result, expected.cpu().numpy())
-                ours = cuda_median_ms(lambda c=compiled, i=inputs: c.execute(i), reps=reps)
                 if epilogue:
                     theirs = cuda_median_ms(
                         lambda x=x, w=w, b=bias: F.gelu(F.linear(x, w, b)), reps=reps
                     )
                 else:
                     theirs = cuda_median_ms(lambda x=x, w=w: torch.matmul(x, w.T), reps=reps)
-                row = dict(
-                    kernel=label,
-                    dtype=dtype.label,
-                    m=m,
-                    n=n,
-                    k=k,
-                    ours_ms=ours,
-                    torch_ms=theirs,
-                    ours_tflops=flops / ours / 1e9,
-                    torch_tflops=flops / theirs / 1e9,
-                    ratio=theirs / ours,
-                    rel_err=err,
-                    params=compiled.params.name,
-                )
-                rows.append(row)
-                print(
-                    f"{label:<22}{dtype.label:<10}{m:>7}{n:>7}{k:>7}{ours:>10.3f}{theirs:>10.3f}"
-                    f"{row['ours_tflops']:>11.1f}{row['torch_tflops']:>11.1f}{row['ratio']:>8.2f}"
-                    f"{err:>10.1e}",
-                    file=out,
-                    flush=True,
-                )
+                for sched, pm in managers.items():
+                    compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue), pm=pm)
+                    result = compiled.execute(inputs)[0]
+                    err = _rel_error(result, expected.cpu().numpy())
+                    ours = cuda_median_ms(lambda c=compiled, i=inputs: c.execute(i), reps=reps)
+                    row = dict(
+                        kernel=label,
+                        scheduler=compiled.spec.scheduler,
+                        dtype=dtype.label,
+                        m=m,
+                        n=n,
+                        k=k,
+                        ours_ms=ours,
+                        torch_ms=theirs,
+                        ours_tflops=flops / ours / 1e9,
+                        torch_tflops=flops / theirs / 1e9,
+                        ratio=theirs / ours,
+                        rel_err=err,
+                        params=compiled.params.name,
+                    )
+                    rows.append(row)
+                    print(
+                        f"{label:<22}{sched:<8}{dtype.label:<10}{m:>7}{n:>7}{k:>7}{ours:>10.3f}"
+                        f"{theirs:>10.3f}{row['ours_tflops']:>11.1f}{row['torch_tflops']:>11.1f}"
+                        f"{row['ratio']:>8.2f}{err:>10.1e}",
+                        file=out,
+                        flush=True,
+                    )
     for fused in (r for r in rows if r["kernel"] != "linear"):
         bare = next(
             r
             for r in rows
             if r["kernel"] == "linear"
-            and (r["dtype"], r["m"], r["n"], r["k"])
-            == (fused["dtype"], fused["m"], fused["n"], fused["k"])
+            and (r["scheduler"], r["dtype"], r["m"], r["n"], r["k"])
+            == (fused["scheduler"], fused["dtype"], fused["m"], fused["n"], fused["k"])
         )
         print(
-            f"fused bias+gelu epilogue, {fused['dtype']} {fused['m']}x{fused['n']}x{fused['k']}: "
+            f"fused bias+gelu epilogue, {fused['scheduler']} {fused['dtype']} "
+            f"{fused['m']}x{fused['n']}x{fused['k']}: "
             f"{fused['ours_ms'] / bare['ours_ms']:.3f}x our bare matmul, "
             f"{fused['torch_ms'] / fused['ours_ms']:.2f}x as fast as torch eager",
             file=out,
@@ -226,11 +249,12 @@ def plot(rows: Sequence[dict], path: str) -> None:
 
     short = {"linear": "mm", "linear+bias+gelu": "mm+gelu", "float16": "f16", "bfloat16": "bf16"}
     labels = [
-        f"{short[r['kernel']]} {short[r['dtype']]}\n{r['m']}x{r['n']}\nx{r['k']}" for r in rows
+        f"{r['scheduler']} {short[r['kernel']]} {short[r['dtype']]}\n{r['m']}x{r['n']}\nx{r['k']}"
+        for r in rows
     ]
     pos = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
-    ax.bar(pos - 0.2, [r["ours_tflops"] for r in rows], 0.4, label="mmaplug (ampere mma.sync)")
+    ax.bar(pos - 0.2, [r["ours_tflops"] for r in rows], 0.4, label="mmaplug")
     ax.bar(pos + 0.2, [r["torch_tflops"] for r in rows], 0.4, label="torch (cuBLAS)")
     ax.set_xticks(pos, labels, fontsize=7)
     ax.set_title("H200: mmaplug vs torch.matmul (CUDA-event medians)")

@@ -152,19 +152,46 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if cuda_device_count() == 0:
         raise UnsupportedTargetError("mmaplug bench needs a CUDA GPU; none was found")
     shapes = bench.SHAPES if not args.quick else bench.SHAPES[:3]
+    if args.shape:
+        shapes = tuple(args.shape)
+    dtypes = tuple(DType[name] for name in args.dtype) or (DType.float16, DType.bfloat16)
     if args.workers > 1:
-        bench.prewarm(shapes, (DType.float16, DType.bfloat16), args.workers)
-    rows = bench.run(sys.stdout, shapes=shapes, reps=args.reps)
+        bench.prewarm(shapes, dtypes, args.workers)
+    rows = bench.run(sys.stdout, shapes=shapes, dtypes=dtypes, reps=args.reps)
     bench.dispatch_overhead(sys.stdout)
     if args.plot:
         bench.plot(rows, args.plot)
     return 0
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` -> (m, n, k)."""
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected MxNxK with positive integers, got {text!r}")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
+
 def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
     p.add_argument("--quick", action="store_true", help="only the three smallest squares")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per kernel")
+    p.add_argument(
+        "--shape",
+        action="append",
+        type=_shape,
+        default=[],
+        metavar="MxNxK",
+        help="time this shape (repeatable) instead of the built-in list",
+    )
+    p.add_argument(
+        "--dtype",
+        action="append",
+        choices=["float16", "bfloat16"],
+        default=[],
+        help="time this operand type (repeatable; default both)",
+    )
     p.add_argument("--plot", default="", metavar="PNG", help="also write a bar chart here")
     p.add_argument(
         "--workers",

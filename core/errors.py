@@ -90,6 +90,19 @@ class LaunchError(MatmulError):
     """Inputs handed to a compiled fusion do not match it (shape, dtype, device, kind)."""
 
 
+class DeclinedLaunchError(LaunchError):
+    """A built kernel cannot run on these particular tensors (e.g. TMA needs 16-byte aligned
+    addresses); ``execute`` re-plans without ``scheduler`` for them and warns once."""
+
+    def __init__(self, scheduler: str, reason: str) -> None:
+        super().__init__(f"the {scheduler} kernel declines these tensors: {reason}")
+        self.scheduler = scheduler
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.scheduler, self.reason))
+
+
 class MatmulWarning(UserWarning):
     """Root of every warning mmaplug emits."""
 
@@ -109,6 +122,10 @@ class ParamAdjustedWarning(MatmulWarning):
 
 class EnvWarning(MatmulWarning):
     """An environment variable has a value mmaplug does not understand; the default is used."""
+
+
+class FallbackWarning(MatmulWarning):
+    """A compiled fusion ran these tensors on another scheduler's kernel (the reason is named)."""
 
 
 class CacheWarning(EnvWarning):

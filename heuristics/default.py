@@ -27,6 +27,7 @@ SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
 CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
 MBARRIER_BYTES: Final = 16  # a full and an empty mbarrier per Hopper stage
+HOPPER_SMEM_SLACK: Final = 1024  # the kernel aligns its stages to 1024 bytes (128B swizzle)
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
 HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))  # (m, n) warp groups: coopA, coopB, single
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
@@ -175,11 +176,6 @@ def hopper_stage_bytes(problem: MatmulProblem, cta: TileShape) -> int:
     return problem.operand_dtype.itemsize * (cta.m + cta.n) * cta.k + MBARRIER_BYTES
 
 
-def hopper_output_bytes(problem: MatmulProblem, cta: TileShape) -> int:
-    """Shared memory of the output tile a persistent CTA keeps beside its operand stages."""
-    return problem.output_dtype.itemsize * cta.m * cta.n
-
-
 def hopper_tile_score(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
     """(bytes loaded with wave quantization, K stages per SM) of a CTA tile; lower bytes win."""
     m_tiles, n_tiles = tile_grid(problem, cta)
@@ -198,7 +194,8 @@ def _hopper_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
 
 
 def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
-    """nvFuser's exhaustive tile search, requiring two stages plus the output tile to fit."""
+    """nvFuser's exhaustive tile search, requiring two stages to fit (the epilogue writes from
+    registers, so no output tile sits in shared memory)."""
     best: HopperTiles | None = None
     for cta_k in HOPPER_CTA_K:
         for rm, rn in HOPPER_WARP_GRIDS:
@@ -210,7 +207,7 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
                 # Our kernel is always warp-specialized, so it needs at least two stages.
                 min_stages = max(2, min(3, k_stages))
                 smem = hopper_stage_bytes(problem, cta) * min_stages
-                if smem + hopper_output_bytes(problem, cta) > device.smem_per_block_optin:
+                if smem + HOPPER_SMEM_SLACK > device.smem_per_block_optin:
                     continue
                 candidate = HopperTiles(
                     cta, TileShape(64, instr_n, cta_k), TileShape(64, instr_n, 16), score, k_stages
@@ -224,45 +221,18 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
 
 
 def hopper_stages(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
-    """Fill the smem left beside the output tile, capped at 6 and the K loops a CTA runs; >= 2."""
+    """Fill shared memory, capped at 6 and the K loops a CTA runs; >= 2."""
     m_tiles, n_tiles = tile_grid(problem, cta)
     tiles_per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
-    budget = device.smem_per_block_optin - hopper_output_bytes(problem, cta)
+    budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK
     stages = budget // hopper_stage_bytes(problem, cta)
     stages = min(stages, HOPPER_MAX_STAGES, _ceil(problem.k, cta.k) * tiles_per_cta)
     return max(2, stages)
 
 
-def hopper_cluster_dims(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
-    """Largest cm x cn dividing the tile counts, at most 2 CTAs when tiles > 0.75 SMs else 4."""
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    max_size = 2 if problem.batch * m_tiles * n_tiles > 0.75 * device.sm_count else 4
-    best = (1, 1)
-    for cm in range(1, 9):
-        for cn in range(1, 9):
-            size = cm * cn
-            if size > max_size or size <= best[0] * best[1]:
-                continue
-            if m_tiles % cm == 0 and n_tiles % cn == 0:
-                best = (cm, cn)
-    return best
-
-
-def hopper_smem_epilogue(problem: MatmulProblem, cta: TileShape, warp: TileShape) -> bool:
-    """stmatrix + TMA store for 16-bit outputs with M, N multiples of 16 and 64-aligned stores.
-
-    The persistent budget already holds the output tile, so it always fits; the other rules are
-    nvFuser's fix-ups for issues #3602 (misaligned TMA store) and #3963 (M not a multiple of 16).
-    """
-    if problem.output_dtype.itemsize != 2 or problem.m % 16 or problem.n % 16:
-        return False
-    if warp.n != cta.n and warp.n % 64:
-        return False
-    return max(problem.m, problem.n, problem.k) <= INT32_MAX
-
-
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Hopper parameters: persistent, warp-specialized, clustered, TMA-loaded."""
+    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, one CTA per
+    cluster and the epilogue from registers (what the hopper kernel generates today)."""
     tiles = hopper_tiles(problem, device)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     return MatmulParams(
@@ -272,8 +242,6 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         stages=hopper_stages(problem, device, tiles.cta),
         async_gmem_load_operands=True,
         cta_order=cta_order_for(m_tiles, n_tiles),
-        use_smem_epilogue=hopper_smem_epilogue(problem, tiles.cta, tiles.warp),
-        cluster_dims=hopper_cluster_dims(problem, device, tiles.cta),
         tiling_strategy=TilingStrategy.persistent,
         warp_specialized=True,
     )

@@ -1,12 +1,14 @@
-"""The ``hopper`` scheduler plugin: wgmma, TMA and mbarrier pipelines for sm_90a (planned)."""
+"""The ``hopper`` scheduler plugin: TMA + mbarrier + wgmma, warp-specialized, for sm_90a."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Final
 
-from mmaplug.choices import Rejection
+from mmaplug.analysis import MatmulAnalysis
+from mmaplug.choices import KernelSpec, Rejection, SchedulerChoice
 from mmaplug.device import Device
+from mmaplug.errors import KernelBuildError
 from mmaplug.markers import hookimpl
 from mmaplug.params import MatmulParams, Violation
 from mmaplug.problem import MatmulProblem
@@ -14,13 +16,38 @@ from mmaplug.problem import MatmulProblem
 from . import limits
 
 NAME: Final = "hopper"
-NOT_BUILT: Final = "the wgmma kernel is not built yet (planned); the ampere scheduler runs on sm_90"
+PRIORITY: Final = 20  # above ampere's: on sm_90a wgmma is the faster instruction
+TMA_VECTOR: Final = 8  # TMA needs 16-byte row pitches: 8 half-precision elements
+
+
+def rejection(problem: MatmulProblem, device: Device) -> str | None:
+    """Why the hopper kernel cannot take *problem* on *device* (None when it can)."""
+    if tuple(device.cc) != (9, 0) or device.arch_suffix != "a":
+        return f"needs wgmma and TMA (sm_90a); {device.name} is {device.target}"
+    if not problem.operand_dtype.is_half:
+        return (
+            f"wgmma here takes float16 or bfloat16 operands, not {problem.operand_dtype.label}; "
+            "cast the operands in the fusion"
+        )
+    if problem.num_patterns > 1:
+        return f"the fusion holds {problem.num_patterns} matmuls; this scheduler runs one MmaOp"
+    vec = problem.vector_widths
+    if min(vec.a, vec.b) < TMA_VECTOR:
+        return (
+            "TMA needs 16-byte aligned row pitches (a multiple of 8 elements) for A and B; "
+            f"this problem's operand rows allow {vec.a}- and {vec.b}-element vectors "
+            f"(m={problem.m}, n={problem.n}, k={problem.k}); the ampere scheduler takes it"
+        )
+    return None
 
 
 @hookimpl
-def mmaplug_scheduler_candidates(problem: MatmulProblem, device: Device) -> Rejection:
-    """Decline every problem until the wgmma kernel exists; its limits and defaults are ready."""
-    return Rejection(NAME, NOT_BUILT)
+def mmaplug_scheduler_candidates(
+    problem: MatmulProblem, device: Device
+) -> SchedulerChoice | Rejection:
+    """Accept 16-bit single-matmul problems with TMA-loadable operands on sm_90a."""
+    reason = rejection(problem, device)
+    return Rejection(NAME, reason) if reason else SchedulerChoice(NAME, PRIORITY)
 
 
 @hookimpl
@@ -31,3 +58,17 @@ def mmaplug_validate_params(
     if scheduler != NAME:
         return []
     return limits.violations(params, problem, device)
+
+
+@hookimpl
+def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object | None:
+    """Generate the wgmma kernel for *spec* (Numba is imported only here)."""
+    if spec.scheduler != NAME:
+        return None
+    from .artifact import HopperArtifact, kernel_config
+
+    try:
+        config = kernel_config(spec, analysis)
+    except ValueError as error:
+        raise KernelBuildError(f"hopper kernel for {spec.params.name}: {error}") from error
+    return HopperArtifact(config, spec)

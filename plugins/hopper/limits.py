@@ -1,32 +1,33 @@
-"""What the Hopper scheduler (TMA, mbarriers, wgmma m64nNk16, sm_90a) can build, as Violations."""
+"""What the Hopper scheduler (TMA, mbarriers, wgmma m64nNk16, sm_90a) builds, as Violations.
+
+Every MatmulParams field is either honoured by the generated kernel or refused here: the
+rules mirror ``config.config_problems`` (what the generator can emit) plus the device and the
+fields the kernel has no variant for yet.
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
 from mmaplug.device import Device
-from mmaplug.params import MatmulParams, TilingStrategy, Violation, Violations
+from mmaplug.params import MatmulParams, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
-__all__ = ["MAX_CLUSTER_SIZE", "MAX_TMA_BOX", "smem_bytes", "violations"]
+from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP
 
-MAX_CLUSTER_SIZE: Final = 8  # portable cluster size limit
+__all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "smem_bytes", "violations"]
+
 MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
-MBARRIER_BYTES_PER_STAGE: Final = 16  # a full and an empty mbarrier per stage
-WARP_GROUP_THREADS: Final = 128
+MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
+MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
+MAX_UNITS: Final = 2**31 - 1  # work units are walked with int64, the grid x with int32
 
 
 def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
-    """Shared memory per block: the operand stages (+ mbarriers), plus the output tile when the
-    epilogue stages through shared memory or tiles are persistent (no reuse of operand smem)."""
+    """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers."""
     cta = params.cta_tile
-    per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize
-    if params.warp_specialized:
-        per_stage += MBARRIER_BYTES_PER_STAGE
-    total = params.stages * per_stage
-    if params.use_smem_epilogue or params.tiling_strategy is TilingStrategy.persistent:
-        total += cta.m * cta.n * problem.output_dtype.itemsize
-    return total
+    per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize + 2 * MBARRIER_BYTES
+    return SMEM_ALIGN + params.stages * per_stage
 
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
@@ -36,7 +37,6 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
     """
     found = Violations()
     check = found.check
-
     cta, warp, inst = params.cta_tile, params.warp_tile, params.instruction_tile
     target = device.target
     check(
@@ -47,48 +47,58 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"the hopper scheduler emits wgmma and setmaxnreg, which need sm_90a; {device.name} is "
         f"{target}. Use an H100/H200 (or preset 'h100'/'h200'), or the ampere scheduler.",
     )
+    n_unit = 8 if problem.b_k_inner else BOX_INNER
     check(
-        inst.m == 64 and inst.k == 16 and inst.n % 8 == 0 and 8 <= inst.n <= 256,
-        "instruction_tile",
-        inst,
-        "64xNx16, N in 8..256 step 8",
-        f"instruction_tile={inst}; wgmma is m64nNk16 with N a multiple of 8 up to 256. "
-        "Set instruction_tile=(64, N, 16).",
-    )
-    check(
-        warp.m % 64 == 0,
+        warp.m % 64 == 0 and warp.n % n_unit == 0 and warp.n <= 256,
         "warp_tile",
         warp,
-        "m % 64 == 0",
-        f"warp_tile={warp}: a warp group computes 64-row slices, so warp_tile.m must be a "
-        "multiple of 64. Round warp_tile.m to a multiple of 64.",
+        f"m % 64 == 0, n % {n_unit} == 0, n <= 256",
+        f"warp_tile={warp}: a consumer warpgroup issues m64n{{n}}k16 wgmmas, so m must be a "
+        f"multiple of 64 and n a multiple of {n_unit} up to 256"
+        + ("" if problem.b_k_inner else " (an N-major B is read in 64-column swizzle rows)")
+        + ". Round the warp tile.",
     )
     check(
-        cta.m % warp.m == 0 and cta.n % warp.n == 0 and cta.k == warp.k,
-        "cta_tile",
-        cta,
-        "multiple of warp_tile, same k",
-        f"cta_tile={cta} must be a multiple of warp_tile={warp} with the same k. "
-        "Change either tile.",
+        inst.m == 64 and inst.k == 16 and inst.n == warp.n,
+        "instruction_tile",
+        inst,
+        f"64x{warp.n}x16",
+        f"instruction_tile={inst}; the kernel issues one m64nNk16 wgmma per 64 rows with N the "
+        f"warp tile's n. Set instruction_tile=(64, {warp.n}, 16).",
     )
-    big = [d for d in "mnk" if getattr(cta, d) > MAX_TMA_BOX]
     check(
-        not big,
+        cta.k == warp.k and cta.k % BOX_INNER == 0 and cta.k <= MAX_TMA_BOX,
         "cta_tile",
         cta,
-        f"each dim <= {MAX_TMA_BOX}",
-        f"cta_tile={cta} exceeds the TMA box limit of {MAX_TMA_BOX} elements along "
-        f"{', '.join(big)}. Shrink the CTA tile.",
+        "k in 64, 128, 192, 256 and equal to warp_tile.k",
+        f"cta_tile={cta}: k must be a multiple of 64 (whole 128-byte swizzle rows) up to "
+        f"{MAX_TMA_BOX} and equal warp_tile.k={warp.k}. Set cta_tile.k=64.",
     )
-    groups = (cta.m // warp.m) * (cta.n // warp.n) + (1 if params.warp_specialized else 0)
-    threads = WARP_GROUP_THREADS * groups
     check(
-        threads <= device.max_threads_per_block,
+        cta.m % warp.m == 0 and cta.n % warp.n == 0 and max(cta.m, cta.n) <= MAX_TMA_BOX,
         "cta_tile",
         cta,
-        f"<= {device.max_threads_per_block} threads",
-        f"cta_tile={cta} over warp_tile={warp} needs {threads:,} threads per block; {target} "
-        f"allows {device.max_threads_per_block:,}. Grow the warp tile or shrink the CTA tile.",
+        f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}",
+        f"cta_tile={cta} must be a multiple of warp_tile={warp} with m and n at most "
+        f"{MAX_TMA_BOX} (one TMA box). Change either tile.",
+    )
+    consumers = max(1, cta.m // max(warp.m, 1)) * max(1, cta.n // max(warp.n, 1))
+    check(
+        consumers <= MAX_CONSUMERS,
+        "cta_tile",
+        cta,
+        f"<= {MAX_CONSUMERS} warp tiles",
+        f"cta_tile={cta} over warp_tile={warp} makes {consumers} consumer warpgroups; the kernel "
+        f"runs at most {MAX_CONSUMERS} (their registers share the SM's 64K). Grow the warp tile.",
+    )
+    accs = warp.m * warp.n // WARPGROUP
+    check(
+        accs <= MAX_ACCUMULATORS,
+        "warp_tile",
+        warp,
+        f"m * n / 128 <= {MAX_ACCUMULATORS}",
+        f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
+        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256 or 128x128.",
     )
     smem = smem_bytes(params, problem)
     check(
@@ -100,6 +110,22 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"{device.smem_per_block_optin:,} B. Lower stages or the CTA tile.",
     )
     check(
+        params.stages >= 2,
+        "stages",
+        params.stages,
+        ">= 2",
+        f"stages={params.stages}: the producer fills one stage while the consumers read "
+        "another, so at least 2 are needed. Raise stages.",
+    )
+    check(
+        params.prefetch_gap == 1,
+        "prefetch_gap",
+        params.prefetch_gap,
+        "1",
+        f"prefetch_gap={params.prefetch_gap}: the TMA producer refills a stage as soon as "
+        "the consumers release it; there is no other gap to choose. Set prefetch_gap=1.",
+    )
+    check(
         params.async_gmem_load_operands,
         "async_gmem_load_operands",
         False,
@@ -107,48 +133,47 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "the hopper scheduler always loads operands with TMA; set "
         "async_gmem_load_operands=True or use the ampere scheduler.",
     )
-    cm, cn = params.cluster_dims
     check(
-        cm * cn <= MAX_CLUSTER_SIZE,
+        params.warp_specialized,
+        "warp_specialized",
+        False,
+        "True",
+        "the hopper kernel is always warp-specialized (a TMA producer warpgroup and consumer "
+        "warpgroups); set warp_specialized=True or use the ampere scheduler.",
+    )
+    check(
+        not params.use_smem_epilogue,
+        "use_smem_epilogue",
+        True,
+        "False",
+        "the hopper kernel writes the epilogue from registers; a shared-memory (stmatrix + TMA "
+        "store) epilogue is not generated yet. Set use_smem_epilogue=False.",
+    )
+    check(
+        tuple(params.cluster_dims) == (1, 1),
         "cluster_dims",
         params.cluster_dims,
-        f"cluster size <= {MAX_CLUSTER_SIZE}",
-        f"cluster_dims={params.cluster_dims} is a cluster of {cm * cn} CTAs; {target} allows "
-        f"{MAX_CLUSTER_SIZE}. Lower cluster_dims.",
+        "(1, 1)",
+        f"cluster_dims={params.cluster_dims}: thread-block clusters with TMA multicast are not "
+        "generated yet. Set cluster_dims=(1, 1).",
     )
-    m_tiles, n_tiles = -(-problem.m // cta.m), -(-problem.n // cta.n)
+    k_tiles = -(-problem.k // cta.k) if cta.k else 0
     check(
-        m_tiles % cm == 0 and n_tiles % cn == 0,
-        "cluster_dims",
-        params.cluster_dims,
-        "divides the tile grid",
-        f"cluster_dims={params.cluster_dims} does not divide the {m_tiles}x{n_tiles} tile grid "
-        f"of cta_tile={cta}. Pick cluster dims that divide the tile counts.",
-    )
-    persistent = params.tiling_strategy is TilingStrategy.persistent
-    check(
-        not (persistent and params.splitk_factor > 1),
-        "splitk_factor",
-        params.splitk_factor,
-        "1 with persistent tiling",
-        f"splitk_factor={params.splitk_factor} cannot be combined with persistent tiling. Set "
-        "splitk_factor=1 or tiling_strategy='one_tile_per_cta'.",
-    )
-    k_tiles = -(-problem.k // cta.k)
-    check(
-        params.splitk_factor <= k_tiles,
+        params.splitk_factor <= max(1, k_tiles),
         "splitk_factor",
         params.splitk_factor,
         f"<= ceil(k / cta_k) = {k_tiles}",
         f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
         f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k.",
     )
+    tiles = -(-problem.m // cta.m) * -(-problem.n // cta.n) if cta.m and cta.n else 0
+    units = problem.batch * params.splitk_factor * tiles
     check(
-        not params.warp_specialized or params.stages > 1,
-        "warp_specialized",
-        True,
-        "stages > 1",
-        "warp_specialized=True needs stages > 1 so the producer can run ahead. Raise stages or "
-        "set warp_specialized=False.",
+        units <= MAX_UNITS,
+        "cta_tile",
+        cta,
+        f"batch * splitk * tiles <= {MAX_UNITS:,}",
+        f"{units:,} work units (batch x split-K x tiles) exceed the grid's {MAX_UNITS:,}. "
+        "Grow the CTA tile.",
     )
     return found

@@ -1,0 +1,256 @@
+"""The hopper scheduler's build step: MatmulParams + analysis → kernel config → launches."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from mmaplug.analysis import MatmulAnalysis
+from mmaplug.choices import KernelSpec
+from mmaplug.codegen import REDUCE_THREADS
+from mmaplug.compile import LaunchArgs
+from mmaplug.cuda.launching import DriverLaunch, KernelParams, compiled_kernel, launch_checked
+from mmaplug.cuda.tensors import DeviceTensor
+from mmaplug.errors import DeclinedLaunchError, LaunchError
+from mmaplug.params import TilingStrategy
+from mmaplug.patterns import DimRole
+
+from .config import HopperKernelConfig
+from .kernel import HopperKernels, build, compile_ptx
+from .maps import DeviceMaps, check_operand, is_batched, operand_spec
+
+
+def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelConfig:
+    """The generated kernel's configuration for *spec*."""
+    params, problem = spec.params, spec.problem
+    return HopperKernelConfig(
+        operand_dtype=problem.operand_dtype,
+        a_k_inner=problem.a_k_inner,
+        b_k_inner=problem.b_k_inner,
+        cta_tile=params.cta_tile.as_tuple(),
+        warp_tile=params.warp_tile.as_tuple(),
+        stages=params.stages,
+        splitk=params.splitk_factor,
+        cta_order=params.cta_order.value,
+        grid_swizzle=params.grid_swizzle_factor,
+        epilogue=analysis.epilogue,
+    )
+
+
+@functools.cache
+def _ptx(config: HopperKernelConfig) -> str:
+    return compile_ptx(config)
+
+
+def _require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
+    if tensor.role_strides[role] not in (0, 1):
+        raise LaunchError(
+            f"{what} has stride {tensor.role_strides[role]} along {role.value.upper()}, which "
+            "the fusion declared innermost; pass a tensor with that dim contiguous (as declared "
+            "by stride_order), e.g. .contiguous()"
+        )
+
+
+@attrs.frozen
+class _Launch:
+    """Everything a launch needs besides data addresses and scalars."""
+
+    maps: DeviceMaps
+    grid: tuple[int, int, int]
+    shape: tuple[int, ...]
+    grid_args: tuple[int, ...]
+    epi_strides: tuple[int, ...]
+    out_strides: tuple[int, ...]
+    m: int
+    n: int
+    batch: int
+
+
+@attrs.frozen
+class HopperArtifact:
+    """A built hopper kernel: its config, the spec it was planned for, its launch geometry."""
+
+    config: HopperKernelConfig
+    spec: KernelSpec = attrs.field(eq=False)
+
+    @property
+    def kernel_name(self) -> str:
+        """``hopper_<config name>``."""
+        return f"hopper_{self.config.name}"
+
+    def ptx(self) -> str:
+        """PTX of the main kernel for sm_90a (compiled once)."""
+        return _ptx(self.config)
+
+    def _kernels(self) -> HopperKernels:
+        return build(self.config)
+
+    def _plan_launch(self, args: LaunchArgs) -> _Launch:
+        """Check the operands against TMA's rules and work out grid and kernel arguments."""
+        cfg, problem = self.config, self.spec.problem
+        a_inner = DimRole.K if cfg.a_k_inner else DimRole.M
+        b_inner = DimRole.K if cfg.b_k_inner else DimRole.N
+        _require_unit_stride("operand A", args.a, a_inner)
+        _require_unit_stride("operand B", args.b, b_inner)
+        for out in args.outputs:
+            _require_unit_stride("an output", out, DimRole.N)
+        extents = {
+            DimRole.M: problem.m,
+            DimRole.N: problem.n,
+            DimRole.K: problem.k,
+            DimRole.BATCH: problem.batch,
+        }
+        a_spec = operand_spec(cfg, "a", args.a, extents)
+        b_spec = operand_spec(cfg, "b", args.b, extents)
+        problems = check_operand("operand A", a_spec, args.a.address)
+        problems += check_operand("operand B", b_spec, args.b.address)
+        if problems:
+            raise DeclinedLaunchError(
+                "hopper", "TMA cannot load the operands: " + "; ".join(problems)
+            )
+        bm, bn, bk = cfg.cta_tile
+        tiles_m, tiles_n = -(-problem.m // bm), -(-problem.n // bn)
+        k_tiles = -(-problem.k // bk)
+        k_split = -(-k_tiles // cfg.splitk) * bk
+        units = problem.batch * cfg.splitk * tiles_m * tiles_n
+        device = self.spec.device
+        if self.spec.params.tiling_strategy is TilingStrategy.persistent:
+            per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
+            grid_x = min(units, device.sm_count * per_sm)
+        else:
+            grid_x = units
+        epi = [
+            s
+            for t in args.epilogue_inputs
+            for s in (t.role_strides[r] for r in (DimRole.BATCH, DimRole.M, DimRole.N))
+        ]
+        outs = [
+            s
+            for t in args.outputs
+            for s in (t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M])
+        ]
+        shape = (
+            problem.m,
+            problem.n,
+            problem.k,
+            problem.batch,
+            is_batched(args.a, problem.batch),
+            is_batched(args.b, problem.batch),
+        )
+        return _Launch(
+            maps=DeviceMaps(a_spec, b_spec),
+            grid=(grid_x, 1, 1),
+            shape=shape,
+            grid_args=(k_split, tiles_m, tiles_n, units),
+            epi_strides=tuple(epi),
+            out_strides=tuple(outs),
+            m=problem.m,
+            n=problem.n,
+            batch=problem.batch,
+        )
+
+    def _workspace(self, plan: _Launch) -> Any:
+        from numba import cuda
+
+        return cuda.device_array(self.config.splitk * plan.batch * plan.m * plan.n, "float32")
+
+    def launch(self, args: LaunchArgs) -> None:
+        """Run the kernel once on *args* (the checked path; the simulator uses it)."""
+        plan = self._plan_launch(args)
+        cfg, kernels = self.config, self._kernels()
+        maps = plan.maps.get(args.a.address, args.b.address)
+        block = (cfg.threads, 1, 1)
+        ins = [t.array for t in args.epilogue_inputs]
+        outs = [t.array for t in args.outputs]
+        scal = [float(s) for s in args.scalars]
+        import numpy as np
+
+        scal32 = [np.float32(s) for s in scal]
+        sig = kernels.signatures["hopper_gemm"]
+        if cfg.splitk == 1:
+            main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]
+            launch_checked(
+                kernels.gemm, sig, [*main, *plan.grid_args], plan.grid, block, 0, cfg.smem_bytes
+            )
+            return
+        ws = self._workspace(plan)
+        launch_checked(
+            kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block, 0,
+            cfg.smem_bytes,
+        )  # fmt: skip
+        rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
+        rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
+        rargs += [*plan.epi_strides, *plan.out_strides]
+        launch_checked(
+            kernels.reduce, kernels.signatures["hopper_splitk_reduce"], rargs, rgrid,
+            (REDUCE_THREADS, 1, 1), 0, 0,
+        )  # fmt: skip
+
+    def bind(self, args: LaunchArgs) -> BoundHopper:
+        """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
+        return BoundHopper(self, self._plan_launch(args), args)
+
+
+class BoundHopper:
+    """``HopperArtifact.launch`` for one input signature; called with data addresses."""
+
+    def __init__(self, artifact: HopperArtifact, plan: _Launch, args: LaunchArgs) -> None:
+        cfg = artifact.config
+        kernels = artifact._kernels()
+        prog = cfg.epilogue
+        self._plan = plan
+        sizes_in = [2 if i.dtype.is_half else 4 for i in prog.inputs]
+        sizes_out = [2 if o.dtype.is_half else 4 for o in prog.outputs]
+        ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
+        outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
+        maps_arg = (0, 32, 8)
+        placeholders = [0.0] * len(prog.scalars)
+        main_kern = compiled_kernel(kernels.gemm, kernels.signatures["hopper_gemm"], cfg.smem_bytes)
+        block = (cfg.threads, 1, 1)
+        shape, grid_args = list(plan.shape), list(plan.grid_args)
+        epi, out_s = list(plan.epi_strides), list(plan.out_strides)
+        self._launches: list[DriverLaunch] = []
+        if cfg.splitk == 1:
+            params = KernelParams(
+                [maps_arg, *ins, *outs, *placeholders, *shape, *epi, *out_s, *grid_args]
+            )
+            self._launches.append(DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params))
+            self._order = [(params, list(range(1 + len(ins) + len(outs))))]
+            first_scalar = 7 * (1 + len(ins) + len(outs))
+            self._scalar_slots = [(params, first_scalar + i) for i in range(len(prog.scalars))]
+        else:
+            self._workspace = ws = artifact._workspace(plan)
+            ws_arg = (ws.device_ctypes_pointer.value, ws.size, 4)
+            main = KernelParams([maps_arg, ws_arg, *shape, *grid_args])
+            main.pointer_slots = main.pointer_slots[:1]  # the workspace pointer never changes
+            red_kern = compiled_kernel(
+                kernels.reduce, kernels.signatures["hopper_splitk_reduce"], 0
+            )
+            red = KernelParams(
+                [ws_arg, *ins, *outs, *placeholders, plan.m, plan.n, plan.batch, *epi, *out_s]
+            )
+            red.pointer_slots = red.pointer_slots[1:]
+            total = plan.batch * plan.m * plan.n
+            rgrid = (-(-total // REDUCE_THREADS), 1, 1)
+            self._launches = [
+                DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main),
+                DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
+            ]
+            # main: [maps]; reduce: [inputs..., outputs...]
+            self._order = [(main, [0]), (red, list(range(1, 1 + len(ins) + len(outs))))]
+            first_scalar = 7 * (1 + len(ins) + len(outs))
+            self._scalar_slots = [(red, first_scalar + i) for i in range(len(prog.scalars))]
+
+    def __call__(self, addresses: Sequence[int], scalars: Sequence[float]) -> None:
+        """Launch on data at *addresses* (A, B, epilogue inputs, outputs) with *scalars*."""
+        maps = self._plan.maps.get(addresses[0], addresses[1])
+        pointers = [maps.device_ctypes_pointer.value, *addresses[2:]]
+        for params, which in self._order:
+            params.patch([pointers[i] for i in which])
+        for (params, slot), value in zip(self._scalar_slots, scalars, strict=True):
+            params.set_float(slot, value)
+        for launch in self._launches:
+            launch()

@@ -1,0 +1,167 @@
+"""What a generated Hopper kernel is specialised on: tiles, roles, shared-memory layout, ABI."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from mmaplug.codegen import epilogue_params
+from mmaplug.dtypes import DType
+from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
+
+WARPGROUP: Final = 128
+# One 128-byte swizzle atom row holds 64 16-bit elements: the K (or MN) extent of one TMA box.
+BOX_INNER: Final = 64
+SWIZZLE_BYTES: Final = 128
+SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
+MBARRIER_BYTES: Final = 8
+# setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 40 + 256 * 232 = 64,512 registers
+PRODUCER_REGS: Final = 40
+CONSUMER_REGS: Final = 232
+CTA_ORDERS: Final = ("row_major", "column_major")
+
+# int64 parameters of the main kernel, in order
+SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_batched", "b_batched")
+GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n", "units")
+
+
+def _tile3(value: Any) -> tuple[int, int, int]:
+    out = tuple(int(v) for v in value)
+    if len(out) != 3:
+        raise ValueError(f"a tile is (m, n, k), got {value!r}")
+    return out  # type: ignore[return-value]
+
+
+def _default_epilogue() -> EpilogueProgram:
+    return EpilogueProgram(
+        instrs=(Instr(op="acc"),),
+        outputs=(EpilogueOutput(name="out", src=0, dtype=DType.float16),),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class HopperKernelConfig:
+    """Everything the generated wgmma kernel is specialised on (hashable: the build-cache key).
+
+    The CTA tile is split over a grid of consumer warpgroups, each computing a ``warp_tile``
+    (``wm/64`` wgmma row blocks of ``m64 n{wn} k16``); one producer warpgroup issues the TMA
+    loads.
+    """
+
+    operand_dtype: DType = DType.float16
+    a_k_inner: bool = True
+    b_k_inner: bool = True
+    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 256, 64), converter=_tile3)
+    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 256, 64), converter=_tile3)
+    stages: int = 4
+    splitk: int = 1
+    cta_order: str = "row_major"
+    grid_swizzle: int = 1
+    epilogue: EpilogueProgram = attrs.field(factory=_default_epilogue)
+
+    def __attrs_post_init__(self) -> None:
+        problems = config_problems(self)
+        if problems:
+            raise ValueError("invalid HopperKernelConfig: " + "; ".join(problems))
+
+    @property
+    def consumer_grid(self) -> tuple[int, int]:
+        """(consumer warpgroups along M, along N)."""
+        return self.cta_tile[0] // self.warp_tile[0], self.cta_tile[1] // self.warp_tile[1]
+
+    @property
+    def consumers(self) -> int:
+        """Consumer warpgroups."""
+        gm, gn = self.consumer_grid
+        return gm * gn
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA: the producer warpgroup and the consumers."""
+        return WARPGROUP * (1 + self.consumers)
+
+    @property
+    def a_stage_bytes(self) -> int:
+        """Bytes of one A stage (a multiple of 1024)."""
+        return self.cta_tile[0] * self.cta_tile[2] * 2
+
+    @property
+    def b_stage_bytes(self) -> int:
+        """Bytes of one B stage (a multiple of 1024)."""
+        return self.cta_tile[1] * self.cta_tile[2] * 2
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory: alignment slack, operand stages, full and empty barriers."""
+        stage = self.a_stage_bytes + self.b_stage_bytes
+        return SMEM_ALIGN + self.stages * stage + 2 * self.stages * MBARRIER_BYTES
+
+    @property
+    def accumulators(self) -> int:
+        """float32 accumulator registers per consumer thread."""
+        wm, wn, _ = self.warp_tile
+        return wm * wn // WARPGROUP
+
+    @property
+    def name(self) -> str:
+        """A short readable id: dtype, layout, tiles, stages, split-K."""
+        bm, bn, bk = self.cta_tile
+        wm, wn, _ = self.warp_tile
+        lay = ("k" if self.a_k_inner else "m") + ("k" if self.b_k_inner else "n")
+        return (
+            f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
+            f"_sk{self.splitk}"
+        )
+
+
+def config_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why the generator cannot build *cfg* (empty when it can)."""
+    bm, bn, bk = cfg.cta_tile
+    wm, wn, wk = cfg.warp_tile
+    problems = []
+    if cfg.operand_dtype not in (DType.float16, DType.bfloat16):
+        problems.append(f"operand_dtype must be float16 or bfloat16, got {cfg.operand_dtype}")
+    if wm <= 0 or wm % 64:
+        problems.append(f"warp_tile m must be a positive multiple of 64, got {wm}")
+    n_unit = 8 if cfg.b_k_inner else BOX_INNER
+    if not (0 < wn <= 256 and wn % n_unit == 0):
+        problems.append(
+            f"warp_tile n must be a multiple of {n_unit} in {n_unit}..256 (the wgmma N"
+            f"{'' if cfg.b_k_inner else ' of an N-major B, one 128-byte swizzle row'}), got {wn}"
+        )
+    if bk <= 0 or bk % BOX_INNER or bk > 256 or wk != bk:
+        problems.append(
+            f"cta_tile k must be 64, 128, 192 or 256 (whole 128-byte swizzle rows, one TMA box "
+            f"<= 256) and equal warp_tile k, got {bk}, {wk}"
+        )
+    if not problems and (bm % wm or bn % wn):
+        problems.append(f"cta_tile {cfg.cta_tile} is not a multiple of warp_tile {cfg.warp_tile}")
+    if not problems and (bm > 256 or bn > 256):
+        problems.append(f"cta_tile m and n must be <= 256 (one TMA box), got {cfg.cta_tile}")
+    if not problems and cfg.consumers > 2:
+        problems.append(
+            f"{cfg.consumers} consumer warpgroups; the kernel has at most 2 (register budget)"
+        )
+    if not problems and wm * wn // WARPGROUP > 128:
+        problems.append(
+            f"warp_tile {wm}x{wn} needs {wm * wn // WARPGROUP} accumulator registers per "
+            "thread; at most 128 fit beside the addressing registers"
+        )
+    if cfg.stages < 2:
+        problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
+    if cfg.splitk < 1:
+        problems.append(f"splitk must be >= 1, got {cfg.splitk}")
+    if cfg.cta_order not in CTA_ORDERS:
+        problems.append(f"cta_order must be one of {CTA_ORDERS}, got {cfg.cta_order!r}")
+    if cfg.grid_swizzle < 1:
+        problems.append(f"grid_swizzle must be >= 1, got {cfg.grid_swizzle}")
+    return problems
+
+
+def kernel_params(cfg: HopperKernelConfig) -> list[str]:
+    """Parameter names of ``hopper_gemm``, in launch order."""
+    if cfg.splitk > 1:
+        return ["maps", "ws", *SHAPE_PARAMS, *GRID_PARAMS]
+    ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
+    return ["maps", *ins, *outs, *scal, *SHAPE_PARAMS, *in_strides, *out_strides, *GRID_PARAMS]

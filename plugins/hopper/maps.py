@@ -1,0 +1,103 @@
+"""TMA tensor maps of the operands: what each box is, and device copies cached per data address."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Final
+
+import numpy as np
+
+from mmaplug.cuda.tensormap import TensorMapSpec, encode
+from mmaplug.cuda.tensors import DeviceTensor
+from mmaplug.dtypes import DType
+from mmaplug.patterns import DimRole
+
+from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig
+
+MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes
+_TMA_ALIGN: Final = 16
+# distinct (A address, B address) pairs whose maps stay on the device per bound launch
+MAP_CACHE_SIZE: Final = 16
+
+
+def operand_spec(
+    cfg: HopperKernelConfig, name: str, tensor: DeviceTensor, extents: dict[DimRole, int]
+) -> TensorMapSpec:
+    """The 3-D map ``{contiguous dim, other dim, batch}`` of operand *name* ("a" or "b").
+
+    *extents*: M, N, K and BATCH of the problem. A batch stride of 0 (an operand shared by
+    every batch) becomes a batch extent of 1, and the kernel reads batch coordinate 0.
+    """
+    rows = DimRole.M if name == "a" else DimRole.N
+    k_inner = cfg.a_k_inner if name == "a" else cfg.b_k_inner
+    inner, outer = (DimRole.K, rows) if k_inner else (rows, DimRole.K)
+    strides = tensor.role_strides
+    itemsize = cfg.operand_dtype.itemsize
+    batched = strides[DimRole.BATCH] != 0 and extents[DimRole.BATCH] > 1
+    outer_bytes = strides[outer] * itemsize
+    if extents[outer] == 1:  # a single row or column: any legal stride describes it
+        outer_bytes = _round16(extents[inner] * itemsize)
+    batch_bytes = (
+        strides[DimRole.BATCH] * itemsize
+        if batched
+        else _round16(extents[outer] * max(outer_bytes, itemsize))
+    )
+    bm, bn, bk = cfg.cta_tile
+    box_outer = (bm if name == "a" else bn) if k_inner else bk
+    return TensorMapSpec(
+        dtype=cfg.operand_dtype,
+        dims=(extents[inner], extents[outer], extents[DimRole.BATCH] if batched else 1),
+        strides_bytes=(outer_bytes, batch_bytes),
+        box=(BOX_INNER, box_outer, 1),
+        swizzle=SWIZZLE_BYTES,
+    )
+
+
+def _round16(nbytes: int) -> int:
+    return max(_TMA_ALIGN, -(-nbytes // _TMA_ALIGN) * _TMA_ALIGN)
+
+
+def is_batched(tensor: DeviceTensor, batch: int) -> int:
+    """1 when *tensor* varies along the batch (the kernel's batch coordinate follows it)."""
+    return int(tensor.role_strides[DimRole.BATCH] != 0 and batch > 1)
+
+
+def check_operand(what: str, spec: TensorMapSpec, address: int) -> list[str]:
+    """Why TMA cannot load this operand (empty when it can)."""
+    problems = [f"{what}: {p}" for p in spec.violations()]
+    if address % _TMA_ALIGN:
+        problems.append(
+            f"{what}: its data address {address:#x} is not a multiple of {_TMA_ALIGN} bytes"
+        )
+    return problems
+
+
+class DeviceMaps:
+    """Device arrays holding the A and B maps, encoded once per distinct pair of addresses."""
+
+    def __init__(self, a: TensorMapSpec, b: TensorMapSpec) -> None:
+        self._specs = (a, b)
+        self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
+
+    def get(self, a_address: int, b_address: int) -> Any:
+        """The ``maps`` kernel argument for operands at these addresses."""
+        key = (a_address, b_address)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        host = np.concatenate(
+            [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
+        ).astype(np.uint64)
+        from numba import cuda
+
+        array = cuda.to_device(host)
+        self._cache[key] = array
+        if len(self._cache) > MAP_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return array
+
+
+def dtype_ok(dtype: DType) -> bool:
+    """TMA boxes here carry 16-bit elements."""
+    return dtype.itemsize == 2

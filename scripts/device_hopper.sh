@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call for the hopper scheduler: install, the hopper GPU tests (HOPPER_K selects
+# with pytest -k), the ampere matrix (quick unless AMPERE_ARGS says otherwise) and a bench of
+# hopper, ampere and torch.matmul side by side. On the device machine (carry .whl):
+#   bash scripts/device_hopper.sh         (logs under $OUT)
+set -o pipefail
+python -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
+export PYTHONPATH=/tmp/site
+python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING
+python -c "import mmaplug" || { echo "install failed"; exit 1; }
+export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+echo "== hopper GPU tests"
+timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu tests/gpu/test_hopper_gpu.py -q -x -rA \
+    ${HOPPER_K:+-k "$HOPPER_K"} 2>&1 | tee "$OUT/hopper_gpu.log" | grep -v "^PASSED" | tail -40
+if [ -n "${AMPERE_TIMEOUT:-}" ]; then
+  echo "== ampere correctness matrix"
+  timeout "$AMPERE_TIMEOUT" python scripts/device_ampere.py ${AMPERE_ARGS:---quick --no-bench} 2>&1 \
+      | tee "$OUT/ampere.log" | grep -v "^ok  "
+fi
+echo "== bench: hopper, ampere, torch"
+timeout "${BENCH_TIMEOUT:-200}" mmaplug bench --reps 20 ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"

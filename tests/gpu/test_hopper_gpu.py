@@ -1,0 +1,151 @@
+"""GPU tier, sm_90a: the hopper wgmma kernel through mp.compile → execute on torch, vs float64.
+
+The matrix: dtype × layout × epilogue × split-K × batch at a ragged shape, plus tiles smaller
+than the problem in M or N, every tile shape the default heuristic picks, persistent and
+one-tile-per-CTA grids, and operands that only TMA's alignment rules send back to ampere.
+Outputs are poisoned (the caching allocator's free blocks filled with NaN) before each run.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.gpu import cuda_device_count
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+
+def _is_sm90() -> bool:
+    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm90,
+    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
+    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
+]
+
+TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
+EPILOGUES = ("none", "bias_gelu", "alpha_beta", "relu_aux")
+
+
+@pytest.fixture(scope="module")
+def pm() -> mp.PluginManager:
+    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+def _torch_dtype(dtype: mp.DType):  # noqa: ANN202
+    return {mp.float16: torch.float16, mp.bfloat16: torch.bfloat16, mp.float32: torch.float32}[dtype]
+
+
+def _device_input(tv: mp.TensorView, rng: np.random.Generator):  # noqa: ANN202
+    """A random CUDA tensor with the strides the fusion declared (its stride_order)."""
+    host = rng.standard_normal(tv.shape)
+    order = tv.alloc_order
+    stored = torch.tensor(np.ascontiguousarray(host.transpose(order)), dtype=torch.float64)
+    return stored.to("cuda", _torch_dtype(tv.dtype)).permute(np.argsort(order).tolist())
+
+
+def _fusion(m: int, n: int, k: int, dtype: mp.DType, layout: str, epilogue: str, batch: int):  # noqa: ANN202
+    """A matmul fusion in *layout* (nvFuser letters) with one of the four epilogues."""
+    lead = [batch] if batch > 1 else []
+    a_order = [1, 0] if layout[0] == "T" else [0, 1]  # T: A is K-inner
+    b_order = [0, 1] if layout[1] == "N" else [1, 0]  # N: B [K, N] is K-inner
+    shift = len(lead)
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([*lead, m, k], dtype=dtype, stride_order=[*([2] * shift), *a_order])
+        b = fd.define_tensor([*lead, k, n], dtype=dtype, stride_order=[*([2] * shift), *b_order])
+        y = fd.ops.matmul(a, b)
+        if epilogue == "none":
+            fd.add_output(fd.ops.cast(y, dtype))
+        elif epilogue == "bias_gelu":
+            bias = fd.define_tensor([n], dtype=dtype)
+            y = fd.ops.add(y, fd.ops.broadcast_in_dim(bias, [*lead, m, n], [len(lead) + 1]))
+            fd.add_output(fd.ops.cast(fd.ops.gelu(y), dtype))
+        elif epilogue == "alpha_beta":
+            c = fd.define_tensor([*lead, m, n], dtype=dtype)
+            fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.mul(y, 0.5), fd.ops.mul(c, -2.0)), dtype))
+        else:
+            fd.add_output(fd.ops.cast(fd.ops.relu(y), dtype))
+            fd.add_output(fd.ops.cast(y, mp.float32))
+    return fd.fusion
+
+
+def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object) -> mp.CompiledFusion:
+    rng = np.random.default_rng(seed)
+    inputs = [_device_input(t, rng) for t in fusion.inputs]
+    compiled = mp.compile(fusion, pm=pm, overrides=overrides or None)
+    for _ in range(2):  # the second call takes the bound launch
+        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
+        outputs = compiled.execute(inputs)
+        torch.cuda.synchronize()
+        host = [x.double().cpu().numpy() for x in inputs]
+        for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
+            got64 = got.double().cpu().numpy()
+            assert np.all(np.isfinite(got64)), f"{tv.name}: unwritten (NaN) elements"
+            ref64 = ref.astype(np.float64)
+            err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
+            assert err < TOLERANCE[tv.dtype], f"{tv.name}: relative error {err:.2e}"
+    return compiled
+
+
+MATRIX = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (1, 2), (1, 3))
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "splitk", "batch"),
+    MATRIX,
+    ids=[f"{d.label}_{lay}_{e}_sk{s}_b{b}" for d, lay, e, s, b in MATRIX],
+)
+def test_matrix(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, batch: int) -> None:
+    """504x264x328 (ragged in every dim) with a 128x128x64 two-consumer tile."""
+    fusion = _fusion(504, 264, 328, dtype, layout, epilogue, batch)
+    compiled = _run(
+        fusion, pm, seed=7, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        instruction_tile=(64, 128, 16), stages=3, splitk_factor=splitk,
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+
+
+TILES = [
+    ((128, 256, 64), (64, 256, 64), 4, "persistent"),
+    ((64, 256, 64), (64, 256, 64), 4, "persistent"),
+    ((128, 128, 64), (128, 128, 64), 4, "one_tile_per_cta"),
+    ((64, 64, 256), (64, 64, 256), 3, "persistent"),
+    ((64, 128, 128), (64, 64, 128), 3, "persistent"),
+    ((256, 128, 64), (128, 128, 64), 3, "one_tile_per_cta"),
+]
+
+
+@pytest.mark.parametrize(("cta", "warp", "stages", "tiling"), TILES, ids=[str(t[0]) for t in TILES])
+@pytest.mark.parametrize("layout", ["TN", "NT"])
+def test_tile_shapes(pm: mp.PluginManager, cta, warp, stages: int, tiling: str, layout: str) -> None:  # noqa: ANN001
+    """Tile shapes (1 or 2 consumers, k 64..256) on a problem smaller than a tile in M."""
+    fusion = _fusion(40, 1000, 1064, mp.float16, layout, "bias_gelu", 1)
+    compiled = _run(
+        fusion, pm, seed=11, cta_tile=cta, warp_tile=warp, instruction_tile=(64, warp[1], 16),
+        stages=stages, tiling_strategy=tiling,
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (1, 4096, 4096)])
+def test_default_plan(pm: mp.PluginManager, shape: tuple[int, int, int]) -> None:
+    """The default heuristic's plan for benchmark shapes (and a one-row problem)."""
+    compiled = _run(_fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)
+    assert compiled.spec.scheduler == "hopper"
+
+
+def test_unaligned_rows_fall_back_to_ampere(pm: mp.PluginManager) -> None:
+    """K = 100 gives 200-byte rows, which TMA cannot stride: ampere runs, explain says why."""
+    fusion = _fusion(96, 80, 100, mp.float16, "TN", "none", 1)
+    compiled = _run(fusion, pm, seed=5)
+    assert compiled.spec.scheduler == "ampere"
+    assert "TMA needs 16-byte aligned row pitches" in mp.explain(compiled.spec)
