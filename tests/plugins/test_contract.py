@@ -6,6 +6,7 @@ import importlib
 
 import pluggy
 import pytest
+
 from mmaplug import hookspecs
 from mmaplug.device import PRESET_NAMES, get_device
 from mmaplug.dtypes import DType

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-import mmaplug
 import pytest
+
+import mmaplug
 from mmaplug import hookspecs
 from mmaplug.choices import Adjustment, Rejection, SchedulerChoice
 from mmaplug.device import Device, get_device

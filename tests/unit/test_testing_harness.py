@@ -6,6 +6,7 @@ import asyncio
 import threading
 
 import pytest
+
 from mmaplug import params as params_module
 from mmaplug.device import get_device
 from mmaplug.dtypes import DType
