@@ -11,8 +11,8 @@ python -c "import mmaplug" || { echo "install failed"; exit 1; }
 export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 echo "== hopper GPU tests"
-timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu tests/gpu/test_hopper_gpu.py -q -x -rA \
-    ${HOPPER_K:+-k "$HOPPER_K"} 2>&1 | tee "$OUT/hopper_gpu.log" | grep -v "^PASSED" | tail -40
+timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu tests/gpu/test_hopper_gpu.py -q -rA \
+    ${HOPPER_K:+-k "$HOPPER_K"} 2>&1 | tee "$OUT/hopper_gpu.log" | grep -E "^(FAILED|ERROR|E  )|passed|failed|Timeout" | head -60
 if [ -n "${AMPERE_TIMEOUT:-}" ]; then
   echo "== ampere correctness matrix"
   timeout "$AMPERE_TIMEOUT" python scripts/device_ampere.py ${AMPERE_ARGS:---quick --no-bench} 2>&1 \
