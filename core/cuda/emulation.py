@@ -60,7 +60,7 @@ class SmemAddr(NamedTuple):
 # --- Lane identity and the per-warp exchange -----------------------------------------------------
 
 
-class _Warp:
+class Warp:
     """Scratch slots and a generation barrier shared by the lanes of one simulated warp."""
 
     def __init__(self, size: int) -> None:
@@ -114,12 +114,12 @@ class _Warp:
             self.cond.wait(_POLL_S)
 
 
-# BlockManager (one per simulated block) -> {warp id: _Warp}; entries vanish with the block.
-_BLOCKS: weakref.WeakKeyDictionary[Any, dict[int, _Warp]] = weakref.WeakKeyDictionary()
+# BlockManager (one per simulated block) -> {warp id: Warp}; entries vanish with the block.
+_BLOCKS: weakref.WeakKeyDictionary[Any, dict[int, Warp]] = weakref.WeakKeyDictionary()
 _BLOCKS_LOCK = threading.Lock()
 
 
-def _lane_and_warp(op: str) -> tuple[int, _Warp]:
+def _lane_and_warp(op: str) -> tuple[int, Warp]:
     """Find the calling simulator thread's lane and its warp's exchange.
 
     Numba's simulator runs each CUDA thread as a `BlockThread`, which carries `thread_id` (the
@@ -138,11 +138,11 @@ def _lane_and_warp(op: str) -> tuple[int, _Warp]:
         warps = _BLOCKS.setdefault(manager, {})
         warp = warps.get(warp_id)
         if warp is None:
-            warp = warps[warp_id] = _Warp(size)
+            warp = warps[warp_id] = Warp(size)
     return lane, warp
 
 
-def _collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
     lane, warp = _lane_and_warp(op)
     return warp.exchange(lane, op, value, combine)
 
@@ -150,7 +150,7 @@ def _collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any
 # --- Memory helpers ------------------------------------------------------------------------------
 
 
-def _ndarray(obj: Any) -> np.ndarray:
+def host_array(obj: Any) -> np.ndarray:
     """Unwrap the simulator's array wrappers (FakeWithinKernelCUDAArray, FakeCUDAArray)."""
     while not isinstance(obj, np.ndarray):
         attrs = getattr(obj, "__dict__", {})
@@ -163,7 +163,7 @@ def _ndarray(obj: Any) -> np.ndarray:
 
 def _bytes_at(array: Any, index: int, nbytes: int, align: int, what: str) -> np.ndarray:
     """Writable uint8 view of `nbytes` bytes of a 1-D contiguous array from element `index`."""
-    arr = _ndarray(array)
+    arr = host_array(array)
     if arr.ndim != 1 or not arr.flags.c_contiguous:
         raise UsageError(f"{what} needs a 1-D contiguous array, got shape {arr.shape}")
     raw = arr.view(np.uint8)
@@ -192,12 +192,12 @@ def _unpack(words: list[Any], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def smem_addr(arr: Any, i: int) -> SmemAddr:
     """Emulate smem_addr: a handle for element `i` of shared array `arr`."""
-    return SmemAddr(_ndarray(arr), int(i))
+    return SmemAddr(host_array(arr), int(i))
 
 
 def global_addr(arr: Any, i: int) -> np.uint64:
     """Emulate global_addr: the host address of element `i` (simulator arrays live on the host)."""
-    a = _ndarray(arr)
+    a = host_array(arr)
     return np.uint64(a.__array_interface__["data"][0] + int(i) * a.itemsize)
 
 
@@ -219,7 +219,7 @@ def _st_global(count: int) -> Callable[..., None]:
             data = np.asarray(words, dtype=np.float32).view(np.uint8)
         else:
             data = np.asarray([int(w) for w in words], dtype=np.uint32).view(np.uint8)
-        a = _ndarray(arr)
+        a = host_array(arr)
         if a.__array_interface__["data"][0] % (4 * count):
             raise UsageError(f"{op}: the array base is not {4 * count}-byte aligned")
         _bytes_at(arr, index, 4 * count, 4 * count, op)[:] = data
@@ -248,7 +248,7 @@ def _ldmatrix(count: int, trans: bool) -> Callable[[SmemAddr], Any]:
     def emulate(addr: SmemAddr) -> Any:
         if not isinstance(addr, SmemAddr):
             raise UsageError(f"{op}: pass an address from smem_addr, got {type(addr).__name__}")
-        return _collective(op, addr, combine)
+        return warp_collective(op, addr, combine)
 
     emulate.__name__ = emulate.__qualname__ = f"ldmatrix_x{count}{'_trans' if trans else ''}"
     emulate.__doc__ = f"Emulate `{op}` across the warp (PTX fragment layout)."
@@ -278,7 +278,7 @@ def _mma(dtype: Any, name: str) -> Callable[..., tuple[np.float32, ...]]:
         return [tuple(p[lane] for p in parts) for lane in range(WARP_SIZE)]
 
     def emulate(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):  # noqa: ANN001, ANN202
-        return _collective(op, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), combine)
+        return warp_collective(op, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), combine)
 
     emulate.__name__ = emulate.__qualname__ = f"mma_m16n8k16_{name}"
     emulate.__doc__ = (

@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import LaunchError, UsageError
 
-__all__ = ["MAP_WORDS", "TensorMapSpec", "encode", "sim_lookup"]
+__all__ = ["MAP_WORDS", "TensorMapSpec", "device_address", "encode", "sim_lookup"]
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes = 16 uint64, 64-byte aligned in memory
 SWIZZLE_BYTES: Final = (0, 32, 64, 128)
@@ -140,6 +140,21 @@ def _driver_encode(spec: TensorMapSpec, address: int) -> np.ndarray:
     if err != drv.CUresult.CUDA_SUCCESS:
         raise LaunchError(f"cuTensorMapEncodeTiled failed with {err!r} for {spec} at {address:#x}")
     return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+
+
+def device_address(arr: Any) -> int:
+    """The global address of a device array's first element, for encode.
+
+    Anything with `__cuda_array_interface__` (Numba device arrays, torch CUDA tensors), or a
+    device array of Numba's simulator, whose memory is a host numpy array.
+    """
+    iface = getattr(arr, "__cuda_array_interface__", None)
+    if iface is not None:
+        return int(iface["data"][0])
+    host = getattr(arr, "_ary", None)
+    if isinstance(host, np.ndarray):
+        return int(host.__array_interface__["data"][0])
+    raise UsageError(f"expected a CUDA device array, got {type(arr).__name__}")
 
 
 # --- Simulator maps ------------------------------------------------------------------------------

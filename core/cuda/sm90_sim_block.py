@@ -1,0 +1,211 @@
+"""Per-block state of the simulated sm_90 features: shared windows, mbarriers, named barriers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from .emulation import Warp, host_array
+
+WARPGROUP_SIZE = 128
+# The first shared array of a block starts here: deliberately not 1024-byte aligned, so that a
+# kernel that forgets to align its swizzled buffers fails in the simulator too.
+FAKE_SHARED_BASE = 0x230
+WINDOW_GAP = 1024
+# Waits (mbarrier, named barriers) give up after this long: a deadlock on the GPU.
+WAIT_TIMEOUT_S = 60.0
+_POLL_S = 0.02
+
+
+class MBarrier:
+    """The state of one mbarrier object: completed phases, pending arrivals, transaction bytes."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.pending, self.tx, self.phase = count, count, 0, 0
+
+    def __repr__(self) -> str:
+        return (
+            f"phase {self.phase}, {self.pending} of {self.count} arrivals pending, "
+            f"tx-count {self.tx}"
+        )
+
+    def update(self, arrivals: int, tx: int, op: str) -> bool:
+        """Apply `arrivals` and a tx-count change; return True when a phase completed."""
+        self.pending -= arrivals
+        self.tx += tx
+        if self.pending < 0:
+            raise UsageError(f"{op}: more arrivals than the mbarrier's count ({self!r})")
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+            return True
+        return False
+
+    def completed(self, parity: int) -> bool:
+        """try_wait.parity: true once the phase with `parity` is the one just completed."""
+        return (self.phase & 1) != (parity & 1)
+
+
+class NamedBarrier:
+    """`bar.sync` / `bar.arrive` bookkeeping for one barrier id."""
+
+    def __init__(self) -> None:
+        self.expected: int | None = None
+        self.arrived = 0
+        self.generation = 0
+
+
+class Block:
+    """Everything one simulated thread block shares; guarded by `cond`."""
+
+    def __init__(self, nthreads: int) -> None:
+        self.nthreads = nthreads
+        self.cond = threading.Condition()
+        self.windows: list[tuple[int, np.ndarray]] = []  # (fake base, uint8 view)
+        self.mbarriers: dict[int, MBarrier] = {}
+        self.named: dict[int, NamedBarrier] = {}
+        self.groups: dict[int, Warp] = {}
+
+    # --- shared memory -------------------------------------------------------------------------
+
+    def register(self, arr: Any) -> int:
+        """The fake base address of shared array `arr`, registering it on first sight."""
+        a = host_array(arr)
+        if not a.flags.c_contiguous:
+            raise UsageError(f"shared_base needs a contiguous shared array, got {a.shape}")
+        raw = a.reshape(-1).view(np.uint8)
+        start = raw.__array_interface__["data"][0]
+        with self.cond:
+            for base, window in self.windows:
+                if window.__array_interface__["data"][0] == start and window.size == raw.size:
+                    return base
+            end = max((b + w.size for b, w in self.windows), default=0)
+            base = FAKE_SHARED_BASE + (-(-end // WINDOW_GAP) * WINDOW_GAP if end else 0)
+            self.windows.append((base, raw))
+            return base
+
+    def smem(self, addr: Any, nbytes: int, align: int, op: str) -> np.ndarray:
+        """Writable uint8 view of shared bytes [addr, addr + nbytes) of this block."""
+        address = int(addr)
+        if address % align:
+            raise UsageError(f"{op}: shared address {address:#x} is not {align}-byte aligned")
+        for base, window in self.windows:
+            if base <= address and address + nbytes <= base + window.size:
+                return window[address - base : address - base + nbytes]
+        known = ", ".join(f"[{b:#x}, {b + w.size:#x})" for b, w in self.windows) or "none"
+        raise UsageError(
+            f"{op}: shared bytes [{address:#x}, {address + nbytes:#x}) are outside every shared "
+            f"array registered with shared_base in this block (registered: {known})"
+        )
+
+    # --- waiting -------------------------------------------------------------------------------
+
+    def wait_until(self, ready: Any, describe: Any) -> None:
+        """Block (holding `cond`) until `ready()`; UsageError naming `describe()` on timeout."""
+        thread = threading.current_thread()
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        while not ready():
+            if getattr(thread, "abort", False):
+                raise RuntimeError("simulated kernel aborted by another thread")
+            if time.monotonic() > deadline:
+                raise UsageError(f"deadlock: {describe()} after {WAIT_TIMEOUT_S:g} s")
+            self.cond.wait(_POLL_S)
+
+    # --- mbarriers -----------------------------------------------------------------------------
+
+    def mbarrier(self, bar: Any, op: str) -> MBarrier:
+        self.smem(bar, 8, 8, op)
+        state = self.mbarriers.get(int(bar))
+        if state is None:
+            raise UsageError(f"{op}: the mbarrier at {int(bar):#x} was never initialised")
+        return state
+
+    def init_mbarrier(self, bar: Any, count: int) -> None:
+        self.smem(bar, 8, 8, "mbarrier_init")
+        if not 1 <= int(count) < 1 << 20:
+            raise UsageError(f"mbarrier_init: count must be in 1..2**20-1, got {count}")
+        with self.cond:
+            self.mbarriers[int(bar)] = MBarrier(int(count))
+            self.cond.notify_all()
+
+    def update_mbarrier(self, bar: Any, arrivals: int, tx: int, op: str) -> None:
+        with self.cond:
+            if self.mbarrier(bar, op).update(arrivals, tx, op):
+                self.cond.notify_all()
+
+    def wait_mbarrier(self, bar: Any, parity: int, op: str) -> None:
+        with self.cond:
+            state = self.mbarrier(bar, op)
+            self.wait_until(
+                lambda: state.completed(parity),
+                lambda: (
+                    f"{op}: the mbarrier at {int(bar):#x} never completed a phase of parity "
+                    f"{parity} ({state!r}); check expect_tx bytes against the TMA boxes, the "
+                    "arrival count and the wait parity"
+                ),
+            )
+
+    # --- named barriers ------------------------------------------------------------------------
+
+    def named_barrier(self, barrier_id: Any, nthreads: Any, wait: bool, op: str) -> None:
+        ident, count = int(barrier_id), int(nthreads)
+        if not 0 <= ident < 16 or count <= 0 or count % 32:
+            raise UsageError(
+                f"{op}: barrier id must be in 0..15 and the thread count a positive multiple "
+                f"of 32, got id {ident}, {count} threads"
+            )
+        with self.cond:
+            bar = self.named.setdefault(ident, NamedBarrier())
+            if bar.expected not in (None, count):
+                raise UsageError(
+                    f"{op}: barrier {ident} is in use with {bar.expected} threads, got {count}"
+                )
+            bar.expected = count
+            bar.arrived += 1
+            generation = bar.generation
+            if bar.arrived == count:
+                bar.expected, bar.arrived = None, 0
+                bar.generation += 1
+                self.cond.notify_all()
+            elif wait:
+                self.wait_until(
+                    lambda: bar.generation != generation,
+                    lambda: f"{op}: barrier {ident} got {bar.arrived} of {count} threads",
+                )
+
+    # --- warpgroups ----------------------------------------------------------------------------
+
+    def warpgroup(self, thread_id: int, op: str) -> tuple[int, Warp]:
+        group, lane = divmod(thread_id, WARPGROUP_SIZE)
+        if self.nthreads < (group + 1) * WARPGROUP_SIZE:
+            raise UsageError(
+                f"{op} needs full warpgroups of 128 threads; this block has {self.nthreads}"
+            )
+        with self.cond:
+            exchange = self.groups.get(group)
+            if exchange is None:
+                exchange = self.groups[group] = Warp(WARPGROUP_SIZE)
+        return lane, exchange
+
+
+# BlockManager (one per simulated block) -> Block; entries vanish with the block.
+_BLOCKS: weakref.WeakKeyDictionary[Any, Block] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def current(op: str) -> tuple[Block, int]:
+    """The calling simulator thread's Block and its linear thread id."""
+    thread = threading.current_thread()
+    manager = getattr(thread, "_manager", None)
+    if manager is None or not hasattr(thread, "thread_id"):
+        raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
+    with _LOCK:
+        block = _BLOCKS.get(manager)
+        if block is None:
+            block = _BLOCKS[manager] = Block(int(np.prod(manager._block_dim)))
+    return block, thread.thread_id
