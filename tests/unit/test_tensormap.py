@@ -184,3 +184,16 @@ def test_sim_lookup_rejects_other_words():
 def test_import_does_not_import_numba():
     code = "import sys, mmaplug.cuda.tensormap; sys.exit('numba' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_device_address_of_cuda_and_simulator_arrays():
+    class Cuda:
+        __cuda_array_interface__ = {"data": (0x7F00_0000_0400, False)}
+
+    class Sim:
+        _ary = np.zeros(4, np.float16)
+
+    assert T.device_address(Cuda()) == 0x7F00_0000_0400
+    assert T.device_address(Sim()) == Sim._ary.__array_interface__["data"][0]
+    with pytest.raises(UsageError, match="expected a CUDA device array, got list"):
+        T.device_address([1, 2])
