@@ -39,11 +39,9 @@ def built_stages(params: MatmulParams) -> int:
 def operand_vectors(params: MatmulParams, problem: MatmulProblem) -> tuple[int, int]:
     """Elements per global->shared copy of A and B the kernel is generated with.
 
-    The widest of 8/4/2/1 dividing the problem's vector width; 1 (plain synchronous loads)
-    for both operands when ``async_gmem_load_operands`` is False.
+    The widest of 8/4/2/1 dividing the problem's vector width. A width of 1 is a plain
+    synchronous load; 2, 4 and 8 are cp.async copies of 4, 8 and 16 B.
     """
-    if not params.async_gmem_load_operands:
-        return 1, 1
     widths = problem.vector_widths
     return _kernel_vector(widths.a), _kernel_vector(widths.b)
 
@@ -194,10 +192,10 @@ def _check_pipeline(found: Violations, params: MatmulParams, problem: MatmulProb
         f"stages={params.stages} needs cp.async loads, but async_gmem_load_operands=False. "
         "Set async_gmem_load_operands=True or stages <= 2.",
     )
+    vec_a, vec_b = operand_vectors(params, problem)
+    itemsize = problem.operand_dtype.itemsize
+    copy = itemsize * min(vec_a, vec_b)
     if params.async_gmem_load_operands:
-        vec_a, vec_b = operand_vectors(params, problem)
-        itemsize = problem.operand_dtype.itemsize
-        copy = itemsize * min(vec_a, vec_b)
         check(
             copy in _CP_ASYNC_BYTES,
             "async_gmem_load_operands",
@@ -206,6 +204,17 @@ def _check_pipeline(found: Violations, params: MatmulParams, problem: MatmulProb
             f"async_gmem_load_operands=True needs cp.async copies of 4, 8 or 16 B, but the "
             f"operands allow {min(vec_a, vec_b)} x {itemsize} B = {copy} B. Set "
             "async_gmem_load_operands=False (and stages <= 2).",
+        )
+    else:
+        check(
+            copy not in _CP_ASYNC_BYTES,
+            "async_gmem_load_operands",
+            False,
+            "True when both operands allow cp.async",
+            f"async_gmem_load_operands=False, but both operands allow cp.async copies of "
+            f"{copy}+ B, which the ampere kernel always uses for operands that allow them "
+            "(plain loads only for an operand with 2-byte alignment). Set "
+            "async_gmem_load_operands=True.",
         )
     check(
         params.prefetch_gap == 1,

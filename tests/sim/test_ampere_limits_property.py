@@ -21,7 +21,7 @@ pytestmark = pytest.mark.sim
 RUNNER = Path(__file__).with_name("ampere_limits_property.py")
 SHARDS = {"seed1": ["1", "120"], "seed2": ["2", "120"]}
 REGRESSIONS = ["k96_k_inner", "m96_a_m_inner", "n80_b_n_inner", "n48_b_n_inner_bk48",
-               "sync_loads_vec8"]  # fmt: skip
+               "mixed_sync_loads"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,6 @@ def test_accepted_params_match_evaluate_and_rejected_name_fields(runs: dict, sha
 
 @pytest.mark.parametrize("name", REGRESSIONS)
 def test_regression_case_matches_evaluate(runs: dict, name: str) -> None:
-    """Tiles whose smem rows are not 8j 16-byte units, and plain loads, compute the right answer."""
+    """Tiles whose smem rows are not 8j 16-byte units, and mixed loads, compute the right answer."""
     code, counts, err = runs[name]
     assert code == 0 and counts == {"accepted": 1, "rejected": 0, "fields": {}}, err

@@ -211,6 +211,13 @@ CASES = {
         "async_gmem_load_operands",
         r"async_gmem_load_operands=True needs cp.async copies .* 1 x 2 B = 2 B",
     ),
+    "async_false_with_16_byte_rows": (
+        {"async_gmem_load_operands": False, "stages": 2},
+        problem(),
+        "a100",
+        "async_gmem_load_operands",
+        r"async_gmem_load_operands=False, but both operands allow cp.async copies of 16\+ B",
+    ),
     "prefetch_gap_2": (
         {"prefetch_gap": 2},
         problem(),

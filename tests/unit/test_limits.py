@@ -152,6 +152,13 @@ def test_smem_message_names_value_limit_and_fix() -> None:
             r"256 x \(256 \+ 8\) x 4 B = 270,336 B; sm_90a allows 232,448 B",
         ),
         (
+            {"async_gmem_load_operands": False, "stages": 2},
+            "a100",
+            problem(),
+            "async_gmem_load_operands",
+            r"async_gmem_load_operands=False, but both operands allow cp.async copies of 16\+ B",
+        ),
+        (
             {"prefetch_gap": 2},
             "a100",
             problem(),
@@ -208,6 +215,7 @@ def test_smem_message_names_value_limit_and_fix() -> None:
         "warp_specialized",
         "warp_n16",
         "epilogue_smem",
+        "async_false_aligned",
         "prefetch_gap",
         "one_stage_built_as_two",
         "grid_z_batch",
@@ -362,7 +370,7 @@ def test_one_stage_is_adjusted_to_two_and_recorded(pm) -> None:
     from mmaplug.plan import plan_problem
 
     with pytest.warns(ParamAdjustedWarning, match=r"ampere changed caller's stages: 1 -> 2"):
-        spec = plan_problem(problem(k=32), get_device("h200"), pm=pm, overrides={"stages": 1})
+        spec = plan_problem(problem(k=32), get_device("a100"), pm=pm, overrides={"stages": 1})
     assert spec.params.stages == 2
     (adjustment,) = spec.provenance.adjustments
     assert (adjustment.field, adjustment.old, adjustment.new) == ("stages", 1, 2)
@@ -373,7 +381,7 @@ def test_default_one_stage_plan_is_recorded_without_warning(pm) -> None:
     """The default heuristic picks 1 stage for a single K tile; the change shows in provenance."""
     from mmaplug.plan import plan_problem
 
-    spec = plan_problem(problem(m=256, n=256, k=32), get_device("h200"), pm=pm)
+    spec = plan_problem(problem(m=256, n=256, k=32), get_device("a100"), pm=pm)
     assert spec.params.stages == 2
     assert [a.field for a in spec.provenance.adjustments] == ["stages"]
 
@@ -384,14 +392,14 @@ def test_default_one_stage_plan_is_recorded_without_warning(pm) -> None:
         (True, (8, 8), (8, 8)),
         (True, (16, 4), (8, 4)),
         (True, (6, 8), (2, 8)),
-        (False, (8, 8), (1, 1)),
+        (False, (8, 1), (8, 1)),
     ],
-    ids=["both_16B", "wider_than_16B", "not_a_power_of_two", "sync_loads"],
+    ids=["both_16B", "wider_than_16B", "not_a_power_of_two", "one_operand_plain_loads"],
 )
 def test_operand_vectors_are_what_the_kernel_is_built_with(
     async_loads: bool, widths: tuple[int, int], expected: tuple[int, int]
 ) -> None:
-    """async_gmem_load_operands=False builds plain element loads; widths narrow to 8/4/2/1."""
+    """The kernel is built with the widest of 8/4/2/1 dividing each operand's width."""
     from types import SimpleNamespace
 
     from mmaplug.choices import KernelSpec, Provenance
