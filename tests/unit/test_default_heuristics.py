@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from mmaplug.device import get_device
+from mmaplug.device import Device, get_device
 from mmaplug.dtypes import DType
 from mmaplug.heuristics import default
 from mmaplug.heuristics.default import mmaplug_matmul_params
@@ -18,12 +18,25 @@ from mmaplug.problem import Layout, MatmulProblem, VectorWidths
 
 
 def problem(
-    m: int, n: int, k: int, *, batch: int = 1, layout: Layout = Layout.TN,
-    dtype: DType = DType.float16, vec: int = 8,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    batch: int = 1,
+    layout: Layout = Layout.TN,
+    dtype: DType = DType.float16,
+    vec: int = 8,
 ) -> MatmulProblem:
     return MatmulProblem(
-        m=m, n=n, k=k, batch=batch, a_k_inner=layout.a_k_inner, b_k_inner=layout.b_k_inner,
-        operand_dtype=dtype, output_dtype=dtype, vector_widths=VectorWidths(a=vec, b=vec, epilogue=vec),
+        m=m,
+        n=n,
+        k=k,
+        batch=batch,
+        a_k_inner=layout.a_k_inner,
+        b_k_inner=layout.b_k_inner,
+        operand_dtype=dtype,
+        output_dtype=dtype,
+        vector_widths=VectorWidths(a=vec, b=vec, epilogue=vec),
     )
 
 
@@ -35,23 +48,43 @@ class Shape(NamedTuple):
 
 
 SHAPES = [Shape(s, s, s) for s in (128, 256, 512, 1024, 2048, 4096, 8192)] + [
-    Shape(128, 4096, 4096), Shape(128, 8192, 1024), Shape(16384, 1024, 512),
-    Shape(2048, 14336, 5120), Shape(504, 136, 248), Shape(1024, 1024, 1024, batch=3),
-    Shape(4096, 32, 4096), Shape(128, 256, 512),
+    Shape(128, 4096, 4096),
+    Shape(128, 8192, 1024),
+    Shape(16384, 1024, 512),
+    Shape(2048, 14336, 5120),
+    Shape(504, 136, 248),
+    Shape(1024, 1024, 1024, batch=3),
+    Shape(4096, 32, 4096),
+    Shape(128, 256, 512),
 ]
-TARGETS = [("a100", "ampere"), ("h100", "ampere"), ("h200", "ampere"), ("h100", "hopper"), ("h200", "hopper")]
+TARGETS = [
+    ("a100", "ampere"),
+    ("h100", "ampere"),
+    ("h200", "ampere"),
+    ("h100", "hopper"),
+    ("h200", "hopper"),
+]
 LIMITS = {"ampere": ampere_limits, "hopper": hopper_limits}
 CASES = [
-    pytest.param(dev, sched, shape, layout, dtype,
-                 id=f"{dev}_{sched}_{dtype.label[:2]}{'16'}_{layout.value}_"
-                    f"{'b%d_' % shape.batch if shape.batch > 1 else ''}{shape.m}x{shape.n}x{shape.k}")
+    pytest.param(
+        dev,
+        sched,
+        shape,
+        layout,
+        dtype,
+        id=f"{dev}_{sched}_{dtype.label[:2]}{'16'}_{layout.value}_"
+        f"{f'b{shape.batch}_' if shape.batch > 1 else ''}{shape.m}x{shape.n}x{shape.k}",
+    )
     for (dev, sched), shape, layout, dtype in itertools.product(
-        TARGETS, SHAPES, list(Layout), [DType.float16, DType.bfloat16])
+        TARGETS, SHAPES, list(Layout), [DType.float16, DType.bfloat16]
+    )
 ]
 
 
 @pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), CASES)
-def test_default_answers_pass_limits(device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType) -> None:
+def test_default_answers_pass_limits(
+    device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
+) -> None:
     """Every default answer on the shape suite passes the matching scheduler's limits."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     params = mmaplug_matmul_params(prob, get_device(device), scheduler)
@@ -60,16 +93,24 @@ def test_default_answers_pass_limits(device: str, scheduler: str, shape: Shape, 
 
 
 @pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), CASES)
-def test_defaults_never_choose_sentinels(device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType) -> None:
+def test_defaults_never_choose_sentinels(
+    device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
+) -> None:
     """No default answer on the suite ever holds a sentinel value scoped to its scheduler."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     params = mmaplug_matmul_params(prob, get_device(device), scheduler)
     assert params is not None
-    hits = [f for f, v in SENTINELS.items() if scheduler in SENTINEL_SCHEDULERS[f] and getattr(params, f) == v]
+    hits = [
+        f
+        for f, v in SENTINELS.items()
+        if scheduler in SENTINEL_SCHEDULERS[f] and getattr(params, f) == v
+    ]
     assert hits == []
 
 
-@pytest.mark.parametrize("scheduler", ["blackwell", "", "Ampere"], ids=["blackwell", "empty", "wrong_case"])
+@pytest.mark.parametrize(
+    "scheduler", ["blackwell", "", "Ampere"], ids=["blackwell", "empty", "wrong_case"]
+)
 def test_other_schedulers_get_none(scheduler: str) -> None:
     """The default heuristic defers (returns None) for schedulers it does not know."""
     assert mmaplug_matmul_params(problem(128, 128, 128), get_device("h100"), scheduler) is None
@@ -80,29 +121,98 @@ def test_hookimpl_is_trylast() -> None:
     assert mmaplug_matmul_params.mmaplug_impl["trylast"] is True  # type: ignore[attr-defined]
 
 
-def test_hopper_4096_cube_matches_nvfuser() -> None:
-    """4096³ fp16 on h100 gives nvFuser's §5.5 answer: CTA 128x256x64, wgmma 64x256x16, 3 stages."""
+def test_hopper_4096_cube() -> None:
+    """4096³ fp16 on h100: CTA 128x256x64 in two 64x256 consumers, wgmma m64n256k16, 4 stages,
+    persistent and warp-specialized, one CTA per cluster, epilogue from registers."""
     params = mmaplug_matmul_params(problem(4096, 4096, 4096), get_device("h100"), "hopper")
     assert params is not None
     assert params.cta_tile == TileShape(128, 256, 64)
     assert params.warp_tile == TileShape(64, 256, 64)
     assert params.instruction_tile == TileShape(64, 256, 16)
-    assert (params.stages, params.cta_order, params.cluster_dims) == (3, CtaOrder.row_major, (1, 2))
+    assert (params.stages, params.cta_order, params.cluster_dims) == (4, CtaOrder.row_major, (1, 1))
     assert params.tiling_strategy is TilingStrategy.persistent and params.warp_specialized
-    assert params.use_smem_epilogue and params.splitk_factor == 1
-
-
-def test_hopper_float_output_fits_its_larger_tile() -> None:
-    """A float32 output tile counts in the tile search, so the answer still fits (unlike §5.5's)."""
-    base = problem(4096, 4096, 4096)
-    prob = MatmulProblem(
-        m=base.m, n=base.n, k=base.k, a_k_inner=True, b_k_inner=True,
-        operand_dtype=DType.float16, output_dtype=DType.float32, vector_widths=base.vector_widths,
+    assert not params.use_smem_epilogue
+    assert (params.splitk_factor, params.prefetch_gap, params.async_gmem_load_operands) == (
+        1,
+        1,
+        True,
     )
-    params = mmaplug_matmul_params(prob, get_device("h100"), "hopper")
-    assert params is not None and not params.use_smem_epilogue and params.stages >= 2
-    assert params.cta_tile == TileShape(128, 192, 64)
-    assert hopper_limits.violations(params, prob, get_device("h100")) == []
+
+
+def test_hopper_output_dtype_does_not_change_the_plan() -> None:
+    """The epilogue writes from registers, so a float32 output takes the same tiles and stages."""
+    base = problem(4096, 4096, 4096)
+    wide = MatmulProblem(
+        m=base.m,
+        n=base.n,
+        k=base.k,
+        a_k_inner=True,
+        b_k_inner=True,
+        operand_dtype=DType.float16,
+        output_dtype=DType.float32,
+        vector_widths=base.vector_widths,
+    )
+    params = mmaplug_matmul_params(wide, get_device("h100"), "hopper")
+    assert params is not None and params == mmaplug_matmul_params(
+        base, get_device("h100"), "hopper"
+    )
+    assert hopper_limits.violations(params, wide, get_device("h100")) == []
+
+
+def test_hopper_stages_fill_smem_less_alignment_slack() -> None:
+    """Stages fill the opt-in shared memory minus 1024 B of alignment slack, exactly."""
+    stage = (128 + 256) * 64 * 2 + 16  # operand bytes of one stage plus its two mbarriers
+    for stages in (3, 4, 5):
+        tight = Device(
+            name="h100-tight",
+            cc=(9, 0),
+            arch_suffix="a",
+            sm_count=132,
+            smem_per_block_optin=1024 + stages * stage,
+            smem_per_sm=233_472,
+        )
+        prob = problem(4096, 4096, 4096)
+        params = mmaplug_matmul_params(prob, tight, "hopper")
+        assert params is not None
+        assert (params.cta_tile, params.stages) == (TileShape(128, 256, 64), stages)
+        assert hopper_limits.smem_bytes(params, prob) == tight.smem_per_block_optin
+        assert hopper_limits.violations(params, prob, tight) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "stages"),
+    [(Shape(128, 128, 1024), 6), (Shape(128, 128, 64), 2), (Shape(4096, 4096, 64), 4)],
+    ids=["capped_at_6", "one_k_tile_gets_2", "k_tiles_times_tiles_per_cta"],
+)
+def test_hopper_stages_caps(shape: Shape, stages: int) -> None:
+    """Stages stop at 6 and at the K tiles a persistent CTA walks (K tiles x its tiles); >= 2."""
+    params = mmaplug_matmul_params(problem(shape.m, shape.n, shape.k), get_device("h100"), "hopper")
+    assert params is not None and params.stages == stages
+
+
+HOPPER_CASES = [case for case in CASES if case.values[1] == "hopper"]
+
+
+@pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), HOPPER_CASES)
+def test_hopper_defaults_are_what_the_kernel_builds(
+    device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
+) -> None:
+    """Every default Hopper answer has no cluster, no smem epilogue, wgmma m64nNk16 with N the
+    warp tile's n, prefetch_gap 1, and stages that fill shared memory unless capped."""
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
+    gpu = get_device(device)
+    params = mmaplug_matmul_params(prob, gpu, scheduler)
+    assert params is not None
+    assert (params.cluster_dims, params.use_smem_epilogue, params.prefetch_gap) == (
+        (1, 1),
+        False,
+        1,
+    )
+    assert params.instruction_tile == TileShape(64, params.warp_tile.n, 16)
+    assert params.warp_specialized and params.tiling_strategy is TilingStrategy.persistent
+    k_walk = -(-shape.k // params.cta_tile.k)
+    more = hopper_limits.smem_bytes(params.with_overrides(stages=params.stages + 1), prob)
+    assert params.stages == 6 or params.stages >= k_walk or more > gpu.smem_per_block_optin
 
 
 def test_ampere_504x136x248_adapted_example() -> None:
@@ -132,7 +242,8 @@ def test_ampere_large_square_keeps_nvfuser_tiles() -> None:
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "grid"), [(128, 4096, (1, 4)), (4096, 128, (4, 1)), (1024, 1024, (2, 2)), (1024, 2048, (2, 2))],
+    ("m", "n", "grid"),
+    [(128, 4096, (1, 4)), (4096, 128, (4, 1)), (1024, 1024, (2, 2)), (1024, 2048, (2, 2))],
     ids=["wide", "tall", "square", "ratio_half"],
 )
 def test_ampere_warp_grid_follows_mn_ratio(m: int, n: int, grid: tuple[int, int]) -> None:
@@ -165,11 +276,3 @@ def test_cta_order_puts_fewer_tiles_on_x() -> None:
     """column_major (M tiles on blockIdx.x) when M has no more tiles than N."""
     assert default.cta_order_for(4, 16) is CtaOrder.column_major
     assert default.cta_order_for(16, 4) is CtaOrder.row_major
-
-
-def test_hopper_cluster_rule_prefers_n_pairs() -> None:
-    """Cluster dims: (1, 2) beats (2, 1); small grids may use clusters of 4."""
-    big = problem(4096, 4096, 4096)
-    assert default.hopper_cluster_dims(big, get_device("h100"), TileShape(128, 256, 64)) == (1, 2)
-    small = problem(256, 256, 256)
-    assert default.hopper_cluster_dims(small, get_device("h100"), TileShape(64, 64, 64)) == (1, 4)
