@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
 import pytest
 
 from mmaplug.device import Device, get_device
@@ -21,7 +22,13 @@ H100_NO_A = Device(
 
 
 def problem(
-    m: int = 4096, n: int = 4096, k: int = 4096, vec: int = 8, batch: int = 1
+    m: int = 4096,
+    n: int = 4096,
+    k: int = 4096,
+    vec: int = 8,
+    batch: int = 1,
+    *,
+    b_k_inner: bool = True,
 ) -> MatmulProblem:
     return MatmulProblem(
         m=m,
@@ -29,7 +36,7 @@ def problem(
         k=k,
         batch=batch,
         a_k_inner=True,
-        b_k_inner=True,
+        b_k_inner=b_k_inner,
         operand_dtype=DType.float16,
         output_dtype=DType.float16,
         vector_widths=VectorWidths(a=vec, b=vec, epilogue=vec),
@@ -39,16 +46,15 @@ def problem(
 AMPERE_OK = MatmulParams(
     cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), instruction_tile=(16, 8, 16), stages=3
 )
-HOPPER_OK = MatmulParams(
+HOPPER_OK = MatmulParams(  # the default for 4096^3 fp16 on h100: what the wgmma kernel builds
     cta_tile=(128, 256, 64),
     warp_tile=(64, 256, 64),
     instruction_tile=(64, 256, 16),
-    stages=3,
-    cluster_dims=(1, 2),
+    stages=4,
     tiling_strategy="persistent",
     warp_specialized=True,
-    use_smem_epilogue=True,
 )
+NARROW = {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64), "instruction_tile": (64, 128, 16)}
 
 
 def test_baselines_are_legal() -> None:
@@ -56,6 +62,59 @@ def test_baselines_are_legal() -> None:
     assert ampere.violations(AMPERE_OK, problem(), get_device("a100")) == []
     assert ampere.violations(AMPERE_OK, problem(), get_device("h200")) == []
     assert hopper.violations(HOPPER_OK, problem(), get_device("h100")) == []
+    assert hopper.violations(HOPPER_OK, problem(), get_device("h200")) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "prob"),
+    [
+        ({"splitk_factor": 2}, problem()),
+        ({"tiling_strategy": "one_tile_per_cta"}, problem()),
+        ({"cta_order": "column_major", "grid_swizzle_factor": 8}, problem()),
+        ({**NARROW, "warp_tile": (128, 128, 64), "instruction_tile": (64, 128, 16)}, problem()),
+        (
+            {**NARROW, "cta_tile": (64, 128, 256), "warp_tile": (64, 128, 256), "stages": 2},
+            problem(),
+        ),
+        ({**NARROW, "stages": 6}, problem(b_k_inner=False)),
+    ],
+    ids=[
+        "splitk_persistent",
+        "one_tile_per_cta",
+        "order_swizzle",
+        "one_consumer",
+        "cta_k_256",
+        "n_major_b",
+    ],
+)
+def test_hopper_accepts_what_the_kernel_builds(
+    changes: dict[str, Any], prob: MatmulProblem
+) -> None:
+    """Split-K with persistent tiling, either tiling, CTA order and swizzle, one or two consumer
+    warpgroups, k up to 256 and an N-major B with 64-column warp tiles are all legal."""
+    assert hopper.violations(HOPPER_OK.with_overrides(**changes), prob, get_device("h100")) == []
+
+
+def test_hopper_smem_counts_slack_stages_and_mbarriers() -> None:
+    """Shared memory is 1024 B of alignment slack plus, per stage, the A and B tiles and two
+    8-byte mbarriers; a budget of exactly that is legal and one byte less is not."""
+    stage = (128 + 256) * 64 * 2 + 16
+    assert hopper.smem_bytes(HOPPER_OK, problem()) == 1024 + 4 * stage == 197_696
+    exact = Device(
+        name="h100-exact",
+        cc=(9, 0),
+        arch_suffix="a",
+        sm_count=132,
+        smem_per_block_optin=197_696,
+        smem_per_sm=233_472,
+    )
+    assert hopper.violations(HOPPER_OK, problem(), exact) == []
+    short = attrs.evolve(exact, smem_per_block_optin=197_695)
+    (found,) = hopper.violations(HOPPER_OK, problem(), short)
+    assert (found.field, found.value) == ("stages", 4)
+    assert "stages=4 needs 197,696 B of shared memory per block; sm_90a allows 197,695 B" in (
+        found.message
+    )
 
 
 def test_smem_message_names_value_limit_and_fix() -> None:
@@ -236,15 +295,8 @@ def test_ampere_rules(
 @pytest.mark.parametrize(
     ("changes", "device", "prob", "field", "match"),
     [
-        ({}, "a100", problem(), "device", r"need sm_90a; a100 is sm_80"),
-        ({}, H100_NO_A, problem(), "device", r"h100-plain is sm_90\."),
-        (
-            {"instruction_tile": (16, 8, 16), "warp_tile": (64, 256, 64)},
-            "h100",
-            problem(),
-            "instruction_tile",
-            r"wgmma is m64nNk16",
-        ),
+        ({}, "a100", problem(), "device", r"which need sm_90a; a100 is sm_80\. Use an H100/H200"),
+        ({}, H100_NO_A, problem(), "device", r"which need sm_90a; h100-plain is sm_90\. "),
         (
             {
                 "cta_tile": (128, 256, 64),
@@ -254,89 +306,186 @@ def test_ampere_rules(
             "h100",
             problem(),
             "warp_tile",
-            r"multiple of 64",
+            r"warp_tile=32x256x64: .*so m must be a multiple of 64 and n a multiple of 8 up to 256",
         ),
         (
             {
-                "cta_tile": (512, 256, 64),
-                "warp_tile": (256, 256, 64),
-                "instruction_tile": (64, 256, 16),
+                "cta_tile": (128, 100, 64),
+                "warp_tile": (64, 100, 64),
+                "instruction_tile": (64, 100, 16),
+            },
+            "h100",
+            problem(),
+            "warp_tile",
+            r"warp_tile=64x100x64: .*n a multiple of 8 up to 256\. Round the warp tile\.",
+        ),
+        (
+            {
+                "cta_tile": (128, 96, 64),
+                "warp_tile": (64, 96, 64),
+                "instruction_tile": (64, 96, 16),
+            },
+            "h100",
+            problem(b_k_inner=False),
+            "warp_tile",
+            r"n a multiple of 64 up to 256 \(an N-major B is read in 64-column swizzle rows\)",
+        ),
+        (
+            {
+                "cta_tile": (64, 512, 64),
+                "warp_tile": (64, 512, 64),
+                "instruction_tile": (64, 512, 16),
+            },
+            "h100",
+            problem(),
+            "warp_tile",
+            r"warp_tile=64x512x64: .*n a multiple of 8 up to 256",
+        ),
+        (
+            {"instruction_tile": (16, 8, 16)},
+            "h100",
+            problem(),
+            "instruction_tile",
+            r"instruction_tile=16x8x16; the kernel issues one m64nNk16 wgmma per 64 rows .*"
+            r"Set instruction_tile=\(64, 256, 16\)\.",
+        ),
+        (
+            {"instruction_tile": (64, 128, 16)},
+            "h100",
+            problem(),
+            "instruction_tile",
+            r"instruction_tile=64x128x16; .*N the warp tile's n\. "
+            r"Set instruction_tile=\(64, 256, 16\)",
+        ),
+        (
+            {"cta_tile": (128, 256, 32), "warp_tile": (64, 256, 32)},
+            "h100",
+            problem(),
+            "cta_tile",
+            r"cta_tile=128x256x32: k must be a multiple of 64 \(whole 128-byte swizzle rows\) up "
+            r"to 256 .*Set cta_tile\.k=64\.",
+        ),
+        (
+            {**NARROW, "cta_tile": (64, 128, 320), "warp_tile": (64, 128, 320), "stages": 2},
+            "h100",
+            problem(),
+            "cta_tile",
+            r"cta_tile=64x128x320: k must be a multiple of 64 .* up to 256",
+        ),
+        (
+            {
+                "cta_tile": (512, 128, 64),
+                "warp_tile": (256, 128, 64),
+                "instruction_tile": (64, 128, 16),
             },
             "h100",
             problem(),
             "cta_tile",
-            r"TMA box limit of 256 elements along m",
+            r"cta_tile=512x128x64 must be a multiple of warp_tile=256x128x64 with m and n at most "
+            r"256 \(one TMA box\)",
         ),
         (
             {
-                "cta_tile": (256, 256, 64),
+                "cta_tile": (128, 128, 64),
                 "warp_tile": (64, 64, 64),
                 "instruction_tile": (64, 64, 16),
-                "stages": 2,
             },
             "h100",
             problem(),
             "cta_tile",
-            r"needs 2,176 threads",
+            r"over warp_tile=64x64x64 makes 4 consumer warpgroups; the kernel runs at most 2",
+        ),
+        (
+            {"warp_tile": (128, 256, 64)},
+            "h100",
+            problem(),
+            "warp_tile",
+            r"warp_tile=128x256x64 needs 256 float32 accumulators per thread; at most 128",
         ),
         (
             {"stages": 5},
             "h100",
             problem(),
             "stages",
-            r"stages=5 needs 311,376 B of shared memory per block; sm_90a allows 232,448 B",
+            r"stages=5 needs 246,864 B of shared memory per block; sm_90a allows 232,448 B\. "
+            r"Lower stages or the CTA tile\.",
         ),
         (
-            {"async_gmem_load_operands": False, "stages": 2},
+            {"stages": 1},
+            "h100",
+            problem(),
+            "stages",
+            r"stages=1: the producer fills one stage while the consumers read another, so at least "
+            r"2 are needed",
+        ),
+        ({"prefetch_gap": 2}, "h100", problem(), "prefetch_gap", r"Set prefetch_gap=1\.$"),
+        (
+            {"async_gmem_load_operands": False},
             "h100",
             problem(),
             "async_gmem_load_operands",
-            r"always loads operands with TMA",
+            r"always loads operands with TMA; set async_gmem_load_operands=True",
         ),
         (
-            {"cluster_dims": (4, 4)},
+            {"warp_specialized": False},
             "h100",
             problem(),
-            "cluster_dims",
-            r"cluster of 16 CTAs; sm_90a allows 8",
+            "warp_specialized",
+            r"always warp-specialized .*; set warp_specialized=True or use the ampere scheduler",
+        ),
+        (
+            {"use_smem_epilogue": True},
+            "h100",
+            problem(),
+            "use_smem_epilogue",
+            r"writes the epilogue from registers; .* Set use_smem_epilogue=False\.",
         ),
         (
             {"cluster_dims": (1, 2)},
             "h100",
-            problem(n=4096 + 256),
-            "cluster_dims",
-            r"does not divide the 32x17 tile grid",
-        ),
-        (
-            {"splitk_factor": 2},
-            "h100",
             problem(),
-            "splitk_factor",
-            r"cannot be combined with persistent tiling",
+            "cluster_dims",
+            r"cluster_dims=\(1, 2\): thread-block clusters .* Set cluster_dims=\(1, 1\)\.",
         ),
         (
-            {"splitk_factor": 3, "tiling_strategy": "one_tile_per_cta"},
+            {"splitk_factor": 3},
             "h100",
             problem(k=128),
             "splitk_factor",
-            r"exceeds the 2 K tiles",
+            r"splitk_factor=3 exceeds the 2 K tiles of k=128 with cta_k=64",
         ),
-        ({"stages": 1}, "h100", problem(), "warp_specialized", r"needs stages > 1"),
+        (
+            {},
+            "h100",
+            problem(m=2**31 - 1, n=2**31 - 1),
+            "cta_tile",
+            r"140,737,488,355,328 work units \(batch x split-K x tiles\) exceed the grid's "
+            r"2,147,483,647",
+        ),
     ],
     ids=[
         "cc",
         "arch_suffix",
-        "instruction",
         "warp_m",
+        "warp_n8",
+        "warp_n_major_b",
+        "warp_n_max",
+        "instruction",
+        "instruction_n",
+        "cta_k",
+        "cta_k_box",
         "tma_box",
-        "threads",
+        "consumers",
+        "accumulators",
         "smem",
+        "min_stages",
+        "prefetch_gap",
         "tma_loads",
-        "cluster_size",
-        "cluster_divides",
-        "splitk_persistent",
+        "warp_specialized",
+        "smem_epilogue",
+        "cluster",
         "splitk_le_k_tiles",
-        "ws_stages",
+        "work_units",
     ],
 )
 def test_hopper_rules(
