@@ -22,6 +22,7 @@ from mmaplug.errors import (
     UnknownParamError,
     UsageError,
 )
+from mmaplug.heuristics.default import ampere_params, hopper_params
 from mmaplug.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
 from mmaplug.markers import hookimpl
 from mmaplug.params import (
@@ -36,12 +37,13 @@ from mmaplug.plan import KernelSpec, Provenance, explain, matmul_params, plan_pr
 from mmaplug.problem import MatmulProblem, VectorWidths
 from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
 
+A100 = get_device("a100")  # ampere is the only scheduler here: planning tests use it
 H200 = get_device("h200")
 AMPERE_SENTINELS = {k: v for k, v in SENTINELS.items() if "ampere" in SENTINEL_SCHEDULERS[k]}
 
 
 def make_problem(
-    m: int = 4096, n: int = 4096, k: int = 4096, *, dtype: DType = DType.float16
+    m: int = 4096, n: int = 4096, k: int = 4096, *, dtype: DType = DType.float16, vec: int = 8
 ) -> MatmulProblem:
     return MatmulProblem(
         m=m,
@@ -51,7 +53,7 @@ def make_problem(
         b_k_inner=True,
         operand_dtype=dtype,
         output_dtype=dtype,
-        vector_widths=VectorWidths(a=8, b=8, epilogue=8),
+        vector_widths=VectorWidths(a=vec, b=vec, epilogue=8),
     )
 
 
@@ -62,24 +64,57 @@ def problem() -> MatmulProblem:
 
 @pytest.fixture
 def default_spec(mmaplug_pm: PluginManager, problem: MatmulProblem) -> KernelSpec:
-    return plan_problem(problem, H200, pm=mmaplug_pm)
+    return plan_problem(problem, A100, pm=mmaplug_pm)
 
 
 def test_default_plan_uses_ampere_and_default_heuristic(default_spec):
-    """Without third-party plugins the ampere scheduler and the default heuristic decide."""
+    """On sm_80 the ampere scheduler and the default heuristic decide; hopper says why not."""
     assert default_spec.scheduler == "ampere"
     assert default_spec.provenance.base == "default"
     assert {source for _, source in default_spec.provenance.sources} == {"default"}
-    assert Rejection("hopper", mmaplug.plugins.hopper.NOT_BUILT) in (
-        default_spec.provenance.candidates
+    assert default_spec.provenance.candidates == (
+        SchedulerChoice("ampere", 10),
+        Rejection("hopper", "needs wgmma and TMA (sm_90a); a100 is sm_80"),
     )
+
+
+@pytest.mark.parametrize("device", ["h100", "h200"])
+def test_default_plan_on_sm90a_uses_hopper(mmaplug_pm, problem, device):
+    """On sm_90a hopper (priority 20) wins over ampere, which still accepts (priority 10)."""
+    gpu = get_device(device)
+    spec = plan_problem(problem, gpu, pm=mmaplug_pm)
+    assert (spec.scheduler, spec.provenance.base) == ("hopper", "default")
+    assert spec.provenance.candidates == (
+        SchedulerChoice("ampere", 10),
+        SchedulerChoice("hopper", 20),
+    )
+    assert spec.params == hopper_params(problem, gpu)
+    assert {source for _, source in spec.provenance.sources} == {"default"}
+
+
+def test_blocking_hopper_plans_ampere_on_sm90a(problem):
+    """With hopper blocked, sm_90a gets the ampere scheduler and its default params."""
+    pm = make_plugin_manager(block=["hopper"], load_entrypoints=False, strict=True)
+    spec = plan_problem(problem, H200, pm=pm)
+    assert spec.scheduler == "ampere"
+    assert spec.provenance.candidates == (SchedulerChoice("ampere", 10),)
+    assert spec.params == ampere_params(problem, H200)
+
+
+def test_hopper_declines_what_tma_cannot_load(mmaplug_pm):
+    """An fp16 problem whose K rows are not 16-byte aligned goes to ampere on sm_90a."""
+    prob = make_problem(k=100, vec=4)  # 200-byte rows: 8-byte (4-element) vectors
+    spec = plan_problem(prob, H200, pm=mmaplug_pm)
+    assert spec.scheduler == "ampere"
+    (rejection,) = [c for c in spec.provenance.candidates if c.name == "hopper"]
+    assert "TMA needs 16-byte aligned row pitches" in rejection.reason
 
 
 def test_sentinels_reach_final_params(mmaplug_pm, mmaplug_recorder, problem):
     """A fake's sentinel values arrive untouched, provenance names it, hooks run in order."""
     fake = FakeHeuristic("fake", AMPERE_SENTINELS)
     with registered(mmaplug_pm, fake):
-        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+        spec = plan_problem(problem, A100, pm=mmaplug_pm)
     for field, value in AMPERE_SENTINELS.items():
         assert getattr(spec.params, field) == value, field
         assert spec.provenance.source(field) == "fake"
@@ -104,18 +139,18 @@ def test_registration_order_does_not_matter(seed, problem, default_spec):
     pm = PluginManager(strict=True)
     for name, plugin in plugins:
         pm.register(plugin, name=name)
-    spec = plan_problem(problem, H200, pm=pm)
+    spec = plan_problem(problem, A100, pm=pm)
     assert spec == default_spec.__class__(
         scheduler="ampere",
         problem=problem,
-        device=H200,
+        device=A100,
         params=default_spec.params.with_overrides(stages=3),
         provenance=spec.provenance,
     )
     reference = make_plugin_manager(
         plugins=[FakeHeuristic("fake", {"stages": 3})], load_entrypoints=False, strict=True
     )
-    expected = plan_problem(problem, H200, pm=reference)
+    expected = plan_problem(problem, A100, pm=reference)
     assert (spec, spec.provenance) == (expected, expected.provenance)
 
 
@@ -125,7 +160,7 @@ def test_conflicting_fakes_name_both(mmaplug_pm, problem):
         mmaplug_pm, FakeHeuristic("left", {"stages": 2}), FakeHeuristic("right", {"stages": 3})
     ):
         with pytest.raises(OverrideConflictError, match="'left' and 'right'") as info:
-            plan_problem(problem, H200, pm=mmaplug_pm)
+            plan_problem(problem, A100, pm=mmaplug_pm)
     assert (info.value.field, info.value.sources) == ("stages", ("left", "right"))
 
 
@@ -136,27 +171,27 @@ def test_agreeing_fakes_do_not_conflict(mmaplug_pm, problem):
         FakeHeuristic("a", {"cta_tile": (128, 128, 32)}),
         FakeHeuristic("b", {"cta_tile": TileShape(128, 128, 32)}),
     ):
-        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+        spec = plan_problem(problem, A100, pm=mmaplug_pm)
     assert spec.provenance.source("cta_tile") == "a"
 
 
 def test_caller_overrides_win(mmaplug_pm, problem):
     """Caller overrides beat plugin overrides and are recorded with source 'caller'."""
     with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 2})):
-        spec = plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stages": 3})
+        spec = plan_problem(problem, A100, pm=mmaplug_pm, overrides={"stages": 3})
     assert (spec.params.stages, spec.provenance.source("stages")) == (3, "caller")
 
 
 def test_caller_unknown_key_suggests(mmaplug_pm, problem):
     """An unknown caller key raises UnknownParamError with a near miss."""
     with pytest.raises(UnknownParamError, match="did you mean 'stages'"):
-        plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stage": 3})
+        plan_problem(problem, A100, pm=mmaplug_pm, overrides={"stage": 3})
 
 
 def test_invalid_caller_value_is_an_error_even_when_lenient(mmaplug_pm, problem):
     """A caller value breaking a rule raises, naming the caller, in warning mode too."""
     with pytest.raises(InvalidParamsError, match="value from: caller"):
-        plan_problem(problem, H200, pm=mmaplug_pm, overrides={"stages": 9}, strict=False)
+        plan_problem(problem, A100, pm=mmaplug_pm, overrides={"stages": 9}, strict=False)
 
 
 class Raises:
@@ -224,14 +259,14 @@ MISBEHAVING = [
 def test_misbehaving_plugin_strict_raises(mmaplug_pm, problem, plugin, error):
     """In strict mode a misbehaving plugin raises an error naming it."""
     with registered(mmaplug_pm, plugin), pytest.raises(error, match=plugin.name):
-        plan_problem(problem, H200, pm=mmaplug_pm)
+        plan_problem(problem, A100, pm=mmaplug_pm)
 
 
 @pytest.mark.parametrize(("plugin", "error"), MISBEHAVING)
 def test_misbehaving_plugin_lenient_warns(mmaplug_pm, problem, default_spec, plugin, error):
     """In warning mode it is named in a PluginWarning and the default answer is used."""
     with registered(mmaplug_pm, plugin), pytest.warns(PluginWarning, match=plugin.name):
-        spec = plan_problem(problem, H200, pm=mmaplug_pm, strict=False)
+        spec = plan_problem(problem, A100, pm=mmaplug_pm, strict=False)
     assert spec == default_spec
     assert plugin.name in spec.provenance.dropped
 
@@ -243,10 +278,10 @@ def test_invalid_base_params(mmaplug_pm, problem, default_spec, strict):
     with registered(mmaplug_pm, bad):
         if strict:
             with pytest.raises(InvalidParamsError, match="value from: bad_base"):
-                plan_problem(problem, H200, pm=mmaplug_pm)
+                plan_problem(problem, A100, pm=mmaplug_pm)
             return
         with pytest.warns(PluginWarning, match="invalid stages from bad_base"):
-            spec = plan_problem(problem, H200, pm=mmaplug_pm, strict=False)
+            spec = plan_problem(problem, A100, pm=mmaplug_pm, strict=False)
     assert (spec.params, spec.provenance.base) == (default_spec.params, "default")
 
 
@@ -260,7 +295,7 @@ def test_all_violations_of_all_plugins_in_one_error(mmaplug_pm, problem):
         with pytest.raises(
             InvalidParamsError, match="(?s)too_deep.*wrong_mma|wrong_mma.*too_deep"
         ) as info:
-            plan_problem(problem, H200, pm=mmaplug_pm)
+            plan_problem(problem, A100, pm=mmaplug_pm)
     assert {v.field for v in info.value.violations} >= {"stages", "instruction_tile"}
 
 
@@ -270,7 +305,8 @@ def test_no_scheduler_lists_every_rejection(mmaplug_pm):
         name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536
     )
     with pytest.raises(
-        NoSchedulerError, match="(?s)ampere: needs mma.sync.*hopper: the wgmma"
+        NoSchedulerError,
+        match=r"(?s)ampere: needs mma.sync.*hopper: needs wgmma and TMA \(sm_90a\); t4 is sm_75",
     ) as info:
         plan_problem(make_problem(), turing, pm=mmaplug_pm)
     assert [r.name for r in info.value.rejections] == ["ampere", "hopper"]
@@ -300,7 +336,7 @@ def test_highest_priority_scheduler_wins(mmaplug_pm, problem, default_spec, prio
     schedulers = [Scheduler(name, p) for name, p in priorities.items()]
     base = FakeHeuristic("base", {}, base=default_spec.params)
     with registered(mmaplug_pm, *schedulers, base):
-        assert plan_problem(problem, H200, pm=mmaplug_pm).scheduler == winner
+        assert plan_problem(problem, A100, pm=mmaplug_pm).scheduler == winner
 
 
 class StageCap:
@@ -316,7 +352,7 @@ class StageCap:
 def test_adjustments_are_recorded(mmaplug_pm, problem):
     """A scheduler's forced change appears in provenance and explain()."""
     with registered(mmaplug_pm, StageCap()):
-        spec = plan_problem(problem, H200, pm=mmaplug_pm)
+        spec = plan_problem(problem, A100, pm=mmaplug_pm)
     assert spec.params.stages == 3
     (adjustment,) = spec.provenance.adjustments
     assert (adjustment.field, adjustment.old, adjustment.new) == ("stages", 4, 3)
@@ -327,7 +363,7 @@ def test_adjusting_a_plugin_value_warns(mmaplug_pm, problem):
     """Changing a value a non-default plugin chose issues a ParamAdjustedWarning."""
     with registered(mmaplug_pm, StageCap(), FakeHeuristic("fake", {"stages": 7})):
         with pytest.warns(ParamAdjustedWarning, match="stage_cap changed fake's stages: 7 -> 3"):
-            spec = plan_problem(problem, H200, pm=mmaplug_pm)
+            spec = plan_problem(problem, A100, pm=mmaplug_pm)
     assert spec.provenance.source("stages") == "fake"
 
 
@@ -348,7 +384,7 @@ def test_selected_heuristic_answers_alone(problem, default_spec, heuristic, expe
         load_entrypoints=False,
         strict=True,
     )
-    assert plan_problem(problem, H200, pm=pm).provenance.base == expected
+    assert plan_problem(problem, A100, pm=pm).provenance.base == expected
 
 
 def test_selected_heuristic_must_stay_registered(problem):
@@ -357,18 +393,18 @@ def test_selected_heuristic_must_stay_registered(problem):
     pm = make_plugin_manager(plugins=[fake], heuristic="gone", load_entrypoints=False)
     pm.unregister(fake)
     with pytest.raises(UsageError, match="unknown heuristic plugin 'gone'; registered: ampere"):
-        plan_problem(problem, H200, pm=pm)
+        plan_problem(problem, A100, pm=pm)
 
 
 def test_explain_reports_everything(mmaplug_pm, problem):
     """explain() shows layout letters and k-inner flags, device, candidates and sources."""
     with override_matmul_params(stages=3):
-        text = explain(plan_problem(problem, H200, pm=mmaplug_pm))
+        text = explain(plan_problem(problem, A100, pm=mmaplug_pm))
     for part in (
         "layout=TN (a_k_inner=True, b_k_inner=True)",
-        "h200 (sm_90a",
-        "hopper",
-        "rejected: the wgmma kernel is not built yet",
+        "a100 (sm_80",
+        "scheduler:  ampere",
+        "hopper       rejected: needs wgmma and TMA (sm_90a); a100 is sm_80",
         "plugins consulted: ampere",
         "from override_matmul_params",
         "base params from: default",
@@ -377,9 +413,33 @@ def test_explain_reports_everything(mmaplug_pm, problem):
         assert part in text
 
 
-def test_spec_name_and_repr_round_trip(default_spec):
+def test_explain_on_sm90a_lists_ampere_as_lower_priority(mmaplug_pm, problem):
+    """On h200 explain() names hopper as the scheduler and ampere as accepted below it."""
+    text = explain(plan_problem(problem, H200, pm=mmaplug_pm))
+    for part in (
+        "h200 (sm_90a",
+        "scheduler:  hopper",
+        "ampere       accepted (priority 10)",
+        "hopper       accepted (priority 20)",
+        "tiling_strategy            persistent         from default",
+    ):
+        assert part in text
+
+
+@pytest.mark.parametrize(
+    ("device", "prefix"),
+    [
+        ("a100", "mm_sm80_ampere_f16f16_TN_cta128x128x32_warp64x64x32_inst16x8x16_s4_k1"),
+        (
+            "h200",
+            "mm_sm90a_hopper_f16f16_TN_cta128x256x64_warp64x256x64_inst64x256x16_s4_k1_persistent_ws",
+        ),
+    ],
+)
+def test_spec_name_and_repr_round_trip(mmaplug_pm, problem, device, prefix):
     """KernelSpec.name is stable and repr() evaluates back to an equal spec."""
-    assert default_spec.name.startswith("mm_sm90a_ampere_f16f16_TN_cta128x128x32")
+    default_spec = plan_problem(problem, get_device(device), pm=mmaplug_pm)
+    assert default_spec.name.startswith(prefix)
     namespace = {
         cls.__name__: cls
         for cls in (
@@ -406,7 +466,7 @@ def test_matmul_params_convenience(monkeypatch, problem, default_spec):
     monkeypatch.setattr(
         "mmaplug.plan.get_plugin_manager", lambda: make_plugin_manager(load_entrypoints=False)
     )
-    assert matmul_params(problem, "h200") == default_spec.params
+    assert matmul_params(problem, "a100") == default_spec.params
 
 
 def test_hookspecs_are_documented():
