@@ -24,7 +24,7 @@ from mmaplug.testing import (
 
 pytest_plugins = ["pytester"]
 
-H200 = get_device("h200")
+A100 = get_device("a100")  # ampere is the only scheduler on sm_80
 
 
 def make_problem(m: int = 4096) -> MatmulProblem:
@@ -51,7 +51,7 @@ def test_reexports():
 def test_override_reaches_params_with_its_source(mmaplug_pm):
     """override_matmul_params changes the plan and is recorded as its source."""
     with override_matmul_params(stages=3, cta_tile=(128, 256, 32)):
-        spec = plan_problem(make_problem(), H200, pm=mmaplug_pm)
+        spec = plan_problem(make_problem(), A100, pm=mmaplug_pm)
     assert (spec.params.stages, spec.params.cta_tile.as_tuple()) == (3, (128, 256, 32))
     assert spec.provenance.source("stages") == "override_matmul_params"
 
@@ -61,10 +61,10 @@ def test_override_nests_inner_key_wins(mmaplug_pm):
     with override_matmul_params(stages=3, grid_swizzle_factor=3) as outer:
         with override_matmul_params(stages=2) as inner:
             assert dict(inner) == {"stages": 2, "grid_swizzle_factor": 3}
-            assert plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages == 2
+            assert plan_problem(make_problem(), A100, pm=mmaplug_pm).params.stages == 2
         assert dict(outer) == {"stages": 3, "grid_swizzle_factor": 3}
-        assert plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages == 3
-    assert plan_problem(make_problem(), H200, pm=mmaplug_pm).provenance.source("stages") == (
+        assert plan_problem(make_problem(), A100, pm=mmaplug_pm).params.stages == 3
+    assert plan_problem(make_problem(), A100, pm=mmaplug_pm).provenance.source("stages") == (
         "default"
     )
 
@@ -81,7 +81,7 @@ def test_override_is_isolated_per_thread(mmaplug_pm):
     seen: list[str] = []
 
     def plan() -> None:
-        seen.append(plan_problem(make_problem(), H200, pm=mmaplug_pm).provenance.source("stages"))
+        seen.append(plan_problem(make_problem(), A100, pm=mmaplug_pm).provenance.source("stages"))
 
     with override_matmul_params(stages=3):
         thread = threading.Thread(target=plan)
@@ -96,7 +96,7 @@ def test_override_is_isolated_per_task(mmaplug_pm):
     async def plan(stages: int) -> int:
         with override_matmul_params(stages=stages):
             await asyncio.sleep(0)
-            return plan_problem(make_problem(), H200, pm=mmaplug_pm).params.stages
+            return plan_problem(make_problem(), A100, pm=mmaplug_pm).params.stages
 
     async def both() -> list[int]:
         return list(await asyncio.gather(plan(2), plan(3)))
@@ -108,8 +108,8 @@ def test_fake_heuristic_when(mmaplug_pm):
     """A FakeHeuristic answers only for the problems its predicate accepts."""
     fake = FakeHeuristic("big_only", {"stages": 3}, when=lambda p: p.m >= 4096)
     with registered(mmaplug_pm, fake):
-        big = plan_problem(make_problem(4096), H200, pm=mmaplug_pm)
-        small = plan_problem(make_problem(2048), H200, pm=mmaplug_pm)
+        big = plan_problem(make_problem(4096), A100, pm=mmaplug_pm)
+        small = plan_problem(make_problem(2048), A100, pm=mmaplug_pm)
     assert (big.provenance.source("stages"), small.provenance.source("stages")) == (
         "big_only",
         "default",
@@ -137,14 +137,14 @@ def test_registered_skips_blocked_names():
     pm = make_plugin_manager(block=["fake"], load_entrypoints=False, strict=True)
     with registered(pm, FakeHeuristic("fake", {"stages": 3})) as names:
         assert names == (None,)
-        assert plan_problem(make_problem(), H200, pm=pm).provenance.source("stages") == "default"
+        assert plan_problem(make_problem(), A100, pm=pm).provenance.source("stages") == "default"
 
 
 def test_recorder_calls(mmaplug_pm):
     """getcalls, popcall and hook_names expose the recorded calls with their arguments."""
     with HookRecorder(mmaplug_pm) as recorder:
-        plan_problem(make_problem(), H200, pm=mmaplug_pm)
-    plan_problem(make_problem(), H200, pm=mmaplug_pm)  # after finish: not recorded
+        plan_problem(make_problem(), A100, pm=mmaplug_pm)
+    plan_problem(make_problem(), A100, pm=mmaplug_pm)  # after finish: not recorded
     assert recorder.hook_names() == [
         "mmaplug_scheduler_candidates",
         "mmaplug_matmul_params",
@@ -156,13 +156,13 @@ def test_recorder_calls(mmaplug_pm):
     candidates = recorder.getcalls("mmaplug_scheduler_candidates")
     assert sorted(c.plugins[0] for c in candidates) == ["ampere", "hopper"]
     call = recorder.popcall("mmaplug_matmul_params")
-    assert (call.scheduler, call.device) == ("ampere", H200)
+    assert (call.scheduler, call.device) == ("ampere", A100)
     assert not recorder.getcalls(["mmaplug_matmul_params"])
 
 
 def test_recorder_assert_order_failure(mmaplug_recorder, mmaplug_pm):
     """assert_order fails with the recorded sequence when the order differs."""
-    plan_problem(make_problem(), H200, pm=mmaplug_pm)
+    plan_problem(make_problem(), A100, pm=mmaplug_pm)
     with pytest.raises(AssertionError, match="recorded: \\['mmaplug_scheduler_candidates'"):
         mmaplug_recorder.assert_order(["mmaplug_matmul_overrides", "mmaplug_matmul_params"])
     with pytest.raises(AssertionError, match="no call of 'mmaplug_build_kernel'"):
