@@ -8,6 +8,7 @@ import pluggy
 import pytest
 
 from mmaplug import hookspecs
+from mmaplug.choices import Rejection, SchedulerChoice
 from mmaplug.device import PRESET_NAMES, get_device
 from mmaplug.dtypes import DType
 from mmaplug.manager import DEFAULT_PLUGINS
@@ -102,13 +103,19 @@ def test_default_answers_pass_validators(scheduler, device, problem):
 
 @pytest.mark.parametrize("device", PRESET_NAMES)
 def test_candidates(device):
-    """ampere accepts half precision on sm_80+; hopper declines until its kernel exists."""
+    """ampere accepts half precision on sm_80+; hopper accepts it above ampere on sm_90a only."""
     gpu = get_device(device)
     f16 = make_problem(256, 256, 256, (True, True), DType.float16)
     f32 = make_problem(256, 256, 256, (True, True), DType.float32)
     assert ampere.mmaplug_scheduler_candidates(problem=f16, device=gpu).priority == 10
     assert "float32" in ampere.mmaplug_scheduler_candidates(problem=f32, device=gpu).reason
-    assert hopper.mmaplug_scheduler_candidates(problem=f16, device=gpu).reason == hopper.NOT_BUILT
+    answer = hopper.mmaplug_scheduler_candidates(problem=f16, device=gpu)
+    if gpu.target == "sm_90a":
+        assert answer == SchedulerChoice("hopper", 20)
+    else:
+        assert answer == Rejection("hopper", hopper.rejection(f16, gpu))
+        assert f"{device} is {gpu.target}" in answer.reason
+    assert isinstance(hopper.mmaplug_scheduler_candidates(problem=f32, device=gpu), Rejection)
 
 
 def test_ampere_rejects_pre_sm80():
