@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from .arguments import MAX_EXTENT, as_int, int_field, of_type
+from .arguments import as_int, int_field, of_type
 from .dtypes import DType
 
 
@@ -61,14 +61,15 @@ class MatmulProblem:
 
     ``m``, ``n``, ``k`` are products of all dims of that role; ``batch`` is the product of the
     batch dims (1 when there are none). ``precision`` is three letters: operand type, accumulator
-    (always ``S``) and output type, e.g. ``"HSH"``. Extents are below 2**31 (what kernels
-    index and launch); a bad field is a ``UsageError`` naming it.
+    (always ``S``) and output type, e.g. ``"HSH"``. A bad field is a ``UsageError`` naming it
+    (analysis refuses fusions whose extents reach 2**31; heuristics may still be asked about
+    larger hand-built problems, and decline them).
     """
 
-    m: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
-    n: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
-    k: int = attrs.field(converter=as_int, validator=int_field(1, MAX_EXTENT))
-    batch: int = attrs.field(default=1, converter=as_int, validator=int_field(1, MAX_EXTENT))
+    m: int = attrs.field(converter=as_int, validator=int_field(1))
+    n: int = attrs.field(converter=as_int, validator=int_field(1))
+    k: int = attrs.field(converter=as_int, validator=int_field(1))
+    batch: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     a_k_inner: bool = attrs.field(validator=of_type(bool, "True or False"))
     b_k_inner: bool = attrs.field(validator=of_type(bool, "True or False"))
     operand_dtype: DType = attrs.field(validator=of_type(DType, "an mmaplug dtype (mp.float16)"))

@@ -483,7 +483,7 @@ CASES = [
         "problem_m_zero",
         _problem(m=0),
         mp.UsageError,
-        r"MatmulProblem.m=0 is not allowed; it must be an int >= 1 and < 2147483648",
+        r"MatmulProblem.m=0 is not allowed; it must be an int >= 1",
     ),
     ("problem_k_float", _problem(k=8.0), mp.UsageError, r"MatmulProblem.k=8.0 is not allowed"),
     (
@@ -491,12 +491,6 @@ CASES = [
         _problem(batch=-2),
         mp.UsageError,
         r"MatmulProblem.batch=-2 is not allowed",
-    ),
-    (
-        "problem_n_2_pow_31",
-        _problem(n=2**31),
-        mp.UsageError,
-        r"MatmulProblem.n=2147483648 is not allowed",
     ),
     (
         "problem_k_inner_string",
