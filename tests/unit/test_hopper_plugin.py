@@ -1,0 +1,153 @@
+"""The hopper scheduler plugin's hooks: which problems it takes on which GPU, and its build hook."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import mmaplug as mp
+from mmaplug.choices import Rejection, SchedulerChoice
+from mmaplug.demo import example_fusion
+from mmaplug.device import Device, get_device
+from mmaplug.dtypes import DType
+from mmaplug.errors import KernelBuildError
+from mmaplug.plan import plan_problem
+from mmaplug.plugins import hopper
+from mmaplug.problem import MatmulProblem
+
+H100_NO_A = Device(
+    name="h100-plain", cc=(9, 0), sm_count=132, smem_per_block_optin=232_448, smem_per_sm=233_472
+)
+
+
+def linear(pm, m: int, n: int, k: int, dtype: DType = DType.float16) -> MatmulProblem:
+    """TN: x [m, k] and w [n, k], both K-inner (rows of k elements)."""
+    return mp.matmul_problem(example_fusion(m, n, k, dtype), pm=pm)
+
+
+def matmul(pm, m: int, n: int, k: int, dtype: DType = DType.float16) -> MatmulProblem:
+    """a [m, k] @ b [k, n]: A K-inner, B N-inner (rows of n elements)."""
+    with mp.FusionDefinition() as fd:
+        a, b = fd.define_tensor([m, k], dtype), fd.define_tensor([k, n], dtype)
+        fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), dtype))
+    return mp.matmul_problem(fd.fusion, pm=pm)
+
+
+def candidate(problem: MatmulProblem, device: str | Device) -> SchedulerChoice | Rejection:
+    gpu = get_device(device) if isinstance(device, str) else device
+    return hopper.mmaplug_scheduler_candidates(problem=problem, device=gpu)
+
+
+@pytest.mark.parametrize("device", ["h100", "h200"])
+@pytest.mark.parametrize("dtype", [DType.float16, DType.bfloat16], ids=["f16", "bf16"])
+@pytest.mark.parametrize("build", [linear, matmul], ids=["TN", "TT"])
+def test_accepts_16bit_single_matmul_tma_aligned_on_sm90a(pm, device, dtype, build):
+    """fp16/bf16, one matmul, 16-byte aligned operand rows, sm_90a: accepted at priority 20."""
+    problem = build(pm, 256, 512, 128, dtype)
+    assert min(problem.vector_widths.a, problem.vector_widths.b) >= 8
+    assert candidate(problem, device) == SchedulerChoice("hopper", 20)
+    assert hopper.rejection(problem, get_device(device)) is None
+
+
+@pytest.mark.parametrize(
+    ("device", "reason"),
+    [
+        ("a100", "needs wgmma and TMA (sm_90a); a100 is sm_80"),
+        (H100_NO_A, "needs wgmma and TMA (sm_90a); h100-plain is sm_90"),
+    ],
+    ids=["a100", "sm90_without_a"],
+)
+def test_rejects_gpus_without_sm90a(pm, device, reason):
+    """An A100, or an sm_90 not targeted as sm_90a, is declined with the target in the reason."""
+    assert candidate(linear(pm, 256, 512, 128), device) == Rejection("hopper", reason)
+
+
+def test_rejects_float32_operands(pm):
+    """float32 operands (a problem built by hand: fusions refuse them) are declined with a fix."""
+    f16 = linear(pm, 256, 512, 128)
+    answer = candidate(attrs.evolve(f16, operand_dtype=DType.float32), "h200")
+    assert answer == Rejection(
+        "hopper",
+        "wgmma here takes float16 or bfloat16 operands, not float32; cast the operands in the "
+        "fusion",
+    )
+
+
+def test_rejects_multi_matmul_fusions(pm):
+    """Two matmuls in one fusion (silu(A@B1) * (A@B2)) are declined: the kernel runs one MmaOp."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([256, 128], DType.float16)
+        b1, b2 = (
+            fd.define_tensor([128, 512], DType.float16),
+            fd.define_tensor([128, 512], DType.float16),
+        )
+        fd.add_output(
+            fd.ops.cast(
+                fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, b1)), fd.ops.matmul(a, b2)), DType.float16
+            )
+        )
+    problem = mp.matmul_problem(fd.fusion, pm=pm)
+    assert candidate(problem, "h100") == Rejection(
+        "hopper", "the fusion holds 2 matmuls; this scheduler runs one MmaOp"
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "shape", "widths"),
+    [(linear, (256, 512, 100), "4- and 4-element"), (matmul, (256, 100, 128), "8- and 4-element")],
+    ids=["TN_k100", "TT_n100"],
+)
+def test_rejects_rows_not_16_byte_aligned(pm, build, shape, widths):
+    """fp16 rows of 100 elements (200 B) allow 4-element vectors: TMA cannot load them."""
+    m, n, k = shape
+    problem = build(pm, m, n, k)
+    answer = candidate(problem, "h200")
+    assert isinstance(answer, Rejection) and answer.name == "hopper"
+    assert answer.reason == (
+        "TMA needs 16-byte aligned row pitches (a multiple of 8 elements) for A and B; this "
+        f"problem's operand rows allow {widths} vectors (m={m}, n={n}, k={k}); the ampere "
+        "scheduler takes it"
+    )
+
+
+def test_unaligned_problem_is_planned_on_ampere(pm):
+    """On h200 the problem hopper declines falls to ampere, and the plan records both answers."""
+    problem = linear(pm, 256, 512, 100)
+    spec = plan_problem(problem, get_device("h200"), pm=pm)
+    assert spec.scheduler == "ampere"
+    assert spec.provenance.candidates == (
+        SchedulerChoice("ampere", 10),
+        Rejection("hopper", hopper.rejection(problem, get_device("h200"))),
+    )
+
+
+def test_build_kernel_defers_for_other_schedulers(pm):
+    """mmaplug_build_kernel returns None for a spec another scheduler was chosen for."""
+    fusion = example_fusion(256, 512, 128)
+    analysis = mp.analyze(fusion, pm=pm)
+    spec = plan_problem(analysis.problem, get_device("a100"), pm=pm)
+    assert spec.scheduler == "ampere"
+    assert hopper.mmaplug_build_kernel(spec=spec, analysis=analysis) is None
+
+
+def test_build_kernel_builds_the_planned_config(pm):
+    """For a hopper spec it returns an artifact configured with the planned tiles and stages."""
+    analysis = mp.analyze(example_fusion(256, 512, 128), pm=pm)
+    spec = plan_problem(analysis.problem, get_device("h200"), pm=pm)
+    artifact = hopper.mmaplug_build_kernel(spec=spec, analysis=analysis)
+    config = artifact.config
+    assert (config.cta_tile, config.warp_tile) == (
+        spec.params.cta_tile.as_tuple(),
+        spec.params.warp_tile.as_tuple(),
+    )
+    assert (config.stages, config.splitk, config.a_k_inner) == (spec.params.stages, 1, True)
+    assert artifact.kernel_name == f"hopper_{config.name}"
+
+
+def test_build_kernel_wraps_generator_refusals(pm):
+    """Params the generator cannot emit (planning bypassed) raise KernelBuildError naming them."""
+    analysis = mp.analyze(example_fusion(256, 512, 128), pm=pm)
+    spec = plan_problem(analysis.problem, get_device("h200"), pm=pm)
+    bad = attrs.evolve(spec, params=spec.params.with_overrides(stages=1))
+    with pytest.raises(KernelBuildError, match=r"hopper kernel for .*stages must be >= 2"):
+        hopper.mmaplug_build_kernel(spec=bad, analysis=analysis)
