@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mmaplug.cli import main
 from mmaplug.device import get_device
 from mmaplug.dtypes import DType
@@ -16,7 +17,7 @@ square_tiles = pytest.importorskip(
 )
 
 NAME = "square_tiles"
-H200 = get_device("h200")
+A100 = get_device("a100")  # square_tiles answers for ampere, the only scheduler here
 PROBLEM = MatmulProblem(
     m=4096,
     n=4096,
@@ -62,9 +63,16 @@ def test_listed_by_cli(env, capsys):
 
 def test_answers_when_autoloaded():
     """Autoloaded, it supplies the base params of a large fp16 TN problem."""
-    spec = plan_problem(PROBLEM, H200, pm=make_plugin_manager(strict=True))
+    spec = plan_problem(PROBLEM, A100, pm=make_plugin_manager(strict=True))
     assert spec.provenance.base == NAME
     assert (spec.params.cta_tile.as_tuple(), spec.params.stages) == ((128, 128, 32), 3)
+
+
+def test_defers_when_hopper_is_chosen():
+    """On h200 hopper outranks ampere, so the ampere-only heuristic defers to the default."""
+    spec = plan_problem(PROBLEM, get_device("h200"), pm=make_plugin_manager(strict=True))
+    assert (spec.scheduler, spec.provenance.base) == ("hopper", "default")
+    assert NAME in spec.provenance.consulted
 
 
 def test_selected_through_env_over_another_heuristic(env):
@@ -74,7 +82,7 @@ def test_selected_through_env_over_another_heuristic(env):
     rival = FakeHeuristic("rival", {}, base=square_tiles.SQUARE.with_overrides(stages=2))
     pm.register(rival, name="rival")
     try:
-        assert plan_problem(PROBLEM, H200, pm=pm).provenance.base == NAME
+        assert plan_problem(PROBLEM, A100, pm=pm).provenance.base == NAME
     finally:
         pm.unregister(rival)
 
@@ -82,7 +90,7 @@ def test_selected_through_env_over_another_heuristic(env):
 def test_selected_through_api_defers_to_default():
     """Selected through the API, a problem it does not know still gets the default."""
     pm = make_plugin_manager(heuristic=NAME, strict=True)
-    small = plan_problem(PROBLEM.__class__(**{**_fields(PROBLEM), "m": 128}), H200, pm=pm)
+    small = plan_problem(PROBLEM.__class__(**{**_fields(PROBLEM), "m": 128}), A100, pm=pm)
     assert small.provenance.base == "default"
 
 
@@ -95,14 +103,14 @@ def test_blockable(env, how):
     else:
         pm = make_plugin_manager(block=[NAME])
     assert not pm.has_plugin(NAME)
-    assert plan_problem(PROBLEM, H200, pm=pm).provenance.base == "default"
+    assert plan_problem(PROBLEM, A100, pm=pm).provenance.base == "default"
 
 
 def test_overrides_reach_final_params():
     """override_matmul_params changes a field of its answer; the rest stays its own."""
     pm = make_plugin_manager(strict=True)
     with override_matmul_params(stages=2):
-        spec = plan_problem(PROBLEM, H200, pm=pm)
+        spec = plan_problem(PROBLEM, A100, pm=pm)
     assert (spec.params.stages, spec.provenance.source("stages")) == (2, "override_matmul_params")
     assert spec.provenance.source("cta_tile") == NAME
 
