@@ -34,7 +34,7 @@ def problem(
 def test_answers_for_large_fp16_tn(mmaplug_pm):
     """A 4096-cube fp16 TN problem gets square tiles and 3 stages from square_tiles."""
     with registered(mmaplug_pm, square_tiles):
-        spec = plan_problem(problem(), get_device("h200"), pm=mmaplug_pm)
+        spec = plan_problem(problem(), get_device("a100"), pm=mmaplug_pm)
     assert spec.params.cta_tile.as_tuple() == (128, 128, 32)
     assert spec.params.stages == 3
     assert spec.provenance.base == "mmaplug_square_tiles"
@@ -48,8 +48,15 @@ def test_answers_for_large_fp16_tn(mmaplug_pm):
 def test_defers_otherwise(mmaplug_pm, prob):
     """Small, bf16 or non-TN problems are left to the default heuristic."""
     with registered(mmaplug_pm, square_tiles):
-        spec = plan_problem(prob, get_device("h200"), pm=mmaplug_pm)
+        spec = plan_problem(prob, get_device("a100"), pm=mmaplug_pm)
     assert spec.provenance.base == "default"
+
+
+def test_defers_on_hopper(mmaplug_pm):
+    """On h200 the hopper scheduler is chosen, so the ampere-only answer is not given."""
+    with registered(mmaplug_pm, square_tiles):
+        spec = plan_problem(problem(), get_device("h200"), pm=mmaplug_pm)
+    assert (spec.scheduler, spec.provenance.base) == ("hopper", "default")
 
 
 def test_square_params_pass_ampere_limits(mmaplug_pm, mmaplug_recorder):
@@ -64,6 +71,6 @@ def test_square_params_pass_ampere_limits(mmaplug_pm, mmaplug_recorder):
 def test_override_still_wins(mmaplug_pm):
     """override_matmul_params changes a field on top of the square-tiles answer."""
     with registered(mmaplug_pm, square_tiles), override_matmul_params(stages=2):
-        spec = plan_problem(problem(), get_device("h200"), pm=mmaplug_pm)
+        spec = plan_problem(problem(), get_device("a100"), pm=mmaplug_pm)
     assert (spec.params.stages, spec.provenance.source("stages")) == (2, "override_matmul_params")
     assert spec.provenance.source("cta_tile") == "mmaplug_square_tiles"
