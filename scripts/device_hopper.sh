@@ -10,9 +10,13 @@ python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING
 python -c "import mmaplug" || { echo "install failed"; exit 1; }
 export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-echo "== hopper GPU tests"
-timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu tests/gpu/test_hopper_gpu.py -q -rA \
-    ${HOPPER_K:+-k "$HOPPER_K"} 2>&1 | tee "$OUT/hopper_gpu.log" | grep -E "^(FAILED|ERROR|E  )|passed|failed|Timeout" | head -60
+echo "== hopper GPU tests (${HOPPER_SHARDS:-4} shards in parallel)"
+for i in $(seq 0 $(( ${HOPPER_SHARDS:-4} - 1 ))); do
+  PYTEST_SHARD="$i/${HOPPER_SHARDS:-4}" timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu \
+      tests/gpu/test_hopper_gpu.py -q -rA ${HOPPER_K:+-k "$HOPPER_K"} > "$OUT/hopper_gpu_$i.log" 2>&1 &
+done
+wait
+cat "$OUT"/hopper_gpu_*.log | grep -E "^(FAILED|ERROR|E  )|passed|failed|Timeout" | head -60
 if [ -n "${AMPERE_TIMEOUT:-}" ]; then
   echo "== ampere correctness matrix"
   timeout "$AMPERE_TIMEOUT" python scripts/device_ampere.py ${AMPERE_ARGS:---quick --no-bench} 2>&1 \
@@ -20,3 +24,4 @@ if [ -n "${AMPERE_TIMEOUT:-}" ]; then
 fi
 echo "== bench: hopper, ampere, torch"
 timeout "${BENCH_TIMEOUT:-200}" mmaplug bench --reps 20 ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.txt"
+if [ -n "${AB:-}" ]; then echo "== epilogue A/B"; timeout 120 python scripts/hopper_epilogue_ab.py 2>&1 | tail -3; fi

