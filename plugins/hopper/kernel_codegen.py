@@ -229,6 +229,8 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
+    if not (cfg.splitk > 1 or _trivial_epilogue(cfg)):
+        em(f"spill = cuda.local.array({len(accs) * nacc}, dtype=float32)")
     em("s = 0")
     em("ph = 0")
     em("u = cuda.blockIdx.x")
@@ -236,6 +238,7 @@ def _emit_consumer(
     with em.indent():
         _emit_decode(em, cfg)
         em("scale = 0")
+        em("prev = -1  # the stage whose wgmmas may still be reading it")
         em("k0 = kb")
         em("while k0 < ke:")
         with em.indent():
@@ -252,20 +255,35 @@ def _emit_consumer(
                     da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
                     em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}, {a.trans}, {b.trans})")
             em("wgmma_commit_group()")
-            em("wgmma_wait_group(0)")
+            em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
             for acc in accs:
                 em(f"{acc} = fence_operand({acc})")
-            em("if lane == 0:")
-            em(f"    mbarrier_arrive(uint32(bar + {MBARRIER_BYTES} * ({stages} + s)))")
+            _emit_release(em, stages, "prev")
+            em("prev = s")
             _advance(em, stages)
             em("scale = 1")
             em(f"k0 += {cfg.cta_tile[2]}")
+        em("wgmma_wait_group(0)")
+        for acc in accs:
+            em(f"{acc} = fence_operand({acc})")
+        _emit_release(em, stages, "prev")
         em("if scale == 0:  # an empty K range (a trailing split): the product is zero")
         with em.indent():
             for acc in accs:
                 em(f"{acc} = wgmma_zeros({nacc})")
         _emit_epilogue(em, cfg, accs)
         em("u += cuda.gridDim.x")
+
+
+def _emit_release(em: Emitter, stages: int, stage: str) -> None:
+    """Lane 0 of every consumer warp arrives on ``empty[stage]`` (none before the first tile)."""
+    em(f"if {stage} >= 0 and lane == 0:")
+    em(f"    mbarrier_arrive(uint32(bar + {MBARRIER_BYTES} * ({stages} + {stage})))")
+
+
+def _trivial_epilogue(cfg: HopperKernelConfig) -> bool:
+    """Only casts of the accumulator: the unrolled per-register code stays small."""
+    return all(i.op in ("acc", "cast") for i in cfg.epilogue.instrs)
 
 
 def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
@@ -280,21 +298,47 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
     em(f"cbase = n0 + cn * {wn} + 2 * (lane % 4)")
     if cfg.splitk > 1:
         em("wbase = (sp * batch + bt) * M * N")
-    for r, acc in enumerate(accs):
-        for q in range(wn // 8):
-            for h in range(2):
-                i = 4 * q + 2 * h
-                em(f"row = rbase + {64 * r + 8 * h}")
-                em("if row < M:")
-                with em.indent():
+
+    def element(value: str) -> None:
+        if cfg.splitk > 1:
+            em(f"ws[wbase + row * N + col] = {value}")
+        else:
+            em(f"v = {value}")
+            emit_epilogue_body(em, cfg.epilogue)
+
+    def pair(first: str, second: str) -> None:
+        em("if row < M:")
+        with em.indent():
+            em("if col < N:")
+            with em.indent():
+                element(first)
+            em("col += 1")
+            em("if col < N:")
+            with em.indent():
+                element(second)
+
+    nacc = wn // 2
+    if cfg.splitk > 1 or _trivial_epilogue(cfg):
+        for r, acc in enumerate(accs):
+            for q in range(wn // 8):
+                for h in range(2):
+                    i = 4 * q + 2 * h
+                    em(f"row = rbase + {64 * r + 8 * h}")
                     em(f"col = cbase + {8 * q}")
-                    for e in range(2):
-                        em("if col < N:")
-                        with em.indent():
-                            if cfg.splitk > 1:
-                                em(f"ws[wbase + row * N + col] = {acc}[{i + e}]")
-                            else:
-                                em(f"v = {acc}[{i + e}]")
-                                emit_epilogue_body(em, cfg.epilogue)
-                        if e == 0:
-                            em("col += 1")
+                    pair(f"{acc}[{i}]", f"{acc}[{i + 1}]")
+        return
+    # a long epilogue once in the code (unrolled 128 times it thrashes the instruction
+    # cache): the registers go to a local array, a runtime loop walks the pairs
+    for r, acc in enumerate(accs):
+        for i in range(nacc):
+            em(f"spill[{r * nacc + i}] = {acc}[{i}]")
+    half = nacc // 2
+    em("pr = 0")
+    em(f"while pr < {len(accs) * half}:")
+    with em.indent():
+        em(f"rb = pr // {half}")
+        em(f"ii = (pr - rb * {half}) * 2")
+        em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em("col = cbase + 8 * (ii >> 2)")
+        pair("spill[2 * pr]", "spill[2 * pr + 1]")
+        em("pr += 1")
