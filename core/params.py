@@ -352,34 +352,27 @@ def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
 # and check they arrive untouched).  SENTINEL_SCHEDULERS says where each one is legal:
 # * cta_tile / warp_tile / instruction_tile are ONE set: apply them together.  The Ampere default
 #   always uses cta_k 32 and the Hopper default cta_k >= 64, so k=48 never appears;
-#   (192, 48, 48) over (64, 48, 48) is legal on both (3 warps on Ampere, 3 warp groups on Hopper).
-#   instruction (64, 48, 16) is Hopper-only: Ampere only has m16n8k16, which it always uses.
-# * stages=7: Ampere caps at 4, Hopper at 6; 7 stages of the sentinel tiles need 161,280 B
-#   (161,392 B with Hopper's mbarriers), which fits both targets.
-# * prefetch_gap=2: defaults always use 1 (needs stages >= 2); Hopper only (the Ampere
-#   pipeline always prefetches stages - 1 tiles ahead, its limits refuse any other gap).
+#   (64, 48, 64) over (64, 48, 64) is legal on both (one warp on Ampere, one consumer warp
+#   group on Hopper); no default uses n = 48. instruction (64, 48, 16) is Hopper-only: Ampere
+#   only has m16n8k16, which it always uses.
+# * stages=7: Ampere caps at 4, Hopper at 6; 7 stages of the sentinel tiles fit both targets.
 # * grid_swizzle_factor=3: defaults use 1 or 8.
-# * splitk_factor=3: defaults use powers of two; Ampere only (Hopper's default is persistent,
-#   which cannot split K) and needs K >= 3 * cta_k.
-# * use_smem_epilogue=True: Ampere only (the Hopper default chooses both values).
-# * cluster_dims=(2, 4): Hopper default clusters hold at most 4 CTAs; Hopper only, needs
-#   M tiles % 2 == 0 and N tiles % 4 == 0.
-# * tiling_strategy=one_tile_per_cta and warp_specialized=False: Hopper only (its default is
-#   always persistent and warp-specialized).
+# * splitk_factor=3: defaults use powers of two; Ampere only, needs K >= 3 * cta_k.
+# * use_smem_epilogue=True: Ampere only (the Hopper kernel writes from registers).
+# * tiling_strategy=one_tile_per_cta: Hopper only (its default is always persistent).
+# prefetch_gap, cluster_dims and warp_specialized have no sentinel: no scheduler builds a
+# value other than the default's (prefetch_gap=1, no clusters, hopper always warp-specialized).
 # async_gmem_load_operands and cta_order have no sentinel: the defaults choose both values.
 SENTINELS: Final[Mapping[str, object]] = MappingProxyType(
     {
-        "cta_tile": TileShape(192, 48, 48),
-        "warp_tile": TileShape(64, 48, 48),
+        "cta_tile": TileShape(64, 48, 64),
+        "warp_tile": TileShape(64, 48, 64),
         "instruction_tile": TileShape(64, 48, 16),
         "stages": 7,
-        "prefetch_gap": 2,
         "grid_swizzle_factor": 3,
         "splitk_factor": 3,
         "use_smem_epilogue": True,
-        "cluster_dims": (2, 4),
         "tiling_strategy": TilingStrategy.one_tile_per_cta,
-        "warp_specialized": False,
     }
 )
 
@@ -390,12 +383,9 @@ SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "warp_tile": _BOTH,
         "instruction_tile": frozenset({"hopper"}),
         "stages": _BOTH,
-        "prefetch_gap": frozenset({"hopper"}),
         "grid_swizzle_factor": _BOTH,
         "splitk_factor": frozenset({"ampere"}),
         "use_smem_epilogue": frozenset({"ampere"}),
-        "cluster_dims": frozenset({"hopper"}),
         "tiling_strategy": frozenset({"hopper"}),
-        "warp_specialized": frozenset({"hopper"}),
     }
 )

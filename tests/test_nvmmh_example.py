@@ -296,6 +296,7 @@ def test_hook_params_reach_the_plan(monkeypatch, mmaplug_pm):
     """With library answers faked, the first runnable config is the plan's base."""
     answers = (config(warp=(24, 64, 32)), config((256, 128, 64), (64, 64, 64), stages=4))
     monkeypatch.setattr(nvmmh, "query_configs", lambda *a, **k: answers)
+    mmaplug_pm.set_blocked("hopper")  # nvmmh answers for ampere; on an H200 hopper outranks it
     with registered(mmaplug_pm, nvmmh):
         spec = plan_problem(problem(), H200, pm=mmaplug_pm)
     assert spec.provenance.base == "nvmmh"

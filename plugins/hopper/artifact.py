@@ -161,7 +161,7 @@ class HopperArtifact:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
         plan = self._plan_launch(args)
         cfg, kernels = self.config, self._kernels()
-        maps = plan.maps.get(args.a.address, args.b.address)
+        maps, _ = plan.maps.get(args.a.address, args.b.address)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -246,8 +246,8 @@ class BoundHopper:
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float]) -> None:
         """Launch on data at *addresses* (A, B, epilogue inputs, outputs) with *scalars*."""
-        maps = self._plan.maps.get(addresses[0], addresses[1])
-        pointers = [maps.device_ctypes_pointer.value, *addresses[2:]]
+        _, maps_address = self._plan.maps.get(addresses[0], addresses[1])
+        pointers = [maps_address, *addresses[2:]]
         for params, which in self._order:
             params.patch([pointers[i] for i in which])
         for (params, slot), value in zip(self._scalar_slots, scalars, strict=True):

@@ -53,8 +53,8 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "warp_tile",
         warp,
         f"m % 64 == 0, n % {n_unit} == 0, n <= 256",
-        f"warp_tile={warp}: a consumer warpgroup issues m64n{{n}}k16 wgmmas, so m must be a "
-        f"multiple of 64 and n a multiple of {n_unit} up to 256"
+        f"warp_tile={warp}: a consumer warpgroup issues m64nNk16 wgmmas (N = warp_tile.n), "
+        f"so m must be a multiple of 64 and n a multiple of {n_unit} up to 256"
         + ("" if problem.b_k_inner else " (an N-major B is read in 64-column swizzle rows)")
         + ". Round the warp tile.",
     )

@@ -9,7 +9,6 @@ import numpy as np
 
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
 from mmaplug.cuda.tensors import DeviceTensor
-from mmaplug.dtypes import DType
 from mmaplug.patterns import DimRole
 
 from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig
@@ -64,27 +63,26 @@ def is_batched(tensor: DeviceTensor, batch: int) -> int:
 
 def check_operand(what: str, spec: TensorMapSpec, address: int) -> list[str]:
     """Why TMA cannot load this operand (empty when it can)."""
-    problems = [f"{what}: {p}" for p in spec.violations()]
-    if address % _TMA_ALIGN:
-        problems.append(
-            f"{what}: its data address {address:#x} is not a multiple of {_TMA_ALIGN} bytes"
-        )
-    return problems
+    return [f"{what}: {p}" for p in spec.violations(address)]
 
 
 class DeviceMaps:
-    """Device arrays holding the A and B maps, encoded once per distinct pair of addresses."""
+    """Device arrays holding the A and B maps, encoded once per distinct pair of addresses.
+
+    A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
+    on the host and copied to the device on first sight (synchronously, before the launch that
+    reads them), then reused while the pair stays among the last ``MAP_CACHE_SIZE`` seen.
+    """
 
     def __init__(self, a: TensorMapSpec, b: TensorMapSpec) -> None:
         self._specs = (a, b)
-        self._cache: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._cache: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
 
-    def get(self, a_address: int, b_address: int) -> Any:
-        """The ``maps`` kernel argument for operands at these addresses."""
+    def get(self, a_address: int, b_address: int) -> tuple[Any, int]:
+        """The ``maps`` kernel argument for operands at these addresses, and its address."""
         key = (a_address, b_address)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         host = np.concatenate(
             [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
@@ -92,12 +90,8 @@ class DeviceMaps:
         from numba import cuda
 
         array = cuda.to_device(host)
-        self._cache[key] = array
+        entry = (array, int(array.device_ctypes_pointer.value or 0))
+        self._cache[key] = entry
         if len(self._cache) > MAP_CACHE_SIZE:
             self._cache.popitem(last=False)
-        return array
-
-
-def dtype_ok(dtype: DType) -> bool:
-    """TMA boxes here carry 16-bit elements."""
-    return dtype.itemsize == 2
+        return entry

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.sim
 
-# Each case builds a fusion, compiles it for h200 with caller overrides (small tiles keep the
+# Each case builds a fusion, compiles it for a100 (ampere) with caller overrides (small tiles keep the
 # simulator fast), runs it on random host arrays and compares with mp.evaluate.
 SCRIPT = textwrap.dedent(
     """
@@ -73,7 +73,7 @@ SCRIPT = textwrap.dedent(
     with mp.FusionDefinition() as fd:
         overrides = globals()["case_" + name](fd, rng)
     overrides.update(cta_tile=(32, 32, 32), warp_tile=(32, 32, 32), stages=2)
-    compiled = mp.compile(fd.fusion, "h200", overrides=overrides)
+    compiled = mp.compile(fd.fusion, "a100", overrides=overrides)
     inputs = random_inputs(fd.fusion, rng)
     results = compiled.execute(inputs)
     errors = []
