@@ -78,9 +78,10 @@ def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: in
     compiled = compile_fusion(fusion, device or (None if gpu else "h200"))
     print("\n== plan", explain(compiled.spec), sep="\n", file=out)
     ptx = compiled.ptx
+    found = [i for i in ("wgmma.mma_async", "mma.sync.aligned") if i in ptx]
     print(
         f"\n== kernel {compiled.kernel_name}: {len(ptx.splitlines())} lines of PTX for "
-        f"{compiled.spec.device.target}; mma.sync in it: {'mma.sync.aligned' in ptx}",
+        f"{compiled.spec.device.target}; tensor-core instruction: {found[0] if found else None}",
         file=out,
     )
     if gpu:

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from mmaplug.cuda.tensormap import TensorMapSpec, encode
+from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
 from mmaplug.cuda.tensors import DeviceTensor
 from mmaplug.patterns import DimRole
 
@@ -90,7 +90,7 @@ class DeviceMaps:
         from numba import cuda
 
         array = cuda.to_device(host)
-        entry = (array, int(array.device_ctypes_pointer.value or 0))
+        entry = (array, device_address(array))  # a host array under the simulator
         self._cache[key] = entry
         if len(self._cache) > MAP_CACHE_SIZE:
             self._cache.popitem(last=False)
