@@ -210,3 +210,13 @@ def address(obj: object) -> int:
     if type(obj).__module__.split(".")[0] == "torch":
         return obj.data_ptr()  # type: ignore[attr-defined]
     return int(obj.__cuda_array_interface__["data"][0])  # type: ignore[attr-defined]
+
+
+def require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
+    """Raise LaunchError unless *tensor* is contiguous along *role* (as its fusion declared)."""
+    if tensor.role_strides[role] not in (0, 1):
+        raise LaunchError(
+            f"{what} has stride {tensor.role_strides[role]} along {role.value.upper()}, which "
+            "the fusion declared innermost; pass a tensor with that dim contiguous (as declared "
+            "by stride_order), e.g. .contiguous()"
+        )

@@ -10,8 +10,7 @@ import attrs
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.tensors import DeviceTensor
-from mmaplug.errors import LaunchError
+from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
 from .bound import BoundGemm
@@ -61,15 +60,6 @@ def _ptx(config: AmpereKernelConfig, cc: tuple[int, ...]) -> str:
     return compile_ptx(config, cc=cc)
 
 
-def _require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
-    if tensor.role_strides[role] not in (0, 1):
-        raise LaunchError(
-            f"{what} has stride {tensor.role_strides[role]} along {role.value.upper()}, which "
-            "the fusion declared innermost; pass a tensor with that dim contiguous (as declared "
-            "by stride_order), e.g. .contiguous()"
-        )
-
-
 @attrs.frozen
 class AmpereArtifact:
     """A built ampere kernel: its config and the problem shape it was planned for."""
@@ -91,10 +81,10 @@ class AmpereArtifact:
         config = self.config
         a_inner, a_outer = (DimRole.K, DimRole.M) if config.a_k_inner else (DimRole.M, DimRole.K)
         b_inner, b_outer = (DimRole.K, DimRole.N) if config.b_k_inner else (DimRole.N, DimRole.K)
-        _require_unit_stride("operand A", args.a, a_inner)
-        _require_unit_stride("operand B", args.b, b_inner)
+        require_unit_stride("operand A", args.a, a_inner)
+        require_unit_stride("operand B", args.b, b_inner)
         for out in args.outputs:
-            _require_unit_stride("an output", out, DimRole.N)
+            require_unit_stride("an output", out, DimRole.N)
         vec_a = vector_width(args.a, a_inner, (a_outer, DimRole.BATCH), config.vec_a)
         vec_b = vector_width(args.b, b_inner, (b_outer, DimRole.BATCH), config.vec_b)
         if (vec_a, vec_b) != (config.vec_a, config.vec_b):

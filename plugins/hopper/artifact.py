@@ -13,8 +13,8 @@ from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import DriverLaunch, KernelParams, compiled_kernel, launch_checked
-from mmaplug.cuda.tensors import DeviceTensor
-from mmaplug.errors import DeclinedLaunchError, LaunchError
+from mmaplug.cuda.tensors import require_unit_stride
+from mmaplug.errors import DeclinedLaunchError
 from mmaplug.params import TilingStrategy
 from mmaplug.patterns import DimRole
 
@@ -43,15 +43,6 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
 @functools.cache
 def _ptx(config: HopperKernelConfig) -> str:
     return compile_ptx(config)
-
-
-def _require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
-    if tensor.role_strides[role] not in (0, 1):
-        raise LaunchError(
-            f"{what} has stride {tensor.role_strides[role]} along {role.value.upper()}, which "
-            "the fusion declared innermost; pass a tensor with that dim contiguous (as declared "
-            "by stride_order), e.g. .contiguous()"
-        )
 
 
 @attrs.frozen
@@ -93,10 +84,10 @@ class HopperArtifact:
         cfg, problem = self.config, self.spec.problem
         a_inner = DimRole.K if cfg.a_k_inner else DimRole.M
         b_inner = DimRole.K if cfg.b_k_inner else DimRole.N
-        _require_unit_stride("operand A", args.a, a_inner)
-        _require_unit_stride("operand B", args.b, b_inner)
+        require_unit_stride("operand A", args.a, a_inner)
+        require_unit_stride("operand B", args.b, b_inner)
         for out in args.outputs:
-            _require_unit_stride("an output", out, DimRole.N)
+            require_unit_stride("an output", out, DimRole.N)
         extents = {
             DimRole.M: problem.m,
             DimRole.N: problem.n,
