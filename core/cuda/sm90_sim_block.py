@@ -20,6 +20,9 @@ WINDOW_GAP = 1024
 # Waits (mbarrier, named barriers) give up after this long: a deadlock on the GPU.
 WAIT_TIMEOUT_S = 60.0
 _POLL_S = 0.02
+# A waiting thread looks for dead or all-waiting siblings this often.
+_CHECK_S = 0.25
+_ABORTED = "simulated kernel aborted"
 
 
 class MBarrier:
@@ -70,6 +73,11 @@ class Block:
         self.mbarriers: dict[int, MBarrier] = {}
         self.named: dict[int, NamedBarrier] = {}
         self.groups: dict[int, Warp] = {}
+        # simulator threads seen by `current` (weakly: they reference the BlockManager key)
+        self.threads: weakref.WeakValueDictionary[int, threading.Thread] = (
+            weakref.WeakValueDictionary()
+        )
+        self.waiting: dict[threading.Thread, Any] = {}  # thread -> its wait's ready()
 
     # --- shared memory -------------------------------------------------------------------------
 
@@ -106,15 +114,54 @@ class Block:
     # --- waiting -------------------------------------------------------------------------------
 
     def wait_until(self, ready: Any, describe: Any) -> None:
-        """Block (holding `cond`) until `ready()`; UsageError naming `describe()` on timeout."""
+        """Block (holding `cond`) until `ready()`.
+
+        Raises at once when another thread of the block died of an exception (Numba's
+        simulator would report it only after every thread ended, behind this wait's timeout)
+        or when every thread of the block has exited or waits here unsatisfied (nothing can
+        arrive any more); otherwise a UsageError naming `describe()` after WAIT_TIMEOUT_S.
+        """
         thread = threading.current_thread()
-        deadline = time.monotonic() + WAIT_TIMEOUT_S
-        while not ready():
-            if getattr(thread, "abort", False):
-                raise RuntimeError("simulated kernel aborted by another thread")
-            if time.monotonic() > deadline:
-                raise UsageError(f"deadlock: {describe()} after {WAIT_TIMEOUT_S:g} s")
-            self.cond.wait(_POLL_S)
+        now = time.monotonic()
+        deadline, check = now + WAIT_TIMEOUT_S, now + _CHECK_S
+        self.waiting[thread] = ready
+        try:
+            while not ready():
+                if getattr(thread, "abort", False):
+                    raise RuntimeError("simulated kernel aborted by another thread")
+                now = time.monotonic()
+                if now > check:  # the block-wide scans are O(threads): not on every wake-up
+                    check = now + _CHECK_S
+                    if failed := self._failed_thread():
+                        raise RuntimeError(f"{_ABORTED}: {failed}")
+                    if self._all_stuck():
+                        raise UsageError(
+                            f"deadlock: {describe()}; every thread of the block has exited or "
+                            "waits on a barrier that cannot complete"
+                        )
+                if now > deadline:
+                    raise UsageError(f"deadlock: {describe()} after {WAIT_TIMEOUT_S:g} s")
+                self.cond.wait(_POLL_S)
+        finally:
+            del self.waiting[thread]
+
+    def _failed_thread(self) -> str | None:
+        """'thread T raised E' for a thread of this block that died of its own exception."""
+        for tid, other in list(self.threads.items()):
+            exc = getattr(other, "exception", None)
+            if exc is not None and _ABORTED not in str(exc[0]):
+                return f"thread {tid} raised {type(exc[0]).__name__}: {exc[0]}"
+        return None
+
+    def _all_stuck(self) -> bool:
+        """Every thread of the block seen, and each exited or waiting with `ready()` false."""
+        threads = list(self.threads.values())
+        if len(threads) < self.nthreads:
+            return False  # some thread never reached an emulated op: it may still arrive
+        for other in threads:
+            if other.is_alive() and (other not in self.waiting or self.waiting[other]()):
+                return False
+        return True
 
     # --- mbarriers -----------------------------------------------------------------------------
 
@@ -208,4 +255,5 @@ def current(op: str) -> tuple[Block, int]:
         block = _BLOCKS.get(manager)
         if block is None:
             block = _BLOCKS[manager] = Block(int(np.prod(manager._block_dim)))
+        block.threads.setdefault(thread.thread_id, thread)
     return block, thread.thread_id

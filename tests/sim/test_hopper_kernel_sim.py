@@ -1,0 +1,231 @@
+"""Simulator tier: the generated hopper kernel (TMA + mbarrier + wgmma) against mp.evaluate.
+
+Each case compiles a fusion for an h200-like device with hermetic strict plugins and caller
+overrides (small tiles), runs ``compiled.execute`` on numpy arrays (outputs arrive NaN-poisoned
+from ``allocate``, so unwritten elements show) and compares with ``mp.evaluate``. The cases run
+as parallel subprocesses of this file with NUMBA_ENABLE_CUDASIM=1 (the simulator must be on
+before numba.cuda is imported); this pytest process stays on the CUDA target. The device keeps
+the h200's sm_90a but has 2 SMs with room for one CTA each, so persistent CTAs walk several
+work units. Two probe kernels check that the sm_90 emulation reports a failing thread or a
+block-wide deadlock at once instead of after its 60-second wait timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from numba import cuda  # a module global: the simulator swaps a kernel module's `cuda`
+from numba.cuda import types
+
+from mmaplug.cuda import sm90 as H
+
+pytestmark = pytest.mark.sim
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+PERSISTENT = {"tiling_strategy": "persistent"}
+
+
+def _tile(cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> dict[str, Any]:
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], 16),
+            "stages": stages}  # fmt: skip
+
+
+def _operands(fd: Any, mp: Any, m: int, n: int, k: int, layout: str, dtype: Any, batch: int = 1):
+    """A [batch?, m, k], B [batch?, k, n] in nvFuser letters (T: A K-inner, N: B K-inner)."""
+    lead = [batch] if batch > 1 else []
+    keep = [len(lead) + 1] * len(lead)  # the batch dim outermost
+    a_order = [1, 0] if layout[0] == "T" else [0, 1]
+    b_order = [0, 1] if layout[1] == "N" else [1, 0]
+    a = fd.define_tensor([*lead, m, k], dtype=dtype, stride_order=[*keep, *a_order])
+    b = fd.define_tensor([*lead, k, n], dtype=dtype, stride_order=[*keep, *b_order])
+    return a, b
+
+
+def case_tn_f16_ragged_persistent(fd: Any, mp: Any) -> dict[str, Any]:
+    """TN fp16, cast only, ragged M, N, K; 4 tiles on 2 persistent CTAs."""
+    a, b = _operands(fd, mp, 70, 72, 80, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT}
+
+
+def case_nt_bf16_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """NT bf16 (both operands MN-major), bias + GELU: the looped epilogue over local memory."""
+    a, b = _operands(fd, mp, 72, 128, 96, "NT", mp.bfloat16)
+    bias = fd.define_tensor([128], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [72, 128], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 3), **PERSISTENT}
+
+
+def case_nn_splitk2_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
+    """NN fp16 split-K 2 (float32 workspace + reduce) with relu and a float32 aux output."""
+    a, b = _operands(fd, mp, 64, 64, 200, "NN", mp.float16)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
+    fd.add_output(fd.ops.cast(y, mp.float32))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), "splitk_factor": 2}
+
+
+def case_tt_two_consumers_batch2(fd: Any, mp: Any) -> dict[str, Any]:
+    """TT fp16, two consumer warpgroups stacked along M (128x64 CTA tile), batch 2, ragged M."""
+    a, b = _operands(fd, mp, 136, 64, 72, "TT", mp.float16, batch=2)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((128, 64, 64), (64, 64, 64), 2), **PERSISTENT}
+
+
+def case_nt_f16_alpha_beta_bk128(fd: Any, mp: Any) -> dict[str, Any]:
+    """MN-major B with a 64-wide N tile, BK 128 (two boxes per operand), alpha * AB + beta * C."""
+    a, b = _operands(fd, mp, 104, 120, 136, "NT", mp.float16)
+    c = fd.define_tensor([104, 120], dtype=mp.float16)
+    alpha, beta = fd.define_scalar(), fd.define_scalar()
+    y = fd.ops.add(fd.ops.mul(fd.ops.matmul(a, b), alpha), fd.ops.mul(c, beta))
+    fd.add_output(fd.ops.cast(y, mp.float16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2), **PERSISTENT}
+
+
+CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
+# work units (batch x split-K x tiles) of each case; 2 CTAs walk them
+UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
+         "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4}  # fmt: skip
+
+
+def run_case(name: str) -> dict[str, Any]:
+    """Compile and execute case *name* in this (simulating) process; errors per output."""
+    import attrs
+    import numpy as np
+
+    import mmaplug as mp
+    from mmaplug.plugins.hopper import artifact
+
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    # sm_90a with 2 SMs and shared memory for one CTA each: persistent grids of <= 2 CTAs
+    device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+    with mp.FusionDefinition() as fd:
+        overrides = globals()["case_" + name](fd, mp)
+    compiled = mp.compile(fd.fusion, device, pm=pm, overrides=overrides)
+    launches: list[tuple[str, int, int]] = []  # (kernel, CTAs, last argument) of each launch
+    real_launch = artifact.launch_checked
+
+    def recording_launch(kernel: Any, sig: Any, args: list, grid: tuple, *rest: Any) -> None:
+        name = getattr(getattr(kernel, "py_func", kernel), "__name__", "?")
+        launches.append((name, int(grid[0]), int(args[-1])))
+        real_launch(kernel, sig, args, grid, *rest)
+
+    artifact.launch_checked = recording_launch
+    rng = np.random.default_rng(5)
+    inputs = [
+        rng.standard_normal(v.shape).astype(v.dtype.numpy)
+        if isinstance(v, mp.TensorView) else float(rng.uniform(0.5, 2.0)) * rng.choice([-1, 1])
+        for v in fd.fusion.inputs
+    ]  # fmt: skip
+    t0 = time.time()
+    results = compiled.execute(inputs)
+    seconds = time.time() - t0
+    outputs = []
+    expected = mp.evaluate(fd.fusion, inputs)
+    for tv, got, ref in zip(fd.fusion.outputs, results, expected, strict=True):
+        got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        outputs.append({
+            "name": tv.name, "dtype": tv.dtype.label, "shape": list(got64.shape),
+            "unwritten": int(np.count_nonzero(~np.isfinite(got64))),
+            "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
+        })  # fmt: skip
+    return {"scheduler": compiled.spec.scheduler, "params": compiled.params.name,
+            "seconds": round(seconds, 1), "launches": launches, "outputs": outputs}  # fmt: skip
+
+
+# --- the emulation's failure reports (a generated kernel that goes wrong must say why, fast) ---
+
+
+def _probe_kernel(fail: bool) -> Any:
+    """64 threads: thread 0 either hits an emulation error or waits too; the rest wait."""
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(4, types.uint64)
+        bar = H.shared_base(sm)
+        if cuda.threadIdx.x == 0:
+            H.mbarrier_init(bar, 1)
+        cuda.syncthreads()
+        if fail and cuda.threadIdx.x == 0:
+            H.mbarrier_arrive(bar + 8)  # never initialised: a UsageError in thread 0
+        H.mbarrier_wait(bar, 0)  # nobody arrives: a deadlock on the GPU
+        out[cuda.threadIdx.x] = 1
+
+    return kernel
+
+
+def run_probe(name: str) -> dict[str, Any]:
+    """Launch the probe kernel; how long until it failed, and with what message."""
+    import numpy as np
+
+    out = cuda.to_device(np.zeros(64, np.int32))
+    t0 = time.time()
+    try:
+        _probe_kernel(name == "probe_error_in_producer")[1, 64](out)
+    except Exception as exc:  # what the simulator reports is the result
+        return {"raised": f"{type(exc).__name__}: {exc}", "seconds": time.time() - t0}
+    return {"raised": None, "seconds": time.time() - t0}
+
+
+PROBES = ["probe_error_in_producer", "probe_all_threads_wait"]
+
+
+@pytest.fixture(scope="module")
+def sim_results() -> dict[str, dict[str, Any]]:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
+    procs = {
+        name: subprocess.Popen([sys.executable, __file__, name], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for name in [*CASES, *PROBES]
+    }  # fmt: skip
+    results = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        results[name] = json.loads(lines[-1]) if lines else {"failed": err[-4000:]}
+    return results
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
+    """The hopper kernel ran (not ampere), wrote every output element, within tolerance."""
+    res = sim_results[name]
+    assert "failed" not in res, res.get("failed")
+    assert res["scheduler"] == "hopper", res
+    kernels = [launch[0] for launch in res["launches"]]
+    split = "splitk" in name
+    assert kernels == ["hopper_gemm", *(["hopper_splitk_reduce"] * split)], res["launches"]
+    assert res["launches"][0][1:] == [2, UNITS[name]], res["launches"]  # [CTAs, units]
+    assert res["outputs"], "no outputs compared"
+    operand = "bfloat16" if "bf16" in name else "float16"
+    for out in res["outputs"]:
+        assert out["unwritten"] == 0, out
+        # a float32 output of a half matmul: mp.evaluate rounds the product to the operand type
+        assert out["error"] < max(TOLERANCE[out["dtype"]], TOLERANCE[operand]), out
+
+
+def test_error_in_one_thread_is_reported_at_once(sim_results: dict) -> None:
+    """Waiters abort when a sibling died (the simulator alone reports it after their timeout)."""
+    res = sim_results["probe_error_in_producer"]
+    assert "mbarrier at" in res["raised"] and "was never initialised" in res["raised"], res
+    assert res["seconds"] < 20, res  # the wait timeout is 60 s
+
+
+def test_block_wide_deadlock_is_reported_at_once(sim_results: dict) -> None:
+    """Every thread waiting on a barrier nobody can complete is a deadlock, found in < 60 s."""
+    res = sim_results["probe_all_threads_wait"]
+    assert "deadlock: mbarrier_wait" in res["raised"], res
+    assert "every thread of the block has exited or waits" in res["raised"], res
+    assert res["seconds"] < 20, res
+
+
+if __name__ == "__main__":
+    run = run_probe if sys.argv[1].startswith("probe_") else run_case
+    print(json.dumps(run(sys.argv[1])), flush=True)
