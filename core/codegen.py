@@ -14,10 +14,10 @@ input ``i`` is the array ``in{i}`` with strides ``in{i}_sb``, ``in{i}_sm``, ``in
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Any, Final
 
 from .dtypes import DType
-from .epilogue import BINARY_OPS, UNARY_OPS, EpilogueProgram, Instr
+from .epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, Instr
 
 __all__ = [
     "REDUCE_THREADS",
@@ -25,6 +25,7 @@ __all__ = [
     "emit_epilogue_body",
     "emit_splitk_reduce",
     "epilogue_params",
+    "cast_epilogue",
     "f32_literal",
     "instr_expr",
     "is16",
@@ -32,6 +33,7 @@ __all__ = [
     "live_instrs",
     "narrow",
     "reduce_params",
+    "tile3",
     "widen",
 ]
 
@@ -66,6 +68,22 @@ class _Indent:
 
     def __exit__(self, *exc: object) -> None:
         self.em.depth -= 1
+
+
+def tile3(value: Any) -> tuple[int, int, int]:
+    """A kernel config's ``(m, n, k)`` tile from any 3-sequence of ints."""
+    out = tuple(int(v) for v in value)
+    if len(out) != 3:
+        raise ValueError(f"a tile is (m, n, k), got {value!r}")
+    return out  # type: ignore[return-value]
+
+
+def cast_epilogue() -> EpilogueProgram:
+    """The plain epilogue a kernel config defaults to: the accumulator stored as float16."""
+    return EpilogueProgram(
+        instrs=(Instr(op="acc"),),
+        outputs=(EpilogueOutput(name="out", src=0, dtype=DType.float16),),
+    )
 
 
 def jit_options(threads: int, sim: bool, cache: bool) -> str:

@@ -11,6 +11,7 @@ from . import env
 from .analysis import MatmulAnalysis, analyze
 from .arguments import is_number
 from .choices import KernelSpec
+from .cuda.launching import simulating
 from .device import Device, get_device
 from .errors import KernelBuildError, LaunchError, PluginResultError
 from .fusion import Fusion, as_fusion
@@ -83,7 +84,7 @@ class CompiledFusion:
             *(b.index for b in self._epilogue_bindings),
         )
         self._bound: dict[tuple, BoundLaunch] = {}
-        self._simulate = _simulating()
+        self._simulate = simulating()
         # MMAPLUG_FAST_LAUNCH=0 checks every call and launches through Numba (debugging aid)
         self._checked_only = self._simulate or not env.flag("MMAPLUG_FAST_LAUNCH", default=True)
 
@@ -162,12 +163,6 @@ class CompiledFusion:
         outputs, args = self._checked_args(inputs)
         self._artifact.launch(attrs.evolve(args, scalars=tuple(scalars)))
         return outputs
-
-
-def _simulating() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
 
 
 def compile(  # noqa: A001 - the contract's name (mp.compile)

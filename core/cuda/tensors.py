@@ -15,6 +15,7 @@ from ..analysis import TensorBinding
 from ..dtypes import DType
 from ..errors import LaunchError
 from ..patterns import DimRole
+from .launching import simulating
 
 _TYPESTR: Final = {DType.float16: ("<f2",), DType.float32: ("<f4",), DType.bfloat16: ("<u2", "<i2")}
 _STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
@@ -62,15 +63,9 @@ def _interface(obj: object, binding: TensorBinding) -> dict[str, Any]:
         raise LaunchError(f"{binding.name}: not a CUDA array ({error})") from None
 
 
-def _simulating() -> bool:
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
-
-
 def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
     """Numba's CUDA simulator runs kernels on host arrays: view them the same way."""
-    if not _simulating():
+    if not simulating():
         raise LaunchError(
             f"{binding.name}: numpy arrays live on the host; pass device tensors (torch CUDA "
             "tensors, CuPy arrays or Numba device arrays)"

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from mmaplug.cuda.launching import ARRAY_SLOTS, DriverLaunch, KernelParams
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
-from .launch import _prepared, grid_for, k_per_split
+from .launch import grid_for, k_per_split, prepared
 
 
 class BoundGemm:
@@ -46,7 +46,7 @@ class BoundGemm:
         out_s = [s for t in out_strides for s in t]
         tail = [k_per_split(config, k), *tiles]
         smem = config.smem_bytes
-        main_kern = _prepared(kernels, "ampere_gemm", smem)
+        main_kern = prepared(kernels, "ampere_gemm", smem)
         grid, block = grid_for(config, m, n, batch), (config.threads, 1, 1)
         placeholders = [0.0] * scalars
         self._launches: list[DriverLaunch] = []
@@ -66,7 +66,7 @@ class BoundGemm:
             ws_arg = (ws.device_ctypes_pointer.value, ws.size, 4)
             main = KernelParams([a, b, ws_arg, *dims, *tail])
             main.pointer_slots = main.pointer_slots[:2]  # the workspace pointer never changes
-            red_kern = _prepared(kernels, "ampere_splitk_reduce", 0)
+            red_kern = prepared(kernels, "ampere_splitk_reduce", 0)
             red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
             red.pointer_slots = red.pointer_slots[1:]
             total = batch * m * n

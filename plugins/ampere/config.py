@@ -6,27 +6,13 @@ from typing import Any, Final
 
 import attrs
 
-from mmaplug.codegen import epilogue_params
+from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
 from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.epilogue import EpilogueProgram
 
 CTA_ORDERS: Final = ("row_major", "column_major")
 
 VECTOR_WIDTHS: Final = (8, 4, 2, 1)
-
-
-def _tile3(value: Any) -> tuple[int, int, int]:
-    out = tuple(int(v) for v in value)
-    if len(out) != 3:
-        raise ValueError(f"a tile is (m, n, k), got {value!r}")
-    return out  # type: ignore[return-value]
-
-
-def _default_epilogue() -> EpilogueProgram:
-    return EpilogueProgram(
-        instrs=(Instr(op="acc"),),
-        outputs=(EpilogueOutput(name="out", src=0, dtype=DType.float16),),
-    )
 
 
 def _check_vec(instance: Any, attribute: Any, value: int) -> None:
@@ -41,15 +27,15 @@ class AmpereKernelConfig:
     operand_dtype: DType = DType.float16
     a_k_inner: bool = True
     b_k_inner: bool = True
-    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 128, 32), converter=_tile3)
-    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 64, 32), converter=_tile3)
+    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 128, 32), converter=tile3)
+    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 64, 32), converter=tile3)
     stages: int = 3
     splitk: int = 1
     cta_order: str = "row_major"
     grid_swizzle: int = 1
     vec_a: int = attrs.field(default=8, validator=_check_vec)
     vec_b: int = attrs.field(default=8, validator=_check_vec)
-    epilogue: EpilogueProgram = attrs.field(factory=_default_epilogue)
+    epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
         bm, bn, bk = self.cta_tile

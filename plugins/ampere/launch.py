@@ -20,10 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .kernel import REDUCE_THREADS, AmpereKernelConfig, AmpereKernels, build
+from mmaplug.cuda.launching import compiled_kernel, launch_checked, simulating
+from mmaplug.cuda.modules import GeneratedKernels
+
+from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
 
 _WORKSPACES: dict[Any, Any] = {}
-_PREPARED: dict[Any, Any] = {}
 
 
 def grid_for(config: AmpereKernelConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
@@ -39,50 +41,26 @@ def k_per_split(config: AmpereKernelConfig, k: int) -> int:
     return max(1, -(-k_tiles // config.splitk)) * bk
 
 
-def _is_sim() -> bool:
-    from numba import config as nb_config
-
-    return bool(nb_config.ENABLE_CUDASIM)
+def _dispatcher(kernels: GeneratedKernels, name: str) -> Any:
+    return kernels.gemm if name == "ampere_gemm" else kernels.reduce
 
 
-def _prepared(kernels: AmpereKernels, name: str, smem: int) -> Any:
-    """The compiled overload of kernel *name*, its dynamic shared memory limit raised to *smem*."""
-    dispatcher = kernels.gemm if name == "ampere_gemm" else kernels.reduce
-    if _is_sim():
-        return None
-    from numba import cuda
-
-    ctx_key = (id(kernels), name, cuda.get_current_device().id)
-    kern = _PREPARED.get(ctx_key)
-    if kern is None:
-        kern = dispatcher.compile(kernels.signatures[name])
-        if smem > 48 * 1024:
-            from numba.cuda.cudadrv.driver import binding, driver
-
-            cufunc = kern._codelibrary.get_cufunc()
-            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
-        _PREPARED[ctx_key] = kern
-    return kern
+def prepared(kernels: GeneratedKernels, name: str, smem: int) -> Any:
+    """The compiled overload of kernel *name* allowed *smem* bytes (None in the simulator)."""
+    return compiled_kernel(_dispatcher(kernels, name), kernels.signatures[name], smem)
 
 
-def _launch(kernels: AmpereKernels, name: str, args: list, grid, block, stream, smem: int) -> None:
-    kern = _prepared(kernels, name, smem)
-    if kern is None:  # simulator: go through the dispatcher
-        dispatcher = kernels.gemm if name == "ampere_gemm" else kernels.reduce
-        dispatcher[grid, block, stream, smem](*args)
-    else:
-        # what ``dispatcher[grid, block, stream, smem](*args)`` does, minus the type dispatch;
-        # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not 0.
-        from numba.cuda.cudadrv import driver as nb_driver
-
-        kern.launch(args, grid, block, nb_driver._to_core_stream(stream), smem)
+def _launch(
+    kernels: GeneratedKernels, name: str, args: list, grid, block, stream, smem: int
+) -> None:  # noqa: ANN001
+    sig = kernels.signatures[name]
+    launch_checked(_dispatcher(kernels, name), sig, args, grid, block, stream, smem)
 
 
 def _workspace(size: int) -> Any:
     from numba import cuda
 
-    key = 0 if _is_sim() else cuda.get_current_device().id
+    key = 0 if simulating() else cuda.get_current_device().id
     ws = _WORKSPACES.get(key)
     if ws is None or ws.size < size:
         ws = cuda.device_array(size, dtype=np.float32)

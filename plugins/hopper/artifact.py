@@ -7,19 +7,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import DriverLaunch, KernelParams, compiled_kernel, launch_checked
+from mmaplug.cuda.modules import GeneratedKernels
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.errors import DeclinedLaunchError
 from mmaplug.params import TilingStrategy
 from mmaplug.patterns import DimRole
 
 from .config import HopperKernelConfig
-from .kernel import HopperKernels, build, compile_ptx
+from .kernel import build, compile_ptx
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
 
 
@@ -76,7 +78,7 @@ class HopperArtifact:
         """PTX of the main kernel for sm_90a (compiled once)."""
         return _ptx(self.config)
 
-    def _kernels(self) -> HopperKernels:
+    def _kernels(self) -> GeneratedKernels:
         return build(self.config)
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
@@ -156,10 +158,7 @@ class HopperArtifact:
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
-        scal = [float(s) for s in args.scalars]
-        import numpy as np
-
-        scal32 = [np.float32(s) for s in scal]
+        scal32 = [np.float32(s) for s in args.scalars]
         sig = kernels.signatures["hopper_gemm"]
         if cfg.splitk == 1:
             main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
-from mmaplug.codegen import epilogue_params
+from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
 from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.epilogue import EpilogueProgram
 
 WARPGROUP: Final = 128
 # One 128-byte swizzle atom row holds 64 16-bit elements: the K (or MN) extent of one TMA box.
@@ -26,20 +26,6 @@ SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_batched", "b_batched")
 GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n", "units")
 
 
-def _tile3(value: Any) -> tuple[int, int, int]:
-    out = tuple(int(v) for v in value)
-    if len(out) != 3:
-        raise ValueError(f"a tile is (m, n, k), got {value!r}")
-    return out  # type: ignore[return-value]
-
-
-def _default_epilogue() -> EpilogueProgram:
-    return EpilogueProgram(
-        instrs=(Instr(op="acc"),),
-        outputs=(EpilogueOutput(name="out", src=0, dtype=DType.float16),),
-    )
-
-
 @attrs.frozen(kw_only=True)
 class HopperKernelConfig:
     """Everything the generated wgmma kernel is specialised on (hashable: the build-cache key).
@@ -52,13 +38,13 @@ class HopperKernelConfig:
     operand_dtype: DType = DType.float16
     a_k_inner: bool = True
     b_k_inner: bool = True
-    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 256, 64), converter=_tile3)
-    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 256, 64), converter=_tile3)
+    cta_tile: tuple[int, int, int] = attrs.field(default=(128, 256, 64), converter=tile3)
+    warp_tile: tuple[int, int, int] = attrs.field(default=(64, 256, 64), converter=tile3)
     stages: int = 4
     splitk: int = 1
     cta_order: str = "row_major"
     grid_swizzle: int = 1
-    epilogue: EpilogueProgram = attrs.field(factory=_default_epilogue)
+    epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
         problems = config_problems(self)

@@ -23,25 +23,18 @@ is one output tile of one batch and one K split):
 
 from __future__ import annotations
 
-import linecache
 from typing import Any, Final
 
-import attrs
-
 from mmaplug.codegen import REDUCE_THREADS, is16
+from mmaplug.cuda.launching import simulating
+from mmaplug.cuda.modules import GeneratedKernels, load_generated
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
 from .kernel_codegen import generate_source
 
-__all__ = ["HopperKernels", "build", "compile_ptx", "kernel_signatures", "load_module"]
+__all__ = ["build", "compile_ptx", "kernel_signatures", "load_module"]
 
 SM90A: Final = (9, 0, "a")
-
-
-def _simulating() -> bool:
-    from numba import config as nb_config
-
-    return bool(nb_config.ENABLE_CUDASIM)
 
 
 def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
@@ -74,22 +67,13 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
 def load_module(
     config: HopperKernelConfig, *, sim: bool | None = None, on_disk: bool = False
 ) -> dict[str, Any]:
-    """Exec the generated source; return its namespace (functions decorated by ``cuda.jit``)."""
-    sim = _simulating() if sim is None else sim
-    source = generate_source(config, sim=sim, cache=on_disk)
-    if on_disk:
-        from mmaplug.cache import kernel_module
-
-        module = kernel_module(f"hopper_{config.name}", source)
-        if module is not None:
-            return {**vars(module), "__source__": source}
-        source = generate_source(config, sim=sim, cache=False)
-    filename = f"<mmaplug-hopper {config.name} #{abs(hash(config)):x}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": "mmaplug_hopper_generated"}
-    exec(compile(source, filename, "exec"), namespace)
-    namespace["__source__"] = source
-    return namespace
+    """Exec the generated source (see ``mmaplug.cuda.modules.load_generated``)."""
+    sim = simulating() if sim is None else sim
+    return load_generated(
+        f"hopper_{config.name}",
+        lambda cache: generate_source(config, sim=sim, cache=cache),
+        on_disk=on_disk,
+    )
 
 
 def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
@@ -103,29 +87,18 @@ def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
     return ptx
 
 
-@attrs.frozen
-class HopperKernels:
-    """Compiled kernels of one config."""
-
-    config: HopperKernelConfig
-    gemm: Any
-    reduce: Any | None
-    source: str
-    signatures: dict[str, Any]
+_BUILD_CACHE: dict[HopperKernelConfig, GeneratedKernels] = {}
 
 
-_BUILD_CACHE: dict[HopperKernelConfig, HopperKernels] = {}
-
-
-def build(config: HopperKernelConfig) -> HopperKernels:
+def build(config: HopperKernelConfig) -> GeneratedKernels:
     """Kernels for *config* (compiled lazily on first launch), cached by config."""
     hit = _BUILD_CACHE.get(config)
     if hit is not None:
         return hit
     from mmaplug.cache import disk_cache_enabled
 
-    ns = load_module(config, on_disk=disk_cache_enabled() and not _simulating())
-    kernels = HopperKernels(
+    ns = load_module(config, on_disk=disk_cache_enabled() and not simulating())
+    kernels = GeneratedKernels(
         config=config,
         gemm=ns["hopper_gemm"],
         reduce=ns.get("hopper_splitk_reduce"),

@@ -83,6 +83,7 @@ class DeviceMaps:
         key = (a_address, b_address)
         hit = self._cache.get(key)
         if hit is not None:
+            self._cache.move_to_end(key)  # least recently used goes first
             return hit
         host = np.concatenate(
             [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]

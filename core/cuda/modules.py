@@ -1,0 +1,45 @@
+"""Generated kernel modules: executed from memory, or from the disk cache beside Numba's code."""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = ["GeneratedKernels", "load_generated"]
+
+
+@attrs.frozen
+class GeneratedKernels:
+    """The compiled kernels of one scheduler config (dispatchers compile on first launch)."""
+
+    config: Any
+    gemm: Any
+    reduce: Any | None
+    source: str
+    signatures: dict[str, Any]
+
+
+def load_generated(key: str, render: Callable[[bool], str], *, on_disk: bool) -> dict[str, Any]:
+    """Exec generated source; return its namespace, with the source under ``__source__``.
+
+    *render(cache)* gives the source, with ``cache=True`` kernels when it will be a module in
+    the disk cache (*on_disk*, named after *key*), so Numba keeps their compiled code beside it
+    for the next process. When the cache cannot be used (a ``CacheWarning`` says why), or
+    without *on_disk*, the source runs from memory under a ``linecache`` name for tracebacks.
+    """
+    if on_disk:
+        from ..cache import kernel_module
+
+        source = render(True)
+        if (module := kernel_module(key, source)) is not None:
+            return {**vars(module), "__source__": source}
+    source = render(False)
+    filename = f"<mmaplug {key} #{abs(hash(source)):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {"__name__": f"mmaplug_generated_{key}"}
+    exec(compile(source, filename, "exec"), namespace)
+    namespace["__source__"] = source
+    return namespace
