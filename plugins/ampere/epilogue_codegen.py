@@ -1,137 +1,16 @@
-"""Code generation of the ampere epilogue: the smem-staged accumulator tile, 4 columns per thread."""
+"""The ampere epilogue's geometry: the smem-staged accumulator tile and when it is vectorised."""
 
 from __future__ import annotations
 
-from typing import Final
-
-from mmaplug.codegen import Emitter, instr_expr, is16, live_instrs, narrow, widen
-from mmaplug.epilogue import EpilogueProgram
+from mmaplug.staged_epilogue import fits_staged
 
 from .config import AmpereKernelConfig
 
-EPI_COLS: Final = 4  # consecutive output columns per thread and step of the vector epilogue
-
 
 def _vector_epilogue(cfg: AmpereKernelConfig) -> bool:
-    """Whether every thread keeps one column group of EPI_COLS columns for the whole tile."""
+    """Whether the staged tile takes the 4-columns-per-thread epilogue."""
     bm, bn, _ = cfg.cta_tile
-    groups = bn // EPI_COLS
-    return bn % EPI_COLS == 0 and cfg.threads % groups == 0 and bm % (cfg.threads // groups) == 0
-
-
-def _hoisted_inputs(prog: EpilogueProgram) -> list[int]:
-    """Inputs that vary along N only (a bias, maybe per batch): loaded once per thread."""
-    return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
-
-
-def _emit_vector_epilogue(em: Emitter, cfg: AmpereKernelConfig) -> None:
-    """Epilogue of the staged tile, ``EPI_COLS`` consecutive columns per thread and step.
-
-    Thread ``tid`` owns column group ``tid % groups`` of rows ``tid // groups + it * rpi``: one
-    ``ld.shared.v4`` per step, the program once in the source inside a ``for j`` loop over the
-    group (NVVM unrolls it; the values rotate through named registers, so nothing is indexed by
-    ``j``), the results packed into 8-byte (16-bit outputs) or 16-byte (float32) stores. A store
-    is scalar when the group crosses N or the output's base, batch or row stride is not aligned
-    to the packed size (checked once per thread). Inputs varying along N only are loaded once
-    per thread; loads of other inputs clamp the column to N - 1 in the tail group.
-    """
-    bm, bn, _ = cfg.cta_tile
-    g = EPI_COLS
-    assert g == 4, "the register rotations below are written for 4 columns"
-    groups = bn // g
-    rpi = cfg.threads // groups
-    cst = _c_stride(cfg)
-    prog = cfg.epilogue
-    used = live_instrs(prog)
-    used_inputs = {int(prog.instrs[i].arg) for i in used if prog.instrs[i].op == "input"}
-    hoisted = [i for i in _hoisted_inputs(prog) if i in used_inputs]
-    em(f"ecol = (tid % {groups}) * {g}")
-    em(f"erow = tid // {groups}")
-    em("gcol = n0 + ecol")
-    em("ncol = N - gcol  # valid columns of this thread's group (>= G: all)")
-    em(f"es = erow * {cst} + ecol")
-    em(f"cfull = ncol >= {g}")
-    em(f"rlim = int32(min(M - m0 - erow, {bm}))  # rows of this thread below M, relative")
-    for i in sorted(used_inputs - set(hoisted)):
-        em(f"ib{i} = bt * in{i}_sb")
-    for i in hoisted:
-        em(f"ib{i} = bt * in{i}_sb")
-        for j in range(g):
-            em(
-                f"h{i}_{j} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i} + min(gcol + {j}, N - 1) * in{i}_sn]')}"
-            )
-    for k, out in enumerate(prog.outputs):
-        size = 2 if is16(out.dtype) else 4
-        nbytes = g * size
-        em(f"ob{k} = bt * out{k}_sb + (m0 + erow) * out{k}_sm + gcol")
-        em(f"ostep{k} = {rpi} * out{k}_sm")
-        em(
-            f"wide{k} = cfull and ((global_addr(out{k}, 0) | uint64(out{k}_sb * {size}) "
-            f"| uint64(out{k}_sm * {size})) & uint64({nbytes - 1})) == 0"
-        )
-    # a plain counted loop over this thread's rows (a range() loop costs ~6 more instructions
-    # per trip), stopping at M
-    em("lr = int32(0)")
-    em("while lr < rlim:")
-    with em.indent():
-        em("row = m0 + erow + lr")
-        em(f"va0, va1, va2, va3 = ld_shared_v4_f32(smem_addr(cs, es + lr * {cst}))")
-        for k, out in enumerate(prog.outputs):
-            if is16(out.dtype):
-                em(f"w{k} = uint64(0)")
-            else:
-                em(f"f{k}_0 = f{k}_1 = f{k}_2 = f{k}_3 = float32(0.0)")
-        em(f"for j in range({g}):")
-        with em.indent():
-            em("v = va0")
-            em("va0, va1, va2, va3 = va1, va2, va3, v")
-            inputs = {}
-            for i in sorted(used_inputs):
-                if i in hoisted:
-                    em(f"hv{i} = h{i}_0")
-                    em(f"h{i}_0, h{i}_1, h{i}_2, h{i}_3 = h{i}_1, h{i}_2, h{i}_3, hv{i}")
-                    inputs[i] = f"hv{i}"
-                else:
-                    inputs[i] = widen(
-                        prog.inputs[i].dtype,
-                        f"in{i}[ib{i} + row * in{i}_sm + min(gcol + j, N - 1) * in{i}_sn]",
-                    )
-            for idx, ins_ in enumerate(prog.instrs):
-                if idx in used:
-                    em(f"x{idx} = {instr_expr(prog, ins_, inputs)}")
-            for k, out in enumerate(prog.outputs):
-                if is16(out.dtype):
-                    em(
-                        f"w{k} = (w{k} >> uint64(16)) | (uint64({narrow(out.dtype, f'x{out.src}')}) << uint64(48))"
-                    )
-                else:
-                    em(f"f{k}_0, f{k}_1, f{k}_2, f{k}_3 = f{k}_1, f{k}_2, f{k}_3, x{out.src}")
-        for k, out in enumerate(prog.outputs):
-            em(f"if wide{k}:")
-            with em.indent():
-                if is16(out.dtype):
-                    em(
-                        f"st_global_v2_b32(out{k}, ob{k}, uint32(w{k} & uint64(0xFFFFFFFF)), uint32(w{k} >> uint64(32)))"
-                    )
-                else:
-                    em(f"st_global_v4_b32(out{k}, ob{k}, f{k}_0, f{k}_1, f{k}_2, f{k}_3)")
-            em("else:")
-            with em.indent():
-                em(f"for j in range({g}):")
-                with em.indent():
-                    em("if j < ncol:")
-                    with em.indent():
-                        if is16(out.dtype):
-                            em(f"out{k}[ob{k} + j] = uint16(w{k} & uint64(0xFFFF))")
-                        else:
-                            em(f"out{k}[ob{k} + j] = f{k}_0")
-                    if is16(out.dtype):
-                        em(f"w{k} = w{k} >> uint64(16)")
-                    else:
-                        em(f"f{k}_0, f{k}_1, f{k}_2 = f{k}_1, f{k}_2, f{k}_3")
-        for k in range(len(prog.outputs)):
-            em(f"ob{k} += ostep{k}")
-        em(f"lr = int32(lr + {rpi})")
+    return fits_staged(bm, bn, cfg.threads)
 
 
 def _c_stride(cfg: AmpereKernelConfig) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from mmaplug.codegen import Emitter, emit_epilogue_body, jit_options
 from mmaplug.dtypes import DType
+from mmaplug.staged_epilogue import emit_staged_epilogue
 
 from .config import AmpereKernelConfig, _kernel_params
-from .epilogue_codegen import _c_stride, _emit_vector_epilogue, _vector_epilogue
+from .epilogue_codegen import _c_stride, _vector_epilogue
 
 
 def _swizzle_amount(row: str, units_per_row: int) -> str:
@@ -389,7 +390,10 @@ def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bo
                     em(f"cs[eb + uint32({off})] = c_{mi}_{ni}_{q}")
         em("cuda.syncthreads()")
         if cfg.splitk == 1 and _vector_epilogue(cfg):
-            _emit_vector_epilogue(em, cfg)
+            bm, bn, _ = cfg.cta_tile
+            emit_staged_epilogue(
+                em, cfg.epilogue, rows=bm, cols=bn, threads=threads, stride=_c_stride(cfg)
+            )
             em()
             return
         if cfg.splitk > 1:
