@@ -68,7 +68,9 @@ def scheduler_managers() -> dict[str, Any]:
     }
 
 
-def _warm_one(job: tuple[int, int, int, DType, bool]) -> list[str]:
+def _warm_one(
+    job: tuple[int, int, int, DType, bool], overrides: dict[str, object] | None = None
+) -> list[str]:
     """Compile and launch one benchmark fusion once per scheduler (fills the disk cache)."""
     import torch
 
@@ -78,7 +80,9 @@ def _warm_one(job: tuple[int, int, int, DType, bool]) -> list[str]:
     tdt = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}[dtype]
     names = []
     for pm in scheduler_managers().values():
-        compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue), pm=pm)
+        compiled = compile_fusion(
+            linear_fusion(m, n, k, dtype, epilogue), pm=pm, overrides=overrides
+        )
         inputs = [
             torch.zeros(m, k, device="cuda", dtype=tdt),
             torch.zeros(n, k, device="cuda", dtype=tdt),
@@ -91,12 +95,18 @@ def _warm_one(job: tuple[int, int, int, DType, bool]) -> list[str]:
     return names
 
 
-def prewarm(shapes: Sequence[tuple[int, int, int]], dtypes: Sequence[DType], workers: int) -> None:
+def prewarm(
+    shapes: Sequence[tuple[int, int, int]],
+    dtypes: Sequence[DType],
+    workers: int,
+    overrides: dict[str, object] | None = None,
+) -> None:
     """Build the benchmark kernels in *workers* processes, so the timed run hits the disk cache."""
+    import functools
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(_warm_one, _bench_fusions(shapes, dtypes))
+        pool.map(functools.partial(_warm_one, overrides=overrides), _bench_fusions(shapes, dtypes))
 
 
 def cuda_median_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
@@ -143,8 +153,12 @@ def run(
     shapes: Sequence[tuple[int, int, int]] = SHAPES,
     dtypes: Sequence[DType] = (DType.float16, DType.bfloat16),
     reps: int = 30,
+    overrides: dict[str, object] | None = None,
 ) -> list[dict]:
-    """Benchmark every shape × dtype; print and return the rows."""
+    """Benchmark every shape × dtype; print and return the rows.
+
+    :param overrides: MatmulParams changes applied to every compile (caller overrides).
+    """
     import torch
     import torch.nn.functional as F  # noqa: N812
 
@@ -179,7 +193,9 @@ def run(
                 else:
                     theirs = cuda_median_ms(lambda x=x, w=w: torch.matmul(x, w.T), reps=reps)
                 for sched, pm in managers.items():
-                    compiled = compile_fusion(linear_fusion(m, n, k, dtype, epilogue), pm=pm)
+                    compiled = compile_fusion(
+                        linear_fusion(m, n, k, dtype, epilogue), pm=pm, overrides=overrides
+                    )
                     result = compiled.execute(inputs)[0]
                     err = _rel_error(result, expected.cpu().numpy())
                     ours = cuda_median_ms(lambda c=compiled, i=inputs: c.execute(i), reps=reps)

@@ -155,9 +155,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.shape:
         shapes = tuple(args.shape)
     dtypes = tuple(DType[name] for name in args.dtype) or (DType.float16, DType.bfloat16)
+    overrides = dict(args.set) or None
     if args.workers > 1:
-        bench.prewarm(shapes, dtypes, args.workers)
-    rows = bench.run(sys.stdout, shapes=shapes, dtypes=dtypes, reps=args.reps)
+        bench.prewarm(shapes, dtypes, args.workers, overrides)
+    rows = bench.run(sys.stdout, shapes=shapes, dtypes=dtypes, reps=args.reps, overrides=overrides)
     bench.dispatch_overhead(sys.stdout)
     if args.plot:
         bench.plot(rows, args.plot)
@@ -173,6 +174,20 @@ def _shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+def _override(text: str) -> tuple[str, object]:
+    """``FIELD=VALUE`` -> (field, value): integers, booleans (true/false) or text."""
+    field, sep, value = text.partition("=")
+    if not sep or not field:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return field.strip(), lowered == "true"
+    try:
+        return field.strip(), int(value)
+    except ValueError:
+        return field.strip(), value.strip()
+
+
 def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
     p.add_argument("--quick", action="store_true", help="only the three smallest squares")
@@ -184,6 +199,14 @@ def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=[],
         metavar="MxNxK",
         help="time this shape (repeatable) instead of the built-in list",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        type=_override,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a MatmulParams override for every kernel (repeatable), e.g. use_smem_epilogue=true",
     )
     p.add_argument(
         "--dtype",

@@ -38,6 +38,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         splitk=params.splitk_factor,
         cta_order=params.cta_order.value,
         grid_swizzle=params.grid_swizzle_factor,
+        smem_epilogue=params.use_smem_epilogue,
         epilogue=analysis.epilogue,
     )
 

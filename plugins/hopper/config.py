@@ -44,6 +44,7 @@ class HopperKernelConfig:
     splitk: int = 1
     cta_order: str = "row_major"
     grid_swizzle: int = 1
+    smem_epilogue: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -78,10 +79,28 @@ class HopperKernelConfig:
         return self.cta_tile[1] * self.cta_tile[2] * 2
 
     @property
+    def epilogue_chunk(self) -> int:
+        """Columns of a consumer's tile staged through shared memory at a time."""
+        return epilogue_chunk(self.warp_tile[1])
+
+    @property
+    def epilogue_stride(self) -> int:
+        """Row stride (floats) of a staged chunk: 16-byte rows, 4 floats of padding."""
+        return self.epilogue_chunk + 4
+
+    @property
+    def staging_bytes(self) -> int:
+        """Shared memory of the staged epilogue: one chunk per consumer (0 without it)."""
+        if not self.smem_epilogue:
+            return 0
+        return staging_bytes(self.consumers, self.warp_tile[0], self.warp_tile[1])
+
+    @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: alignment slack, operand stages, full and empty barriers."""
+        """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging."""
         stage = self.a_stage_bytes + self.b_stage_bytes
-        return SMEM_ALIGN + self.stages * stage + 2 * self.stages * MBARRIER_BYTES
+        barriers = 2 * self.stages * MBARRIER_BYTES
+        return SMEM_ALIGN + self.stages * stage + barriers + self.staging_bytes
 
     @property
     def accumulators(self) -> int:
@@ -97,8 +116,18 @@ class HopperKernelConfig:
         lay = ("k" if self.a_k_inner else "m") + ("k" if self.b_k_inner else "n")
         return (
             f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
-            f"_sk{self.splitk}"
+            f"_sk{self.splitk}{'_se' if self.smem_epilogue else ''}"
         )
+
+
+def epilogue_chunk(wn: int) -> int:
+    """Columns staged at a time by the smem epilogue: 32, 16 or 8, dividing *wn*."""
+    return next(c for c in (32, 16, 8) if wn % c == 0)
+
+
+def staging_bytes(consumers: int, wm: int, wn: int) -> int:
+    """Shared memory the smem epilogue stages: a ``wm`` x chunk float32 buffer per consumer."""
+    return consumers * wm * (epilogue_chunk(wn) + 4) * 4
 
 
 def config_problems(cfg: HopperKernelConfig) -> list[str]:
@@ -138,6 +167,11 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
     if cfg.splitk < 1:
         problems.append(f"splitk must be >= 1, got {cfg.splitk}")
+    if cfg.smem_epilogue and cfg.splitk > 1:
+        problems.append(
+            "smem_epilogue with split-K: the main kernel writes float32 partials and the reduce "
+            "kernel applies the epilogue"
+        )
     if cfg.cta_order not in CTA_ORDERS:
         problems.append(f"cta_order must be one of {CTA_ORDERS}, got {cfg.cta_order!r}")
     if cfg.grid_swizzle < 1:

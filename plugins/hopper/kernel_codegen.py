@@ -9,6 +9,7 @@ from mmaplug.codegen import (
     jit_options,
 )
 from mmaplug.dtypes import DType
+from mmaplug.staged_epilogue import emit_staged_epilogue
 
 from .config import (
     BOX_INNER,
@@ -77,14 +78,15 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
     em("from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64")
     em(
         "from mmaplug.cuda.intrinsics import global_addr, f16_to_f32, f32_to_f16, "
-        "bf16_to_f32, f32_to_bf16"
+        "bf16_to_f32, f32_to_bf16, smem_addr, ld_shared_v4_f32, st_global_v2_b32, "
+        "st_global_v4_b32"
     )
     em(
         "from mmaplug.cuda.sm90 import (shared_base, mbarrier_init, mbarrier_arrive, "
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
-        "setmaxnreg_inc, setmaxnreg_dec)"
+        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync)"
     )
     em()
     _emit_main(em, cfg, sim, cache)
@@ -137,6 +139,9 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
         em(f"sa = (base + {SMEM_ALIGN - 1}) // {SMEM_ALIGN} * {SMEM_ALIGN}")
         em(f"sb = sa + {stages * a.stage_bytes}")
         em(f"bar = sb + {stages * b.stage_bytes}  # full[s]: bar + 8s, empty[s]: bar + 8(S + s)")
+        if cfg.smem_epilogue:
+            em("sf = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
+            em(f"stg = bar + {2 * stages * MBARRIER_BYTES}  # epilogue staging, 16-byte aligned")
         em("if tid == 0:")
         with em.indent():
             em(f"for i in range({stages}):")
@@ -229,7 +234,11 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if not (cfg.splitk > 1 or _trivial_epilogue(cfg)):
+    if cfg.smem_epilogue:
+        stride = cfg.epilogue_stride
+        em(f"sbase = (stg - base) // 4 + c * {wm * stride}  # this consumer's chunk (floats)")
+        em(f"wrow = sbase + (16 * w + lane // 4) * {stride} + 2 * (lane % 4)")
+    elif not (cfg.splitk > 1 or _trivial_epilogue(cfg)):
         em(f"spill = cuda.local.array({len(accs) * nacc}, dtype=float32)")
     em("s = 0")
     em("ph = 0")
@@ -318,6 +327,9 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
                 element(second)
 
     nacc = wn // 2
+    if cfg.smem_epilogue:
+        _emit_staged(em, cfg, accs)
+        return
     if cfg.splitk > 1 or _trivial_epilogue(cfg):
         for r, acc in enumerate(accs):
             for q in range(wn // 8):
@@ -342,3 +354,33 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
         em("col = cbase + 8 * (ii >> 2)")
         pair("spill[2 * pr]", "spill[2 * pr + 1]")
         em("pr += 1")
+
+
+def _emit_staged(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
+    """The consumer's tile in column chunks through shared memory: each chunk's registers are
+    written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
+    per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
+    warpgroup orders the writes and reads of its chunk buffer."""
+    wm, wn, _ = cfg.warp_tile
+    chunk, stride = cfg.epilogue_chunk, cfg.epilogue_stride
+    em(f"em0 = m0 + cm * {wm}")
+    em("ch = 0")
+    em(f"while ch < {wn // chunk}:")
+    with em.indent():
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
+        for index in range(wn // chunk):
+            em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
+            with em.indent():
+                for r, acc in enumerate(accs):
+                    for q in range(index * chunk // 8, (index + 1) * chunk // 8):
+                        for h in range(2):
+                            for e in range(2):
+                                off = (64 * r + 8 * h) * stride + 8 * q - index * chunk + e
+                                em(f"sf[wrow + {off}] = {acc}[{4 * q + 2 * h + e}]")
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+        em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
+        emit_staged_epilogue(
+            em, cfg.epilogue, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
+            tid="t", m0="em0", n0="en0", smem="sf", base="sbase",
+        )  # fmt: skip
+        em("ch += 1")

@@ -13,7 +13,7 @@ from mmaplug.device import Device
 from mmaplug.params import MatmulParams, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
-from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP
+from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP, staging_bytes
 
 __all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "smem_bytes", "violations"]
 
@@ -24,10 +24,15 @@ MAX_UNITS: Final = 2**31 - 1  # work units are walked with int64, the grid x wit
 
 
 def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
-    """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers."""
-    cta = params.cta_tile
+    """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers and,
+    with ``use_smem_epilogue``, the epilogue staging buffers."""
+    cta, warp = params.cta_tile, params.warp_tile
     per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize + 2 * MBARRIER_BYTES
-    return SMEM_ALIGN + params.stages * per_stage
+    total = SMEM_ALIGN + params.stages * per_stage
+    if params.use_smem_epilogue and warp.m and warp.n % 8 == 0:
+        consumers = max(1, cta.m // warp.m) * max(1, cta.n // max(warp.n, 1))
+        total += staging_bytes(consumers, warp.m, warp.n)
+    return total
 
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
@@ -142,12 +147,13 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "warpgroups); set warp_specialized=True or use the ampere scheduler.",
     )
     check(
-        not params.use_smem_epilogue,
+        not (params.use_smem_epilogue and params.splitk_factor > 1),
         "use_smem_epilogue",
         True,
-        "False",
-        "the hopper kernel writes the epilogue from registers; a shared-memory (stmatrix + TMA "
-        "store) epilogue is not generated yet. Set use_smem_epilogue=False.",
+        "False with split-K",
+        f"use_smem_epilogue=True with splitk_factor={params.splitk_factor}: the split-K kernel "
+        "writes float32 partials and the reduce kernel applies the epilogue. Set "
+        "use_smem_epilogue=False or splitk_factor=1.",
     )
     check(
         tuple(params.cluster_dims) == (1, 1),

@@ -40,7 +40,9 @@ def pm() -> mp.PluginManager:
 
 
 def _torch_dtype(dtype: mp.DType):  # noqa: ANN202
-    return {mp.float16: torch.float16, mp.bfloat16: torch.bfloat16, mp.float32: torch.float32}[dtype]
+    return {mp.float16: torch.float16, mp.bfloat16: torch.bfloat16, mp.float32: torch.float32}[
+        dtype
+    ]
 
 
 def _device_input(tv: mp.TensorView, rng: np.random.Generator):  # noqa: ANN202
@@ -76,7 +78,9 @@ def _fusion(m: int, n: int, k: int, dtype: mp.DType, layout: str, epilogue: str,
     return fd.fusion
 
 
-def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object) -> mp.CompiledFusion:
+def _run(
+    fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
+) -> mp.CompiledFusion:
     rng = np.random.default_rng(seed)
     inputs = [_device_input(t, rng) for t in fusion.inputs]
     compiled = mp.compile(fusion, pm=pm, overrides=overrides or None)
@@ -98,7 +102,9 @@ def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
 
 
 MATRIX = list(
-    itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (1, 2), (1, 3))
+    itertools.product(
+        (mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (1, 2), (1, 3)
+    )
 )
 
 
@@ -107,7 +113,9 @@ MATRIX = list(
     MATRIX,
     ids=[f"{d.label}_{lay}_{e}_sk{s}_b{b}" for d, lay, e, s, b in MATRIX],
 )
-def test_matrix(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, batch: int) -> None:
+def test_matrix(
+    pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, batch: int
+) -> None:
     """504x264x328 (ragged in every dim) with a 128x128x64 two-consumer tile."""
     fusion = _fusion(504, 264, 328, dtype, layout, epilogue, batch)
     compiled = _run(
@@ -115,6 +123,27 @@ def test_matrix(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: st
         instruction_tile=(64, 128, 16), stages=3, splitk_factor=splitk,
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
+
+
+SMEM_MATRIX = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES)
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue"),
+    SMEM_MATRIX,
+    ids=[f"{d.label}_{lay}_{e}" for d, lay, e in SMEM_MATRIX],
+)
+def test_smem_epilogue(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str) -> None:
+    """use_smem_epilogue: chunks staged through shared memory, batch 3, ragged, 2 consumers."""
+    fusion = _fusion(504, 264, 328, dtype, layout, epilogue, 3)
+    compiled = _run(
+        fusion, pm, seed=9, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        instruction_tile=(64, 128, 16), stages=3, use_smem_epilogue=True,
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert "_se" in compiled.kernel_name
 
 
 TILES = [
@@ -129,7 +158,9 @@ TILES = [
 
 @pytest.mark.parametrize(("cta", "warp", "stages", "tiling"), TILES, ids=[str(t[0]) for t in TILES])
 @pytest.mark.parametrize("layout", ["TN", "NT"])
-def test_tile_shapes(pm: mp.PluginManager, cta, warp, stages: int, tiling: str, layout: str) -> None:  # noqa: ANN001
+def test_tile_shapes(
+    pm: mp.PluginManager, cta, warp, stages: int, tiling: str, layout: str
+) -> None:  # noqa: ANN001
     """Tile shapes (1 or 2 consumers, k 64..256) on a problem smaller than a tile in M."""
     fusion = _fusion(40, 1000, 1064, mp.float16, layout, "bias_gelu", 1)
     compiled = _run(
@@ -139,7 +170,9 @@ def test_tile_shapes(pm: mp.PluginManager, cta, warp, stages: int, tiling: str, 
     assert compiled.spec.scheduler == "hopper"
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (16, 4096, 4096)])
+@pytest.mark.parametrize(
+    "shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (16, 4096, 4096)]
+)
 def test_default_plan(pm: mp.PluginManager, shape: tuple[int, int, int]) -> None:
     """The default heuristic's plan for benchmark shapes (and a decode-sized M)."""
     compiled = _run(_fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)

@@ -12,8 +12,8 @@ import pytest
 
 pytestmark = pytest.mark.sim
 
-# Each case builds a fusion, compiles it for a100 (ampere) with caller overrides (small tiles keep the
-# simulator fast), runs it on random host arrays and compares with mp.evaluate.
+# Each case builds a fusion, compiles it for a100 (ampere) with caller overrides (small
+# tiles keep the simulator fast), runs it on random host arrays and compares with mp.evaluate.
 SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -89,10 +89,30 @@ def case_nt_f16_alpha_beta_bk128(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 128), (64, 64, 128), 2), **PERSISTENT}
 
 
+def case_nt_bf16_bias_gelu_smem_epilogue(fd: Any, mp: Any) -> dict[str, Any]:
+    """use_smem_epilogue: two consumers side by side along N, each staging 2 chunks of 32
+    columns; a bias along N, GELU, ragged M and N."""
+    a, b = _operands(fd, mp, 72, 120, 96, "NT", mp.bfloat16)
+    bias = fd.define_tensor([120], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [72, 120], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 128, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
+def case_tn_f16_smem_epilogue_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
+    """use_smem_epilogue with a 48-wide warp tile (chunks of 16) and two outputs, ragged."""
+    a, b = _operands(fd, mp, 66, 90, 72, "TN", mp.float16)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
+    fd.add_output(fd.ops.cast(y, mp.float32))
+    return {**_tile((64, 48, 64), (64, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
-         "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4}  # fmt: skip
+         "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
+         "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:

@@ -151,3 +151,20 @@ def test_build_kernel_wraps_generator_refusals(pm):
     bad = attrs.evolve(spec, params=spec.params.with_overrides(stages=1))
     with pytest.raises(KernelBuildError, match=r"hopper kernel for .*stages must be >= 2"):
         hopper.mmaplug_build_kernel(spec=bad, analysis=analysis)
+
+
+def test_smem_epilogue_counts_its_staging(pm) -> None:
+    """use_smem_epilogue adds one 64 x (32 + 4) float32 chunk per consumer to the smem count."""
+    from mmaplug.plugins.hopper import limits
+    from mmaplug.plugins.hopper.config import HopperKernelConfig
+
+    params = mp.MatmulParams(
+        cta_tile=(128, 256, 64), warp_tile=(64, 256, 64), instruction_tile=(64, 256, 16),
+        stages=4, tiling_strategy="persistent", warp_specialized=True, use_smem_epilogue=True,
+    )  # fmt: skip
+    problem = linear(pm, 4096, 4096, 4096)
+    plain = limits.smem_bytes(params.with_overrides(use_smem_epilogue=False), problem)
+    assert limits.smem_bytes(params, problem) - plain == 2 * 64 * 36 * 4
+    config = HopperKernelConfig(smem_epilogue=True, stages=4)
+    assert config.smem_bytes == limits.smem_bytes(params, problem)
+    assert limits.violations(params, problem, mp.get_device("h200")) == []
