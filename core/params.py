@@ -358,11 +358,12 @@ def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
 # * stages=7: Ampere caps at 4, Hopper at 6; 7 stages of the sentinel tiles fit both targets.
 # * grid_swizzle_factor=3: defaults use 1 or 8.
 # * splitk_factor=3: defaults use powers of two; Ampere only, needs K >= 3 * cta_k.
-# * use_smem_epilogue=True: Ampere only (the Hopper kernel writes from registers).
 # * tiling_strategy=one_tile_per_cta: Hopper only (its default is always persistent).
 # prefetch_gap, cluster_dims and warp_specialized have no sentinel: no scheduler builds a
 # value other than the default's (prefetch_gap=1, no clusters, hopper always warp-specialized).
-# async_gmem_load_operands and cta_order have no sentinel: the defaults choose both values.
+# async_gmem_load_operands, cta_order and use_smem_epilogue have no sentinel: the defaults
+# choose both values (use_smem_epilogue is True on Ampere, whose kernel always stages the
+# epilogue through smem, and False on Hopper).
 SENTINELS: Final[Mapping[str, object]] = MappingProxyType(
     {
         "cta_tile": TileShape(64, 48, 64),
@@ -371,7 +372,6 @@ SENTINELS: Final[Mapping[str, object]] = MappingProxyType(
         "stages": 7,
         "grid_swizzle_factor": 3,
         "splitk_factor": 3,
-        "use_smem_epilogue": True,
         "tiling_strategy": TilingStrategy.one_tile_per_cta,
     }
 )
@@ -385,7 +385,6 @@ SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "stages": _BOTH,
         "grid_swizzle_factor": _BOTH,
         "splitk_factor": frozenset({"ampere"}),
-        "use_smem_epilogue": frozenset({"ampere"}),
         "tiling_strategy": frozenset({"hopper"}),
     }
 )

@@ -138,8 +138,7 @@ def ampere_swizzle(m_tiles: int, n_tiles: int, device: Device) -> int:
 
 
 def ampere_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Ampere parameters; the smem epilogue stays off (operands and epilogue are
-    both register-direct in our kernel unless a plugin asks)."""
+    """The default Ampere parameters; the epilogue goes through smem, as the kernel always does."""
     warp = ampere_warp_tile(problem)
     wm, wn = fill_sms(problem, device, warp, ampere_warp_grid(problem))
     cta = TileShape(warp.m * wm, warp.n * wn, warp.k)
@@ -155,6 +154,7 @@ def ampere_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         cta_order=cta_order_for(m_tiles, n_tiles),
         grid_swizzle_factor=ampere_swizzle(m_tiles, n_tiles, device),
         splitk_factor=splitk,
+        use_smem_epilogue=True,
     )
 
 

@@ -66,6 +66,7 @@ def test_answers_when_autoloaded():
     spec = plan_problem(PROBLEM, A100, pm=make_plugin_manager(strict=True))
     assert spec.provenance.base == NAME
     assert (spec.params.cta_tile.as_tuple(), spec.params.stages) == ((128, 128, 32), 3)
+    assert spec.params.use_smem_epilogue and spec.provenance.adjustments == ()  # no warning
 
 
 def test_defers_when_hopper_is_chosen():

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
+
 from mmaplug.device import Device, get_device
 from mmaplug.dtypes import DType
 from mmaplug.params import CtaOrder, MatmulParams, TileShape
@@ -161,6 +162,7 @@ def test_plain_config_is_kept():
         instruction_tile=(16, 8, 16),
         stages=5,
         grid_swizzle_factor=8,
+        use_smem_epilogue=True,  # what the ampere kernel builds, so the plan adjusts nothing
     )
 
 
@@ -302,3 +304,4 @@ def test_hook_params_reach_the_plan(monkeypatch, mmaplug_pm):
     assert spec.provenance.base == "nvmmh"
     assert spec.params.cta_tile == TileShape(256, 128, 64)
     assert spec.params.stages == 4
+    assert spec.params.use_smem_epilogue and spec.provenance.adjustments == ()

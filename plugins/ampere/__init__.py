@@ -56,12 +56,21 @@ def mmaplug_validate_params(
     return limits.violations(params, problem, device)
 
 
+SMEM_EPILOGUE_REASON: Final = (
+    "the ampere kernel always stages the epilogue tile through shared memory (its limits count "
+    "that tile)"
+)
+
+
 @hookimpl
 def mmaplug_adjust_params(params: MatmulParams, scheduler: str) -> Sequence[Adjustment]:
-    """What ``limits.adjustments`` says the kernel forces on *params* (recorded in provenance)."""
+    """The changes the kernel forces on *params*: ``limits.adjustments`` and an smem epilogue."""
     if scheduler != NAME:
         return []
-    return limits.adjustments(params)
+    found = limits.adjustments(params)
+    if not params.use_smem_epilogue:
+        found.append(Adjustment("use_smem_epilogue", False, True, SMEM_EPILOGUE_REASON))
+    return found
 
 
 @hookimpl

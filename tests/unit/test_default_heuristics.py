@@ -12,6 +12,7 @@ from mmaplug.dtypes import DType
 from mmaplug.heuristics import default
 from mmaplug.heuristics.default import mmaplug_matmul_params
 from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, CtaOrder, TileShape, TilingStrategy
+from mmaplug.plugins import ampere
 from mmaplug.plugins.ampere import limits as ampere_limits
 from mmaplug.plugins.hopper import limits as hopper_limits
 from mmaplug.problem import Layout, MatmulProblem, VectorWidths
@@ -213,6 +214,22 @@ def test_hopper_defaults_are_what_the_kernel_builds(
     k_walk = -(-shape.k // params.cta_tile.k)
     more = hopper_limits.smem_bytes(params.with_overrides(stages=params.stages + 1), prob)
     assert params.stages == 6 or params.stages >= k_walk or more > gpu.smem_per_block_optin
+
+
+AMPERE_CASES = [case for case in CASES if case.values[1] == "ampere"]
+
+
+@pytest.mark.parametrize(("device", "scheduler", "shape", "layout", "dtype"), AMPERE_CASES)
+def test_ampere_defaults_ask_for_the_smem_epilogue(
+    device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
+) -> None:
+    """Every default Ampere answer stages the epilogue through smem, as the kernel always does,
+    so the scheduler never adjusts use_smem_epilogue (at most stages 1 -> 2)."""
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
+    params = mmaplug_matmul_params(prob, get_device(device), scheduler)
+    assert params is not None and params.use_smem_epilogue
+    adjusted = [a.field for a in ampere.mmaplug_adjust_params(params, scheduler)]
+    assert adjusted in ([], ["stages"])
 
 
 def test_ampere_504x136x248_adapted_example() -> None:

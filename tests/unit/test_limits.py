@@ -535,6 +535,36 @@ def test_default_one_stage_plan_is_recorded_without_warning(pm) -> None:
     assert [a.field for a in spec.provenance.adjustments] == ["stages"]
 
 
+def test_register_epilogue_is_adjusted_to_smem_and_recorded(pm) -> None:
+    """use_smem_epilogue=False is built through smem: ampere records the change and warns."""
+    from mmaplug.errors import ParamAdjustedWarning
+    from mmaplug.plan import explain, plan_problem
+
+    with pytest.warns(
+        ParamAdjustedWarning, match=r"ampere changed caller's use_smem_epilogue: False -> True"
+    ):
+        spec = plan_problem(
+            problem(), get_device("a100"), pm=pm, overrides={"use_smem_epilogue": False}
+        )
+    assert spec.params.use_smem_epilogue
+    (adjustment,) = spec.provenance.adjustments
+    assert (adjustment.field, adjustment.old, adjustment.new) == ("use_smem_epilogue", False, True)
+    reason = "always stages the epilogue tile through shared memory (its limits count that tile)"
+    assert reason in adjustment.reason
+    assert f"use_smem_epilogue: False -> True (the ampere kernel {reason} [by ampere])" in (
+        explain(spec)
+    )
+
+
+def test_default_plan_stages_the_epilogue_without_adjustment(pm) -> None:
+    """The default heuristic asks ampere for the smem epilogue it builds: nothing is adjusted."""
+    from mmaplug.plan import plan_problem
+
+    spec = plan_problem(problem(), get_device("a100"), pm=pm)
+    assert spec.params.use_smem_epilogue
+    assert spec.provenance.adjustments == ()
+
+
 @pytest.mark.parametrize(
     ("async_loads", "widths", "expected"),
     [

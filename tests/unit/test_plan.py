@@ -71,6 +71,8 @@ def test_default_plan_uses_ampere_and_default_heuristic(default_spec):
     """On sm_80 the ampere scheduler and the default heuristic decide; hopper says why not."""
     assert default_spec.scheduler == "ampere"
     assert default_spec.provenance.base == "default"
+    assert default_spec.params.use_smem_epilogue  # what the kernel builds: nothing adjusted
+    assert default_spec.provenance.adjustments == ()
     assert {source for _, source in default_spec.provenance.sources} == {"default"}
     assert default_spec.provenance.candidates == (
         SchedulerChoice("ampere", 10),
@@ -365,6 +367,36 @@ def test_adjusting_a_plugin_value_warns(mmaplug_pm, problem):
         with pytest.warns(ParamAdjustedWarning, match="stage_cap changed fake's stages: 7 -> 3"):
             spec = plan_problem(problem, A100, pm=mmaplug_pm)
     assert spec.provenance.source("stages") == "fake"
+
+
+def test_heuristic_leaving_the_register_epilogue_is_adjusted_with_warning(mmaplug_pm, problem):
+    """A heuristic answering use_smem_epilogue=False (the attrs default) for ampere gets True:
+    the adjustment is recorded, shown by explain() and warned about."""
+    base = MatmulParams(
+        cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), instruction_tile=(16, 8, 16), stages=3
+    )
+    with registered(mmaplug_pm, FakeHeuristic("third", base=base)):
+        with pytest.warns(
+            ParamAdjustedWarning, match="ampere changed third's use_smem_epilogue: False -> True"
+        ):
+            spec = plan_problem(problem, A100, pm=mmaplug_pm)
+    assert spec.params == base.with_overrides(use_smem_epilogue=True)
+    (adjustment,) = spec.provenance.adjustments
+    assert (adjustment.field, adjustment.old, adjustment.new) == ("use_smem_epilogue", False, True)
+    assert (
+        "use_smem_epilogue: False -> True (the ampere kernel always stages the epilogue tile "
+        "through shared memory (its limits count that tile) [by ampere])"
+    ) in explain(spec)
+
+
+def test_hopper_plan_is_not_adjusted_by_ampere(mmaplug_pm, problem):
+    """The ampere adjustment answers only for ampere: a hopper plan is not adjusted."""
+    from mmaplug.plugins import ampere
+
+    spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    assert (spec.scheduler, spec.provenance.adjustments) == ("hopper", ())
+    register_epilogue = spec.params.with_overrides(use_smem_epilogue=False)
+    assert ampere.mmaplug_adjust_params(register_epilogue, "hopper") == []
 
 
 @pytest.mark.parametrize(

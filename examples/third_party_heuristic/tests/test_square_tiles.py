@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmaplug_square_tiles as square_tiles
 import pytest
+
 from mmaplug.device import get_device
 from mmaplug.dtypes import DType
 from mmaplug.plan import plan_problem
@@ -38,6 +39,7 @@ def test_answers_for_large_fp16_tn(mmaplug_pm):
     assert spec.params.cta_tile.as_tuple() == (128, 128, 32)
     assert spec.params.stages == 3
     assert spec.provenance.base == "mmaplug_square_tiles"
+    assert spec.params.use_smem_epilogue and spec.provenance.adjustments == ()
 
 
 @pytest.mark.parametrize(

@@ -143,8 +143,8 @@ def to_params(config: Any, problem: MatmulProblem, device: Device) -> MatmulPara
       the opt-in shared memory holds, and at 2 when the operands cannot use cp.async.
     * split-K: capped at the number of K tiles.
 
-    Everything else is the ampere default: one tile per CTA, no warp specialization, register
-    epilogue, prefetch gap 1.
+    Everything else is the ampere default: one tile per CTA, no warp specialization, smem
+    epilogue (the ampere kernel always stages it), prefetch gap 1.
     """
     try:
         cta = TileShape(config.cta_tile_m, config.cta_tile_n, config.cta_tile_k)
@@ -175,6 +175,7 @@ def to_params(config: Any, problem: MatmulProblem, device: Device) -> MatmulPara
             cta_order=cta_order,
             grid_swizzle_factor=max(1, _int(config.swizzle_factor, 1)),
             splitk_factor=splitk,
+            use_smem_epilogue=True,
         )
     except (InvalidParamsError, TypeError, ValueError):
         # Zero, missing or non-integer fields, or tiles that do not divide: not a config we

@@ -18,6 +18,7 @@ SQUARE: Final = MatmulParams(
     warp_tile=TileShape(64, 64, 32),
     instruction_tile=TileShape(16, 8, 16),  # the ampere scheduler's only mma.sync shape
     stages=3,
+    use_smem_epilogue=True,  # the ampere kernel always stages its epilogue through smem
 )
 
 
