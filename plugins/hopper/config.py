@@ -167,11 +167,6 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
     if cfg.splitk < 1:
         problems.append(f"splitk must be >= 1, got {cfg.splitk}")
-    if cfg.smem_epilogue and cfg.splitk > 1:
-        problems.append(
-            "smem_epilogue with split-K: the main kernel writes float32 partials and the reduce "
-            "kernel applies the epilogue"
-        )
     if cfg.cta_order not in CTA_ORDERS:
         problems.append(f"cta_order must be one of {CTA_ORDERS}, got {cfg.cta_order!r}")
     if cfg.grid_swizzle < 1:

@@ -9,6 +9,7 @@ from mmaplug.codegen import (
     jit_options,
 )
 from mmaplug.dtypes import DType
+from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
 from .config import (
@@ -21,6 +22,11 @@ from .config import (
     WARPGROUP,
     HopperKernelConfig,
     kernel_params,
+)
+
+# split-K partials: the accumulator stored as float32 (output 0 = the workspace)
+PARTIALS = EpilogueProgram(
+    instrs=(Instr(op="acc"),), outputs=(EpilogueOutput(name="ws", src=0, dtype=DType.float32),)
 )
 
 # smem bytes of one 16-element (k16) step along K inside a K-major 128-byte row, and of the
@@ -360,9 +366,17 @@ def _emit_staged(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
     """The consumer's tile in column chunks through shared memory: each chunk's registers are
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
     per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
-    warpgroup orders the writes and reads of its chunk buffer."""
+    warpgroup orders the writes and reads of its chunk buffer. With split-K the "epilogue"
+    stores the float32 partials into the workspace, as output 0 indexed by split and batch."""
     wm, wn, _ = cfg.warp_tile
     chunk, stride = cfg.epilogue_chunk, cfg.epilogue_stride
+    prog = cfg.epilogue
+    if cfg.splitk > 1:
+        prog = PARTIALS
+        em("out0 = ws")
+        em("out0_sb = M * N")
+        em("out0_sm = N")
+        em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
     em(f"em0 = m0 + cm * {wm}")
     em("ch = 0")
     em(f"while ch < {wn // chunk}:")
@@ -380,7 +394,7 @@ def _emit_staged(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
         em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
         emit_staged_epilogue(
-            em, cfg.epilogue, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
+            em, prog, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
             tid="t", m0="em0", n0="en0", smem="sf", base="sbase",
         )  # fmt: skip
         em("ch += 1")

@@ -147,15 +147,6 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "warpgroups); set warp_specialized=True or use the ampere scheduler.",
     )
     check(
-        not (params.use_smem_epilogue and params.splitk_factor > 1),
-        "use_smem_epilogue",
-        True,
-        "False with split-K",
-        f"use_smem_epilogue=True with splitk_factor={params.splitk_factor}: the split-K kernel "
-        "writes float32 partials and the reduce kernel applies the epilogue. Set "
-        "use_smem_epilogue=False or splitk_factor=1.",
-    )
-    check(
         tuple(params.cluster_dims) == (1, 1),
         "cluster_dims",
         params.cluster_dims,

@@ -124,7 +124,7 @@ def test_hookimpl_is_trylast() -> None:
 
 def test_hopper_4096_cube() -> None:
     """4096³ fp16 on h100: CTA 128x256x64 in two 64x256 consumers, wgmma m64n256k16, 4 stages,
-    persistent and warp-specialized, one CTA per cluster, epilogue from registers."""
+    persistent and warp-specialized, one CTA per cluster, epilogue staged through smem."""
     params = mmaplug_matmul_params(problem(4096, 4096, 4096), get_device("h100"), "hopper")
     assert params is not None
     assert params.cta_tile == TileShape(128, 256, 64)
@@ -132,7 +132,7 @@ def test_hopper_4096_cube() -> None:
     assert params.instruction_tile == TileShape(64, 256, 16)
     assert (params.stages, params.cta_order, params.cluster_dims) == (4, CtaOrder.row_major, (1, 1))
     assert params.tiling_strategy is TilingStrategy.persistent and params.warp_specialized
-    assert not params.use_smem_epilogue
+    assert params.use_smem_epilogue
     assert (params.splitk_factor, params.prefetch_gap, params.async_gmem_load_operands) == (
         1,
         1,
@@ -161,15 +161,17 @@ def test_hopper_output_dtype_does_not_change_the_plan() -> None:
 
 
 def test_hopper_stages_fill_smem_less_alignment_slack() -> None:
-    """Stages fill the opt-in shared memory minus 1024 B of alignment slack, exactly."""
+    """Stages fill the opt-in shared memory minus 1024 B of alignment slack and the epilogue
+    staging (two consumers x 64 rows x 36 floats), exactly."""
     stage = (128 + 256) * 64 * 2 + 16  # operand bytes of one stage plus its two mbarriers
+    staging = 2 * 64 * 36 * 4
     for stages in (3, 4, 5):
         tight = Device(
             name="h100-tight",
             cc=(9, 0),
             arch_suffix="a",
             sm_count=132,
-            smem_per_block_optin=1024 + stages * stage,
+            smem_per_block_optin=1024 + stages * stage + staging,
             smem_per_sm=233_472,
         )
         prob = problem(4096, 4096, 4096)
@@ -198,7 +200,7 @@ HOPPER_CASES = [case for case in CASES if case.values[1] == "hopper"]
 def test_hopper_defaults_are_what_the_kernel_builds(
     device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
 ) -> None:
-    """Every default Hopper answer has no cluster, no smem epilogue, wgmma m64nNk16 with N the
+    """Every default Hopper answer has no cluster, the smem epilogue, wgmma m64nNk16 with N the
     warp tile's n, prefetch_gap 1, and stages that fill shared memory unless capped."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     gpu = get_device(device)
@@ -206,7 +208,7 @@ def test_hopper_defaults_are_what_the_kernel_builds(
     assert params is not None
     assert (params.cluster_dims, params.use_smem_epilogue, params.prefetch_gap) == (
         (1, 1),
-        False,
+        True,
         1,
     )
     assert params.instruction_tile == TileShape(64, params.warp_tile.n, 16)

@@ -168,3 +168,15 @@ def test_smem_epilogue_counts_its_staging(pm) -> None:
     config = HopperKernelConfig(smem_epilogue=True, stages=4)
     assert config.smem_bytes == limits.smem_bytes(params, problem)
     assert limits.violations(params, problem, mp.get_device("h200")) == []
+
+
+def test_smem_epilogue_with_split_k_is_legal(pm) -> None:
+    """With split-K the staged epilogue writes the float32 partials: nothing to refuse."""
+    from mmaplug.plugins.hopper import limits
+
+    params = mp.MatmulParams(
+        cta_tile=(128, 256, 64), warp_tile=(64, 256, 64), instruction_tile=(64, 256, 16),
+        stages=4, tiling_strategy="persistent", warp_specialized=True, use_smem_epilogue=True,
+        splitk_factor=2,
+    )  # fmt: skip
+    assert limits.violations(params, linear(pm, 4096, 4096, 4096), mp.get_device("h200")) == []

@@ -434,13 +434,6 @@ def test_ampere_rules(
             r"always warp-specialized .*; set warp_specialized=True or use the ampere scheduler",
         ),
         (
-            {"use_smem_epilogue": True},
-            "h100",
-            problem(),
-            "use_smem_epilogue",
-            r"writes the epilogue from registers; .* Set use_smem_epilogue=False\.",
-        ),
-        (
             {"cluster_dims": (1, 2)},
             "h100",
             problem(),
@@ -482,7 +475,6 @@ def test_ampere_rules(
         "prefetch_gap",
         "tma_loads",
         "warp_specialized",
-        "smem_epilogue",
         "cluster",
         "splitk_le_k_tiles",
         "work_units",
