@@ -9,6 +9,8 @@ from .compile import CompiledFusion, compile
 from .device import Device, get_device
 from .dtypes import DType, bfloat16, float16, float32, float64
 from .errors import (
+    DeclinedLaunchError,
+    FallbackWarning,
     FusionError,
     InvalidParamsError,
     KernelBuildError,
@@ -50,7 +52,9 @@ __all__ = [
     "CompiledFusion",
     "CtaOrder",
     "DType",
+    "DeclinedLaunchError",
     "Device",
+    "FallbackWarning",
     "Fusion",
     "FusionDefinition",
     "FusionError",

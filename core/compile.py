@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,7 +14,14 @@ from .arguments import is_number
 from .choices import KernelSpec
 from .cuda.launching import simulating
 from .device import Device, get_device
-from .errors import KernelBuildError, LaunchError, PluginResultError
+from .errors import (
+    DeclinedLaunchError,
+    FallbackWarning,
+    InvalidParamsError,
+    KernelBuildError,
+    LaunchError,
+    PluginResultError,
+)
 from .fusion import Fusion, as_fusion
 from .guard import Guard, wrong
 from .manager import describe, get_plugin_manager
@@ -63,15 +71,30 @@ class KernelArtifact(Protocol):
         """
 
 
+# re-plans without the declining schedulers: (spec, artifact, a note for the warning)
+Replan = Callable[[Mapping[str, str]], tuple[KernelSpec, "KernelArtifact", str]]
+
+
 class CompiledFusion:
-    """A fusion planned and built for one device; ``execute`` runs it on device tensors."""
+    """A fusion planned and built for one device; ``execute`` runs it on device tensors.
+
+    When the built kernel declines particular tensors (``DeclinedLaunchError``: e.g. TMA needs
+    16-byte aligned addresses), those tensors run on a kernel planned without that scheduler,
+    built once, with a ``FallbackWarning`` naming both.
+    """
 
     def __init__(
-        self, analysis: MatmulAnalysis, spec: KernelSpec, artifact: KernelArtifact
+        self,
+        analysis: MatmulAnalysis,
+        spec: KernelSpec,
+        artifact: KernelArtifact,
+        replan: Replan | None = None,
     ) -> None:
         self.analysis = analysis
         self.spec = spec
         self._artifact = artifact
+        self._replan = replan
+        self._fallbacks: dict[str, KernelArtifact] = {}
         program = analysis.epilogue
         by_name = {b.name: b for b in analysis.epilogue_inputs}
         self._epilogue_bindings = tuple(by_name[i.name] for i in program.inputs)
@@ -127,7 +150,7 @@ class CompiledFusion:
         bound = self._bound.get(key)
         if bound is None:
             outputs, args = self._checked_args(inputs)
-            bound = self._bound[key] = self._artifact.bind(args)
+            bound = self._bound[key] = self._unless_declined(lambda art: art.bind(args))
         else:
             like = tensors[0]
             outputs = [allocate(like, b.shape, b.dtype) for b in self.analysis.outputs]
@@ -161,8 +184,29 @@ class CompiledFusion:
 
     def _execute_checked(self, inputs: Sequence[object], scalars: list[float]) -> list[object]:
         outputs, args = self._checked_args(inputs)
-        self._artifact.launch(attrs.evolve(args, scalars=tuple(scalars)))
+        launch = attrs.evolve(args, scalars=tuple(scalars))
+        self._unless_declined(lambda art: art.launch(launch))
         return outputs
+
+    def _unless_declined(self, use: Callable[[KernelArtifact], Any]) -> Any:
+        """*use* the built kernel; if it declines these tensors, the fallback kernel."""
+        try:
+            return use(self._artifact)
+        except DeclinedLaunchError as declined:
+            if self._replan is None:
+                raise
+            fallback = self._fallbacks.get(declined.scheduler)
+            if fallback is None:
+                spec, fallback, note = self._replan({declined.scheduler: declined.reason})
+                self._fallbacks[declined.scheduler] = fallback
+                warnings.warn(
+                    FallbackWarning(
+                        f"{declined}; tensors like these run on the {spec.scheduler} kernel "
+                        f"{fallback.kernel_name} instead{note}"
+                    ),
+                    stacklevel=4,
+                )
+            return use(fallback)
 
 
 def compile(  # noqa: A001 - the contract's name (mp.compile)
@@ -178,10 +222,25 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     target = get_device(device)
     analysis = analyze(fusion, pm=pm)
     spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
-    guard = Guard(pm)
-    artifact = _build(guard, spec, analysis)
-    guard.notify("mmaplug_kernel_built", spec=spec, artifact=artifact)
-    return CompiledFusion(analysis, spec, artifact)
+
+    def build(spec: KernelSpec) -> KernelArtifact:
+        guard = Guard(pm)
+        artifact = _build(guard, spec, analysis)
+        guard.notify("mmaplug_kernel_built", spec=spec, artifact=artifact)
+        return artifact
+
+    def replan(declined: Mapping[str, str]) -> tuple[KernelSpec, KernelArtifact, str]:
+        note = ""
+        try:
+            again = plan_problem(
+                analysis.problem, target, pm=pm, overrides=overrides, declined=declined
+            )
+        except InvalidParamsError:  # the caller's overrides were meant for the declined kernel
+            again = plan_problem(analysis.problem, target, pm=pm, declined=declined)
+            note = " (planned without the caller's overrides, which it cannot take)"
+        return again, build(again), note
+
+    return CompiledFusion(analysis, spec, build(spec), replan)
 
 
 def _build(guard: Guard, spec: KernelSpec, analysis: MatmulAnalysis) -> KernelArtifact:

@@ -92,7 +92,7 @@ class LaunchError(MatmulError):
 
 class DeclinedLaunchError(LaunchError):
     """A built kernel cannot run on these particular tensors (e.g. TMA needs 16-byte aligned
-    addresses); the message names the scheduler and the reason."""
+    addresses); ``execute`` runs them on a kernel planned without ``scheduler``."""
 
     def __init__(self, scheduler: str, reason: str) -> None:
         super().__init__(f"the {scheduler} kernel declines these tensors: {reason}")
@@ -122,6 +122,10 @@ class ParamAdjustedWarning(MatmulWarning):
 
 class EnvWarning(MatmulWarning):
     """An environment variable has a value mmaplug does not understand; the default is used."""
+
+
+class FallbackWarning(MatmulWarning):
+    """A compiled fusion ran tensors its kernel declined on another scheduler's kernel."""
 
 
 class CacheWarning(EnvWarning):

@@ -50,12 +50,16 @@ class _Planner:
     guard: Guard
     problem: MatmulProblem
     device: Device
+    declined: Mapping[str, str] = attrs.field(factory=dict)  # scheduler -> why, at launch
 
     def choose(self) -> tuple[SchedulerChoice, str, tuple[SchedulerChoice | Rejection, ...]]:
         answers: list[tuple[str, SchedulerChoice | Rejection]] = []
         hook = "mmaplug_scheduler_candidates"
         for plugin, answer in self.guard.call(hook, problem=self.problem, device=self.device):
-            if isinstance(answer, SchedulerChoice | Rejection):
+            if isinstance(answer, SchedulerChoice) and answer.name in self.declined:
+                reason = f"its kernel declined the tensors: {self.declined[answer.name]}"
+                answers.append((plugin, Rejection(answer.name, reason)))
+            elif isinstance(answer, SchedulerChoice | Rejection):
                 answers.append((plugin, answer))
             else:
                 expected = "SchedulerChoice, Rejection or None"
@@ -367,6 +371,7 @@ def plan_problem(
     pm: PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
     strict: bool | None = None,
+    declined: Mapping[str, str] | None = None,
 ) -> KernelSpec:
     """Choose the scheduler and params for *problem* on *device* through the plugin hooks.
 
@@ -374,6 +379,8 @@ def plan_problem(
     :param overrides: Caller changes to MatmulParams fields; applied last, they always win.
     :param strict: Raise on a misbehaving plugin (True) or warn and use the default heuristic
         (False); None follows ``pm.strict`` (``MMAPLUG_STRICT``).
+    :param declined: Schedulers whose built kernel declined the tensors of a launch, with the
+        reason: each becomes a Rejection (``CompiledFusion`` re-plans this way).
     :raises NoSchedulerError: No scheduler accepted; lists every rejection.
     :raises InvalidParamsError: The final params break rules; every violation, each naming the
         plugin whose value broke it.
@@ -382,7 +389,9 @@ def plan_problem(
     """
     pm = get_plugin_manager() if pm is None else pm
     pm.check_heuristic()
-    planner = _Planner(guard=Guard(pm, strict=strict), problem=problem, device=device)
+    planner = _Planner(
+        guard=Guard(pm, strict=strict), problem=problem, device=device, declined=declined or {}
+    )
     while True:  # each retry drops at least one more plugin, so this ends
         try:
             return planner.plan(dict(overrides or {}))
