@@ -175,13 +175,17 @@ def _shape(text: str) -> tuple[int, int, int]:
 
 
 def _override(text: str) -> tuple[str, object]:
-    """``FIELD=VALUE`` -> (field, value): integers, booleans (true/false) or text."""
+    """``FIELD=VALUE`` -> (field, value): integers, booleans (true/false), tiles (MxNxK) or
+    text."""
     field, sep, value = text.partition("=")
     if not sep or not field:
         raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
     lowered = value.strip().lower()
     if lowered in ("true", "false"):
         return field.strip(), lowered == "true"
+    parts = lowered.split("x")
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        return field.strip(), tuple(int(p) for p in parts)
     try:
         return field.strip(), int(value)
     except ValueError:

@@ -108,10 +108,13 @@ class CtaOrder(_ReprEnum):
 
 
 class TilingStrategy(_ReprEnum):
-    """One output tile per CTA, or persistent CTAs looping over tiles (Hopper only)."""
+    """One output tile per CTA, or persistent CTAs looping over tiles (Hopper only); with
+    ``persistent_pingpong`` two consumer warp groups of a CTA take alternate tiles, so one
+    stores its epilogue while the other runs its main loop (Hopper only)."""
 
     one_tile_per_cta = "one_tile_per_cta"
     persistent = "persistent"
+    persistent_pingpong = "persistent_pingpong"
 
 
 def _to_pair(value: object) -> object:
@@ -214,8 +217,8 @@ class MatmulParams:
             parts.append("smemepi")
         if self.cluster_dims != (1, 1):
             parts.append(f"cl{self.cluster_dims[0]}x{self.cluster_dims[1]}")
-        if self.tiling_strategy is TilingStrategy.persistent:
-            parts.append("persistent")
+        if self.tiling_strategy is not TilingStrategy.one_tile_per_cta:
+            parts.append(self.tiling_strategy.value)
         if self.warp_specialized:
             parts.append("ws")
         return "_".join(parts)

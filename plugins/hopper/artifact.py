@@ -39,6 +39,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         cta_order=params.cta_order.value,
         grid_swizzle=params.grid_swizzle_factor,
         smem_epilogue=params.use_smem_epilogue,
+        pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         epilogue=analysis.epilogue,
     )
 
@@ -111,7 +112,7 @@ class HopperArtifact:
         k_split = -(-k_tiles // cfg.splitk) * bk
         units = problem.batch * cfg.splitk * tiles_m * tiles_n
         device = self.spec.device
-        if self.spec.params.tiling_strategy is TilingStrategy.persistent:
+        if self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta:
             per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
             grid_x = min(units, device.sm_count * per_sm)
         else:

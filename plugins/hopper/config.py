@@ -45,6 +45,7 @@ class HopperKernelConfig:
     cta_order: str = "row_major"
     grid_swizzle: int = 1
     smem_epilogue: bool = False
+    pingpong: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -54,14 +55,14 @@ class HopperKernelConfig:
 
     @property
     def consumer_grid(self) -> tuple[int, int]:
-        """(consumer warpgroups along M, along N)."""
+        """(consumer warpgroups along M, along N) sharing one tile (1, 1 with ping-pong)."""
         return self.cta_tile[0] // self.warp_tile[0], self.cta_tile[1] // self.warp_tile[1]
 
     @property
     def consumers(self) -> int:
-        """Consumer warpgroups."""
+        """Consumer warpgroups: the tile's grid, or two taking alternate tiles (ping-pong)."""
         gm, gn = self.consumer_grid
-        return gm * gn
+        return 2 if self.pingpong else gm * gn
 
     @property
     def threads(self) -> int:
@@ -117,6 +118,7 @@ class HopperKernelConfig:
         return (
             f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
             f"_sk{self.splitk}{'_se' if self.smem_epilogue else ''}"
+            f"{'_pp' if self.pingpong else ''}"
         )
 
 
@@ -149,6 +151,11 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(
             f"cta_tile k must be 64, 128, 192 or 256 (whole 128-byte swizzle rows, one TMA box "
             f"<= 256) and equal warp_tile k, got {bk}, {wk}"
+        )
+    if not problems and cfg.pingpong and (bm, bn) != (wm, wn):
+        problems.append(
+            f"ping-pong consumers each own a whole tile: cta_tile {cfg.cta_tile} must equal "
+            f"warp_tile {cfg.warp_tile}"
         )
     if not problems and (bm % wm or bn % wn):
         problems.append(f"cta_tile {cfg.cta_tile} is not a multiple of warp_tile {cfg.warp_tile}")

@@ -92,7 +92,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
-        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync)"
+        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
     em()
     _emit_main(em, cfg, sim, cache)
@@ -134,7 +134,8 @@ def _advance(em: Emitter, stages: int) -> None:
 def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> None:
     stages = cfg.stages
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
-    consumer_warps = 4 * cfg.consumers
+    # every consumer warp releases each stage; with ping-pong only the owning warpgroup's
+    consumer_warps = 4 if cfg.pingpong else 4 * cfg.consumers
     stage_bytes = a.stage_bytes + b.stage_bytes
     em(f"@cuda.jit({jit_options(cfg.threads, sim, cache)})")
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
@@ -222,8 +223,12 @@ def _emit_consumer(
     if cfg.consumers == 2 and not sim:
         em(f"setmaxnreg_inc({CONSUMER_REGS})")
     em("c = wg - 1")
-    em(f"cm = c % {gm}")
-    em(f"cn = c // {gm}")
+    if cfg.pingpong:  # each consumer owns whole tiles
+        em("cm = 0")
+        em("cn = 0")
+    else:
+        em(f"cm = c % {gm}")
+        em(f"cn = c // {gm}")
     em(f"t = tid - {WARPGROUP} * wg")
     em("w = t // 32")
     em("lane = t % 32")
@@ -249,9 +254,30 @@ def _emit_consumer(
     em("s = 0")
     em("ph = 0")
     em("u = cuda.blockIdx.x")
+    if cfg.pingpong:
+        em("mine = 0  # ping-pong: this consumer takes the CTA's units c, c + 2, c + 4, ...")
+        em("turns = 0")
     em("while u < units:")
     with em.indent():
         _emit_decode(em, cfg)
+        if cfg.pingpong:
+            em("if mine != c:  # the other consumer's unit: skip its stages in the ring")
+            with em.indent():
+                em(f"skip = (ke - kb + {cfg.cta_tile[2] - 1}) // {cfg.cta_tile[2]}")
+                em("if skip < 0:")
+                em("    skip = 0")
+                em("s += skip")
+                em(f"ph ^= (s // {stages}) & 1")
+                em(f"s = s % {stages}")
+                em("mine ^= 1")
+                em("u += cuda.gridDim.x")
+                em("continue")
+            em("mine ^= 1")
+            # main loops take turns (the other consumer has waited on every stage before this
+            # unit's, so a parity wait is never two phases ahead); epilogues overlap them
+            em("if c == 1 or turns > 0:")
+            em(f"    named_barrier_sync(3 + c, {2 * WARPGROUP})")
+            em("turns += 1")
         em("scale = 0")
         em("prev = -1  # the stage whose wgmmas may still be reading it")
         em("k0 = kb")
@@ -282,6 +308,8 @@ def _emit_consumer(
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
         _emit_release(em, stages, "prev")
+        if cfg.pingpong:
+            em(f"named_barrier_arrive(4 - c, {2 * WARPGROUP})  # the other consumer's turn")
         em("if scale == 0:  # an empty K range (a trailing split): the product is zero")
         with em.indent():
             for acc in accs:

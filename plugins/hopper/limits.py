@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.device import Device
-from mmaplug.params import MatmulParams, Violation, Violations
+from mmaplug.params import MatmulParams, TilingStrategy, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
 from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP, staging_bytes
@@ -30,9 +30,16 @@ def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
     per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize + 2 * MBARRIER_BYTES
     total = SMEM_ALIGN + params.stages * per_stage
     if params.use_smem_epilogue and warp.m and warp.n % 8 == 0:
-        consumers = max(1, cta.m // warp.m) * max(1, cta.n // max(warp.n, 1))
-        total += staging_bytes(consumers, warp.m, warp.n)
+        total += staging_bytes(_consumers(params), warp.m, warp.n)
     return total
+
+
+def _consumers(params: MatmulParams) -> int:
+    """Consumer warpgroups: the CTA tile's grid of warp tiles, or two taking turns (ping-pong)."""
+    if params.tiling_strategy is TilingStrategy.persistent_pingpong:
+        return 2
+    cta, warp = params.cta_tile, params.warp_tile
+    return max(1, cta.m // max(warp.m, 1)) * max(1, cta.n // max(warp.n, 1))
 
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
@@ -87,7 +94,16 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"cta_tile={cta} must be a multiple of warp_tile={warp} with m and n at most "
         f"{MAX_TMA_BOX} (one TMA box). Change either tile.",
     )
-    consumers = max(1, cta.m // max(warp.m, 1)) * max(1, cta.n // max(warp.n, 1))
+    consumers = _consumers(params)
+    pingpong = params.tiling_strategy is TilingStrategy.persistent_pingpong
+    check(
+        not pingpong or (cta.m, cta.n) == (warp.m, warp.n),
+        "cta_tile",
+        cta,
+        "equal to warp_tile with ping-pong",
+        f"cta_tile={cta} with tiling_strategy='persistent_pingpong': each of the two consumer "
+        f"warpgroups owns a whole tile, so cta_tile must equal warp_tile={warp}. Set both alike.",
+    )
     check(
         consumers <= MAX_CONSUMERS,
         "cta_tile",

@@ -146,6 +146,26 @@ def test_smem_epilogue(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilo
     assert "_se" in compiled.kernel_name
 
 
+PINGPONG = list(itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), (1, 2)))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "splitk"),
+    PINGPONG,
+    ids=[f"{d.label}_{lay}_sk{s}" for d, lay, s in PINGPONG],
+)
+def test_pingpong(pm: mp.PluginManager, dtype: mp.DType, layout: str, splitk: int) -> None:
+    """Two consumers taking alternate tiles (main loops in turn, epilogues overlapped)."""
+    fusion = _fusion(504, 264, 328, dtype, layout, "relu_aux", 3)
+    warp = (128, 128, 64) if layout in ("TN", "NT") else (64, 256, 64)
+    compiled = _run(
+        fusion, pm, seed=17, cta_tile=warp, warp_tile=warp, instruction_tile=(64, warp[1], 16),
+        stages=4, tiling_strategy="persistent_pingpong", splitk_factor=splitk,
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_pp")
+
+
 TILES = [
     ((128, 256, 64), (64, 256, 64), 4, "persistent"),
     ((64, 256, 64), (64, 256, 64), 4, "persistent"),

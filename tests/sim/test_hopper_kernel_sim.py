@@ -108,11 +108,24 @@ def case_tn_f16_smem_epilogue_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 48, 64), (64, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
+def case_tn_f16_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
+    """Ping-pong: two consumers take alternate units of each CTA (4 units on 2 CTAs: the
+    second consumer skips the first's stages in the ring and waits its turn), bias along M,
+    smem epilogue, ragged."""
+    a, b = _operands(fd, mp, 72, 72, 72, "TN", mp.float16)
+    bias = fd.define_tensor([72], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [72, 72], [0]))
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), "tiling_strategy": "persistent_pingpong",
+            "use_smem_epilogue": True}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
-         "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4}  # fmt: skip
+         "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
+         "tn_f16_pingpong": 4}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:
