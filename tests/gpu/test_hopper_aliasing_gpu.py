@@ -1,0 +1,194 @@
+"""GPU tier, sm_90a: operands behind broadcast/permute/squeeze/set are read by TMA straight from
+the fusion inputs, and nothing but the outputs (plus tensor maps and the split-K workspace,
+which Numba allocates) is allocated; values against a float64 mp.evaluate.
+
+The fusions mirror tests/sim/test_hopper_operand_aliasing.py at ragged sizes: nvFuser's
+AllocationDomain BasicMatmul (mul+sum / fused_multiply_sum of broadcast(A) and
+broadcast(permute(B))) in every layout and with a batch stride between M and K, ``linear`` of
+3-D inputs with a bias, and an MmaOp fed through squeeze and set. Outputs are poisoned (the
+caching allocator's free blocks filled with NaN) before each call; torch's allocation counters
+must grow by the outputs alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.gpu import cuda_device_count
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+
+def _is_sm90() -> bool:
+    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm90,
+    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
+    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
+]
+
+TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
+H, T = mp.float16, mp.bfloat16
+M, N, K = 264, 200, 328  # ragged against every tile; contiguous extents are multiples of 8
+SPLITK2 = {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
+           "instruction_tile": (64, 128, 16), "stages": 3, "splitk_factor": 2}  # fmt: skip
+NUMBA_ALLOCATORS = ("device_array", "device_array_like", "to_device", "pinned_array",
+                    "mapped_array", "managed_array")  # fmt: skip
+
+
+def basic_matmul(layout: str, reduce: str, dtype: mp.DType) -> mp.Fusion:
+    """A [M, K], B [K, N] in *layout*'s memory order, broadcast(A) [M, 1, K] and
+    broadcast(permute(B)) [1, N, K], then fused_multiply_sum or mul + sum, cast to *dtype*."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([M, K], dtype, stride_order=[1, 0] if layout[0] == "T" else [0, 1])
+        b = fd.define_tensor([K, N], dtype, stride_order=[0, 1] if layout[1] == "N" else [1, 0])
+        a3 = fd.ops.broadcast_in_dim(a, [M, 1, K], [0, 2])
+        b3 = fd.ops.broadcast_in_dim(fd.ops.permute(b, [1, 0]), [1, N, K], [1, 2])
+        if reduce == "fms":
+            y = fd.ops.fused_multiply_sum(a3, b3, [-1])
+        else:
+            y = fd.ops.sum(fd.ops.mul(a3, b3), [-1])
+        fd.add_output(fd.ops.cast(y, dtype))
+    return fd.fusion
+
+
+def batched_strided() -> mp.Fusion:
+    """Batched mul + sum: A [3, M, K] stored [M, batch, K], B [3, K, N] stored [batch, N, K]."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([3, M, K], H, stride_order=[1, 2, 0])
+        b = fd.define_tensor([3, K, N], H, stride_order=[2, 0, 1])
+        a4 = fd.ops.broadcast_in_dim(a, [3, M, 1, K], [0, 1, 3])
+        b4 = fd.ops.broadcast_in_dim(fd.ops.permute(b, [0, 2, 1]), [3, 1, N, K], [0, 2, 3])
+        fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.mul(a4, b4), [-1]), H))
+    return fd.fusion
+
+
+def linear_3d(m_major: bool) -> mp.Fusion:
+    """linear of x [3, 100, K] (or an M-major x [3, 96, K], K outermost) with w [N, K], bias."""
+    with mp.FusionDefinition() as fd:
+        if m_major:
+            x = fd.define_tensor([3, 96, K], T, stride_order=[1, 0, 2])
+        else:
+            x = fd.define_tensor([3, 100, K], T)
+        w = fd.define_tensor([N, K], T)
+        bias = fd.define_tensor([N], T)
+        fd.add_output(fd.ops.gelu(fd.ops.linear(x, w, bias)))
+    return fd.fusion
+
+
+def squeeze_set() -> mp.Fusion:
+    """An MmaOp whose operands come through squeeze and set: A [1, M, K], B [N, K, 1]."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([1, M, K], H)
+        b = fd.define_tensor([N, K, 1], H)
+        a3 = fd.ops.broadcast_in_dim(fd.ops.set(fd.ops.squeeze(a, [0])), [M, 1, K], [0, 2])
+        b3 = fd.ops.broadcast_in_dim(fd.ops.squeeze(fd.ops.set(b), [2]), [1, N, K], [1, 2])
+        fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.fused_multiply_sum(a3, b3, [-1])), H))
+    return fd.fusion
+
+
+FUSIONS: dict[str, Callable[[], mp.Fusion]] = {
+    "fms_TN_f16": lambda: basic_matmul("TN", "fms", H),
+    "mul_sum_TT_bf16": lambda: basic_matmul("TT", "mul_sum", T),
+    "fms_NT_bf16": lambda: basic_matmul("NT", "fms", T),
+    "mul_sum_NN_f16": lambda: basic_matmul("NN", "mul_sum", H),
+    "mul_sum_batched_strided": batched_strided,
+    "linear_3d_bias": lambda: linear_3d(False),
+    "linear_3d_m_major_bias": lambda: linear_3d(True),
+    "squeeze_set": squeeze_set,
+}
+
+
+def _torch_dtype(dtype: mp.DType):  # noqa: ANN202
+    return {H: torch.float16, T: torch.bfloat16, mp.float32: torch.float32}[dtype]
+
+
+def _device_input(tv: mp.TensorView, rng: np.random.Generator):  # noqa: ANN202
+    """A random CUDA tensor with the strides the fusion declared (its stride_order)."""
+    order = tv.alloc_order
+    stored = torch.tensor(rng.standard_normal([tv.shape[d] for d in order]))
+    return stored.to("cuda", _torch_dtype(tv.dtype)).permute(np.argsort(order).tolist())
+
+
+def _block(tensor: Any) -> int:
+    """Bytes the caching allocator reserves for *tensor* (its 512-byte rounding)."""
+    return -(-tensor.numel() * tensor.element_size() // 512) * 512
+
+
+def _torch_counters() -> tuple[int, int]:
+    stats = torch.cuda.memory_stats()
+    return stats["allocation.all.allocated"], stats["allocated_bytes.all.allocated"]
+
+
+@pytest.mark.parametrize("plan", ["default", "splitk2"])
+@pytest.mark.parametrize("name", list(FUSIONS))
+def test_operands_load_from_inputs(
+    pm: mp.PluginManager, monkeypatch: pytest.MonkeyPatch, name: str, plan: str
+) -> None:
+    """hopper runs; the maps hold the inputs' addresses; torch allocates only the outputs and
+    Numba only the map array (and the workspace); values within tolerance, twice."""
+    from numba import cuda
+
+    from mmaplug.plugins.hopper import maps
+
+    fusion = FUSIONS[name]()
+    compiled = mp.compile(fusion, pm=pm, overrides=SPLITK2 if plan == "splitk2" else None)
+    assert compiled.spec.scheduler == "hopper", mp.explain(compiled.spec)
+    rng = np.random.default_rng(23)
+    inputs = [_device_input(t, rng) for t in fusion.inputs]
+    numba_allocs: list[tuple[str, tuple[int, ...], str]] = []
+    map_addresses: list[int] = []
+    for attr in NUMBA_ALLOCATORS:
+        real = getattr(cuda, attr)
+
+        def recording(*args: Any, _real: Any = real, _attr: str = attr, **kwargs: Any) -> Any:
+            result = _real(*args, **kwargs)
+            numba_allocs.append((_attr, tuple(result.shape), str(result.dtype)))
+            return result
+
+        monkeypatch.setattr(cuda, attr, recording)
+    real_encode = maps.encode
+
+    def encode(spec: Any, address: int) -> Any:
+        map_addresses.append(int(address))
+        return real_encode(spec, address)
+
+    monkeypatch.setattr(maps, "encode", encode)
+    p, splitk = compiled.spec.problem, compiled.params.splitk_factor
+    allowed = [("to_device", (32,), "uint64")]  # the A and B CUtensorMaps
+    if splitk > 1:  # the float32 workspace
+        allowed.append(("device_array", (splitk * p.batch * p.m * p.n,), "float32"))
+    host = [x.double().cpu().numpy() for x in inputs]
+    expected = mp.evaluate(fusion, host)
+    for call in range(2):  # the second call takes the bound launch
+        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
+        torch.cuda.synchronize()
+        numba_allocs.clear()
+        count0, bytes0 = _torch_counters()
+        outputs = compiled.execute(inputs)
+        torch.cuda.synchronize()
+        count1, bytes1 = _torch_counters()
+        assert count1 - count0 == len(outputs), f"call {call}: torch allocated more than outputs"
+        assert bytes1 - bytes0 == sum(_block(o) for o in outputs), f"call {call}"
+        if call == 0:
+            assert sorted(numba_allocs) == sorted(allowed), numba_allocs
+            a, b = inputs[compiled.analysis.a.index], inputs[compiled.analysis.b.index]
+            assert map_addresses == [a.data_ptr(), b.data_ptr()]
+        else:  # maps and workspace are reused (MMAPLUG_FAST_LAUNCH=0 makes them again)
+            assert all(x in allowed for x in numba_allocs), numba_allocs
+        for tv, got, ref in zip(fusion.outputs, outputs, expected, strict=True):
+            assert tuple(got.shape) == tv.shape
+            got64 = got.double().cpu().numpy()
+            assert np.all(np.isfinite(got64)), f"{tv.name}: unwritten (NaN) elements"
+            ref64 = ref.astype(np.float64)
+            err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
+            tol = max(TOLERANCE[tv.dtype], TOLERANCE[fusion.inputs[0].dtype])
+            assert err < tol, f"{tv.name}: relative error {err:.2e}"
