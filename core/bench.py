@@ -53,18 +53,22 @@ def _bench_fusions(shapes, dtypes) -> list[tuple[int, int, int, DType, bool]]:  
 
 
 def scheduler_managers() -> dict[str, Any]:
-    """One plugin manager per scheduler the local GPU offers, each with the others blocked."""
-    from .device import get_device
-    from .manager import get_plugin_manager, make_plugin_manager
+    """One plugin manager per scheduler the local GPU offers, each with the others blocked.
 
-    pm = get_plugin_manager()
-    device = get_device()
-    names = ["hopper", "ampere"] if tuple(device.cc) == (9, 0) else ["ampere"]
+    The environment's options apply (``MMAPLUG_DISABLE=ampere`` times hopper alone).
+    """
+    import os
+
+    from .device import get_device
+    from .manager import make_plugin_manager, options_from_environ
+
+    options = dict(options_from_environ(os.environ))
+    blocked = [name for name in options.pop("block", ()) if name]
+    names = ["hopper", "ampere"] if tuple(get_device().cc) == (9, 0) else ["ampere"]
     return {
-        name: make_plugin_manager(
-            block=[other for other in names if other != name], strict=pm.strict
-        )
+        name: make_plugin_manager(block=[*blocked, *(o for o in names if o != name)], **options)
         for name in names
+        if name not in blocked
     }
 
 
