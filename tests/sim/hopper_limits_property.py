@@ -1,0 +1,263 @@
+"""Limits ≡ generator for the hopper scheduler, in Numba's CUDA simulator (run as a script).
+
+``python hopper_limits_property.py SEED EXAMPLES`` with NUMBA_ENABLE_CUDASIM=1, started by
+test_hopper_limits_property.py. Hypothesis draws a small
+ragged matmul fusion (m, n up to 130, k up to 200, the contiguous dims of A and B multiples of
+8 so TMA can load them, every layout, fp16/bf16, batch 1-2, with or without a bias + relu
+epilogue) and hopper parameters from a grid that holds illegal values too (warp m 96, warp n
+not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...).
+Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
+with 2 SMs (ampere blocked, so the plan is hopper's or none) and must launch ``hopper_gemm``,
+keep the params unchanged and match ``mp.evaluate`` with every output written (the simulator
+poisons outputs with NaN); every rejected set must make ``mp.compile`` raise
+InvalidParamsError with the same Violations, each naming a MatmulParams field. Now and then a
+contiguous extent is not a multiple of 8: that must be a NoSchedulerError giving hopper's TMA
+reason. One JSON line with the counts is printed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+
+import attrs
+import numpy as np
+from hypothesis import HealthCheck, Phase, assume, given, seed, settings
+from hypothesis import strategies as st
+
+import mmaplug as mp
+from mmaplug.codegen import REDUCE_THREADS
+from mmaplug.errors import InvalidParamsError, MatmulWarning, NoSchedulerError
+from mmaplug.params import PARAM_NAMES, MatmulParams
+from mmaplug.plugins.hopper import artifact, limits
+
+# sm_90a with 2 SMs of 48 KiB shared memory: persistent grids of 2-4 CTAs
+DEVICE = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+WARP_M = (64, 128, 96)
+WARP_N = (8, 16, 24, 48, 64, 72, 128, 192, 256)
+CTA_K = (32, 64, 128, 192, 256)
+# what one run may cost in the simulator (sim_cost): ~1-3 s on an idle core
+MAX_COST = (64, 4, 24)
+MAX_RUNS = 8  # kernels one shard runs; later accepted sets are planned and built only
+COUNTS: dict = {
+    "accepted": 0,
+    "rejected": 0,
+    "unaligned": 0,
+    "launches": 0,
+    "ran": 0,
+    "seconds": 0.0,
+    "fields": {},
+}
+
+
+def _extent(draw: st.DrawFn, top: int, aligned: bool) -> int:
+    """An extent up to *top*: a multiple of 8 when it is a row pitch TMA loads, else ragged
+    (from 2: an extent of 1 is a broadcast, not a matmul dim)."""
+    if aligned:
+        return 8 * draw(st.integers(1, top // 8))
+    return draw(st.integers(2, top))
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> dict:
+    a_k_inner, b_k_inner = draw(st.booleans()), draw(st.booleans())
+    pingpong = draw(st.integers(0, 3)) == 0
+    legal = draw(st.booleans())
+    if not legal:  # anywhere in the grid: mostly sets the kernel cannot take
+        wm, wn, bk = (draw(st.sampled_from(grid)) for grid in (WARP_M, WARP_N, CTA_K))
+        gm, gn = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    else:  # tiles the generator takes (a ping-pong CTA tile is one warp tile)
+        wm = draw(st.sampled_from((64, 128)))
+        wn = draw(st.sampled_from([w for w in WARP_N if b_k_inner or w % 64 == 0]))
+        assume(wm * wn <= 128 * 128)
+        bk = draw(st.sampled_from((64, 64, 128, 192, 256)))
+        gm, gn = (1, 1) if pingpong else draw(st.sampled_from(((1, 1), (2, 1), (1, 2))))
+        assume(wm * gm <= 256 and wn * gn <= 256)
+    m = _extent(draw, 130, not a_k_inner)
+    n = _extent(draw, 130, not b_k_inner)
+    k = _extent(draw, 200, a_k_inner or b_k_inner)
+    aligned = draw(st.integers(0, 11)) > 0
+    if not aligned:  # a contiguous extent TMA cannot take: hopper declines the problem
+        bad = draw(st.integers(1, 7))
+        if a_k_inner or b_k_inner:
+            k = k // 8 * 8 + bad
+        elif draw(st.booleans()):
+            m = m // 8 * 8 + bad
+        else:
+            n = n // 8 * 8 + bad
+    inst = (64, wn, 16)
+    if draw(st.integers(0, 7)) == 0:  # an instruction tile the kernel does not issue
+        inst = draw(st.sampled_from(((16, 8, 16), (64, 8, 16), (64, wn, 32), (128, wn, 16))))
+    rare = draw(st.integers(0, 5)) == 0  # now and then a field the kernel has no variant for
+    return dict(
+        shape=(m, n, k),
+        aligned=aligned,
+        batch=draw(st.sampled_from((1, 1, 1, 2))),
+        a_k_inner=a_k_inner,
+        b_k_inner=b_k_inner,
+        dtype=draw(st.sampled_from(("float16", "bfloat16"))),
+        bias_relu=draw(st.booleans()),
+        params=dict(
+            cta_tile=(wm * gm, wn * gn, bk),
+            warp_tile=(wm, wn, bk),
+            instruction_tile=inst,
+            stages=draw(st.integers(2, 4) if legal else st.integers(1, 6)),
+            splitk_factor=draw(st.integers(1, min(3, -(-k // bk)) if legal else 3)),
+            grid_swizzle_factor=draw(st.integers(1, 3)),
+            cta_order=draw(st.sampled_from(("row_major", "column_major"))),
+            tiling_strategy="persistent_pingpong"
+            if pingpong
+            else draw(st.sampled_from(("one_tile_per_cta", "persistent"))),
+            use_smem_epilogue=draw(st.booleans()),
+            warp_specialized=not rare or draw(st.booleans()),
+            async_gmem_load_operands=not rare or draw(st.booleans()),
+            prefetch_gap=draw(st.sampled_from((1, 2))) if rare else 1,
+            cluster_dims=draw(st.sampled_from(((1, 1), (2, 1), (1, 2)))) if rare else (1, 1),
+        ),
+    )
+
+
+def fusion_for(case: dict) -> mp.Fusion:
+    (m, n, k), batch, dtype = case["shape"], case["batch"], getattr(mp, case["dtype"])
+    lead = [batch] if batch > 1 else []
+    inner = list(range(len(lead) + 1, -1, -1))  # row-major
+    swap = [*inner[:-2], inner[-1], inner[-2]]  # the two innermost dims exchanged
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor(
+            [*lead, m, k], dtype, stride_order=inner if case["a_k_inner"] else swap
+        )
+        b = fd.define_tensor(
+            [*lead, k, n], dtype, stride_order=swap if case["b_k_inner"] else inner
+        )
+        y = fd.ops.matmul(a, b)
+        if case["bias_relu"]:
+            bias = fd.define_tensor([n], dtype)
+            y = fd.ops.relu(
+                fd.ops.add(y, fd.ops.broadcast_in_dim(bias, [*lead, m, n], [len(lead) + 1]))
+            )
+        fd.add_output(fd.ops.cast(y, dtype))
+    return fd.fusion
+
+
+def sim_cost(case: dict) -> tuple[int, int, int]:
+    """(wgmmas, CTAs, split-K reduce blocks) of one run: the simulator's cost (its CTAs run
+    one after another, each starting 256-384 Python threads)."""
+    (m, n, k), p, batch = case["shape"], case["params"], case["batch"]
+    (bm, bn, bk), wn, split = p["cta_tile"], p["warp_tile"][1], p["splitk_factor"]
+    units = batch * split * -(-m // bm) * -(-n // bn)
+    k_steps = -(-k // bk) // split + 1  # K tiles of the longest split, plus one at most
+    wgmmas = units * k_steps * (bk // 16) * (bm // 64) * (bn // wn)
+    ctas = units if p["tiling_strategy"] == "one_tile_per_cta" else min(units, 2 * DEVICE.sm_count)
+    reduce_blocks = -(-batch * m * n // REDUCE_THREADS) if split > 1 else 0
+    return wgmmas, ctas, reduce_blocks
+
+
+def compile_case(case: dict, fusion: mp.Fusion) -> mp.CompiledFusion:
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    return mp.compile(fusion, DEVICE, pm=pm, overrides=case["params"])
+
+
+def check(case: dict) -> None:
+    fusion = fusion_for(case)
+    problem = mp.matmul_problem(fusion)
+    assert (problem.a_k_inner, problem.b_k_inner) == (case["a_k_inner"], case["b_k_inner"])
+    if not case["aligned"]:
+        try:
+            compile_case(case, fusion)
+        except NoSchedulerError as error:
+            (reason,) = (r.reason for r in error.rejections if r.name == "hopper")
+            assert "TMA needs 16-byte aligned row pitches" in reason, reason
+            assert "hopper: TMA needs" in str(error), error
+        else:
+            raise AssertionError(f"hopper accepted TMA-unaligned operands {case}")
+        COUNTS["unaligned"] += 1
+        return
+    try:
+        params = MatmulParams(**case["params"])
+    except InvalidParamsError as error:
+        found = list(error.violations)
+    else:
+        found = limits.violations(params, problem, DEVICE)
+    if found:
+        COUNTS["rejected"] += 1
+        for v in found:
+            COUNTS["fields"][v.field] = COUNTS["fields"].get(v.field, 0) + 1
+            assert v.field.partition(".")[0] in PARAM_NAMES, v
+            assert v.message and v.limit, v
+        try:
+            compile_case(case, fusion)
+        except InvalidParamsError as error:
+            assert {v.field for v in error.violations} == {v.field for v in found}, error
+        else:
+            raise AssertionError(f"mp.compile took params limits reject: {case}")
+        return
+    COUNTS["accepted"] += 1
+    compiled = compile_case(case, fusion)
+    assert compiled.spec.scheduler == "hopper", compiled.spec
+    assert compiled.params == params, (compiled.params, params)  # no silent rewrite
+    too_slow = any(c > top for c, top in zip(sim_cost(case), MAX_COST, strict=True))
+    if too_slow or COUNTS["ran"] >= MAX_RUNS:
+        return  # planned and built (its config passed config_problems); not run here
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
+    start = time.perf_counter()
+    (got,) = compiled.execute(inputs)
+    COUNTS["ran"] += 1
+    COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
+    (want,) = mp.evaluate(fusion, inputs)
+    got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert np.all(np.isfinite(got64)), f"unwritten (NaN) outputs for {case}"
+    bad = np.abs(got64 - want64) > tolerance(case, inputs, want64)
+    assert not bad.any(), f"{int(bad.sum())} wrong elements, first {np.argwhere(bad)[:3].tolist()}"
+
+
+def tolerance(case: dict, inputs: list, want: np.ndarray) -> np.ndarray:
+    """Per element: two ulps of the product and of the result (mp.evaluate rounds the product
+    to the operand type before the epilogue, the kernel does not) plus float32 summation; a
+    missing or doubled k16 step is far above it."""
+    a, b = (np.asarray(x, np.float64) for x in inputs[:2])
+    product, size = a @ b, np.abs(a) @ np.abs(b)
+    ulp = 2.0**-7 if case["dtype"] == "bfloat16" else 2.0**-10
+    return 2 * ulp * (np.abs(product) + np.abs(want)) + 4 * case["shape"][2] * 2.0**-24 * size
+
+
+def _record_launches() -> None:
+    """Count ``hopper_gemm`` launches (proof that the kernel, not a fallback, ran)."""
+    real = artifact.launch_checked
+
+    def recording(kernel, *args):  # noqa: ANN001, ANN002, ANN202
+        if getattr(getattr(kernel, "py_func", kernel), "__name__", "") == "hopper_gemm":
+            COUNTS["launches"] += 1
+        return real(kernel, *args)
+
+    artifact.launch_checked = recording
+
+
+def main(seed_value: int, examples: int) -> int:
+    @seed(seed_value)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+    @given(cases())
+    def property_(case: dict) -> None:
+        check(case)
+
+    property_()
+    print(json.dumps(COUNTS), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    # the emulation's waiting threads hold the GIL for a whole switch interval: at the default
+    # 5 ms a CTA of 256-384 threads takes 5-35 s, at 0.1 ms about 1 s
+    sys.setswitchinterval(1e-4)
+    warnings.simplefilter("error", MatmulWarning)  # a fallback or an adjustment is a failure
+    _record_launches()
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))
