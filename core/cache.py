@@ -6,6 +6,7 @@ import contextlib
 import errno
 import hashlib
 import importlib.metadata
+import logging
 import os
 import stat
 import sys
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 from . import env
 from .errors import CacheWarning
+from .log import CACHE
 
 _HEADER: Final = "# mmaplug generated kernel; digest {digest}\n"
 _ENV_KEYS: Final = ("NUMBA_OPT", "NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DEFAULT_PTX_CC")
@@ -82,12 +84,13 @@ def kernel_module(key: str, source: str) -> ModuleType | None:
     module_name = f"mmaplug_kernels.mm_{name}"
     with _lock:
         if (hit := sys.modules.get(module_name)) is not None:
+            CACHE.debug("kernel module %s: already loaded in this process", module_name)
             return hit
         text = _HEADER.format(digest=name) + source
         where: Any = "the kernel cache"
         try:
             where = cache_dir() / "kernels" / f"mm_{name}.py"
-            _store(where, text.encode())
+            wrote = _store(where, text.encode())
             code = compile(text, str(where), "exec")
             module = ModuleType(module_name)
             module.__file__ = str(where)
@@ -98,20 +101,23 @@ def kernel_module(key: str, source: str) -> ModuleType | None:
                 f"building the kernel in memory ({_FIX})"
             )
             return None
+        CACHE.debug(
+            "kernel module %s: %s %s", module_name, "miss, wrote" if wrote else "hit,", where
+        )
         _guard_numba_caches(module)
         sys.modules[module_name] = module
         return module
 
 
-def _store(path: Path, data: bytes) -> None:
-    """Make *path* hold exactly *data*: keep a matching file, else write it atomically."""
+def _store(path: Path, data: bytes) -> bool:
+    """Make *path* hold exactly *data*: keep a matching file, else write it atomically (True)."""
     try:
         info = path.stat()
     except FileNotFoundError:
         info = None
     if info and stat.S_ISREG(info.st_mode) and info.st_size == len(data):
         if path.read_bytes() == data:
-            return
+            return False
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
@@ -122,6 +128,7 @@ def _store(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return True
 
 
 def _guard_numba_caches(module: ModuleType) -> None:
@@ -136,7 +143,7 @@ def _guard_numba_caches(module: ModuleType) -> None:
 def _guarded_load(cache: Any, load: Any) -> Any:
     def load_overload(sig: Any, target_context: Any) -> Any:
         try:
-            return load(sig, target_context)
+            loaded = load(sig, target_context)
         except Exception as error:  # a truncated index, corrupt data: Numba does not catch them
             where = _numba_index(cache)
             try:
@@ -150,6 +157,10 @@ def _guarded_load(cache: Any, load: Any) -> Any:
                 f"({_describe(error)}); {done}"
             )
             return None
+        if CACHE.isEnabledFor(logging.DEBUG):
+            found = "miss (Numba compiles it)" if loaded is None else "hit"
+            CACHE.debug("Numba machine code %s: %s", _numba_index(cache), found)
+        return loaded
 
     return load_overload
 

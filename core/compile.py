@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from . import dump as kernel_dump
 from . import env
 from .analysis import MatmulAnalysis, analyze
 from .arguments import is_number
@@ -24,8 +28,9 @@ from .errors import (
 )
 from .fusion import Fusion, as_fusion
 from .guard import Guard, wrong
+from .log import BUILD, LAUNCH
 from .manager import describe, get_plugin_manager
-from .plan import plan_problem
+from .plan import explain, plan_problem
 
 if TYPE_CHECKING:
     import pluggy
@@ -128,8 +133,39 @@ class CompiledFusion:
 
     @property
     def ptx(self) -> str:
-        """PTX of the main kernel for the spec's device."""
+        """PTX of the main kernel for the spec's device (NVVM compiles it once; no GPU needed)."""
         return self._artifact.ptx()
+
+    @property
+    def source(self) -> str:
+        """The generated kernel source (Numba-CUDA Python) that ``ptx`` is compiled from.
+
+        :raises KernelBuildError: the scheduler plugin's artifact has no ``source()``.
+        """
+        return kernel_dump.kernel_source(self.spec, self._artifact)
+
+    @property
+    def sass(self) -> str:
+        """SASS of ``ptx``: linked by nvJitLink, disassembled by ``cuobjdump`` or ``nvdisasm``.
+
+        :raises UnsupportedTargetError: neither tool is on PATH.
+        """
+        return kernel_dump.disassemble(kernel_dump.cubin(self.ptx))
+
+    def explain(self) -> str:
+        """The plan: how the scheduler and every parameter were decided (``mmaplug explain``)."""
+        return explain(self.spec)
+
+    def dump(
+        self, directory: str | Path | None = None, kinds: Sequence[str] = kernel_dump.KINDS
+    ) -> list[Path]:
+        """Write *kinds* (``source``, ``ptx``, ``sass``, ``plan``) as ``MMAPLUG_DUMP`` does.
+
+        :param directory: Default ``MMAPLUG_DUMP_DIR``, else ``./mmaplug_dump``.
+        :returns: The files written; without a SASS tool, a note says why instead of the SASS.
+        """
+        where = Path(directory).absolute() if directory else kernel_dump.directory()
+        return kernel_dump.write(self.spec, self._artifact, kinds, where)
 
     def execute(self, inputs: Sequence[object]) -> list[object]:
         """Run on *inputs* (in fusion input order); returns new outputs of the first input's kind.
@@ -150,12 +186,23 @@ class CompiledFusion:
         bound = self._bound.get(key)
         if bound is None:
             outputs, args = self._checked_args(inputs)
+            start = time.perf_counter()
             bound = self._bound[key] = self._unless_declined(lambda art: art.bind(args))
+            self._log_bound(key, time.perf_counter() - start)
         else:
             like = tensors[0]
             outputs = [allocate(like, b.shape, b.dtype) for b in self.analysis.outputs]
         bound([*(address(t) for t in tensors), *(address(o) for o in outputs)], scalars)
         return outputs
+
+    def _log_bound(self, key: tuple, seconds: float) -> None:
+        """A launch bound for a new input signature (the first one compiles the kernel)."""
+        LAUNCH.debug("%s: no launch for this input signature yet: %s", self.kernel_name, key)
+        LAUNCH.info(
+            "%s: first launch for these tensors prepared in %.3f s (%d signatures bound; "
+            "includes loading or compiling the machine code)",
+            self.kernel_name, seconds, len(self._bound),
+        )  # fmt: skip
 
     def _scalars(self, inputs: Sequence[object]) -> list[float]:
         scalars = []
@@ -225,8 +272,16 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
 
     def build(spec: KernelSpec) -> KernelArtifact:
         guard = Guard(pm)
+        start = time.perf_counter()
         artifact = _build(guard, spec, analysis)
+        if BUILD.isEnabledFor(logging.INFO):
+            BUILD.info(
+                "%s: kernel %s built by plugin %s in %.3f s",
+                spec.name, artifact.kernel_name, spec.provenance.scheduler_plugin,
+                time.perf_counter() - start,
+            )  # fmt: skip
         guard.notify("mmaplug_kernel_built", spec=spec, artifact=artifact)
+        kernel_dump.on_build(spec, artifact)
         return artifact
 
     def replan(declined: Mapping[str, str]) -> tuple[KernelSpec, KernelArtifact, str]:

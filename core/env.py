@@ -70,6 +70,18 @@ VARIABLES: Final = (
         "`on`",
     ),
     Variable(
+        "MMAPLUG_DUMP",
+        "What `mp.compile` writes out for every kernel it builds (see docs/debugging.md)",
+        "comma-separated `source`, `ptx`, `sass`, `plan`, or `all` (any case)",
+        "nothing",
+    ),
+    Variable(
+        "MMAPLUG_DUMP_DIR",
+        "Directory the `MMAPLUG_DUMP` files are written to",
+        "a directory path; created if missing, `~` expanded, relative to the working directory",
+        "`./mmaplug_dump`",
+    ),
+    Variable(
         "XDG_CACHE_HOME",
         "Base of the default cache directory",
         "an absolute path (a relative one is ignored, as the XDG spec asks)",
@@ -144,6 +156,11 @@ def _check_names(environ: Mapping[str, str]) -> None:
     """Complain about ``MMAPLUG_*`` names mmaplug does not read (a typo is silent otherwise)."""
     for name in environ:
         if name.upper().startswith("MMAPLUG_") and name not in _KNOWN:
-            close = difflib.get_close_matches(name.upper(), _KNOWN, n=1)
-            hint = f"did you mean {close[0]}?" if close else "see the README's environment table"
+            # compare what follows the prefix: every name shares "MMAPLUG_", which made any
+            # unknown name "close" to a short one such as MMAPLUG_DUMP
+            tails = {n.removeprefix("MMAPLUG_"): n for n in _KNOWN if n.startswith("MMAPLUG_")}
+            close = difflib.get_close_matches(name.upper().removeprefix("MMAPLUG_"), tails, n=1)
+            hint = "see the README's environment table"
+            if close:
+                hint = f"did you mean {tails[close[0]]}?"
             complain(f"{name} is not an mmaplug variable; {hint}", environ)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -21,6 +22,7 @@ from .errors import (
     UnknownParamError,
 )
 from .guard import Guard, wrong
+from .log import PLAN
 from .manager import DEFAULT_HEURISTIC, PluginManager, describe, get_plugin_manager, is_builtin
 from .params import PARAM_NAMES, MatmulParams, ParamOverride, Violation, check_param_names, to_tile
 from .problem import MatmulProblem
@@ -394,9 +396,24 @@ def plan_problem(
     )
     while True:  # each retry drops at least one more plugin, so this ends
         try:
-            return planner.plan(dict(overrides or {}))
+            spec = planner.plan(dict(overrides or {}))
         except _Retry:
             continue
+        _log_plan(spec)
+        return spec
+
+
+def _log_plan(spec: KernelSpec) -> None:
+    """The chosen scheduler and params at INFO, the whole ``explain`` text at DEBUG."""
+    if PLAN.isEnabledFor(logging.INFO):
+        changes = "; ".join(a.describe() for a in spec.provenance.adjustments) or "none"
+        PLAN.info(
+            "%s on %s: scheduler %s, params %s (base from %s; adjustments: %s)",
+            spec.problem.describe(), spec.device.name, spec.scheduler, spec.params.name,
+            spec.provenance.base, changes,
+        )  # fmt: skip
+    if PLAN.isEnabledFor(logging.DEBUG):
+        PLAN.debug("plan of %s:\n%s", spec.name, explain(spec))
 
 
 def matmul_params(problem: MatmulProblem, device: Device | str | None = None) -> MatmulParams:

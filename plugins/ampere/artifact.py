@@ -14,7 +14,7 @@ from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
 from .bound import BoundGemm
-from .kernel import AmpereKernelConfig, compile_ptx
+from .kernel import AmpereKernelConfig, compile_ptx, generate_source
 from .launch import run_gemm
 from .limits import operand_vectors
 
@@ -75,6 +75,10 @@ class AmpereArtifact:
     def ptx(self) -> str:
         """PTX of the main kernel for the spec's compute capability (compiled once)."""
         return _ptx(self.config, tuple(self.spec.device.cc))
+
+    def source(self) -> str:
+        """The generated Numba-CUDA source that ``ptx()`` compiles."""
+        return generate_source(self.config, sim=False)
 
     def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
         """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""

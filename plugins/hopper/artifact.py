@@ -22,6 +22,7 @@ from mmaplug.patterns import DimRole
 
 from .config import HopperKernelConfig
 from .kernel import build, compile_ptx
+from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
 
 
@@ -79,6 +80,10 @@ class HopperArtifact:
     def ptx(self) -> str:
         """PTX of the main kernel for sm_90a (compiled once)."""
         return _ptx(self.config)
+
+    def source(self) -> str:
+        """The generated Numba-CUDA source that ``ptx()`` compiles."""
+        return generate_source(self.config, sim=False)
 
     def _kernels(self) -> GeneratedKernels:
         return build(self.config)
