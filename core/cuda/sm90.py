@@ -21,6 +21,7 @@ from . import sm90_factories as F
 
 __all__ = [
     "bulk_commit_group",
+    "bulk_store",
     "bulk_wait_group",
     "bulk_wait_group_read",
     "fence_mbarrier_init",
@@ -138,6 +139,17 @@ def tma_store_2d(tmap, c0, c1, src):
 def tma_store_3d(tmap, c0, c1, c2, src):
     """Generate `cp.async.bulk.tensor.3d.global.shared::cta.bulk_group
     [tmap, {c0, c1, c2}], [src]`; see tma_store_2d."""
+
+
+def bulk_store(dst, src, nbytes):
+    """Generate `cp.async.bulk.global.shared::cta.bulk_group [dst], [src], nbytes`.
+
+    Copies `nbytes` (a multiple of 16) contiguous bytes from shared `src` to the 64-bit global
+    address `dst`, both 16-byte aligned, asynchronously. As for tma_store_2d: every writer of
+    `src` runs fence_proxy_async and a barrier first; the issuing thread commits the copy into
+    its bulk group and waits for it (bulk_wait_group_read before `src` is written again,
+    bulk_wait_group before the kernel ends).
+    """
 
 
 def bulk_commit_group():
@@ -267,6 +279,7 @@ def ld_shared_b32(addr):
 U32, U64 = types.uint32, types.uint64
 _TMA_LOAD = "cp.async.bulk.tensor.{d}d.shared::cluster.global.mbarrier::complete_tx::bytes"
 _TMA_STORE = "cp.async.bulk.tensor.{d}d.global.shared::cta.bulk_group"
+_BULK_STORE = "cp.async.bulk.global.shared::cta.bulk_group"
 _TRY_WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
 _STMATRIX = "stmatrix.sync.aligned.m8n8.x4{t}.shared.b16 [$0], {{$1, $2, $3, $4}};"
 
@@ -309,6 +322,7 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
         (U64, U32, U32, U32, U32),
         None,
     ),
+    bulk_store: (_BULK_STORE + " [$0], [$1], $2;", (U64, U32, U32), None),
     bulk_commit_group: ("cp.async.bulk.commit_group;", (), None),
     prefetch_tensormap: ("prefetch.tensormap [$0];", (U64,), None),
     fence_tensormap_acquire: (

@@ -23,6 +23,7 @@ from .tensormap import MAP_WORDS, TensorMapSpec, sim_lookup
 
 __all__ = [
     "bulk_commit_group",
+    "bulk_store",
     "bulk_wait_group",
     "bulk_wait_group_read",
     "fence_mbarrier_init",
@@ -167,19 +168,54 @@ def _no_op(name: str, doc: str):
 
 fence_mbarrier_init = _no_op("fence_mbarrier_init", "Emulate fence.mbarrier_init: a no-op.")
 fence_proxy_async = _no_op("fence_proxy_async", "Emulate fence.proxy.async: a no-op.")
-bulk_commit_group = _no_op("bulk_commit_group", "A no-op: emulated TMA stores complete at once.")
 wgmma_fence = _no_op("wgmma_fence", "Emulate wgmma.fence: a no-op.")
 wgmma_commit_group = _no_op("wgmma_commit_group", "A no-op: emulated wgmmas complete at once.")
 
 
+def bulk_store(dst: Any, src: Any, nbytes: Any) -> None:
+    """Emulate cp.async.bulk shared -> global: the copy joins this thread's open bulk group and
+    happens when a bulk wait retires the group, reading shared memory then. A kernel that
+    rewrites `src` before waiting stores the new bytes, and one that never waits stores nothing:
+    both bugs show in the simulator (TMA stores, by contrast, complete at once)."""
+    block, tid = B.current("bulk_store")
+    dst, n = int(dst), int(nbytes)
+    if n <= 0 or n % 16 or dst % 16:
+        raise UsageError(
+            f"bulk_store: {n} bytes to global {dst:#x}; the size must be a positive multiple "
+            "of 16 and the address 16-byte aligned"
+        )
+    block.smem(src, n, 16, "bulk_store")  # the source must be this block's shared memory now
+    with block.cond:
+        block.bulk.setdefault(tid, [[]])[-1].append((dst, int(src), n))
+
+
+def bulk_commit_group() -> None:
+    """Emulate cp.async.bulk.commit_group: close this thread's open group of bulk copies."""
+    block, tid = B.current("bulk_commit_group")
+    with block.cond:
+        block.bulk.setdefault(tid, [[]]).append([])
+
+
+def _retire_bulk(op: str, n: Any) -> None:
+    """Do the copies of this thread's oldest committed bulk groups until at most `n` remain."""
+    literal(op, n, range(1 << 16), "n >= 0")
+    block, tid = B.current(op)
+    with block.cond:
+        groups = block.bulk.setdefault(tid, [[]])
+        while len(groups) - 1 > int(n):
+            for dst, src, nbytes in groups.pop(0):
+                ctypes.memmove(dst, block.smem(src, nbytes, 16, op).ctypes.data, nbytes)
+
+
 def bulk_wait_group_read(n: Any) -> None:
-    """A no-op (stores completed); `n` must be a non-negative literal as on the GPU."""
-    literal("bulk_wait_group_read", n, range(1 << 16), "n >= 0")
+    """Emulate cp.async.bulk.wait_group.read: copy the groups beyond the newest `n` now (a
+    literal `n` >= 0, as on the GPU)."""
+    _retire_bulk("bulk_wait_group_read", n)
 
 
 def bulk_wait_group(n: Any) -> None:
-    """A no-op (stores completed); `n` must be a non-negative literal as on the GPU."""
-    literal("bulk_wait_group", n, range(1 << 16), "n >= 0")
+    """Emulate cp.async.bulk.wait_group; see bulk_wait_group_read."""
+    _retire_bulk("bulk_wait_group", n)
 
 
 def wgmma_wait_group(n: Any) -> None:

@@ -78,6 +78,9 @@ class Block:
             weakref.WeakValueDictionary()
         )
         self.waiting: dict[threading.Thread, Any] = {}  # thread -> its wait's ready()
+        # per thread: its committed bulk groups, oldest first, then the open one; each a list
+        # of (global address, shared address, bytes) copies not yet done
+        self.bulk: dict[int, list[list[tuple[int, int, int]]]] = {}
 
     # --- shared memory -------------------------------------------------------------------------
 

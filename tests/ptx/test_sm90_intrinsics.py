@@ -45,6 +45,7 @@ def _tma_kernel(maps, out):
     H.fence_proxy_async()
     H.tma_store_2d(tmap, out[0], out[1], buf)
     H.tma_store_3d(tmap, out[0], out[1], out[2], buf)
+    H.bulk_store(I.global_addr(out, 4), buf + 16, out[3])
     H.bulk_commit_group()
     H.bulk_wait_group_read(0)
     H.bulk_wait_group(1)
@@ -144,6 +145,10 @@ CASES = {
         re.escape(TMA_STORE.format(3)) + r" \[%rd\d+, \{(%r\d+, ){2}%r\d+\}\], \[%r\d+\];",
     ),
     "fence_proxy_async": ("tma", r"fence\.proxy\.async\.shared::cta;"),
+    "bulk_store": (
+        "tma",
+        r"cp\.async\.bulk\.global\.shared::cta\.bulk_group \[%rd\d+\], \[%r\d+\], %r\d+;",
+    ),
     "bulk_commit_group": ("tma", r"cp\.async\.bulk\.commit_group;"),
     "bulk_wait_group_read": ("tma", r"cp\.async\.bulk\.wait_group\.read 0;"),
     "bulk_wait_group": ("tma", r"cp\.async\.bulk\.wait_group 1;"),
@@ -373,6 +378,7 @@ SMOKE = {
     "tma_load_2d": (lambda k: k._tma_load_kernel(2, 8192), (U64, I32, U8)),
     "tma_load_3d": (lambda k: k._tma_load_kernel(3, 2048), (U64, I32, U8)),
     "tma_store": (lambda k: k._tma_store_kernel(2048), (U64, I32)),
+    "bulk_store": (lambda k: k._bulk_store_kernel(24, 64, 40), (U32, U32)),
     "ping_pong": (lambda k: k._ping_pong_kernel, (U32_2D, U32)),
     "wgmma_kk_n256": (lambda k: k._wgmma_kernel(256, "f16", False, False), (U64, F32_2D)),
     "wgmma_mn_bf16_n128": (lambda k: k._wgmma_kernel(128, "bf16", True, True), (U64, F32_2D)),

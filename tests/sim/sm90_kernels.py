@@ -151,6 +151,44 @@ def check_tma_store_clips(dtype: DType = DType.float16) -> None:
     np.testing.assert_array_equal(dev_dst.copy_to_host().view(np.uint16), expected.view(np.uint16))
 
 
+# --- bulk row stores -----------------------------------------------------------------------------
+
+
+def _bulk_store_kernel(rows: int, row_bytes: int, pitch_words: int):
+    stride = row_bytes + 16  # padded rows, as the hopper epilogue stages them
+    words = row_bytes // 4
+    smem_bytes = rows * stride + 16
+
+    @cuda.jit
+    def kernel(src, out):
+        sm = cuda.shared.array(smem_bytes, types.uint8)
+        base = (H.shared_base(sm) + 15) & ~15
+        t = cuda.threadIdx.x
+        for j in range(words):
+            H.st_shared_b32(base + t * stride + 4 * j, src[t * words + j])
+        H.fence_proxy_async()
+        cuda.syncthreads()
+        H.bulk_store(I.global_addr(out, t * pitch_words + 4), base + t * stride, row_bytes)
+        H.bulk_commit_group()
+        H.bulk_wait_group_read(0)
+        H.bulk_wait_group(0)
+
+    return kernel
+
+
+def check_bulk_store_rows(rows: int = 24, row_bytes: int = 64, pitch_words: int = 40) -> None:
+    """Each thread copies one padded shared row to a 16-byte aligned offset of its output row;
+    the words around each row keep their sentinel."""
+    rng = np.random.default_rng(6)
+    src = rng.integers(0, 2**32, rows * row_bytes // 4, dtype=np.uint64).astype(np.uint32)
+    out = np.full((rows, pitch_words), 0xDEADBEEF, np.uint32)
+    dev = cuda.to_device(out)
+    _bulk_store_kernel(rows, row_bytes, pitch_words)[1, rows](cuda.to_device(src), dev)
+    expected = out.copy()
+    expected[:, 4 : 4 + row_bytes // 4] = src.reshape(rows, -1)
+    np.testing.assert_array_equal(dev.copy_to_host(), expected)
+
+
 # --- mbarrier ping-pong --------------------------------------------------------------------------
 
 PHASES = 6
@@ -297,6 +335,7 @@ CASES = {
         TensorMapSpec(F16, (24, 10, 5), (48, 480), (16, 4, 3), 0), (16, 8, -1), seed=4
     ),
     "tma_store_clips": check_tma_store_clips,
+    "bulk_store_rows": check_bulk_store_rows,
     "mbarrier_ping_pong": check_mbarrier_ping_pong,
     "wgmma_kk_f16_n64": lambda: check_wgmma(64, F16, False, False),
     "wgmma_kk_bf16_n24": lambda: check_wgmma(24, BF16, False, False, seed=1),

@@ -33,6 +33,7 @@ CASES = [
     "tma_3d_box",
     "tma_3d_unswizzled",
     "tma_store_clips",
+    "bulk_store_rows",
     "mbarrier_ping_pong",
     "wgmma_kk_f16_n64",
     "wgmma_kk_bf16_n24",
@@ -141,6 +142,31 @@ def test_wrong_parity_is_a_deadlock_error():
         r"1 of 2 arrivals pending, tx-count 0\)",
     ):
         kernel[1, 1](np.zeros(1))
+
+
+@in_simulator
+def test_bulk_store_copies_when_its_group_retires():
+    """A bulk store reads its shared source at the wait that retires its group: bytes written
+    after the store but before the wait are what lands, and a store never waited for lands
+    nowhere (both kernel bugs show in the simulator)."""
+
+    @cuda.jit
+    def kernel(out, wait):
+        sm = cuda.shared.array(64, types.uint8)
+        src = (H.shared_base(sm) + 15) & ~15
+        H.st_shared_b32(src, 1)
+        H.bulk_store(I.global_addr(out, 0), src, 16)
+        H.bulk_commit_group()
+        H.st_shared_b32(src, 2)  # the bug: rewriting the source before bulk_wait_group_read
+        if wait[0]:
+            H.bulk_wait_group(0)
+
+    out = np.zeros(4, np.uint32)
+    kernel[1, 1](out, np.array([1]))
+    assert out[0] == 2
+    out[:] = 0
+    kernel[1, 1](out, np.array([0]))
+    assert out[0] == 0
 
 
 @in_simulator
