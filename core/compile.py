@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
 
@@ -18,6 +19,7 @@ from .arguments import is_number
 from .choices import KernelSpec
 from .cuda.launching import simulating
 from .device import Device, get_device
+from .dtypes import DType
 from .errors import (
     DeclinedLaunchError,
     FallbackWarning,
@@ -44,7 +46,8 @@ class LaunchArgs:
     """A launch, as a scheduler's artifact receives it: flat device views with role strides.
 
     ``epilogue_inputs``, ``scalars`` and ``outputs`` follow the order of the spec's
-    ``EpilogueProgram`` (``inputs``, ``scalars``, ``outputs``).
+    ``EpilogueProgram`` (``inputs``, ``scalars``, ``outputs``). ``stream`` is the raw
+    ``CUstream`` handle to launch on (the caller's; 0 is the legacy default stream).
     """
 
     a: DeviceTensor
@@ -52,9 +55,19 @@ class LaunchArgs:
     epilogue_inputs: tuple[DeviceTensor, ...]
     scalars: tuple[float, ...]
     outputs: tuple[DeviceTensor, ...]
+    stream: int = 0
 
 
-BoundLaunch = Callable[[Sequence[int], Sequence[float]], None]
+BoundLaunch = Callable[[Sequence[int], Sequence[float], int], None]
+
+
+class _Bound(NamedTuple):
+    """A bound launch and what each call needs to feed it."""
+
+    launch: BoundLaunch
+    kind: str  # the framework outputs are allocated with ("torch", "cupy", "numba")
+    outputs: tuple[tuple[tuple[int, ...], DType], ...]
+    workspace: int  # float32 elements of scratch, passed after the outputs (0: none)
 
 
 class KernelArtifact(Protocol):
@@ -66,13 +79,17 @@ class KernelArtifact(Protocol):
         """The PTX of the main kernel (compiled on demand; no GPU needed)."""
 
     def launch(self, args: LaunchArgs) -> None:
-        """Run the kernel on *args* (asynchronously, on the default stream)."""
+        """Run the kernel on *args* (asynchronously, on ``args.stream``)."""
 
     def bind(self, args: LaunchArgs) -> BoundLaunch:
         """A launcher for tensors shaped, strided and aligned like *args*' tensors.
 
         It is called with the data addresses of A, B, the epilogue inputs and the outputs (in
-        that order) and the scalars, and must do as little host work as possible.
+        that order), the scalars and the raw stream handle, and must do as little host work as
+        possible, allocate nothing and never synchronise (it may run under CUDA graph
+        capture). A launcher that needs scratch memory says how much in a ``workspace``
+        attribute (float32 elements); ``execute`` then allocates it with the tensors' framework
+        on the launch stream and passes its address after the outputs'.
         """
 
 
@@ -111,7 +128,8 @@ class CompiledFusion:
             analysis.b.index,
             *(b.index for b in self._epilogue_bindings),
         )
-        self._bound: dict[tuple, BoundLaunch] = {}
+        self._bound: dict[tuple, _Bound] = {}
+        self._lock = threading.RLock()  # binding and fallback planning, once per signature
         self._simulate = simulating()
         # MMAPLUG_FAST_LAUNCH=0 checks every call and launches through Numba (debugging aid)
         self._checked_only = self._simulate or not env.flag("MMAPLUG_FAST_LAUNCH", default=True)
@@ -167,33 +185,67 @@ class CompiledFusion:
         where = Path(directory).absolute() if directory else kernel_dump.directory()
         return kernel_dump.write(self.spec, self._artifact, kinds, where)
 
-    def execute(self, inputs: Sequence[object]) -> list[object]:
+    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]:
         """Run on *inputs* (in fusion input order); returns new outputs of the first input's kind.
 
         The first call with a given input signature (kinds, shapes, strides, dtypes, alignment)
         checks every tensor and binds a launch; later calls with that signature only read the
-        data addresses and launch.
+        data addresses and launch. Safe to call from several threads at once, and to capture
+        into a CUDA graph (``torch.cuda.graph``) once a call has bound the signature.
+
+        :param stream: Where to launch: a torch, CuPy or Numba stream, an object with
+            ``__cuda_stream__`` or a raw ``CUstream`` handle. Default: the current stream of
+            the inputs' framework (torch's or CuPy's; Numba's default stream otherwise).
+            Outputs are allocated by that framework, ordered on that stream.
         """
-        from .cuda.tensors import address, allocate, signature
+        from .cuda.streams import current_stream, stream_handle
+        from .cuda.tensors import allocate, probe
 
         if len(inputs) != self._num_inputs:
             raise LaunchError(f"the fusion takes {self._num_inputs} inputs; got {len(inputs)}")
-        scalars = self._scalars(inputs)
+        scalars = self._scalars(inputs) if self._scalar_positions else ()
+        explicit = None if stream is None else stream_handle(stream)
         if self._checked_only:
-            return self._execute_checked(inputs, scalars)
+            return self._execute_checked(inputs, scalars, explicit)
         tensors = [inputs[i] for i in self._tensor_positions]
-        key = tuple(signature(t) for t in tensors)
+        probes = [probe(t) for t in tensors]
+        key = tuple([sig for _, sig in probes])
+        like = tensors[0]
         bound = self._bound.get(key)
         if bound is None:
-            outputs, args = self._checked_args(inputs)
-            start = time.perf_counter()
-            bound = self._bound[key] = self._unless_declined(lambda art: art.bind(args))
-            self._log_bound(key, time.perf_counter() - start)
+            outputs, bound = self._bind(inputs, key, explicit)
         else:
-            like = tensors[0]
-            outputs = [allocate(like, b.shape, b.dtype) for b in self.analysis.outputs]
-        bound([*(address(t) for t in tensors), *(address(o) for o in outputs)], scalars)
+            outputs = [allocate(like, shape, dtype, explicit) for shape, dtype in bound.outputs]
+        handle = current_stream(bound.kind, like) if explicit is None else explicit
+        addresses = [ptr for ptr, _ in probes]
+        addresses += [probe(o)[0] for o in outputs]
+        if bound.workspace:
+            workspace = allocate(like, (bound.workspace,), DType.float32, explicit)
+            addresses.append(probe(workspace)[0])
+        bound.launch(addresses, scalars, handle)
         return outputs
+
+    def _bind(
+        self, inputs: Sequence[object], key: tuple, stream: int | None
+    ) -> tuple[list[object], _Bound]:
+        """Check *inputs*, allocate their outputs and bind a launch for their signature."""
+        from .cuda.streams import relaxed_capture
+
+        with self._lock, relaxed_capture():
+            outputs, args = self._checked_args(inputs, stream)
+            bound = self._bound.get(key)  # another thread may have bound it meanwhile
+            if bound is None:
+                start = time.perf_counter()
+                launch = self._unless_declined(lambda art: art.bind(args))
+                bound = _Bound(
+                    launch=launch,
+                    kind=_kind(inputs[self._tensor_positions[0]]),
+                    outputs=tuple((tuple(o.shape), o.dtype) for o in self.analysis.outputs),
+                    workspace=int(getattr(launch, "workspace", 0)),
+                )
+                self._bound[key] = bound
+                self._log_bound(key, time.perf_counter() - start)
+        return outputs, bound
 
     def _log_bound(self, key: tuple, seconds: float) -> None:
         """A launch bound for a new input signature (the first one compiles the kernel)."""
@@ -213,26 +265,39 @@ class CompiledFusion:
             scalars.append(float(value))
         return scalars
 
-    def _checked_args(self, inputs: Sequence[object]) -> tuple[list[object], LaunchArgs]:
-        """Check every tensor against the fusion, allocate outputs, view all for a kernel."""
+    def _checked_args(
+        self, inputs: Sequence[object], stream: int | None
+    ) -> tuple[list[object], LaunchArgs]:
+        """Check every tensor against the fusion, allocate outputs, view all for a kernel.
+
+        *stream*: the caller's explicit stream handle (None: the framework's current one).
+        """
+        from .cuda.streams import current_stream
         from .cuda.tensors import adapt, allocate
 
         analysis = self.analysis
         like = inputs[analysis.a.index]
-        outputs = [allocate(like, b.shape, b.dtype) for b in analysis.outputs]
+        outputs = [allocate(like, b.shape, b.dtype, stream) for b in analysis.outputs]
+        if stream is None:
+            kind = _kind(like)
+            stream = 0 if kind == "numpy" else current_stream(kind, like)
         args = LaunchArgs(
             a=adapt(inputs[analysis.a.index], analysis.a),
             b=adapt(inputs[analysis.b.index], analysis.b),
             epilogue_inputs=tuple(adapt(inputs[b.index], b) for b in self._epilogue_bindings),
             scalars=(),
             outputs=tuple(adapt(o, b) for o, b in zip(outputs, analysis.outputs, strict=True)),
+            stream=stream,
         )
         return outputs, args
 
-    def _execute_checked(self, inputs: Sequence[object], scalars: list[float]) -> list[object]:
-        outputs, args = self._checked_args(inputs)
+    def _execute_checked(
+        self, inputs: Sequence[object], scalars: Sequence[float], stream: int | None
+    ) -> list[object]:
+        outputs, args = self._checked_args(inputs, stream)
         launch = attrs.evolve(args, scalars=tuple(scalars))
-        self._unless_declined(lambda art: art.launch(launch))
+        with self._lock:  # a fallback is planned once
+            self._unless_declined(lambda art: art.launch(launch))
         return outputs
 
     def _unless_declined(self, use: Callable[[KernelArtifact], Any]) -> Any:
@@ -326,3 +391,10 @@ def _artifact_fault(artifact: object) -> str:
         lacks = ", ".join(missing + ([] if isinstance(name, str) else ["kernel_name (a str)"]))
         return f"{wrong(artifact, 'a KernelArtifact')}, which lacks {lacks}"
     return ""
+
+
+def _kind(obj: object) -> str:
+    """The framework of *obj* (``tensors.kind_of``; imported late: it needs Numba)."""
+    from .cuda.tensors import kind_of
+
+    return kind_of(obj)

@@ -5,24 +5,33 @@ Numba's own launch path re-checks and re-wraps every argument on every call, whi
 hundreds of microseconds of host time; a bound launch patches data pointers into a prepared
 parameter block instead. Numba passes a 1-D C-contiguous array argument as seven kernel
 parameters (meminfo, parent, nitems, itemsize, data, shape[0], strides[0]) and an int64 or
-float32 scalar as one parameter each.
+float32 scalar as one parameter each. Every launch takes the raw handle of the caller's stream.
 """
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
 from ..errors import LaunchError
 
-__all__ = ["ARRAY_SLOTS", "DriverLaunch", "KernelParams", "compiled_kernel", "launch_checked"]
+__all__ = [
+    "ARRAY_SLOTS",
+    "BoundKernels",
+    "DriverLaunch",
+    "KernelParams",
+    "compiled_kernel",
+    "launch_checked",
+]
 
 ARRAY_SLOTS: Final = 7
 _DATA: Final = 4
 _DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024
 _COMPILED: dict[Any, Any] = {}
+_compile_lock: Final = threading.RLock()
 
 
 def simulating() -> bool:
@@ -44,29 +53,36 @@ def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
     key = (id(dispatcher), signature, cuda.get_current_device().id)
     kern = _COMPILED.get(key)
     if kern is None:
-        kern = dispatcher.compile(signature)
-        if smem > _DEFAULT_DYNAMIC_SMEM:
-            from numba.cuda.cudadrv.driver import binding, driver
+        with _compile_lock:  # two threads binding at once compile and configure it once
+            kern = _COMPILED.get(key)
+            if kern is None:
+                kern = dispatcher.compile(signature)
+                if smem > _DEFAULT_DYNAMIC_SMEM:
+                    from numba.cuda.cudadrv.driver import binding, driver
 
-            cufunc = kern._codelibrary.get_cufunc()
-            attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
-        _COMPILED[key] = kern
+                    cufunc = kern._codelibrary.get_cufunc()
+                    attrs = binding.CUfunction_attribute
+                    attr = attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                    driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
+                _COMPILED[key] = kern
     return kern
 
 
 def launch_checked(
-    dispatcher: Any, signature: Any, args: list, grid: tuple, block: tuple, stream: Any, smem: int
+    dispatcher: Any, signature: Any, args: list, grid: tuple, block: tuple, stream: int, smem: int
 ) -> None:
-    """Launch through Numba (argument checks on every call; the simulator's path)."""
+    """Launch through Numba (argument checks on every call; the simulator's path).
+
+    *stream* is a raw ``CUstream`` handle (0: the legacy default stream).
+    """
     kern = compiled_kernel(dispatcher, signature, smem)
     if kern is None:
-        dispatcher[grid, block, stream, smem](*args)
+        dispatcher[grid, block, 0, smem](*args)  # the simulator runs every launch in order
         return
-    # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not 0
+    # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not a handle
     from numba.cuda.cudadrv import driver as nb_driver
 
-    kern.launch(args, grid, block, nb_driver._to_core_stream(stream), smem)
+    kern.launch(args, grid, block, nb_driver.ExperimentalStream.from_handle(int(stream)), smem)
 
 
 class KernelParams:
@@ -98,9 +114,10 @@ class KernelParams:
         for slot, address in zip(self.pointer_slots, addresses, strict=True):
             self.slots[slot] = address
 
-    def set_float(self, slot: int, value: float) -> None:
-        """Write float32 *value* into *slot*."""
-        self.slots[slot] = struct.unpack("<I", struct.pack("<f", value))[0]
+    def float_slot(self, slot: int) -> ctypes.c_float:
+        """A float32 view of *slot*'s low bytes: ``view.value = x`` writes a scalar parameter."""
+        self.slots[slot] = 0
+        return ctypes.c_float.from_buffer(self.slots, 8 * slot)
 
 
 def _signed(value: int) -> int:
@@ -120,19 +137,56 @@ class DriverLaunch:
         if not isinstance(handle, driver.CUfunction):
             kernel = handle if isinstance(handle, driver.CUkernel) else driver.CUkernel(int(handle))
             err, handle = driver.cuKernelGetFunction(kernel)
-            _check(err)
+            if err:
+                raise LaunchError(f"cuKernelGetFunction failed: {err!r}")
         self._func = handle
         self._dims = (*grid, *block)
         self._smem = smem
         self.params = params
 
-    def __call__(self) -> None:
+    def __call__(self, stream: Any) -> None:
+        """Launch on *stream*, a ``CUstream`` (see ``streams.cu_stream``)."""
+        gx, gy, gz, bx, by, bz = self._dims
         (err,) = self._driver.cuLaunchKernel(
-            self._func, *self._dims, self._smem, 0, self.params.address, 0
+            self._func, gx, gy, gz, bx, by, bz, self._smem, stream, self.params.address, 0
         )
-        _check(err)
+        if err:
+            raise LaunchError(f"cuLaunchKernel failed: {err!r}")
 
 
-def _check(err: Any) -> None:
-    if int(err) != 0:
-        raise LaunchError(f"cuLaunchKernel failed: {err!r}")
+class BoundKernels:
+    """Kernel launches bound to one input signature; called with data addresses and scalars.
+
+    *order* says which of the call's addresses go into each parameter block's pointer slots;
+    *scalar_slots* which block and slot takes each scalar. *workspace* is the float32 elements
+    of scratch the launches need: the caller allocates it (with the framework of the tensors,
+    so streams and graph capture order it) and passes its address last. A lock keeps two
+    threads from interleaving their patches of the shared parameter blocks.
+    """
+
+    def __init__(
+        self,
+        launches: Sequence[DriverLaunch],
+        order: Sequence[tuple[KernelParams, Sequence[int]]],
+        scalar_slots: Sequence[tuple[KernelParams, int]],
+        workspace: int = 0,
+    ) -> None:
+        self.launches = tuple(launches)
+        self.workspace = workspace
+        self._writes = tuple(
+            (params.slots, slot, index)
+            for params, which in order
+            for slot, index in zip(params.pointer_slots, which, strict=True)
+        )
+        self._floats = tuple(params.float_slot(slot) for params, slot in scalar_slots)
+        self._lock = threading.Lock()
+
+    def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: Any) -> None:
+        """Launch on data at *addresses* with *scalars* on *stream* (a ``CUstream``)."""
+        with self._lock:
+            for slots, slot, index in self._writes:
+                slots[slot] = addresses[index]
+            for view, value in zip(self._floats, scalars, strict=True):
+                view.value = value
+            for launch in self.launches:
+                launch(stream)

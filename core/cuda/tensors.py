@@ -9,13 +9,21 @@ from typing import Any, Final
 
 import attrs
 import numpy as np
-from numba import cuda
 
 from ..analysis import TensorBinding
 from ..dtypes import DType
-from ..errors import LaunchError
+from ..errors import KernelBuildError, LaunchError
 from ..patterns import DimRole
 from .launching import simulating
+
+try:  # the first Numba import on the way to a kernel; a plan-only install stops here
+    from numba import cuda
+except ImportError as missing:
+    raise KernelBuildError(
+        f"building or running a kernel needs Numba-CUDA, which cannot be imported ({missing}); "
+        "install mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] "
+        "(CUDA 12, driver R525 or newer)"
+    ) from missing
 
 _TYPESTR: Final = {DType.float16: ("<f2",), DType.float32: ("<f4",), DType.bfloat16: ("<u2", "<i2")}
 _STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
@@ -151,23 +159,42 @@ def _role_strides(binding: TensorBinding, strides: Sequence[int]) -> dict[DimRol
     return result
 
 
-def allocate(like: object, shape: Sequence[int], dtype: DType) -> object:
-    """A new uninitialised tensor of the caller's kind (``like``'s), on its device."""
+def allocate(like: object, shape: Sequence[int], dtype: DType, stream: int | None = None) -> object:
+    """A new uninitialised tensor of the caller's kind (``like``'s), on its device.
+
+    torch and CuPy allocate from their own pools on their current stream, or on *stream* (a raw
+    handle the launch will use) when that is another one, so their stream-ordered reuse and
+    graph-capture pools see the kernel's stream.
+    """
     kind = kind_of(like)
+    shape = tuple(shape)
     if kind == "torch":
         torch = sys.modules["torch"]
-        tdtype = {
-            DType.float16: torch.float16,
-            DType.bfloat16: torch.bfloat16,
-            DType.float32: torch.float32,
-        }[dtype]
-        return torch.empty(tuple(shape), dtype=tdtype, device=like.device)  # type: ignore[attr-defined]
+        device = like.device  # type: ignore[attr-defined]
+        if stream is None or stream == _current(kind, like):
+            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
     np_dtype = np.float16 if dtype is DType.float16 else _STORAGE[dtype]
     if kind == "numpy":  # the simulator: host arrays, poisoned so unwritten elements show
-        return np.full(tuple(shape), np.nan, dtype=dtype.numpy)
+        return np.full(shape, np.nan, dtype=dtype.numpy)
     if kind == "cupy":
-        return sys.modules["cupy"].empty(tuple(shape), dtype=np_dtype)
-    return cuda.device_array(tuple(shape), dtype=np_dtype)
+        cupy = sys.modules["cupy"]
+        if stream is None or stream == _current(kind, like):
+            return cupy.empty(shape, dtype=np_dtype)
+        with cupy.cuda.ExternalStream(stream):
+            return cupy.empty(shape, dtype=np_dtype)
+    return cuda.device_array(shape, dtype=np_dtype)
+
+
+def _torch_dtype(torch: Any, dtype: DType) -> Any:
+    return {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}.get(dtype, torch.float32)
+
+
+def _current(kind: str, like: object) -> int:
+    from .streams import current_stream
+
+    return current_stream(kind, like)
 
 
 def to_host(obj: object) -> np.ndarray:
@@ -186,25 +213,21 @@ def to_host(obj: object) -> np.ndarray:
     return obj.copy_to_host()  # type: ignore[attr-defined]
 
 
-def signature(obj: object) -> tuple:
-    """What a launch bound to *obj* depends on: kind, shape, strides, dtype, device, alignment.
+def probe(obj: object) -> tuple[int, tuple]:
+    """*obj*'s data address and what a launch bound to it depends on (its signature).
 
-    Cheap (attribute reads), so ``execute`` can look up a bound launch on every call.
+    The signature holds kind, shape, strides, dtype, device and the address modulo 16; it
+    costs a few attribute reads, so ``execute`` looks up its bound launch with it every call.
     """
-    if type(obj).__module__.split(".")[0] == "torch":
+    if type(obj).__module__.startswith("torch"):
         t: Any = obj
-        return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+        ptr = t.data_ptr()
+        return ptr, (t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
     desc = getattr(obj, "__cuda_array_interface__", None)
     if desc is None:
-        return (type(obj), id(obj))  # never bound: the slow path validates and reports it
-    return (type(obj), desc["shape"], desc.get("strides"), desc["typestr"], desc["data"][0] % 16)
-
-
-def address(obj: object) -> int:
-    """The device address of *obj*'s first element."""
-    if type(obj).__module__.split(".")[0] == "torch":
-        return obj.data_ptr()  # type: ignore[attr-defined]
-    return int(obj.__cuda_array_interface__["data"][0])  # type: ignore[attr-defined]
+        return 0, (type(obj), id(obj))  # never bound: the slow path validates and reports it
+    ptr = desc["data"][0]
+    return ptr, (type(obj), desc["shape"], desc.get("strides"), desc["typestr"], ptr & 15)
 
 
 def require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:

@@ -118,6 +118,7 @@ class AmpereArtifact:
             list(args.scalars),
             [(t.array, *s) for t, s in zip(args.outputs, st["out"], strict=True)],
             **st["shape"],
+            stream=args.stream,
         )
 
     def bind(self, args: LaunchArgs) -> BoundGemm:

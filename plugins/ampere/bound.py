@@ -49,42 +49,32 @@ class BoundGemm:
         main_kern = prepared(kernels, "ampere_gemm", smem)
         grid, block = grid_for(config, m, n, batch), (config.threads, 1, 1)
         placeholders = [0.0] * scalars
-        self._launches: list[DriverLaunch] = []
-        self._scalar_slots: list[tuple[KernelParams, int]] = []
         if config.splitk == 1:
             values = [a, b, *ins, *outs, *placeholders, *dims, *in_s, *out_s, *tail]
             params = KernelParams(values)
-            self._launches.append(DriverLaunch(main_kern, grid, block, smem, params))
-            self._order = [(params, list(range(len(arrays))))]
             # the float32 scalars follow the array parameters
-            self._scalar_slots = [(params, ARRAY_SLOTS * len(arrays) + i) for i in range(scalars)]
-        else:
-            # a workspace of its own: a shared one could be reallocated under this launch
-            from numba import cuda
-
-            self._workspace = ws = cuda.device_array(config.splitk * batch * m * n, dtype="float32")
-            ws_arg = (ws.device_ctypes_pointer.value, ws.size, 4)
-            main = KernelParams([a, b, ws_arg, *dims, *tail])
-            main.pointer_slots = main.pointer_slots[:2]  # the workspace pointer never changes
-            red_kern = prepared(kernels, "ampere_splitk_reduce", 0)
-            red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
-            red.pointer_slots = red.pointer_slots[1:]
-            total = batch * m * n
-            self._launches = [
+            first = ARRAY_SLOTS * len(arrays)
+            super().__init__(
+                [DriverLaunch(main_kern, grid, block, smem, params)],
+                [(params, range(len(arrays)))],
+                [(params, first + i) for i in range(scalars)],
+            )
+            return
+        size = config.splitk * batch * m * n
+        ws_arg, ws = (0, size, 4), len(arrays)  # the workspace's address comes last
+        main = KernelParams([a, b, ws_arg, *dims, *tail])
+        red_kern = prepared(kernels, "ampere_splitk_reduce", 0)
+        red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
+        total = batch * m * n
+        first = ARRAY_SLOTS * (1 + len(ins) + len(outs))
+        super().__init__(
+            [
                 DriverLaunch(main_kern, grid, block, smem, main),
                 DriverLaunch(
                     red_kern, (-(-total // REDUCE_THREADS), 1, 1), (REDUCE_THREADS, 1, 1), 0, red
                 ),
-            ]
-            self._order = [(main, [0, 1]), (red, list(range(2, len(arrays))))]
-            first = ARRAY_SLOTS * (1 + len(ins) + len(outs))
-            self._scalar_slots = [(red, first + i) for i in range(scalars)]
-
-    def __call__(self, addresses: Sequence[int], scalars: Sequence[float]) -> None:
-        """Launch on data at *addresses* (A, B, epilogue inputs, outputs) with *scalars*."""
-        for params, which in self._order:
-            params.patch([addresses[i] for i in which])
-        for (params, slot), value in zip(self._scalar_slots, scalars, strict=True):
-            params.set_float(slot, value)
-        for launch in self._launches:
-            launch()
+            ],
+            [(main, [0, 1, ws]), (red, [ws, *range(2, len(arrays))])],
+            [(red, first + i) for i in range(scalars)],
+            workspace=size,
+        )

@@ -20,12 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda.launching import compiled_kernel, launch_checked, simulating
+from mmaplug.cuda.launching import compiled_kernel, launch_checked
 from mmaplug.cuda.modules import GeneratedKernels
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
-
-_WORKSPACES: dict[Any, Any] = {}
 
 
 def grid_for(config: AmpereKernelConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
@@ -58,14 +56,10 @@ def _launch(
 
 
 def _workspace(size: int) -> Any:
+    # one per launch: a shared one would be written by launches on two streams at once
     from numba import cuda
 
-    key = 0 if simulating() else cuda.get_current_device().id
-    ws = _WORKSPACES.get(key)
-    if ws is None or ws.size < size:
-        ws = cuda.device_array(size, dtype=np.float32)
-        _WORKSPACES[key] = ws
-    return ws
+    return cuda.device_array(size, dtype=np.float32)
 
 
 def run_gemm(
@@ -80,7 +74,7 @@ def run_gemm(
     n: int,
     k: int,
     batch: int,
-    stream: Any = 0,
+    stream: int = 0,
 ) -> None:
     """Launch ``outputs = epilogue(A @ B^T)`` for *batch* problems of size *m* x *n* x *k*."""
     prog = config.epilogue

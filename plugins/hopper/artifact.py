@@ -13,7 +13,13 @@ from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.launching import DriverLaunch, KernelParams, compiled_kernel, launch_checked
+from mmaplug.cuda.launching import (
+    BoundKernels,
+    DriverLaunch,
+    KernelParams,
+    compiled_kernel,
+    launch_checked,
+)
 from mmaplug.cuda.modules import GeneratedKernels
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.errors import DeclinedLaunchError
@@ -161,7 +167,7 @@ class HopperArtifact:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
         plan = self._plan_launch(args)
         cfg, kernels = self.config, self._kernels()
-        maps, _ = plan.maps.get(args.a.address, args.b.address)
+        maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -169,21 +175,22 @@ class HopperArtifact:
         sig = kernels.signatures["hopper_gemm"]
         if cfg.splitk == 1:
             main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]
+            grid, smem = plan.grid, cfg.smem_bytes
             launch_checked(
-                kernels.gemm, sig, [*main, *plan.grid_args], plan.grid, block, 0, cfg.smem_bytes
+                kernels.gemm, sig, [*main, *plan.grid_args], grid, block, args.stream, smem
             )
             return
         ws = self._workspace(plan)
         launch_checked(
-            kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block, 0,
-            cfg.smem_bytes,
+            kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block,
+            args.stream, cfg.smem_bytes,
         )  # fmt: skip
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
         rargs += [*plan.epi_strides, *plan.out_strides]
         launch_checked(
             kernels.reduce, kernels.signatures["hopper_splitk_reduce"], rargs, rgrid,
-            (REDUCE_THREADS, 1, 1), 0, 0,
+            (REDUCE_THREADS, 1, 1), args.stream, 0,
         )  # fmt: skip
 
     def bind(self, args: LaunchArgs) -> BoundHopper:
@@ -191,14 +198,18 @@ class HopperArtifact:
         return BoundHopper(self, self._plan_launch(args), args)
 
 
-class BoundHopper:
-    """``HopperArtifact.launch`` for one input signature; called with data addresses."""
+class BoundHopper(BoundKernels):
+    """``HopperArtifact.launch`` for one input signature; called with data addresses.
+
+    The kernels take the tensor maps' address where the bound launch has A and B; with
+    split-K the caller passes the float32 workspace (``self.workspace`` elements) last.
+    """
 
     def __init__(self, artifact: HopperArtifact, plan: _Launch, args: LaunchArgs) -> None:
         cfg = artifact.config
         kernels = artifact._kernels()
         prog = cfg.epilogue
-        self._plan = plan
+        self._maps = plan.maps
         sizes_in = [2 if i.dtype.is_half else 4 for i in prog.inputs]
         sizes_out = [2 if o.dtype.is_half else 4 for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
@@ -209,45 +220,38 @@ class BoundHopper:
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
         epi, out_s = list(plan.epi_strides), list(plan.out_strides)
-        self._launches: list[DriverLaunch] = []
+        # pointers: [maps, epilogue inputs..., outputs..., workspace]
+        tensors = list(range(1 + len(ins) + len(outs)))
+        first_scalar = 7 * (1 + len(ins) + len(outs))
         if cfg.splitk == 1:
             params = KernelParams(
                 [maps_arg, *ins, *outs, *placeholders, *shape, *epi, *out_s, *grid_args]
             )
-            self._launches.append(DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params))
-            self._order = [(params, list(range(1 + len(ins) + len(outs))))]
-            first_scalar = 7 * (1 + len(ins) + len(outs))
-            self._scalar_slots = [(params, first_scalar + i) for i in range(len(prog.scalars))]
-        else:
-            self._workspace = ws = artifact._workspace(plan)
-            ws_arg = (ws.device_ctypes_pointer.value, ws.size, 4)
-            main = KernelParams([maps_arg, ws_arg, *shape, *grid_args])
-            main.pointer_slots = main.pointer_slots[:1]  # the workspace pointer never changes
-            red_kern = compiled_kernel(
-                kernels.reduce, kernels.signatures["hopper_splitk_reduce"], 0
+            super().__init__(
+                [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params)],
+                [(params, tensors)],
+                [(params, first_scalar + i) for i in range(len(prog.scalars))],
             )
-            red = KernelParams(
-                [ws_arg, *ins, *outs, *placeholders, plan.m, plan.n, plan.batch, *epi, *out_s]
-            )
-            red.pointer_slots = red.pointer_slots[1:]
-            total = plan.batch * plan.m * plan.n
-            rgrid = (-(-total // REDUCE_THREADS), 1, 1)
-            self._launches = [
+            return
+        size = cfg.splitk * plan.batch * plan.m * plan.n
+        ws_arg, ws = (0, size, 4), len(tensors)
+        main = KernelParams([maps_arg, ws_arg, *shape, *grid_args])
+        red_kern = compiled_kernel(kernels.reduce, kernels.signatures["hopper_splitk_reduce"], 0)
+        red = KernelParams(
+            [ws_arg, *ins, *outs, *placeholders, plan.m, plan.n, plan.batch, *epi, *out_s]
+        )
+        rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
+        super().__init__(
+            [
                 DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main),
                 DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
-            ]
-            # main: [maps]; reduce: [inputs..., outputs...]
-            self._order = [(main, [0]), (red, list(range(1, 1 + len(ins) + len(outs))))]
-            first_scalar = 7 * (1 + len(ins) + len(outs))
-            self._scalar_slots = [(red, first_scalar + i) for i in range(len(prog.scalars))]
+            ],
+            [(main, [0, ws]), (red, [ws, *tensors[1:]])],
+            [(red, first_scalar + i) for i in range(len(prog.scalars))],
+            workspace=size,
+        )
 
-    def __call__(self, addresses: Sequence[int], scalars: Sequence[float]) -> None:
-        """Launch on data at *addresses* (A, B, epilogue inputs, outputs) with *scalars*."""
-        _, maps_address = self._plan.maps.get(addresses[0], addresses[1])
-        pointers = [maps_address, *addresses[2:]]
-        for params, which in self._order:
-            params.patch([pointers[i] for i in which])
-        for (params, slot), value in zip(self._scalar_slots, scalars, strict=True):
-            params.set_float(slot, value)
-        for launch in self._launches:
-            launch()
+    def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
+        """Launch on data at *addresses* (A, B, epilogue inputs, outputs[, workspace])."""
+        _, maps_address = self._maps.get(addresses[0], addresses[1], stream)
+        super().__call__([maps_address, *addresses[2:]], scalars, stream)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any, Final
 
 import numpy as np
 
-from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
+from mmaplug.cuda.streams import is_capturing, upload
+from mmaplug.cuda.tensormap import TensorMapSpec, encode
 from mmaplug.cuda.tensors import DeviceTensor
 from mmaplug.patterns import DimRole
 
@@ -70,29 +72,38 @@ class DeviceMaps:
     """Device arrays holding the A and B maps, encoded once per distinct pair of addresses.
 
     A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
-    on the host and copied to the device on first sight (synchronously, before the launch that
-    reads them), then reused while the pair stays among the last ``MAP_CACHE_SIZE`` seen.
+    on the host and uploaded on first sight (``streams.upload``: complete before the launch
+    that reads them, on any stream), then reused while the pair stays among the last
+    ``MAP_CACHE_SIZE`` seen. A pair used while the stream is captured into a CUDA graph is kept
+    for the life of the process: the graph's launches read those maps at every replay.
     """
 
     def __init__(self, a: TensorMapSpec, b: TensorMapSpec) -> None:
         self._specs = (a, b)
         self._cache: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
+        self._pinned: dict[tuple[int, int], tuple[Any, int]] = {}
+        self._lock = threading.Lock()
 
-    def get(self, a_address: int, b_address: int) -> tuple[Any, int]:
-        """The ``maps`` kernel argument for operands at these addresses, and its address."""
+    def get(self, a_address: int, b_address: int, stream: int = 0) -> tuple[Any, int]:
+        """The ``maps`` kernel argument for operands at these addresses, and its address.
+
+        *stream*: the raw handle the launch reading them goes to.
+        """
         key = (a_address, b_address)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)  # least recently used goes first
-            return hit
-        host = np.concatenate(
-            [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
-        ).astype(np.uint64)
-        from numba import cuda
-
-        array = cuda.to_device(host)
-        entry = (array, device_address(array))  # a host array under the simulator
-        self._cache[key] = entry
-        if len(self._cache) > MAP_CACHE_SIZE:
-            self._cache.popitem(last=False)
+        pinned = self._pinned.get(key)
+        if pinned is not None:
+            return pinned
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)  # least recently used goes first
+            else:
+                host = np.concatenate(
+                    [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
+                ).astype(np.uint64)
+                entry = self._cache[key] = upload(host)  # a host array under the simulator
+            if is_capturing(stream):
+                self._pinned[key] = self._cache.pop(key)
+            elif len(self._cache) > MAP_CACHE_SIZE:
+                self._cache.popitem(last=False)
         return entry

@@ -1,0 +1,183 @@
+"""Streams for launches: the caller's stream as a raw handle, graph capture, persistent uploads.
+
+``execute`` launches on the stream the caller's framework considers current (torch's current
+stream for torch tensors, CuPy's for CuPy arrays, Numba's default stream otherwise) or on an
+explicit ``stream=``. While a stream is being captured into a CUDA graph, nothing may allocate
+with ``cuMemAlloc``, synchronise, or touch the legacy stream in the capturing thread (torch
+captures in the "global" mode that forbids it): :func:`relaxed_capture` wraps the cold paths
+(building, binding, encoding tensor maps) and :func:`upload` writes persistent device buffers
+through a private non-blocking stream, so the graph itself holds kernel launches only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+import numpy as np
+
+from ..errors import UsageError
+from .launching import simulating
+
+__all__ = [
+    "current_stream",
+    "cu_stream",
+    "is_capturing",
+    "relaxed_capture",
+    "stream_handle",
+    "upload",
+]
+
+#: CU_STREAM_PER_THREAD: the handle of the per-thread default stream.
+PER_THREAD: Final = 2
+_ACCEPTED: Final = (
+    "a torch.cuda.Stream, a CuPy stream, a Numba stream, an object with __cuda_stream__, "
+    "or a raw CUstream handle (an int >= 0; 0 is the legacy default stream)"
+)
+_CU_STREAMS: dict[int, Any] = {}
+_lock = threading.Lock()
+_private: list[Any] = []  # the upload stream, created on first use
+
+
+def stream_handle(stream: object, what: str = "stream=") -> int:
+    """The raw ``CUstream`` handle of *stream* (any framework's stream object or an int)."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        if stream < 0:
+            raise UsageError(f"{what}{stream} is not a stream handle; pass {_ACCEPTED}")
+        return stream
+    try:
+        if hasattr(stream, "cuda_stream"):  # torch.cuda.Stream, torch.cuda.ExternalStream
+            return int(stream.cuda_stream)  # type: ignore[attr-defined]
+        if hasattr(stream, "__cuda_stream__"):  # the CUDA stream protocol: (version, handle)
+            return int(stream.__cuda_stream__()[1])  # type: ignore[attr-defined]
+        module = type(stream).__module__.split(".")[0]
+        if module == "cupy" and hasattr(stream, "ptr"):
+            return int(stream.ptr)  # type: ignore[attr-defined]
+        if module in ("numba", "numba_cuda") and hasattr(stream, "handle"):
+            return int(stream)  # type: ignore[call-overload]
+    except (TypeError, ValueError, AttributeError) as error:
+        raise UsageError(
+            f"{what}{stream!r} gave no stream handle ({error}); pass {_ACCEPTED}"
+        ) from None
+    raise UsageError(
+        f"{what}{stream!r} ({type(stream).__name__}) is not a stream; pass {_ACCEPTED}"
+    )
+
+
+def current_stream(kind: str, like: object) -> int:
+    """The handle of the stream the caller's framework launches on now, for tensors of *kind*.
+
+    *like* is one of the caller's tensors (its device picks torch's per-device stream).
+    """
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        index = like.get_device()  # type: ignore[attr-defined]
+        if raw is not None:
+            return int(raw(index))
+        return int(torch.cuda.current_stream(index).cuda_stream)
+    if kind == "cupy":
+        return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+    return default_stream()
+
+
+def default_stream() -> int:
+    """Numba's default stream: legacy (0), or per-thread when Numba is configured so."""
+    from numba import config
+
+    return PER_THREAD if getattr(config, "CUDA_PER_THREAD_DEFAULT_STREAM", 0) else 0
+
+
+def cu_stream(handle: int) -> Any:
+    """A cached ``cuda.bindings.driver.CUstream`` for *handle* (built once per handle)."""
+    cached = _CU_STREAMS.get(handle)
+    if cached is None:
+        from cuda.bindings import driver
+
+        cached = _CU_STREAMS.setdefault(handle, driver.CUstream(handle))
+    return cached
+
+
+def is_capturing(handle: int) -> bool:
+    """Whether work launched on *handle* now goes into a CUDA graph (never, in the simulator).
+
+    A query the driver refuses (the legacy stream while another stream captures) counts as
+    capturing: the caller then keeps what it makes alive, which is always safe.
+    """
+    if simulating():
+        return False
+    from cuda.bindings import driver
+
+    err, status = driver.cuStreamIsCapturing(cu_stream(handle))
+    if int(err) != 0:
+        return True
+    return status == driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+
+
+@contextlib.contextmanager
+def relaxed_capture() -> Iterator[None]:
+    """Let this thread allocate and synchronise private streams while a graph is captured.
+
+    Cold paths (compiling, binding, encoding maps) run inside it; work on the capturing stream
+    itself is still captured. Outside a capture it changes nothing.
+    """
+    if simulating():
+        yield
+        return
+    from cuda.bindings import driver
+
+    err, previous = driver.cuThreadExchangeStreamCaptureMode(
+        driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    )
+    try:
+        yield
+    finally:
+        if int(err) == 0:
+            driver.cuThreadExchangeStreamCaptureMode(previous)
+
+
+def upload(host: np.ndarray) -> tuple[Any, int]:
+    """A new device array holding *host*, written before this returns, and its address.
+
+    Safe while any stream is being captured: the copy runs on a private non-blocking stream
+    that is synchronised here, so no graph records it and no launch can read it early.
+    """
+    from numba import cuda
+
+    from .tensormap import device_address
+
+    if simulating():
+        array = cuda.to_device(host)
+        return array, device_address(array)
+    from cuda.bindings import driver
+
+    host = np.ascontiguousarray(host)
+    with relaxed_capture(), cuda.defer_cleanup():  # no cuMemFree of Numba's pending frees here
+        array = cuda.device_array(host.shape, host.dtype)
+        address = device_address(array)
+        stream = _upload_stream()
+        _check(driver.cuMemcpyHtoDAsync(address, host.ctypes.data, host.nbytes, stream), "copy")
+        _check(driver.cuStreamSynchronize(stream), "synchronise")
+    return array, address
+
+
+def _upload_stream() -> Any:
+    with _lock:
+        if not _private:
+            from cuda.bindings import driver
+
+            err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            _check(err, "create a stream for")
+            _private.append(stream)
+        return _private[0]
+
+
+def _check(result: Any, what: str) -> None:
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        from ..errors import LaunchError
+
+        raise LaunchError(f"could not {what} a host-to-device upload: {err!r}")
