@@ -89,7 +89,7 @@ class KernelParams:
     """A kernel's parameter block: one 8-byte slot per parameter and the void** to them.
 
     *values*: ints (int64 slots), floats (float32 slots) and ``(address, nitems, itemsize)``
-    tuples for 1-D arrays, whose data slots :meth:`patch` rewrites.
+    tuples for 1-D arrays, whose data slots (``pointer_slots``) a ``BoundKernels`` rewrites.
     """
 
     def __init__(self, values: Sequence[int | float | tuple[int, int, int]]) -> None:
@@ -108,11 +108,6 @@ class KernelParams:
         base = ctypes.addressof(self.slots)
         self.ptrs = (ctypes.c_void_p * len(flat))(*[base + 8 * i for i in range(len(flat))])
         self.address = ctypes.addressof(self.ptrs)
-
-    def patch(self, addresses: Sequence[int]) -> None:
-        """Write *addresses* into the array data slots, in parameter order."""
-        for slot, address in zip(self.pointer_slots, addresses, strict=True):
-            self.slots[slot] = address
 
     def float_slot(self, slot: int) -> ctypes.c_float:
         """A float32 view of *slot*'s low bytes: ``view.value = x`` writes a scalar parameter."""
@@ -144,8 +139,8 @@ class DriverLaunch:
         self._smem = smem
         self.params = params
 
-    def __call__(self, stream: Any) -> None:
-        """Launch on *stream*, a ``CUstream`` (see ``streams.cu_stream``)."""
+    def __call__(self, stream: int) -> None:
+        """Launch on the stream whose raw ``CUstream`` handle is *stream*."""
         gx, gy, gz, bx, by, bz = self._dims
         (err,) = self._driver.cuLaunchKernel(
             self._func, gx, gy, gz, bx, by, bz, self._smem, stream, self.params.address, 0
@@ -181,8 +176,8 @@ class BoundKernels:
         self._floats = tuple(params.float_slot(slot) for params, slot in scalar_slots)
         self._lock = threading.Lock()
 
-    def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: Any) -> None:
-        """Launch on data at *addresses* with *scalars* on *stream* (a ``CUstream``)."""
+    def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
+        """Launch on data at *addresses* with *scalars* on the stream with handle *stream*."""
         with self._lock:
             for slots, slot, index in self._writes:
                 slots[slot] = addresses[index]

@@ -24,7 +24,6 @@ from .launching import simulating
 
 __all__ = [
     "current_stream",
-    "cu_stream",
     "is_capturing",
     "relaxed_capture",
     "stream_handle",
@@ -37,7 +36,6 @@ _ACCEPTED: Final = (
     "a torch.cuda.Stream, a CuPy stream, a Numba stream, an object with __cuda_stream__, "
     "or a raw CUstream handle (an int >= 0; 0 is the legacy default stream)"
 )
-_CU_STREAMS: dict[int, Any] = {}
 _lock = threading.Lock()
 _private: list[Any] = []  # the upload stream, created on first use
 
@@ -91,16 +89,6 @@ def default_stream() -> int:
     return PER_THREAD if getattr(config, "CUDA_PER_THREAD_DEFAULT_STREAM", 0) else 0
 
 
-def cu_stream(handle: int) -> Any:
-    """A cached ``cuda.bindings.driver.CUstream`` for *handle* (built once per handle)."""
-    cached = _CU_STREAMS.get(handle)
-    if cached is None:
-        from cuda.bindings import driver
-
-        cached = _CU_STREAMS.setdefault(handle, driver.CUstream(handle))
-    return cached
-
-
 def is_capturing(handle: int) -> bool:
     """Whether work launched on *handle* now goes into a CUDA graph (never, in the simulator).
 
@@ -111,7 +99,7 @@ def is_capturing(handle: int) -> bool:
         return False
     from cuda.bindings import driver
 
-    err, status = driver.cuStreamIsCapturing(cu_stream(handle))
+    err, status = driver.cuStreamIsCapturing(driver.CUstream(handle))
     if int(err) != 0:
         return True
     return status == driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE

@@ -1,11 +1,11 @@
-"""The bound launcher's parameter block: Numba's kernel ABI, laid out without Numba's launch path."""
+"""The bound launcher's parameter block: Numba's kernel ABI, laid out without its launch path."""
 
 from __future__ import annotations
 
 import ctypes
 import struct
 
-from mmaplug.cuda.launching import KernelParams
+from mmaplug.cuda.launching import BoundKernels, KernelParams
 
 
 def test_array_becomes_numbas_seven_parameters() -> None:
@@ -23,12 +23,16 @@ def test_scalars_follow_in_order_and_floats_are_float32_bits() -> None:
     assert params.slots[9] == 3
 
 
-def test_patch_rewrites_only_data_pointers() -> None:
-    """patch() writes the new addresses into the data slots and leaves sizes alone."""
-    params = KernelParams([(0, 10, 2), 5, (0, 20, 4)])
-    params.patch([0x1000, 0x2000])
-    assert params.slots[4] == 0x1000 and params.slots[12] == 0x2000
-    assert params.slots[2] == 10 and params.slots[10] == 20 and params.slots[7] == 5
+def test_bound_kernels_rewrite_only_data_pointers_and_scalars() -> None:
+    """A bound launch writes the call's addresses into the data slots and the scalar in float32."""
+    params = KernelParams([(0, 10, 2), 5, (0, 20, 4), 0.0])
+    seen = []
+    launch = type("Launch", (), {"__call__": lambda self, stream: seen.append(list(params.slots))})
+    BoundKernels([launch()], [(params, [1, 0])], [(params, 15)])([0x1000, 0x2000], [2.5], 7)
+    slots = seen[0]
+    assert slots[4] == 0x2000 and slots[12] == 0x1000
+    assert slots[2] == 10 and slots[10] == 20 and slots[7] == 5
+    assert struct.unpack("<f", struct.pack("<I", slots[15] & 0xFFFFFFFF))[0] == 2.5
 
 
 def test_pointer_table_points_at_each_slot() -> None:
