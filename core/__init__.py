@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: The distribution's version; pyproject.toml reads it from here (its one source).
+__version__ = "0.1.0"
+
 from . import testing
 from .analysis import MatmulAnalysis, analyze, matmul_problem
 from .choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice

@@ -149,7 +149,7 @@ def device_from_attributes(gpu: Any) -> Device:
     return Device(
         name=name,
         cc=(major, minor),
-        # numba-cuda builds for the "a" target from cc 9.0 on (DESIGN.md §5).
+        # numba-cuda builds cuda.jit kernels for sm_90a on a cc 9.x GPU (seen on the H200).
         arch_suffix="a" if major >= 9 else "",
         sm_count=int(gpu.MULTIPROCESSOR_COUNT),
         smem_per_block_optin=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_per_block)),

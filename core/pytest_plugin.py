@@ -1,4 +1,4 @@
-"""The ``mmaplug`` pytest plugin: fixtures ``mmaplug_pm`` and ``mmaplug_recorder``."""
+"""The ``mmaplug`` pytest plugin: fixtures ``mmaplug_pm``, ``mmaplug_recorder``; marker ``gpu``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,20 @@ import pytest
 if TYPE_CHECKING:
     from .manager import PluginManager
     from .testing import HookRecorder
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the ``gpu`` marker, so plugin authors can use it under ``--strict-markers``."""
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped when none is found)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``gpu`` on a machine without a CUDA GPU."""
+    if item.get_closest_marker("gpu") is not None:
+        from . import gpu  # ctypes only: no Numba
+
+        if gpu.cuda_device_count() == 0:
+            pytest.skip("marked gpu: needs a CUDA GPU; the driver reports none")
 
 
 @pytest.fixture
