@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmaplug.cuda.launching import ARRAY_SLOTS, DriverLaunch, KernelParams
+from mmaplug.cuda.launching import ARRAY_SLOTS, BoundKernels, DriverLaunch, KernelParams
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
 from .launch import grid_for, k_per_split, prepared
 
 
-class BoundGemm:
+class BoundGemm(BoundKernels):
     """``run_gemm`` for one shape/stride signature; call it with the current data pointers.
 
     ``spans`` are the element counts of the flat views of A, B, each epilogue input and each
