@@ -1,5 +1,5 @@
 """Device tensors in and out of kernels: torch, CuPy and Numba arrays as flat Numba views
-with element strides, plus output allocation of the caller's kind."""
+with element strides (allocation of the caller's kind: ``frameworks``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..analysis import TensorBinding
 from ..dtypes import DType
 from ..errors import KernelBuildError, LaunchError
 from ..patterns import DimRole
+from .frameworks import allocate, kind_of, probe
 from .launching import simulating
 
 try:  # the first Numba import on the way to a kernel; a plan-only install stops here
@@ -24,6 +25,16 @@ except ImportError as missing:
         "install mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] "
         "(CUDA 12, driver R525 or newer)"
     ) from missing
+
+__all__ = [
+    "DeviceTensor",
+    "adapt",
+    "allocate",
+    "kind_of",
+    "probe",
+    "require_unit_stride",
+    "to_host",
+]
 
 _TYPESTR: Final = {DType.float16: ("<f2",), DType.float32: ("<f4",), DType.bfloat16: ("<u2", "<i2")}
 _STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
@@ -41,21 +52,6 @@ class DeviceTensor:
     array: Any = attrs.field(eq=False)
     address: int
     role_strides: dict[DimRole, int] = attrs.field(eq=False)
-
-
-def kind_of(obj: object) -> str:
-    """``"torch"``, ``"cupy"``, ``"numba"`` or ``"numpy"`` (simulator only)."""
-    module = type(obj).__module__.split(".")[0]
-    if module in ("torch", "cupy"):
-        return module
-    if module == "numpy":
-        return "numpy"
-    if hasattr(obj, "__cuda_array_interface__"):
-        return "numba"
-    raise LaunchError(
-        "inputs must be torch tensors, CuPy arrays or Numba device arrays; "
-        f"got {type(obj).__name__}"
-    )
 
 
 def _interface(obj: object, binding: TensorBinding) -> dict[str, Any]:
@@ -159,44 +155,6 @@ def _role_strides(binding: TensorBinding, strides: Sequence[int]) -> dict[DimRol
     return result
 
 
-def allocate(like: object, shape: Sequence[int], dtype: DType, stream: int | None = None) -> object:
-    """A new uninitialised tensor of the caller's kind (``like``'s), on its device.
-
-    torch and CuPy allocate from their own pools on their current stream, or on *stream* (a raw
-    handle the launch will use) when that is another one, so their stream-ordered reuse and
-    graph-capture pools see the kernel's stream.
-    """
-    kind = kind_of(like)
-    shape = tuple(shape)
-    if kind == "torch":
-        torch = sys.modules["torch"]
-        device = like.device  # type: ignore[attr-defined]
-        if stream is None or stream == _current(kind, like):
-            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
-        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
-            return torch.empty(shape, dtype=_torch_dtype(torch, dtype), device=device)
-    np_dtype = np.float16 if dtype is DType.float16 else _STORAGE[dtype]
-    if kind == "numpy":  # the simulator: host arrays, poisoned so unwritten elements show
-        return np.full(shape, np.nan, dtype=dtype.numpy)
-    if kind == "cupy":
-        cupy = sys.modules["cupy"]
-        if stream is None or stream == _current(kind, like):
-            return cupy.empty(shape, dtype=np_dtype)
-        with cupy.cuda.ExternalStream(stream):
-            return cupy.empty(shape, dtype=np_dtype)
-    return cuda.device_array(shape, dtype=np_dtype)
-
-
-def _torch_dtype(torch: Any, dtype: DType) -> Any:
-    return {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}.get(dtype, torch.float32)
-
-
-def _current(kind: str, like: object) -> int:
-    from .streams import current_stream
-
-    return current_stream(kind, like)
-
-
 def to_host(obj: object) -> np.ndarray:
     """Copy a device tensor of any accepted kind back to a numpy array (tests, demo)."""
     kind = kind_of(obj)
@@ -211,23 +169,6 @@ def to_host(obj: object) -> np.ndarray:
     if kind == "numpy":
         return obj  # type: ignore[return-value]
     return obj.copy_to_host()  # type: ignore[attr-defined]
-
-
-def probe(obj: object) -> tuple[int, tuple]:
-    """*obj*'s data address and what a launch bound to it depends on (its signature).
-
-    The signature holds kind, shape, strides, dtype, device and the address modulo 16; it
-    costs a few attribute reads, so ``execute`` looks up its bound launch with it every call.
-    """
-    if type(obj).__module__.startswith("torch"):
-        t: Any = obj
-        ptr = t.data_ptr()
-        return ptr, (t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
-    desc = getattr(obj, "__cuda_array_interface__", None)
-    if desc is None:
-        return 0, (type(obj), id(obj))  # never bound: the slow path validates and reports it
-    ptr = desc["data"][0]
-    return ptr, (type(obj), desc["shape"], desc.get("strides"), desc["typestr"], ptr & 15)
 
 
 def require_unit_stride(what: str, tensor: DeviceTensor, role: DimRole) -> None:
