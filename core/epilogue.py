@@ -64,7 +64,7 @@ class Instr:
 
     op: str
     srcs: tuple[int, ...] = ()
-    arg: object = None
+    arg: Any = None  # per op above: an int index, a float constant or a DType
 
 
 @attrs.frozen(kw_only=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import pluggy
 
@@ -89,7 +89,7 @@ class Guard:
             if result is not None:
                 yield name, result
 
-    def notify(self, hook: str, **kwargs: object) -> None:
+    def notify(self, hook: str, **kwargs: Any) -> None:
         """Call a notification hook; answers are ignored, faults ruled on."""
         for _ in self.call(hook, **kwargs):
             pass

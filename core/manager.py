@@ -194,12 +194,12 @@ def make_plugin_manager(
         if pm.is_blocked(name):
             continue
         try:
-            plugin = importlib.import_module(module)
+            builtin = importlib.import_module(module)
         except Exception as error:  # a broken install, not a misbehaving third party
             raise PluginError(
                 f"built-in plugin {module!r} failed to import: {error}", plugin=name
             ) from error
-        pm.register(plugin, name=name)
+        pm.register(builtin, name=name)
         pm.plugin_info[name] = PluginInfo(name, module, "mmaplug", _VERSION)
     if load_entrypoints:
         _load_entrypoints(pm)

@@ -7,7 +7,7 @@ import enum
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 
@@ -126,8 +126,11 @@ def _to_pair(value: object) -> object:
 
 def _is_cluster(_instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     """Validator: a pair of positive ints (cluster size along m and n)."""
-    ok = isinstance(value, tuple) and len(value) == 2
-    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    ok = (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    )
     if not ok:
         raise _fail(
             attribute.name,
@@ -141,6 +144,8 @@ def _enum_field(kind: type[enum.StrEnum], default: enum.StrEnum) -> Any:
     """An attrs field holding a member of *kind*; its values' strings are accepted too."""
 
     def convert(value: object) -> object:
+        if not isinstance(value, str):  # no other value equals a member
+            return value
         try:
             return kind(value)
         except ValueError:
@@ -242,7 +247,7 @@ class MatmulParams:
         :raises InvalidParamsError: the result breaks a rule.
         """
         check_param_names(changes)
-        flat: dict[str, object] = {}
+        flat: dict[str, Any] = {}
         for key, value in changes.items():
             if "." in key:
                 tile_name, dim = key.split(".", 1)
@@ -343,11 +348,8 @@ class ParamOverride:
 
 def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
     """Mappings (or pair sequences) become sorted pairs; list values become tuples."""
-    pairs = changes.items() if isinstance(changes, Mapping) else changes
-    items = (
-        (str(k), tuple(v) if isinstance(v, list) else v)
-        for k, v in pairs  # type: ignore[union-attr]
-    )
+    pairs = changes.items() if isinstance(changes, Mapping) else cast("Iterable[Any]", changes)
+    items = ((str(k), tuple(v) if isinstance(v, list) else v) for k, v in pairs)
     return tuple(sorted(items, key=lambda kv: kv[0]))
 
 

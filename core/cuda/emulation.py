@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import ml_dtypes
@@ -51,10 +51,10 @@ _G, _T = _LANES >> 2, _LANES & 3  # PTX groupID and threadID_in_group
 
 
 class SmemAddr(NamedTuple):
-    """Handle standing in for a shared-memory address: the array and the flat element index."""
+    """Handle standing in for a shared-memory address: the array and a flat element offset."""
 
     array: np.ndarray
-    index: int
+    offset: int
 
 
 # --- Lane identity and the per-warp exchange -----------------------------------------------------
@@ -181,7 +181,7 @@ def _pack(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
 
 
-def _unpack(words: list[Any], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+def _unpack(words: Sequence[Any], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
     w = np.asarray([int(x) for x in words], dtype=np.uint32)
     lo, hi = (w & 0xFFFF).astype(np.uint16), (w >> 16).astype(np.uint16)
     return lo.view(dtype).astype(np.float64), hi.view(dtype).astype(np.float64)
@@ -205,7 +205,7 @@ def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
     """Emulate ld.shared.v4.f32: four float32 from a 16-byte aligned smem handle."""
     if not isinstance(addr, SmemAddr):
         raise UsageError(f"ld.shared.v4: pass an address from smem_addr, got {type(addr).__name__}")
-    raw = _bytes_at(addr.array, addr.index, 16, 16, "ld.shared.v4.f32")
+    raw = _bytes_at(addr.array, addr.offset, 16, 16, "ld.shared.v4.f32")
     return tuple(raw.copy().view(np.float32))
 
 
@@ -234,7 +234,7 @@ def _ldmatrix(count: int, trans: bool) -> Callable[[SmemAddr], Any]:
 
     def combine(addrs: list[Any]) -> list[Any]:
         rows = [
-            _bytes_at(a.array, a.index, LDMATRIX_ROW_BYTES, LDMATRIX_ROW_BYTES, op).view(np.uint16)
+            _bytes_at(a.array, a.offset, LDMATRIX_ROW_BYTES, LDMATRIX_ROW_BYTES, op).view(np.uint16)
             for a in addrs[: 8 * count]
         ]
         mats = np.stack(rows).reshape(count, 8, 8)
@@ -267,10 +267,10 @@ def _mma(dtype: Any, name: str) -> Callable[..., tuple[np.float32, ...]]:
         for j, k0 in enumerate((0, 8)):
             b[k0 + 2 * _T, _G], b[k0 + 2 * _T + 1, _G] = _unpack(regs[4 + j], dtype)
         c = np.zeros((16, 8))
-        for j, (row, col) in enumerate(
+        for j, (c_row, c_col) in enumerate(
             ((_G, 2 * _T), (_G, 2 * _T + 1), (_G + 8, 2 * _T), (_G + 8, 2 * _T + 1))
         ):
-            c[row, col] = np.asarray(regs[6 + j], dtype=np.float32)
+            c[c_row, c_col] = np.asarray(regs[6 + j], dtype=np.float32)
         # Products of 16-bit floats are exact in float64; round the sum once to float32.
         d = (a @ b + c).astype(np.float32)
         rows, cols = (_G, _G, _G + 8, _G + 8), (2 * _T, 2 * _T + 1, 2 * _T, 2 * _T + 1)
@@ -294,7 +294,7 @@ def _cp_async(size: int) -> Callable[[SmemAddr, Any, int, int], None]:
         n = int(src_bytes)
         if not 0 <= n <= size:
             raise UsageError(f"{op}: src_bytes must be in [0, {size}], got {n}")
-        out = _bytes_at(dst.array, dst.index, size, size, f"{op} destination")
+        out = _bytes_at(dst.array, dst.offset, size, size, f"{op} destination")
         out[n:] = 0
         if n:  # src_bytes == 0 reads nothing, as on the GPU
             out[:n] = _bytes_at(src, index, n, 1, f"{op} source")

@@ -536,6 +536,8 @@ CVT_VARIANTS: Final = {
 
 
 def _instantiate() -> dict[str, Any]:
+    stub: Any  # the stubs of the variant tables have different signatures
+    text: Any
     made = {smem_addr.__name__: _smem_addr_intrinsic(smem_addr)}
     made[cp_async_wait_group.__name__] = _cp_async_wait_group_intrinsic(cp_async_wait_group)
     made[global_addr.__name__] = _global_addr_intrinsic(global_addr)

@@ -237,8 +237,8 @@ def setmaxnreg_dec(n: Any) -> None:
 
 
 def _tensor_map(tmap: Any) -> tuple[TensorMapSpec, int]:
-    words = np.frombuffer((ctypes.c_uint64 * MAP_WORDS).from_address(int(tmap)), np.uint64)
-    return sim_lookup(words)
+    words = (ctypes.c_uint64 * MAP_WORDS).from_address(int(tmap))
+    return sim_lookup(np.frombuffer(memoryview(words), np.uint64))
 
 
 def prefetch_tensormap(tmap: Any) -> None:
@@ -257,7 +257,7 @@ def _global_view(spec: TensorMapSpec, address: int) -> np.ndarray:
     extent = size + sum(
         (d - 1) * s for d, s in zip(spec.dims, (size, *spec.strides_bytes), strict=True)
     )
-    raw = np.frombuffer((ctypes.c_uint8 * extent).from_address(address), np.uint8)
+    raw = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(address)), np.uint8)
     shape = (*spec.dims[::-1], size)
     strides = (*spec.strides_bytes[::-1], size, 1)
     return np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=True)

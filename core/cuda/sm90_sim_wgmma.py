@@ -56,8 +56,8 @@ def decode_desc(desc: Any, op: str) -> tuple[int, int, int, int]:
             f"{op}: descriptor {d:#018x} sets bits outside start/LBO/SBO/layout (a base offset "
             "or reserved bits); only base offset 0 with aligned swizzle atoms is emulated"
         )
-    fields = [((d >> shift) & 0x3FFF) << 4 for shift in (0, 16, 32)]
-    return (*fields, _DESC_SWIZZLE[d >> 62])
+    start, lbo, sbo = (((d >> shift) & 0x3FFF) << 4 for shift in (0, 16, 32))
+    return start, lbo, sbo, _DESC_SWIZZLE[d >> 62]
 
 
 def operand_offsets(desc: Any, rows: int, trans: int, op: str) -> np.ndarray:

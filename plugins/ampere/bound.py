@@ -50,8 +50,7 @@ class BoundGemm(BoundKernels):
         grid, block = grid_for(config, m, n, batch), (config.threads, 1, 1)
         placeholders = [0.0] * scalars
         if config.splitk == 1:
-            values = [a, b, *ins, *outs, *placeholders, *dims, *in_s, *out_s, *tail]
-            params = KernelParams(values)
+            params = KernelParams([a, b, *ins, *outs, *placeholders, *dims, *in_s, *out_s, *tail])
             # the float32 scalars follow the array parameters
             first = ARRAY_SLOTS * len(arrays)
             super().__init__(

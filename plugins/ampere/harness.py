@@ -81,7 +81,8 @@ def reference(
     prog: EpilogueProgram, acc: np.ndarray, inputs: list[np.ndarray], scalars: list[float]
 ) -> list[np.ndarray]:
     """Evaluate *prog* in float64 on ``acc [batch, m, n]``; inputs broadcastable to it."""
-    vals: list[np.ndarray] = []
+    vals: list[Any] = []  # arrays, or numpy scalars for scalar inputs and constants
+    v: Any
     for ins in prog.instrs:
         s = [vals[i] for i in ins.srcs]
         op = ins.op
@@ -178,7 +179,7 @@ def config_for(case: Case, **overrides: Any) -> AmpereKernelConfig:
     """A config for *case* (vec widths from the case's strides), with *overrides* applied."""
     a_ld = (case.k if case.a_k_inner else case.m) + case.pad
     b_ld = (case.k if case.b_k_inner else case.n) + case.pad
-    fields = dict(
+    fields: dict[str, Any] = dict(
         operand_dtype=case.dtype,
         a_k_inner=case.a_k_inner,
         b_k_inner=case.b_k_inner,

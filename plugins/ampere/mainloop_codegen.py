@@ -45,6 +45,9 @@ class _Operand:
         self.nvec = self.rows * self.vecs_per_row
         self.iters = -(-self.nvec // cfg.threads)
         self.elems = self.mn * bk
+        # set by _emit_load_setup: copy slots are fixed row steps from slot 0 (and the step)
+        self.regular = False
+        self.step = 0
 
 
 def _emit_load_setup(em: Emitter, op: _Operand, threads: int) -> None:
