@@ -161,8 +161,9 @@ def _enum_field(kind: type[enum.StrEnum], default: enum.StrEnum) -> Any:
     return attrs.field(default=default, converter=convert, validator=check)
 
 
-def _tile_field() -> Any:
-    return attrs.field(converter=to_tile)
+def _tile(value: TileShape | Sequence[int]) -> TileShape:
+    """``to_tile`` typed for the tile fields, so type checkers accept ``(m, n, k)`` tuples."""
+    return to_tile(value)
 
 
 def _int_field(default: int, low: int = 1) -> Any:
@@ -181,9 +182,9 @@ class MatmulParams:
     ``mmaplug.plugins.<arch>.limits``, here only the rules that hold on every target.
     """
 
-    cta_tile: TileShape = _tile_field()
-    warp_tile: TileShape = _tile_field()
-    instruction_tile: TileShape = _tile_field()
+    cta_tile: TileShape = attrs.field(converter=_tile)
+    warp_tile: TileShape = attrs.field(converter=_tile)
+    instruction_tile: TileShape = attrs.field(converter=_tile)
     stages: int = _int_field(2)
     prefetch_gap: int = _int_field(1)
     async_gmem_load_operands: bool = _bool_field(True)
