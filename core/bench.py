@@ -104,13 +104,21 @@ def prewarm(
     dtypes: Sequence[DType],
     workers: int,
     overrides: dict[str, object] | None = None,
+    on_done: Callable[[int, int, list[str]], None] | None = None,
 ) -> None:
-    """Build the benchmark kernels in *workers* processes, so the timed run hits the disk cache."""
+    """Build the benchmark kernels in *workers* processes, so the timed run hits the disk cache.
+
+    :param on_done: Called as each fusion's kernels are built: (done, total, kernel names).
+    """
     import functools
     import multiprocessing
 
+    jobs = _bench_fusions(shapes, dtypes)
+    warm = functools.partial(_warm_one, overrides=overrides)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        pool.map(functools.partial(_warm_one, overrides=overrides), _bench_fusions(shapes, dtypes))
+        for done, names in enumerate(pool.imap_unordered(warm, jobs), 1):
+            if on_done is not None:
+                on_done(done, len(jobs), names)
 
 
 def cuda_median_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:

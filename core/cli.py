@@ -1,21 +1,67 @@
-"""The ``mmaplug`` command: ``explain`` a plan, list ``plugins``; room for ``demo``/``bench``."""
+"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo and bench."""
 
 from __future__ import annotations
 
 import argparse
-import ast
+import importlib.metadata
+import io
+import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from .arguments import MAX_EXTENT
+from . import log
+from .cli_args import (
+    Parser,
+    add_json,
+    extent,
+    one_of,
+    parse_setting,
+    parse_settings,
+    print_json,
+    requires,
+    setting,
+)
+from .cli_run import add_bench, add_demo
 from .device import PRESET_NAMES, get_device
 from .dtypes import DType
-from .errors import MatmulError, UsageError
+from .errors import MatmulError
+from .fusion import Fusion
 from .manager import get_plugin_manager
 from .plan import explain, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
+from .progress import Progress
+from .records import plan_record, plugins_record
+
+__all__ = ["build_parser", "main", "parse_setting", "parse_settings", "version"]
+
+DESCRIPTION = """\
+Compile matmul fusions into tensor-core GPU kernels, and see how each kernel is chosen.
+
+explain and plugins need no GPU; demo runs on a GPU or in Numba's CUDA simulator;
+bench needs a CUDA GPU and torch."""
+
+EPILOG = """\
+examples:
+  mmaplug explain --m 4096 --n 4096 --k 4096         the plan for the H200 preset
+  mmaplug explain --m 128 --n 4096 --k 4096 --device a100 --layout nt --json
+  mmaplug explain --m 4096 --n 4096 --k 4096 --emit ptx > kernel.ptx
+  mmaplug plugins --json
+  mmaplug -v demo                                      with mmaplug's log lines on stderr
+  MMAPLUG_DUMP=all python script.py                    every kernel's source, PTX, SASS, plan
+
+exit status: 0 done, 1 a check failed or the output was closed early, 2 a bad argument
+or an mmaplug error (one 'mmaplug: error: ...' line on stderr).
+More: README.md, docs/debugging.md."""
 
 _VECTOR_BYTES = 16  # widest global load/store (128 bit)
+_EMITS = ("plan", "source", "ptx", "sass")
+
+
+# ------------------------------------------------------------------------------------------------
+# explain
+# ------------------------------------------------------------------------------------------------
 
 
 def _vector_width(contiguous: int, dtype: DType) -> int:
@@ -28,13 +74,7 @@ def _vector_width(contiguous: int, dtype: DType) -> int:
 
 def problem_from_args(args: argparse.Namespace) -> MatmulProblem:
     """Build the MatmulProblem that the ``explain`` options describe."""
-    for option in ("m", "n", "k", "batch"):
-        value = getattr(args, option)
-        if not 1 <= value < MAX_EXTENT:
-            raise UsageError(
-                f"--{option} {value}: extents must be ints from 1 to 2**31 - 1 ({MAX_EXTENT - 1})"
-            )
-    layout = Layout(args.layout.upper())
+    layout = Layout(args.layout)
     operand = DType[args.dtype]
     output = DType[args.out_dtype] if args.out_dtype else operand
     return MatmulProblem(
@@ -54,212 +94,242 @@ def problem_from_args(args: argparse.Namespace) -> MatmulProblem:
     )
 
 
-def parse_settings(items: Sequence[str]) -> dict[str, object]:
-    """``["stages=3", "cta_tile=128,128,32"]`` -> ``{"stages": 3, "cta_tile": (128, 128, 32)}``."""
-    changes: dict[str, object] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set {item!r}: expected FIELD=VALUE, e.g. stages=3")
-        try:
-            value: object = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text.strip()  # enum values such as column_major
-        changes[key.strip()] = value
-    return changes
+def fusion_from_args(args: argparse.Namespace) -> Fusion:
+    """``matmul(A, B)`` in the options' layout (cast to ``--out-dtype``), for ``--emit``."""
+    from .frontend import FusionDefinition
+
+    layout, dtype = Layout(args.layout), DType[args.dtype]
+    batch = [args.batch] if args.batch > 1 else []
+    outer = list(range(len(batch) + 1, 1, -1))  # batch dims outermost
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(
+            [*batch, args.m, args.k], dtype, [*outer, *([1, 0] if layout.a_k_inner else [0, 1])]
+        )
+        b = fd.define_tensor(
+            [*batch, args.k, args.n], dtype, [*outer, *([0, 1] if layout.b_k_inner else [1, 0])]
+        )
+        out = fd.ops.matmul(a, b)
+        fd.add_output(fd.ops.cast(out, DType[args.out_dtype or args.dtype]))
+    return fd.fusion
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Plan a problem (no GPU needed) and print how every parameter was decided."""
-    spec = plan_problem(
-        problem_from_args(args), get_device(args.device), overrides=parse_settings(args.set)
-    )
-    print(explain(spec))
+    device = get_device(args.device)
+    overrides = parse_settings(args.set)
+    if args.emit == "plan":
+        spec = plan_problem(problem_from_args(args), device, overrides=overrides)
+        print_json(plan_record(spec) if args.json else explain(spec), args.json)
+        return 0
+    requires("numba", f"--emit {args.emit}", "pip install 'mmaplug[cu13]' (or [cu12])")
+    from .compile import compile as compile_fusion
+
+    compiled = compile_fusion(fusion_from_args(args), device, overrides=overrides)
+    with Progress(args.progress).step(
+        f"compiling kernel {compiled.kernel_name} ({args.emit}; NVVM takes seconds)"
+    ):
+        text = getattr(compiled, args.emit)
+    if args.json:
+        print_json(
+            {**plan_record(compiled.spec), "kernel_name": compiled.kernel_name, args.emit: text}
+        )
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def _add_explain(sub: Any) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="plan a matmul for a device and say how every parameter was chosen (no GPU)",
+        description="Plan C = A @ B for a device preset and print the decision: the scheduler "
+        "candidates, each parameter with the plugin that chose it, every adjustment. "
+        "--emit prints the generated kernel instead (its source, or PTX/SASS compiled "
+        "without a GPU).",
+        epilog="examples:\n"
+        "  mmaplug explain --m 4096 --n 4096 --k 4096 --dtype bfloat16 --layout nt\n"
+        "  mmaplug explain --m 8192 --n 8192 --k 8192 --set stages=3 --set cta_tile=128x256x64\n"
+        "  mmaplug explain --m 512 --n 512 --k 512 --device a100 --emit source",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--device",
+        default="h200",
+        help=f"device preset ({', '.join(PRESET_NAMES)}; any case; default h200)",
+    )
+    for dim in ("m", "n", "k"):
+        p.add_argument(f"--{dim}", type=extent, required=True, help=f"{dim.upper()} extent")
+    p.add_argument("--batch", type=extent, default=1, help="batch count (default 1)")
+    names = [d.name for d in DType]
+    dtype = one_of(names, "a dtype")
+    p.add_argument("--dtype", type=dtype, default="float16", metavar="DTYPE",
+                   help=f"operand dtype: {', '.join(names)} (default float16)")  # fmt: skip
+    p.add_argument("--out-dtype", type=dtype, default=None, metavar="DTYPE",
+                   help="output dtype (default: --dtype)")  # fmt: skip
+    layouts = [lay.value for lay in Layout]
+    p.add_argument(
+        "--layout",
+        type=one_of(layouts, "a layout"),
+        default="TN",
+        metavar="LAYOUT",
+        help=f"nvFuser MmaLayout letters, {', '.join(layouts)} (any case); TN = both operands "
+        "K-contiguous (default)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        type=setting,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a caller override of a MatmulParams field (repeatable): stages=3, "
+        "cta_tile=128x256x64, cta_order=column_major",
+    )
+    p.add_argument(
+        "--emit",
+        type=one_of(_EMITS, "an emit kind"),
+        default="plan",
+        metavar="WHAT",
+        help="print the plan (default), or the kernel's source, ptx or sass (sass needs "
+        "cuobjdump or nvdisasm on PATH)",
+    )
+    add_json(p, "the plan as JSON (with --emit: plus the text under that key)")
+    p.set_defaults(func=cmd_explain)
+
+
+# ------------------------------------------------------------------------------------------------
+# plugins
+# ------------------------------------------------------------------------------------------------
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     """List registered plugins, their hooks and distributions, then the blocked names."""
-    pm = get_plugin_manager()
+    record = plugins_record(get_plugin_manager())
+    if args.json:
+        print_json(record)
+        return 0
     print("registered plugins:")
-    for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
-        if plugin is None:
-            continue
-        info = pm.plugin_info.get(name)
-        origin = f"{info.distribution} {info.version}".strip() if info else ""
-        module = info.module if info else type(plugin).__module__
-        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or ())
-        print(f"  {name:<12} {origin or '(registered at run time)':<20} {module}")
-        print(f"  {'':<12} hooks: {', '.join(hooks) or '(none)'}")
-    print(f"selected heuristic: {pm.heuristic or '(any; default last)'}")
-    print(f"blocked: {', '.join(pm.blocked) or '(none)'}")
-    print(f"policy: {'strict (raise)' if pm.strict else 'warn and use the default heuristic'}")
+    for plugin in record["plugins"]:
+        origin = f"{plugin['distribution']} {plugin['version']}".strip()
+        print(
+            f"  {plugin['name']:<12} {origin or '(registered at run time)':<20} {plugin['module']}"
+        )
+        print(f"  {'':<12} hooks: {', '.join(plugin['hooks']) or '(none)'}")
+    print(f"selected heuristic: {record['heuristic'] or '(any; default last)'}")
+    print(f"blocked: {', '.join(record['blocked']) or '(none)'}")
+    print(
+        f"policy: {'strict (raise)' if record['strict'] else 'warn and use the default heuristic'}"
+    )
     return 0
 
 
-def _add_explain(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("explain", help=cmd_explain.__doc__, description=cmd_explain.__doc__)
-    p.add_argument("--device", default="h200", help=f"preset: {', '.join(PRESET_NAMES)}")
-    for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=int, required=True)
-    p.add_argument("--batch", type=int, default=1)
-    names = [d.name for d in DType]
-    p.add_argument("--dtype", default="float16", choices=names, help="operand dtype")
-    p.add_argument("--out-dtype", default=None, choices=names, help="default: --dtype")
-    p.add_argument(
-        "--layout",
-        default="TN",
-        choices=[lay.value for lay in Layout],
-        help="nvFuser MmaLayout letters; TN = both operands K-contiguous",
+def _add_plugins(sub: Any) -> None:
+    p = sub.add_parser(
+        "plugins",
+        help="list the registered plugins, their hooks and distributions",
+        description="List every registered plugin (built-in and installed through the 'mmaplug' "
+        "entry point), the distribution it came from, the hooks it implements, then the "
+        "selected heuristic, the blocked names and the policy (MMAPLUG_* variables apply).",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="caller override, e.g. stages=3 or cta_tile=128,128,32",
-    )
-    p.set_defaults(func=cmd_explain)
-
-
-def _add_plugins(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("plugins", help=cmd_plugins.__doc__, description=cmd_plugins.__doc__)
+    add_json(p, "the same as JSON")
     p.set_defaults(func=cmd_plugins)
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Build the example fusion (linear + bias + GELU), translate, plan, compile and run it."""
-    from . import demo
-
-    return demo.run(sys.stdout, device=args.device, m=args.m, n=args.n, k=args.k)
-
-
-def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("demo", help=cmd_demo.__doc__, description=cmd_demo.__doc__)
-    p.add_argument("--device", default=None, help="preset to plan for (default: the local GPU)")
-    for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=int, default=0, help=f"{dim.upper()} of the example")
-    p.set_defaults(func=cmd_demo)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Time our kernels against torch.matmul on the local GPU (CUDA-event medians)."""
-    from . import bench
-    from .dtypes import DType
-    from .errors import UnsupportedTargetError
-    from .gpu import cuda_device_count
-
-    if cuda_device_count() == 0:
-        raise UnsupportedTargetError("mmaplug bench needs a CUDA GPU; none was found")
-    shapes = bench.SHAPES if not args.quick else bench.SHAPES[:3]
-    if args.shape:
-        shapes = tuple(args.shape)
-    dtypes = tuple(DType[name] for name in args.dtype) or (DType.float16, DType.bfloat16)
-    overrides = dict(args.set) or None
-    if args.workers > 1:
-        bench.prewarm(shapes, dtypes, args.workers, overrides)
-    rows = bench.run(sys.stdout, shapes=shapes, dtypes=dtypes, reps=args.reps, overrides=overrides)
-    bench.dispatch_overhead(sys.stdout)
-    if args.plot:
-        bench.plot(rows, args.plot)
-    return 0
-
-
-def _shape(text: str) -> tuple[int, int, int]:
-    """``MxNxK`` -> (m, n, k)."""
-    parts = text.lower().split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected MxNxK with positive integers, got {text!r}")
-    m, n, k = (int(p) for p in parts)
-    return m, n, k
-
-
-def _override(text: str) -> tuple[str, object]:
-    """``FIELD=VALUE`` -> (field, value): integers, booleans (true/false), tiles (MxNxK) or
-    text."""
-    field, sep, value = text.partition("=")
-    if not sep or not field:
-        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return field.strip(), lowered == "true"
-    parts = lowered.split("x")
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        return field.strip(), tuple(int(p) for p in parts)
-    try:
-        return field.strip(), int(value)
-    except ValueError:
-        return field.strip(), value.strip()
-
-
-def _add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
-    p.add_argument("--quick", action="store_true", help="only the three smallest squares")
-    p.add_argument("--reps", type=int, default=30, help="timed repetitions per kernel")
-    p.add_argument(
-        "--shape",
-        action="append",
-        type=_shape,
-        default=[],
-        metavar="MxNxK",
-        help="time this shape (repeatable) instead of the built-in list",
-    )
-    p.add_argument(
-        "--set",
-        action="append",
-        type=_override,
-        default=[],
-        metavar="FIELD=VALUE",
-        help="a MatmulParams override for every kernel (repeatable), e.g. use_smem_epilogue=true",
-    )
-    p.add_argument(
-        "--dtype",
-        action="append",
-        choices=["float16", "bfloat16"],
-        default=[],
-        help="time this operand type (repeatable; default both)",
-    )
-    p.add_argument("--plot", default="", metavar="PNG", help="also write a bar chart here")
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="build the kernels in this many processes first (disk cache)",
-    )
-    p.set_defaults(func=cmd_bench)
+# ------------------------------------------------------------------------------------------------
+# the command
+# ------------------------------------------------------------------------------------------------
 
 
 # Subcommand registry: each entry adds one subparser whose ``func`` runs it.
-SUBCOMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
-    _add_demo,
-    _add_explain,
-    _add_plugins,
-    _add_bench,
-]
+SUBCOMMANDS: list[Callable[[Any], None]] = [add_demo, _add_explain, _add_plugins, add_bench]
+
+
+def version() -> str:
+    """``mmaplug X.Y.Z`` and the versions a bug report needs."""
+    own = getattr(sys.modules[__package__], "__version__", None)
+    parts = []
+    for dist in ("numba", "numba-cuda"):
+        try:
+            parts.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{dist} not installed")
+    own = own or importlib.metadata.version("mmaplug")
+    return f"mmaplug {own} (Python {sys.version.split()[0]}, {', '.join(parts)})"
+
+
+def _add_common(p: argparse.ArgumentParser, default: Any) -> None:
+    """-v and --progress, before or after the subcommand (a subcommand's only when given)."""
+    p.add_argument("-v", "--verbose", action="count", default=default,
+                   help="log lines on stderr: -v INFO (plans, builds), -vv DEBUG")  # fmt: skip
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=default,
+        help="progress lines on stderr for slow steps (default: when stderr is a terminal)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(prog="mmaplug", description=__doc__)
+    parser = Parser(
+        prog="mmaplug",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=version())
+    _add_common(parser, None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)
+    for command in sub.choices.values():
+        _add_common(command, argparse.SUPPRESS)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``mmaplug`` command; a ``MatmulError`` prints one ``error: ...`` line, returns 2."""
+    """Run the ``mmaplug`` command; returns the exit status (see ``mmaplug --help``)."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # the reader went away (``mmaplug plugins | head -1``): as the Python docs advise,
+        # point stdout at devnull so the flush at exit raises nothing, and exit quietly
+        _stdout_to_devnull()
+        return 1
+    except KeyboardInterrupt:
+        print("mmaplug: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-    except SystemExit as exit_:  # argparse reports usage errors itself
+    except SystemExit as exit_:  # --help, --version, or a usage error argparse reported
         return exit_.code if isinstance(exit_.code, int) else 2
+    handler = None
+    if args.verbose:  # None or a count
+        handler = log.to_stream(logging.DEBUG if args.verbose > 1 else logging.INFO)
     try:
         result: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe is found here, not at interpreter exit
     except MatmulError as error:
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        print(f"error: {'; '.join(lines) or type(error).__name__}", file=sys.stderr)
+        print(f"mmaplug: error: {'; '.join(lines) or type(error).__name__}", file=sys.stderr)
         return 2
+    finally:
+        if handler is not None:
+            log.LOGGER.removeHandler(handler)
+            log.LOGGER.setLevel(logging.NOTSET)
     return result
+
+
+def _stdout_to_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

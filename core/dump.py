@@ -39,6 +39,7 @@ __all__ = [
     "kernel_source",
     "on_build",
     "requested",
+    "sass",
     "sass_tool",
     "write",
 ]
@@ -159,6 +160,16 @@ def disassemble(binary: bytes, tool: str | None = None) -> str:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise KernelBuildError(f"{tool} failed on the cubin (exit {done.returncode}): {why}")
     return done.stdout
+
+
+def sass(artifact: object) -> str:
+    """SASS of *artifact*'s PTX; the tool is looked for before the PTX is compiled.
+
+    :raises UnsupportedTargetError: neither ``cuobjdump`` nor ``nvdisasm`` is on PATH.
+    """
+    if (tool := sass_tool()) is None:
+        raise UnsupportedTargetError(_NO_TOOL)
+    return disassemble(cubin(artifact.ptx()), tool)  # type: ignore[attr-defined]
 
 
 def file_stem(spec: KernelSpec, kernel_name: str, source: str) -> str:

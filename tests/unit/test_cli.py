@@ -1,31 +1,34 @@
-"""The ``mmaplug`` command line: explain and plugins, errors without tracebacks."""
+"""The ``mmaplug`` command line: one-line errors, any-case choices, JSON, help, pipes, logs."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+import mmaplug as mp
+from mmaplug import bench, cli, gpu, log
 from mmaplug.cli import main, parse_settings
 from mmaplug.errors import UsageError
 from mmaplug.manager import reset_plugin_manager
 
-ENV_VARS = ("MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC", "MMAPLUG_STRICT")
-EXPLAIN = [
-    "explain",
-    "--device",
-    "h200",
-    "--m",
-    "4096",
-    "--n",
-    "4096",
-    "--k",
-    "4096",
-    "--dtype",
-    "float16",
-]
+ENV_VARS = ("MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC", "MMAPLUG_STRICT", "MMAPLUG_DUMP")
+EXPLAIN = ["explain", "--device", "h200", "--m", "4096", "--n", "4096", "--k", "4096"]
+SMALL = ["explain", "--m", "64", "--n", "64", "--k", "64"]
+PLAN_KEYS = {
+    "schema", "kernel", "scheduler", "scheduler_plugin", "problem", "device", "candidates",
+    "consulted", "dropped", "base", "params", "sources", "adjustments",
+}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
-def hermetic_env(monkeypatch):
+def hermetic_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """Only the built-in plugins, and a fresh process-wide manager per test."""
     for var in ENV_VARS:
         monkeypatch.delenv(var, raising=False)
@@ -35,89 +38,184 @@ def hermetic_env(monkeypatch):
     reset_plugin_manager()
 
 
-def test_explain_prints_the_decision(capsys):
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def subprocess_env() -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    return {**env, "MMAPLUG_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
+def test_explain_prints_the_decision(capsys: pytest.CaptureFixture[str]) -> None:
     """explain prints the layout both ways, the candidates and each field's source."""
-    assert main([*EXPLAIN, "--device", "a100", "--layout", "NT"]) == 0
-    out = capsys.readouterr().out
+    status, out, _ = run(capsys, *EXPLAIN, "--device", "a100", "--layout", "NT")
+    assert status == 0
     assert "layout=NT (a_k_inner=False, b_k_inner=False)" in out
     assert "hopper       rejected: " in out and "a100 is sm_80" in out
     assert "from default" in out
 
 
-def test_explain_set_overrides(capsys):
-    """--set values are caller overrides and win (on a100: the ampere scheduler)."""
-    argv = [*EXPLAIN, "--device", "a100", "--set", "stages=3", "--set", "cta_tile=128,256,32"]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
+def test_explain_set_overrides(capsys: pytest.CaptureFixture[str]) -> None:
+    """--set values are caller overrides and win; tiles as m,n,k or MxNxK, enums in any case."""
+    argv = [*EXPLAIN, "--device", "a100", "--set", "stages=3", "--set", "cta_tile=128x256x32"]
+    status, out, _ = run(capsys, *argv, "--set", "cta_order=Row_Major")
+    assert status == 0
     assert "stages                     3                  from caller" in out
-    assert "128x256x32" in out
+    assert "cta_tile                   128x256x32         from caller" in out
+    assert "cta_order                  row_major          from caller" in out
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        ([*EXPLAIN, "--set", "stage=3"], "did you mean 'stages'"),
-        ([*EXPLAIN, "--set", "stages"], "expected FIELD=VALUE"),
-        ([*EXPLAIN, "--set", "stages=99"], "stages=99"),
-        (
-            ["explain", "--device", "h300", "--m", "1", "--n", "1", "--k", "1"],
-            "did you mean 'h200'",
-        ),
-        (["explain", "--m", "0", "--n", "8", "--k", "8"], "--m 0: extents must be ints"),
-        (["explain", "--m", "8", "--n", "8", "--k", "-5"], "--k -5: extents must be ints"),
-        (["explain", "--m", "8", "--n", str(2**31), "--k", "8"], "--n 2147483648: extents"),
-        (["explain", "--m", "8", "--n", "8", "--k", "8", "--batch", "0"], "--batch 0: extents"),
-        (
-            [*EXPLAIN, "--set", "stages=99", "--set", "cta_tile=7,7,7"],
-            "cta_tile=7x7x7 is not divisible",
-        ),
-    ],
-    ids=[
-        "unknown_field",
-        "no_value",
-        "invalid_value",
-        "unknown_device",
-        "m_zero",
-        "k_negative",
-        "n_2_pow_31",
-        "batch_zero",
-        "several_violations",
-    ],
-)
-def test_errors_are_one_line_no_traceback(capsys, argv, message):
-    """A MatmulError prints one 'error: ...' line to stderr and returns 2."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and "Traceback" not in err
-    assert err.count("\n") == 1
-
-
-def test_usage_error_from_argparse(capsys):
-    """A missing required option is reported by argparse with exit status 2."""
-    assert main(["explain", "--m", "1"]) == 2
-    assert "required" in capsys.readouterr().err
-
-
-def test_parse_settings():
-    """--set values are Python literals, or plain strings for enum names."""
+def test_parse_settings() -> None:
+    """Python literals, true/false and MxNxK tiles in any case, or lower-cased enum names."""
     assert parse_settings(
-        ["stages=3", "cta_tile=(128, 128, 32)", "cta_order=column_major", "use_smem_epilogue=True"]
+        ["stages=3", "cta_tile=(128, 128, 32)", "warp_tile=64X64X32", "cta_order=COLUMN_MAJOR",
+         "use_smem_epilogue=True", "async_gmem_load_operands=false", "cluster_dims=1,2"]
     ) == {
         "stages": 3,
         "cta_tile": (128, 128, 32),
+        "warp_tile": (64, 64, 32),
         "cta_order": "column_major",
         "use_smem_epilogue": True,
-    }
+        "async_gmem_load_operands": False,
+        "cluster_dims": (1, 2),
+    }  # fmt: skip
     with pytest.raises(UsageError, match="expected FIELD=VALUE"):
         parse_settings(["=3"])
+    with pytest.raises(UsageError, match="--set stages is given twice"):
+        parse_settings(["stages=3", "stages=4"])
 
 
-def test_plugins_lists_builtins_and_blocked(capsys, hermetic_env):
+BAD_ARGUMENTS = {
+    # argparse: the option, the value and what is accepted
+    "m_zero": (
+        ["explain", "--m", "0", "--n", "8", "--k", "8"],
+        "argument --m: '0' is not an extent",
+    ),
+    "k_negative": ([*SMALL[:5], "--k", "-5"], "argument --k: '-5' is not an extent; extents"),
+    "n_2_pow_31": ([*SMALL[:3], "--n", str(2**31), "--k", "8"], "ints from 1 to 2**31 - 1"),
+    "m_text": (["explain", "--m", "x", "--n", "8", "--k", "8"], "argument --m: 'x' is not"),
+    "batch_zero": ([*SMALL, "--batch", "0"], "argument --batch: '0' is not an extent"),
+    "dtype": ([*SMALL, "--dtype", "float8"], "'float8' is not a dtype; choose from float16"),
+    "out_dtype": ([*SMALL, "--out-dtype", "half"], "argument --out-dtype: 'half' is not a"),
+    "layout": ([*SMALL, "--layout", "tx"], "'tx' is not a layout; choose from TN, TT, NT, NN"),
+    "emit": ([*SMALL, "--emit", "cubin"], "'cubin' is not an emit kind; choose from plan"),
+    "set_no_value": ([*SMALL, "--set", "stages"], "argument --set: expected FIELD=VALUE"),
+    "set_no_field": ([*SMALL, "--set", "=3"], "argument --set: expected FIELD=VALUE"),
+    "missing_m": (["explain", "--n", "8", "--k", "8"], "the following arguments are required"),
+    "unknown_option": ([*SMALL, "--tile", "3"], "unrecognized arguments: --tile 3"),
+    "no_command": ([], "the following arguments are required: COMMAND"),
+    "bad_command": (["explian"], "invalid choice: 'explian'"),
+    "demo_m": (["demo", "--m", "-1"], "argument --m: '-1' is not an extent; extents are ints"),
+    "reps_zero": (["bench", "--reps", "0"], "argument --reps: '0' is not a positive int"),
+    "workers": (["bench", "--workers", "two"], "argument --workers: 'two' is not a positive"),
+    "shape": (["bench", "--shape", "8x8"], "argument --shape: '8x8' is not MxNxK"),
+    "shape_zero": (["bench", "--shape", "0x8x8"], "'0' is not an extent"),
+    "bench_dtype": (["bench", "--dtype", "float32"], "'float32' is not a benchmark dtype"),
+    "bench_set": (["bench", "--set", "stages"], "argument --set: expected FIELD=VALUE"),
+    "plot_folder": (["bench", "--plot", "/no/such/dir/b.png"], "the folder /no/such/dir does"),
+    # MatmulError from the library: the message names the value and the fix
+    "unknown_field": ([*SMALL, "--set", "stage=3"], "did you mean 'stages'"),
+    "invalid_value": ([*EXPLAIN, "--set", "stages=99"], "stages=99"),
+    "twice": ([*SMALL, "--set", "stages=3", "--set", "stages=4"], "stages is given twice"),
+    "unknown_device": ([*SMALL, "--device", "h300"], "did you mean 'h200'"),
+    "demo_device": (["demo", "--device", "h300"], "unknown device 'h300'"),
+    "several_violations": (
+        [*EXPLAIN, "--set", "stages=99", "--set", "cta_tile=7,7,7"],
+        "cta_tile=7x7x7 is not divisible",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_ARGUMENTS.values(), ids=BAD_ARGUMENTS.keys())
+def test_every_bad_argument_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """A bad argument prints one 'mmaplug ...: error: ...' line to stderr and returns 2."""
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    assert err.startswith("mmaplug") and ": error: " in err and message in err, err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--layout", "nt", "--dtype", "BFloat16", "--out-dtype", "FLOAT32", "--device", "A100"],
+        ["--layout", "Nt", "--dtype", "bfloat16", "--out-dtype", "float32", "--device", "a100"],
+    ],
+)
+def test_enumerations_take_any_case(capsys: pytest.CaptureFixture[str], options: list[str]) -> None:
+    """Every enumeration option (layout, dtypes, device, emit) accepts any case."""
+    canonical = ["--layout", "NT", "--dtype", "bfloat16", "--out-dtype", "float32"]
+    assert run(capsys, *SMALL, *canonical, "--device", "a100", "--emit", "plan")[0] == 0
+    expected = capsys.readouterr().out or run(capsys, *SMALL, *canonical, "--device", "a100")[1]
+    status, out, _ = run(capsys, *SMALL, *options, "--emit", "PLAN")
+    assert status == 0 and out == expected and "layout=NT" in out and "precision=TSS" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the package version first, then what a bug report needs."""
+    status, out, _ = run(capsys, "--version")
+    expected = getattr(mp, "__version__", None) or importlib.metadata.version("mmaplug")
+    assert status == 0 and out.startswith(f"mmaplug {expected} (Python 3.")
+    assert "numba-cuda" in out
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    """``python -m mmaplug`` is the same command."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mmaplug", "plugins"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("registered plugins:\n"), done.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["explain"], ["plugins"], ["demo"], ["bench"]])
+def test_help_is_written_for_a_terminal(
+    capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    """Help is plain text (no reStructuredText markup) and exits 0."""
+    status, out, _ = run(capsys, *command, "--help")
+    assert status == 0 and out.startswith("usage: mmaplug")
+    assert "``" not in out and ":param" not in out
+    assert "--progress" in out and "--verbose" in out
+
+
+def test_top_level_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "--help")
+    assert "examples:\n  mmaplug explain --m 4096" in out and "exit status: 0 done" in out
+
+
+def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """explain --json: the documented keys; params as JSON values; sources per field."""
+    status, out, err = run(capsys, *EXPLAIN, "--device", "a100", "--json", "--set", "stages=3")
+    assert status == 0 and err == ""
+    record = json.loads(out)
+    assert set(record) == PLAN_KEYS and record["schema"] == 1
+    assert record["scheduler"] == "ampere" and record["problem"]["layout"] == "TN"
+    assert record["problem"]["a_k_inner"] is True and record["device"]["cc"] == [8, 0]
+    assert record["params"]["stages"] == 3 and record["sources"]["stages"] == "caller"
+    assert len(record["params"]["cta_tile"]) == 3 and record["sources"]["cta_tile"] == "default"
+    hopper = next(c for c in record["candidates"] if c["name"] == "hopper")
+    assert hopper["accepted"] is False and "sm_80" in hopper["reason"]
+
+
+def test_plugins_lists_builtins_and_blocked(
+    capsys: pytest.CaptureFixture[str], hermetic_env: pytest.MonkeyPatch
+) -> None:
     """plugins lists each plugin's distribution, version and hooks, then the blocked names."""
     hermetic_env.setenv("MMAPLUG_DISABLE", "hopper")
-    assert main(["plugins"]) == 0
-    out = capsys.readouterr().out
-    assert "ampere       mmaplug 0.1.0" in out
+    status, out, _ = run(capsys, "plugins")
+    assert status == 0
+    assert "ampere       mmaplug " in out
     assert (
         "hooks: mmaplug_adjust_params, mmaplug_build_kernel, mmaplug_scheduler_candidates, "
         "mmaplug_validate_params"
@@ -125,8 +223,161 @@ def test_plugins_lists_builtins_and_blocked(capsys, hermetic_env):
     assert "blocked: hopper" in out and "  hopper " not in out
 
 
-def test_plugins_reports_env_errors(capsys, hermetic_env):
+def test_plugins_json(capsys: pytest.CaptureFixture[str], hermetic_env: pytest.MonkeyPatch) -> None:
+    """plugins --json: every plugin with distribution, version, module and hooks; the policy."""
+    hermetic_env.setenv("MMAPLUG_DISABLE", "hopper")
+    status, out, _ = run(capsys, "plugins", "--json")
+    record = json.loads(out)
+    assert status == 0 and set(record) == {"schema", "plugins", "heuristic", "blocked", "strict"}
+    ampere = next(p for p in record["plugins"] if p["name"] == "ampere")
+    assert set(ampere) == {"name", "distribution", "version", "module", "hooks"}
+    assert ampere["distribution"] == "mmaplug" and ampere["module"] == "mmaplug.plugins.ampere"
+    assert "mmaplug_build_kernel" in ampere["hooks"]
+    assert record["blocked"] == ["hopper"] and record["heuristic"] is None
+    assert record["strict"] is False
+
+
+def test_plugins_reports_env_errors(
+    capsys: pytest.CaptureFixture[str], hermetic_env: pytest.MonkeyPatch
+) -> None:
     """A bad environment is an error message, not a traceback."""
     hermetic_env.setenv("MMAPLUG_DISABLE", "default")
-    assert main(["plugins"]) == 2
-    assert "cannot be disabled" in capsys.readouterr().err
+    status, _, err = run(capsys, "plugins")
+    assert status == 2 and err.startswith("mmaplug: error: ") and "cannot be disabled" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "status"),
+    [(["plugins"], 1), (SMALL, 1), (["--help"], 0)],
+    ids=["plugins", "explain", "help"],
+)
+def test_a_closed_pipe_ends_quietly(argv: list[str], status: int) -> None:
+    """The reader gone (``| head -1``): no traceback; status 1 as the Python docs advise (0 for
+    --help, whose write error argparse itself swallows)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmaplug", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(),
+    )
+    proc.stdout.close()  # before the child writes: its first write gets EPIPE
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == status and err == ""
+
+
+def test_emit_source_progress_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """Slow steps say so on stderr with --progress; not by default off a terminal, never stdout."""
+    status, out, err = run(capsys, *SMALL, "--emit", "source")
+    assert status == 0 and err == "" and out.startswith('"""Generated by mmaplug.plugins.hopper')
+    status, again, err = run(capsys, *SMALL, "--emit", "source", "--progress")
+    assert status == 0 and again == out
+    assert err.startswith("mmaplug: compiling kernel hopper_float16_kk_64x64x64_")
+    assert err.splitlines()[1].endswith(" s") and "done in" in err
+    assert run(capsys, "--no-progress", *SMALL, "--emit", "source")[2] == ""
+
+
+def test_emit_json_adds_the_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """--emit with --json: the plan record plus the kernel name and the emitted text."""
+    status, out, _ = run(capsys, *SMALL, "--emit", "source", "--json", "--progress")
+    record = json.loads(out)
+    assert status == 0 and set(record) == PLAN_KEYS | {"kernel_name", "source"}
+    assert record["kernel_name"].startswith("hopper_") and "def hopper_gemm(" in record["source"]
+
+
+def test_emit_without_numba(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan-only install: --emit names the extra to install, plain explain still works."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "numba" else find_spec(name, *a),
+    )
+    status, _, err = run(capsys, *SMALL, "--emit", "ptx")
+    assert status == 2 and "--emit ptx needs numba, which is not installed: pip install" in err
+    assert "mmaplug[cu13]" in err and run(capsys, *SMALL)[0] == 0
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_verbose_logs_on_stderr(capsys: pytest.CaptureFixture[str], where: str) -> None:
+    """-v (before or after the command) prints mmaplug's INFO lines; the handler goes after."""
+    argv = ["-v", *SMALL] if where == "before" else [*SMALL, "-v"]
+    status, out, err = run(capsys, *argv)
+    assert status == 0 and out.startswith("kernel:")
+    assert err.startswith("mmaplug.plan: m=64 n=64 k=64 layout=TN") and err.count("\n") == 1
+    assert [type(h) for h in log.LOGGER.handlers] == [logging.NullHandler]
+    assert run(capsys, *SMALL)[2] == ""
+
+
+def without(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == module else find_spec(name, *a),
+    )
+
+
+def test_bench_without_torch(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without torch, bench says which extra to install, in one line."""
+    without(monkeypatch, "torch")
+    status, _, err = run(capsys, "bench", "--quick")
+    assert status == 2 and err == (
+        "mmaplug: error: mmaplug bench needs torch, which is not installed: "
+        "pip install 'mmaplug[bench]'\n"
+    )
+
+
+def test_bench_json_is_only_json(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """bench --json prints the rows (inf as null) and the dispatch time; the table stays out."""
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(gpu, "cuda_device_count", lambda: 1)
+    seen = {}
+
+    def fake_run(out, **kwargs):  # noqa: ANN001, ANN202
+        seen.update(kwargs)
+        print("kernel  sched ... the table", file=out)
+        return [{"kernel": "linear", "m": 64, "ours_ms": 0.5, "rel_err": float("inf")}]
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    monkeypatch.setattr(bench, "dispatch_overhead", lambda out: 15.5)
+    argv = ["bench", "--json", "--shape", "64X64x64", "--dtype", "BFloat16", "--set", "stages=3"]
+    status, out, err = run(capsys, *argv)
+    assert status == 0 and err == ""
+    assert json.loads(out) == {
+        "schema": 1,
+        "rows": [{"kernel": "linear", "m": 64, "ours_ms": 0.5, "rel_err": None}],
+        "dispatch_us": 15.5,
+    }
+    assert seen["shapes"] == ((64, 64, 64),) and seen["dtypes"] == (mp.bfloat16,)
+    assert seen["overrides"] == {"stages": 3} and seen["reps"] == 30
+    status, out, err = run(capsys, *argv, "--progress")
+    assert json.loads(out)["dispatch_us"] == 15.5 and "the table" in err
+
+
+def test_bench_needs_a_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(gpu, "cuda_device_count", lambda: 0)
+    status, _, err = run(capsys, "bench")
+    assert status == 2 and err == "mmaplug: error: mmaplug bench needs a CUDA GPU; none was found\n"
+
+
+def test_interrupt_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C: 'mmaplug: interrupted', status 130, no traceback."""
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_plugins", interrupted)
+    status, _, err = run(capsys, "plugins")
+    assert status == 130 and err == "mmaplug: interrupted\n"
