@@ -230,7 +230,9 @@ def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object |
         (``analysis.epilogue``), which the kernel must apply before storing.
     :returns: If ``spec.scheduler`` is yours, an artifact with ``kernel_name`` (str),
         ``ptx()`` (PTX text, no GPU needed) and ``launch(args: LaunchArgs)``; else None. Raise
-        ``KernelBuildError`` from the underlying compiler error when building fails.
+        ``KernelBuildError`` from the underlying compiler error when building fails. An
+        optional ``source()`` (the generated source, a str) feeds ``compiled.source`` and
+        ``MMAPLUG_DUMP=source``.
 
     Implemented by scheduler plugins; no default.
     """
