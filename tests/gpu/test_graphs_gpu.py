@@ -1,0 +1,152 @@
+"""GPU tier: ``execute`` captured in ``torch.cuda.graph`` and replayed computes the right thing.
+
+torch's recipe: warm up (bind) on a side stream, capture with static input tensors, then copy
+new values into those inputs, poison the static outputs with NaN and replay; the outputs must
+match float64 for the new values. torch captures in its "global" mode, so any allocation,
+synchronisation or legacy-stream use on the capture path is an error, not a silent empty graph.
+Both schedulers, with and without split-K (the workspace comes from the graph's memory pool).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mmaplug as mp
+from mmaplug.gpu import cuda_device_count
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm80,
+    pytest.mark.skipif(cuda_device_count() == 0, reason="needs a CUDA GPU"),
+    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
+]
+
+M, N, K = 200, 264, 256  # ragged in M and N for every tile
+
+
+def _sm90() -> bool:
+    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
+
+
+SCHEDULERS = [
+    "ampere",
+    pytest.param("hopper", marks=pytest.mark.skipif(not _sm90(), reason="needs sm_90")),
+]
+
+
+def _compiled(scheduler: str, epilogue: str, splitk: int) -> mp.CompiledFusion:
+    block = ("hopper",) if scheduler == "ampere" else ()
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=block)
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([M, K], dtype=mp.float16)
+        w = fd.define_tensor([N, K], dtype=mp.float16)
+        if epilogue == "bias_gelu":
+            b = fd.define_tensor([N], dtype=mp.float16)
+            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w, b)), mp.float16))
+        else:
+            fd.add_output(fd.ops.linear(x, w))
+    compiled = mp.compile(fd, pm=pm, overrides={"splitk_factor": splitk} if splitk > 1 else None)
+    assert (compiled.spec.scheduler, compiled.params.splitk_factor) == (scheduler, splitk)
+    return compiled
+
+
+def _random(like: list[Any], seed: int) -> list[Any]:
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return [torch.randn(t.shape, device="cuda", dtype=t.dtype, generator=gen) for t in like]
+
+
+def _reference(inputs: list[Any]) -> Any:
+    x, w, *b = (t.double() for t in inputs)
+    y = x @ w.T
+    return torch.nn.functional.gelu(y + b[0]) if b else y
+
+
+def _static_inputs(epilogue: str) -> list[Any]:
+    shapes = [(M, K), (N, K)] + ([(N,)] if epilogue == "bias_gelu" else [])
+    return [torch.zeros(s, device="cuda", dtype=torch.float16) for s in shapes]
+
+
+def _capture(compiled: mp.CompiledFusion, static: list[Any], *, warm: bool = True) -> tuple:
+    """(graph, static outputs), captured after a warm-up call on a side stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    if warm:
+        with torch.cuda.stream(side):
+            compiled.execute(static)
+        torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = compiled.execute(static)
+    return graph, outputs
+
+
+def _replay_and_check(graph: Any, static: list[Any], outputs: list[Any], seed: int) -> None:
+    new = _random(static, seed)
+    for dst, src in zip(static, new, strict=True):
+        dst.copy_(src)
+    for out in outputs:
+        out.fill_(float("nan"))  # whatever the replay leaves unwritten shows up
+    graph.replay()
+    torch.cuda.synchronize()
+    got = outputs[0].double()
+    assert torch.isfinite(got).all(), "the replay left outputs unwritten (an empty graph?)"
+    ref = _reference(new)
+    err = float((got - ref).norm() / ref.norm())
+    assert err < 1e-2, f"relative error {err:.2e} after replay"
+
+
+@pytest.mark.parametrize("splitk", [1, 2], ids=["splitk1", "splitk2"])
+@pytest.mark.parametrize("epilogue", ["none", "bias_gelu"])
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_replay_computes_new_inputs(scheduler: str, epilogue: str, splitk: int) -> None:
+    """Two replays with new values in the static inputs both match float64."""
+    compiled = _compiled(scheduler, epilogue, splitk)
+    static = _static_inputs(epilogue)
+    graph, outputs = _capture(compiled, static)
+    for seed in (1, 2):
+        _replay_and_check(graph, static, outputs, seed)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_replay_after_many_other_operands(scheduler: str) -> None:
+    """Eager calls on 40 other operand buffers after the capture (hopper: more tensor-map pairs
+    than its cache keeps) leave the graph's launches reading valid maps and workspaces."""
+    compiled = _compiled(scheduler, "none", 1)
+    static = _static_inputs("none")
+    graph, outputs = _capture(compiled, static)
+    for seed in range(40):
+        compiled.execute(_random(static, 100 + seed))
+    torch.cuda.synchronize()
+    _replay_and_check(graph, static, outputs, 3)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_graph_holds_kernels_and_no_copies(scheduler: str, tmp_path: Path) -> None:
+    """The captured graph's nodes are kernel launches: no memcpy of argument data or maps."""
+    compiled = _compiled(scheduler, "bias_gelu", 1)
+    static = _static_inputs("bias_gelu")
+    compiled.execute(static)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    graph.enable_debug_mode()
+    with torch.cuda.graph(graph):
+        compiled.execute(static)
+    dot = tmp_path / "graph.dot"
+    graph.debug_dump(str(dot))
+    text = dot.read_text().upper()
+    assert "KERNEL" in text, text[:2000]
+    assert "MEMCPY" not in text and "MEMSET" not in text, text[:4000]
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_first_call_inside_the_capture(scheduler: str) -> None:
+    """No warm-up: the call that binds (and builds) runs inside the capture and still replays."""
+    compiled = _compiled(scheduler, "bias_gelu", 1)
+    static = _static_inputs("bias_gelu")
+    graph, outputs = _capture(compiled, static, warm=False)
+    _replay_and_check(graph, static, outputs, 4)

@@ -1,0 +1,116 @@
+"""Both schedulers' bound launches without a GPU: which address lands in which parameter slot.
+
+The launches are recorded instead of run (``DriverLaunch`` replaced), so the layout execute
+relies on is checked here: A, B, epilogue inputs, outputs, then the split-K workspace the
+caller allocates; scalars as float32; every launch on the caller's stream.
+"""
+
+from __future__ import annotations
+
+import struct
+import types
+from typing import Any
+
+import pytest
+
+from mmaplug.cuda.launching import ARRAY_SLOTS
+from mmaplug.dtypes import DType
+from mmaplug.plugins.ampere import bound as ampere_bound
+from mmaplug.plugins.ampere.config import AmpereKernelConfig
+from mmaplug.plugins.ampere.harness import epilogue_program
+from mmaplug.plugins.hopper import artifact as hopper_artifact
+from mmaplug.plugins.hopper.config import HopperKernelConfig
+
+A, B, C, OUT, WS, MAPS, STREAM = 0xA00, 0xB00, 0xC00, 0xD00, 0xE00, 0xF00, 77
+
+
+class Recorder:
+    """Stands in for DriverLaunch: records the kernel, data pointers and scalars it launches."""
+
+    launched: list[dict[str, Any]] = []
+
+    def __init__(self, kern: Any, grid: Any, block: Any, smem: int, params: Any) -> None:
+        self.kern, self.params = kern, params
+
+    def __call__(self, stream: int) -> None:
+        slots = list(self.params.slots)
+        self.launched.append({
+            "kernel": self.kern,
+            "pointers": [slots[s] for s in self.params.pointer_slots],
+            "floats": [struct.unpack("<f", struct.pack("<I", v & 0xFFFFFFFF))[0] for v in slots],
+            "stream": stream,
+        })  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    Recorder.launched = []
+    monkeypatch.setattr(ampere_bound, "DriverLaunch", Recorder)
+    monkeypatch.setattr(ampere_bound, "build", lambda config: None)
+    monkeypatch.setattr(ampere_bound, "prepared", lambda kernels, name, smem: name)
+    monkeypatch.setattr(hopper_artifact, "DriverLaunch", Recorder)
+    monkeypatch.setattr(hopper_artifact, "compiled_kernel", lambda disp, sig, smem: disp)
+    return Recorder.launched
+
+
+@pytest.mark.parametrize("splitk", [1, 2])
+def test_ampere_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> None:
+    """alpha*acc + beta*C: pointers in kernel order, the workspace last, scalars as float32."""
+    config = AmpereKernelConfig(
+        splitk=splitk, epilogue=epilogue_program("alpha_beta", DType.float16)
+    )
+    bound = ampere_bound.BoundGemm(
+        config, [10, 20, 30, 40], (0, 32), (0, 32), [(0, 16, 1)], [(0, 16)], 2,
+        m=16, n=16, k=32, batch=1,
+    )  # fmt: skip
+    addresses = [A, B, C, OUT] + ([WS] if splitk > 1 else [])
+    bound(addresses, [1.5, -0.5], STREAM)
+    assert bound.workspace == (2 * 16 * 16 if splitk > 1 else 0)
+    assert all(launch["stream"] == STREAM for launch in recorded)
+    if splitk == 1:
+        (main,) = recorded
+        assert main["pointers"] == [A, B, C, OUT]
+        assert main["floats"][4 * ARRAY_SLOTS : 4 * ARRAY_SLOTS + 2] == [1.5, -0.5]
+        return
+    main, reduce = recorded
+    assert (main["kernel"], main["pointers"]) == ("ampere_gemm", [A, B, WS])
+    assert (reduce["kernel"], reduce["pointers"]) == ("ampere_splitk_reduce", [WS, C, OUT])
+    assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
+
+
+@pytest.mark.parametrize("splitk", [1, 2])
+def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> None:
+    """The maps of (A, B) replace them; the rest as ampere, asked on the launch's stream."""
+    asked: list[tuple[int, int, int]] = []
+    maps = types.SimpleNamespace(get=lambda a, b, stream: asked.append((a, b, stream)) or (0, MAPS))
+    config = HopperKernelConfig(
+        cta_tile=(64, 64, 64), warp_tile=(64, 64, 64), stages=2, splitk=splitk,
+        epilogue=epilogue_program("alpha_beta", DType.float16),
+    )  # fmt: skip
+    kernels = types.SimpleNamespace(
+        gemm="hopper_gemm", reduce="hopper_splitk_reduce",
+        signatures={"hopper_gemm": None, "hopper_splitk_reduce": None},
+    )  # fmt: skip
+    artifact = types.SimpleNamespace(config=config, _kernels=lambda: kernels)
+    plan = hopper_artifact._Launch(
+        maps=maps, grid=(4, 1, 1), shape=(16, 16, 32, 1, 0, 0), grid_args=(32, 1, 1, 1),
+        epi_strides=(0, 16, 1), out_strides=(0, 16), m=16, n=16, batch=1,
+    )  # fmt: skip
+    array = types.SimpleNamespace
+    args = types.SimpleNamespace(
+        epilogue_inputs=[array(array=array(size=30))], outputs=[array(array=array(size=40))]
+    )
+    bound = hopper_artifact.BoundHopper(artifact, plan, args)  # type: ignore[arg-type]
+    bound([A, B, C, OUT] + ([WS] if splitk > 1 else []), [1.5, -0.5], STREAM)
+    assert asked == [(A, B, STREAM)]
+    assert all(launch["stream"] == STREAM for launch in recorded)
+    if splitk == 1:
+        (main,) = recorded
+        assert main["pointers"] == [MAPS, C, OUT]
+        assert main["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
+        return
+    main, reduce = recorded
+    assert bound.workspace == 2 * 16 * 16
+    assert (main["kernel"], main["pointers"]) == ("hopper_gemm", [MAPS, WS])
+    assert (reduce["kernel"], reduce["pointers"]) == ("hopper_splitk_reduce", [WS, C, OUT])
+    assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
