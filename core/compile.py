@@ -17,7 +17,9 @@ from . import env
 from .analysis import MatmulAnalysis, analyze
 from .arguments import is_number
 from .choices import KernelSpec
+from .cuda.frameworks import allocate, allocator, kind_of, probe, stream_reader
 from .cuda.launching import simulating
+from .cuda.streams import relaxed_capture, stream_handle
 from .device import Device, get_device
 from .dtypes import DType
 from .errors import (
@@ -62,12 +64,15 @@ BoundLaunch = Callable[[Sequence[int], Sequence[float], int], None]
 
 
 class _Bound(NamedTuple):
-    """A bound launch and what each call needs to feed it."""
+    """A bound launch and what each call needs to feed it, prepared for the inputs' framework."""
 
     launch: BoundLaunch
-    kind: str  # the framework outputs are allocated with ("torch", "cupy", "numba")
-    outputs: tuple[tuple[tuple[int, ...], DType], ...]
+    outputs: tuple[tuple[tuple[int, ...], DType], ...]  # shapes and dtypes to allocate
+    allocators: tuple[Callable[[], object], ...]  # each output, on the current stream
     workspace: int  # float32 elements of scratch, passed after the outputs (0: none)
+    scratch: Callable[[], object] | None  # allocates the workspace on the current stream
+    stream: Callable[[], int]  # the framework's current stream
+    address: Callable[[object], int]  # an allocated tensor's data address
 
 
 class KernelArtifact(Protocol):
@@ -198,9 +203,6 @@ class CompiledFusion:
             the inputs' framework (torch's or CuPy's; Numba's default stream otherwise).
             Outputs are allocated by that framework, ordered on that stream.
         """
-        from .cuda.streams import current_stream, stream_handle
-        from .cuda.tensors import allocate, probe
-
         if len(inputs) != self._num_inputs:
             raise LaunchError(f"the fusion takes {self._num_inputs} inputs; got {len(inputs)}")
         scalars = self._scalars(inputs) if self._scalar_positions else ()
@@ -209,39 +211,49 @@ class CompiledFusion:
             return self._execute_checked(inputs, scalars, explicit)
         tensors = [inputs[i] for i in self._tensor_positions]
         probes = [probe(t) for t in tensors]
-        key = tuple([sig for _, sig in probes])
-        like = tensors[0]
-        bound = self._bound.get(key)
+        bound = self._bound.get(tuple([sig for _, sig in probes]))
         if bound is None:
-            outputs, bound = self._bind(inputs, key, explicit)
+            outputs, bound = self._bind(inputs, tuple([sig for _, sig in probes]), explicit)
+        elif explicit is None:
+            outputs = [new() for new in bound.allocators]
         else:
-            outputs = [allocate(like, shape, dtype, explicit) for shape, dtype in bound.outputs]
-        handle = current_stream(bound.kind, like) if explicit is None else explicit
+            outputs = [allocate(tensors[0], s, dtype, explicit) for s, dtype in bound.outputs]
         addresses = [ptr for ptr, _ in probes]
-        addresses += [probe(o)[0] for o in outputs]
-        if bound.workspace:
-            workspace = allocate(like, (bound.workspace,), DType.float32, explicit)
-            addresses.append(probe(workspace)[0])
-        bound.launch(addresses, scalars, handle)
+        address = bound.address
+        addresses += [address(out) for out in outputs]
+        if bound.workspace:  # scratch from the framework: ordered on the stream, graph-safe
+            scratch = (
+                bound.scratch()  # type: ignore[misc]
+                if explicit is None
+                else allocate(tensors[0], (bound.workspace,), DType.float32, explicit)
+            )
+            addresses.append(address(scratch))
+        bound.launch(addresses, scalars, bound.stream() if explicit is None else explicit)
         return outputs
 
     def _bind(
         self, inputs: Sequence[object], key: tuple, stream: int | None
     ) -> tuple[list[object], _Bound]:
         """Check *inputs*, allocate their outputs and bind a launch for their signature."""
-        from .cuda.streams import relaxed_capture
-
         with self._lock, relaxed_capture():
             outputs, args = self._checked_args(inputs, stream)
             bound = self._bound.get(key)  # another thread may have bound it meanwhile
             if bound is None:
                 start = time.perf_counter()
                 launch = self._unless_declined(lambda art: art.bind(args))
+                like = inputs[self._tensor_positions[0]]
+                kind = kind_of(like)
+                shapes = tuple((tuple(o.shape), o.dtype) for o in self.analysis.outputs)
+                workspace = int(getattr(launch, "workspace", 0))
+                address: Any = type(like).data_ptr if kind == "torch" else _cai_address
                 bound = _Bound(
                     launch=launch,
-                    kind=_kind(inputs[self._tensor_positions[0]]),
-                    outputs=tuple((tuple(o.shape), o.dtype) for o in self.analysis.outputs),
-                    workspace=int(getattr(launch, "workspace", 0)),
+                    outputs=shapes,
+                    allocators=tuple(allocator(like, s, dtype) for s, dtype in shapes),
+                    workspace=workspace,
+                    scratch=allocator(like, (workspace,), DType.float32) if workspace else None,
+                    stream=stream_reader(kind, like),
+                    address=address,
                 )
                 self._bound[key] = bound
                 self._log_bound(key, time.perf_counter() - start)
@@ -272,15 +284,14 @@ class CompiledFusion:
 
         *stream*: the caller's explicit stream handle (None: the framework's current one).
         """
-        from .cuda.streams import current_stream
-        from .cuda.tensors import adapt, allocate
+        from .cuda.tensors import adapt, allocate  # (its allocate: tests record allocations)
 
         analysis = self.analysis
         like = inputs[analysis.a.index]
         outputs = [allocate(like, b.shape, b.dtype, stream) for b in analysis.outputs]
         if stream is None:
-            kind = _kind(like)
-            stream = 0 if kind == "numpy" else current_stream(kind, like)
+            kind = kind_of(like)
+            stream = 0 if kind == "numpy" else stream_reader(kind, like)()
         args = LaunchArgs(
             a=adapt(inputs[analysis.a.index], analysis.a),
             b=adapt(inputs[analysis.b.index], analysis.b),
@@ -393,8 +404,6 @@ def _artifact_fault(artifact: object) -> str:
     return ""
 
 
-def _kind(obj: object) -> str:
-    """The framework of *obj* (``tensors.kind_of``; imported late: it needs Numba)."""
-    from .cuda.tensors import kind_of
-
-    return kind_of(obj)
+def _cai_address(obj: object) -> int:
+    """The data address of a CuPy or Numba array (``__cuda_array_interface__``)."""
+    return int(obj.__cuda_array_interface__["data"][0])  # type: ignore[attr-defined]

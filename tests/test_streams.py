@@ -8,6 +8,7 @@ fast path of ``CompiledFusion.execute`` runs exactly as it does on a device.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import threading
 import types
@@ -24,6 +25,7 @@ from mmaplug.cuda import streams, tensors
 from mmaplug.cuda.launching import BoundKernels, KernelParams
 from mmaplug.plan import plan_problem
 
+compile_module = importlib.import_module("mmaplug.compile")  # mmaplug.compile is mp.compile
 _TYPESTR = {"float16": "<f2", "float32": "<f4", "int16": "<i2", "bfloat16": "<V2"}
 
 
@@ -41,9 +43,10 @@ class Tensor:
     def __init__(self, torch: FakeTorch, shape: tuple[int, ...], dtype: FakeDType, ptr: int):
         self._torch, self.shape, self.dtype, self._ptr = torch, tuple(shape), dtype, ptr
         self.is_cuda, self.device = True, "cuda:0"
+        self._strides = tuple(int(np.prod(self.shape[i + 1 :])) for i in range(len(shape)))
 
     def stride(self) -> tuple[int, ...]:
-        return tuple(int(np.prod(self.shape[i + 1 :])) for i in range(len(self.shape)))
+        return self._strides
 
     def data_ptr(self) -> int:
         return self._ptr
@@ -145,7 +148,7 @@ def torch(monkeypatch: pytest.MonkeyPatch) -> FakeTorch:
         )
     )
     monkeypatch.setattr(tensors, "cuda", flat)  # views of fake memory: no GPU needed
-    monkeypatch.setattr(streams, "relaxed_capture", contextlib.nullcontext)  # no driver here
+    monkeypatch.setattr(compile_module, "relaxed_capture", contextlib.nullcontext)  # no driver
     return fake
 
 
