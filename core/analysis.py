@@ -20,6 +20,10 @@ from .fusion import (
     BroadcastOp,
     CastOp,
     Fusion,
+    IterDomain,
+    IterType,
+    LinearOp,
+    MatmulOp,
     MmaOp,
     Scalar,
     SetOp,
@@ -38,6 +42,7 @@ from .patterns import (
     unrelated_dims,
 )
 from .problem import MatmulProblem, VectorWidths
+from .shapes import require_concrete
 from .translate import skip_intermediates, translate_matmul_patterns
 
 if TYPE_CHECKING:
@@ -54,7 +59,10 @@ def matmul_problem(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) ->
 def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> MatmulAnalysis:
     """Translate a copy of *fusion* (or a FusionDefinition's) and derive its problem, bindings
     and epilogue program. Messages name the user's tensors, not the copy's new ones."""
-    work = copy.deepcopy(as_fusion(fusion, "analyze"))
+    fusion = as_fusion(fusion, "analyze")
+    require_concrete(fusion, "matmul analysis")
+    work = copy.deepcopy(fusion)
+    _unit_rows_are_real(work)
     name = _UserNames(work)
     patterns = translate_matmul_patterns(work, pm=pm)
     name.settle(work)
@@ -134,6 +142,37 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         scalar_inputs=scalars,
         epilogue=program,
     )
+
+
+def _unit_rows_are_real(fusion: Fusion) -> None:
+    """Make an M or N of extent 1 written into a matmul or linear a real dim of that role.
+
+    A declared extent of 1 is a broadcast dim (nvFuser), so ``x[1, K] @ W`` would have no M
+    and its output no M dim. By torch's semantics A's row dim is M and B's column dim is N
+    whatever their extent: when that dim's class holds nothing but size-1 broadcasts, every
+    member becomes an iteration dim of extent 1 (the same values, so the same fusion).
+    """
+    rows: list[IterDomain] = []
+    for expr in fusion.exprs():
+        if not isinstance(expr, MatmulOp | LinearOp):
+            continue
+        a, b = (t.no_reduction_domain for t in expr.inputs[:2])  # type: ignore[attr-defined]
+        if isinstance(expr, MatmulOp):
+            rows += ([a[-2]] if len(a) > 1 else []) + ([b[-1]] if len(b) > 1 else [])
+        else:
+            rows += a[:-1] + ([b[0]] if len(b) > 1 else [])
+    if not any(d.is_broadcast for d in rows):
+        return
+    graph = DimGraph(fusion)
+    members: dict[int, list[IterDomain]] = {}
+    for tv in fusion.tensors():
+        for d in tv.domain:
+            members.setdefault(graph.group(d), []).append(d)
+    for row in rows:
+        group = members[graph.group(row)]
+        if all(d.is_broadcast for d in group):
+            for d in group:
+                d.iter_type = IterType.ITERATION
 
 
 # -- the user's names ---------------------------------------------------------------------------
@@ -292,18 +331,22 @@ def _check_output_order(binding: TensorBinding, tv: TensorView) -> None:
     _check_blocks(binding, (DimRole.BATCH,), (DimRole.M, DimRole.N))
 
 
+def _strided(tv: TensorView) -> list[IterDomain]:
+    """*tv*'s dims in memory order that have a stride to speak of (not of extent 1)."""
+    return [d for d in tv.allocation if not d.is_broadcast and d.extent > 1]
+
+
 def _inner_role(tv: TensorView, roles, graph) -> DimRole | None:  # noqa: ANN001
-    for d in reversed(tv.allocation):
-        if not d.is_broadcast:
-            return roles.get(graph.group(d))
-    return None
+    """The role of *tv*'s innermost dim; a dim of extent 1 (M = 1) has no say in the layout."""
+    inner = _strided(tv)
+    return roles.get(graph.group(inner[-1])) if inner else None
 
 
 def _vector_widths(fusion, a, b, troles, roles, graph) -> VectorWidths:  # noqa: ANN001
     """Widest vector per side from the static shapes (pointers are checked again at launch)."""
 
     def width(tv: TensorView) -> int:
-        inner = [d for d in tv.allocation if not d.is_broadcast]
+        inner = _strided(tv)
         extent = inner[-1].extent if inner else 1
         limit = 16 // tv.dtype.itemsize
         w = 1

@@ -55,6 +55,8 @@ class Provenance:
     """How a KernelSpec's params were decided: who supplied each field, and what was changed.
 
     ``scheduler_plugin`` is the plugin that offered the chosen scheduler (it must build it).
+    ``shape_class`` names the shape class a fusion with symbolic extents planned this for
+    (``MatmulProblem.shape_class``); empty for a fusion of static extents.
     """
 
     base: str
@@ -64,6 +66,7 @@ class Provenance:
     candidates: tuple[SchedulerChoice | Rejection, ...] = ()
     dropped: tuple[str, ...] = ()
     scheduler_plugin: str = ""
+    shape_class: str = ""
 
     def source(self, field: str) -> str:
         """The plugin (or ``"caller"``) whose value *field* holds."""

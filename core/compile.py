@@ -35,12 +35,15 @@ from .guard import Guard, wrong
 from .log import BUILD, LAUNCH
 from .manager import describe, get_plugin_manager
 from .plan import explain, plan_problem
+from .shapes import symbolic_dims
+from .specialize import KernelPool, SymbolicFusion
 
 if TYPE_CHECKING:
     import pluggy
 
     from .cuda.tensors import DeviceTensor
     from .params import MatmulParams
+    from .problem import MatmulProblem
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +53,8 @@ class LaunchArgs:
     ``epilogue_inputs``, ``scalars`` and ``outputs`` follow the order of the spec's
     ``EpilogueProgram`` (``inputs``, ``scalars``, ``outputs``). ``stream`` is the raw
     ``CUstream`` handle to launch on (the caller's; 0 is the legacy default stream).
+    ``problem`` is this launch's: take m, n, k and batch from it, not from the spec the
+    artifact was built for (one kernel serves every shape class planned alike).
     """
 
     a: DeviceTensor
@@ -57,6 +62,7 @@ class LaunchArgs:
     epilogue_inputs: tuple[DeviceTensor, ...]
     scalars: tuple[float, ...]
     outputs: tuple[DeviceTensor, ...]
+    problem: MatmulProblem
     stream: int = 0
 
 
@@ -76,7 +82,12 @@ class _Bound(NamedTuple):
 
 
 class KernelArtifact(Protocol):
-    """What ``mmaplug_build_kernel`` returns: a launchable kernel for one analysed fusion."""
+    """What ``mmaplug_build_kernel`` returns: a launchable kernel for one analysed fusion.
+
+    It is built once per kernel configuration (``mmaplug.specialize.kernel_key``) and then
+    launched for every problem that differs from its spec's only in m, n, k and batch (a
+    fusion with symbolic extents): read those from ``LaunchArgs.problem``.
+    """
 
     kernel_name: str
 
@@ -298,6 +309,7 @@ class CompiledFusion:
             epilogue_inputs=tuple(adapt(inputs[b.index], b) for b in self._epilogue_bindings),
             scalars=(),
             outputs=tuple(adapt(o, b) for o, b in zip(outputs, analysis.outputs, strict=True)),
+            problem=analysis.problem,
             stream=stream,
         )
         return outputs, args
@@ -338,15 +350,42 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     *,
     pm: pluggy.PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
-) -> CompiledFusion:
-    """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU)."""
+) -> CompiledFusion | SymbolicFusion:
+    """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU).
+
+    A fusion with symbolic (-1) extents gives a ``SymbolicFusion``, planned per call's shapes.
+    """
     fusion = as_fusion(fusion, "mp.compile")
     pm = pm or get_plugin_manager()
     target = get_device(device)
+    if symbolic_dims(fusion):
+
+        def specialize(analysis: MatmulAnalysis, spec: KernelSpec, kernels: KernelPool) -> Any:
+            return compiled(analysis, spec, pm=pm, overrides=overrides, kernels=kernels)
+
+        return SymbolicFusion(fusion, target, pm=pm, overrides=overrides, specialize=specialize)
     analysis = analyze(fusion, pm=pm)
     spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
+    return compiled(analysis, spec, pm=pm, overrides=overrides)
+
+
+def compiled(
+    analysis: MatmulAnalysis,
+    spec: KernelSpec,
+    *,
+    pm: pluggy.PluginManager,
+    overrides: Mapping[str, object] | None,
+    kernels: KernelPool | None = None,
+) -> CompiledFusion:
+    """*analysis* planned as *spec*, with its kernel: one of *kernels* (those a fusion with
+    symbolic extents built so far) when its configuration matches, else newly built."""
+    target, shape_class = spec.device, spec.provenance.shape_class
+    pool = KernelPool() if kernels is None else kernels
 
     def build(spec: KernelSpec) -> KernelArtifact:
+        return pool.get(spec, analysis, new_kernel)
+
+    def new_kernel(spec: KernelSpec) -> KernelArtifact:
         guard = Guard(pm)
         start = time.perf_counter()
         artifact = _build(guard, spec, analysis)
@@ -362,12 +401,14 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
 
     def replan(declined: Mapping[str, str]) -> tuple[KernelSpec, KernelArtifact, str]:
         note = ""
+        problem = analysis.problem
         try:
             again = plan_problem(
-                analysis.problem, target, pm=pm, overrides=overrides, declined=declined
-            )
+                problem, target, pm=pm, overrides=overrides, declined=declined,
+                shape_class=shape_class,
+            )  # fmt: skip
         except InvalidParamsError:  # the caller's overrides were meant for the declined kernel
-            again = plan_problem(analysis.problem, target, pm=pm, declined=declined)
+            again = plan_problem(problem, target, pm=pm, declined=declined, shape_class=shape_class)
             note = " (planned without the caller's overrides, which it cannot take)"
         return again, build(again), note
 

@@ -30,6 +30,7 @@ from .fusion import (
     Val,
     as_fusion,
 )
+from .shapes import concretize, shape_of, symbolic_dims
 
 _erf: Final = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -61,7 +62,8 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
     Every op computes in float64; each op's result is rounded to its declared dtype, as a
     kernel storing or converting that value would, and a scalar meeting a tensor is first
     converted to the op's type (a float32 op sees ``float32(0.1)``, as in nvFuser and torch).
-    Returns the outputs in their declared dtypes.
+    Symbolic extents (-1) take the extents of *inputs*. Returns the outputs in their declared
+    dtypes.
     """
     fusion = as_fusion(fusion, "evaluate")
     if not isinstance(inputs, list | tuple):
@@ -74,6 +76,12 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
             f"evaluate: the fusion takes {len(fusion.inputs)} inputs "
             f"({', '.join(v.name for v in fusion.inputs)}); got {len(inputs)}"
         )
+    if symbolic_dims(fusion):  # this call's inputs decide the symbolic extents
+        shapes = [
+            shape_of(x) if isinstance(v, TensorView) else None
+            for v, x in zip(fusion.inputs, inputs, strict=True)
+        ]
+        fusion = concretize(fusion, shapes, where="evaluate")
     env: dict[int, np.ndarray | float] = {}
     for val, given in zip(fusion.inputs, inputs, strict=True):
         env[id(val)] = _bind_input(val, given)

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from . import arguments
+from . import arguments, shapes
 from .dtypes import DType
 from .errors import FusionError
 from .fusion import (
+    SYMBOLIC,
     BinaryOp,
     BroadcastOp,
     CastOp,
@@ -40,8 +41,18 @@ _V = TypeVar("_V", bound=Val)
 
 
 def _dim(extent: int) -> IterDomain:
-    """A fresh dim; a declared extent of 1 is a broadcast dim, as in nvFuser."""
+    """A fresh dim; a declared extent of 1 is a broadcast dim, -1 a symbolic one (nvFuser)."""
     return IterDomain(extent, IterType.BROADCAST if extent == 1 else IterType.ITERATION)
+
+
+def _agree(*dims: IterDomain) -> bool:
+    """Whether *dims* may be one dim: equal static extents; a symbolic one fits any."""
+    return len({d.extent for d in dims if not d.is_symbolic}) <= 1
+
+
+def _extent(*dims: IterDomain) -> int:
+    """The static extent among *dims* (which agree), else SYMBOLIC."""
+    return next((d.extent for d in dims if not d.is_symbolic), SYMBOLIC)
 
 
 def _copy_dim(d: IterDomain) -> IterDomain:
@@ -52,15 +63,16 @@ _ints = arguments.ints
 
 
 def _merge_dims(name: str, dims: Sequence[IterDomain], where: str = "") -> IterDomain:
-    """Output dim of an element-wise op: concrete wins over broadcast; extents must agree."""
-    concrete = {d.extent for d in dims if not d.is_broadcast}
-    if len(concrete) > 1:
+    """Output dim of an element-wise op: concrete wins over broadcast; extents must agree
+    (a symbolic extent agrees with any: the call's inputs must then make them equal)."""
+    concrete = [d for d in dims if not d.is_broadcast]
+    if not _agree(*concrete):
         raise FusionError(
-            f"{name}: {where or 'dims'} have extents {sorted(concrete)}, which cannot be "
-            "combined; extents must match or be 1 (broadcast)"
+            f"{name}: {where or 'dims'} have extents {sorted({d.extent for d in concrete})}, "
+            "which cannot be combined; extents must match or be 1 (broadcast)"
         )
     if concrete:
-        return IterDomain(concrete.pop(), IterType.ITERATION)
+        return IterDomain(_extent(*concrete), IterType.ITERATION)
     return IterDomain(max(d.extent for d in dims), IterType.BROADCAST)
 
 
@@ -111,7 +123,7 @@ class Ops:
             raise FusionError("matmul: operands must have at least one dim; got a 0-d tensor")
         k_a = ad[-1]
         k_b = bd[0] if len(bd) == 1 else bd[-2]
-        if k_a.extent != k_b.extent:
+        if not _agree(k_a, k_b):
             raise FusionError(
                 f"matmul: K of {a.name} is {k_a.extent} but K of {b.name} is {k_b.extent}; "
                 "A's last dim must equal B's second-to-last dim (its only dim when 1-D)"
@@ -124,7 +136,7 @@ class Ops:
             body.append(_copy_dim(ad[-2]))
         if len(bd) > 1:
             body.append(_copy_dim(bd[-1]))
-        body.append(IterDomain(k_a.extent, IterType.REDUCTION))
+        body.append(IterDomain(_extent(k_a, k_b), IterType.REDUCTION))
         out = self._new(a.dtype, body)
         self._fusion.attach(MatmulOp([out], [a, b]))
         return out
@@ -141,7 +153,7 @@ class Ops:
             raise FusionError(
                 f"linear: weight {w.name} has rank {len(wd)}; F.linear takes [N, K] or [K]"
             )
-        if ad[-1].extent != wd[-1].extent:
+        if not _agree(ad[-1], wd[-1]):
             raise FusionError(
                 f"linear: K of input {a.name} is {ad[-1].extent} but K of weight {w.name} is "
                 f"{wd[-1].extent}; both must have K as their last dim"
@@ -151,14 +163,15 @@ class Ops:
             body.append(_copy_dim(wd[0]))
             if bias is not None:
                 bias_t = operands[2]
-                if bias_t.shape != (wd[0].extent,):
+                bd = bias_t.no_reduction_domain
+                if len(bd) != 1 or not _agree(bd[0], wd[0]):
                     raise FusionError(
                         f"linear: bias {bias_t.name} has shape {list(bias_t.shape)}; "
                         f"it must be [N] = [{wd[0].extent}]"
                     )
         elif bias is not None:
             raise FusionError("linear: a bias needs a 2-D weight [N, K]")
-        body.append(IterDomain(ad[-1].extent, IterType.REDUCTION))
+        body.append(IterDomain(_extent(ad[-1], wd[-1]), IterType.REDUCTION))
         out = self._new(a.dtype, body)
         self._fusion.attach(LinearOp([out], operands))
         return out
@@ -273,7 +286,7 @@ class Ops:
         """Place dim ``i`` of *x* at output position ``broadcast_dims[i]``; others are new."""
         x = self._tensor(x, "broadcast_in_dim")
         xd = x.no_reduction_domain
-        shape = arguments.extents(shape, f"broadcast_in_dim of {x.name}: shape")
+        shape = shapes.extents(shape, f"broadcast_in_dim of {x.name}: shape")
         bdims = _ints(broadcast_dims, "broadcast_in_dim: broadcast_dims")
         if len(bdims) != len(xd):
             raise FusionError(
@@ -289,13 +302,21 @@ class Ops:
         for pos, extent in enumerate(shape):
             if pos in bdims:
                 src = xd[bdims.index(pos)]
-                if src.extent != extent and not src.is_broadcast:
+                if extent == SYMBOLIC:  # -1: the input dim's extent, as it is
+                    domain.append(_copy_dim(src))
+                    continue
+                if not (src.is_broadcast or src.is_symbolic or src.extent == extent):
                     raise FusionError(
                         f"broadcast_in_dim: dim {bdims.index(pos)} of {x.name} has extent "
                         f"{src.extent} but the output shape asks {extent} at position {pos}"
                     )
-                kind = src.iter_type if src.extent == extent else IterType.BROADCAST
-                domain.append(IterDomain(extent, kind))
+                domain.append(IterDomain(extent, src.iter_type))
+            elif extent == SYMBOLIC:
+                raise FusionError(
+                    f"broadcast_in_dim of {x.name}: the new dim at position {pos} has extent -1; "
+                    "-1 keeps an input dim's extent, a new dim needs one (give 1: it broadcasts "
+                    "to whatever it meets)"
+                )
             else:
                 domain.append(IterDomain(extent, IterType.BROADCAST))
         flags = [p not in bdims for p in range(len(shape))]
@@ -325,10 +346,10 @@ class Ops:
             }
         )
         for a in axes:
-            if xd[a].extent != 1:
+            if not xd[a].is_broadcast:
+                what = "a symbolic extent (-1)" if xd[a].is_symbolic else f"extent {xd[a].extent}"
                 raise FusionError(
-                    f"squeeze: dim {a} of {x.name} has extent {xd[a].extent}; only size-1 "
-                    "dims can be squeezed"
+                    f"squeeze: dim {a} of {x.name} has {what}; only size-1 dims can be squeezed"
                 )
         out = self._new(x.dtype, [_copy_dim(d) for i, d in enumerate(xd) if i not in axes])
         return self._emit(SqueezeOp, out, x, axes)
@@ -461,7 +482,8 @@ class FusionDefinition:
         dtype: DType = DType.float32,
         stride_order: Sequence[int] | None = None,
     ) -> TensorView:
-        """A fusion input of *shape* (static extents; 1 is a broadcast dim).
+        """A fusion input of *shape*: static extents (1 is a broadcast dim) or -1, a symbolic
+        extent each call's inputs decide (nvFuser's convention).
 
         :param stride_order: nvFuser's meaning: ``stride_order[i]`` is the rank of dim i's stride,
             0 the innermost. Row-major (the default) is ``[rank-1, ..., 0]``.
@@ -469,8 +491,8 @@ class FusionDefinition:
         self._check_open("define_tensor")
         if not isinstance(dtype, DType):
             raise FusionError(f"define_tensor: dtype must be e.g. mp.float16; got {dtype!r}")
-        shape = arguments.extents(shape, "define_tensor: shape")
-        arguments.check_bytes(shape, dtype, "define_tensor: shape")
+        shape = shapes.extents(shape, "define_tensor: shape")
+        arguments.check_bytes([e for e in shape if e != SYMBOLIC], dtype, "define_tensor: shape")
         rank = len(shape)
         if stride_order is None:
             alloc = list(range(rank))

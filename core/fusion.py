@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from .dtypes import DType, promote
 from .errors import FusionError, UsageError
@@ -26,8 +26,15 @@ class MemoryType(enum.StrEnum):
     LOCAL = "local"
 
 
+#: The extent of a symbolic dim (nvFuser's ``-1``): known only when inputs arrive.
+SYMBOLIC: Final = -1
+
+
 class IterDomain:
-    """One dimension of one tensor. Identity matters: ops map input dims to output dims."""
+    """One dimension of one tensor. Identity matters: ops map input dims to output dims.
+
+    ``extent`` is ``SYMBOLIC`` (-1) for a dim whose size each call's inputs decide.
+    """
 
     __slots__ = ("extent", "iter_type")
 
@@ -42,6 +49,10 @@ class IterDomain:
     @property
     def is_broadcast(self) -> bool:
         return self.iter_type is IterType.BROADCAST
+
+    @property
+    def is_symbolic(self) -> bool:
+        return self.extent == SYMBOLIC
 
     def __repr__(self) -> str:
         prefix = "" if self.iter_type is IterType.ITERATION else self.iter_type.value

@@ -56,9 +56,13 @@ class MatmulPattern:
 
 
 class DimGraph:
-    """Dims that are one loop, across the whole fusion (nvFuser's BROADCAST-mode IdModel)."""
+    """Dims that are one loop, across the whole fusion (nvFuser's BROADCAST-mode IdModel).
 
-    def __init__(self, fusion: Fusion) -> None:
+    With *exact*, a broadcast dim joins nothing (nvFuser's EXACT mode): every class then holds
+    dims of one extent, which is what binding symbolic extents needs.
+    """
+
+    def __init__(self, fusion: Fusion, *, exact: bool = False) -> None:
         self._parent: dict[int, int] = {}
         self._dims: dict[int, IterDomain] = {}
         for tv in fusion.tensors():
@@ -66,7 +70,8 @@ class DimGraph:
                 self._add(d)
         for expr in fusion.exprs():
             for src, dst in expr.dim_pairs():
-                self._union(src, dst)
+                if not (exact and (src.is_broadcast or dst.is_broadcast)):
+                    self._union(src, dst)
 
     def _add(self, d: IterDomain) -> None:
         self._parent.setdefault(id(d), id(d))

@@ -374,6 +374,7 @@ def plan_problem(
     overrides: Mapping[str, object] | None = None,
     strict: bool | None = None,
     declined: Mapping[str, str] | None = None,
+    shape_class: str = "",
 ) -> KernelSpec:
     """Choose the scheduler and params for *problem* on *device* through the plugin hooks.
 
@@ -383,6 +384,8 @@ def plan_problem(
         (False); None follows ``pm.strict`` (``MMAPLUG_STRICT``).
     :param declined: Schedulers whose built kernel declined the tensors of a launch, with the
         reason: each becomes a Rejection (``CompiledFusion`` re-plans this way).
+    :param shape_class: Recorded in the provenance: the shape class of a fusion with symbolic
+        extents this plan is for (``MatmulProblem.shape_class``).
     :raises NoSchedulerError: No scheduler accepted; lists every rejection.
     :raises InvalidParamsError: The final params break rules; every violation, each naming the
         plugin whose value broke it.
@@ -399,6 +402,10 @@ def plan_problem(
             spec = planner.plan(dict(overrides or {}))
         except _Retry:
             continue
+        if shape_class:
+            spec = attrs.evolve(
+                spec, provenance=attrs.evolve(spec.provenance, shape_class=shape_class)
+            )
         _log_plan(spec)
         return spec
 
@@ -436,6 +443,8 @@ def explain(spec: KernelSpec) -> str:
         f"scheduler:  {spec.scheduler}",
         "candidates:",
     ]
+    if prov.shape_class:
+        lines.insert(1, f"shape class: {prov.shape_class} (symbolic extents; one plan per class)")
     for c in prov.candidates:
         verdict = (
             f"accepted (priority {c.priority})"

@@ -88,6 +88,20 @@ class MatmulProblem:
         """Operand letter, ``S`` for the float32 accumulator, output letter (``"HSH"``)."""
         return f"{self.operand_dtype.char}S{self.output_dtype.char}"
 
+    @property
+    def shape_class(self) -> str:
+        """The extents that name this problem's shape class (``m=1 n=4096 k=4096 batch=1``).
+
+        A compiled fusion with symbolic extents plans once per class: the hooks see nothing
+        of a call but its problem, so two calls of one problem get one answer.
+        """
+        return f"m={self.m} n={self.n} k={self.k} batch={self.batch}"
+
+    def without_extents(self) -> MatmulProblem:
+        """This problem with m, n, k and batch set to 1: all a built kernel specialises on
+        (kernels take the extents at launch)."""
+        return attrs.evolve(self, m=1, n=1, k=1, batch=1)
+
     def describe(self) -> str:
         """One line: shape, layout with both conventions spelled out, precision."""
         batch = f"batch={self.batch} " if self.batch > 1 else ""

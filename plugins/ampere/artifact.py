@@ -62,7 +62,8 @@ def _ptx(config: AmpereKernelConfig, cc: tuple[int, ...]) -> str:
 
 @attrs.frozen
 class AmpereArtifact:
-    """A built ampere kernel: its config and the problem shape it was planned for."""
+    """A built ampere kernel: its config and the spec it was first planned for (each launch
+    brings its own extents in ``LaunchArgs.problem``)."""
 
     config: AmpereKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
@@ -94,7 +95,7 @@ class AmpereArtifact:
         if (vec_a, vec_b) != (config.vec_a, config.vec_b):
             config = attrs.evolve(config, vec_a=vec_a, vec_b=vec_b)
         a, b = args.a.role_strides, args.b.role_strides
-        problem = self.spec.problem
+        problem = args.problem  # the launch's extents: one kernel serves every shape class
         strides = dict(
             a=(a[DimRole.BATCH], a[a_outer]),
             b=(b[DimRole.BATCH], b[b_outer]),

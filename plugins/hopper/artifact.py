@@ -96,7 +96,7 @@ class HopperArtifact:
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
         """Check the operands against TMA's rules and work out grid and kernel arguments."""
-        cfg, problem = self.config, self.spec.problem
+        cfg, problem = self.config, args.problem  # the launch's extents, not the spec's
         a_inner = DimRole.K if cfg.a_k_inner else DimRole.M
         b_inner = DimRole.K if cfg.b_k_inner else DimRole.N
         require_unit_stride("operand A", args.a, a_inner)
