@@ -62,7 +62,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     fusion = as_fusion(fusion, "analyze")
     require_concrete(fusion, "matmul analysis")
     work = copy.deepcopy(fusion)
-    _unit_rows_are_real(work)
+    _unit_dims_are_real(work)
     name = _UserNames(work)
     patterns = translate_matmul_patterns(work, pm=pm)
     name.settle(work)
@@ -144,35 +144,37 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     )
 
 
-def _unit_rows_are_real(fusion: Fusion) -> None:
-    """Make an M or N of extent 1 written into a matmul or linear a real dim of that role.
+def _unit_dims_are_real(fusion: Fusion) -> None:
+    """Make an M, N or K of extent 1 written into a matmul or linear a dim of that role.
 
     A declared extent of 1 is a broadcast dim (nvFuser), so ``x[1, K] @ W`` would have no M
-    and its output no M dim. By torch's semantics A's row dim is M and B's column dim is N
-    whatever their extent: when that dim's class holds nothing but size-1 broadcasts, every
-    member becomes an iteration dim of extent 1 (the same values, so the same fusion).
+    and its output no M dim. By torch's semantics A's row dim is M, B's column dim N and the
+    summed dim K whatever their extent: when that dim's class holds only extent-1 dims, its
+    broadcast members become iteration dims (the same values, so the same fusion).
     """
-    rows: list[IterDomain] = []
+    dims: list[IterDomain] = []
     for expr in fusion.exprs():
         if not isinstance(expr, MatmulOp | LinearOp):
             continue
         a, b = (t.no_reduction_domain for t in expr.inputs[:2])  # type: ignore[attr-defined]
         if isinstance(expr, MatmulOp):
-            rows += ([a[-2]] if len(a) > 1 else []) + ([b[-1]] if len(b) > 1 else [])
+            dims += a[-2:] if len(a) > 1 else a
+            dims += [b[-2], b[-1]] if len(b) > 1 else b
         else:
-            rows += a[:-1] + ([b[0]] if len(b) > 1 else [])
-    if not any(d.is_broadcast for d in rows):
+            dims += [*a, *b]  # input [*M, K], weight [N, K] or [K]
+    if not any(d.is_broadcast for d in dims):
         return
     graph = DimGraph(fusion)
     members: dict[int, list[IterDomain]] = {}
     for tv in fusion.tensors():
         for d in tv.domain:
             members.setdefault(graph.group(d), []).append(d)
-    for row in rows:
-        group = members[graph.group(row)]
-        if all(d.is_broadcast for d in group):
-            for d in group:
-                d.iter_type = IterType.ITERATION
+    for d in dims:
+        group = members[graph.group(d)]
+        if all(m.extent == 1 for m in group):
+            for m in group:
+                if m.is_broadcast:
+                    m.iter_type = IterType.ITERATION
 
 
 # -- the user's names ---------------------------------------------------------------------------
