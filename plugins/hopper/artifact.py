@@ -22,11 +22,13 @@ from mmaplug.cuda.launching import (
 )
 from mmaplug.cuda.modules import GeneratedKernels
 from mmaplug.cuda.tensors import require_unit_stride
+from mmaplug.dtypes import DType
 from mmaplug.errors import DeclinedLaunchError
-from mmaplug.params import TilingStrategy
+from mmaplug.params import MatmulParams, TilingStrategy
 from mmaplug.patterns import DimRole
+from mmaplug.problem import MatmulProblem
 
-from .config import HopperKernelConfig
+from .config import BULK_ALIGN, HopperKernelConfig, bulk_buffers
 from .kernel import build, compile_ptx
 from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
@@ -46,14 +48,49 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         cta_order=params.cta_order.value,
         grid_swizzle=params.grid_swizzle_factor,
         smem_epilogue=params.use_smem_epilogue,
+        bulk_stores=params.use_smem_epilogue and bulk_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         epilogue=analysis.epilogue,
     )
 
 
+def bulk_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: MatmulParams) -> bool:
+    """Whether the staged epilogue can leave by bulk row copies: every output's chunk rows fit
+    the staging region and its rows are whole 16-byte units (N * itemsize % 16 == 0, true of
+    the contiguous outputs ``execute`` allocates; each launch checks the actual tensors)."""
+    dtypes = (
+        (DType.float32,)
+        if params.splitk_factor > 1
+        else tuple(o.dtype for o in analysis.epilogue.outputs)
+    )
+    fits = bulk_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
+    return fits and all(problem.n * d.itemsize % BULK_ALIGN == 0 for d in dtypes)
+
+
 @functools.cache
 def _ptx(config: HopperKernelConfig) -> str:
     return compile_ptx(config)
+
+
+def _check_bulk_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> None:
+    """Bulk row copies need 16-byte aligned output rows: base, row stride and batch stride."""
+    bad = []
+    if cfg.splitk > 1 and n * 4 % BULK_ALIGN:
+        bad.append(f"the float32 split-K workspace's rows of N={n}")
+    if cfg.splitk > 1:
+        args = attrs.evolve(args, outputs=())  # the outputs are the reduce kernel's
+    for j, out in enumerate(args.outputs):
+        size = cfg.epilogue_outputs[j].itemsize
+        strides = [out.role_strides[DimRole.M]]
+        if batch > 1:
+            strides.append(out.role_strides[DimRole.BATCH])
+        if out.address % BULK_ALIGN or any(s * size % BULK_ALIGN for s in strides):
+            bad.append(f"output {j} at {out.address:#x} with element strides {strides}")
+    if bad:
+        raise DeclinedLaunchError(
+            "hopper",
+            "the epilogue's bulk stores need 16-byte aligned output rows: " + "; ".join(bad),
+        )
 
 
 @attrs.frozen
@@ -117,6 +154,8 @@ class HopperArtifact:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
             )
+        if cfg.bulk_stores:
+            _check_bulk_outputs(cfg, args, problem.n, problem.batch)
         bm, bn, bk = cfg.cta_tile
         tiles_m, tiles_n = -(-problem.m // bm), -(-problem.n // bn)
         k_tiles = -(-problem.k // bk)

@@ -12,6 +12,7 @@ from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
+from .bulk_epilogue import emit_bulk_epilogue, emit_bulk_setup
 from .config import (
     BOX_INNER,
     CONSUMER_REGS,
@@ -92,7 +93,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
-        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
+        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive, "
+        "fence_proxy_async, bulk_store, bulk_commit_group, bulk_wait_group_read, bulk_wait_group)"
     )
     em()
     _emit_main(em, cfg, sim, cache)
@@ -245,7 +247,9 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if cfg.smem_epilogue:
+    if cfg.bulk_stores:
+        emit_bulk_setup(em, cfg)
+    elif cfg.smem_epilogue:
         stride = cfg.epilogue_stride
         em(f"sbase = (stg - base) // 4 + c * {wm * stride}  # this consumer's chunk (floats)")
         em(f"wrow = sbase + (16 * w + lane // 4) * {stride} + 2 * (lane % 4)")
@@ -316,6 +320,8 @@ def _emit_consumer(
                 em(f"{acc} = wgmma_zeros({nacc})")
         _emit_epilogue(em, cfg, accs)
         em("u += cuda.gridDim.x")
+    if cfg.bulk_stores:
+        em("bulk_wait_group(0)  # the last chunks' copies, before shared memory goes away")
 
 
 def _emit_release(em: Emitter, stages: int, stage: str) -> None:
@@ -362,7 +368,11 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
 
     nacc = wn // 2
     if cfg.smem_epilogue:
-        _emit_staged(em, cfg, accs)
+        prog = _staged_target(em, cfg)
+        if cfg.bulk_stores:
+            emit_bulk_epilogue(em, cfg, prog, accs)
+        else:
+            _emit_staged(em, cfg, prog, accs)
         return
     if cfg.splitk > 1 or _trivial_epilogue(cfg):
         for r, acc in enumerate(accs):
@@ -390,21 +400,27 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
         em("pr += 1")
 
 
-def _emit_staged(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
+def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
+    """The program a staged epilogue applies: the fusion's, or with split-K the float32
+    partials stored into the workspace as output 0, indexed by split and batch."""
+    if cfg.splitk == 1:
+        return cfg.epilogue
+    em("out0 = ws")
+    em("out0_sb = M * N")
+    em("out0_sm = N")
+    em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
+    return PARTIALS
+
+
+def _emit_staged(
+    em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
+) -> None:
     """The consumer's tile in column chunks through shared memory: each chunk's registers are
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
     per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
-    warpgroup orders the writes and reads of its chunk buffer. With split-K the "epilogue"
-    stores the float32 partials into the workspace, as output 0 indexed by split and batch."""
+    warpgroup orders the writes and reads of its chunk buffer."""
     wm, wn, _ = cfg.warp_tile
     chunk, stride = cfg.epilogue_chunk, cfg.epilogue_stride
-    prog = cfg.epilogue
-    if cfg.splitk > 1:
-        prog = PARTIALS
-        em("out0 = ws")
-        em("out0_sb = M * N")
-        em("out0_sm = N")
-        em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
     em(f"em0 = m0 + cm * {wm}")
     em("ch = 0")
     em(f"while ch < {wn // chunk}:")

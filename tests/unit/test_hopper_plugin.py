@@ -154,7 +154,9 @@ def test_build_kernel_wraps_generator_refusals(pm):
 
 
 def test_smem_epilogue_counts_its_staging(pm) -> None:
-    """use_smem_epilogue adds one 64 x (32 + 4) float32 chunk per consumer to the smem count."""
+    """use_smem_epilogue adds a 64-row staging region per consumer to the smem count: rows of
+    4 * 32 + 32 bytes, room for the staged path's float32 chunk (32 + 4 floats) or two bulk
+    buffers of 16-bit rows (2 * 32 + 16 bytes)."""
     from mmaplug.plugins.hopper import limits
     from mmaplug.plugins.hopper.config import HopperKernelConfig
 
@@ -164,9 +166,11 @@ def test_smem_epilogue_counts_its_staging(pm) -> None:
     )  # fmt: skip
     problem = linear(pm, 4096, 4096, 4096)
     plain = limits.smem_bytes(params.with_overrides(use_smem_epilogue=False), problem)
-    assert limits.smem_bytes(params, problem) - plain == 2 * 64 * 36 * 4
-    config = HopperKernelConfig(smem_epilogue=True, stages=4)
-    assert config.smem_bytes == limits.smem_bytes(params, problem)
+    assert limits.smem_bytes(params, problem) - plain == 2 * 64 * (4 * 32 + 32)
+    for bulk in (False, True):
+        config = HopperKernelConfig(smem_epilogue=True, bulk_stores=bulk, stages=4)
+        assert config.smem_bytes == limits.smem_bytes(params, problem)
+    assert 64 * (32 + 4) * 4 <= 64 * (4 * 32 + 32) and config.bulk_buffers == 2
     assert limits.violations(params, problem, mp.get_device("h200")) == []
 
 

@@ -1,0 +1,150 @@
+"""The consumer's epilogue in its accumulator fragment, staged by column chunks and written out
+by asynchronous ``cp.async.bulk`` row copies that overlap the next tile's main loop."""
+
+from __future__ import annotations
+
+from mmaplug.codegen import Emitter, instr_expr, is16, narrow, widen
+from mmaplug.dtypes import DType
+from mmaplug.epilogue import EpilogueProgram
+
+from .config import WARPGROUP, HopperKernelConfig, bulk_row_bytes, staging_row_bytes
+
+__all__ = ["emit_bulk_epilogue", "emit_bulk_setup"]
+
+_PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragment's 8x8 group
+
+
+def emit_bulk_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Per-consumer names the chunk loop uses (before the loop over work units)."""
+    wm, wn, _ = cfg.warp_tile
+    em("su = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
+    em("sf = cuda.shared.array(0, dtype=float32)")
+    em(f"sreg = stg + c * {wm * staging_row_bytes(wn)}  # this consumer's staging region")
+    em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
+    em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
+    em("ebuf = 0  # the chunk buffer written next (it cycles across tiles)")
+
+
+def _roots(prog: EpilogueProgram) -> list[int]:
+    """Per output, the instruction whose value it narrows: a cast to the output's own 16-bit
+    dtype is skipped (narrowing its source gives the same bits)."""
+    roots = []
+    for out in prog.outputs:
+        src = prog.instrs[out.src]
+        same = src.op == "cast" and is16(out.dtype) and _cast_dtype(src.arg) is out.dtype
+        roots.append(src.srcs[0] if same else out.src)
+    return roots
+
+
+def _cast_dtype(arg: object) -> DType:
+    return arg if isinstance(arg, DType) else DType[str(arg)]
+
+
+def _live(prog: EpilogueProgram, roots: list[int]) -> set[int]:
+    live: set[int] = set()
+    stack = list(roots)
+    while stack:
+        i = stack.pop()
+        if i not in live:
+            live.add(i)
+            stack.extend(prog.instrs[i].srcs)
+    return live
+
+
+def emit_bulk_epilogue(
+    em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
+) -> None:
+    """This consumer's tile, chunk by chunk: each thread applies *prog* to its fragment
+    registers of the chunk (inputs clamped into bounds), packs the results into the chunk
+    buffer (``bulk_row_bytes`` a row), and thread ``t`` copies row ``t`` (``t + 128``, ...) to
+    global memory with one bulk store per output, clipped to N and skipped past M. Buffers
+    rotate; a thread waits for its own copies of a buffer (``bulk_wait_group_read``) before the
+    warpgroup writes that buffer again, so the copies overlap the next chunks and tiles.
+
+    The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
+    """
+    wm, wn, _ = cfg.warp_tile
+    chunk = cfg.epilogue_chunk
+    nbuf = cfg.bulk_buffers
+    dtypes: list[DType] = [o.dtype for o in prog.outputs]
+    rows = [bulk_row_bytes(d, wn) for d in dtypes]
+    offsets = [wm * sum(rows[:j]) for j in range(len(rows))]
+    buf_bytes = wm * sum(rows)
+    roots = _roots(prog)
+    live = _live(prog, roots)
+    used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
+    hoisted = [i for i in used_inputs if "m" not in {str(a) for a in prog.inputs[i].axes}]
+    blocks, groups = wm // 64, chunk // 8
+
+    em(f"em0 = m0 + cm * {wm}")
+    for i in used_inputs:
+        em(f"ib{i} = bt * in{i}_sb")
+    em("ch = 0")
+    em(f"while ch < {wn // chunk}:")
+    with em.indent():
+        em(f"bulk_wait_group_read({nbuf - 1})  # this thread's copies out of buffer ebuf are done")
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # ... and every thread's")
+        names = [(r, q, h, e) for r in range(blocks) for q in range(groups) for h, e in _PAIRS]
+        for index in range(wn // chunk):
+            em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
+            with em.indent():
+                for r, q, h, e in names:
+                    reg = 4 * (index * groups + q) + 2 * h + e
+                    em(f"f{r}_{q}_{h}_{e} = {accs[r]}[{reg}]")
+        em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
+        em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
+        for i in hoisted:
+            for q in range(groups):
+                for e in (0, 1):
+                    col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
+                    load = f"in{i}[ib{i} + {col} * in{i}_sn]"
+                    em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
+        for r, q, h, e in names:
+            row = f"em0 + {64 * r + 8 * h} + frow"
+            col = f"en0 + {8 * q + e} + fcol"
+            inputs = {}
+            for i in used_inputs:
+                if i in hoisted:
+                    inputs[i] = f"h{i}_{q}_{e}"
+                else:
+                    index = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
+                    inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {index}]")
+            em(f"v = f{r}_{q}_{h}_{e}")
+            for idx, ins in enumerate(prog.instrs):
+                if idx in live:
+                    em(f"x{idx} = {instr_expr(prog, ins, inputs)}")
+            for j, dtype in enumerate(dtypes):
+                em(f"o{j}_{e} = {narrow(dtype, f'x{roots[j]}')}")
+            if e == 0:
+                continue
+            for j, dtype in enumerate(dtypes):
+                lrow = 64 * r + 8 * h
+                if is16(dtype):
+                    off = offsets[j] + lrow * rows[j] + 16 * q
+                    em(
+                        f"su[sw + ({off} + frow * {rows[j]} + 2 * fcol) // 4] = "
+                        f"uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))"
+                    )
+                else:
+                    off = offsets[j] + lrow * rows[j] + 32 * q
+                    em(f"sfw = sw + ({off} + frow * {rows[j]} + 4 * fcol) // 4")
+                    em(f"sf[sfw] = o{j}_0")
+                    em(f"sf[sfw + 1] = o{j}_1")
+        em("fence_proxy_async()  # the chunk's shared writes, before the bulk copies read them")
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})")
+        em(f"ncol = min({chunk}, N - en0)")
+        for part in range(-(-wm // WARPGROUP)):
+            rr = f"t + {part * WARPGROUP}" if part else "t"
+            cond = f"em0 + {rr} < M and ncol > 0"
+            if (part + 1) * WARPGROUP > wm:
+                cond = f"{rr} < {wm} and {cond}"
+            em(f"if {cond}:")
+            with em.indent():
+                em(f"grow = em0 + {rr}")
+                for j, dtype in enumerate(dtypes):
+                    src = f"sreg + ebuf * {buf_bytes} + {offsets[j]} + ({rr}) * {rows[j]}"
+                    dst = f"global_addr(out{j}, bt * out{j}_sb + grow * out{j}_sm + en0)"
+                    em(f"bulk_store({dst}, uint32({src}), uint32(ncol * {dtype.itemsize}))")
+        em("bulk_commit_group()")
+        em(f"ebuf = (ebuf + 1) % {nbuf}")
+        em("ch += 1")
