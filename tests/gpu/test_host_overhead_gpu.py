@@ -1,4 +1,4 @@
-"""GPU tier: a cached execute's host time within issue 9's targets (2 inputs 12 us, 3 inputs 15)."""
+"""GPU tier: a cached execute's host time within issue 9's targets (2 inputs 12 us, 3 inputs 15).
 
 Host timing is noisy: each case keeps the best median of three runs of 500 calls, and the
 message shows torch's own host time for the same computation measured alongside.
