@@ -184,7 +184,7 @@ class CompiledFusion:
 
         :raises UnsupportedTargetError: neither tool is on PATH.
         """
-        return kernel_dump.disassemble(kernel_dump.cubin(self.ptx))
+        return kernel_dump.sass(self._artifact)
 
     def explain(self) -> str:
         """The plan: how the scheduler and every parameter were decided (``mmaplug explain``)."""
