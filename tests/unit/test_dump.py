@@ -232,3 +232,19 @@ def test_cubin_needs_a_target_line() -> None:
     """PTX without '.target' cannot be linked; the message says what is missing."""
     with pytest.raises(KernelBuildError, match=r"no '\.target sm_XX' line"):
         dump.cubin(".version 8.0\n")
+
+
+class UncompiledArtifact:
+    kernel_name = "k"
+
+    def ptx(self) -> str:
+        raise AssertionError("the PTX was compiled although no SASS tool is there")
+
+
+def test_sass_without_tools_raises_before_compiling(no_tools: None, pm: mp.PluginManager) -> None:
+    """compiled.sass / dump.sass: no tool is an UnsupportedTargetError before any NVVM work."""
+    with pytest.raises(UnsupportedTargetError, match=r"cuobjdump or nvdisasm on PATH"):
+        dump.sass(UncompiledArtifact())
+    compiled = mp.compile(example_fusion(64, 64, 64), "a100", pm=pm)
+    with pytest.raises(UnsupportedTargetError, match=r"pip install nvidia-cuda-cuobjdump"):
+        compiled.sass  # noqa: B018 - the property raises
