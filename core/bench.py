@@ -62,7 +62,7 @@ def scheduler_managers() -> dict[str, Any]:
     from .device import get_device
     from .manager import make_plugin_manager, options_from_environ
 
-    options = dict(options_from_environ(os.environ))
+    options: dict[str, Any] = dict(options_from_environ(os.environ))
     blocked = [name for name in options.pop("block", ()) if name]
     names = ["hopper", "ampere"] if tuple(get_device().cc) == (9, 0) else ["ampere"]
     return {
@@ -121,7 +121,7 @@ def prewarm(
                 on_done(done, len(jobs), names)
 
 
-def cuda_median_ms(fn: Callable[[], Any], *, warmup: int = 5, reps: int = 30) -> float:
+def cuda_median_ms(fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30) -> float:
     """Median of *reps* CUDA-event timings of *fn* after *warmup* calls."""
     import torch
 

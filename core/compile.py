@@ -16,7 +16,7 @@ from . import dump as kernel_dump
 from . import env
 from .analysis import MatmulAnalysis, analyze
 from .arguments import is_number
-from .choices import KernelSpec
+from .choices import KernelSpec, Provenance
 from .cuda.frameworks import allocate, allocator, kind_of, probe, stream_reader
 from .cuda.launching import simulating
 from .cuda.streams import relaxed_capture, stream_handle
@@ -39,9 +39,8 @@ from .shapes import symbolic_dims
 from .specialize import KernelPool, SymbolicFusion
 
 if TYPE_CHECKING:
-    import pluggy
-
     from .cuda.tensors import DeviceTensor
+    from .manager import PluginManager
     from .params import MatmulParams
     from .problem import MatmulProblem
 
@@ -156,7 +155,7 @@ class CompiledFusion:
         return self.spec.params
 
     @property
-    def provenance(self) -> Any:
+    def provenance(self) -> Provenance:
         """Who chose each parameter, and every change made after them."""
         return self.spec.provenance
 
@@ -252,7 +251,7 @@ class CompiledFusion:
             if bound is None:
                 start = time.perf_counter()
                 launch = self._unless_declined(lambda art: art.bind(args))
-                like = inputs[self._tensor_positions[0]]
+                like: Any = inputs[self._tensor_positions[0]]
                 kind = kind_of(like)
                 shapes = tuple((tuple(o.shape), o.dtype) for o in self.analysis.outputs)
                 workspace = int(getattr(launch, "workspace", 0))
@@ -348,7 +347,7 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     fusion: Fusion,
     device: Device | str | None = None,
     *,
-    pm: pluggy.PluginManager | None = None,
+    pm: PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
 ) -> CompiledFusion | SymbolicFusion:
     """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU).
@@ -373,7 +372,7 @@ def compiled(
     analysis: MatmulAnalysis,
     spec: KernelSpec,
     *,
-    pm: pluggy.PluginManager,
+    pm: PluginManager,
     overrides: Mapping[str, object] | None,
     kernels: KernelPool | None = None,
 ) -> CompiledFusion:

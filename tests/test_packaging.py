@@ -83,6 +83,8 @@ def test_readme_states_the_driver_each_cuda_extra_needs() -> None:
 
 def test_ci_runs_exactly_the_readme_install_and_test_commands() -> None:
     """.ci/run: the README's commands between its markers, and no pip upgrade anywhere."""
+    if not (ROOT / ".ci/run").exists():
+        pytest.skip(".ci/run is the repository's CI; an sdist does not ship it")
     ci = (ROOT / ".ci/run").read_text()
     install = ci.split("# --- README: install ---\n")[1].split("# --- README: test ---\n")[0]
     test = ci.split("# --- README: test ---\n")[1]

@@ -107,8 +107,8 @@ def emit_bulk_epilogue(
                 if i in hoisted:
                     inputs[i] = f"h{i}_{q}_{e}"
                 else:
-                    index = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
-                    inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {index}]")
+                    at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
+                    inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")
             em(f"v = f{r}_{q}_{h}_{e}")
             for idx, ins in enumerate(prog.instrs):
                 if idx in live:
