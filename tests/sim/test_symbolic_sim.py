@@ -64,16 +64,18 @@ def case_hopper_m_sweep(fd: Any, mp: Any) -> tuple[str, dict, list]:
 
 
 def case_hopper_gemv_tiny_k(fd: Any, mp: Any) -> tuple[str, dict, list]:
-    """Hopper takes N = 1 (a one-row B map) with K = 16 (one 64-wide box, zero-filled past K)."""
-    a = fd.define_tensor([70, 16], dtype=mp.float16)
-    b = fd.define_tensor([1, 16], dtype=mp.float16)
+    """Hopper takes N = 1 (a one-row B map) with K = 16 (one 64-wide box, zero-filled past
+    K), and K = 1 with M, N multiples of 8: no K stride, so both operands are read M/N-major
+    (an NT kernel, the second build)."""
+    a = fd.define_tensor([-1, -1], dtype=mp.float16)
+    b = fd.define_tensor([-1, -1], dtype=mp.float16)
     fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.linear(a, b)), mp.float16))
-    return "h200", HOPPER_SMALL, [[(70, 16), (1, 16)]]
+    return "h200", HOPPER_SMALL, [[(70, 16), (1, 16)], [(128, 1), (64, 1)]]
 
 
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 BUILDS = {"ampere_m_sweep": 1, "ampere_decode_splitk": 1, "ampere_gemv_and_tiny_k": 3,
-          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 1}  # fmt: skip
+          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 2}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:
