@@ -41,6 +41,8 @@ def test_license_is_the_verbatim_apache_2_text() -> None:
     assert PYPROJECT["project"]["license"] == "Apache-2.0"
     assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
     assert not [c for c in PYPROJECT["project"]["classifiers"] if c.startswith("License ::")]
+    for example in sorted((ROOT / "examples").glob("*/pyproject.toml")):
+        assert tomllib.loads(example.read_text())["project"]["license"] == "Apache-2.0", example
 
 
 def test_version_has_one_source() -> None:
