@@ -41,23 +41,6 @@ def ints(value: object, what: str, *, scalar_ok: bool = False) -> list[int]:
     return [int(v) for v in items]
 
 
-def extents(value: object, what: str) -> list[int]:
-    """*value* as a list of extents, each an int in ``[1, 2**31)``."""
-    items = ints(value, what)
-    for e in items:
-        if e == -1:
-            raise FusionError(
-                f"{what} {items!r}: symbolic extents (-1) are not supported yet; give the "
-                "concrete extent of every dim"
-            )
-        if not 1 <= e < MAX_EXTENT:
-            raise FusionError(
-                f"{what} {items!r} must hold positive ints below 2**31; {e} is not (kernels "
-                "index and launch with 32-bit extents: split the dim or reshape the tensor)"
-            )
-    return items
-
-
 def check_bytes(shape: Sequence[int], dtype: DType, what: str) -> None:
     """Refuse a tensor too large for any kernel to address."""
     if math.prod(shape) * dtype.itemsize >= MAX_BYTES:
