@@ -44,7 +44,7 @@ bench needs a CUDA GPU and torch."""
 
 EPILOG = """\
 examples:
-  mmaplug explain --m 4096 --n 4096 --k 4096         the plan for the H200 preset
+  mmaplug explain --m 4096 --n 4096 --k 4096           the plan for the H200 preset
   mmaplug explain --m 128 --n 4096 --k 4096 --device a100 --layout nt --json
   mmaplug explain --m 4096 --n 4096 --k 4096 --emit ptx > kernel.ptx
   mmaplug plugins --json
@@ -142,10 +142,10 @@ def _add_explain(sub: Any) -> None:
     p = sub.add_parser(
         "explain",
         help="plan a matmul for a device and say how every parameter was chosen (no GPU)",
-        description="Plan C = A @ B for a device preset and print the decision: the scheduler "
-        "candidates, each parameter with the plugin that chose it, every adjustment. "
-        "--emit prints the generated kernel instead (its source, or PTX/SASS compiled "
-        "without a GPU).",
+        description="Plan C = A @ B for a device preset and print the decision: the scheduler\n"
+        "candidates, each parameter with the plugin that chose it, every adjustment.\n"
+        "--emit prints the generated kernel instead: its source, or PTX/SASS compiled\n"
+        "without a GPU.",
         epilog="examples:\n"
         "  mmaplug explain --m 4096 --n 4096 --k 4096 --dtype bfloat16 --layout nt\n"
         "  mmaplug explain --m 8192 --n 8192 --k 8192 --set stages=3 --set cta_tile=128x256x64\n"

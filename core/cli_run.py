@@ -93,9 +93,9 @@ def add_bench(sub: Any) -> None:
     p = sub.add_parser(
         "bench",
         help="time the kernels against torch.matmul on the local GPU",
-        description="Time each scheduler's kernel beside torch.matmul (cuBLAS) in one run: "
-        "CUDA-event medians after warm-up; every output is checked against a float64 reference "
-        "first. Needs a CUDA GPU and the 'bench' extra (torch, matplotlib).",
+        description="Time each scheduler's kernel beside torch.matmul (cuBLAS) in one run:\n"
+        "CUDA-event medians after warm-up; every output is checked against a float64\n"
+        "reference first. Needs a CUDA GPU and the 'bench' extra (torch, matplotlib).",
         epilog="example:\n  mmaplug bench --workers 14 --shape 4096x4096x4096 --plot bench.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
