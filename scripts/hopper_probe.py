@@ -128,6 +128,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
     parser.add_argument("--build", choices=VARIANTS, help="(internal) build one variant")
     parser.add_argument("--time", choices=VARIANTS, help="(internal) time one variant")
     args = parser.parse_args()
@@ -140,18 +141,19 @@ def main() -> int:
             json.dump(rows, fh)
         return 0
     cache_root = tempfile.mkdtemp(prefix="hopper_probe_")
+    variants = [v for v in VARIANTS if v in args.variants.split(",")]
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--build", v],
             env={**os.environ, "MMAPLUG_CACHE_DIR": os.path.join(cache_root, v)},
         )
-        for v in VARIANTS
+        for v in variants
     ]
     if any(p.wait() for p in procs):
         print("a variant failed to build")
         return 1
     rows = []
-    for v in VARIANTS:  # one at a time: the GPU times one variant's kernels beside torch
+    for v in variants:  # one at a time: the GPU times one variant's kernels beside torch
         path = os.path.join(cache_root, f"{v}.json")
         env = {**os.environ, "MMAPLUG_CACHE_DIR": os.path.join(cache_root, v), "PROBE_JSON": path}
         cmd = [sys.executable, __file__, "--time", v, "--reps", str(args.reps)]

@@ -28,7 +28,7 @@ from mmaplug.params import MatmulParams, TilingStrategy
 from mmaplug.patterns import DimRole
 from mmaplug.problem import MatmulProblem
 
-from .config import BULK_ALIGN, HopperKernelConfig, bulk_buffers
+from .config import VECTOR_ALIGN, HopperKernelConfig, packed_buffers
 from .kernel import build, compile_ptx
 from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
@@ -48,23 +48,24 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         cta_order=params.cta_order.value,
         grid_swizzle=params.grid_swizzle_factor,
         smem_epilogue=params.use_smem_epilogue,
-        bulk_stores=params.use_smem_epilogue and bulk_storable(problem, analysis, params),
+        packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         epilogue=analysis.epilogue,
     )
 
 
-def bulk_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: MatmulParams) -> bool:
-    """Whether the staged epilogue can leave by bulk row copies: every output's chunk rows fit
-    the staging region and its rows are whole 16-byte units (N * itemsize % 16 == 0, true of
-    the contiguous outputs ``execute`` allocates; each launch checks the actual tensors)."""
+def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: MatmulParams) -> bool:
+    """Whether the staged epilogue can pack its outputs and store 16-byte vectors: every
+    output's chunk rows fit the staging region and its rows are whole 16-byte units
+    (N * itemsize % 16 == 0, true of the contiguous outputs ``execute`` allocates; each launch
+    checks the actual tensors)."""
     dtypes = (
         (DType.float32,)
         if params.splitk_factor > 1
         else tuple(o.dtype for o in analysis.epilogue.outputs)
     )
-    fits = bulk_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
-    return fits and all(problem.n * d.itemsize % BULK_ALIGN == 0 for d in dtypes)
+    fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
+    return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)
 
 
 @functools.cache
@@ -72,10 +73,10 @@ def _ptx(config: HopperKernelConfig) -> str:
     return compile_ptx(config)
 
 
-def _check_bulk_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> None:
-    """Bulk row copies need 16-byte aligned output rows: base, row stride and batch stride."""
+def _check_packed_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> None:
+    """Packed stores need 16-byte aligned output rows: base, row stride and batch stride."""
     bad = []
-    if cfg.splitk > 1 and n * 4 % BULK_ALIGN:
+    if cfg.splitk > 1 and n * 4 % VECTOR_ALIGN:
         bad.append(f"the float32 split-K workspace's rows of N={n}")
     if cfg.splitk > 1:
         args = attrs.evolve(args, outputs=())  # the outputs are the reduce kernel's
@@ -84,12 +85,12 @@ def _check_bulk_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch
         strides = [out.role_strides[DimRole.M]]
         if batch > 1:
             strides.append(out.role_strides[DimRole.BATCH])
-        if out.address % BULK_ALIGN or any(s * size % BULK_ALIGN for s in strides):
+        if out.address % VECTOR_ALIGN or any(s * size % VECTOR_ALIGN for s in strides):
             bad.append(f"output {j} at {out.address:#x} with element strides {strides}")
     if bad:
         raise DeclinedLaunchError(
             "hopper",
-            "the epilogue's bulk stores need 16-byte aligned output rows: " + "; ".join(bad),
+            "the epilogue's 16-byte vector stores need aligned output rows: " + "; ".join(bad),
         )
 
 
@@ -154,8 +155,8 @@ class HopperArtifact:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
             )
-        if cfg.bulk_stores:
-            _check_bulk_outputs(cfg, args, problem.n, problem.batch)
+        if cfg.packed_stores:
+            _check_packed_outputs(cfg, args, problem.n, problem.batch)
         bm, bn, bk = cfg.cta_tile
         tiles_m, tiles_n = -(-problem.m // bm), -(-problem.n // bn)
         k_tiles = -(-problem.k // bk)

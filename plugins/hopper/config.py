@@ -16,7 +16,7 @@ BOX_INNER: Final = 64
 SWIZZLE_BYTES: Final = 128
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
-BULK_ALIGN: Final = 16  # cp.async.bulk: addresses and sizes in 16-byte units
+VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 # setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 40 + 256 * 232 = 64,512 registers
 PRODUCER_REGS: Final = 40
 CONSUMER_REGS: Final = 232
@@ -46,7 +46,7 @@ class HopperKernelConfig:
     cta_order: str = "row_major"
     grid_swizzle: int = 1
     smem_epilogue: bool = False
-    bulk_stores: bool = False
+    packed_stores: bool = False
     pingpong: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
@@ -92,9 +92,9 @@ class HopperKernelConfig:
         return self.epilogue_chunk + 4
 
     @property
-    def bulk_buffers(self) -> int:
-        """Chunk buffers per consumer for ``bulk_stores`` (0: the outputs do not fit)."""
-        return bulk_buffers(self.epilogue_outputs, self.warp_tile[1])
+    def packed_buffers(self) -> int:
+        """Chunk buffers per consumer for ``packed_stores`` (0: the outputs do not fit)."""
+        return packed_buffers(self.epilogue_outputs, self.warp_tile[1])
 
     @property
     def epilogue_outputs(self) -> tuple[DType, ...]:
@@ -133,7 +133,7 @@ class HopperKernelConfig:
         return (
             f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
             f"_sk{self.splitk}{'_se' if self.smem_epilogue else ''}"
-            f"{'_bs' if self.bulk_stores else ''}"
+            f"{'_ps' if self.packed_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
         )
 
@@ -147,8 +147,8 @@ def staging_bytes(consumers: int, wm: int, wn: int) -> int:
     """Shared memory of the smem epilogue: ``wm`` rows of ``4 * chunk + 32`` bytes per consumer.
 
     That holds the staged path's float32 chunk (``chunk + 4`` floats a row) and, with
-    ``bulk_stores``, two 16-bit chunk buffers or one float32 one (``chunk * size + 16`` bytes a
-    row, see :func:`bulk_row_bytes`).
+    ``packed_stores``, two 16-bit chunk buffers or one float32 one (``chunk * size + 16`` bytes a
+    row, see :func:`packed_row_bytes`).
     """
     return consumers * wm * staging_row_bytes(wn)
 
@@ -158,17 +158,17 @@ def staging_row_bytes(wn: int) -> int:
     return 4 * epilogue_chunk(wn) + 32
 
 
-def bulk_row_bytes(dtype: DType, wn: int) -> int:
-    """Bytes of one staged row of an output chunk for bulk stores: the chunk's columns and 16
-    bytes of padding (rows 16-byte aligned for cp.async.bulk, and the 8 rows of a fragment
-    store on 8 distinct bank groups)."""
+def packed_row_bytes(dtype: DType, wn: int) -> int:
+    """Bytes of one packed row of an output chunk: the chunk's columns and 16 bytes of padding
+    (rows stay 16-byte aligned for vector loads, and the 8 rows of a fragment store land on 8
+    distinct bank groups)."""
     return epilogue_chunk(wn) * dtype.itemsize + 16
 
 
-def bulk_buffers(outputs: tuple[DType, ...], wn: int) -> int:
+def packed_buffers(outputs: tuple[DType, ...], wn: int) -> int:
     """Chunk buffers (every output's rows) that fit a consumer's staging region: 2 for one
     16-bit output, 1 for a float32 output or two 16-bit ones, 0 when they do not fit."""
-    need = sum(bulk_row_bytes(d, wn) for d in outputs)
+    need = sum(packed_row_bytes(d, wn) for d in outputs)
     return min(2, staging_row_bytes(wn) // need) if need else 0
 
 
@@ -218,9 +218,9 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(f"cta_order must be one of {CTA_ORDERS}, got {cfg.cta_order!r}")
     if cfg.grid_swizzle < 1:
         problems.append(f"grid_swizzle must be >= 1, got {cfg.grid_swizzle}")
-    if cfg.bulk_stores and not (cfg.smem_epilogue and cfg.bulk_buffers):
+    if cfg.packed_stores and not (cfg.smem_epilogue and cfg.packed_buffers):
         problems.append(
-            "bulk_stores needs smem_epilogue and outputs whose chunk rows fit the staging "
+            "packed_stores needs smem_epilogue and outputs whose chunk rows fit the staging "
             f"region (outputs {[d.label for d in cfg.epilogue_outputs]})"
         )
     return problems

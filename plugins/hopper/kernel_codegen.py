@@ -12,7 +12,6 @@ from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
-from .bulk_epilogue import emit_bulk_epilogue, emit_bulk_setup
 from .config import (
     BOX_INNER,
     CONSUMER_REGS,
@@ -24,6 +23,7 @@ from .config import (
     HopperKernelConfig,
     kernel_params,
 )
+from .packed_epilogue import emit_packed_epilogue, emit_packed_setup
 
 # split-K partials: the accumulator stored as float32 (output 0 = the workspace)
 PARTIALS = EpilogueProgram(
@@ -93,8 +93,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
-        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive, "
-        "fence_proxy_async, bulk_store, bulk_commit_group, bulk_wait_group_read, bulk_wait_group)"
+        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
     em()
     _emit_main(em, cfg, sim, cache)
@@ -247,8 +246,8 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if cfg.bulk_stores:
-        emit_bulk_setup(em, cfg)
+    if cfg.packed_stores:
+        emit_packed_setup(em, cfg)
     elif cfg.smem_epilogue:
         stride = cfg.epilogue_stride
         em(f"sbase = (stg - base) // 4 + c * {wm * stride}  # this consumer's chunk (floats)")
@@ -320,8 +319,6 @@ def _emit_consumer(
                 em(f"{acc} = wgmma_zeros({nacc})")
         _emit_epilogue(em, cfg, accs)
         em("u += cuda.gridDim.x")
-    if cfg.bulk_stores:
-        em("bulk_wait_group(0)  # the last chunks' copies, before shared memory goes away")
 
 
 def _emit_release(em: Emitter, stages: int, stage: str) -> None:
@@ -369,8 +366,8 @@ def _emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> Non
     nacc = wn // 2
     if cfg.smem_epilogue:
         prog = _staged_target(em, cfg)
-        if cfg.bulk_stores:
-            emit_bulk_epilogue(em, cfg, prog, accs)
+        if cfg.packed_stores:
+            emit_packed_epilogue(em, cfg, prog, accs)
         else:
             _emit_staged(em, cfg, prog, accs)
         return

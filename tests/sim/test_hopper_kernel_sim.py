@@ -121,17 +121,17 @@ def case_tn_f16_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True}  # fmt: skip
 
 
-def case_nn_splitk2_batch2_bulk_128rows(fd: Any, mp: Any) -> dict[str, Any]:
-    """Bulk stores of the float32 split-K partials (one buffer) from one consumer with a
-    128-row warp tile (every thread copies a row), batch 2, ragged M."""
+def case_nn_splitk2_batch2_packed_128rows(fd: Any, mp: Any) -> dict[str, Any]:
+    """Packed stores of the float32 split-K partials (one buffer) from one consumer with a
+    128-row warp tile (two fragment row blocks), batch 2, ragged M."""
     a, b = _operands(fd, mp, 104, 80, 128, "NN", mp.float16, batch=2)
     fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
     return {**_tile((128, 64, 64), (128, 64, 64), 2), "splitk_factor": 2,
             "use_smem_epilogue": True}  # fmt: skip
 
 
-def case_tt_bf16_two_outputs_bulk(fd: Any, mp: Any) -> dict[str, Any]:
-    """Bulk stores of two bf16 outputs (one buffer each chunk), a residual C along M and N,
+def case_tt_bf16_two_outputs_packed(fd: Any, mp: Any) -> dict[str, Any]:
+    """Packed stores of two bf16 outputs (one buffer each chunk), a residual C along M and N,
     ragged M and N (a chunk clipped to 24 columns)."""
     a, b = _operands(fd, mp, 70, 88, 64, "TT", mp.bfloat16)
     c = fd.define_tensor([70, 88], dtype=mp.bfloat16)
@@ -142,15 +142,15 @@ def case_tt_bf16_two_outputs_bulk(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
-# cases whose epilogue leaves by bulk copies: all but the two storing from registers
+# cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but the two storing from registers
 # (use_smem_epilogue=False) and the staged one whose rows are not 16-byte units (N = 90)
-BULK = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux"}
+PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux"}
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
-         "tn_f16_pingpong": 4, "nn_splitk2_batch2_bulk_128rows": 8,
-         "tt_bf16_two_outputs_bulk": 4}  # fmt: skip
+         "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
+         "tt_bf16_two_outputs_packed": 4}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     split = "splitk" in name
     assert kernels == ["hopper_gemm", *(["hopper_splitk_reduce"] * split)], res["launches"]
     assert res["launches"][0][1:] == [2, UNITS[name]], res["launches"]  # [CTAs, units]
-    assert ("_se_bs" in res["kernel"]) == (name in BULK), res["kernel"]
+    assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
     assert res["outputs"], "no outputs compared"
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:

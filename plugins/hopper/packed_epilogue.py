@@ -1,5 +1,5 @@
-"""The consumer's epilogue in its accumulator fragment, staged by column chunks and written out
-by asynchronous ``cp.async.bulk`` row copies that overlap the next tile's main loop."""
+"""The consumer's epilogue in its accumulator fragment: results packed into shared memory in
+the output dtype by column chunks, then stored as coalesced 16-byte vectors."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ from mmaplug.codegen import Emitter, instr_expr, is16, narrow, widen
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueProgram
 
-from .config import WARPGROUP, HopperKernelConfig, bulk_row_bytes, staging_row_bytes
+from .config import (
+    VECTOR_ALIGN,
+    WARPGROUP,
+    HopperKernelConfig,
+    packed_row_bytes,
+    staging_row_bytes,
+)
 
-__all__ = ["emit_bulk_epilogue", "emit_bulk_setup"]
+__all__ = ["emit_packed_epilogue", "emit_packed_setup"]
 
 _PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragment's 8x8 group
 
 
-def emit_bulk_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
+def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Per-consumer names the chunk loop uses (before the loop over work units)."""
     wm, wn, _ = cfg.warp_tile
     em("su = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
@@ -22,7 +28,7 @@ def emit_bulk_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     em(f"sreg = stg + c * {wm * staging_row_bytes(wn)}  # this consumer's staging region")
     em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
     em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
-    em("ebuf = 0  # the chunk buffer written next (it cycles across tiles)")
+    em("ebuf = 0  # the chunk buffer written next (with two, they alternate across tiles)")
 
 
 def _roots(prog: EpilogueProgram) -> list[int]:
@@ -51,23 +57,25 @@ def _live(prog: EpilogueProgram, roots: list[int]) -> set[int]:
     return live
 
 
-def emit_bulk_epilogue(
+def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
     """This consumer's tile, chunk by chunk: each thread applies *prog* to its fragment
-    registers of the chunk (inputs clamped into bounds), packs the results into the chunk
-    buffer (``bulk_row_bytes`` a row), and thread ``t`` copies row ``t`` (``t + 128``, ...) to
-    global memory with one bulk store per output, clipped to N and skipped past M. Buffers
-    rotate; a thread waits for its own copies of a buffer (``bulk_wait_group_read``) before the
-    warpgroup writes that buffer again, so the copies overlap the next chunks and tiles.
+    registers of the chunk (inputs clamped into bounds) and packs the results into the chunk
+    buffer in the output dtype (``packed_row_bytes`` a row); after a warpgroup barrier every
+    thread loads 16-byte vectors of whole rows back and stores them coalesced, skipping rows
+    past M and vectors past N (N * itemsize is a multiple of 16). With two buffers the next
+    chunk writes the other one, so one barrier per chunk orders it all; with one, a second
+    barrier waits for the reads. Global stores do not stall the thread: they drain while the
+    warpgroup goes on to the next chunk and tile.
 
     The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
     """
     wm, wn, _ = cfg.warp_tile
     chunk = cfg.epilogue_chunk
-    nbuf = cfg.bulk_buffers
+    nbuf = cfg.packed_buffers
     dtypes: list[DType] = [o.dtype for o in prog.outputs]
-    rows = [bulk_row_bytes(d, wn) for d in dtypes]
+    rows = [packed_row_bytes(d, wn) for d in dtypes]
     offsets = [wm * sum(rows[:j]) for j in range(len(rows))]
     buf_bytes = wm * sum(rows)
     roots = _roots(prog)
@@ -82,8 +90,8 @@ def emit_bulk_epilogue(
     em("ch = 0")
     em(f"while ch < {wn // chunk}:")
     with em.indent():
-        em(f"bulk_wait_group_read({nbuf - 1})  # this thread's copies out of buffer ebuf are done")
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # ... and every thread's")
+        if nbuf == 1:
+            em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
         names = [(r, q, h, e) for r in range(blocks) for q in range(groups) for h, e in _PAIRS]
         for index in range(wn // chunk):
             em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
@@ -130,21 +138,24 @@ def emit_bulk_epilogue(
                     em(f"sfw = sw + ({off} + frow * {rows[j]} + 4 * fcol) // 4")
                     em(f"sf[sfw] = o{j}_0")
                     em(f"sf[sfw + 1] = o{j}_1")
-        em("fence_proxy_async()  # the chunk's shared writes, before the bulk copies read them")
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})")
-        em(f"ncol = min({chunk}, N - en0)")
-        for part in range(-(-wm // WARPGROUP)):
-            rr = f"t + {part * WARPGROUP}" if part else "t"
-            cond = f"em0 + {rr} < M and ncol > 0"
-            if (part + 1) * WARPGROUP > wm:
-                cond = f"{rr} < {wm} and {cond}"
-            em(f"if {cond}:")
-            with em.indent():
-                em(f"grow = em0 + {rr}")
-                for j, dtype in enumerate(dtypes):
-                    src = f"sreg + ebuf * {buf_bytes} + {offsets[j]} + ({rr}) * {rows[j]}"
-                    dst = f"global_addr(out{j}, bt * out{j}_sb + grow * out{j}_sm + en0)"
-                    em(f"bulk_store({dst}, uint32({src}), uint32(ncol * {dtype.itemsize}))")
-        em("bulk_commit_group()")
-        em(f"ebuf = (ebuf + 1) % {nbuf}")
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+        for j, dtype in enumerate(dtypes):
+            per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
+            lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
+            total = wm * per_row
+            for part in range(-(-total // WARPGROUP)):
+                em(f"vi = t + {part * WARPGROUP}")
+                em(f"vr = vi // {per_row}")
+                em(f"vc = en0 + (vi % {per_row}) * {lanes}")
+                cond = "em0 + vr < M and vc < N"
+                if (part + 1) * WARPGROUP > total:
+                    cond = f"vi < {total} and {cond}"
+                em(f"if {cond}:")
+                with em.indent():
+                    word = f"sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (vi % {per_row}) * 4"
+                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
+                    index = f"bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc"
+                    em(f"st_global_v4_b32(out{j}, {index}, p0, p1, p2, p3)")
+        if nbuf == 2:
+            em("ebuf ^= 1")
         em("ch += 1")
