@@ -1,15 +1,11 @@
-"""Symbolic extents: the dims a definition leaves open (-1), bound per call from input shapes.
-
-A symbolic dim and every dim an op ties to it (nvFuser's EXACT dim classes: broadcast dims tie
-to nothing) take one extent. ``bind`` reads it from the inputs and checks every input against
-its static extents; ``concretize`` copies the fusion with the extents filled in, so analysis,
-planning and the reference executor only ever see concrete fusions.
-"""
+"""Symbolic (-1) extents: which dims a definition leaves open, bound per call from input shapes."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+
+import numpy as np
 
 from .arguments import MAX_EXTENT, ints
 from .errors import FusionError, MatmulError, UsageError
@@ -61,18 +57,19 @@ def shape_of(value: object) -> tuple[int, ...]:
     shape = getattr(value, "shape", None)
     if shape is None:
         interface = getattr(value, "__cuda_array_interface__", None)
-        shape = interface["shape"] if isinstance(interface, dict) else _nested_shape(value)
+        if isinstance(interface, dict):
+            shape = interface["shape"]
+        else:
+            shape = np.shape(value)  # type: ignore[call-overload]
     return tuple(int(e) for e in shape)
-
-
-def _nested_shape(value: object) -> tuple[int, ...]:
-    import numpy as np
-
-    return tuple(np.shape(value))  # type: ignore[call-overload]
 
 
 class Binding:
     """The extent of each symbolic dim class of a fusion, as the inputs ``read`` give them.
+
+    A symbolic dim and every dim an op ties to it form one class (nvFuser's EXACT mode: a
+    broadcast dim ties to nothing) and take one extent: the class's static one, or the first
+    input's that gives it.
 
     A shape that contradicts the definition raises *error* (a ``MatmulError`` subclass)
     naming the input, the dim, the expected and the given extent: a wrong rank, a static
@@ -144,7 +141,8 @@ def concretize(
     error: type[MatmulError] = FusionError,
     where: str = "concretize",
 ) -> Fusion:
-    """A copy of *fusion* whose symbolic extents take the values *shapes* give them.
+    """A copy of *fusion* whose symbolic extents take the values *shapes* give them: what
+    analysis, planning and the reference executor work on.
 
     :param shapes: One shape per fusion input (None for a scalar input).
     :raises error: A shape contradicts the definition (see ``Binding``), or *shapes* has not

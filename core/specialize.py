@@ -1,13 +1,4 @@
-"""Fusions with symbolic extents: one plan per shape class, one kernel per kernel configuration.
-
-``mp.compile`` returns a :class:`SymbolicFusion` for a definition with ``-1`` extents (nvFuser's
-``FusionExecutorCache`` is the model). Each call's input shapes bind the symbolic extents
-(``mmaplug.shapes``); the fusion so concretized is analysed once per distinct input shapes, and
-planned once per shape class, its ``MatmulProblem`` (the hooks see nothing else of a call, so
-one problem gets one answer). Kernels take m, n, k and batch at launch: a plan that asks for a
-kernel configuration already built (``kernel_key``) reuses that kernel, and only a different
-configuration builds a new one (``SymbolicFusion.builds`` counts them).
-"""
+"""Fusions with symbolic extents: one plan per shape class, one kernel per kernel configuration."""
 
 from __future__ import annotations
 
@@ -113,6 +104,13 @@ def _remember(table: dict[_K, _V], key: _K, value: _V) -> _V:
 
 class SymbolicFusion:
     """A fusion with symbolic extents compiled for one device; ``execute`` takes any extents.
+
+    ``mp.compile`` returns one for a definition with -1 extents (nvFuser's
+    ``FusionExecutorCache`` is the model). Each call's input shapes bind the symbolic extents
+    (``mmaplug.shapes``); the fusion so concretized is analysed once per distinct input shapes
+    and planned once per shape class, its ``MatmulProblem`` (the hooks see nothing else of a
+    call, so one problem gets one answer). Kernels take m, n, k and batch at launch: a plan
+    asking for a kernel configuration already built (``kernel_key``) reuses that kernel.
 
     ``spec``, ``params``, ``provenance`` (its ``shape_class``), ``kernel_name``, ``ptx``,
     ``source``, ``explain()`` and ``dump()`` describe the shape class of the latest call
