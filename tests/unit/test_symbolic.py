@@ -277,7 +277,7 @@ def test_execute_names_the_input_dim_that_contradicts_the_definition(a100_fusion
     assert a100_fusion.builds == 0
 
 
-def test_hopper_plans_decode_and_declines_unaligned_gemv(pm: mp.PluginManager):
+def test_hopper_plans_decode_and_declines_unaligned_small_k(pm: mp.PluginManager):
     """On h200: M = 1 (decode) goes to hopper; K = 6 rows are not 16-byte pitched: ampere."""
     compiled = mp.compile(_linear(n=4096, k=-1), "h200", pm=pm)
     decode = compiled.specialize([(1, 4096), (4096, 4096), (4096,)])
