@@ -154,8 +154,8 @@ def emit_packed_epilogue(
                 with em.indent():
                     word = f"sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (vi % {per_row}) * 4"
                     em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
-                    index = f"bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc"
-                    em(f"st_global_v4_b32(out{j}, {index}, p0, p1, p2, p3)")
+                    at = f"bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc"
+                    em(f"st_global_v4_b32(out{j}, {at}, p0, p1, p2, p3)")
         if nbuf == 2:
             em("ebuf ^= 1")
         em("ch += 1")
