@@ -64,7 +64,7 @@ def test_compiled_fusion_reports_plan(
     assert hopper_compiled.params.cta_tile.as_tuple() == (128, 64, 64)
     assert hopper_compiled.params.instruction_tile.as_tuple() == (64, 64, 16)
     assert hopper_compiled.provenance.base == "default"
-    assert hopper_compiled.kernel_name == "hopper_float16_kk_128x64x64_w64x64_s4_sk1_se"
+    assert hopper_compiled.kernel_name == "hopper_float16_kk_128x64x64_w64x64_s4_sk1_se_ps"
     assert ampere_compiled.spec.scheduler == "ampere"
     assert ampere_compiled.params.instruction_tile.as_tuple() == (16, 8, 16)
     assert ampere_compiled.provenance.base == "default"

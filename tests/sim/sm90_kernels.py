@@ -36,6 +36,11 @@ def swizzled(image: np.ndarray, span: int) -> np.ndarray:
     return out.reshape(-1)
 
 
+def _device(host: np.ndarray) -> object:
+    """A device copy of 16-bit data as uint16 bits (Numba cannot transfer ml_dtypes' bfloat16)."""
+    return cuda.to_device(host.view(np.uint16) if host.dtype.itemsize == 2 else host)
+
+
 def _maps(*pairs: tuple[TensorMapSpec, object]) -> object:
     """A device uint64 array of tensor maps, one per (spec, device array) pair."""
     words = np.concatenate([encode(spec, device_address(arr)) for spec, arr in pairs])
@@ -92,7 +97,7 @@ def check_tma_load(spec: TensorMapSpec, coords: tuple[int, ...], seed: int = 0) 
     rows = [spec.strides_bytes[0] // size, *spec.dims[1:]]
     storage = rng.standard_normal(rows[::-1]).astype(NUMPY[spec.dtype])
     host = storage[..., : spec.dims[0]]
-    dev = cuda.to_device(storage)
+    dev = _device(storage)
     out = cuda.to_device(np.full(spec.box_bytes, 0xAB, np.uint8))
     kernel = _tma_load_kernel(spec.rank, spec.box_bytes)
     kernel[1, 64](_maps((spec, dev)), cuda.to_device(np.array(coords, np.int32)), out)
@@ -141,7 +146,7 @@ def check_tma_store_clips(dtype: DType = DType.float16) -> None:
     rng = np.random.default_rng(3)
     src = rng.standard_normal((16, 64)).astype(NUMPY[dtype])
     dst_storage = np.full((20, 72), -7, NUMPY[dtype])  # 20 x 40 tensor, pitch 72
-    dev_src, dev_dst = cuda.to_device(src), cuda.to_device(dst_storage)
+    dev_src, dev_dst = _device(src), _device(dst_storage)
     load = TensorMapSpec(dtype, (64, 16), (128,), (64, 16), 128)
     store = TensorMapSpec(dtype, (40, 20), (144,), (64, 16), 128)
     coords = np.array([0, 0, -8, 10], np.int32)  # store at columns -8..55, rows 10..25
@@ -182,11 +187,11 @@ def check_bulk_store_rows(rows: int = 24, row_bytes: int = 64, pitch_words: int 
     rng = np.random.default_rng(6)
     src = rng.integers(0, 2**32, rows * row_bytes // 4, dtype=np.uint64).astype(np.uint32)
     out = np.full((rows, pitch_words), 0xDEADBEEF, np.uint32)
-    dev = cuda.to_device(out)
+    dev = cuda.to_device(out.reshape(-1))  # global_addr takes 1-D arrays
     _bulk_store_kernel(rows, row_bytes, pitch_words)[1, rows](cuda.to_device(src), dev)
     expected = out.copy()
     expected[:, 4 : 4 + row_bytes // 4] = src.reshape(rows, -1)
-    np.testing.assert_array_equal(dev.copy_to_host(), expected)
+    np.testing.assert_array_equal(dev.copy_to_host().reshape(rows, -1), expected)
 
 
 # --- mbarrier ping-pong --------------------------------------------------------------------------
@@ -308,7 +313,7 @@ def check_wgmma(n: int, dtype: DType, a_mn: bool, b_mn: bool, seed: int = 0) -> 
     spec_a = TensorMapSpec(dtype, (64, 64), (128,), (64, 64), 128)
     b_dims = (n, 64) if b_mn else (64, n)
     spec_b = TensorMapSpec(dtype, b_dims, (b_dims[0] * 2,), (64, 64 if b_mn else n), 128)
-    dev_a, dev_b = cuda.to_device(a_store), cuda.to_device(b_store)
+    dev_a, dev_b = _device(a_store), _device(b_store)
     out = cuda.to_device(np.full((64, n), np.nan, np.float32))
     kernel = _wgmma_kernel(n, "f16" if dtype is DType.float16 else "bf16", a_mn, b_mn)
     kernel[1, 128](_maps((spec_a, dev_a), (spec_b, dev_b)), out)
