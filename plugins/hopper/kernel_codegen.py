@@ -23,7 +23,7 @@ from .config import (
     HopperKernelConfig,
     kernel_params,
 )
-from .packed_epilogue import emit_packed_epilogue, emit_packed_prefetch, emit_packed_setup
+from .packed_epilogue import emit_packed_epilogue, emit_packed_setup
 
 # split-K partials: the accumulator stored as float32 (output 0 = the workspace)
 PARTIALS = EpilogueProgram(
@@ -307,8 +307,6 @@ def _emit_consumer(
             _advance(em, stages)
             em("scale = 1")
             em(f"k0 += {cfg.cta_tile[2]}")
-        if cfg.packed_stores and cfg.splitk == 1:
-            emit_packed_prefetch(em, cfg, cfg.epilogue)
         em("wgmma_wait_group(0)")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")

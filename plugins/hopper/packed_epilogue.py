@@ -15,7 +15,7 @@ from .config import (
     staging_row_bytes,
 )
 
-__all__ = ["emit_packed_epilogue", "emit_packed_prefetch", "emit_packed_setup", "hoisted_inputs"]
+__all__ = ["emit_packed_epilogue", "emit_packed_setup"]
 
 _PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragment's 8x8 group
 
@@ -57,38 +57,6 @@ def _live(prog: EpilogueProgram, roots: list[int]) -> set[int]:
     return live
 
 
-def hoisted_inputs(prog: EpilogueProgram) -> list[int]:
-    """Inputs the epilogue reads that vary along N only (a bias): loaded per column, a chunk
-    ahead of their use."""
-    used = _live(prog, _roots(prog))
-    inputs = {int(prog.instrs[i].arg) for i in used if prog.instrs[i].op == "input"}
-    return sorted(i for i in inputs if "m" not in {str(a) for a in prog.inputs[i].axes})
-
-
-def emit_packed_prefetch(em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram) -> None:
-    """Issue the first chunk's loads of N-only inputs (before the main loop's last wait, so
-    their latency hides behind the tile's final wgmmas); nothing without such inputs."""
-    hoisted = hoisted_inputs(prog)
-    if not hoisted:
-        return
-    for i in hoisted:
-        em(f"ib{i} = bt * in{i}_sb")
-    em("ch = 0")
-    _load_hoisted(em, prog, hoisted, cfg.epilogue_chunk // 8, f"n0 + cn * {cfg.warp_tile[1]}")
-
-
-def _load_hoisted(
-    em: Emitter, prog: EpilogueProgram, hoisted: list[int], groups: int, col0: str
-) -> None:
-    """``h{i}_{q}_{e}``: input *i* at this thread's chunk columns from *col0*, clamped to N, as
-    stored (widened only at use, so nothing waits for the load before then)."""
-    for i in hoisted:
-        for q in range(groups):
-            for e in (0, 1):
-                col = f"min({col0} + {8 * q + e} + fcol, N - 1)"
-                em(f"h{i}_{q}_{e} = in{i}[ib{i} + {col} * in{i}_sn]")
-
-
 def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
@@ -113,14 +81,13 @@ def emit_packed_epilogue(
     roots = _roots(prog)
     live = _live(prog, roots)
     used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
-    hoisted = hoisted_inputs(prog)
+    hoisted = [i for i in used_inputs if "m" not in {str(a) for a in prog.inputs[i].axes}]
     blocks, groups = wm // 64, chunk // 8
 
     em(f"em0 = m0 + cm * {wm}")
     for i in used_inputs:
         em(f"ib{i} = bt * in{i}_sb")
-    if not hoisted_inputs(prog):
-        em("ch = 0")  # (emit_packed_prefetch set ch otherwise)
+    em("ch = 0")
     em(f"while ch < {wn // chunk}:")
     with em.indent():
         if nbuf == 1:
@@ -134,18 +101,19 @@ def emit_packed_epilogue(
                     em(f"f{r}_{q}_{h}_{e} = {accs[r]}[{reg}]")
         em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
-        for i in hoisted:  # this chunk's, loaded a chunk ahead; then the next chunk's
+        for i in hoisted:
             for q in range(groups):
                 for e in (0, 1):
-                    em(f"c{i}_{q}_{e} = {widen(prog.inputs[i].dtype, f'h{i}_{q}_{e}')}")
-        _load_hoisted(em, prog, hoisted, groups, f"en0 + {chunk}")
+                    col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
+                    load = f"in{i}[ib{i} + {col} * in{i}_sn]"
+                    em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
         for r, q, h, e in names:
             row = f"em0 + {64 * r + 8 * h} + frow"
             col = f"en0 + {8 * q + e} + fcol"
             inputs = {}
             for i in used_inputs:
                 if i in hoisted:
-                    inputs[i] = f"c{i}_{q}_{e}"
+                    inputs[i] = f"h{i}_{q}_{e}"
                 else:
                     at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
                     inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")
