@@ -86,11 +86,17 @@ def cast_epilogue() -> EpilogueProgram:
     )
 
 
-def jit_options(threads: int, sim: bool, cache: bool) -> str:
-    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules."""
+def jit_options(threads: int, sim: bool, cache: bool, lto: bool = False) -> str:
+    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules;
+    ``lto`` links NVVM IR through nvJitLink as one whole program (docs/decisions.md: PTX input
+    is compiled as a separate compilation unit by recent nvJitLink, which ignores setmaxnreg)."""
     if sim:
         return ""
-    return f"launch_bounds=({threads}, 1)" + (", cache=True" if cache else "")
+    return (
+        f"launch_bounds=({threads}, 1)"
+        + (", cache=True" if cache else "")
+        + (", lto=True" if lto else "")
+    )
 
 
 def f32_literal(value: float) -> str:

@@ -138,7 +138,7 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
     # every consumer warp releases each stage; with ping-pong only the owning warpgroup's
     consumer_warps = 4 if cfg.pingpong else 4 * cfg.consumers
     stage_bytes = a.stage_bytes + b.stage_bytes
-    em(f"@cuda.jit({jit_options(cfg.threads, sim, cache)})")
+    em(f"@cuda.jit({jit_options(cfg.threads, sim, cache, lto=True)})")
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
     with em.indent():
         em("smem = cuda.shared.array(0, dtype=uint8)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import mmaplug as mp
@@ -34,9 +36,44 @@ def test_hopper_ptx_holds_the_wgmma_pipeline(hopper_compiled: mp.CompiledFusion)
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
     assert "cp.async.bulk.tensor.3d" in ptx
     assert "mbarrier.try_wait.parity" in ptx
-    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx  # the TMA producer warpgroup
-    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx  # the two consumer warpgroups
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx  # the TMA producer warpgroup
+    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx  # the two consumer warpgroups
     assert "mma.sync" not in ptx and "cp.async.cg" not in ptx
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("epilogue", [False, True], ids=["bare", "bias_gelu"])
+def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
+    """The h200 default 128x256 kernel, bare and with bias + GELU, linked as the launch path
+    links it (NVVM IR through nvJitLink with -lto): ptxas keeps setmaxnreg (no C7504), keeps
+    the wgmmas pipelined (no C7509) and spills nothing. Linked from PTX instead, nvJitLink 13.5
+    compiles a separate unit: setmaxnreg ignored, every wgmma serialised, 220 bytes spilled."""
+    from numba import cuda
+
+    from mmaplug.bench import linear_fusion
+    from mmaplug.plugins.hopper.kernel import kernel_signatures, load_module
+
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
+    compiled = mp.compile(linear_fusion(4096, 4096, 4096, getattr(mp, dtype), epilogue), "h200")
+    assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
+    config = compiled._artifact.config  # the HopperArtifact's kernel config
+    source = load_module(config, sim=False)
+    assert "lto=True" in source["__source__"]
+    ltoir, _ = cuda.compile(
+        source["hopper_gemm"].py_func, kernel_signatures(config)["hopper_gemm"].args,
+        cc=(9, 0, "a"), output="ltoir", device=False, abi="numba",
+        launch_bounds=(config.threads, 1),
+    )  # fmt: skip
+    opts = ["-arch=sm_90a", "-verbose", "-lto"]
+    handle = nvjitlink.create(len(opts), opts)
+    nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "hopper")
+    nvjitlink.complete(handle)
+    log = bytearray(nvjitlink.get_info_log_size(handle))
+    nvjitlink.get_info_log(handle, log)
+    nvjitlink.destroy(handle)
+    text = log.decode(errors="replace")
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
 
 
 def test_ampere_ptx_holds_the_mma_sync_pipeline(ampere_compiled: mp.CompiledFusion) -> None:

@@ -330,33 +330,14 @@ def test_shared_address_argument_must_be_integer():
         cuda.compile_ptx(kernel, (U32,), cc=SM90A)
 
 
-def _assemble(ptx: str) -> str:
-    """ptxas (through nvJitLink) on `ptx` for sm_90a; return its info log."""
-    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    opts = ["-arch=sm_90a", "-verbose"]
-    handle = nvjitlink.create(len(opts), opts)
-    data = ptx.encode()
-    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "sm90")
-    try:
-        nvjitlink.complete(handle)
-    except nvjitlink.nvJitLinkError:
-        log = bytearray(nvjitlink.get_error_log_size(handle))
-        nvjitlink.get_error_log(handle, log)
-        pytest.fail(log.decode(errors="replace"))
-    log = bytearray(nvjitlink.get_info_log_size(handle))
-    nvjitlink.get_info_log(handle, log)
-    nvjitlink.destroy(handle)
-    return log.decode(errors="replace")
-
-
 @pytest.mark.parametrize("name", ["barrier", "tma", "misc", "wgmma64", "wgmma256_tt"])
-def test_ptxas_accepts_and_does_not_serialize(name):
+def test_ptxas_accepts_and_does_not_serialize(name, assemble_sm90a):
     """ptxas assembles each kernel for sm_90a without serialising the wgmmas (C7510-C7515)."""
     ptx = {
         "wgmma64": lambda: _wgmma_kernel(64, 0, 0),
         "wgmma256_tt": lambda: _wgmma_kernel(256, 1, 1),
     }.get(name, lambda: _kernel_ptx(name))()
-    log = _assemble(ptx)
+    log = assemble_sm90a(ptx)
     assert not re.search(r"C751\d", log), log
 
 
@@ -386,9 +367,9 @@ SMOKE = {
 
 
 @pytest.mark.parametrize("name", sorted(SMOKE))
-def test_smoke_kernels_build_for_sm90a(name):
+def test_smoke_kernels_build_for_sm90a(name, assemble_sm90a):
     """The simulator's smoke kernels (the GPU tier's too) compile and assemble for sm_90a."""
     make, sig = SMOKE[name]
     ptx = _ptx(make(_smoke_kernels()).py_func, sig)
-    log = _assemble(ptx)
+    log = assemble_sm90a(ptx)
     assert not re.search(r"C751\d", log), log
