@@ -25,6 +25,7 @@ from .fusion import (
     LinearOp,
     MatmulOp,
     MmaOp,
+    PermuteOp,
     Scalar,
     SetOp,
     SqueezeOp,
@@ -44,6 +45,7 @@ from .patterns import (
 from .problem import MatmulProblem, VectorWidths
 from .shapes import require_concrete
 from .translate import skip_intermediates, translate_matmul_patterns
+from .view_ops import ExpandOp, ReshapeOp, SliceOp
 
 if TYPE_CHECKING:
     import pluggy
@@ -61,6 +63,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     and epilogue program. Messages name the user's tensors, not the copy's new ones."""
     fusion = as_fusion(fusion, "analyze")
     require_concrete(fusion, "matmul analysis")
+    _check_view_ops(fusion)
     work = copy.deepcopy(fusion)
     _unit_dims_are_real(work)
     name = _UserNames(work)
@@ -106,8 +109,9 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT]
     )
     outputs = tuple(bind(t, TensorRole.OUTPUT) for t in work.outputs)
-    for binding in (a, b):
-        _check_blocks(binding, (DimRole.BATCH,), _operand_blocks(binding))
+    for binding, tv in ((a, a_tv), (b, b_tv)):
+        _check_blocks(binding)
+        _check_operand_inner(binding, tv, roles, graph)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
     program = _lower_epilogue(work, patterns, epi_inputs, roles, graph, name)
@@ -250,6 +254,19 @@ def _check_roles(fusion, patterns, roles, troles, graph, name) -> None:  # noqa:
             )
 
 
+def _check_view_ops(fusion: Fusion) -> None:
+    """Slices and reshapes make new loops a matmul kernel cannot index (mp.evaluate runs them)."""
+    for expr in fusion.exprs():
+        if isinstance(expr, SliceOp | ReshapeOp):
+            raise UnsupportedFusionError(
+                f"{expr.output.name} = {expr.kind}({expr.inputs[0].name}): a matmul kernel "
+                f"cannot take a {expr.kind} (its dims are new loops, not batch, M, N or K); "
+                "kernels take set, broadcast, expand, squeeze, permute and stride_order on "
+                f"their tensors. Apply the {expr.kind} before or after the compiled fusion "
+                "(mp.evaluate runs the whole fusion)"
+            )
+
+
 def _check_prologue(operand: TensorView, name: _UserNames) -> None:
     """Only metadata ops may stand between an operand and its fusion input (no compute)."""
     tv, computed = operand, []
@@ -303,34 +320,48 @@ def _check_extents(extent: dict[DimRole, int], tensor_of: dict[DimRole, TensorBi
             )
 
 
-def _operand_blocks(binding: TensorBinding) -> tuple[DimRole, ...]:
-    inner = DimRole.M if binding.role is TensorRole.OPERAND_A else DimRole.N
-    return (inner, DimRole.K)
-
-
-def _check_blocks(
-    binding: TensorBinding, outer: tuple[DimRole, ...], inner: tuple[DimRole, ...]
-) -> None:
-    """Each role's dims must be adjacent, batch outermost, so the tensor views as 3-D."""
+def _check_blocks(binding: TensorBinding) -> None:
+    """Each role's dims must be adjacent, so each merges into one strided dim (any role order:
+    a ``[M, B, K]`` operand is addressed by its batch stride)."""
     seq = [r for r in binding.dim_roles if r is not None]
     runs = [r for i, r in enumerate(seq) if i == 0 or seq[i - 1] is not r]
-    if len(runs) != len(set(runs)) or (DimRole.BATCH in runs and runs[0] is not DimRole.BATCH):
+    if len(runs) != len(set(runs)):
         raise UnsupportedFusionError(
             f"{binding.role.value} tensor {binding.name} has dims ordered "
-            f"{[r.value for r in seq]}; dims of one role must be adjacent, batch dims first "
-            "(non-consecutive M or N dims cannot be tiled)"
+            f"{[r.value for r in seq]}; the dims of one role must be adjacent (non-consecutive "
+            "batch, M, N or K dims cannot be addressed with one stride; permute or reshape "
+            "before the fusion)"
+        )
+
+
+def _check_operand_inner(binding: TensorBinding, tv: TensorView, roles, graph) -> None:  # noqa: ANN001
+    """Kernels read operands along K or along M (A) / N (B), never along a batch dim."""
+    if _inner_role(tv, roles, graph) is DimRole.BATCH:
+        rows = "M" if binding.role is TensorRole.OPERAND_A else "N"
+        raise UnsupportedFusionError(
+            f"operand {binding.name} (shape {list(binding.shape)}, stride_order "
+            f"{tv.stride_order}) is contiguous along a batch dim; kernels load operands "
+            f"contiguous along K or {rows} (declare a stride_order with K or {rows} innermost)"
         )
 
 
 def _check_output_order(binding: TensorBinding, tv: TensorView) -> None:
+    """Kernels store N contiguous, batch and M by strides: N last, each role adjacent."""
+    _check_blocks(binding)
     seq = [r for r in binding.dim_roles if r is not None]
-    expected = sorted(seq, key=[DimRole.BATCH, DimRole.M, DimRole.N].index)
-    if seq != expected:
+    if seq and seq[-1] is not DimRole.N:
         raise UnsupportedFusionError(
-            f"output {binding.name} has dims ordered {[r.value for r in seq]}; outputs must be "
-            "[batch..., M..., N...] with N innermost (permute after the fusion instead)"
+            f"output {binding.name} has dims ordered {[r.value for r in seq]}; kernels store "
+            "outputs with N innermost: the N dims last, batch and M dims in any order before "
+            "them (permute after the fusion instead, or keep N last)"
         )
-    _check_blocks(binding, (DimRole.BATCH,), (DimRole.M, DimRole.N))
+    if list(binding.alloc_order) != sorted(binding.alloc_order):
+        raise UnsupportedFusionError(
+            f"output {binding.name} asks stride_order {tv.stride_order}; compiled fusions "
+            "return outputs laid out in their logical order (row-major), so this layout is not "
+            "produced (drop stride_order on the output, or copy after the fusion; mp.evaluate "
+            "runs it)"
+        )
 
 
 def _strided(tv: TensorView) -> list[IterDomain]:
@@ -401,8 +432,8 @@ def _lower_epilogue(fusion, patterns, epi_inputs, roles, graph, name) -> Epilogu
         expr = val.definition
         if isinstance(expr, MmaOp):
             return 0
-        if isinstance(expr, BroadcastOp | SetOp | SqueezeOp):
-            return lower(expr.inputs[0])
+        if isinstance(expr, BroadcastOp | ExpandOp | PermuteOp | SetOp | SqueezeOp):
+            return lower(expr.inputs[0])  # per element, these only rename the dims
         if isinstance(expr, CastOp):
             src = lower(expr.inputs[0])
             source_dtype = expr.inputs[0].dtype  # type: ignore[attr-defined]

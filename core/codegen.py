@@ -195,10 +195,21 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
             "silu": f"{x} / (float32(1.0) + math.exp(-{x}))",
             "sigmoid": f"float32(1.0) / (float32(1.0) + math.exp(-{x}))",
             "sin": f"math.sin({x})",
+            "cos": f"math.cos({x})",
+            "exp": f"math.exp({x})",
+            "log": f"math.log({x})",
+            "tanh": f"math.tanh({x})",
+            "abs": f"abs({x})",
+            "reciprocal": f"float32(1.0) / {x}",
+            "sqrt": f"math.sqrt({x})",
+            "rsqrt": f"float32(1.0) / math.sqrt({x})",
+            "erf": f"math.erf({x})",
         }[op]
     if op in BINARY_OPS:
         x, y = s
-        return f"{x} {dict(add='+', sub='-', mul='*')[op]} {y}"
+        if op in ("maximum", "minimum"):
+            return f"{op[:3]}({x}, {y})"
+        return f"{x} {dict(add='+', sub='-', mul='*', div='/')[op]} {y}"
     raise ValueError(f"unknown epilogue op {op!r}")
 
 

@@ -16,8 +16,11 @@ import attrs
 from .dtypes import DType
 from .errors import UsageError
 
-UNARY_OPS = ("neg", "relu", "gelu", "silu", "sigmoid", "sin")
-BINARY_OPS = ("add", "sub", "mul")
+UNARY_OPS = (
+    "neg", "relu", "gelu", "silu", "sigmoid", "sin",
+    "cos", "exp", "log", "tanh", "abs", "reciprocal", "sqrt", "rsqrt", "erf",
+)  # fmt: skip
+BINARY_OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 
 
 class Axis(enum.StrEnum):

@@ -31,6 +31,7 @@ from .fusion import (
     as_fusion,
 )
 from .shapes import concretize, shape_of, symbolic_dims
+from .view_ops import ExpandOp, ReshapeOp, SliceOp
 
 _erf: Final = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -41,11 +42,23 @@ UNARY: Final[dict[str, Callable[[np.ndarray], np.ndarray]]] = {
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "sin": np.sin,
+    "cos": np.cos,
+    "exp": np.exp,
+    "log": np.log,
+    "tanh": np.tanh,
+    "abs": np.abs,
+    "reciprocal": np.reciprocal,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "erf": _erf,
 }
 BINARY: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
+    "div": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
 }
 
 
@@ -95,7 +108,15 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
         value = _run(expr, args)
         out = expr.output
         env[id(out)] = round_to(np.broadcast_to(value, out.shape), out.dtype)
-    return [np.asarray(env[id(tv)]).astype(tv.dtype.numpy) for tv in fusion.outputs]
+    return [_laid_out(np.asarray(env[id(tv)]).astype(tv.dtype.numpy), tv) for tv in fusion.outputs]
+
+
+def _laid_out(array: np.ndarray, tv: TensorView) -> np.ndarray:
+    """*array* with *tv*'s memory order (``stride_order``): the same values, strided as asked."""
+    order = [tv.no_reduction_domain.index(tv.domain[i]) for i in tv.alloc_order]
+    if order == sorted(order):
+        return array
+    return np.ascontiguousarray(array.transpose(order)).transpose(np.argsort(order))
 
 
 def _bind_input(val: Val, given: object) -> np.ndarray | float:
@@ -154,6 +175,12 @@ def _run(expr: Expr, args: list) -> np.ndarray | float:
         return np.squeeze(args[0], axis=expr.dims) if expr.dims else args[0]
     if isinstance(expr, PermuteOp):
         return np.transpose(args[0], expr.perm)
+    if isinstance(expr, SliceOp):
+        return args[0][tuple(slice(*r) for r in expr.ranges)]
+    if isinstance(expr, ReshapeOp):
+        return np.reshape(args[0], expr.output.shape)
+    if isinstance(expr, ExpandOp):
+        return args[0]  # broadcast to the output's shape below
     if isinstance(expr, ReductionOp):
         return np.sum(args[0], axis=expr.axes)
     if isinstance(expr, MmaOp):

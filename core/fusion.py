@@ -186,10 +186,13 @@ class Expr:
 
 
 class UnaryOp(Expr):
-    """Element-wise ``op`` of one tensor (neg, relu, gelu, silu, sigmoid, sin)."""
+    """Element-wise ``op`` of one tensor (one of ``OPS``)."""
 
     kind = "unary"
-    OPS: ClassVar[tuple[str, ...]] = ("neg", "relu", "gelu", "silu", "sigmoid", "sin")
+    OPS: ClassVar[tuple[str, ...]] = (
+        "neg", "relu", "gelu", "silu", "sigmoid", "sin",
+        "cos", "exp", "log", "tanh", "abs", "reciprocal", "sqrt", "rsqrt", "erf",
+    )  # fmt: skip
 
     def __init__(self, out: TensorView, inp: TensorView, op: str) -> None:
         super().__init__([out], [inp])
@@ -200,10 +203,10 @@ class UnaryOp(Expr):
 
 
 class BinaryOp(Expr):
-    """Element-wise add/sub/mul of two same-rank tensors, or a tensor and a scalar."""
+    """Element-wise ``op`` (one of ``OPS``) of two same-rank tensors, or a tensor and a scalar."""
 
     kind = "binary"
-    OPS: ClassVar[tuple[str, ...]] = ("add", "sub", "mul")
+    OPS: ClassVar[tuple[str, ...]] = ("add", "sub", "mul", "div", "maximum", "minimum")
 
     def __init__(self, out: TensorView, lhs: Val, rhs: Val, op: str) -> None:
         super().__init__([out], [lhs, rhs])
