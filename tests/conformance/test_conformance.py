@@ -1,0 +1,104 @@
+"""Conformance with nvFuser's matmul tests: every ported scenario through mp.evaluate (against
+the source test's reference, in numpy) and through analysis and planning on a100 and h200.
+
+Scenarios: nvf_scenarios*.py (each names its source file and test; NVIDIA/Fuser commit
+81c4b22fd750d377d69e24928c32233162f6b2bd). A scenario with ``differ`` is one where mmaplug
+deliberately differs from nvFuser: the test asserts our refusal (docs/decisions.md,
+"Conformance with nvFuser", says why).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.analysis import analyze
+from mmaplug.plan import plan_problem
+
+sys.path.insert(0, str(Path(__file__).parent))
+import nvf_scenarios  # noqa: E402
+import nvf_scenarios_cpp  # noqa: E402, F401 - registers its scenarios
+import nvf_scenarios_sched  # noqa: E402, F401 - registers its scenarios
+import roles_scenarios  # noqa: E402, F401 - role orders of issue 10 (not from nvFuser)
+
+SCENARIOS = nvf_scenarios.SCENARIOS
+TOLERANCE = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 1e-5}  # sin etc. of rounded results
+
+
+def build(name: str, dims: dict[str, int] | None = None) -> mp.Fusion:
+    sc = SCENARIOS[name]
+    with mp.FusionDefinition() as fd:
+        sc.build(fd, mp, dims or sc.dims)
+    return fd.fusion
+
+
+def random_inputs(fusion: mp.Fusion, seed: int = 0) -> list[Any]:
+    rng = np.random.default_rng(seed)
+    return [
+        rng.standard_normal(v.shape).astype(v.dtype.numpy)
+        if isinstance(v, mp.TensorView)
+        else float(rng.uniform(-2, 2))
+        for v in fusion.inputs
+    ]
+
+
+def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
+    got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(got64 - ref64) / max(np.linalg.norm(ref64), 1e-30))
+
+
+def test_the_catalogue_covers_every_source() -> None:
+    """Every source file of the port contributes scenarios, each naming where it comes from."""
+    sources = {sc.source.split()[0] for sc in SCENARIOS.values()}
+    assert sources == {"PY", "OPI", "TR", "SCH", "MM", "ROLES"}
+    assert len(SCENARIOS) >= 150
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_evaluate_matches_the_source_reference(name: str) -> None:
+    """mp.evaluate computes what the nvFuser test's ATen reference computes."""
+    sc = SCENARIOS[name]
+    fusion = build(name)
+    inputs = random_inputs(fusion)
+    got = mp.evaluate(fusion, inputs)
+    ref = sc.reference([np.asarray(x, np.float64) for x in inputs], sc.dims)
+    assert len(got) == len(ref) == len(fusion.outputs)
+    computed = [t for t in fusion.tensors() if t not in fusion.inputs]  # each op rounds
+    tolerance = max(TOLERANCE[t.dtype.label] for t in computed)
+    for tv, g, r in zip(fusion.outputs, got, ref, strict=True):
+        assert g.shape == r.shape, (tv.name, g.shape, r.shape)
+        assert relative_error(g, r) < tolerance, tv.name
+
+
+@pytest.fixture(scope="module")
+def hermetic() -> mp.PluginManager:
+    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_planning_takes_it_or_refuses_as_documented(name: str, hermetic: Any) -> None:
+    """Analysis and planning on a100 and h200 take every scenario nvFuser's matmul scheduler
+    takes, with nvFuser's layout and vector widths; a documented difference is our refusal."""
+    sc = SCENARIOS[name]
+    fusion = build(name)
+    if sc.differ is not None:
+        with pytest.raises(mp.MatmulError, match=sc.differ):
+            problem = analyze(fusion, pm=hermetic).problem
+            plan_problem(problem, mp.get_device("a100"), pm=hermetic)
+        return
+    problem = analyze(fusion, pm=hermetic).problem
+    if sc.layout is not None:
+        assert problem.layout == sc.layout
+    if sc.vec is not None:
+        widths = problem.vector_widths
+        assert (widths.a, widths.b, widths.epilogue) == sc.vec
+    for device in ("a100", "h200"):
+        spec = plan_problem(problem, mp.get_device(device), pm=hermetic)
+        assert spec.scheduler in ("ampere", "hopper")
+        if device == "a100":
+            assert spec.scheduler == "ampere"
