@@ -23,7 +23,7 @@ from .log import CACHE
 
 _HEADER: Final = "# mmaplug generated kernel; digest {digest}\n"
 _ENV_KEYS: Final = ("NUMBA_OPT", "NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DEFAULT_PTX_CC")
-_FIX: Final = "set MMAPLUG_CACHE_DIR to a writable directory, or MMAPLUG_DISK_CACHE=off"
+FIX: Final = "set MMAPLUG_CACHE_DIR to a writable directory, or MMAPLUG_DISK_CACHE=off"
 _lock: Final = threading.Lock()
 
 
@@ -90,15 +90,15 @@ def kernel_module(key: str, source: str) -> ModuleType | None:
         where: Any = "the kernel cache"
         try:
             where = cache_dir() / "kernels" / f"mm_{name}.py"
-            wrote = _store(where, text.encode())
+            wrote = store_file(where, text.encode())
             code = compile(text, str(where), "exec")
             module = ModuleType(module_name)
             module.__file__ = str(where)
             exec(code, vars(module))  # Numba raises RuntimeError when it finds no cache directory
         except (OSError, RuntimeError, UnicodeError) as error:
-            _warn(
+            warn(
                 f"mmaplug's kernel cache cannot be used at {where}: {_describe(error)}; "
-                f"building the kernel in memory ({_FIX})"
+                f"building the kernel in memory ({FIX})"
             )
             return None
         CACHE.debug(
@@ -109,7 +109,7 @@ def kernel_module(key: str, source: str) -> ModuleType | None:
         return module
 
 
-def _store(path: Path, data: bytes) -> bool:
+def store_file(path: Path, data: bytes) -> bool:
     """Make *path* hold exactly *data*: keep a matching file, else write it atomically (True)."""
     try:
         info = path.stat()
@@ -152,7 +152,7 @@ def _guarded_load(cache: Any, load: Any) -> Any:
             except Exception as flush_error:
                 cache.disable()
                 done = f"could not be reset ({_describe(flush_error)}); compiling in memory"
-            _warn(
+            warn(
                 f"Numba's cache entry {where} (index and .nbc data) is damaged "
                 f"({_describe(error)}); {done}"
             )
@@ -171,7 +171,7 @@ def _guarded_save(cache: Any, save: Any) -> Any:
             save(sig, data)
         except Exception as error:  # a full disk, a directory that turned read-only
             cache.disable()
-            _warn(
+            warn(
                 f"Numba's cache file {_numba_index(cache)} cannot be written "
                 f"({_describe(error)}); this process keeps the kernel in memory"
             )
@@ -187,5 +187,6 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
+    """Report a cache fault as a ``CacheWarning`` (the kernel is then built or kept in memory)."""
     warnings.warn(CacheWarning(message), stacklevel=4)

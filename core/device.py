@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Mapping
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 from typing import Any, Final
 
 import attrs
@@ -124,7 +125,15 @@ def get_device(name: str | Device | None = None) -> Device:
 
 
 def _local_device() -> Device:
-    """Describe the current CUDA GPU; numba is imported here only, so planning never needs it."""
+    """Describe the current CUDA GPU: through the driver (no Numba: a cold start from the disk
+    cache never imports it), else, and under Numba's simulator, through ``numba.cuda``."""
+    from .cuda.launching import simulating
+
+    if not simulating():
+        from .cuda.driver import device_attributes
+
+        with contextlib.suppress(Exception):  # no libcuda or no GPU: numba says why below
+            return device_from_attributes(SimpleNamespace(**device_attributes()))
     try:
         from numba import cuda  # lazy on purpose: core imports without numba
     except ImportError as error:

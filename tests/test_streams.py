@@ -21,7 +21,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis import analyze
 from mmaplug.compile import CompiledFusion
-from mmaplug.cuda import streams, tensors
+from mmaplug.cuda import streams
 from mmaplug.cuda.launching import BoundKernels, KernelParams
 from mmaplug.plan import plan_problem
 
@@ -142,12 +142,6 @@ class RecordingArtifact:
 def torch(monkeypatch: pytest.MonkeyPatch) -> FakeTorch:
     fake = FakeTorch()
     monkeypatch.setitem(sys.modules, "torch", fake)
-    flat = types.SimpleNamespace(
-        from_cuda_array_interface=lambda desc, owner, sync: types.SimpleNamespace(
-            size=desc["shape"][0]
-        )
-    )
-    monkeypatch.setattr(tensors, "cuda", flat)  # views of fake memory: no GPU needed
     monkeypatch.setattr(compile_module, "relaxed_capture", contextlib.nullcontext)  # no driver
     return fake
 

@@ -46,10 +46,9 @@ class Recorder:
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     Recorder.launched = []
     monkeypatch.setattr(ampere_bound, "DriverLaunch", Recorder)
-    monkeypatch.setattr(ampere_bound, "build", lambda config: None)
-    monkeypatch.setattr(ampere_bound, "prepared", lambda kernels, name, smem: name)
+    monkeypatch.setattr(ampere_bound, "loaded", lambda config, name, smem, slots: name)
     monkeypatch.setattr(hopper_artifact, "DriverLaunch", Recorder)
-    monkeypatch.setattr(hopper_artifact, "compiled_kernel", lambda disp, sig, smem: disp)
+    monkeypatch.setattr(hopper_artifact, "loaded", lambda config, name, smem, slots: name)
     return Recorder.launched
 
 

@@ -11,12 +11,15 @@ float32 scalar as one parameter each. Every launch takes the raw handle of the c
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ..errors import LaunchError
+from . import driver
+from .cubin import Binary
 
 __all__ = [
     "ARRAY_SLOTS",
@@ -25,6 +28,7 @@ __all__ = [
     "KernelParams",
     "compiled_kernel",
     "launch_checked",
+    "numba_binary",
 ]
 
 ARRAY_SLOTS: Final = 7
@@ -35,10 +39,11 @@ _compile_lock: Final = threading.RLock()
 
 
 def simulating() -> bool:
-    """Whether Numba's CUDA simulator is on."""
-    from numba import config as nb_config
-
-    return bool(nb_config.ENABLE_CUDASIM)
+    """Whether Numba's CUDA simulator is on (before Numba is imported: whether it will be)."""
+    config = getattr(sys.modules.get("numba"), "config", None)
+    if config is None:  # Numba not imported (a disk-cache hit never imports it)
+        return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0")
+    return bool(config.ENABLE_CUDASIM)
 
 
 def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
@@ -119,34 +124,31 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def numba_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
+    """Compile *dispatcher* for *signature* with Numba (on the current GPU): its cubin, entry
+    name and parameter slots (``ARRAY_SLOTS`` per array, one per scalar), for the cubin cache."""
+    from numba import types
+
+    kern = compiled_kernel(dispatcher, signature, smem)
+    library = kern._codelibrary
+    slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
+    return Binary(bytes(library.get_cubin()), library._entry_name, slots)
+
+
 class DriverLaunch:
-    """One compiled kernel with fixed grid, block, shared memory and parameter block."""
+    """One loaded kernel (a ``CUkernel`` handle) with fixed grid, block, shared memory and
+    parameter block; called with a raw stream handle, it is one ctypes ``cuLaunchKernel``."""
 
     def __init__(
-        self, kern: Any, grid: tuple, block: tuple, smem: int, params: KernelParams
+        self, kernel: int, grid: tuple, block: tuple, smem: int, params: KernelParams
     ) -> None:
-        from cuda.bindings import driver
-
-        self._driver = driver
-        handle = kern._codelibrary.get_cufunc().handle  # a CUkernel (library-based loading)
-        if not isinstance(handle, driver.CUfunction):
-            kernel = handle if isinstance(handle, driver.CUkernel) else driver.CUkernel(int(handle))
-            err, handle = driver.cuKernelGetFunction(kernel)
-            if err:
-                raise LaunchError(f"cuKernelGetFunction failed: {err!r}")
-        self._func = handle
-        self._dims = (*grid, *block)
-        self._smem = smem
         self.params = params
+        #: ``run(stream)``: the launch itself (``BoundKernels`` calls it directly)
+        self.run = driver.kernel_launcher(kernel, grid, block, smem, params.address)
 
     def __call__(self, stream: int) -> None:
         """Launch on the stream whose raw ``CUstream`` handle is *stream*."""
-        gx, gy, gz, bx, by, bz = self._dims
-        (err,) = self._driver.cuLaunchKernel(
-            self._func, gx, gy, gz, bx, by, bz, self._smem, stream, self.params.address, 0
-        )
-        if err:
-            raise LaunchError(f"cuLaunchKernel failed: {err!r}")
+        self.run(stream)
 
 
 class BoundKernels:
@@ -167,6 +169,7 @@ class BoundKernels:
         workspace: int = 0,
     ) -> None:
         self.launches = tuple(launches)
+        self._runs = tuple(getattr(launch, "run", launch) for launch in self.launches)
         self.workspace = workspace
         self._writes = tuple(
             (params.slots, slot, index)
@@ -183,5 +186,5 @@ class BoundKernels:
                 slots[slot] = addresses[index]
             for view, value in zip(self._floats, scalars, strict=True):
                 view.value = value
-            for launch in self.launches:
-                launch(stream)
+            for run in self._runs:
+                run(stream)

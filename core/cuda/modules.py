@@ -8,6 +8,8 @@ from typing import Any
 
 import attrs
 
+from ..errors import KernelBuildError
+
 __all__ = ["GeneratedKernels", "load_generated"]
 
 
@@ -30,6 +32,14 @@ def load_generated(key: str, render: Callable[[bool], str], *, on_disk: bool) ->
     for the next process. When the cache cannot be used (a ``CacheWarning`` says why), or
     without *on_disk*, the source runs from memory under a ``linecache`` name for tracebacks.
     """
+    try:  # the first Numba import on the way to a built kernel; a plan-only install stops here
+        import numba.cuda  # noqa: F401
+    except ImportError as missing:
+        raise KernelBuildError(
+            f"building a kernel needs Numba-CUDA, which cannot be imported ({missing}); install "
+            "mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] (CUDA 12, "
+            "driver R525 or newer)"
+        ) from missing
     if on_disk:
         from ..cache import kernel_module
 

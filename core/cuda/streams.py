@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -36,8 +35,6 @@ _ACCEPTED: Final = (
     "a torch.cuda.Stream, a CuPy stream, a Numba stream, an object with __cuda_stream__, "
     "or a raw CUstream handle (an int >= 0; 0 is the legacy default stream)"
 )
-_lock = threading.Lock()
-_private: list[Any] = []  # the upload stream, created on first use
 
 
 def stream_handle(stream: object, what: str = "stream=") -> int:
@@ -128,44 +125,23 @@ def relaxed_capture() -> Iterator[None]:
 
 
 def upload(host: np.ndarray) -> tuple[Any, int]:
-    """A new device array holding *host*, written before this returns, and its address.
+    """A new device buffer holding *host*, written before this returns, and its address.
 
     Safe while any stream is being captured: the copy runs on a private non-blocking stream
-    that is synchronised here, so no graph records it and no launch can read it early.
+    that is synchronised here, so no graph records it and no launch can read it early. The
+    buffer (``driver.DeviceBuffer``; a Numba array in the simulator) frees itself when dropped.
     """
-    from numba import cuda
-
-    from .tensormap import device_address
-
     if simulating():
+        from numba import cuda
+
+        from .tensormap import device_address
+
         array = cuda.to_device(host)
         return array, device_address(array)
-    from cuda.bindings import driver
+    from .driver import DeviceBuffer, copy_to_device
 
-    host = np.ascontiguousarray(host)
-    with relaxed_capture(), cuda.defer_cleanup():  # no cuMemFree of Numba's pending frees here
-        array = cuda.device_array(host.shape, host.dtype)
-        address = device_address(array)
-        stream = _upload_stream()
-        _check(driver.cuMemcpyHtoDAsync(address, host.ctypes.data, host.nbytes, stream), "copy")
-        _check(driver.cuStreamSynchronize(stream), "synchronise")
-    return array, address
-
-
-def _upload_stream() -> Any:
-    with _lock:
-        if not _private:
-            from cuda.bindings import driver
-
-            err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
-            _check(err, "create a stream for")
-            _private.append(stream)
-        return _private[0]
-
-
-def _check(result: Any, what: str) -> None:
-    err = result[0] if isinstance(result, tuple) else result
-    if int(err) != 0:
-        from ..errors import LaunchError
-
-        raise LaunchError(f"could not {what} a host-to-device upload: {err!r}")
+    host = np.ascontiguousarray(host).reshape(-1)
+    with relaxed_capture():
+        buffer = DeviceBuffer(host.size, host.dtype.str)
+        copy_to_device(buffer.address, host)
+    return buffer, buffer.address

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..errors import LaunchError, UsageError
+from .launching import simulating
 
 __all__ = ["MAP_WORDS", "TensorMapSpec", "device_address", "encode", "sim_lookup"]
 
@@ -113,9 +114,7 @@ def encode(spec: TensorMapSpec, address: int) -> np.ndarray:
     """
     if found := spec.violations(address):
         raise LaunchError(f"cannot encode a TMA tensor map for {spec}: " + "; ".join(found))
-    from numba.cuda.core import config
-
-    if config.ENABLE_CUDASIM:
+    if simulating():
         return _sim_register(spec, int(address))
     return _driver_encode(spec, int(address))
 

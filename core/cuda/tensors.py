@@ -1,4 +1,4 @@
-"""Device tensors in and out of kernels: torch, CuPy and Numba arrays as flat Numba views
+"""Device tensors in and out of kernels: torch, CuPy and Numba arrays as flat 1-D views
 with element strides (allocation of the caller's kind: ``frameworks``)."""
 
 from __future__ import annotations
@@ -12,19 +12,10 @@ import numpy as np
 
 from ..analysis import TensorBinding
 from ..dtypes import DType
-from ..errors import KernelBuildError, LaunchError
+from ..errors import LaunchError
 from ..patterns import DimRole
 from .frameworks import allocate, kind_of, probe
 from .launching import simulating
-
-try:  # the first Numba import on the way to a kernel; a plan-only install stops here
-    from numba import cuda
-except ImportError as missing:
-    raise KernelBuildError(
-        f"building or running a kernel needs Numba-CUDA, which cannot be imported ({missing}); "
-        "install mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] "
-        "(CUDA 12, driver R525 or newer)"
-    ) from missing
 
 __all__ = [
     "DeviceTensor",
@@ -42,7 +33,7 @@ _STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.fl
 
 @attrs.frozen(kw_only=True)
 class DeviceTensor:
-    """A tensor as kernels see it: a 1-D Numba view of its storage and its element strides.
+    """A tensor as kernels see it: a 1-D view of its storage and its element strides.
 
     16-bit types are viewed as ``uint16`` (the tensor-core instructions take raw bits).
     ``role_strides`` maps batch/M/N/K to the element stride of that role's merged dims (0 for a
@@ -133,8 +124,20 @@ def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
         "data": (address, False),
         "version": 3,
     }
-    array = cuda.from_cuda_array_interface(flat, owner=obj, sync=False)
+    array = FlatView(flat, obj)
     return DeviceTensor(array=array, address=address, role_strides=_role_strides(binding, elems))
+
+
+class FlatView:
+    """The 1-D storage of a device tensor as ``__cuda_array_interface__`` (Numba kernels take
+    it as an array argument); it keeps *owner* alive and imports no GPU library."""
+
+    __slots__ = ("__cuda_array_interface__", "_owner", "size")
+
+    def __init__(self, interface: dict[str, Any], owner: object) -> None:
+        self.__cuda_array_interface__ = interface
+        self.size = int(interface["shape"][0])
+        self._owner = owner
 
 
 def _role_strides(binding: TensorBinding, strides: Sequence[int]) -> dict[DimRole, int]:

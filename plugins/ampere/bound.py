@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from mmaplug.cuda.launching import ARRAY_SLOTS, BoundKernels, DriverLaunch, KernelParams
 
-from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
-from .launch import grid_for, k_per_split, prepared
+from .kernel import REDUCE_THREADS, AmpereKernelConfig
+from .launch import grid_for, k_per_split, loaded
 
 
 class BoundGemm(BoundKernels):
@@ -33,7 +33,6 @@ class BoundGemm(BoundKernels):
         batch: int,
     ) -> None:
         prog = config.epilogue
-        kernels = build(config)
         bm, bn, _ = config.cta_tile
         tiles = (-(-m // bm), -(-n // bn))
         sizes = [2] * 2 + [2 if i.dtype.is_half else 4 for i in prog.inputs]
@@ -46,11 +45,11 @@ class BoundGemm(BoundKernels):
         out_s = [s for t in out_strides for s in t]
         tail = [k_per_split(config, k), *tiles]
         smem = config.smem_bytes
-        main_kern = prepared(kernels, "ampere_gemm", smem)
         grid, block = grid_for(config, m, n, batch), (config.threads, 1, 1)
         placeholders = [0.0] * scalars
         if config.splitk == 1:
             params = KernelParams([a, b, *ins, *outs, *placeholders, *dims, *in_s, *out_s, *tail])
+            main_kern = loaded(config, "ampere_gemm", smem, len(params.slots))
             # the float32 scalars follow the array parameters
             first = ARRAY_SLOTS * len(arrays)
             super().__init__(
@@ -62,8 +61,9 @@ class BoundGemm(BoundKernels):
         size = config.splitk * batch * m * n
         ws_arg, ws = (0, size, 4), len(arrays)  # the workspace's address comes last
         main = KernelParams([a, b, ws_arg, *dims, *tail])
-        red_kern = prepared(kernels, "ampere_splitk_reduce", 0)
         red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
+        main_kern = loaded(config, "ampere_gemm", smem, len(main.slots))
+        red_kern = loaded(config, "ampere_splitk_reduce", 0, len(red.slots))
         total = batch * m * n
         first = ARRAY_SLOTS * (1 + len(ins) + len(outs))
         super().__init__(

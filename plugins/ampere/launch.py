@@ -15,15 +15,17 @@ elements, a stride of 0 meaning "does not vary along that axis"):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda.launching import compiled_kernel, launch_checked
+from mmaplug.cuda import cubin
+from mmaplug.cuda.launching import launch_checked, numba_binary
 from mmaplug.cuda.modules import GeneratedKernels
 
-from .kernel import REDUCE_THREADS, AmpereKernelConfig, build
+from .kernel import REDUCE_THREADS, AmpereKernelConfig, build, generate_source
 
 
 def grid_for(config: AmpereKernelConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
@@ -43,9 +45,20 @@ def _dispatcher(kernels: GeneratedKernels, name: str) -> Any:
     return kernels.gemm if name == "ampere_gemm" else kernels.reduce
 
 
-def prepared(kernels: GeneratedKernels, name: str, smem: int) -> Any:
-    """The compiled overload of kernel *name* allowed *smem* bytes (None in the simulator)."""
-    return compiled_kernel(_dispatcher(kernels, name), kernels.signatures[name], smem)
+@functools.cache
+def _source(config: AmpereKernelConfig) -> str:
+    return generate_source(config, sim=False)
+
+
+def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
+    """Kernel *name* of *config* as a driver ``CUkernel`` allowed *smem* bytes: from the
+    cubin cache (no Numba), else built by Numba and cached; *slots*: its parameter block."""
+
+    def compile_it() -> cubin.Binary:
+        kernels = build(config)
+        return numba_binary(_dispatcher(kernels, name), kernels.signatures[name], smem)
+
+    return cubin.kernel(f"ampere_{config.name}", _source(config), name, smem, slots, compile_it)
 
 
 def _launch(

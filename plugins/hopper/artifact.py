@@ -13,13 +13,7 @@ from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.launching import (
-    BoundKernels,
-    DriverLaunch,
-    KernelParams,
-    compiled_kernel,
-    launch_checked,
-)
+from mmaplug.cuda.launching import BoundKernels, DriverLaunch, KernelParams, launch_checked
 from mmaplug.cuda.modules import GeneratedKernels
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.dtypes import DType
@@ -29,7 +23,7 @@ from mmaplug.patterns import DimRole
 from mmaplug.problem import MatmulProblem
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, packed_buffers
-from .kernel import build, compile_ptx
+from .kernel import build, compile_ptx, loaded
 from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
 
@@ -247,7 +241,6 @@ class BoundHopper(BoundKernels):
 
     def __init__(self, artifact: HopperArtifact, plan: _Launch, args: LaunchArgs) -> None:
         cfg = artifact.config
-        kernels = artifact._kernels()
         prog = cfg.epilogue
         self._maps = plan.maps
         sizes_in = [2 if i.dtype.is_half else 4 for i in prog.inputs]
@@ -256,7 +249,6 @@ class BoundHopper(BoundKernels):
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
         maps_arg = (0, 32, 8)
         placeholders = [0.0] * len(prog.scalars)
-        main_kern = compiled_kernel(kernels.gemm, kernels.signatures["hopper_gemm"], cfg.smem_bytes)
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
         epi, out_s = list(plan.epi_strides), list(plan.out_strides)
@@ -267,6 +259,7 @@ class BoundHopper(BoundKernels):
             params = KernelParams(
                 [maps_arg, *ins, *outs, *placeholders, *shape, *epi, *out_s, *grid_args]
             )
+            main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
             super().__init__(
                 [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params)],
                 [(params, tensors)],
@@ -276,10 +269,11 @@ class BoundHopper(BoundKernels):
         size = cfg.splitk * plan.batch * plan.m * plan.n
         ws_arg, ws = (0, size, 4), len(tensors)
         main = KernelParams([maps_arg, ws_arg, *shape, *grid_args])
-        red_kern = compiled_kernel(kernels.reduce, kernels.signatures["hopper_splitk_reduce"], 0)
         red = KernelParams(
             [ws_arg, *ins, *outs, *placeholders, plan.m, plan.n, plan.batch, *epi, *out_s]
         )
+        main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(main.slots))
+        red_kern = loaded(cfg, "hopper_splitk_reduce", 0, len(red.slots))
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         super().__init__(
             [

@@ -23,16 +23,18 @@ is one output tile of one batch and one K split):
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 from mmaplug.codegen import REDUCE_THREADS, is16
-from mmaplug.cuda.launching import simulating
+from mmaplug.cuda import cubin
+from mmaplug.cuda.launching import numba_binary, simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
 from .kernel_codegen import generate_source
 
-__all__ = ["build", "compile_ptx", "kernel_signatures", "load_module"]
+__all__ = ["build", "compile_ptx", "kernel_signatures", "load_module", "loaded"]
 
 SM90A: Final = (9, 0, "a")
 
@@ -107,3 +109,20 @@ def build(config: HopperKernelConfig) -> GeneratedKernels:
     )
     _BUILD_CACHE[config] = kernels
     return kernels
+
+
+@functools.cache
+def _source(config: HopperKernelConfig) -> str:
+    return generate_source(config, sim=False)
+
+
+def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
+    """Kernel *name* of *config* as a driver ``CUkernel`` allowed *smem* bytes: from the
+    cubin cache (no Numba), else built by Numba and cached; *slots*: its parameter block."""
+
+    def compile_it() -> cubin.Binary:
+        kernels = build(config)
+        dispatcher = kernels.gemm if name == "hopper_gemm" else kernels.reduce
+        return numba_binary(dispatcher, kernels.signatures[name], smem)
+
+    return cubin.kernel(f"hopper_{config.name}", _source(config), name, smem, slots, compile_it)

@@ -163,7 +163,7 @@ def test_operands_load_from_inputs(
 
     monkeypatch.setattr(maps, "encode", encode)
     p, splitk = compiled.spec.problem, compiled.params.splitk_factor
-    allowed = [("device_array", (32,), "uint64")]  # the A and B CUtensorMaps (streams.upload)
+    allowed: list[Any] = []  # the A and B CUtensorMaps: a driver buffer (streams.upload)
     workspace = splitk * p.batch * p.m * p.n * 4 if splitk > 1 else 0  # float32, from torch
     scratch = [-(-workspace // 512) * 512] if workspace else []
     host = [x.double().cpu().numpy() for x in inputs]

@@ -201,7 +201,7 @@ def test_concurrent_writers_leave_one_complete_entry(cache_dir: Path) -> None:
     def build() -> None:
         name = cache.digest("k12", source, cache.versions_key())
         path = cache_dir / "kernels" / f"mm_{name}.py"
-        cache._store(path, (cache._HEADER.format(digest=name) + source).encode())
+        cache.store_file(path, (cache._HEADER.format(digest=name) + source).encode())
         results.append(path.read_text().endswith(source))
 
     threads = [threading.Thread(target=build) for _ in range(16)]

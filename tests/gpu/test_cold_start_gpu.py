@@ -1,0 +1,99 @@
+"""GPU tier: a fresh process that finds its kernel in the disk cache runs it without Numba.
+
+Each case runs one child process with an empty cache directory (it builds the kernel with
+Numba and stores the cubin) and a second one with that directory (it loads the cubin through
+the driver). Both check their result against float64; the second must not import Numba and
+must get its first result within 0.3 s of ``import mmaplug`` (issue 9, item 4). The timings
+are in the assertion messages; ``scripts/cache_check.py`` prints them for any fusion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mmaplug.gpu import cuda_device_count
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm80,
+    pytest.mark.skipif(cuda_device_count() == 0, reason="needs a CUDA GPU"),
+]
+
+FIRST_RESULT_S = 0.3
+CHILD = """
+import json, sys, time
+import torch
+
+scheduler, splitk = sys.argv[1], int(sys.argv[2])
+M, N, K = 200, 264, 256
+gen = torch.Generator(device="cuda").manual_seed(0)
+x, w, b = (torch.randn(s, device="cuda", dtype=torch.float16, generator=gen)
+           for s in ((M, K), (N, K), (N,)))
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+import mmaplug as mp
+t1 = time.perf_counter()
+pm = mp.make_plugin_manager(load_entrypoints=False, strict=True,
+                            block=("hopper",) if scheduler == "ampere" else ())
+with mp.FusionDefinition() as fd:
+    xs, ws, bs = (fd.define_tensor(s, dtype=mp.float16) for s in ([M, K], [N, K], [N]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(xs, ws, bs)), mp.float16))
+compiled = mp.compile(fd, pm=pm, overrides={"splitk_factor": splitk} if splitk > 1 else None)
+out = compiled.execute([x, w, b])[0]
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double())
+err = float((out.double() - ref).norm() / ref.norm())
+again = compiled.execute([x, w, b])[0]
+torch.cuda.synchronize()
+print(json.dumps({
+    "scheduler": compiled.spec.scheduler, "splitk": compiled.params.splitk_factor,
+    "import_s": t1 - t0, "first_result_s": t2 - t1, "numba": "numba" in sys.modules,
+    "rel_error": err, "same_again": bool(torch.equal(out, again)),
+}))
+"""
+
+
+def _sm90() -> bool:
+    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
+
+
+SCHEDULERS = [
+    "ampere",
+    pytest.param("hopper", marks=pytest.mark.skipif(not _sm90(), reason="needs sm_90")),
+]
+
+
+def _run(cache: Path, scheduler: str, splitk: int) -> dict[str, Any]:
+    env = dict(os.environ, MMAPLUG_CACHE_DIR=str(cache), MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
+    for name in ("NUMBA_ENABLE_CUDASIM", "MMAPLUG_DISK_CACHE", "MMAPLUG_FAST_LAUNCH"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, scheduler, str(splitk)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("splitk", [1, 2])
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_disk_hit_first_result_without_numba(tmp_path: Path, scheduler: str, splitk: int) -> None:
+    built = _run(tmp_path, scheduler, splitk)
+    assert (built["scheduler"], built["splitk"]) == (scheduler, splitk)
+    assert built["numba"] and built["rel_error"] < 1e-2 and built["same_again"], built
+    assert list((tmp_path / "cubins").glob("*.cubin")), "the build stored no cubin"
+    hit = _run(tmp_path, scheduler, splitk)
+    note = f"built: {built}; from the disk cache: {hit}"
+    assert hit["numba"] is False, f"a disk-cache hit imported numba; {note}"
+    assert hit["rel_error"] < 1e-2 and hit["same_again"], note
+    assert hit["first_result_s"] <= FIRST_RESULT_S, note

@@ -1,0 +1,128 @@
+"""A fresh process of test_cold_start.py: compile and execute one fusion against a fake driver.
+
+``python cold_start_child.py MODE SCHEDULER``. The CUDA driver (``mmaplug.cuda.driver``), the
+tensor-map encoder and torch (``test_streams.FakeTorch``) are stand-ins, so the whole
+``mp.compile`` + ``execute`` path runs without a GPU. MODE ``prepare`` builds the kernel
+(Numba imported; its cubin replaced by fake bytes named after the kernel) and stores it in the
+disk cache; MODE ``hit`` must find it there. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: test_streams
+from test_streams import FakeTorch  # noqa: E402
+
+M, N, K = 256, 128, 64
+PRESET = {"hopper": "h200", "ampere": "a100"}
+
+
+class FakeBuffer:
+    """``driver.DeviceBuffer`` without a device: an address and the interface."""
+
+    def __init__(self, size: int, typestr: str) -> None:
+        self.address = 0x7000_0000
+        self.__cuda_array_interface__ = {
+            "shape": (size,), "strides": None, "typestr": typestr,
+            "data": (self.address, False), "version": 3,
+        }  # fmt: skip
+
+
+def main(mode: str, scheduler: str) -> None:
+    torch = FakeTorch()
+    sys.modules["torch"] = torch
+    start = time.perf_counter()
+    import mmaplug as mp
+    from mmaplug.cuda import driver, streams
+    from mmaplug.device import get_device
+    from mmaplug.plugins.hopper import maps
+
+    compile_module = sys.modules["mmaplug.compile"]
+    imported = time.perf_counter()
+    preset = get_device(PRESET[scheduler])
+    loads: list[tuple[str, str]] = []
+    launches: list[dict[str, Any]] = []
+    allowed: list[tuple[int, int, int]] = []
+    driver.ensure_context = lambda: 0
+    driver.device_attributes = lambda ordinal=None: {
+        "name": f"fake {preset.name}",
+        "compute_capability": tuple(preset.cc),
+        "MULTIPROCESSOR_COUNT": preset.sm_count,
+        "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
+        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": preset.smem_per_block_optin,
+        "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": preset.smem_per_sm,
+        "MAX_REGISTERS_PER_MULTIPROCESSOR": preset.regs_per_sm,
+        "MAX_THREADS_PER_BLOCK": preset.max_threads_per_block,
+        "L2_CACHE_SIZE": preset.l2_bytes,
+        "WARP_SIZE": preset.warp_size,
+    }
+
+    def load_kernel(cubin: bytes, entry: str) -> int:
+        loads.append((cubin.decode(), entry))
+        return 1000 + len(loads)
+
+    def kernel_launcher(kernel: int, grid: tuple, block: tuple, smem: int, params: int) -> Any:
+        return lambda stream: launches.append(
+            {"kernel": kernel, "grid": list(grid), "smem": smem, "stream": stream}
+        )
+
+    driver.load_kernel = load_kernel
+    driver.set_max_dynamic_smem = lambda kernel, smem, device: allowed.append(
+        (kernel, smem, device)
+    )
+    driver.kernel_launcher = kernel_launcher
+    driver.DeviceBuffer = FakeBuffer  # type: ignore[misc]
+    driver.copy_to_device = lambda address, host: None
+    maps.encode = lambda spec, address: np.zeros(16, np.uint64)
+    maps.is_capturing = lambda stream: False
+    streams.relaxed_capture = contextlib.nullcontext
+    compile_module.relaxed_capture = contextlib.nullcontext
+    if mode == "prepare":
+        from mmaplug.cuda.cubin import Binary
+        from mmaplug.cuda.launching import ARRAY_SLOTS
+        from mmaplug.plugins.ampere import launch as ampere_launch
+        from mmaplug.plugins.hopper import kernel as hopper_kernel
+
+        def fake_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
+            from numba import types
+
+            name = dispatcher.py_func.__name__
+            slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
+            return Binary(f"cubin of {name}".encode(), f"_Z{name}", slots)
+
+        hopper_kernel.numba_binary = fake_binary
+        ampere_launch.numba_binary = fake_binary
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([M, K], mp.float16)
+        w = fd.define_tensor([N, K], mp.float16)
+        bias = fd.define_tensor([N], mp.float16)
+        fd.add_output(fd.ops.linear(x, w, bias))
+    compiled = mp.compile(fd)  # the local GPU: the fake driver's
+    inputs = [torch.tensor((M, K)), torch.tensor((N, K)), torch.tensor((N,))]
+    (out,) = compiled.execute(inputs)
+    first = time.perf_counter()
+    compiled.execute(inputs)
+    print(json.dumps({
+        "scheduler": compiled.spec.scheduler,
+        "numba": "numba" in sys.modules,
+        "loads": loads,
+        "launches": launches,
+        "allowed": allowed,
+        "out_shape": list(out.shape),
+        "stream": torch.current,
+        "import_s": imported - start,
+        "first_result_s": first - imported,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
