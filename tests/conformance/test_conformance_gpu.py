@@ -1,0 +1,77 @@
+"""GPU tier of the conformance suite (the lead runs it on the H200): every ported scenario that
+mmaplug takes, at its source's sizes, through mp.compile → execute on torch tensors laid out as
+the fusion declares them, for hopper and for ampere alone, against mp.evaluate in float64
+(outputs NaN-poisoned; each scenario run twice, the second call on the bound launch)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.gpu import cuda_device_count
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+sys.path.insert(0, str(Path(__file__).parent))
+from test_conformance import SCENARIOS, build, random_inputs, relative_error  # noqa: E402
+
+
+def _cc() -> tuple[int, int]:
+    return torch.cuda.get_device_capability() if cuda_device_count() else (0, 0)
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm80,
+    pytest.mark.skipif(_cc() < (8, 0), reason="needs a CUDA GPU with compute capability >= 8.0"),
+    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
+]
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+RUNS = sorted(name for name, sc in SCENARIOS.items() if sc.differ is None)
+SCHEDULERS = [
+    pytest.param(
+        "hopper",
+        marks=[pytest.mark.sm90, pytest.mark.skipif(_cc() != (9, 0), reason="needs sm_90")],
+    ),
+    "ampere",
+]
+
+
+def _device(tv: mp.TensorView, host: np.ndarray):  # noqa: ANN202
+    """*host* on the GPU with the strides tv declares (its stride_order)."""
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(
+        tv.dtype.label, torch.float32
+    )
+    order = [tv.no_reduction_domain.index(tv.domain[i]) for i in tv.alloc_order]
+    stored = torch.tensor(np.ascontiguousarray(host.astype(np.float64).transpose(order)))
+    return stored.to("cuda", dtype).permute(np.argsort(order).tolist())
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+@pytest.mark.parametrize("name", RUNS)
+def test_scenario_on_the_gpu_matches_evaluate(name: str, scheduler: str) -> None:
+    fusion = build(name)
+    block = ("hopper",) if scheduler == "ampere" else ()
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=block)
+    compiled = mp.compile(fusion, pm=pm)
+    host = random_inputs(fusion, seed=1)
+    inputs = [
+        _device(v, x) if isinstance(v, mp.TensorView) else x
+        for v, x in zip(fusion.inputs, host, strict=True)
+    ]
+    expected = mp.evaluate(fusion, host)
+    for _ in range(2):
+        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # freed: the next blocks
+        outputs = compiled.execute(inputs)
+        torch.cuda.synchronize()
+        for tv, got, ref in zip(fusion.outputs, outputs, expected, strict=True):
+            got64 = got.double().cpu().numpy()
+            assert np.all(np.isfinite(got64)), f"{name} {tv.name}: unwritten elements"
+            err = relative_error(got64, ref)
+            assert err < TOLERANCE[tv.dtype.label], f"{name} {tv.name}: relative error {err:.2e}"
+    if scheduler == "ampere":
+        assert compiled.spec.scheduler == "ampere"
