@@ -261,9 +261,8 @@ def _check_view_ops(fusion: Fusion) -> None:
             raise UnsupportedFusionError(
                 f"{expr.output.name} = {expr.kind}({expr.inputs[0].name}): a matmul kernel "
                 f"cannot take a {expr.kind} (its dims are new loops, not batch, M, N or K); "
-                "kernels take set, broadcast, expand, squeeze, permute and stride_order on "
-                f"their tensors. Apply the {expr.kind} before or after the compiled fusion "
-                "(mp.evaluate runs the whole fusion)"
+                f"apply the {expr.kind} before or after the compiled fusion (mp.evaluate runs "
+                "the whole fusion)"
             )
 
 
