@@ -136,7 +136,10 @@ class Block:
                 if now > check:  # the block-wide scans are O(threads): not on every wake-up
                     check = now + _CHECK_S
                     if failed := self._failed_thread():
-                        raise RuntimeError(f"{_ABORTED}: {failed}")
+                        # the original's class, so the error a test or user sees does not
+                        # depend on which thread Numba's simulator happens to report
+                        kind = UsageError if isinstance(failed[1], UsageError) else RuntimeError
+                        raise kind(f"{_ABORTED}: {failed[0]}")
                     if self._all_stuck():
                         raise UsageError(
                             f"deadlock: {describe()}; every thread of the block has exited or "
@@ -148,12 +151,12 @@ class Block:
         finally:
             del self.waiting[thread]
 
-    def _failed_thread(self) -> str | None:
-        """'thread T raised E' for a thread of this block that died of its own exception."""
+    def _failed_thread(self) -> tuple[str, BaseException] | None:
+        """('thread T raised E', E) for a thread of this block that died of its own exception."""
         for tid, other in list(self.threads.items()):
             exc = getattr(other, "exception", None)
             if exc is not None and _ABORTED not in str(exc[0]):
-                return f"thread {tid} raised {type(exc[0]).__name__}: {exc[0]}"
+                return f"thread {tid} raised {type(exc[0]).__name__}: {exc[0]}", exc[0]
         return None
 
     def _all_stuck(self) -> bool:
