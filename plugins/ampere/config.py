@@ -103,7 +103,7 @@ _SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
 _GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
 
 
-def _kernel_params(cfg: AmpereKernelConfig) -> list[str]:
+def kernel_params(cfg: AmpereKernelConfig) -> list[str]:
     if cfg.splitk > 1:
         return ["a", "b", "ws", *_SHAPE_PARAMS, *_GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)

@@ -7,12 +7,12 @@ from mmaplug.staged_epilogue import fits_staged
 from .config import AmpereKernelConfig
 
 
-def _vector_epilogue(cfg: AmpereKernelConfig) -> bool:
+def vector_epilogue(cfg: AmpereKernelConfig) -> bool:
     """Whether the staged tile takes the 4-columns-per-thread epilogue."""
     bm, bn, _ = cfg.cta_tile
     return fits_staged(bm, bn, cfg.threads)
 
 
-def _c_stride(cfg: AmpereKernelConfig) -> int:
+def c_stride(cfg: AmpereKernelConfig) -> int:
     """Row stride (floats) of the smem accumulator tile: 8 floats of padding against conflicts."""
     return cfg.cta_tile[1] + 8

@@ -44,7 +44,7 @@ then the ``EpilogueProgram`` is applied in ONE copy in the source (a runtime loo
 fully-inlined per-fragment version is history, see docs/ampere-notes.md): one float32 SSA line
 per instruction (``input`` loads and widens an element at ``bt * sb + row * sm + col * sn``;
 ``cast`` rounds through the narrow type). With ``splitk == 1`` and a tile where every thread
-can own one group of ``EPI_COLS`` (4) consecutive columns (``_emit_vector_epilogue``): per row
+can own one group of ``EPI_COLS`` (4) consecutive columns (``emit_staged_epilogue``): per row
 of the thread one ``ld.shared.v4``, the program inside a ``for j`` loop NVVM unrolls, and one
 8-byte (16-bit output) or 16-byte (float32) store, scalar stores only when the group crosses N
 or the output is not aligned (runtime check, once per thread); N-only inputs (a bias) are
@@ -67,7 +67,7 @@ from mmaplug.cuda.modules import GeneratedKernels, load_generated
 from mmaplug.dtypes import DType
 
 from .config import _GRID_PARAMS, _SHAPE_PARAMS, CTA_ORDERS, VECTOR_WIDTHS, AmpereKernelConfig
-from .mainloop_codegen import _emit_main_kernel
+from .mainloop_codegen import emit_main_kernel
 
 __all__ = [
     "CTA_ORDERS",
@@ -107,7 +107,7 @@ def generate_source(
         "st_global_v4_b32)"
     )
     em()
-    _emit_main_kernel(em, config, sim, cache)
+    emit_main_kernel(em, config, sim, cache)
     if config.splitk > 1:
         emit_splitk_reduce(em, config.epilogue, config.splitk, "ampere_splitk_reduce", sim, cache)
     return em.text()

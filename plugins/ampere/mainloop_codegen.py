@@ -6,8 +6,8 @@ from mmaplug.codegen import Emitter, emit_epilogue_body, jit_options
 from mmaplug.dtypes import DType
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
-from .config import AmpereKernelConfig, _kernel_params
-from .epilogue_codegen import _c_stride, _vector_epilogue
+from .config import AmpereKernelConfig, kernel_params
+from .epilogue_codegen import c_stride, vector_epilogue
 
 
 def _swizzle_amount(row: str, units_per_row: int) -> str:
@@ -79,7 +79,7 @@ def _emit_load_setup(em: Emitter, op: _Operand, threads: int) -> None:
         em(f"{n}_gstep = {step} * {n}_s1")
     op.regular, op.step = regular, step
     # Bases of the unpredicated ("fast") copies, used for every k-tile but the first (which
-    # holds the K remainder, see _emit_main_kernel): K is always in range there, and the M/N
+    # holds the K remainder, see emit_main_kernel): K is always in range there, and the M/N
     # edge is handled once here. K-inner: a row past M/N is clamped to the last row (it only
     # feeds output rows that are never stored). M/N-inner: a vector past M/N reads nothing
     # (``nbf`` bytes, zero-filled) from column 0 of its row.
@@ -242,7 +242,7 @@ def _emit_mma(em: Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
             em(f"{c} = {fn}({a}, rb{buf}_{ni}_0, rb{buf}_{ni}_1, {c})")
 
 
-def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
+def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
     bm, bn, bk = cfg.cta_tile
     wmt, wnt, _ = cfg.warp_tile
     warps_m, _warps_n = cfg.warps
@@ -253,7 +253,7 @@ def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bo
     b_off = stages * a.elems
 
     em(f"@cuda.jit({jit_options(threads, sim, cache)})")
-    em(f"def ampere_gemm({', '.join(_kernel_params(cfg))}):")
+    em(f"def ampere_gemm({', '.join(kernel_params(cfg))}):")
     with em.indent():
         em("smem = cuda.shared.array(0, dtype=uint16)")
         em("tid = cuda.threadIdx.x")
@@ -383,7 +383,7 @@ def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bo
         em("cs = cuda.shared.array(0, dtype=float32)")
         em(f"er = wm * {wmt} + (lane >> 2)")
         em(f"ec = wn * {wnt} + (lane & 3) * 2")
-        cst = _c_stride(cfg)
+        cst = c_stride(cfg)
         # unsigned index: Numba emits no negative-index wraparound (an ISETP + SEL per store)
         em(f"eb = uint32(er * {cst} + ec)")
         for mi in range(wmt // 16):
@@ -392,10 +392,10 @@ def _emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bo
                     off = (16 * mi + 8 * (q // 2)) * cst + 8 * ni + q % 2
                     em(f"cs[eb + uint32({off})] = c_{mi}_{ni}_{q}")
         em("cuda.syncthreads()")
-        if cfg.splitk == 1 and _vector_epilogue(cfg):
+        if cfg.splitk == 1 and vector_epilogue(cfg):
             bm, bn, _ = cfg.cta_tile
             emit_staged_epilogue(
-                em, cfg.epilogue, rows=bm, cols=bn, threads=threads, stride=_c_stride(cfg)
+                em, cfg.epilogue, rows=bm, cols=bn, threads=threads, stride=c_stride(cfg)
             )
             em()
             return
