@@ -1,0 +1,133 @@
+"""The hopper consumer's epilogue: from registers, through the staged float32 chunk, or packed
+(``mmaplug.plugins.hopper.packed_epilogue``); with split-K the float32 partials."""
+
+from __future__ import annotations
+
+from mmaplug.codegen import Emitter, emit_epilogue_body
+from mmaplug.dtypes import DType
+from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.staged_epilogue import emit_staged_epilogue
+
+from .config import WARPGROUP, HopperKernelConfig
+from .packed_epilogue import emit_packed_epilogue
+
+__all__ = ["emit_epilogue", "trivial_epilogue"]
+
+# split-K partials: the accumulator stored as float32 (output 0 = the workspace)
+PARTIALS = EpilogueProgram(
+    instrs=(Instr(op="acc"),), outputs=(EpilogueOutput(name="ws", src=0, dtype=DType.float32),)
+)
+
+
+def trivial_epilogue(cfg: HopperKernelConfig) -> bool:
+    """Only casts of the accumulator: the unrolled per-register code stays small."""
+    return all(i.op in ("acc", "cast") for i in cfg.epilogue.instrs)
+
+
+def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
+    """Each thread's accumulators to global memory, two adjacent columns per step.
+
+    wgmma m64nN fragment (f32 D): register ``i`` of thread ``t`` (warp ``w``, lane ``l``) is
+    row ``16w + l/4 + 8((i >> 1) & 1)``, column ``8(i >> 2) + 2(l % 4) + (i & 1)``. The code
+    is emitted once per register pair (constant tuple indices keep the values in registers).
+    """
+    wm, wn, _ = cfg.warp_tile
+    em(f"rbase = m0 + cm * {wm} + 16 * w + lane // 4")
+    em(f"cbase = n0 + cn * {wn} + 2 * (lane % 4)")
+    if cfg.splitk > 1:
+        em("wbase = (sp * batch + bt) * M * N")
+
+    def element(value: str) -> None:
+        if cfg.splitk > 1:
+            em(f"ws[wbase + row * N + col] = {value}")
+        else:
+            em(f"v = {value}")
+            emit_epilogue_body(em, cfg.epilogue)
+
+    def pair(first: str, second: str) -> None:
+        em("if row < M:")
+        with em.indent():
+            em("if col < N:")
+            with em.indent():
+                element(first)
+            em("col += 1")
+            em("if col < N:")
+            with em.indent():
+                element(second)
+
+    nacc = wn // 2
+    if cfg.smem_epilogue:
+        prog = _staged_target(em, cfg)
+        if cfg.packed_stores:
+            emit_packed_epilogue(em, cfg, prog, accs)
+        else:
+            _emit_staged(em, cfg, prog, accs)
+        return
+    if cfg.splitk > 1 or trivial_epilogue(cfg):
+        for r, acc in enumerate(accs):
+            for q in range(wn // 8):
+                for h in range(2):
+                    i = 4 * q + 2 * h
+                    em(f"row = rbase + {64 * r + 8 * h}")
+                    em(f"col = cbase + {8 * q}")
+                    pair(f"{acc}[{i}]", f"{acc}[{i + 1}]")
+        return
+    # a long epilogue once in the code (unrolled 128 times it thrashes the instruction
+    # cache): the registers go to a local array, a runtime loop walks the pairs
+    for r, acc in enumerate(accs):
+        for i in range(nacc):
+            em(f"spill[{r * nacc + i}] = {acc}[{i}]")
+    half = nacc // 2
+    em("pr = 0")
+    em(f"while pr < {len(accs) * half}:")
+    with em.indent():
+        em(f"rb = pr // {half}")
+        em(f"ii = (pr - rb * {half}) * 2")
+        em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em("col = cbase + 8 * (ii >> 2)")
+        pair("spill[2 * pr]", "spill[2 * pr + 1]")
+        em("pr += 1")
+
+
+def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
+    """The program a staged epilogue applies: the fusion's, or with split-K the float32
+    partials stored into the workspace as output 0, indexed by split and batch."""
+    if cfg.splitk == 1:
+        return cfg.epilogue
+    em("out0 = ws")
+    em("out0_sb = M * N")
+    em("out0_sm = N")
+    em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
+    return PARTIALS
+
+
+def _emit_staged(
+    em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
+) -> None:
+    """The consumer's tile in column chunks through shared memory: each chunk's registers are
+    written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
+    per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
+    warpgroup orders the writes and reads of its chunk buffer."""
+    wm, wn, _ = cfg.warp_tile
+    chunk, stride = cfg.epilogue_chunk, cfg.epilogue_stride
+    em(f"em0 = m0 + cm * {wm}")
+    em("ch = 0")
+    em(f"while ch < {wn // chunk}:")
+    with em.indent():
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
+        for index in range(wn // chunk):
+            em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
+            with em.indent():
+                for r, acc in enumerate(accs):
+                    for q in range(index * chunk // 8, (index + 1) * chunk // 8):
+                        for h in range(2):
+                            for e in range(2):
+                                off = (64 * r + 8 * h) * stride + 8 * q - index * chunk + e
+                                em(f"sf[wrow + {off}] = {acc}[{4 * q + 2 * h + e}]")
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+        em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
+        emit_staged_epilogue(
+            em, prog, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
+            tid="t", m0="em0", n0="en0", smem="sf", base="sbase",
+        )  # fmt: skip
+        em("ch += 1")
