@@ -19,6 +19,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis import analyze
 from mmaplug.plan import plan_problem
+from mmaplug.segment import evaluate_segments, segment
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvf_scenarios  # noqa: E402
@@ -102,3 +103,22 @@ def test_planning_takes_it_or_refuses_as_documented(name: str, hermetic: Any) ->
         assert spec.scheduler in ("ampere", "hopper")
         if device == "a100":
             assert spec.scheduler == "ampere"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, sc in SCENARIOS.items() if sc.differ))
+def test_documented_differences_segment_into_parts_that_compute_the_same(
+    name: str, hermetic: Any
+) -> None:
+    """What we refuse as one kernel cuts into segments (issue 10 item 4) whose chained
+    evaluation equals the whole fusion's, each matmul segment one a kernel takes."""
+    fusion = build(name)
+    segments = segment(fusion, pm=hermetic)
+    assert len(segments) > 1 or segments[0].kind != "matmul"
+    inputs = random_inputs(fusion)
+    for got, want in zip(
+        evaluate_segments(segments, fusion, inputs), mp.evaluate(fusion, inputs), strict=True
+    ):
+        assert relative_error(np.asarray(got), want) < 1e-6
+    for seg in segments:
+        if seg.kind == "matmul":
+            analyze(seg.fusion, pm=hermetic)

@@ -1,0 +1,226 @@
+"""Segmentation: a fusion no kernel takes whole, cut into a matmul segment and the rest."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+import attrs
+
+from .analysis import analyze
+from .errors import MatmulError
+from .fusion import (
+    METADATA_OPS,
+    BinaryOp,
+    CastOp,
+    Expr,
+    Fusion,
+    MemoryType,
+    Scalar,
+    TensorView,
+    UnaryOp,
+    Val,
+    as_fusion,
+)
+from .shapes import require_concrete
+from .translate import find_matmul_patterns
+from .view_ops import ExpandOp
+
+if TYPE_CHECKING:
+    import pluggy
+
+#: Ops a matmul kernel's epilogue computes (besides the MmaOp's own result).
+EPILOGUE_OPS: tuple[type[Expr], ...] = (UnaryOp, BinaryOp, CastOp, ExpandOp, *METADATA_OPS)
+
+
+@attrs.frozen(kw_only=True)
+class Segment:
+    """One part of a segmented fusion.
+
+    ``kind``: ``"matmul"`` (a matmul kernel of ours), ``"pointwise"`` (ops around it) or
+    ``"framework"`` (a matmul the caller's framework computes). ``inputs`` and ``outputs`` name
+    tensors and scalars of the original fusion; ``reason`` says why this segment is cut off
+    (empty for a matmul segment).
+    """
+
+    kind: str
+    fusion: Fusion = attrs.field(eq=False, repr=False)
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    reason: str = ""
+
+
+def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[Segment, ...]:
+    """The segments of *fusion* (or a FusionDefinition's), in execution order.
+
+    A fusion a matmul kernel takes whole is one ``"matmul"`` segment. Otherwise computed
+    operands and epilogue inputs are cut off before it, the first ops its epilogue cannot take
+    and all that follows after it, and a matmul no kernel takes becomes a ``"framework"``
+    segment (docs/decisions.md, "Segmentation").
+    """
+    fusion = as_fusion(fusion, "segment")
+    require_concrete(fusion, "segmentation")
+    try:
+        matmuls = analyze(fusion, pm=pm).problem.num_patterns
+    except MatmulError as whole:
+        return _cut(fusion, str(whole), pm)
+    if matmuls == 1:
+        names = _names(fusion.inputs)
+        return (
+            Segment(kind="matmul", fusion=fusion, inputs=names, outputs=_names(fusion.outputs)),
+        )
+    why = f"{matmuls} matmuls: a kernel computes one (horizontal fusion is issue 10, item 3)"
+    return _cut(fusion, why, pm)
+
+
+def explain_segments(segments: tuple[Segment, ...]) -> str:
+    """One paragraph per segment: kind, inputs → outputs, ops, and why it was cut."""
+    lines = []
+    for i, seg in enumerate(segments, 1):
+        lines.append(
+            f"segment {i} ({seg.kind}): {', '.join(seg.inputs)} -> {', '.join(seg.outputs)}"
+        )
+        lines += [f"    {expr!r}" for expr in seg.fusion.exprs()]
+        if seg.reason:
+            lines.append(f"    cut: {seg.reason}")
+    return "\n".join(lines)
+
+
+def _names(vals: list[TensorView] | list[Val]) -> tuple[str, ...]:
+    return tuple(v.name for v in vals)
+
+
+def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Segment, ...]:
+    patterns = find_matmul_patterns(fusion, pm=pm)
+    if len(patterns) != 1:
+        reason = why if patterns else f"no matmul to build a kernel around ({why})"
+        whole = _sub(fusion, fusion.outputs, set())
+        return (_segment("framework" if patterns else "pointwise", whole, fusion, reason),)
+    pat = patterns[0]
+    exprs = fusion.exprs()
+    inside = _pattern_tensors(exprs, pat)
+    after: set[int] = {id(pat.output)}  # depends on the matmul's result
+    computed: set[int] = set()  # computed from inputs alone, outside the matmul
+    in_kernel: set[int] = {id(pat.output)}
+    for expr in exprs:
+        ins = [v for v in expr.inputs if isinstance(v, TensorView)]
+        for out in expr.outputs:
+            if id(out) in inside or out is pat.output:
+                continue
+            if any(id(v) in after for v in ins):
+                after.add(id(out))
+                ok = isinstance(expr, EPILOGUE_OPS)
+                if ok and all(id(v) in in_kernel or id(v) not in after for v in ins):
+                    in_kernel.add(id(out))
+            elif not isinstance(expr, METADATA_OPS) or any(id(v) in computed for v in ins):
+                computed.add(id(out))
+    tensors = {id(t): t for t in fusion.tensors()}
+    used_by = _users(exprs)
+    pre_out = [
+        tensors[t]
+        for t in computed
+        if tensors[t] in fusion.outputs or any(id(o) not in computed for o in used_by.get(t, []))
+    ]
+    frontier = [
+        tensors[t]
+        for t in in_kernel
+        if tensors[t] in fusion.outputs
+        or any(id(o) in after and id(o) not in in_kernel for o in used_by.get(t, []))
+    ]
+    pre_out.sort(key=_order(fusion))
+    frontier.sort(key=_order(fusion))
+    post_out = [t for t in fusion.outputs if id(t) in after and id(t) not in in_kernel]
+    segments = []
+    if pre_out:
+        reason = (
+            f"{', '.join(t.name for t in pre_out)} are computed from fusion inputs and read by "
+            "the matmul; its kernel loads inputs as they are"
+        )
+        segments.append(_segment("pointwise", _sub(fusion, pre_out, set()), fusion, reason))
+    kernel = _sub(fusion, frontier, {id(t) for t in pre_out})
+    try:
+        analyze(kernel, pm=pm)
+        segments.append(_segment("matmul", kernel, fusion, ""))
+    except MatmulError as refused:
+        segments.append(_segment("framework", kernel, fusion, str(refused)))
+    if post_out:
+        cut = {id(t) for t in (*pre_out, *frontier)}
+        reason = f"the matmul kernel's epilogue cannot take what follows ({why})"
+        segments.append(_segment("pointwise", _sub(fusion, post_out, cut), fusion, reason))
+    return tuple(segments)
+
+
+def _segment(kind: str, sub: Fusion, fusion: Fusion, reason: str) -> Segment:
+    return Segment(
+        kind=kind, fusion=sub, inputs=_names(sub.inputs), outputs=_names(sub.outputs), reason=reason
+    )
+
+
+def _pattern_tensors(exprs: list[Expr], pat: object) -> set[int]:
+    """Tensors strictly between the pattern's operands and its result (a mul-sum's mul)."""
+    from_ops = {id(pat.a), id(pat.b)}  # type: ignore[attr-defined]
+    for expr in exprs:
+        if any(id(v) in from_ops for v in expr.inputs):
+            from_ops.update(id(o) for o in expr.outputs)
+    feeds = {id(pat.output)}  # type: ignore[attr-defined]
+    for expr in reversed(exprs):
+        if any(id(o) in feeds for o in expr.outputs):
+            feeds.update(id(v) for v in expr.inputs)
+    return (from_ops & feeds) - {id(pat.a), id(pat.b), id(pat.output)}  # type: ignore[attr-defined]
+
+
+def _users(exprs: list[Expr]) -> dict[int, list[TensorView]]:
+    users: dict[int, list[TensorView]] = {}
+    for expr in exprs:
+        for v in expr.inputs:
+            users.setdefault(id(v), []).extend(expr.outputs)
+    return users
+
+
+def _order(fusion: Fusion):  # noqa: ANN202 - a sort key
+    position = {id(t): i for i, t in enumerate(fusion.tensors())}
+    return lambda t: position[id(t)]
+
+
+def _sub(fusion: Fusion, outputs: list[TensorView], cut: set[int]) -> Fusion:
+    """The part of *fusion* computing *outputs*, the tensors in *cut* read as inputs."""
+    memo: dict[int, object] = {}
+    work = copy.deepcopy(fusion, memo)
+    mine = {id(memo[t]) for t in cut if t in memo}
+    for key in cut:
+        if key in memo:
+            memo[key].definition = None  # type: ignore[attr-defined]
+    work.outputs = [memo[id(t)] for t in outputs]  # type: ignore[misc]
+    exprs = work.exprs()
+    live = {id(e) for e in exprs}
+    read: dict[int, Val] = {}
+    for expr in exprs:
+        for v in expr.inputs:
+            if v.definition is None and not (isinstance(v, Scalar) and v.is_constant):
+                read.setdefault(id(v), v)
+    for out in work.outputs:
+        if out.definition is None:
+            read.setdefault(id(out), out)
+    originals = [v for v in work.inputs if id(v) in read]
+    work.inputs = []
+    for v in originals + [v for k, v in read.items() if k in mine]:
+        work.add_input(v)
+    for v in [*work.inputs, *(o for e in exprs for o in e.outputs)]:
+        v.uses = [u for u in v.uses if id(u) in live]
+    for out in work.outputs:
+        out.memory_type = MemoryType.GLOBAL
+    return work
+
+
+def evaluate_segments(
+    segments: tuple[Segment, ...], fusion: Fusion, inputs: list[object]
+) -> list[object]:
+    """Run *segments* of *fusion* in order with ``mp.evaluate``, passing values by name: the
+    reference for a segmented execution (it must equal ``mp.evaluate(fusion, inputs)``)."""
+    from .evaluate import evaluate
+
+    env = {v.name: x for v, x in zip(fusion.inputs, inputs, strict=True)}
+    for seg in segments:
+        outs = evaluate(seg.fusion, [env[name] for name in seg.inputs])
+        env.update(zip(seg.outputs, outs, strict=True))
+    return [env[t.name] for t in fusion.outputs]

@@ -1,0 +1,101 @@
+"""Segmentation (issue 10, item 4, first step): where a fusion is cut, why, and that running the
+segments in order computes what the whole fusion computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.analysis import analyze
+from mmaplug.segment import Segment, evaluate_segments, explain_segments, segment
+
+RNG = np.random.default_rng(5)
+PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+def _inputs(fusion: mp.Fusion) -> list:
+    return [RNG.standard_normal(v.shape).astype(v.dtype.numpy) for v in fusion.inputs]
+
+
+def _check_equivalent(fd: mp.FusionDefinition) -> tuple[Segment, ...]:
+    segments = segment(fd, pm=PM)
+    inputs = _inputs(fd.fusion)
+    for got, want in zip(
+        evaluate_segments(segments, fd.fusion, inputs), mp.evaluate(fd, inputs), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(got, np.float64), want.astype(np.float64), 1e-6)
+    for seg in segments:
+        if seg.kind == "matmul":
+            analyze(seg.fusion, pm=PM)  # a kernel takes it
+    return segments
+
+
+def test_a_fusion_a_kernel_takes_whole_is_one_segment() -> None:
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 32], dtype=mp.float16)
+        w = fd.define_tensor([48, 32], dtype=mp.float16)
+        fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w)), mp.float16))
+    (only,) = _check_equivalent(fd)
+    assert (only.kind, only.inputs, only.reason) == ("matmul", ("T0", "T1"), "")
+    assert only.outputs == (fd.fusion.outputs[0].name,)
+
+
+def test_an_operand_prologue_becomes_a_pointwise_segment_before_the_kernel() -> None:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        b = fd.define_tensor([32, 48], dtype=mp.float16)
+        fd.add_output(fd.ops.relu(fd.ops.matmul(fd.ops.cast(fd.ops.sin(a), mp.float16), b)))
+    pre, kernel = _check_equivalent(fd)
+    assert (pre.kind, pre.inputs, pre.outputs) == ("pointwise", ("T0",), ("T4",))
+    assert "T4 are computed from fusion inputs and read by the matmul" in pre.reason
+    assert (kernel.kind, set(kernel.inputs)) == ("matmul", {"T1", "T4"})
+    assert "relu" in [getattr(e, "op", "") for e in kernel.fusion.exprs()]  # kept in the kernel
+
+
+def test_the_epilogue_is_cut_at_the_first_op_a_kernel_cannot_take() -> None:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        w = fd.define_tensor([48, 32], dtype=mp.float16)
+        y = fd.ops.relu(fd.ops.linear(a, w))
+        fd.add_output(fd.ops.exp(fd.ops.reshape(y, [32, 96])))
+        fd.add_output(fd.ops.cast(y, mp.float16))
+    kernel, post = _check_equivalent(fd)
+    assert kernel.kind == "matmul" and post.kind == "pointwise"
+    assert set(kernel.outputs) == {"T4", "T7"} and post.inputs == ("T4",)
+    assert post.reason.startswith("the matmul kernel's epilogue cannot take what follows")
+    assert "reshape(T4)" in post.reason
+
+
+def test_a_matmul_no_kernel_takes_is_a_framework_segment() -> None:
+    with mp.FusionDefinition() as fd:
+        a, b = fd.define_tensor([64, 32]), fd.define_tensor([32, 48])
+        fd.add_output(fd.ops.matmul(a, b))
+    (only,) = _check_equivalent(fd)
+    assert only.kind == "framework"
+    assert "tensor-core operands must be float16 or bfloat16" in only.reason
+
+
+@pytest.mark.parametrize("matmuls", [0, 2])
+def test_fusions_without_exactly_one_matmul_stay_whole_and_say_why(matmuls: int) -> None:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        b = fd.define_tensor([32, 48], dtype=mp.float16)
+        y = fd.ops.matmul(a, b) if matmuls else fd.ops.sin(a)
+        if matmuls == 2:
+            y = fd.ops.mul(fd.ops.silu(y), fd.ops.matmul(a, b))
+        fd.add_output(y)
+    (only,) = _check_equivalent(fd)
+    assert only.kind == ("framework" if matmuls else "pointwise")
+    assert only.reason.startswith("2 matmuls" if matmuls else "no matmul")
+
+
+def test_explain_lists_each_segment_its_ops_and_its_cut() -> None:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        w = fd.define_tensor([48, 32], dtype=mp.float16)
+        fd.add_output(fd.ops.slice(fd.ops.linear(a, w), [0, 0], [8, 8]))
+    text = explain_segments(segment(fd, pm=PM))
+    assert "segment 1 (matmul): T0, T1 -> T2" in text
+    assert "segment 2 (pointwise): T2 -> T3" in text
+    assert "T3 = slice(T2" in text and "cut: the matmul kernel's epilogue" in text
