@@ -101,7 +101,6 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
     inside = _pattern_tensors(exprs, pat)
     after: set[int] = {id(pat.output)}  # depends on the matmul's result
     computed: set[int] = set()  # computed from inputs alone, outside the matmul
-    in_kernel: set[int] = {id(pat.output)}
     for expr in exprs:
         ins = [v for v in expr.inputs if isinstance(v, TensorView)]
         for out in expr.outputs:
@@ -109,27 +108,19 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
                 continue
             if any(id(v) in after for v in ins):
                 after.add(id(out))
-                ok = isinstance(expr, EPILOGUE_OPS)
-                if ok and all(id(v) in in_kernel or id(v) not in after for v in ins):
-                    in_kernel.add(id(out))
             elif not isinstance(expr, METADATA_OPS) or any(id(v) in computed for v in ins):
                 computed.add(id(out))
     tensors = {id(t): t for t in fusion.tensors()}
     used_by = _users(exprs)
-    pre_out = [
-        tensors[t]
-        for t in computed
-        if tensors[t] in fusion.outputs or any(id(o) not in computed for o in used_by.get(t, []))
-    ]
-    frontier = [
-        tensors[t]
-        for t in in_kernel
-        if tensors[t] in fusion.outputs
-        or any(id(o) in after and id(o) not in in_kernel for o in used_by.get(t, []))
-    ]
-    pre_out.sort(key=_order(fusion))
-    frontier.sort(key=_order(fusion))
-    post_out = [t for t in fusion.outputs if id(t) in after and id(t) not in in_kernel]
+    pre_out = sorted(
+        (
+            tensors[t]
+            for t in computed
+            if tensors[t] in fusion.outputs
+            or any(id(o) not in computed for o in used_by.get(t, []))
+        ),
+        key=_order(fusion),
+    )
     segments = []
     if pre_out:
         reason = (
@@ -137,17 +128,49 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
             "the matmul; its kernel loads inputs as they are"
         )
         segments.append(_segment("pointwise", _sub(fusion, pre_out, set()), fusion, reason))
-    kernel = _sub(fusion, frontier, {id(t) for t in pre_out})
-    try:
-        analyze(kernel, pm=pm)
-        segments.append(_segment("matmul", kernel, fusion, ""))
-    except MatmulError as refused:
-        segments.append(_segment("framework", kernel, fusion, str(refused)))
+    excluded: set[int] = set()
+    while True:  # shrink the kernel's epilogue until a kernel takes it (each round drops one+)
+        in_kernel = _epilogue(exprs, pat.output, after, excluded)
+        frontier = sorted(
+            (
+                tensors[t]
+                for t in in_kernel
+                if tensors[t] in fusion.outputs
+                or any(id(o) in after and id(o) not in in_kernel for o in used_by.get(t, []))
+            ),
+            key=_order(fusion),
+        )
+        kernel = _sub(fusion, frontier, {id(t) for t in pre_out})
+        try:
+            analyze(kernel, pm=pm)
+            segments.append(_segment("matmul", kernel, fusion, ""))
+            break
+        except MatmulError as refused:
+            drop = {id(t) for t in frontier} - {id(pat.output)}
+            if not drop:
+                segments.append(_segment("framework", kernel, fusion, str(refused)))
+                break
+            excluded |= drop
+    post_out = [t for t in fusion.outputs if id(t) in after and id(t) not in in_kernel]
     if post_out:
         cut = {id(t) for t in (*pre_out, *frontier)}
         reason = f"the matmul kernel's epilogue cannot take what follows ({why})"
         segments.append(_segment("pointwise", _sub(fusion, post_out, cut), fusion, reason))
     return tuple(segments)
+
+
+def _epilogue(
+    exprs: list[Expr], result: TensorView, after: set[int], excluded: set[int]
+) -> set[int]:
+    """The tensors a kernel's epilogue computes from the matmul *result* (minus *excluded*)."""
+    in_kernel = {id(result)}
+    for expr in exprs:
+        ins = [v for v in expr.inputs if isinstance(v, TensorView)]
+        if not isinstance(expr, EPILOGUE_OPS) or not any(id(v) in in_kernel for v in ins):
+            continue
+        if all(id(v) in in_kernel or id(v) not in after for v in ins):
+            in_kernel.update(id(o) for o in expr.outputs if id(o) not in excluded)
+    return in_kernel
 
 
 def _segment(kind: str, sub: Fusion, fusion: Fusion, reason: str) -> Segment:
