@@ -18,6 +18,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.analysis import analyze
+from mmaplug.framework_ops import backend_for, run_ops
 from mmaplug.plan import plan_problem
 from mmaplug.segment import evaluate_segments, segment
 
@@ -122,3 +123,25 @@ def test_documented_differences_segment_into_parts_that_compute_the_same(
     for seg in segments:
         if seg.kind == "matmul":
             analyze(seg.fusion, pm=hermetic)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, sc in SCENARIOS.items() if sc.differ))
+def test_framework_ops_compute_the_segments_kernels_do_not(name: str, hermetic: Any) -> None:
+    """The segments no kernel of ours runs, computed with framework array ops (numpy here: the
+    model of the torch and CuPy backends), chain to what mp.evaluate gives for the fusion."""
+    fusion = build(name)
+    be = backend_for("numpy")
+    env = dict(zip((v.name for v in fusion.inputs), random_inputs(fusion), strict=True))
+    want = mp.evaluate(fusion, [env[v.name] for v in fusion.inputs])
+    for seg in segment(fusion, pm=hermetic):
+        args = [env[n] for n in seg.inputs]
+        run = mp.evaluate if seg.kind == "matmul" else (lambda f, a: run_ops(f, a, be))
+        env.update(zip(seg.outputs, run(seg.fusion, args), strict=True))
+    computed = [t for t in fusion.tensors() if t not in fusion.inputs]
+    tolerance = max(TOLERANCE[t.dtype.label] for t in computed)
+    for tv, ref in zip(fusion.outputs, want, strict=True):
+        got = np.asarray(env[tv.name])
+        assert got.shape == ref.shape and got.dtype == ref.dtype
+        assert relative_error(got, ref) < tolerance, tv.name
+        if tv.stride_order != sorted(tv.stride_order, reverse=True):  # laid out as asked
+            assert np.argsort(got.strides).tolist() == np.argsort(ref.strides).tolist()

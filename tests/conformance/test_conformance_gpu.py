@@ -75,3 +75,30 @@ def test_scenario_on_the_gpu_matches_evaluate(name: str, scheduler: str) -> None
             assert err < TOLERANCE[tv.dtype.label], f"{name} {tv.name}: relative error {err:.2e}"
     if scheduler == "ampere":
         assert compiled.spec.scheduler == "ampere"
+
+
+DIFFER = sorted(name for name, sc in SCENARIOS.items() if sc.differ is not None)
+
+
+@pytest.mark.parametrize("name", DIFFER)
+def test_documented_difference_runs_segmented_on_torch(name: str) -> None:
+    """What no kernel takes whole runs as segments: kernels plus torch ops, like evaluate."""
+    from mmaplug.segmented import compile_segmented
+
+    fusion = build(name)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    compiled = compile_segmented(fusion, pm=pm)
+    host = random_inputs(fusion, seed=2)
+    inputs = [
+        _device(v, x) if isinstance(v, mp.TensorView) else x
+        for v, x in zip(fusion.inputs, host, strict=True)
+    ]
+    outputs = compiled.execute(inputs)
+    torch.cuda.synchronize()
+    for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
+        got64 = got.double().cpu().numpy()
+        assert got64.shape == ref.shape
+        err = relative_error(got64, ref)
+        assert err < TOLERANCE[tv.dtype.label] * 4, f"{name} {tv.name}: relative error {err:.2e}"
+        order = sorted(range(got.dim()), key=lambda i: -got.stride(i))
+        assert order == [tv.no_reduction_domain.index(tv.domain[i]) for i in tv.alloc_order]

@@ -44,6 +44,15 @@ CASES: dict[str, tuple[str, str, dict[str, int]]] = {
     "ampere_operand_batch_inside_by_stride_order": (
         "roles_operand_batch_inside_by_stride_order", "a100", {}),
 }  # fmt: skip
+# documented differences through mmaplug.segmented.compile_segmented: kernels + framework ops
+SEGMENTED: dict[str, tuple[str, str, dict[str, int]]] = {
+    "segmented_ampere_operand_prologue": ("sch_segment_matmul_op_prologue", "a100", {}),
+    "segmented_ampere_output_stride_order": ("py_matmul_stride_0123", "a100", {}),
+    "segmented_ampere_output_n_m": ("roles_output_n_m", "a100", {}),
+    "segmented_hopper_linear_prologue": (
+        "sch_segment_linear_op_prologue", "h200", {"M": 64, "N": 64, "K": 64}),
+    "segmented_framework_float32_matmul": ("sch_segment_matmul_op_unsupported_dtype", "a100", {}),
+}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:
@@ -56,7 +65,9 @@ def run_case(name: str) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).parent))
     from test_conformance import SCENARIOS, random_inputs
 
-    scenario, device, sizes = CASES[name]
+    from mmaplug.segmented import compile_segmented
+
+    scenario, device, sizes = {**CASES, **SEGMENTED}[name]
     sc = SCENARIOS[scenario]
     dims = {**sc.dims, "M": 40, "N": 24, "K": 48, "B": 2, **sizes}
     with mp.FusionDefinition() as fd:
@@ -66,7 +77,10 @@ def run_case(name: str) -> dict[str, Any]:
         target = attrs.evolve(target, sm_count=2, smem_per_sm=48 * 1024)
     small = HOPPER_SMALL if device == "h200" else AMPERE_SMALL
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    compiled = mp.compile(fd, target, pm=pm, overrides=small)
+    if name in SEGMENTED:
+        compiled = compile_segmented(fd, target, pm=pm, overrides=small)
+    else:
+        compiled = mp.compile(fd, target, pm=pm, overrides=small)
     inputs = random_inputs(fd.fusion, seed=5)
     outputs = []
     for tv, got, ref in zip(
@@ -78,6 +92,10 @@ def run_case(name: str) -> dict[str, Any]:
             "unwritten": int(np.count_nonzero(~np.isfinite(got64))),
             "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
         })  # fmt: skip
+    if name in SEGMENTED:
+        kinds = [seg.kind for seg in compiled.segments]
+        schedulers = [k.spec.scheduler for k in compiled.kernels.values()]
+        return {"segments": kinds, "schedulers": schedulers, "outputs": outputs}
     return {"scheduler": compiled.spec.scheduler, "outputs": outputs}
 
 
@@ -87,7 +105,7 @@ def sim_results() -> dict[str, dict[str, Any]]:
     procs = {
         name: subprocess.Popen([sys.executable, __file__, name], env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name in CASES
+        for name in {**CASES, **SEGMENTED}
     }  # fmt: skip
     results = {}
     for name, proc in procs.items():
@@ -103,6 +121,28 @@ def test_scenario_runs_on_its_scheduler_like_evaluate(sim_results: dict, name: s
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == name.split("_")[0], res
+    for out in res["outputs"]:
+        assert out["shape"] == out["want"], res
+        assert out["unwritten"] == 0, res
+        assert out["error"] < TOLERANCE[out["dtype"]], res
+
+
+SEGMENTS = {
+    "segmented_ampere_operand_prologue": (["pointwise", "matmul"], ["ampere"]),
+    "segmented_ampere_output_stride_order": (["matmul", "pointwise"], ["ampere"]),
+    "segmented_ampere_output_n_m": (["matmul", "pointwise"], ["ampere"]),
+    "segmented_hopper_linear_prologue": (["pointwise", "matmul"], ["hopper"]),
+    "segmented_framework_float32_matmul": (["framework"], []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEGMENTED))
+def test_segmented_fusion_runs_like_evaluate(sim_results: dict, name: str) -> None:
+    """A fusion no kernel takes whole runs as segments: kernels where they can, framework ops
+    (numpy arrays in the simulator) elsewhere; every output written, within tolerance."""
+    res = sim_results[name]
+    assert "failed" not in res, res.get("failed")
+    assert (res["segments"], res["schedulers"]) == SEGMENTS[name], res
     for out in res["outputs"]:
         assert out["shape"] == out["want"], res
         assert out["unwritten"] == 0, res

@@ -99,3 +99,30 @@ def test_explain_lists_each_segment_its_ops_and_its_cut() -> None:
     assert "segment 1 (matmul): T0, T1 -> T2" in text
     assert "segment 2 (pointwise): T2 -> T3" in text
     assert "T3 = slice(T2" in text and "cut: the matmul kernel's epilogue" in text
+
+
+def test_a_framework_only_fusion_executes_with_the_inputs_array_ops() -> None:
+    from mmaplug.segmented import compile_segmented
+
+    with mp.FusionDefinition() as fd:
+        a, b = fd.define_tensor([16, 8]), fd.define_tensor([8, 12])
+        fd.add_output(fd.ops.stride_order(fd.ops.tanh(fd.ops.matmul(a, b)), [0, 1]))
+    compiled = compile_segmented(fd, "a100", pm=PM)
+    assert [s.kind for s in compiled.segments] == ["framework", "pointwise"]
+    assert not compiled.kernels
+    inputs = _inputs(fd.fusion)
+    (got,) = compiled.execute(inputs)
+    np.testing.assert_allclose(got, mp.evaluate(fd, inputs)[0], rtol=1e-5)
+    assert got.strides[0] < got.strides[1]  # column-major, as stride_order asks
+    assert "segment 1 (framework)" in compiled.explain()
+    with pytest.raises(mp.UsageError, match="make the stream current instead"):
+        compiled.execute(inputs, stream=7)
+    with pytest.raises(mp.UsageError, match="takes 2 inputs; got 1"):
+        compiled.execute(inputs[:1])
+
+
+def test_framework_segments_refuse_arrays_without_array_ops() -> None:
+    from mmaplug.framework_ops import backend_for
+
+    with pytest.raises(mp.UsageError, match="pass torch tensors or CuPy arrays \\(got numba"):
+        backend_for("numba")
