@@ -6,12 +6,14 @@ the fusion declares them, for hopper and for ampere alone, against mp.evaluate i
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mmaplug as mp
+from mmaplug.errors import FallbackWarning
 from mmaplug.gpu import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
@@ -66,7 +68,9 @@ def test_scenario_on_the_gpu_matches_evaluate(name: str, scheduler: str) -> None
     expected = mp.evaluate(fusion, host)
     for _ in range(2):
         torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # freed: the next blocks
-        outputs = compiled.execute(inputs)
+        with warnings.catch_warnings():  # hopper's packed stores decline N = 1 rows at launch
+            warnings.simplefilter("ignore", FallbackWarning)  # (the fallback kernel is checked)
+            outputs = compiled.execute(inputs)
         torch.cuda.synchronize()
         for tv, got, ref in zip(fusion.outputs, outputs, expected, strict=True):
             got64 = got.double().cpu().numpy()
