@@ -97,7 +97,9 @@ def test_documented_difference_runs_segmented_on_torch(name: str) -> None:
         _device(v, x) if isinstance(v, mp.TensorView) else x
         for v, x in zip(fusion.inputs, host, strict=True)
     ]
-    outputs = compiled.execute(inputs)
+    with warnings.catch_warnings():  # as above: a declined hopper launch falls back
+        warnings.simplefilter("ignore", FallbackWarning)
+        outputs = compiled.execute(inputs)
     torch.cuda.synchronize()
     for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
         got64 = got.double().cpu().numpy()
