@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from collections.abc import Callable, Sequence
@@ -98,11 +99,9 @@ def backend_for(kind: str) -> Backend:
                   DType.float32: torch.float32, DType.float64: torch.float64}  # fmt: skip
         return TorchBackend(torch, dtypes, torch.special.erf)
     if kind == "cupy":
-        import cupyx.scipy.special
-
-        cupy = sys.modules["cupy"]
+        special = importlib.import_module("cupyx.scipy.special")
         dtypes = {d: np.dtype(d.numpy) for d in DType if d is not DType.bfloat16}
-        return Backend(cupy, dtypes, cupyx.scipy.special.erf)
+        return Backend(sys.modules["cupy"], dtypes, special.erf)
     if kind == "numpy":
         erf = np.vectorize(math.erf, otypes=[np.float64])
         return Backend(np, {d: np.dtype(d.numpy) for d in DType}, lambda x: erf(x).astype(x.dtype))
@@ -145,7 +144,7 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
     if isinstance(expr, CastOp | SetOp | ExpandOp):
         return vals[0]
     if isinstance(expr, BroadcastOp):  # kept dims keep their extents, new ones are 1
-        kept = iter(expr.inputs[0].shape)
+        kept = iter(vals[0].shape)
         return vals[0].reshape(tuple(1 if new else next(kept) for new in expr.flags))
     if isinstance(expr, SqueezeOp | ReshapeOp):
         return vals[0].reshape(tuple(expr.output.shape))
@@ -156,7 +155,7 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
     if isinstance(expr, ReductionOp):
         return be.sum(vals[0], expr.axes)
     if isinstance(expr, MmaOp):
-        axis, rank = expr.axes[0], len(expr.inputs[0].shape)
+        axis, rank = expr.axes[0], len(vals[0].shape)
         order = [i for i in range(rank) if i != axis] + [axis]
         a, b = (be.permute(v, order) for v in vals)
         return be.matmul(a[..., None, :], b[..., :, None])[..., 0, 0]
