@@ -1,4 +1,4 @@
-"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo and bench."""
+"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo, bench, tuning."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from .plan import explain, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
 from .progress import Progress
 from .records import plan_record, plugins_record
+from .tune.cli import add_db, add_diff, add_report, add_tune
 
 __all__ = ["build_parser", "main", "parse_setting", "parse_settings", "version"]
 
@@ -40,7 +41,8 @@ DESCRIPTION = """\
 Compile matmul fusions into tensor-core GPU kernels, and see how each kernel is chosen.
 
 explain and plugins need no GPU; demo runs on a GPU or in Numba's CUDA simulator;
-bench needs a CUDA GPU and torch."""
+bench needs a CUDA GPU and torch; tune times on GPUs (--plan-only and --build-only need
+none); db, report and diff read the tuning database (docs/tuning.md)."""
 
 EPILOG = """\
 examples:
@@ -240,7 +242,16 @@ def _add_plugins(sub: Any) -> None:
 
 
 # Subcommand registry: each entry adds one subparser whose ``func`` runs it.
-SUBCOMMANDS: list[Callable[[Any], None]] = [add_demo, _add_explain, _add_plugins, add_bench]
+SUBCOMMANDS: list[Callable[[Any], None]] = [
+    add_demo,
+    _add_explain,
+    _add_plugins,
+    add_bench,
+    add_tune,
+    add_db,
+    add_report,
+    add_diff,
+]
 
 
 def version() -> str:

@@ -82,6 +82,12 @@ VARIABLES: Final = (
         "`./mmaplug_dump`",
     ),
     Variable(
+        "MMAPLUG_TUNING_DB",
+        "The tuning database `mmaplug tune` writes and the tuned-table plugin reads",
+        "a file path; `~` expanded, relative to the working directory",
+        "`tuning.sqlite` in the kernel cache directory",
+    ),
+    Variable(
         "XDG_CACHE_HOME",
         "Base of the default cache directory",
         "an absolute path (a relative one is ignored, as the XDG spec asks)",

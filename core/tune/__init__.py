@@ -1,0 +1,1 @@
+"""Tuning: sweep legal kernel configurations of a problem corpus into a SQLite database."""

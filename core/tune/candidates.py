@@ -1,0 +1,120 @@
+"""Tuning candidates: hopper configurations ranked by a cheap model, each validated by planning.
+
+The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
+quantization) and its operand traffic (each CTA streams its A and B panels), with a small penalty
+for shallow pipelines. Only the best-ranked configurations are planned; a candidate is kept when
+``plan_problem`` takes it as caller overrides (every scheduler validator ran on it) and the plan
+changed nothing: illegal configurations never reach a build.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from ..device import Device
+from ..errors import InvalidParamsError
+from ..params import MatmulParams, TileShape, TilingStrategy
+from ..plan import plan_problem
+from ..problem import MatmulProblem
+
+PEAK_TFLOPS: Final = 989.0  # dense 16-bit tensor-core peak of an H100/H200 SXM
+PEAK_GBPS: Final = 4800.0  # H200 HBM3e; L2 reuse is ignored (the model only ranks)
+WARP_TILES: Final = (
+    (64, 64),
+    (64, 96),
+    (64, 128),
+    (64, 160),
+    (64, 192),
+    (64, 256),
+    (128, 64),
+    (128, 96),
+    (128, 128),
+)
+CTA_K: Final = (64, 128)
+STAGES: Final = (2, 3, 4, 5, 6)
+SPLITS: Final = (1, 2, 4, 8)
+STRATEGIES: Final = tuple(TilingStrategy)
+
+
+def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) -> float:
+    """The model's time for *params* (microseconds; only the order matters)."""
+    cta = params.cta_tile
+    m_tiles, n_tiles = math.ceil(problem.m / cta.m), math.ceil(problem.n / cta.n)
+    units = problem.batch * m_tiles * n_tiles * params.splitk_factor
+    waves = math.ceil(units / device.sm_count)
+    k_split = math.ceil(problem.k / params.splitk_factor)
+    unit_flops = 2.0 * cta.m * cta.n * k_split
+    compute = waves * unit_flops / (PEAK_TFLOPS * 1e12 / device.sm_count)
+    itemsize = problem.operand_dtype.itemsize
+    loads = units * (cta.m + cta.n) * k_split * itemsize
+    stores = problem.batch * problem.m * problem.n * (4 if params.splitk_factor > 1 else 2)
+    memory = (loads + stores * params.splitk_factor) / (PEAK_GBPS * 1e9)
+    shallow = 1.0 + 0.15 * max(0, 4 - params.stages)
+    return 1e6 * max(compute, memory) * shallow
+
+
+def _raw(problem: MatmulProblem) -> Iterator[MatmulParams]:
+    """Every combination of the searched fields (the model and the validators prune)."""
+    grid = itertools.product(
+        WARP_TILES, ((1, 1), (2, 1), (1, 2)), CTA_K, STAGES, SPLITS, STRATEGIES
+    )
+    for (wm, wn), (gm, gn), ck, stages, split, strategy in grid:
+        if strategy is TilingStrategy.persistent_pingpong and (gm, gn) != (1, 1):
+            continue
+        if split > 1 and math.ceil(problem.k / ck) < 4 * split:
+            continue
+        try:
+            yield MatmulParams(
+                cta_tile=TileShape(wm * gm, wn * gn, ck),
+                warp_tile=TileShape(wm, wn, ck),
+                instruction_tile=TileShape(64, wn, 16),
+                stages=stages,
+                splitk_factor=split,
+                tiling_strategy=strategy,
+                warp_specialized=True,
+                use_smem_epilogue=True,
+            )
+        except InvalidParamsError:
+            continue
+
+
+def legal(params: MatmulParams, problem: MatmulProblem, device: Device, pm: Any) -> bool:
+    """Whether planning takes *params* unchanged as caller overrides on the hopper scheduler."""
+    try:
+        spec = plan_problem(problem, device, pm=pm, overrides=params.as_dict(), strict=True)
+    except InvalidParamsError:
+        return False
+    return spec.scheduler == "hopper" and spec.params == params
+
+
+def candidates(
+    problem: MatmulProblem,
+    device: Device,
+    pm: Any,
+    *,
+    limit: int = 50,
+    per_tile: int = 4,
+    include: Sequence[MatmulParams] = (),
+) -> list[MatmulParams]:
+    """Up to *limit* legal configurations, best-modelled first; *include* (the heuristics'
+    choices) come first whatever the model says, when legal. A first pass keeps at most
+    *per_tile* variants of each CTA/warp tile pair, so the model's favourite tile cannot fill
+    the list with stage and strategy variants; a second pass fills what is left in model order.
+    """
+    ranked = sorted(_raw(problem), key=lambda p: (estimate_us(p, problem, device), p.name))
+    chosen: dict[str, MatmulParams] = {}
+    per: dict[tuple[TileShape, TileShape], int] = {}
+    for cap in (per_tile, limit):
+        for params in itertools.chain(include, ranked):
+            tiles = (params.cta_tile, params.warp_tile)
+            if len(chosen) >= max(limit, len(include)):
+                break
+            if params.name in chosen or per.get(tiles, 0) >= cap and params not in include:
+                continue
+            if legal(params, problem, device, pm):
+                chosen[params.name] = params
+                per[tiles] = per.get(tiles, 0) + 1
+    return list(chosen.values())

@@ -1,0 +1,373 @@
+"""The ``tune``, ``db``, ``report`` and ``diff`` subcommands of ``mmaplug``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from ..cli_args import add_json, finite, png, positive, print_json, requires, shape
+from ..device import get_device
+from ..errors import UnsupportedTargetError, UsageError
+from ..progress import Progress
+from . import db
+from .corpus import BUILTIN, TuneProblem, load_all
+
+_CORPUS_HELP = f"a built-in corpus ({', '.join(BUILTIN)}) or a .json/.toml file (repeatable)"
+
+
+def _problems(args: argparse.Namespace) -> list[TuneProblem]:
+    problems = load_all(args.corpus)
+    problems += [TuneProblem(m=m, n=n, k=k, dtype=args.dtype) for m, n, k in args.shape]
+    if not problems:
+        raise UsageError("no problems: give --corpus NAME|FILE or --shape MxNxK")
+    return list(dict.fromkeys(problems))
+
+
+@contextlib.contextmanager
+def _db(args: argparse.Namespace, *, create: bool) -> Iterator[Any]:
+    conn = db.connect(args.db or db.default_path(), create=create)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _add_problems(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME|FILE", help=_CORPUS_HELP)
+    p.add_argument(
+        "--shape",
+        action="append",
+        type=shape,
+        default=[],
+        metavar="MxNxK",
+        help="also this TN problem (repeatable; dtype from --dtype)",
+    )
+    p.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=["float16", "bfloat16"],
+        help="dtype of the --shape problems (default bfloat16)",
+    )
+    p.add_argument(
+        "--db",
+        default="",
+        metavar="PATH",
+        help="the tuning database (default: $MMAPLUG_TUNING_DB, else the cache dir)",
+    )
+
+
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        default=None,
+        help="device preset whose rows to use (default: the local GPU, else h200)",
+    )
+
+
+def _device(args: argparse.Namespace) -> Any:
+    if args.device is not None:
+        return get_device(args.device)
+    try:
+        return get_device(None)
+    except UnsupportedTargetError:
+        return get_device("h200")
+
+
+# ------------------------------------------------------------------------------------------------
+# tune
+# ------------------------------------------------------------------------------------------------
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Plan, build and time the candidates of every problem into the database."""
+    from . import sweep
+
+    problems = _problems(args)
+    progress = Progress(args.progress)
+    if args.plan_only or args.build_only:
+        device = get_device(args.device or "h200")
+        jobs = sweep.plan_jobs(problems, device, limit=args.candidates)
+        if args.plan_only:
+            _print_jobs(jobs, args.json)
+            return 0
+        pairs = sweep.run(
+            jobs,
+            "build",
+            slots=[{}] * args.workers,
+            timeout=args.timeout,
+            ray_address=args.ray,
+            on_result=lambda j, r: progress.say(
+                f"built {j['key']} {j['params_name']}: {r['status']}"
+            ),
+        )
+        failed = [(j, r) for j, r in pairs if r["status"] != "ok"]
+        summary: dict[str, Any] = {
+            "built": len(pairs) - len(failed),
+            "failed": [{"problem": j["key"], "params": j["params_name"], **r} for j, r in failed],
+        }
+        print_json(summary) if args.json else print(
+            f"built {summary['built']} of {len(pairs)} candidates"
+            + "".join(
+                f"\n  {f['problem']} {f['params']}: {f['status']} {f['error']}"
+                for f in summary["failed"]
+            )
+        )
+        return 1 if failed else 0
+    requires("torch", "mmaplug tune (timing)", "pip install 'mmaplug[bench]'")
+    from ..gpu import cuda_device_count
+
+    count = cuda_device_count()
+    if count == 0 and not args.ray:
+        raise UnsupportedTargetError(
+            "mmaplug tune times kernels on a CUDA GPU; none was found "
+            "(--plan-only and --build-only need none)"
+        )
+    gpus = count if args.gpus == 0 else min(args.gpus, max(count, 1))
+    from .report import installed_heuristics, manager
+
+    managers = [manager(name) for name in installed_heuristics()]
+    with _db(args, create=True) as conn:
+        counts = sweep.sweep(
+            problems,
+            conn,
+            limit=args.candidates,
+            gpus=gpus,
+            build_workers=args.workers,
+            timeout=args.timeout,
+            ray_address=args.ray,
+            managers=managers,
+            progress=progress,
+        )
+    print_json(counts) if args.json else print(
+        ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    )
+    return 0
+
+
+def _print_jobs(jobs: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print_json(
+            [{"problem": j["key"], "params": j["params"], "name": j["params_name"]} for j in jobs]
+        )
+        return
+    for job in jobs:
+        print(f"{job['key']:<44} {job['params_name']}")
+
+
+def add_tune(sub: Any) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="time legal kernel configurations of a problem corpus into the tuning database",
+        description="For each problem: the hopper scheduler's legal configurations, ranked by a\n"
+        "cheap model (the heuristics' own choices always included), are built in parallel\n"
+        "processes, then timed with CUDA events in one worker process per GPU; a candidate\n"
+        "that crashes or hangs is recorded as such. Rows already in the database are skipped,\n"
+        "so an interrupted sweep resumes. See docs/tuning.md.",
+        epilog="examples:\n"
+        "  mmaplug tune --corpus llm --corpus skinny --workers 16 --progress\n"
+        "  mmaplug tune --shape 4096x4096x4096 --candidates 50 --db tune.sqlite\n"
+        "  mmaplug tune --corpus odd --plan-only          (no GPU)\n"
+        "  mmaplug tune --corpus odd --build-only --ray local   (PTX builds as Ray tasks)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_problems(p)
+    p.add_argument("--candidates", type=positive, default=50, help="per problem (default 50)")
+    p.add_argument(
+        "--workers",
+        type=positive,
+        default=max(1, (os.cpu_count() or 2) - 1),
+        help="build processes (default: the cores less one)",
+    )
+    p.add_argument("--gpus", type=int, default=0, help="timing workers, one per GPU (0: all)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds a build or a timing may take before its worker is killed",
+    )
+    p.add_argument(
+        "--ray",
+        default="",
+        metavar="ADDRESS",
+        help="run the jobs as Ray tasks on this cluster ('local': start one)",
+    )
+    p.add_argument("--plan-only", action="store_true", help="print the candidates (no GPU)")
+    p.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build every candidate's PTX, time nothing (no GPU)",
+    )
+    p.add_argument(
+        "--device", default=None, help="preset for --plan-only/--build-only (default h200)"
+    )
+    add_json(p, "the summary as JSON")
+    p.set_defaults(func=cmd_tune)
+
+
+# ------------------------------------------------------------------------------------------------
+# db
+# ------------------------------------------------------------------------------------------------
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    """List, filter or export the rows of the tuning database."""
+    with _db(args, create=False) as conn:
+        found = db.rows(
+            conn,
+            problem_key=args.problem,
+            device=args.device,
+            status=args.status,
+            best=args.best,
+            limit=args.limit,
+        )
+    if args.format in ("csv", "json"):
+        out = db.export([finite(r) for r in found], args.format)
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        return 0
+    for r in found:
+        timing = (
+            f"{r['time_ms']:.4f} ms {r['tflops']:7.1f} TF/s" if r["time_ms"] else r["error"][:60]
+        )
+        print(
+            f"{r['device']:<6} {r['problem_key']:<40} {r['status']:<8} {timing}  {r['params_name']}"
+        )
+    print(f"{len(found)} rows", file=sys.stderr)
+    return 0
+
+
+def add_db(sub: Any) -> None:
+    p = sub.add_parser(
+        "db",
+        help="list, query and export the tuning database",
+        description="The rows of the tuning database, fastest first per problem; "
+        "filter them, keep the best per problem, export CSV or JSON.",
+    )
+    p.add_argument("--db", default="", metavar="PATH", help="the database (default as for tune)")
+    p.add_argument("--problem", default=None, metavar="KEY", help="one problem key")
+    p.add_argument("--device", default=None, help="one device (h200, ...)")
+    p.add_argument("--status", default=None, choices=db.STATUSES, help="one status")
+    p.add_argument("--best", action="store_true", help="only the fastest ok row per problem")
+    p.add_argument("--limit", type=positive, default=None, help="at most this many rows")
+    p.add_argument(
+        "--format",
+        default="table",
+        choices=["table", "csv", "json"],
+        help="table (default), csv or json",
+    )
+    p.set_defaults(func=cmd_db)
+
+
+# ------------------------------------------------------------------------------------------------
+# report and diff
+# ------------------------------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Each heuristic's choice per problem against the best time in the database."""
+    from . import report
+
+    if args.plot:
+        requires("matplotlib", "--plot", "pip install 'mmaplug[bench]'")
+    sets = list(dict.fromkeys(["default", *report.installed_heuristics(), *args.heuristic]))
+    with _db(args, create=False) as conn:
+        result = report.report(conn, _problems(args), _device(args), sets)
+    if args.plot:
+        report.plot(result, sets, args.plot)
+    print_json(result) if args.json else print(report.format_report(result, sets))
+    return 0
+
+
+def add_report(sub: Any) -> None:
+    p = sub.add_parser(
+        "report",
+        help="heuristic quality: each heuristic's time against the best",
+        description="For each problem of the corpus: the best time in the tuning "
+        "database, and the default heuristic's and every installed heuristic's "
+        "choice as a fraction of it (1.0 = the best measured); geometric means.",
+    )
+    _add_problems(p)
+    _add_device(p)
+    p.add_argument(
+        "--heuristic",
+        action="append",
+        default=[],
+        metavar="NAME|FILE.py",
+        help="also this plugin set (an installed heuristic or a plugin file)",
+    )
+    p.add_argument("--plot", default="", type=png, metavar="PNG", help="also a bar chart here")
+    add_json(p, "the report as JSON")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Which decisions two plugin sets make differently, and their time from the database."""
+    from . import report
+
+    problems, device = _problems(args), _device(args)
+    with _db(args, create=args.measure) as conn:
+        if args.measure:
+            _measure_choices(conn, problems, [args.a, args.b], args.timeout)
+        result = report.diff(conn, problems, device, args.a, args.b)
+    print_json(result) if args.json else print(report.format_diff(result))
+    return 0
+
+
+def _measure_choices(
+    conn: Any, problems: list[TuneProblem], sets: list[str], timeout: float
+) -> None:
+    """Time the plugin sets' choices the database lacks, on the local GPU."""
+    requires("torch", "mmaplug diff --measure", "pip install 'mmaplug[bench]'")
+    from . import sweep, work
+    from .report import manager
+    from .runner import gpu_slots
+
+    device = get_device(None)
+    key = db.device_key(device)
+    done = db.measured(conn, key)
+    jobs = {}
+    for problem in problems:
+        for name in sets:
+            params = sweep.heuristic_choice(problem, device, manager(name))
+            if params is not None and (problem.key, "hopper", params.name) not in done:
+                jobs[(problem.key, params.name)] = {
+                    "problem": problem.as_dict(),
+                    "key": problem.key,
+                    "device": key,
+                    "params": params.as_dict(),
+                    "params_name": params.name,
+                }
+    plugins = sweep.plugin_set(work.tuning_manager())
+    sweep.run(
+        list(jobs.values()),
+        "measure",
+        slots=gpu_slots(1),
+        timeout=timeout,
+        on_result=lambda j, r: db.record(conn, sweep.row(j, r, key, plugins)),
+    )
+
+
+def add_diff(sub: Any) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="decisions two plugin sets make differently, and their cost",
+        description="Plan every corpus problem with plugin set A and with B "
+        "('default', an installed heuristic, or a plugin .py file: two versions of "
+        "a plugin); list the changed decisions with their times from the database "
+        "and the geometric-mean speedup of B over A.",
+    )
+    p.add_argument("a", metavar="A", help="default | installed heuristic name | plugin.py")
+    p.add_argument("b", metavar="B", help="the same kinds")
+    _add_problems(p)
+    _add_device(p)
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="time the choices the database lacks first (local GPU, torch)",
+    )
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per timing")
+    add_json(p, "the diff as JSON")
+    p.set_defaults(func=cmd_diff)

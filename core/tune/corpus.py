@@ -1,0 +1,202 @@
+"""Tuning corpora: problems (shape, dtype, layout, epilogue), built in or from JSON/TOML files.
+
+A corpus file holds a list of problems under ``problems`` (JSON) or ``[[problems]]`` (TOML)::
+
+    [[problems]]
+    m = 4096
+    n = 6144
+    k = 4096
+    dtype = "bfloat16"   # float16 or bfloat16 (default float16)
+    layout = "TN"        # nvFuser MmaLayout letters (default TN)
+    epilogue = "none"    # none or bias_gelu (default none)
+    batch = 1            # default 1
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from ..dtypes import DType
+from ..errors import UsageError
+from ..fusion import Fusion
+from ..problem import Layout, MatmulProblem
+
+EPILOGUES: Final = ("none", "bias_gelu")
+DTYPES: Final = ("float16", "bfloat16")
+_FIELDS: Final = ("m", "n", "k", "batch", "dtype", "layout", "epilogue")
+
+
+@attrs.frozen(kw_only=True)
+class TuneProblem:
+    """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    dtype: str = "float16"
+    layout: str = "TN"
+    epilogue: str = "none"
+
+    @property
+    def key(self) -> str:
+        """The database's problem key: ``bfloat16_TN_none_b1_4096x4096x4096``."""
+        return (
+            f"{self.dtype}_{self.layout}_{self.epilogue}_b{self.batch}_{self.m}x{self.n}x{self.k}"
+        )
+
+    @property
+    def flops(self) -> float:
+        """Multiply-adds counted twice."""
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain fields; ``TuneProblem(**d)`` rebuilds."""
+        return attrs.asdict(self)
+
+    def fusion(self) -> Fusion:
+        """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``)."""
+        from ..frontend import FusionDefinition
+
+        layout, dtype = Layout(self.layout), DType[self.dtype]
+        batch = [self.batch] if self.batch > 1 else []
+        outer = list(range(len(batch) + 1, 1, -1))
+        with FusionDefinition() as fd:
+            a_order = [1, 0] if layout.a_k_inner else [0, 1]
+            b_order = [0, 1] if layout.b_k_inner else [1, 0]
+            a = fd.define_tensor([*batch, self.m, self.k], dtype, [*outer, *a_order])
+            b = fd.define_tensor([*batch, self.k, self.n], dtype, [*outer, *b_order])
+            out = fd.ops.matmul(a, b)
+            if self.epilogue == "bias_gelu":
+                bias = fd.define_tensor([self.n], dtype)
+                shape = [*batch, self.m, self.n]
+                out = fd.ops.gelu(
+                    fd.ops.add(out, fd.ops.broadcast_in_dim(bias, shape, [len(shape) - 1]))
+                )
+            fd.add_output(fd.ops.cast(out, dtype))
+        return fd.fusion
+
+    def problem(self) -> MatmulProblem:
+        """The ``MatmulProblem`` heuristics see for this entry."""
+        from ..analysis import matmul_problem
+
+        return matmul_problem(self.fusion())
+
+
+def _entry(raw: object, where: str) -> TuneProblem:
+    if not isinstance(raw, Mapping):
+        raise UsageError(f"{where}: a problem is a table of {', '.join(_FIELDS)}; got {raw!r}")
+    unknown = sorted(set(raw) - set(_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown field(s) {', '.join(unknown)}; fields: {', '.join(_FIELDS)}"
+        )
+    fields = dict(raw)
+    for dim in ("m", "n", "k", "batch"):
+        value = fields.get(dim, 1 if dim == "batch" else None)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+            raise UsageError(f"{where}: {dim}={value!r}; extents are ints from 1 to 2**31 - 1")
+    checks = (
+        ("dtype", DTYPES, "float16"),
+        ("layout", tuple(x.value for x in Layout), "TN"),
+        ("epilogue", EPILOGUES, "none"),
+    )
+    for name, accepted, default in checks:
+        value = fields.setdefault(name, default)
+        if value not in accepted:
+            raise UsageError(f"{where}: {name}={value!r}; choose from {', '.join(accepted)}")
+    return TuneProblem(**fields)
+
+
+def parse(text: str, *, toml: bool, source: str = "corpus") -> list[TuneProblem]:
+    """The problems of a corpus document (JSON, or TOML when *toml*)."""
+    try:
+        doc = tomllib.loads(text) if toml else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{source}: not valid {'TOML' if toml else 'JSON'}: {error}") from None
+    entries = doc.get("problems") if isinstance(doc, Mapping) else None
+    if not isinstance(entries, list) or not entries:
+        raise UsageError(f"{source}: expected a non-empty list 'problems' of problem tables")
+    return [_entry(raw, f"{source}: problem {i + 1}") for i, raw in enumerate(entries)]
+
+
+def _shapes(shapes: Sequence[tuple[int, ...]], **fields: Any) -> tuple[TuneProblem, ...]:
+    return tuple(
+        TuneProblem(m=s[-3], n=s[-2], k=s[-1], batch=s[0] if len(s) == 4 else 1, **fields)
+        for s in shapes
+    )
+
+
+# Llama-3 8B / 70B projections at 4096 tokens (qkv, o, gate+up, down), plus bias+GELU MLP shapes
+BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
+    "llm": _shapes(
+        [
+            (4096, 6144, 4096),
+            (4096, 4096, 4096),
+            (4096, 28672, 4096),
+            (4096, 4096, 14336),
+            (4096, 10240, 8192),
+            (4096, 8192, 8192),
+            (4096, 8192, 28672),
+        ],
+        dtype="bfloat16",
+    )
+    + _shapes([(2048, 14336, 5120)], dtype="bfloat16", epilogue="bias_gelu"),
+    # decode and GEMV-like: few rows against a large weight, or few columns
+    "skinny": _shapes(
+        [
+            (1, 4096, 4096),
+            (16, 4096, 4096),
+            (64, 4096, 4096),
+            (128, 14336, 4096),
+            (4096, 16, 4096),
+            (8192, 64, 8192),
+        ],
+        dtype="bfloat16",
+    ),
+    # extents that fill no tile evenly
+    "odd": _shapes(
+        [
+            (1000, 1000, 1000),
+            (4095, 4097, 4096),
+            (3000, 5000, 2048),
+            (777, 1111, 4096),
+            (1536, 1000, 7168),
+        ],
+        dtype="float16",
+    ),
+    # attention-like batched products
+    "batched": _shapes(
+        [(8, 2048, 2048, 128), (32, 512, 512, 64), (16, 1024, 128, 1024), (64, 256, 256, 256)],
+        dtype="bfloat16",
+    ),
+}
+
+
+def load(spec: str) -> list[TuneProblem]:
+    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``) or a ``.json`` /
+    ``.toml`` file."""
+    if spec in BUILTIN:
+        return list(BUILTIN[spec])
+    path = Path(spec)
+    if path.suffix.lower() not in (".json", ".toml"):
+        raise UsageError(
+            f"corpus {spec!r} is neither a built-in ({', '.join(BUILTIN)}) nor a "
+            ".json or .toml file"
+        )
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise UsageError(f"corpus {spec!r} cannot be read: {error.strerror}") from None
+    return parse(text, toml=path.suffix.lower() == ".toml", source=spec)
+
+
+def load_all(specs: Sequence[str]) -> list[TuneProblem]:
+    """Several corpora, each problem once, in order."""
+    return list(dict.fromkeys(p for spec in specs for p in load(spec)))

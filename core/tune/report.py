@@ -1,0 +1,203 @@
+"""``mmaplug report`` and ``mmaplug diff``: heuristics' decisions against the tuning database.
+
+A heuristic is named by a *plugin set*: ``default`` (the built-in heuristic alone), the name of
+an installed heuristic plugin (it answers first, the default after it), or a ``path/to/file.py``
+holding a plugin module (another version of a plugin, registered under the file's stem).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..device import Device
+from ..errors import UsageError
+from ..manager import make_plugin_manager
+from ..records import plugins_record
+from . import db
+from .corpus import TuneProblem
+from .sweep import heuristic_choice
+
+
+def installed_heuristics() -> list[str]:
+    """Names of installed (entry-point) plugins that answer ``mmaplug_matmul_params``."""
+    record = plugins_record(make_plugin_manager(block=["ampere"]))
+    return [
+        p["name"]
+        for p in record["plugins"]
+        if p["distribution"] and "mmaplug_matmul_params" in p["hooks"]
+    ]
+
+
+def manager(plugin_set: str) -> Any:
+    """The plugin manager (ampere blocked, as in tuning) whose heuristic is *plugin_set*."""
+    if plugin_set == "default":
+        return make_plugin_manager(block=["ampere"], load_entrypoints=False)
+    if plugin_set.endswith(".py"):
+        path = Path(plugin_set)
+        spec = importlib.util.spec_from_file_location(f"mmaplug_diff_{path.stem}", path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise UsageError(f"plugin file {plugin_set!r} does not exist")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return make_plugin_manager(
+            block=["ampere"], load_entrypoints=False, plugins=[module], heuristic=module.__name__
+        )
+    names = installed_heuristics()
+    if plugin_set not in names:
+        raise UsageError(
+            f"heuristic {plugin_set!r} is not installed; installed: "
+            f"{', '.join(names) or '(none)'}; or give 'default' or a .py file"
+        )
+    return make_plugin_manager(block=["ampere"], heuristic=plugin_set)
+
+
+def _ratio(best: float | None, time_ms: float | None) -> float | None:
+    return best / time_ms if best and time_ms else None
+
+
+def geomean(values: Sequence[float | None]) -> float | None:
+    """Geometric mean of the known values (None when there are none)."""
+    known = [v for v in values if v]
+    return math.exp(sum(map(math.log, known)) / len(known)) if known else None
+
+
+def report(
+    conn: sqlite3.Connection, problems: Sequence[TuneProblem], device: Device, sets: Sequence[str]
+) -> dict[str, Any]:
+    """Per problem: the best time in the database and each plugin set's choice, its time and
+    the best time over it (1.0: the heuristic found the best measured kernel)."""
+    managers = {name: manager(name) for name in sets}
+    rows = []
+    for problem in problems:
+        best = db.rows(conn, problem_key=problem.key, device=db.device_key(device), best=True)
+        best_ms = best[0]["time_ms"] if best else None
+        entry: dict[str, Any] = {
+            "problem": problem.key,
+            "best_ms": best_ms,
+            "best_params": best[0]["params_name"] if best else None,
+        }
+        for name, pm in managers.items():
+            params = heuristic_choice(problem, device, pm)
+            ms = (
+                db.time_of(conn, problem.key, db.device_key(device), params.name)
+                if params
+                else None
+            )
+            entry[name] = {
+                "params": params.name if params else None,
+                "time_ms": ms,
+                "of_best": _ratio(best_ms, ms),
+            }
+        rows.append(entry)
+    summary = {name: geomean([r[name]["of_best"] for r in rows]) for name in sets}
+    return {"device": db.device_key(device), "rows": rows, "geomean_of_best": summary}
+
+
+def format_report(result: dict[str, Any], sets: Sequence[str]) -> str:
+    """The report as a table: per problem and plugin set, the fraction of the best time."""
+    head = f"{'problem':<44}{'best ms':>10}" + "".join(f"{s[:14]:>16}" for s in sets)
+    lines = [f"device {result['device']}; each column: best time / the heuristic's time", head]
+    for r in result["rows"]:
+        best = f"{r['best_ms']:.4f}" if r["best_ms"] else "-"
+        cells = "".join(f"{_fmt(r[s]['of_best']):>16}" for s in sets)
+        lines.append(f"{r['problem']:<44}{best:>10}{cells}")
+    means = "".join(f"{_fmt(result['geomean_of_best'][s]):>16}" for s in sets)
+    lines.append(f"{'geometric mean':<44}{'':>10}{means}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return f"{value:.3f}" if value else "not measured"
+
+
+def plot(result: dict[str, Any], sets: Sequence[str], path: str) -> None:
+    """Bar chart of each plugin set's fraction of the best time, per problem (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.6), 4.5))
+    width = 0.8 / max(1, len(sets))
+    for i, name in enumerate(sets):
+        xs = [j + i * width for j in range(len(rows))]
+        ax.bar(xs, [r[name]["of_best"] or 0 for r in rows], width, label=name)
+    ax.set_xticks(
+        [j + 0.4 - width / 2 for j in range(len(rows))],
+        [r["problem"].replace("_", "\n", 3) for r in rows],
+        fontsize=6,
+    )
+    ax.axhline(1.0, color="gray", linewidth=0.5)
+    ax.set_ylabel("best time / heuristic's time")
+    ax.set_title(f"{result['device']}: heuristic quality against the tuning database")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def diff(
+    conn: sqlite3.Connection,
+    problems: Sequence[TuneProblem],
+    device: Device,
+    a: str,
+    b: str,
+) -> dict[str, Any]:
+    """Where plugin sets *a* and *b* decide differently, and the time of each from the
+    database (speedup = a's time / b's time; None where a choice was not measured)."""
+    pa, pb = manager(a), manager(b)
+    rows: list[dict[str, Any]] = []
+    for problem in problems:
+        ca, cb = heuristic_choice(problem, device, pa), heuristic_choice(problem, device, pb)
+        na, nb = (c.name if c else None for c in (ca, cb))
+        ta = db.time_of(conn, problem.key, db.device_key(device), na) if na else None
+        tb = db.time_of(conn, problem.key, db.device_key(device), nb) if nb else None
+        changed = [
+            f
+            for f in (ca.as_dict() if ca else {})
+            if cb is None or getattr(ca, f) != getattr(cb, f)
+        ]
+        rows.append(
+            {
+                "problem": problem.key,
+                "a": na,
+                "b": nb,
+                "changed": changed,
+                "a_ms": ta,
+                "b_ms": tb,
+                "speedup": _ratio(ta, tb),
+            }
+        )
+    moved = [r for r in rows if r["a"] != r["b"]]
+    return {
+        "device": db.device_key(device),
+        "a": a,
+        "b": b,
+        "rows": rows,
+        "changed": len(moved),
+        "geomean_speedup": geomean([r["speedup"] for r in moved]),
+    }
+
+
+def format_diff(result: dict[str, Any]) -> str:
+    """The changed decisions, one per line, then the count and the geometric-mean speedup."""
+    lines = [f"a = {result['a']}, b = {result['b']} on {result['device']}"]
+    for r in result["rows"]:
+        if r["a"] == r["b"]:
+            continue
+        speed = f"{r['speedup']:.3f}x" if r["speedup"] else "time not measured"
+        lines.append(
+            f"{r['problem']}: {', '.join(r['changed']) or 'scheduler'} changed; "
+            f"b is {speed} a\n  a: {r['a']}\n  b: {r['b']}"
+        )
+    mean = result["geomean_speedup"]
+    lines.append(
+        f"{result['changed']} of {len(result['rows'])} decisions changed; geometric "
+        f"mean speedup of b over a: {f'{mean:.3f}x' if mean else 'not measured'}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,126 @@
+"""The tuning jobs' work, run in worker processes: build a candidate's kernel, or time it.
+
+A job is a plain dict (it crosses process and Ray boundaries): ``problem`` (TuneProblem fields),
+``params`` (MatmulParams fields), ``params_name``, ``device`` (a preset for builds; timing uses
+the local GPU) and, for builds, ``launch`` (also launch once on zeros so the cubin lands in the
+disk cache, as ``bench.prewarm`` does).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import socket
+import time
+from typing import Any, Final
+
+from ..errors import MatmulError
+from .corpus import TuneProblem
+
+TOLERANCE: Final = 2e-2  # relative Frobenius error of a 16-bit kernel against float32 torch
+_VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "torch")
+
+
+def tuning_manager() -> Any:
+    """The plugin manager tuning compiles with: built-ins only, ``ampere`` blocked, strict."""
+    from ..manager import make_plugin_manager
+
+    return make_plugin_manager(block=["ampere"], load_entrypoints=False, strict=True)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of what builds and times a kernel (``none`` when absent)."""
+    found = {}
+    for dist in _VERSIONED:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = "none"
+    return found
+
+
+def worker_name() -> str:
+    """``host:pid`` (with ``/gpuN`` when the worker sees one GPU)."""
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return f"{socket.gethostname()}:{os.getpid()}" + (f"/gpu{gpu}" if gpu.isdigit() else "")
+
+
+def _compiled(job: dict[str, Any], device: str | None) -> Any:
+    from ..compile import compile as compile_fusion
+
+    problem = TuneProblem(**job["problem"])
+    compiled = compile_fusion(
+        problem.fusion(), device, pm=tuning_manager(), overrides=job["params"]
+    )
+    if compiled.params.name != job["params_name"]:
+        raise MatmulError(f"planned {compiled.params.name}, not the candidate {job['params_name']}")
+    return compiled
+
+
+def build(job: dict[str, Any]) -> dict[str, Any]:
+    """Generate the candidate's kernel and its PTX (no GPU needed); with ``launch``, also run
+    it once on zeros so the timing worker loads a cached cubin."""
+    start = time.perf_counter()
+    compiled = _compiled(job, None if job.get("launch") else job["device"])
+    ptx = compiled.ptx
+    if job.get("launch"):
+        inputs = _inputs(TuneProblem(**job["problem"]), zeros=True)
+        compiled.execute(inputs)
+    return {
+        "status": "ok",
+        "kernel": compiled.kernel_name,
+        "ptx_bytes": len(ptx),
+        "build_s": time.perf_counter() - start,
+        "worker": worker_name(),
+    }
+
+
+def _inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
+    """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU."""
+    import torch
+
+    from ..problem import Layout
+
+    dtype = getattr(torch, problem.dtype)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    batch = [problem.batch] if problem.batch > 1 else []
+    layout = Layout(problem.layout)
+
+    def tensor(rows: int, cols: int, inner_last: bool, scale: float) -> Any:
+        shape = [*batch, rows, cols] if inner_last else [*batch, cols, rows]
+        if zeros:
+            t = torch.zeros(shape, device="cuda", dtype=dtype)
+        else:
+            t = torch.randn(shape, device="cuda", dtype=dtype, generator=gen) * scale
+        return t if inner_last else t.transpose(-1, -2)
+
+    a = tensor(problem.m, problem.k, layout.a_k_inner, 1.0)
+    b = tensor(problem.k, problem.n, not layout.b_k_inner, problem.k**-0.5)
+    inputs = [a, b]
+    if problem.epilogue == "bias_gelu":
+        make = torch.zeros if zeros else torch.randn
+        inputs.append(make(problem.n, device="cuda", dtype=dtype))
+    return inputs
+
+
+def measure(job: dict[str, Any]) -> dict[str, Any]:
+    """Check the candidate's output against torch, then time it: the median of ``reps`` CUDA
+    event timings after warm-up. A wrong result is status ``wrong``, never timed."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from ..bench import cuda_median_ms
+
+    problem = TuneProblem(**job["problem"])
+    compiled = _compiled(job, None)
+    inputs = _inputs(problem)
+    ref = torch.matmul(inputs[0].float(), inputs[1].float())
+    if problem.epilogue == "bias_gelu":
+        ref = F.gelu(ref + inputs[2].float())
+    out = compiled.execute(inputs)[0].float()
+    err = float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
+    result: dict[str, Any] = {"worker": worker_name(), "versions": versions()}
+    if not err <= TOLERANCE:
+        return {**result, "status": "wrong", "error": f"relative error {err:.3g} > {TOLERANCE}"}
+    ms = cuda_median_ms(lambda: compiled.execute(inputs), reps=int(job.get("reps", 30)))
+    return {**result, "status": "ok", "time_ms": ms, "tflops": problem.flops / ms / 1e9}
