@@ -73,12 +73,20 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
     if bound.workspace:
         addresses.append(bound.scratch().data_ptr())
     stream = bound.stream()
+    runs = getattr(bound.launch, "_runs", ())
+    shape, dtype, index = tuple(outs[0].shape), outs[0].dtype, outs[0].get_device()
+    strides = tuple(outs[0].stride())
     pieces = {
         "probe (per input)": lambda: probe(tensors[0]),
         "allocate outputs": lambda: [new() for new in bound.allocators],
         "read current stream": bound.stream,
         "bound launch (patch + cuLaunchKernel)": lambda: bound.launch(addresses, (), stream),
+        "cuLaunchKernel alone (cuda.bindings)": lambda: [run(stream) for run in runs],
         "torch.empty alone": lambda: torch.empty(outs[0].shape, dtype=outs[0].dtype, device="cuda"),
+        "torch.empty(device=<int>)": lambda: torch.empty(shape, dtype=dtype, device=index),
+        "torch.empty_strided": lambda: torch.empty_strided(
+            shape, strides, dtype=dtype, device=index
+        ),
     }
     return {name: summary(host_us(fn, reps, block))["median"] for name, fn in pieces.items()}
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import linecache
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from ..errors import KernelBuildError
 
-__all__ = ["GeneratedKernels", "load_generated"]
+__all__ = ["GeneratedKernels", "load_generated", "require_numba"]
+
+_NO_NUMBA: Final = (
+    "building or running a kernel needs Numba-CUDA, which cannot be imported ({why}); install "
+    "mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] (CUDA 12, driver "
+    "R525 or newer)"
+)
 
 
 @attrs.frozen
@@ -24,6 +31,16 @@ class GeneratedKernels:
     signatures: dict[str, Any]
 
 
+def require_numba() -> None:
+    """Raise ``KernelBuildError`` (naming the extra to install) unless Numba can be imported.
+
+    It is looked up, not imported: a kernel found in the disk cache never imports it, but a
+    plan-only install must fail at ``mp.compile``, not at the first ``execute``.
+    """
+    if importlib.util.find_spec("numba") is None:
+        raise KernelBuildError(_NO_NUMBA.format(why="No module named 'numba'"))
+
+
 def load_generated(key: str, render: Callable[[bool], str], *, on_disk: bool) -> dict[str, Any]:
     """Exec generated source; return its namespace, with the source under ``__source__``.
 
@@ -32,14 +49,10 @@ def load_generated(key: str, render: Callable[[bool], str], *, on_disk: bool) ->
     for the next process. When the cache cannot be used (a ``CacheWarning`` says why), or
     without *on_disk*, the source runs from memory under a ``linecache`` name for tracebacks.
     """
-    try:  # the first Numba import on the way to a built kernel; a plan-only install stops here
+    try:  # the first Numba import on the way to a built kernel
         import numba.cuda  # noqa: F401
     except ImportError as missing:
-        raise KernelBuildError(
-            f"building a kernel needs Numba-CUDA, which cannot be imported ({missing}); install "
-            "mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] (CUDA 12, "
-            "driver R525 or newer)"
-        ) from missing
+        raise KernelBuildError(_NO_NUMBA.format(why=missing)) from missing
     if on_disk:
         from ..cache import kernel_module
 

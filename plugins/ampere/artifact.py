@@ -10,6 +10,7 @@ import attrs
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.compile import LaunchArgs
+from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
@@ -26,6 +27,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelCon
 
     ``spec.params`` are planned ones: ``limits.adjustments`` already applied (stages >= 2).
     """
+    require_numba()  # a plan-only install stops here, with the extra to install
     params, problem = spec.params, spec.problem
     vec_a, vec_b = operand_vectors(params, problem)
     return AmpereKernelConfig(

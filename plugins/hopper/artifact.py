@@ -14,7 +14,7 @@ from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import BoundKernels, DriverLaunch, KernelParams, launch_checked
-from mmaplug.cuda.modules import GeneratedKernels
+from mmaplug.cuda.modules import GeneratedKernels, require_numba
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.dtypes import DType
 from mmaplug.errors import DeclinedLaunchError
@@ -30,6 +30,7 @@ from .maps import DeviceMaps, check_operand, is_batched, operand_spec
 
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelConfig:
     """The generated kernel's configuration for *spec*."""
+    require_numba()  # a plan-only install stops here, with the extra to install
     params, problem = spec.params, spec.problem
     return HopperKernelConfig(
         operand_dtype=problem.operand_dtype,
