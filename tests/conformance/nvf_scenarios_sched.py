@@ -271,3 +271,56 @@ def _mlp(fd: Any, mp: Any, d: Dims) -> None:
     y = fd.ops.linear(a, b)
     gate = fd.ops.mul(y, fd.ops.reciprocal(fd.ops.add(1.0, fd.ops.exp(fd.ops.neg(y)))))
     fd.add_output(fd.ops.cast(fd.ops.mul(gate, c), mp.bfloat16))
+
+
+# -- SCH HopperPlusMatmulSchedulerTest.FusedMultiplySum{,BiasNeg}: pre-broadcast 3-D operands, --
+# -- K reduced where the layout puts it, the result reordered to [M, N] ----------------------
+
+_SS = {  # A, B shapes (1: a broadcast), the MmaOp's K axis, the permute to [M, N] (or None)
+    "TT": ("M,K,1", "1,K,N", -2, None), "TN": ("M,1,K", "1,N,K", -1, None),
+    "NT": ("K,M,1", "K,1,N", -3, None), "NN": ("1,K,M", "N,K,1", -2, [1, 0]),
+}  # fmt: skip
+_SS_REF = {"TT": "mk,kn", "TN": "mk,nk", "NT": "km,kn", "NN": "km,nk"}
+
+for _lay, _bias in itertools.product(LAYOUTS, (False, True)):
+
+    def _hopper_fms(fd: Any, mp: Any, d: Dims, lay: str = _lay, bias: bool = _bias) -> None:
+        sa, sb, k_axis, perm = _SS[lay]
+        dims = {**d, "1": 1}
+        a = fd.define_tensor([dims[s] for s in sa.split(",")], dtype=mp.float16)
+        b = fd.define_tensor([dims[s] for s in sb.split(",")], dtype=mp.float16)
+        y = fd.ops.fused_multiply_sum(a, b, [k_axis])
+        y = fd.ops.permute(y, perm) if perm else y
+        if bias:
+            c = fd.define_tensor([d["M"]], dtype=mp.float16)
+            y = fd.ops.neg(fd.ops.add(y, fd.ops.broadcast(c, [False, True])))
+            y = fd.ops.cast(y, mp.float16)
+        fd.add_output(y)
+
+    def _hopper_fms_ref(x: list, d: Dims, lay: str = _lay, bias: bool = _bias) -> list:
+        a, b = (np.squeeze(v) for v in x[:2])
+        y = np.einsum(_SS_REF[lay] + "->mn", a, b)
+        return [-(y + x[2][:, None]) if bias else y]
+
+    scenario(
+        f"sch_hopper_fused_multiply_sum{'_bias_neg' if _bias else ''}_{_lay.lower()}",
+        "SCH HopperPlusMatmulSchedulerTest.FusedMultiplySum" + ("BiasNeg" if _bias else ""),
+        reference=_hopper_fms_ref,
+        layout=_lay,
+        dims={"M": 512, "N": 256, "K": 128},
+    )(_hopper_fms)
+
+
+@scenario(
+    "sch_operand_order_issue_2434",
+    "SCH OperandOrderIssue2434 (bf16 mul+sum, B defined before A)",
+    reference=lambda x, d: [x[1] @ x[0].T],
+    layout="TN",
+)
+def _issue_2434(fd: Any, mp: Any, d: Dims) -> None:
+    b = fd.define_tensor([d["N"], d["K"]], dtype=mp.bfloat16)
+    a = fd.define_tensor([d["M"], d["K"]], dtype=mp.bfloat16)
+    ab = fd.ops.mul(
+        fd.ops.broadcast(a, [False, True, False]), fd.ops.broadcast(b, [True, False, False])
+    )
+    fd.add_output(fd.ops.sum(ab, [-1]))

@@ -41,6 +41,9 @@ CASES: dict[str, tuple[str, str, dict[str, int]]] = {
         "roles_output_m_batch_n_bias", "h200", {"M": 64, "N": 64, "K": 64}),
     "hopper_strided_batch_bias_nn": (
         "sch_strided_batch_bias_nn", "h200", {"M": 64, "N": 64, "K": 64}),
+    "ampere_mma_k_middle_permuted_nn": ("sch_hopper_fused_multiply_sum_bias_neg_nn", "a100", {}),
+    "hopper_mma_k_middle_permuted_nn": (
+        "sch_hopper_fused_multiply_sum_bias_neg_nn", "h200", {"M": 64, "N": 64, "K": 64}),
     "ampere_operand_batch_inside_by_stride_order": (
         "roles_operand_batch_inside_by_stride_order", "a100", {}),
 }  # fmt: skip
