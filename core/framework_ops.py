@@ -136,8 +136,10 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
     if isinstance(expr, UnaryOp):
         return _unary(expr.op, vals[0], be)
     if isinstance(expr, BinaryOp):
-        like = next(v for v in vals if not isinstance(v, float))
-        x, y = (be.scalar(v, like, expr.output.dtype) if isinstance(v, float) else v for v in vals)
+        scalar = [isinstance(v, Scalar) for v in expr.inputs]
+        like = next(v for v, s in zip(vals, scalar, strict=True) if not s)
+        x, y = (be.scalar(float(v), like, expr.output.dtype) if s else v
+                for v, s in zip(vals, scalar, strict=True))  # fmt: skip
         ops = {"add": xp.add, "sub": xp.subtract, "mul": xp.multiply, "div": xp.divide,
                "maximum": xp.maximum, "minimum": xp.minimum}  # fmt: skip
         return ops[expr.op](x, y)

@@ -126,3 +126,15 @@ def test_framework_segments_refuse_arrays_without_array_ops() -> None:
 
     with pytest.raises(mp.UsageError, match="pass torch tensors or CuPy arrays \\(got numba"):
         backend_for("numba")
+
+
+def test_framework_ops_take_scalar_inputs_given_as_ints() -> None:
+    from mmaplug.framework_ops import backend_for, run_ops
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([3, 4])
+        alpha = fd.define_scalar()
+        fd.add_output(fd.ops.maximum(fd.ops.mul(x, alpha), 0.5))
+    data = RNG.standard_normal((3, 4)).astype(np.float32)
+    (got,) = run_ops(fd.fusion, [data, 3], backend_for("numpy"))
+    np.testing.assert_allclose(got, np.maximum(data * 3, 0.5), rtol=1e-6)
