@@ -55,9 +55,6 @@ def _copy_dim(d: IterDomain) -> IterDomain:
     return IterDomain(d.extent, d.iter_type)
 
 
-_ints = arguments.ints
-
-
 def _merge_dims(name: str, dims: Sequence[IterDomain], where: str = "") -> IterDomain:
     """Output dim of an element-wise op: concrete wins over broadcast; extents must agree
     (a symbolic extent agrees with any: the call's inputs must then make them equal)."""
