@@ -29,6 +29,7 @@ _SUCCESS: Final = 0
 _INVALID_CONTEXT: Final = 201
 _MAX_DYNAMIC_SHARED: Final = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _NON_BLOCKING: Final = 1  # CU_STREAM_NON_BLOCKING
+_RELAXED: Final = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 #: cuDeviceGetAttribute codes for what ``mmaplug.device`` reads.
 ATTRIBUTES: Final = {
     "MAX_THREADS_PER_BLOCK": 1,
@@ -62,6 +63,7 @@ _SIGNATURES: Final = {
     "cuMemcpyHtoDAsync_v2": (ctypes.c_uint64, _P, ctypes.c_size_t, _P),
     "cuStreamCreate": (ctypes.POINTER(_P), _U),
     "cuStreamSynchronize": (_P,),
+    "cuThreadExchangeStreamCaptureMode": (ctypes.POINTER(ctypes.c_int),),
 }
 _lock: Final = threading.Lock()
 _state: dict[str, Any] = {}  # "lib": the loaded libcuda, "upload": a private stream
@@ -196,8 +198,12 @@ class DeviceBuffer:
         }
 
     def __del__(self) -> None:
+        """Free it in relaxed capture mode: a graph captured by another thread stays valid."""
         if getattr(self, "address", 0):
+            mode = ctypes.c_int(_RELAXED)
+            self._lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
             self._lib.cuMemFree_v2(self.address)
+            self._lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
             self.address = 0
 
 

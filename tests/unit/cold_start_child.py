@@ -1,15 +1,18 @@
 """A fresh process of test_cold_start.py: compile and execute one fusion against a fake driver.
 
-``python cold_start_child.py MODE SCHEDULER``. The CUDA driver (``mmaplug.cuda.driver``), the
-tensor-map encoder and torch (``test_streams.FakeTorch``) are stand-ins, so the whole
-``mp.compile`` + ``execute`` path runs without a GPU. MODE ``prepare`` builds the kernel
-(Numba imported; its cubin replaced by fake bytes named after the kernel) and stores it in the
-disk cache; MODE ``hit`` must find it there. Prints one JSON line.
+``python cold_start_child.py MODE SCHEDULER``. torch is ``test_streams.FakeTorch``; the CUDA
+driver is faked in Python (``mmaplug.cuda.driver``'s functions and the tensor-map encoder
+replaced) or, for MODEs starting with ``stub-``, is ``stub_libcuda.c`` built as libcuda.so.1
+(the real ctypes and cuda.bindings calls run), so the whole ``mp.compile`` + ``execute`` path
+runs without a GPU. MODE ``prepare`` builds the kernel (Numba imported; its cubin replaced by
+fake bytes named after the kernel) and stores it in the disk cache; ``hit`` must find it there.
+Prints one JSON line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import sys
 import time
@@ -36,21 +39,12 @@ class FakeBuffer:
         }  # fmt: skip
 
 
-def main(mode: str, scheduler: str) -> None:
-    torch = FakeTorch()
-    sys.modules["torch"] = torch
-    start = time.perf_counter()
-    import mmaplug as mp
+def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None:
+    """Replace the driver's functions, the map encoder and capture checks with recorders."""
     from mmaplug.cuda import driver, streams
-    from mmaplug.device import get_device
     from mmaplug.plugins.hopper import maps
 
     compile_module = sys.modules["mmaplug.compile"]
-    imported = time.perf_counter()
-    preset = get_device(PRESET[scheduler])
-    loads: list[tuple[str, str]] = []
-    launches: list[dict[str, Any]] = []
-    allowed: list[tuple[int, int, int]] = []
     driver.ensure_context = lambda: 0
     driver.device_attributes = lambda ordinal=None: {
         "name": f"fake {preset.name}",
@@ -85,7 +79,24 @@ def main(mode: str, scheduler: str) -> None:
     maps.is_capturing = lambda stream: False
     streams.relaxed_capture = contextlib.nullcontext
     compile_module.relaxed_capture = contextlib.nullcontext
-    if mode == "prepare":
+
+
+def main(mode: str, scheduler: str) -> None:
+    torch = FakeTorch()
+    sys.modules["torch"] = torch
+    start = time.perf_counter()
+    import mmaplug as mp
+    from mmaplug.device import get_device
+
+    imported = time.perf_counter()
+    preset = get_device(PRESET[scheduler])
+    loads: list[tuple[str, str]] = []
+    launches: list[dict[str, Any]] = []
+    allowed: list[tuple[int, int, int]] = []
+    stub = mode.startswith("stub-")
+    if not stub:
+        fake_driver(preset, loads, launches, allowed)
+    if mode.endswith("prepare"):
         from mmaplug.cuda.cubin import Binary
         from mmaplug.cuda.launching import ARRAY_SLOTS
         from mmaplug.plugins.ampere import launch as ampere_launch
@@ -106,7 +117,8 @@ def main(mode: str, scheduler: str) -> None:
         w = fd.define_tensor([N, K], mp.float16)
         bias = fd.define_tensor([N], mp.float16)
         fd.add_output(fd.ops.linear(x, w, bias))
-    compiled = mp.compile(fd)  # the local GPU: the fake driver's
+    pm = mp.make_plugin_manager(block=("hopper",)) if scheduler == "ampere" else None
+    compiled = mp.compile(fd, pm=pm)  # the local GPU: the fake driver's
     inputs = [torch.tensor((M, K)), torch.tensor((N, K)), torch.tensor((N,))]
     (out,) = compiled.execute(inputs)
     first = time.perf_counter()
@@ -117,6 +129,8 @@ def main(mode: str, scheduler: str) -> None:
         "loads": loads,
         "launches": launches,
         "allowed": allowed,
+        "stub_launches": ctypes.CDLL("libcuda.so.1").stub_launches() if stub else None,
+        "device": compiled.spec.device.name,
         "out_shape": list(out.shape),
         "stream": torch.current,
         "import_s": imported - start,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +23,9 @@ from mmaplug.errors import CacheWarning, KernelBuildError
 CHILD = Path(__file__).with_name("cold_start_child.py")
 
 
-def _child(mode: str, scheduler: str, cache: Path) -> dict[str, Any]:
+def _child(mode: str, scheduler: str, cache: Path, **extra: str) -> dict[str, Any]:
     env = dict(os.environ, MMAPLUG_CACHE_DIR=str(cache), MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
+    env.update(extra)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     done = subprocess.run(
         [sys.executable, str(CHILD), mode, scheduler], env=env, capture_output=True, text=True
@@ -43,6 +45,33 @@ def test_disk_hit_never_imports_numba(tmp_path: Path, scheduler: str) -> None:
     assert hit["loads"] == built["loads"]  # the stored bytes and entry name
     assert [launch["stream"] for launch in hit["launches"]] == [hit["stream"]] * 2
     assert hit["launches"] == built["launches"] and hit["out_shape"] == [256, 128]
+
+
+@pytest.fixture(scope="module")
+def stub_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding ``stub_libcuda.c`` built as libcuda.so.1 (skips without a compiler)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stub libcuda")
+    where = tmp_path_factory.mktemp("stub_libcuda")
+    source = Path(__file__).with_name("stub_libcuda.c")
+    cmd = [compiler, "-O1", "-shared", "-fPIC", "-o", str(where / "libcuda.so.1"), str(source)]
+    subprocess.run([*cmd, "-ldl"], check=True, capture_output=True)
+    return where
+
+
+@pytest.mark.parametrize("scheduler", ["hopper", "ampere"])
+def test_disk_hit_through_the_real_driver_calls(
+    tmp_path: Path, stub_libcuda: Path, scheduler: str
+) -> None:
+    """The same against a stub libcuda: ctypes signatures, cuda.bindings launch, map upload."""
+    path = {"LD_LIBRARY_PATH": f"{stub_libcuda}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    built = _child("stub-prepare", scheduler, tmp_path, **path)
+    hit = _child("stub-hit", scheduler, tmp_path, **path)
+    assert (built["device"], built["scheduler"], built["numba"]) == ("Stub H200", scheduler, True)
+    assert (hit["device"], hit["scheduler"], hit["numba"]) == ("Stub H200", scheduler, False)
+    assert built["stub_launches"] == hit["stub_launches"] == 2  # two execute calls
+    assert len(list((tmp_path / "cubins").iterdir())) == 1
 
 
 class FakeDriver:

@@ -1,0 +1,42 @@
+/* A stand-in libcuda.so.1 for tests/unit/test_cold_start.py: every entry point mmaplug's driver
+ * module and cuda.bindings call on the bind-and-launch path, answering like one idle H200
+ * (cc 9.0, 132 SMs). Launches are counted (stub_launches); nothing runs. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdio.h>
+typedef int CUresult;
+static void* ctx = 0;
+static long launches = 0;
+CUresult cuInit(unsigned f){return 0;}
+CUresult cuDriverGetVersion(int* v){*v=13000;return 0;}
+CUresult cuGetErrorName(CUresult e, const char** s){*s = e==201?"CUDA_ERROR_INVALID_CONTEXT":"CUDA_ERROR_STUB";return 0;}
+CUresult cuCtxGetCurrent(void** c){*c=ctx;return 0;}
+CUresult cuCtxSetCurrent(void* c){ctx=c;return 0;}
+CUresult cuCtxGetDevice(int* d){*d=0;return 0;}
+CUresult cuDevicePrimaryCtxRetain(void** c, int d){*c=(void*)0x1234;return 0;}
+CUresult cuDeviceGetAttribute(int* v, int a, int d){
+  switch(a){case 75:*v=9;break;case 76:*v=0;break;case 16:*v=132;break;case 1:*v=1024;break;case 10:*v=32;break;
+  case 8:*v=49152;break;case 97:*v=232448;break;case 81:*v=233472;break;case 82:*v=65536;break;case 38:*v=52428800;break;default:*v=0;}
+  return 0;}
+CUresult cuDeviceGetName(char* n, int len, int d){strncpy(n,"Stub H200",len);return 0;}
+CUresult cuLibraryLoadData(void** lib, const void* code, void* a, void* b, unsigned n, void* c, void* d, unsigned m){*lib=(void*)0x5000;return 0;}
+CUresult cuLibraryGetKernel(void** k, void* lib, const char* name){*k=(void*)0x6000;return 0;}
+CUresult cuKernelSetAttribute(int attr, int val, void* k, int dev){return 0;}
+CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void* stream, void** params, void** extra){
+  if(!ctx && !stream) return 201; launches++; return 0;}
+long stub_launches(void){return launches;}
+CUresult cuMemAlloc_v2(uint64_t* p, size_t n){*p=0x7000000;return 0;}
+CUresult cuMemFree_v2(uint64_t p){return 0;}
+CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* h, size_t n, void* s){return 0;}
+CUresult cuStreamCreate(void** s, unsigned f){*s=(void*)0x9000;return 0;}
+CUresult cuStreamSynchronize(void* s){return 0;}
+CUresult cuStreamIsCapturing(void* s, int* st){*st=0;return 0;}
+CUresult cuThreadExchangeStreamCaptureMode(int* m){*m=0;return 0;}
+CUresult cuGetProcAddress_v2(const char* sym, void** pfn, int ver, uint64_t flags, int* status){
+  *pfn = dlsym(RTLD_DEFAULT, sym); if(status)*status = *pfn?0:1; return *pfn?0:500;}
+CUresult cuGetProcAddress(const char* sym, void** pfn, int ver, uint64_t flags){
+  *pfn = dlsym(RTLD_DEFAULT, sym); return *pfn?0:500;}
+CUresult cuTensorMapEncodeTiled(void* tmap, int dt, unsigned rank, void* addr, const uint64_t* dims, const uint64_t* strides, const unsigned* box, const unsigned* es, int il, int sw, int l2, int oob){memset(tmap,0,128);return 0;}
+CUresult cuStreamGetCaptureInfo(void* s, int* st, uint64_t* id){*st=0;return 0;}
