@@ -76,7 +76,7 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
     kernel storing or converting that value would, and a scalar meeting a tensor is first
     converted to the op's type (a float32 op sees ``float32(0.1)``, as in nvFuser and torch).
     Symbolic extents (-1) take the extents of *inputs*. Returns the outputs in their declared
-    dtypes.
+    dtypes, each strided as its ``stride_order`` asks (row-major unless ``fd.ops.stride_order``).
     """
     fusion = as_fusion(fusion, "evaluate")
     if not isinstance(inputs, list | tuple):
