@@ -1,8 +1,8 @@
 """Tuning candidates: hopper configurations ranked by a cheap model, each validated by planning.
 
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
-quantization) and its operand traffic (each CTA streams its A and B panels), with a small penalty
-for shallow pipelines. Only the best-ranked configurations are planned; a candidate is kept when
+quantization) and its memory time (each work unit streams its A and B panels through L2, HBM
+reads each operand once), with a small penalty for shallow pipelines. Only the best-ranked configurations are planned; a candidate is kept when
 ``plan_problem`` takes it as caller overrides (every scheduler validator ran on it) and the plan
 changed nothing: illegal configurations never reach a build.
 """
@@ -21,7 +21,8 @@ from ..plan import plan_problem
 from ..problem import MatmulProblem
 
 PEAK_TFLOPS: Final = 989.0  # dense 16-bit tensor-core peak of an H100/H200 SXM
-PEAK_GBPS: Final = 4800.0  # H200 HBM3e; L2 reuse is ignored (the model only ranks)
+PEAK_GBPS: Final = 4800.0  # H200 HBM3e
+L2_GBPS: Final = 12000.0  # L2 to SMs, roughly (the model only ranks)
 WARP_TILES: Final = (
     (64, 64),
     (64, 96),
@@ -49,9 +50,14 @@ def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) ->
     unit_flops = 2.0 * cta.m * cta.n * k_split
     compute = waves * unit_flops / (PEAK_TFLOPS * 1e12 / device.sm_count)
     itemsize = problem.operand_dtype.itemsize
-    loads = units * (cta.m + cta.n) * k_split * itemsize
-    stores = problem.batch * problem.m * problem.n * (4 if params.splitk_factor > 1 else 2)
-    memory = (loads + stores * params.splitk_factor) / (PEAK_GBPS * 1e9)
+    # every unit streams its A and B panels through L2; HBM sees each operand once
+    panels = units * (cta.m + cta.n) * k_split * itemsize
+    out_bytes = 4 if params.splitk_factor > 1 else 2
+    unique = problem.batch * (
+        (problem.m + problem.n) * problem.k * itemsize
+        + problem.m * problem.n * out_bytes * params.splitk_factor
+    )
+    memory = max(unique / (PEAK_GBPS * 1e9), panels / (L2_GBPS * 1e9))
     shallow = 1.0 + 0.15 * max(0, 4 - params.stages)
     return 1e6 * max(compute, memory) * shallow
 

@@ -1,0 +1,127 @@
+"""Tuning corpora and candidates: parsing, built-ins, and every candidate legal by planning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import mmaplug as mp
+from mmaplug.device import get_device
+from mmaplug.errors import UsageError
+from mmaplug.plan import plan_problem
+from mmaplug.plugins.hopper import limits
+from mmaplug.tune import candidates, corpus
+from mmaplug.tune.corpus import TuneProblem
+
+H200 = get_device("h200")
+
+TOML = """
+[[problems]]
+m = 4096
+n = 6144
+k = 4096
+dtype = "bfloat16"
+
+[[problems]]
+m = 128
+n = 512
+k = 1024
+batch = 4
+layout = "NT"
+epilogue = "bias_gelu"
+"""
+
+
+def test_toml_and_json_files(tmp_path: Path) -> None:
+    """Both formats give the same problems, with the documented defaults filled in."""
+    (tmp_path / "c.toml").write_text(TOML)
+    (tmp_path / "c.json").write_text(
+        '{"problems": [{"m": 4096, "n": 6144, "k": 4096, "dtype": "bfloat16"},'
+        ' {"m": 128, "n": 512, "k": 1024, "batch": 4, "layout": "NT", "epilogue": "bias_gelu"}]}'
+    )
+    toml = corpus.load(str(tmp_path / "c.toml"))
+    assert toml == corpus.load(str(tmp_path / "c.json"))
+    assert toml[0] == TuneProblem(m=4096, n=6144, k=4096, dtype="bfloat16")
+    assert toml[1].key == "float16_NT_bias_gelu_b4_128x512x1024"
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"problems": [{"m": 1, "n": 2, "k": 3, "tile": 4}]}', "unknown field.s. tile"),
+        ('{"problems": [{"m": 0, "n": 2, "k": 3}]}', "m=0; extents are ints from 1"),
+        ('{"problems": [{"m": 1, "n": 2}]}', "k=None; extents are ints"),
+        ('{"problems": [{"m": 1, "n": 2, "k": 3, "dtype": "float32"}]}', "dtype='float32'; choose"),
+        ('{"problems": [{"m": 1, "n": 2, "k": 3, "layout": "XX"}]}', "layout='XX'; choose from TN"),
+        ('{"problems": []}', "expected a non-empty list 'problems'"),
+        ("{", "not valid JSON"),
+    ],
+    ids=["unknown-field", "zero", "missing", "dtype", "layout", "empty", "syntax"],
+)
+def test_bad_corpus_entries_say_what_is_wrong(text: str, match: str) -> None:
+    """Each mistake is a UsageError naming the problem's position and what is accepted."""
+    with pytest.raises(UsageError, match=match):
+        corpus.parse(text, toml=False, source="c.json")
+
+
+def test_unknown_corpus_names_the_builtins(tmp_path: Path) -> None:
+    """A name that is neither built in nor a .json/.toml file lists the built-ins."""
+    with pytest.raises(UsageError, match="neither a built-in .llm, skinny, odd, batched."):
+        corpus.load("llama")
+    with pytest.raises(UsageError, match="cannot be read"):
+        corpus.load(str(tmp_path / "missing.toml"))
+
+
+def test_builtin_corpora_are_hopper_problems() -> None:
+    """Every built-in problem analyses to its own shape, and the hopper scheduler takes it."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    problems = corpus.load_all(list(corpus.BUILTIN))
+    assert len(problems) == sum(map(len, corpus.BUILTIN.values()))
+    for tp in problems:
+        problem = tp.problem()
+        assert (problem.m, problem.n, problem.k, problem.batch) == (tp.m, tp.n, tp.k, tp.batch)
+        assert plan_problem(problem, H200, pm=pm).scheduler == "hopper", tp.key
+
+
+@pytest.mark.parametrize(
+    "tp",
+    [corpus.BUILTIN["skinny"][0], corpus.BUILTIN["llm"][-1], corpus.BUILTIN["odd"][1],
+     corpus.BUILTIN["batched"][0], TuneProblem(m=512, n=512, k=512, layout="NN")],
+    ids=lambda tp: tp.key,
+)  # fmt: skip
+def test_candidates_are_all_legal_and_include_the_default(tp: TuneProblem) -> None:
+    """Each candidate passes the hopper limits and plans unchanged; the default's choice is
+    first; the list is as long as asked and spans several tiles."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    problem = tp.problem()
+    default = plan_problem(problem, H200, pm=pm).params
+    found = candidates.candidates(problem, H200, pm, limit=20, include=[default])
+    assert found[0] == default and len(found) == 20
+    assert len({c.name for c in found}) == 20
+    assert len({(c.cta_tile, c.warp_tile) for c in found}) >= 4
+    for params in found:
+        assert limits.violations(params, problem, H200) == []
+        assert plan_problem(problem, H200, pm=pm, overrides=params.as_dict()).params == params
+
+
+def test_illegal_include_is_dropped() -> None:
+    """A heuristic's choice that planning refuses never becomes a candidate."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    problem = corpus.BUILTIN["llm"][0].problem()
+    good = plan_problem(problem, H200, pm=pm).params
+    bad = good.with_overrides(stages=40)  # far more shared memory than an SM has
+    assert not candidates.legal(bad, problem, H200, pm)
+    assert bad not in candidates.candidates(problem, H200, pm, limit=5, include=[bad])
+
+
+def test_model_counts_waves() -> None:
+    """On 132 SMs, 128x256 tiles of 1536x2816 are one full wave; 128 more rows add an 11-tile
+    second wave, which the model prices at about twice the time."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, block=["ampere"])
+    full_problem = TuneProblem(m=1536, n=2816, k=4096).problem()
+    tiles = dict(cta_tile=(128, 256, 64), warp_tile=(64, 256, 64), instruction_tile=(64, 256, 16))
+    params = plan_problem(full_problem, H200, pm=pm).params.with_overrides(**tiles)
+    full = candidates.estimate_us(params, full_problem, H200)
+    ragged = candidates.estimate_us(params, TuneProblem(m=1664, n=2816, k=4096).problem(), H200)
+    assert 1.8 * full < ragged < 2.2 * full

@@ -1,0 +1,135 @@
+"""``mmaplug report`` / ``diff`` / ``db`` / ``tune --plan-only`` over rows recorded here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import mmaplug as mp
+from mmaplug.cli import main
+from mmaplug.device import get_device
+from mmaplug.errors import UsageError
+from mmaplug.plan import plan_problem
+from mmaplug.tune import db, report
+from mmaplug.tune.corpus import TuneProblem
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tune_workers import row  # noqa: E402
+
+H200 = get_device("h200")
+SQUARE = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16")
+SKINNY = TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16")
+PLUGIN = '''
+from mmaplug.markers import hookimpl
+from mmaplug.params import MatmulParams
+
+@hookimpl
+def mmaplug_matmul_params(problem, device, scheduler):
+    """Stage 3 of the default's tiles for 4096-row problems; the default elsewhere."""
+    if scheduler != "hopper" or problem.m != 4096:
+        return None
+    from mmaplug.heuristics.default import hopper_params
+    return hopper_params(problem, device).with_overrides(stages=3)
+'''
+
+
+def _default(tp: TuneProblem) -> mp.MatmulParams:
+    pm = mp.make_plugin_manager(load_entrypoints=False, block=["ampere"])
+    return plan_problem(tp.problem(), H200, pm=pm).params
+
+
+@pytest.fixture
+def recorded(tmp_path: Path) -> Path:
+    """SQUARE: the default 2.0 ms, its stages=3 variant 1.6 ms, the best 1.0 ms; SKINNY: the
+    default is the best (0.5 ms), plus a crashed candidate."""
+    path = tmp_path / "t.sqlite"
+    conn = db.connect(path)
+    base = _default(SQUARE)
+    for name, ms in ((base.name, 2.0), (base.with_overrides(stages=3).name, 1.6), ("best", 1.0)):
+        db.record(conn, row(SQUARE.key, params_name=name, time_ms=ms))
+    db.record(conn, row(SKINNY.key, params_name=_default(SKINNY).name, time_ms=0.5, m=64))
+    db.record(conn, row(SKINNY.key, params_name="boom", time_ms=None, m=64, error="exit -11"))
+    conn.close()
+    (tmp_path / "stage3.py").write_text(PLUGIN)
+    return path
+
+
+def test_report_divides_the_best_time_by_each_choice(recorded: Path) -> None:
+    """The default reaches 0.5 of the best on SQUARE and 1.0 on SKINNY: geometric mean 0.707."""
+    plugin = str(recorded.parent / "stage3.py")
+    result = report.report(db.connect(recorded), [SQUARE, SKINNY], H200, ["default", plugin])
+    square, skinny = result["rows"]
+    assert (square["best_ms"], square["best_params"]) == (1.0, "best")
+    assert square["default"]["of_best"] == 0.5 and skinny["default"]["of_best"] == 1.0
+    assert square[plugin]["of_best"] == 1.0 / 1.6
+    assert result["geomean_of_best"]["default"] == pytest.approx(0.5**0.5)
+    text = report.format_report(result, ["default", plugin])
+    assert "geometric mean" in text and "0.707" in text and "0.500" in text
+
+
+def test_unmeasured_choice_is_reported_as_such(recorded: Path) -> None:
+    """A problem without rows has no best and no ratio; the table says 'not measured'."""
+    other = TuneProblem(m=1024, n=1024, k=1024, dtype="bfloat16")
+    result = report.report(db.connect(recorded), [other], H200, ["default"])
+    assert result["rows"][0]["default"]["of_best"] is None
+    assert result["geomean_of_best"]["default"] is None
+    assert "not measured" in report.format_report(result, ["default"])
+
+
+def test_diff_lists_changed_decisions_and_their_speedup(recorded: Path) -> None:
+    """The plugin file changes stages on SQUARE only: 2.0 / 1.6 = 1.25x; SKINNY unchanged."""
+    plugin = str(recorded.parent / "stage3.py")
+    result = report.diff(db.connect(recorded), [SQUARE, SKINNY], H200, "default", plugin)
+    assert result["changed"] == 1
+    square = result["rows"][0]
+    assert square["changed"] == ["stages"] and square["speedup"] == pytest.approx(1.25)
+    assert result["rows"][1]["a"] == result["rows"][1]["b"]
+    assert "1 of 2 decisions changed" in report.format_diff(result)
+
+
+def test_unknown_plugin_set_is_a_usage_error() -> None:
+    """A name that is not 'default', an installed heuristic or a .py file lists the options."""
+    with pytest.raises(UsageError, match="heuristic 'nope' is not installed; installed: "):
+        report.manager("nope")
+    with pytest.raises(UsageError, match="plugin file 'missing.py' does not exist"):
+        report.manager("missing.py")
+
+
+def test_cli_db_report_diff(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The subcommands read the same rows: db exports, report and diff print JSON."""
+    assert main(["db", "--db", str(recorded), "--format", "json", "--best"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert {r["params_name"] for r in best} == {"best", _default(SKINNY).name}
+    assert main(["db", "--db", str(recorded), "--status", "crash", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("id,problem_key,") and len(lines) == 2 and "exit -11" in lines[1]
+    shapes = ["--shape", "4096x4096x4096", "--shape", "64x4096x4096", "--device", "h200"]
+    assert main(["report", "--db", str(recorded), *shapes, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["geomean_of_best"]["default"] == pytest.approx(0.5**0.5)
+    plugin = str(recorded.parent / "stage3.py")
+    assert main(["diff", "default", plugin, "--db", str(recorded), *shapes, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] == 1
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing database, no problems, or timing without a GPU: one error line, status 2."""
+    assert main(["db", "--db", str(tmp_path / "none.sqlite")]) == 2
+    assert "does not exist; run 'mmaplug tune' first" in capsys.readouterr().err
+    assert main(["tune", "--plan-only"]) == 2
+    assert "no problems: give --corpus" in capsys.readouterr().err
+    assert main(["tune", "--shape", "256x256x256", "--db", str(tmp_path / "t.sqlite")]) == 2
+    err = capsys.readouterr().err  # CI has no torch; a GPU-less machine with torch has no GPU
+    assert "needs torch" in err or "none was found" in err
+
+
+def test_cli_tune_plan_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """--plan-only prints each problem's candidates, the default's choice first (no GPU)."""
+    assert main(["tune", "--shape", "64x4096x4096", "--candidates", "5", "--plan-only",
+                 "--json"]) == 0  # fmt: skip
+    jobs = json.loads(capsys.readouterr().out)
+    assert len(jobs) == 5 and {j["problem"] for j in jobs} == {SKINNY.key}
+    assert jobs[0]["name"] == _default(SKINNY).name
