@@ -2,9 +2,12 @@
 
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
 quantization) and its memory time (each work unit streams its A and B panels through L2, HBM
-reads each operand once), with a small penalty for shallow pipelines. Only the best-ranked configurations are planned; a candidate is kept when
-``plan_problem`` takes it as caller overrides (every scheduler validator ran on it) and the plan
-changed nothing: illegal configurations never reach a build.
+reads each operand once), with a small penalty for shallow pipelines. Only the best-ranked
+configurations are planned; a candidate is kept when ``plan_problem`` takes it as caller
+overrides (every scheduler validator ran on it) and the plan changed nothing: illegal
+configurations never reach a build. Searched: warp tiles, one or two consumer warpgroups along
+M or N, cta_k 64/128, stages 2-6, split-K 1/2/4/8 and the three tiling strategies; cta_order
+and grid_swizzle_factor only as the heuristics choose them.
 """
 
 from __future__ import annotations
