@@ -1,11 +1,4 @@
-"""Compiled kernels as cubins: cached on disk beside the generated modules, loaded by the driver.
-
-A bound launch asks :func:`kernel` for a ``CUkernel``. The first process to need it builds it
-with Numba and stores the cubin, its entry name and its parameter layout (8-byte slots) under
-``cache_dir()/cubins``; every later process loads that file through ``mmaplug.cuda.driver``
-without importing Numba. An entry is keyed by the generated source, the kernel, the exact
-target (``sm_90a``, ``sm_80``) and the versions of everything that compiled it.
-"""
+"""Compiled kernels as cubins, cached on disk with their entry and parameter layout."""
 
 from __future__ import annotations
 
@@ -68,8 +61,9 @@ def kernel(
     module: str, source: str, name: str, smem: int, slots: int, build: Callable[[], Binary]
 ) -> int:
     """The ``CUkernel`` of kernel *name* in *module*, allowed *smem* dynamic bytes on the
-    current device: loaded once per process, from the disk cache when there, else *build()*
-    (Numba), whose cubin the cache keeps. *slots*: the parameter block the caller fills.
+    current device: loaded once per process, from the disk cache when there (no Numba: the
+    first process to need it stored it under ``cache_dir()/cubins``), else *build()* (Numba),
+    whose cubin the cache keeps. *slots*: the parameter block the caller fills.
     """
     device = driver.ensure_context()
     key = entry_key(module, source, name, target(device))

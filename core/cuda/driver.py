@@ -1,11 +1,4 @@
-"""The CUDA driver without Numba: loading cached cubins, launching, small allocations.
-
-Cold calls go through ctypes (resolved from ``libcuda`` once), launches through ``cuda.bindings``.
-A disk-cache hit runs on these calls alone (``docs/decisions.md``, "Cold start"): ``import numba``
-costs more than the whole 0.3 s budget.
-Kernels are loaded with the context-independent library API (``cuLibraryLoadData``), so the
-``CUkernel`` handle launches in whichever context the stream (or the calling thread) is in.
-"""
+"""The CUDA driver without Numba (docs/decisions.md, "Cold start"): load, launch, allocate."""
 
 from __future__ import annotations
 
@@ -128,7 +121,11 @@ def device_attributes(ordinal: int | None = None) -> dict[str, Any]:
 
 
 def load_kernel(cubin: bytes, entry: str) -> int:
-    """Load *cubin* (or NUL-terminated PTX) as a library; the ``CUkernel`` named *entry*."""
+    """Load *cubin* (or NUL-terminated PTX) as a library; the ``CUkernel`` named *entry*.
+
+    Library loading is context-independent: the handle launches in whichever context the
+    stream (or the calling thread) is in. Cold calls like this one go through ctypes.
+    """
     lib = _lib()
     library, kernel = _P(), _P()
     _check(

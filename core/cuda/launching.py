@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ..errors import KernelBuildError
 from . import driver
 from .cubin import Binary
 
@@ -131,6 +132,11 @@ def numba_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
 
     kern = compiled_kernel(dispatcher, signature, smem)
     library = kern._codelibrary
+    if library._setup_functions or library._teardown_functions:
+        raise KernelBuildError(
+            f"kernel {dispatcher.py_func.__name__} links code with module setup callbacks, "
+            "which a cubin loaded by the driver would skip; link no such objects into it"
+        )
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
     return Binary(bytes(library.get_cubin()), library._entry_name, slots)
 
