@@ -1,0 +1,45 @@
+"""GPU tier: a real sweep of one problem, its resume, the report and the tuned-table answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mmaplug.cli import main
+from mmaplug.device import get_device
+from mmaplug.gpu import cuda_device_count
+from mmaplug.tune import db
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+
+def _is_sm90() -> bool:
+    return cuda_device_count() > 0 and tuple(get_device().cc) == (9, 0)
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm90,
+    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
+    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
+]
+
+
+def test_sweep_resume_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Six candidates of 1024x2048x4096 are all checked and timed; a rerun skips them all; the
+    report puts the default within (0, 1] of the best; the database rows name the worker."""
+    path = str(tmp_path / "t.sqlite")
+    argv = ["tune", "--shape", "1024x2048x4096", "--candidates", "6", "--workers", "6",
+            "--db", path, "--json"]  # fmt: skip
+    assert main(argv) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert counts == {"skipped": 0, "ok": 6}, counts
+    rows = db.rows(db.connect(path))
+    assert len(rows) == 6 and all(r["tflops"] > 1.0 and "/gpu" in r["worker"] for r in rows)
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"skipped": 6}
+    assert main(["report", "--shape", "1024x2048x4096", "--db", path, "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)["geomean_of_best"]["default"]
+    assert 0.0 < default <= 1.0
