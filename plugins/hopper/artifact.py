@@ -14,7 +14,7 @@ from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import BoundKernels, DriverLaunch, KernelParams, launch_checked
-from mmaplug.cuda.modules import GeneratedKernels, require_numba
+from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.dtypes import DType
 from mmaplug.errors import DeclinedLaunchError
@@ -68,13 +68,14 @@ def _ptx(config: HopperKernelConfig) -> str:
     return compile_ptx(config)
 
 
-def _check_packed_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> None:
-    """Packed stores need 16-byte aligned output rows: base, row stride and batch stride."""
+def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> list[str]:
+    """Why these outputs cannot take the packed epilogue's 16-byte vector stores: a base, row
+    or batch stride that is not 16-byte aligned (empty when they can)."""
     bad = []
-    if cfg.splitk > 1 and n * 4 % VECTOR_ALIGN:
-        bad.append(f"the float32 split-K workspace's rows of N={n}")
     if cfg.splitk > 1:
-        args = attrs.evolve(args, outputs=())  # the outputs are the reduce kernel's
+        if n * 4 % VECTOR_ALIGN:
+            bad.append(f"the float32 split-K workspace's rows of N={n}")
+        return bad  # the outputs are the reduce kernel's
     for j, out in enumerate(args.outputs):
         size = cfg.epilogue_outputs[j].itemsize
         strides = [out.role_strides[DimRole.M]]
@@ -82,17 +83,14 @@ def _check_packed_outputs(cfg: HopperKernelConfig, args: LaunchArgs, n: int, bat
             strides.append(out.role_strides[DimRole.BATCH])
         if out.address % VECTOR_ALIGN or any(s * size % VECTOR_ALIGN for s in strides):
             bad.append(f"output {j} at {out.address:#x} with element strides {strides}")
-    if bad:
-        raise DeclinedLaunchError(
-            "hopper",
-            "the epilogue's 16-byte vector stores need aligned output rows: " + "; ".join(bad),
-        )
+    return bad
 
 
 @attrs.frozen
 class _Launch:
     """Everything a launch needs besides data addresses and scalars."""
 
+    config: HopperKernelConfig
     maps: DeviceMaps
     grid: tuple[int, int, int]
     shape: tuple[int, ...]
@@ -124,9 +122,6 @@ class HopperArtifact:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
         return generate_source(self.config, sim=False)
 
-    def _kernels(self) -> GeneratedKernels:
-        return build(self.config)
-
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
         """Check the operands against TMA's rules and work out grid and kernel arguments."""
         cfg, problem = self.config, args.problem  # the launch's extents, not the spec's
@@ -150,8 +145,10 @@ class HopperArtifact:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
             )
-        if cfg.packed_stores:
-            _check_packed_outputs(cfg, args, problem.n, problem.batch)
+        if cfg.packed_stores and packed_misfits(cfg, args, problem.n, problem.batch):
+            # another shape class of a symbolic fusion, or a strided output: the same kernel
+            # with the staged epilogue (same shared memory and stages), built once
+            cfg = attrs.evolve(cfg, packed_stores=False)
         bm, bn, bk = cfg.cta_tile
         tiles_m, tiles_n = -(-problem.m // bm), -(-problem.n // bn)
         k_tiles = -(-problem.k // bk)
@@ -182,6 +179,7 @@ class HopperArtifact:
             is_batched(args.b, problem.batch),
         )
         return _Launch(
+            config=cfg,
             maps=DeviceMaps(a_spec, b_spec),
             grid=(grid_x, 1, 1),
             shape=shape,
@@ -201,7 +199,8 @@ class HopperArtifact:
     def launch(self, args: LaunchArgs) -> None:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
         plan = self._plan_launch(args)
-        cfg, kernels = self.config, self._kernels()
+        cfg = plan.config
+        kernels = build(cfg)
         maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
@@ -241,7 +240,7 @@ class BoundHopper(BoundKernels):
     """
 
     def __init__(self, artifact: HopperArtifact, plan: _Launch, args: LaunchArgs) -> None:
-        cfg = artifact.config
+        cfg = plan.config
         prog = cfg.epilogue
         self._maps = plan.maps
         sizes_in = [2 if i.dtype.is_half else 4 for i in prog.inputs]

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -73,9 +74,21 @@ def case_hopper_gemv_tiny_k(fd: Any, mp: Any) -> tuple[str, dict, list]:
     return "h200", HOPPER_SMALL, [[(70, 16), (1, 16)], [(128, 1), (64, 1)]]
 
 
+def case_hopper_packed_then_n_one(fd: Any, mp: Any) -> tuple[str, dict, list]:
+    """Hopper: symbolic N planned at N = 64 (packed 16-byte stores), then N = 1: its 2-byte
+    output rows give it epilogue vector width 1, so it plans and builds its own (staged)
+    kernel; nothing falls back to ampere."""
+    a = fd.define_tensor([70, 64], dtype=mp.float16)
+    b = fd.define_tensor([-1, 64], dtype=mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.linear(a, b)), mp.float16))
+    overrides = {**HOPPER_SMALL, "splitk_factor": 1}  # the same params for both classes
+    return "h200", overrides, [[(70, 64), (64, 64)], [(70, 64), (1, 64)]]
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 BUILDS = {"ampere_m_sweep": 1, "ampere_decode_splitk": 1, "ampere_gemv_and_tiny_k": 3,
-          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 2}  # fmt: skip
+          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 2,
+          "hopper_packed_then_n_one": 2}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:
@@ -98,7 +111,9 @@ def run_case(name: str) -> dict[str, Any]:
     for shape in shapes:
         inputs = [rng.standard_normal(s).astype(v.dtype.numpy)
                   for s, v in zip(shape, fd.fusion.inputs, strict=True)]  # fmt: skip
-        results = compiled.execute(inputs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results = compiled.execute(inputs)
         outputs = []
         for tv, got, ref in zip(fd.fusion.outputs, results, mp.evaluate(fd, inputs), strict=True):
             got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
@@ -108,6 +123,7 @@ def run_case(name: str) -> dict[str, Any]:
                 "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
             })  # fmt: skip
         runs.append({"scheduler": compiled.spec.scheduler, "outputs": outputs,
+                     "warnings": [type(w.message).__name__ for w in caught],
                      "shape_class": compiled.provenance.shape_class,
                      "problem": {f: getattr(compiled.spec.problem, f)
                                  for f in ("m", "n", "k", "batch")}})  # fmt: skip
@@ -139,6 +155,7 @@ def test_every_shape_matches_evaluate_on_the_expected_kernels(sim_results: dict,
     scheduler = name.split("_")[0]
     for run in res["runs"]:
         assert run["scheduler"] == scheduler, run
+        assert "FallbackWarning" not in run["warnings"], run
         if run["shape_class"]:  # a symbolic fusion names the class each call fell into
             assert run["shape_class"] == "m={m} n={n} k={k} batch={batch}".format(**run["problem"])
         for out in run["outputs"]:

@@ -184,3 +184,34 @@ def test_smem_epilogue_with_split_k_is_legal(pm) -> None:
         splitk_factor=2,
     )  # fmt: skip
     assert limits.violations(params, linear(pm, 4096, 4096, 4096), mp.get_device("h200")) == []
+
+
+def test_packed_misfits_names_unaligned_output_rows(pm) -> None:
+    """A launch whose outputs cannot take 16-byte vector stores (a strided or offset output,
+    another shape class reusing the kernel) gets the reasons, and the artifact then launches
+    the staged twin of its config; aligned rows give none."""
+    from mmaplug.compile import LaunchArgs
+    from mmaplug.cuda.tensors import DeviceTensor
+    from mmaplug.patterns import DimRole
+    from mmaplug.plugins.hopper.artifact import packed_misfits
+    from mmaplug.plugins.hopper.config import HopperKernelConfig
+
+    def tensor(address: int, sm: int, sb: int) -> DeviceTensor:
+        strides = {DimRole.BATCH: sb, DimRole.M: sm, DimRole.N: 1, DimRole.K: 0}
+        return DeviceTensor(array=None, address=address, role_strides=strides)
+
+    cfg = HopperKernelConfig(smem_epilogue=True, packed_stores=True)
+    problem = linear(pm, 4096, 4096, 4096)
+
+    def args(out: DeviceTensor) -> LaunchArgs:
+        a = tensor(0, 0, 0)
+        return LaunchArgs(a=a, b=a, epilogue_inputs=(), scalars=(), outputs=(out,), problem=problem)
+
+    assert packed_misfits(cfg, args(tensor(1 << 20, 4096, 0)), 4096, 1) == []
+    assert packed_misfits(cfg, args(tensor((1 << 20) + 2, 4096, 0)), 4096, 1)
+    assert packed_misfits(cfg, args(tensor(1 << 20, 4100, 0)), 4096, 1)  # 8200-byte rows
+    assert packed_misfits(cfg, args(tensor(1 << 20, 4096, 12)), 4096, 2)  # batch stride
+    assert packed_misfits(cfg, args(tensor(1 << 20, 4096, 12)), 4096, 1) == []  # no batch
+    splitk = HopperKernelConfig(smem_epilogue=True, packed_stores=True, splitk=2)
+    assert packed_misfits(splitk, args(tensor(1 << 20, 4100, 0)), 4096, 1) == []
+    assert packed_misfits(splitk, args(tensor(1 << 20, 4096, 0)), 4098, 1)  # workspace rows
