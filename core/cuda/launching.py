@@ -138,7 +138,8 @@ def numba_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
             "which a cubin loaded by the driver would skip; link no such objects into it"
         )
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
-    return Binary(bytes(library.get_cubin()), library._entry_name, slots)
+    image = library.get_cubin()  # numba-cuda 0.30: a cuda.core ObjectCode holding the bytes
+    return Binary(bytes(getattr(image, "code", image)), library._entry_name, slots)
 
 
 class DriverLaunch:

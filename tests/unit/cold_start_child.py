@@ -5,8 +5,8 @@ driver is faked in Python (``mmaplug.cuda.driver``'s functions and the tensor-ma
 replaced) or, for MODEs starting with ``stub-``, is ``stub_libcuda.c`` built as libcuda.so.1
 (the real ctypes and cuda.bindings calls run), so the whole ``mp.compile`` + ``execute`` path
 runs without a GPU. MODE ``prepare`` builds the kernel (Numba imported; its cubin replaced by
-fake bytes named after the kernel) and stores it in the disk cache; ``hit`` must find it there.
-Prints one JSON line.
+fake bytes named after the kernel; ``stub-prepare`` keeps Numba's real cubin) and stores it in
+the disk cache; ``hit`` must find it there. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def main(mode: str, scheduler: str) -> None:
     stub = mode.startswith("stub-")
     if not stub:
         fake_driver(preset, loads, launches, allowed)
-    if mode.endswith("prepare"):
+    if mode == "prepare":  # (stub-prepare builds for real: Numba compiles and nvJitLink links)
         from mmaplug.cuda.cubin import Binary
         from mmaplug.cuda.launching import ARRAY_SLOTS
         from mmaplug.plugins.ampere import launch as ampere_launch

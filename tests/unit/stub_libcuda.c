@@ -1,6 +1,7 @@
 /* A stand-in libcuda.so.1 for tests/unit/test_cold_start.py: every entry point mmaplug's driver
  * module and cuda.bindings call on the bind-and-launch path, answering like one idle H200
- * (cc 9.0, 132 SMs). Launches are counted (stub_launches); nothing runs. */
+ * (cc 9.0, 132 SMs), Numba's driver initialisation included. Launches are counted
+ * (stub_launches); nothing runs. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -21,8 +22,8 @@ CUresult cuDeviceGetAttribute(int* v, int a, int d){
   case 8:*v=49152;break;case 97:*v=232448;break;case 81:*v=233472;break;case 82:*v=65536;break;case 38:*v=52428800;break;default:*v=0;}
   return 0;}
 CUresult cuDeviceGetName(char* n, int len, int d){strncpy(n,"Stub H200",len);return 0;}
-CUresult cuLibraryLoadData(void** lib, const void* code, void* a, void* b, unsigned n, void* c, void* d, unsigned m){*lib=(void*)0x5000;return 0;}
-CUresult cuLibraryGetKernel(void** k, void* lib, const char* name){*k=(void*)0x6000;return 0;}
+CUresult cuLibraryLoadData(void** lib, const void* code, void* a, void* b, unsigned n, void* c, void* d, unsigned m){static long nl=0x5000; *lib=(void*)(nl+=16);return 0;}
+CUresult cuLibraryGetKernel(void** k, void* lib, const char* name){static long nk=0x6000; *k=(void*)(nk+=16);return 0;}
 CUresult cuKernelSetAttribute(int attr, int val, void* k, int dev){return 0;}
 CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void* stream, void** params, void** extra){
   if(!ctx && !stream) return 201; launches++; return 0;}
@@ -40,3 +41,22 @@ CUresult cuGetProcAddress(const char* sym, void** pfn, int ver, uint64_t flags){
   *pfn = dlsym(RTLD_DEFAULT, sym); return *pfn?0:500;}
 CUresult cuTensorMapEncodeTiled(void* tmap, int dt, unsigned rank, void* addr, const uint64_t* dims, const uint64_t* strides, const unsigned* box, const unsigned* es, int il, int sw, int l2, int oob){memset(tmap,0,128);return 0;}
 CUresult cuStreamGetCaptureInfo(void* s, int* st, uint64_t* id){*st=0;return 0;}
+CUresult cuDeviceGetCount(int* n){*n=1;return 0;}
+CUresult cuDeviceGet(int* d, int o){*d=o;return 0;}
+CUresult cuDeviceGetUuid(char* u, int d){memset(u,1,16);return 0;}
+CUresult cuDeviceGetUuid_v2(char* u, int d){memset(u,1,16);return 0;}
+CUresult cuCtxPushCurrent(void* c){ctx=c;return 0;}
+CUresult cuCtxPopCurrent(void** c){if(c)*c=ctx;return 0;}
+CUresult cuDevicePrimaryCtxRelease(int d){return 0;}
+CUresult cuDeviceComputeCapability(int* ma, int* mi, int d){*ma=9;*mi=0;return 0;}
+CUresult cuMemGetInfo(size_t* f, size_t* t){*f=1<<30;*t=1<<30;return 0;}
+CUresult cuCtxSynchronize(void){return 0;}
+CUresult cuDeviceGetPCIBusId(char* s, int len, int d){strncpy(s,"0000:00:00.0",len);return 0;}
+CUresult cuCtxGetApiVersion(void* c, unsigned* v){*v=13000;return 0;}
+CUresult cuKernelGetAttribute(int* v, int a, void* k, int d){*v=0;return 0;}
+CUresult cuKernelGetFunction(void** f, void* k){*f=k;return 0;}
+CUresult cuFuncGetAttribute(int* v, int a, void* f){*v=0;return 0;}
+CUresult cuLibraryUnload(void* l){return 0;}
+CUresult cuKernelGetName(const char** n, void* k){*n="k";return 0;}
+CUresult cuLibraryGetModule(void** m, void* l){*m=l;return 0;}
+CUresult cuModuleGetGlobal_v2(uint64_t* p, size_t* s, void* m, const char* n){*p=0;*s=0;return 500;}

@@ -64,14 +64,17 @@ def stub_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_disk_hit_through_the_real_driver_calls(
     tmp_path: Path, stub_libcuda: Path, scheduler: str
 ) -> None:
-    """The same against a stub libcuda: ctypes signatures, cuda.bindings launch, map upload."""
+    """The same against a stub libcuda, building for real: Numba compiles and links the cubin
+    (nvJitLink), the hit loads those bytes through the real ctypes and cuda.bindings calls."""
     path = {"LD_LIBRARY_PATH": f"{stub_libcuda}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
     built = _child("stub-prepare", scheduler, tmp_path, **path)
     hit = _child("stub-hit", scheduler, tmp_path, **path)
     assert (built["device"], built["scheduler"], built["numba"]) == ("Stub H200", scheduler, True)
     assert (hit["device"], hit["scheduler"], hit["numba"]) == ("Stub H200", scheduler, False)
     assert built["stub_launches"] == hit["stub_launches"] == 2  # two execute calls
-    assert len(list((tmp_path / "cubins").iterdir())) == 1
+    (stored,) = (tmp_path / "cubins").iterdir()
+    header, _, image = stored.read_bytes().partition(b"\n")
+    assert image[:4] == b"\x7fELF" and f"{scheduler}_gemm".encode() in header
 
 
 class FakeDriver:
