@@ -92,11 +92,10 @@ def _names(vals: list[TensorView] | list[Val]) -> tuple[str, ...]:
 
 def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Segment, ...]:
     patterns = find_matmul_patterns(fusion, pm=pm)
-    if len(patterns) != 1:
-        reason = why if patterns else f"no matmul to build a kernel around ({why})"
-        whole = _sub(fusion, fusion.outputs, set())
-        return (_segment("framework" if patterns else "pointwise", whole, fusion, reason),)
-    pat = patterns[0]
+    if not patterns:
+        reason = f"no matmul to build a kernel around ({why})"
+        return (_segment("pointwise", _sub(fusion, fusion.outputs, set()), fusion, reason),)
+    pat = patterns[0]  # the others land in the segments before or after it, cut in turn
     exprs = fusion.exprs()
     inside = _pattern_tensors(exprs, pat)
     after: set[int] = {id(pat.output)}  # depends on the matmul's result
@@ -156,7 +155,19 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
         cut = {id(t) for t in (*pre_out, *frontier)}
         reason = f"the matmul kernel's epilogue cannot take what follows ({why})"
         segments.append(_segment("pointwise", _sub(fusion, post_out, cut), fusion, reason))
-    return tuple(segments)
+    return tuple(_split_matmuls(segments, pm))
+
+
+def _split_matmuls(segments: list[Segment], pm: pluggy.PluginManager | None) -> list[Segment]:
+    """Segment again each pointwise segment that holds another matmul (it holds fewer than
+    its parent did, so this ends); names carry over, so the parts chain as they are."""
+    out: list[Segment] = []
+    for seg in segments:
+        if seg.kind == "pointwise" and find_matmul_patterns(seg.fusion, pm=pm):
+            out += segment(seg.fusion, pm=pm)
+        else:
+            out.append(seg)
+    return out
 
 
 def _epilogue(

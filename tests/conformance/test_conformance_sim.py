@@ -55,6 +55,7 @@ SEGMENTED: dict[str, tuple[str, str, dict[str, int]]] = {
     "segmented_hopper_linear_prologue": (
         "sch_segment_linear_op_prologue", "h200", {"M": 64, "N": 64, "K": 64}),
     "segmented_framework_float32_matmul": ("sch_segment_matmul_op_unsupported_dtype", "a100", {}),
+    "segmented_ampere_llama2_ffn": ("sch_llama2_ffn", "a100", {}),
 }  # fmt: skip
 
 
@@ -136,6 +137,7 @@ SEGMENTS = {
     "segmented_ampere_output_n_m": (["matmul", "pointwise"], ["ampere"]),
     "segmented_hopper_linear_prologue": (["pointwise", "matmul"], ["hopper"]),
     "segmented_framework_float32_matmul": (["framework"], []),
+    "segmented_ampere_llama2_ffn": (["matmul", "matmul"], ["ampere", "ampere"]),
 }
 
 

@@ -76,18 +76,26 @@ def test_a_matmul_no_kernel_takes_is_a_framework_segment() -> None:
     assert "tensor-core operands must be float16 or bfloat16" in only.reason
 
 
-@pytest.mark.parametrize("matmuls", [0, 2])
-def test_fusions_without_exactly_one_matmul_stay_whole_and_say_why(matmuls: int) -> None:
+def test_a_fusion_without_a_matmul_is_one_pointwise_segment_saying_why() -> None:
     with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([64, 32], dtype=mp.float16)
-        b = fd.define_tensor([32, 48], dtype=mp.float16)
-        y = fd.ops.matmul(a, b) if matmuls else fd.ops.sin(a)
-        if matmuls == 2:
-            y = fd.ops.mul(fd.ops.silu(y), fd.ops.matmul(a, b))
-        fd.add_output(y)
+        fd.add_output(fd.ops.sin(fd.define_tensor([64, 32], dtype=mp.float16)))
     (only,) = _check_equivalent(fd)
-    assert only.kind == ("framework" if matmuls else "pointwise")
-    assert only.reason.startswith("2 matmuls" if matmuls else "no matmul")
+    assert only.kind == "pointwise" and only.reason.startswith("no matmul to build a kernel")
+
+
+def test_the_llama_ffn_is_two_matmul_kernels_one_reading_the_others_result() -> None:
+    """silu(x @ W1) * (x @ W3): one kernel per matmul (nvFuser's count with fuse_matmul and
+    without fuse_multiple_matmuls), the second multiplying in the first's result."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 32], dtype=mp.float16)
+        w1 = fd.define_tensor([32, 48], dtype=mp.float16)
+        w3 = fd.define_tensor([32, 48], dtype=mp.float16)
+        gate = fd.ops.silu(fd.ops.matmul(x, w1))
+        fd.add_output(fd.ops.cast(fd.ops.mul(gate, fd.ops.matmul(x, w3)), mp.float16))
+    first, second = _check_equivalent(fd)
+    assert (first.kind, second.kind) == ("matmul", "matmul")
+    assert first.outputs[0] in second.inputs  # silu(x @ W1), an epilogue input of the second
+    assert second.outputs == (fd.fusion.outputs[0].name,)
 
 
 def test_explain_lists_each_segment_its_ops_and_its_cut() -> None:
