@@ -67,3 +67,17 @@ def _k_first(fd: Any, mp: Any, d: Dims) -> None:
     a3 = fd.ops.broadcast(a, [False, False, True])
     b3 = fd.ops.broadcast(b, [False, True, False])
     fd.add_output(fd.ops.fused_multiply_sum(a3, b3, [0]))
+
+
+@scenario(
+    "roles_epilogue_input_transposed",
+    SOURCE + ": a C matrix stored [N, M] (M innermost), permuted into the epilogue",
+    reference=lambda x, d: [x[0] @ x[1] + x[2].T],
+    vec=(8, 8, 8),
+)
+def _c_transposed(fd: Any, mp: Any, d: Dims) -> None:
+    a = fd.define_tensor([d["M"], d["K"]], dtype=mp.float16)
+    b = fd.define_tensor([d["K"], d["N"]], dtype=mp.float16)
+    c = fd.define_tensor([d["N"], d["M"]], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.permute(c, [1, 0]))
+    fd.add_output(fd.ops.cast(y, mp.float16))

@@ -44,6 +44,9 @@ CASES: dict[str, tuple[str, str, dict[str, int]]] = {
     "ampere_mma_k_middle_permuted_nn": ("sch_hopper_fused_multiply_sum_bias_neg_nn", "a100", {}),
     "hopper_mma_k_middle_permuted_nn": (
         "sch_hopper_fused_multiply_sum_bias_neg_nn", "h200", {"M": 64, "N": 64, "K": 64}),
+    "ampere_epilogue_input_transposed": ("roles_epilogue_input_transposed", "a100", {}),
+    "hopper_epilogue_input_transposed": (
+        "roles_epilogue_input_transposed", "h200", {"M": 64, "N": 64, "K": 64}),
     "ampere_operand_batch_inside_by_stride_order": (
         "roles_operand_batch_inside_by_stride_order", "a100", {}),
 }  # fmt: skip
