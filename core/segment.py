@@ -22,6 +22,7 @@ from .fusion import (
     Val,
     as_fusion,
 )
+from .patterns import MatmulPattern
 from .shapes import require_concrete
 from .translate import find_matmul_patterns
 from .view_ops import ExpandOp
@@ -190,17 +191,17 @@ def _segment(kind: str, sub: Fusion, fusion: Fusion, reason: str) -> Segment:
     )
 
 
-def _pattern_tensors(exprs: list[Expr], pat: object) -> set[int]:
+def _pattern_tensors(exprs: list[Expr], pat: MatmulPattern) -> set[int]:
     """Tensors strictly between the pattern's operands and its result (a mul-sum's mul)."""
-    from_ops = {id(pat.a), id(pat.b)}  # type: ignore[attr-defined]
+    from_ops = {id(pat.a), id(pat.b)}
     for expr in exprs:
         if any(id(v) in from_ops for v in expr.inputs):
             from_ops.update(id(o) for o in expr.outputs)
-    feeds = {id(pat.output)}  # type: ignore[attr-defined]
+    feeds = {id(pat.output)}
     for expr in reversed(exprs):
         if any(id(o) in feeds for o in expr.outputs):
             feeds.update(id(v) for v in expr.inputs)
-    return (from_ops & feeds) - {id(pat.a), id(pat.b), id(pat.output)}  # type: ignore[attr-defined]
+    return (from_ops & feeds) - {id(pat.a), id(pat.b), id(pat.output)}
 
 
 def _users(exprs: list[Expr]) -> dict[int, list[TensorView]]:
