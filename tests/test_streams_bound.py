@@ -86,14 +86,10 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
         cta_tile=(64, 64, 64), warp_tile=(64, 64, 64), stages=2, splitk=splitk,
         epilogue=epilogue_program("alpha_beta", DType.float16),
     )  # fmt: skip
-    kernels = types.SimpleNamespace(
-        gemm="hopper_gemm", reduce="hopper_splitk_reduce",
-        signatures={"hopper_gemm": None, "hopper_splitk_reduce": None},
-    )  # fmt: skip
-    artifact = types.SimpleNamespace(config=config, _kernels=lambda: kernels)
+    artifact = types.SimpleNamespace(config=config)
     plan = hopper_artifact._Launch(
-        maps=maps, grid=(4, 1, 1), shape=(16, 16, 32, 1, 0, 0), grid_args=(32, 1, 1, 1),
-        epi_strides=(0, 16, 1), out_strides=(0, 16), m=16, n=16, batch=1,
+        config=config, maps=maps, grid=(4, 1, 1), shape=(16, 16, 32, 1, 0, 0),
+        grid_args=(32, 1, 1, 1), epi_strides=(0, 16, 1), out_strides=(0, 16), m=16, n=16, batch=1,
     )  # fmt: skip
     array = types.SimpleNamespace
     args = types.SimpleNamespace(
