@@ -6,7 +6,7 @@ reads each operand once), with a small penalty for shallow pipelines. Only the b
 configurations are planned; a candidate is kept when ``plan_problem`` takes it as caller
 overrides (every scheduler validator ran on it) and the plan changed nothing: illegal
 configurations never reach a build. Searched: warp tiles, one or two consumer warpgroups along
-M or N, cta_k 64/128, stages 2-6, split-K 1/2/4/8 and the three tiling strategies; cta_order
+M or N, cta_k 64/128/256, stages 2-6, split-K 1/2/4/8 and the three tiling strategies; cta_order
 and grid_swizzle_factor only as the heuristics choose them.
 """
 
@@ -37,7 +37,7 @@ WARP_TILES: Final = (
     (128, 96),
     (128, 128),
 )
-CTA_K: Final = (64, 128)
+CTA_K: Final = (64, 128, 256)
 STAGES: Final = (2, 3, 4, 5, 6)
 SPLITS: Final = (1, 2, 4, 8)
 STRATEGIES: Final = tuple(TilingStrategy)
