@@ -77,7 +77,13 @@ def _lib() -> Any:
                         "NVIDIA driver, or run under Numba's simulator (NUMBA_ENABLE_CUDASIM=1)"
                     ) from None
                 for name, argtypes in _SIGNATURES.items():
-                    function = getattr(lib, name)
+                    try:
+                        function = getattr(lib, name)
+                    except AttributeError:
+                        raise LaunchError(
+                            f"the CUDA driver has no {name}: it is older than CUDA 12.0; "
+                            "install NVIDIA driver R525 or newer (R580 for CUDA 13)"
+                        ) from None
                     function.argtypes, function.restype = argtypes, ctypes.c_int
                 _check(lib, lib.cuInit(0), "cuInit")
                 _state["lib"] = lib

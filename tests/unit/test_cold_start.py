@@ -18,7 +18,7 @@ import pytest
 
 from mmaplug import get_device
 from mmaplug.cuda import cubin, driver
-from mmaplug.errors import CacheWarning, KernelBuildError
+from mmaplug.errors import CacheWarning, KernelBuildError, LaunchError
 
 CHILD = Path(__file__).with_name("cold_start_child.py")
 
@@ -249,5 +249,20 @@ def test_driver_without_libcuda_names_the_fix(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(ctypes, "CDLL", missing)
     monkeypatch.setattr(driver, "_state", {})
-    with pytest.raises(Exception, match=r"libcuda.so.1\) cannot be loaded .*NVIDIA driver"):
+    with pytest.raises(LaunchError, match=r"libcuda.so.1\) cannot be loaded .*NVIDIA driver"):
+        driver.ensure_context()
+
+
+def test_driver_older_than_cuda_12_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    class OldDriver:
+        def __getattr__(self, name: str) -> Any:
+            if name == "cuLibraryLoadData":
+                raise AttributeError(name)
+            return ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: OldDriver())
+    monkeypatch.setattr(driver, "_state", {})
+    with pytest.raises(LaunchError, match="no cuLibraryLoadData: it is older than CUDA 12.0"):
         driver.ensure_context()
