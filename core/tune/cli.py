@@ -117,7 +117,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             )
         )
         return 1 if failed else 0
-    requires("torch", "mmaplug tune (timing)", "pip install 'mmaplug[bench]'")
+    if not args.ray:  # Ray's workers need torch; the driver does not
+        requires("torch", "mmaplug tune (timing)", "pip install 'mmaplug[bench]'")
     from ..gpu import cuda_device_count
 
     count = cuda_device_count()
@@ -127,6 +128,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "(--plan-only and --build-only need none)"
         )
     gpus = count if args.gpus == 0 else min(args.gpus, max(count, 1))
+    device = get_device(args.device)  # None: the local GPU
     from .report import installed_heuristics, manager
 
     managers = [manager(name) for name in installed_heuristics()]
@@ -141,6 +143,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             ray_address=args.ray,
             managers=managers,
             progress=progress,
+            device=device,
         )
     print_json(counts) if args.json else print(
         ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -202,7 +205,10 @@ def add_tune(sub: Any) -> None:
         help="build every candidate's PTX, time nothing (no GPU)",
     )
     p.add_argument(
-        "--device", default=None, help="preset for --plan-only/--build-only (default h200)"
+        "--device",
+        default=None,
+        help="the timing GPUs' preset (default: the local GPU; h200 for --plan-only and "
+        "--build-only); name it for a Ray cluster whose driver has no GPU",
     )
     add_json(p, "the summary as JSON")
     p.set_defaults(func=cmd_tune)

@@ -34,7 +34,7 @@ def run_on_ray(
     """Run *jobs* (grouped by problem, one task each) on the Ray cluster at *address*
     (``local``: start a local instance); results as tasks finish.
 
-    :raises UsageError: Ray is not installed.
+    :raises UsageError: Ray is not installed, or timing on a cluster without GPUs.
     """
     try:
         import ray
@@ -48,6 +48,11 @@ def run_on_ray(
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+        )
+    if gpus and not ray.cluster_resources().get("GPU"):
+        raise UsageError(
+            f"the Ray cluster at {address!r} has no GPUs, and timing tasks need one each; "
+            "use --build-only, or a cluster with GPU workers"
         )
     remote = ray.remote(num_cpus=1, num_gpus=1 if gpus else 0)(_task)
     groups: dict[str, list[dict[str, Any]]] = {}

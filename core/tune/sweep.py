@@ -133,11 +133,15 @@ def sweep(
     ray_address: str = "",
     managers: Sequence[Any] = (),
     progress: Progress | None = None,
+    device: Device | None = None,
 ) -> dict[str, int]:
-    """Tune *problems* on the local GPU(s) into *conn*; returns the count of each status (and
-    ``skipped``: already in the database)."""
+    """Tune *problems* on the local GPU(s), or the Ray cluster's, into *conn*; returns the
+    count of each status (and ``skipped``: already in the database).
+
+    :param device: What the timing GPUs are (default: the local GPU); planning is for it.
+    """
     progress = progress or Progress(False)
-    device = get_device(None)
+    device = device or get_device(None)
     jobs = plan_jobs(problems, device, limit=limit, managers=managers)
     todo = pending(jobs, conn, db.device_key(device))
     counts = {"skipped": len(jobs) - len(todo)}
@@ -148,7 +152,9 @@ def sweep(
     plugins = plugin_set(work.tuning_manager())
     built: list[dict[str, Any]] = []
     for job, result in run(
-        [{**j, "launch": True} for j in todo],
+        # locally the builds also launch once, so timing loads cached cubins; Ray's build
+        # tasks have no GPU, and the timing tasks build from the PTX cache
+        [{**j, "launch": not ray_address} for j in todo],
         "build",
         slots=[{}] * build_workers,
         timeout=timeout,

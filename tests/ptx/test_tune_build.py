@@ -47,3 +47,16 @@ def test_ray_path_builds_on_a_local_instance(
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary == {"built": 2, "failed": []}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # ray's own imports
+def test_ray_timing_needs_gpus(local_ray: None) -> None:
+    """Timing tasks on a cluster without GPUs are refused at once instead of waiting forever."""
+    from mmaplug.errors import UsageError
+    from mmaplug.gpu import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("this machine has a GPU, so the local Ray instance has one")
+    jobs = [{"key": "p", "params_name": "c"}]
+    with pytest.raises(UsageError, match="has no GPUs, and timing tasks need one each"):
+        sweep.run(jobs, "measure", slots=[{}], timeout=10.0, ray_address="local")
