@@ -26,7 +26,6 @@ HOPPER_MAX_STAGES: Final = 6  # more stages only hide latency already hidden; ke
 SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
-HOPPER_SPLITK_MIN_K_TILES: Final = 4  # hopper K tiles are 4-8x deeper (up to 256)
 CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
 MBARRIER_BYTES: Final = 16  # a full and an empty mbarrier per Hopper stage
 HOPPER_SMEM_SLACK: Final = 1024  # the kernel aligns its stages to 1024 bytes (128B swizzle)
@@ -240,26 +239,10 @@ def hopper_stages(problem: MatmulProblem, device: Device, cta: TileShape, warp: 
     return max(2, stages)
 
 
-def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
-    """Split K when the tiles fill under half the SMs (decode and GEMV: M or N tiny): the
-    largest power of two keeping the units within the SMs and 4 K tiles a split."""
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    tiles = problem.batch * m_tiles * n_tiles
-    if tiles * 2 > device.sm_count:
-        return 1
-    k_tiles = _ceil(problem.k, cta.k)
-    limit = min(device.sm_count // tiles, k_tiles // HOPPER_SPLITK_MIN_K_TILES, SPLITK_MAX)
-    factor = 1
-    while factor * 2 <= limit:
-        factor *= 2
-    return factor
-
-
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, one CTA per
     cluster, the epilogue staged through shared memory (1.1-1.5x faster than storing from
-    registers on the H200 at 4096^3 and the llama FFN shape, BENCHMARKS.md run 17), split-K
-    when the tiles leave most SMs idle."""
+    registers on the H200 at 4096^3 and the llama FFN shape, BENCHMARKS.md run 17)."""
     tiles = hopper_tiles(problem, device)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     return MatmulParams(
@@ -269,7 +252,6 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         stages=hopper_stages(problem, device, tiles.cta, tiles.warp),
         async_gmem_load_operands=True,
         cta_order=cta_order_for(m_tiles, n_tiles),
-        splitk_factor=hopper_splitk(problem, device, tiles.cta),
         use_smem_epilogue=True,
         tiling_strategy=TilingStrategy.persistent,
         warp_specialized=True,

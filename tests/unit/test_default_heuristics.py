@@ -295,22 +295,3 @@ def test_cta_order_puts_fewer_tiles_on_x() -> None:
     """column_major (M tiles on blockIdx.x) when M has no more tiles than N."""
     assert default.cta_order_for(4, 16) is CtaOrder.column_major
     assert default.cta_order_for(16, 4) is CtaOrder.row_major
-
-
-@pytest.mark.parametrize(
-    ("m", "n", "k", "splitk"),
-    [(1, 4096, 4096, 2), (16, 4096, 4096, 2), (64, 4096, 4096, 2), (4096, 1, 4096, 2),
-     (128, 4096, 4096, 1), (4096, 4096, 4096, 1), (1, 4096, 128, 1)],
-    ids=["decode", "m16", "m64", "gemv_n1", "m128_fills", "square", "short_k"],
-)  # fmt: skip
-def test_hopper_splits_k_when_tiles_leave_most_sms_idle(m, n, k, splitk) -> None:
-    """Decode and GEMV shapes (64 tiles of 64x64 on 132 SMs) split K in two; shapes whose tiles
-    fill at least half the SMs, or whose K has too few tiles, do not; units never exceed SMs."""
-    device = get_device("h200")
-    prob = problem(m, n, k)
-    params = mmaplug_matmul_params(prob, device, "hopper")
-    assert params is not None and params.splitk_factor == splitk
-    m_tiles, n_tiles = default.tile_grid(prob, params.cta_tile)
-    if splitk > 1:
-        assert m_tiles * n_tiles * splitk <= device.sm_count
-    assert hopper_limits.violations(params, prob, device) == []
