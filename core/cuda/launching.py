@@ -15,7 +15,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from ..errors import KernelBuildError
@@ -140,6 +140,23 @@ def numba_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
     image = library.get_cubin()  # numba-cuda 0.30: a cuda.core ObjectCode holding the bytes
     return Binary(bytes(getattr(image, "code", image)), library._entry_name, slots)
+
+
+def generated_kernel(
+    module: str, source: str, build: Callable[[], Any], name: str, smem: int, slots: int
+) -> int:
+    """Kernel *name* of a generated module (its ``*_gemm`` or split-K reduce kernel) as a driver
+    ``CUkernel`` allowed *smem* bytes: from the cubin cache (no Numba), else compiled by Numba
+    from *build()* (the scheduler's ``GeneratedKernels``) and cached. *slots*: its parameter
+    block. Both schedulers load their kernels through it."""
+    from . import cubin
+
+    def compile_it() -> Binary:
+        kernels = build()
+        dispatcher = kernels.gemm if name.endswith("_gemm") else kernels.reduce
+        return numba_binary(dispatcher, kernels.signatures[name], smem)
+
+    return cubin.kernel(module, source, name, smem, slots, compile_it)
 
 
 class DriverLaunch:

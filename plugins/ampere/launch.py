@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda import cubin
-from mmaplug.cuda.launching import launch_checked, numba_binary
+from mmaplug.cuda.launching import generated_kernel, launch_checked
 from mmaplug.cuda.modules import GeneratedKernels
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build, generate_source
@@ -51,14 +50,10 @@ def _source(config: AmpereKernelConfig) -> str:
 
 
 def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
-    """Kernel *name* of *config* as a driver ``CUkernel`` allowed *smem* bytes: from the
-    cubin cache (no Numba), else built by Numba and cached; *slots*: its parameter block."""
-
-    def compile_it() -> cubin.Binary:
-        kernels = build(config)
-        return numba_binary(_dispatcher(kernels, name), kernels.signatures[name], smem)
-
-    return cubin.kernel(f"ampere_{config.name}", _source(config), name, smem, slots, compile_it)
+    """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
+    return generated_kernel(
+        f"ampere_{config.name}", _source(config), lambda: build(config), name, smem, slots
+    )
 
 
 def _launch(

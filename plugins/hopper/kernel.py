@@ -27,8 +27,7 @@ import functools
 from typing import Any, Final
 
 from mmaplug.codegen import REDUCE_THREADS, is16
-from mmaplug.cuda import cubin
-from mmaplug.cuda.launching import numba_binary, simulating
+from mmaplug.cuda.launching import generated_kernel, simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
@@ -117,12 +116,7 @@ def _source(config: HopperKernelConfig) -> str:
 
 
 def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
-    """Kernel *name* of *config* as a driver ``CUkernel`` allowed *smem* bytes: from the
-    cubin cache (no Numba), else built by Numba and cached; *slots*: its parameter block."""
-
-    def compile_it() -> cubin.Binary:
-        kernels = build(config)
-        dispatcher = kernels.gemm if name == "hopper_gemm" else kernels.reduce
-        return numba_binary(dispatcher, kernels.signatures[name], smem)
-
-    return cubin.kernel(f"hopper_{config.name}", _source(config), name, smem, slots, compile_it)
+    """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
+    return generated_kernel(
+        f"hopper_{config.name}", _source(config), lambda: build(config), name, smem, slots
+    )

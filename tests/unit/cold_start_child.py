@@ -97,10 +97,9 @@ def main(mode: str, scheduler: str) -> None:
     if not stub:
         fake_driver(preset, loads, launches, allowed)
     if mode == "prepare":  # (stub-prepare builds for real: Numba compiles and nvJitLink links)
+        from mmaplug.cuda import launching
         from mmaplug.cuda.cubin import Binary
         from mmaplug.cuda.launching import ARRAY_SLOTS
-        from mmaplug.plugins.ampere import launch as ampere_launch
-        from mmaplug.plugins.hopper import kernel as hopper_kernel
 
         def fake_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
             from numba import types
@@ -109,8 +108,7 @@ def main(mode: str, scheduler: str) -> None:
             slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
             return Binary(f"cubin of {name}".encode(), f"_Z{name}", slots)
 
-        hopper_kernel.numba_binary = fake_binary
-        ampere_launch.numba_binary = fake_binary
+        launching.numba_binary = fake_binary  # what generated_kernel compiles with
 
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([M, K], mp.float16)
