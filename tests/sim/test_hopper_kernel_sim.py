@@ -142,8 +142,9 @@ def case_tt_bf16_two_outputs_packed(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
-# cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but the two storing from registers
-# (use_smem_epilogue=False) and the staged one whose rows are not 16-byte units (N = 90)
+# cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
+# the two storing from registers (use_smem_epilogue=False) and the staged one whose rows are
+# not 16-byte units (N = 90)
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux"}
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
