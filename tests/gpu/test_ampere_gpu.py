@@ -61,7 +61,7 @@ def test_odd_shape(dtype: DType, layout: str) -> None:
 @pytest.mark.parametrize(("case", "overrides"), [
     (Case(m=77, n=45, k=51, epilogue="relu_aux"), dict(TILES, cta_order="column_major")),
     (Case(m=130, n=66, k=98, pad=2, a_k_inner=False), dict(TILES, grid_swizzle=3)),
-    (Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2), dict(TILES, splitk=3)),
+    (Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2), dict(TILES, splitk=3)),  # noqa: E501
     (Case(m=300, n=520, k=200), dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=4)),
 ], ids=["vec1", "vec2_swizzle", "vec4_splitk3", "tile128x256"])
 def test_misaligned_and_other_tiles(case: Case, overrides: dict) -> None:

@@ -54,7 +54,7 @@ def test_default_kernel_ptxas_no_spills(default_ptx: str, tmp_path) -> None:
     regs = int(re.search(r"Used (\d+) registers", out.stderr + out.stdout).group(1))
     spill = re.search(r"(\d+) bytes spill stores", out.stderr + out.stdout)
     assert regs <= 255
-    # measured: 254 registers and 8 bytes of spill for 128x128x32 / 64x64 warps (see docs/ampere-notes.md)
+    # measured: 254 registers and 8 bytes of spill for 128x128x32 / 64x64 warps (see docs/ampere-notes.md)  # noqa: E501
     assert spill is not None and int(spill.group(1)) <= 16
 
 
@@ -69,7 +69,7 @@ def test_transposed_operands_use_ldmatrix_trans() -> None:
 
 
 def test_splitk_and_narrow_vectors_compile() -> None:
-    cfg = AmpereKernelConfig(splitk=2, vec_a=4, vec_b=1, cta_tile=(64, 64, 32), warp_tile=(32, 32, 32),
+    cfg = AmpereKernelConfig(splitk=2, vec_a=4, vec_b=1, cta_tile=(64, 64, 32), warp_tile=(32, 32, 32),  # noqa: E501
                              epilogue=epilogue_program("alpha_beta", DType.float16))
     main = compile_ptx(cfg)
     assert "cp.async.ca.shared.global" in main  # 8-byte copies for vec 4

@@ -30,7 +30,7 @@ CASES = {
     "tn_f16": (Case(m=40, n=24, k=40), SMALL),
     "tt_f16": (Case(m=40, n=24, k=40, b_k_inner=False), SMALL),
     "nn_f16": (Case(m=40, n=24, k=40, a_k_inner=False), SMALL),
-    "nt_bf16": (Case(m=40, n=24, k=40, a_k_inner=False, b_k_inner=False, dtype=DType.bfloat16), SMALL),
+    "nt_bf16": (Case(m=40, n=24, k=40, a_k_inner=False, b_k_inner=False, dtype=DType.bfloat16), SMALL),  # noqa: E501
     "splitk2_alpha_beta": (Case(m=32, n=32, k=96, epilogue="alpha_beta", batch=2),
                            dict(SMALL, splitk=2)),
     "bias_gelu_bk16_s3": (Case(m=32, n=48, k=56, epilogue="bias_gelu"),

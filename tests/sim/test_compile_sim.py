@@ -82,7 +82,7 @@ SCRIPT = textwrap.dedent(
         finite = bool(np.all(np.isfinite(got64)))
         errors.append(float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)) if finite else -1.0)
     print(json.dumps({"errors": errors, "params": compiled.params.name}))
-    """
+    """  # noqa: E501
 )
 
 TOLERANCE = {"linear_bias_gelu": 1e-2, "matmul_nn_bf16_alpha_beta": 2e-2,

@@ -201,6 +201,6 @@ def test_translation_preserves_semantics(pm, case):
         excess = np.abs(b64 - a64) - tol
         assert np.all(np.isfinite(a64) == np.isfinite(b64))
         assert np.all(excess <= 0), (
-            f"max excess {np.nanmax(excess)} at {np.unravel_index(np.nanargmax(excess), excess.shape)}"
+            f"max excess {np.nanmax(excess)} at {np.unravel_index(np.nanargmax(excess), excess.shape)}"  # noqa: E501
             f"\n{fusion}"
         )
