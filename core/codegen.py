@@ -14,12 +14,14 @@ input ``i`` is the array ``in{i}`` with strides ``in{i}_sb``, ``in{i}_sm``, ``in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Final
 
 from .dtypes import DType
 from .epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, Instr
 
 __all__ = [
+    "cast_dtype",
     "REDUCE_THREADS",
     "Emitter",
     "emit_epilogue_body",
@@ -31,6 +33,7 @@ __all__ = [
     "is16",
     "jit_options",
     "live_instrs",
+    "n_only_inputs",
     "narrow",
     "reduce_params",
     "tile3",
@@ -150,10 +153,10 @@ def reduce_params(prog: EpilogueProgram) -> list[str]:
     return ["ws", *ins, *outs, *scal, "M", "N", "batch", *in_strides, *out_strides]
 
 
-def live_instrs(prog: EpilogueProgram) -> set[int]:
-    """Indices of the instructions some output depends on."""
+def live_instrs(prog: EpilogueProgram, roots: Iterable[int] | None = None) -> set[int]:
+    """Indices of the instructions the outputs (or the instructions *roots*) depend on."""
     live: set[int] = set()
-    stack = [o.src for o in prog.outputs]
+    stack = [o.src for o in prog.outputs] if roots is None else list(roots)
     while stack:
         i = stack.pop()
         if i in live:
@@ -163,6 +166,16 @@ def live_instrs(prog: EpilogueProgram) -> set[int]:
         live.add(i)
         stack.extend(prog.instrs[i].srcs)
     return live
+
+
+def cast_dtype(ins: Instr) -> DType:
+    """The dtype a ``cast`` instruction rounds through (its arg: a DType or its name)."""
+    return ins.arg if isinstance(ins.arg, DType) else DType[str(ins.arg)]
+
+
+def n_only_inputs(prog: EpilogueProgram) -> list[int]:
+    """Inputs that vary along N only (a bias, maybe per batch): loadable once per column."""
+    return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
 
 
 def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:
@@ -182,7 +195,7 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
     if op == "const":
         return f32_literal(ins.arg)
     if op == "cast":
-        dtype = ins.arg if isinstance(ins.arg, DType) else DType[str(ins.arg)]
+        dtype = cast_dtype(ins)
         if is16(dtype):
             return widen(dtype, narrow(dtype, s[0]))
         return s[0]

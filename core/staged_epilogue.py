@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .codegen import Emitter, instr_expr, is16, live_instrs, narrow, widen
+from .codegen import Emitter, instr_expr, is16, live_instrs, n_only_inputs, narrow, widen
 from .epilogue import EpilogueProgram
 
 __all__ = ["EPI_COLS", "emit_staged_epilogue", "fits_staged"]
@@ -18,11 +18,6 @@ def fits_staged(rows: int, cols: int, threads: int) -> bool:
     """Whether every thread keeps one column group of EPI_COLS columns for the whole tile."""
     groups = cols // EPI_COLS
     return cols % EPI_COLS == 0 and threads % groups == 0 and rows % (threads // groups) == 0
-
-
-def _hoisted_inputs(prog: EpilogueProgram) -> list[int]:
-    """Inputs that vary along N only (a bias, maybe per batch): loaded once per thread."""
-    return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
 
 
 def emit_staged_epilogue(
@@ -59,7 +54,7 @@ def emit_staged_epilogue(
     rpi = threads // groups
     used = live_instrs(prog)
     used_inputs = {int(prog.instrs[i].arg) for i in used if prog.instrs[i].op == "input"}
-    hoisted = [i for i in _hoisted_inputs(prog) if i in used_inputs]
+    hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     em(f"ecol = ({tid} % {groups}) * {g}")
     em(f"erow = {tid} // {groups}")
     em(f"gcol = {n0} + ecol")

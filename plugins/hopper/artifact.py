@@ -16,13 +16,12 @@ from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import BoundKernels, DriverLaunch, KernelParams, launch_checked
 from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import require_unit_stride
-from mmaplug.dtypes import DType
 from mmaplug.errors import DeclinedLaunchError
 from mmaplug.params import MatmulParams, TilingStrategy
 from mmaplug.patterns import DimRole
 from mmaplug.problem import MatmulProblem
 
-from .config import VECTOR_ALIGN, HopperKernelConfig, packed_buffers
+from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
 from .kernel import build, compile_ptx, loaded
 from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
@@ -54,11 +53,7 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     output's chunk rows fit the staging region and its rows are whole 16-byte units
     (N * itemsize % 16 == 0, true of the contiguous outputs ``execute`` allocates; each launch
     checks the actual tensors)."""
-    dtypes = (
-        (DType.float32,)
-        if params.splitk_factor > 1
-        else tuple(o.dtype for o in analysis.epilogue.outputs)
-    )
+    dtypes = epilogue_outputs(analysis.epilogue, params.splitk_factor)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)
 

@@ -100,11 +100,8 @@ class HopperKernelConfig:
 
     @property
     def epilogue_outputs(self) -> tuple[DType, ...]:
-        """Dtypes of the arrays the main kernel's epilogue writes (the float32 split-K
-        workspace with split-K)."""
-        if self.splitk > 1:
-            return (DType.float32,)
-        return tuple(o.dtype for o in self.epilogue.outputs)
+        """Dtypes of the arrays the main kernel's epilogue writes (see :func:`epilogue_outputs`)."""
+        return epilogue_outputs(self.epilogue, self.splitk)
 
     @property
     def staging_bytes(self) -> int:
@@ -143,6 +140,14 @@ class HopperKernelConfig:
 def epilogue_chunk(wn: int) -> int:
     """Columns staged at a time by the smem epilogue: 32, 16 or 8, dividing *wn*."""
     return next(c for c in (32, 16, 8) if wn % c == 0)
+
+
+def epilogue_outputs(epilogue: EpilogueProgram, splitk: int) -> tuple[DType, ...]:
+    """Dtypes of the arrays the main kernel's epilogue writes: the program's outputs, or the
+    float32 split-K workspace with split-K."""
+    if splitk > 1:
+        return (DType.float32,)
+    return tuple(o.dtype for o in epilogue.outputs)
 
 
 def staging_bytes(consumers: int, wm: int, wn: int) -> int:

@@ -32,6 +32,13 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
     is emitted once per register pair (constant tuple indices keep the values in registers).
     """
     wm, wn, _ = cfg.warp_tile
+    if cfg.smem_epilogue:
+        prog = _staged_target(em, cfg)
+        if cfg.packed_stores:
+            emit_packed_epilogue(em, cfg, prog, accs)
+        else:
+            _emit_staged(em, cfg, prog, accs)
+        return
     em(f"rbase = m0 + cm * {wm} + 16 * w + lane // 4")
     em(f"cbase = n0 + cn * {wn} + 2 * (lane % 4)")
     if cfg.splitk > 1:
@@ -56,13 +63,6 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
                 element(second)
 
     nacc = wn // 2
-    if cfg.smem_epilogue:
-        prog = _staged_target(em, cfg)
-        if cfg.packed_stores:
-            emit_packed_epilogue(em, cfg, prog, accs)
-        else:
-            _emit_staged(em, cfg, prog, accs)
-        return
     if cfg.splitk > 1 or trivial_epilogue(cfg):
         for r, acc in enumerate(accs):
             for q in range(wn // 8):

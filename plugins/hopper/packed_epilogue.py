@@ -3,7 +3,16 @@ the output dtype by column chunks, then stored as coalesced 16-byte vectors."""
 
 from __future__ import annotations
 
-from mmaplug.codegen import Emitter, instr_expr, is16, narrow, widen
+from mmaplug.codegen import (
+    Emitter,
+    cast_dtype,
+    instr_expr,
+    is16,
+    live_instrs,
+    n_only_inputs,
+    narrow,
+    widen,
+)
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueProgram
 
@@ -37,24 +46,9 @@ def _roots(prog: EpilogueProgram) -> list[int]:
     roots = []
     for out in prog.outputs:
         src = prog.instrs[out.src]
-        same = src.op == "cast" and is16(out.dtype) and _cast_dtype(src.arg) is out.dtype
+        same = src.op == "cast" and is16(out.dtype) and cast_dtype(src) is out.dtype
         roots.append(src.srcs[0] if same else out.src)
     return roots
-
-
-def _cast_dtype(arg: object) -> DType:
-    return arg if isinstance(arg, DType) else DType[str(arg)]
-
-
-def _live(prog: EpilogueProgram, roots: list[int]) -> set[int]:
-    live: set[int] = set()
-    stack = list(roots)
-    while stack:
-        i = stack.pop()
-        if i not in live:
-            live.add(i)
-            stack.extend(prog.instrs[i].srcs)
-    return live
 
 
 def emit_packed_epilogue(
@@ -79,9 +73,9 @@ def emit_packed_epilogue(
     offsets = [wm * sum(rows[:j]) for j in range(len(rows))]
     buf_bytes = wm * sum(rows)
     roots = _roots(prog)
-    live = _live(prog, roots)
+    live = live_instrs(prog, roots)
     used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
-    hoisted = [i for i in used_inputs if "m" not in {str(a) for a in prog.inputs[i].axes}]
+    hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     blocks, groups = wm // 64, chunk // 8
 
     em(f"em0 = m0 + cm * {wm}")
