@@ -8,11 +8,8 @@ per regression case (wrong results before the swizzle fix, see docs/decisions.md
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,21 +22,10 @@ REGRESSIONS = ["k96_k_inner", "m96_a_m_inner", "n80_b_n_inner", "n48_b_n_inner_b
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, tuple[int, dict | None, str]]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    jobs = {name: args for name, args in SHARDS.items()}
-    jobs.update({name: ["regression", name] for name in REGRESSIONS})
-    procs = {
-        name: subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name, args in jobs.items()
-    }  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=900)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        results[name] = (proc.returncode, json.loads(lines[-1]) if lines else None, err[-4000:])
-    return results
+def runs(simulate: Any) -> dict[str, tuple[int, dict | None, str]]:
+    jobs = {name: [str(RUNNER), *args] for name, args in SHARDS.items()}
+    jobs.update({name: [str(RUNNER), "regression", name] for name in REGRESSIONS})
+    return simulate(jobs, timeout=900)
 
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))

@@ -10,11 +10,8 @@ so each shard runs only a few of the sets it accepts.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,19 +22,8 @@ SHARDS = {"seed1": ["1", "100"], "seed2": ["2", "100"]}
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, tuple[int, dict | None, str]]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    procs = {
-        name: subprocess.Popen([sys.executable, str(RUNNER), *args], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name, args in SHARDS.items()
-    }  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=900)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        results[name] = (proc.returncode, json.loads(lines[-1]) if lines else None, err[-4000:])
-    return results
+def runs(simulate: Any) -> dict[str, tuple[int, dict | None, str]]:
+    return simulate({name: [str(RUNNER), *args] for name, args in SHARDS.items()}, timeout=900)
 
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))

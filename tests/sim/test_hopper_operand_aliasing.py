@@ -13,8 +13,6 @@ numpy arrays already laid out as their stride_order declares, so a map must poin
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from typing import Any
 
@@ -209,19 +207,9 @@ def run_case(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sim_results() -> dict[str, dict[str, Any]]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    procs = {
-        name: subprocess.Popen([sys.executable, __file__, name], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name in CASES
-    }  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        results[name] = json.loads(lines[-1]) if lines else {"failed": err[-4000:]}
-    return results
+def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+    runs = simulate({name: [__file__, name] for name in CASES})
+    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", CASES)
