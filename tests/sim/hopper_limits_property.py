@@ -26,6 +26,7 @@ import attrs
 import numpy as np
 from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 from hypothesis import strategies as st
+from limits_fusions import fusion_for  # tests/sim is the script's folder
 
 import mmaplug as mp
 from mmaplug.codegen import REDUCE_THREADS
@@ -117,28 +118,6 @@ def cases(draw: st.DrawFn) -> dict:
             cluster_dims=draw(st.sampled_from(((1, 1), (2, 1), (1, 2)))) if rare else (1, 1),
         ),
     )
-
-
-def fusion_for(case: dict) -> mp.Fusion:
-    (m, n, k), batch, dtype = case["shape"], case["batch"], getattr(mp, case["dtype"])
-    lead = [batch] if batch > 1 else []
-    inner = list(range(len(lead) + 1, -1, -1))  # row-major
-    swap = [*inner[:-2], inner[-1], inner[-2]]  # the two innermost dims exchanged
-    with mp.FusionDefinition() as fd:
-        a = fd.define_tensor(
-            [*lead, m, k], dtype, stride_order=inner if case["a_k_inner"] else swap
-        )
-        b = fd.define_tensor(
-            [*lead, k, n], dtype, stride_order=swap if case["b_k_inner"] else inner
-        )
-        y = fd.ops.matmul(a, b)
-        if case["bias_relu"]:
-            bias = fd.define_tensor([n], dtype)
-            y = fd.ops.relu(
-                fd.ops.add(y, fd.ops.broadcast_in_dim(bias, [*lead, m, n], [len(lead) + 1]))
-            )
-        fd.add_output(fd.ops.cast(y, dtype))
-    return fd.fusion
 
 
 def sim_cost(case: dict) -> tuple[int, int, int]:
