@@ -12,6 +12,7 @@ from typing import Any
 from ..cli_args import add_json, finite, png, positive, print_json, requires, shape
 from ..device import get_device
 from ..errors import UnsupportedTargetError, UsageError
+from ..params import MatmulParams
 from ..progress import Progress
 from . import db
 from .corpus import BUILTIN, TuneProblem, load_all
@@ -29,9 +30,13 @@ def _problems(args: argparse.Namespace) -> list[TuneProblem]:
 
 @contextlib.contextmanager
 def _db(args: argparse.Namespace, *, create: bool) -> Iterator[Any]:
+    """The database, which heuristics that read one (the tuned table) read meanwhile too."""
+    from .report import database_file, tuning_db
+
     conn = db.connect(args.db or db.default_path(), create=create)
     try:
-        yield conn
+        with tuning_db(database_file(conn)):
+            yield conn
     finally:
         conn.close()
 
@@ -93,6 +98,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         jobs = sweep.plan_jobs(problems, device, limit=args.candidates)
         if args.plan_only:
             _print_jobs(jobs, args.json)
+            guess = sweep.estimate(jobs, build_workers=args.workers, gpus=max(1, args.gpus))
+            print(sweep.describe_estimate(guess, len(problems)), file=sys.stderr)
             return 0
         pairs = sweep.run(
             jobs,
@@ -117,6 +124,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             )
         )
         return 1 if failed else 0
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit {args.time_limit}: give a positive number of seconds")
+    if args.ray and args.time_limit:
+        raise UsageError("--time-limit applies to local sweeps; Ray runs every task it is given")
     if not args.ray:  # Ray's workers need torch; the driver does not
         requires("torch", "mmaplug tune (timing)", "pip install 'mmaplug[bench]'")
     from ..gpu import cuda_device_count
@@ -144,6 +155,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             managers=managers,
             progress=progress,
             device=device,
+            time_limit=args.time_limit,
         )
     print_json(counts) if args.json else print(
         ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
@@ -191,6 +203,13 @@ def add_tune(sub: Any) -> None:
         type=float,
         default=120.0,
         help="seconds a build or a timing may take before its worker is killed",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="S",
+        help="start no job after S seconds (builds: the first half); rerun to resume",
     )
     p.add_argument(
         "--ray",
@@ -279,11 +298,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.plot:
         requires("matplotlib", "--plot", "pip install 'mmaplug[bench]'")
     sets = list(dict.fromkeys(["default", *report.installed_heuristics(), *args.heuristic]))
+    problems, device = _problems(args), _device(args)
     with _db(args, create=False) as conn:
-        result = report.report(conn, _problems(args), _device(args), sets)
+        if args.measure:
+            chosen = report.choices(conn, problems, device, sets, leave_one_out=args.leave_one_out)
+            by_key = {p.key: p for p in problems}
+            pairs = [(by_key[k], c) for k, cols in chosen.items() for c in cols.values() if c]
+            _measure_choices(conn, pairs, args.timeout)
+        result = report.report(conn, problems, device, sets, leave_one_out=args.leave_one_out)
     if args.plot:
-        report.plot(result, sets, args.plot)
-    print_json(result) if args.json else print(report.format_report(result, sets))
+        report.plot(result, result["columns"], args.plot)
+    cols = result["columns"]
+    print_json(result) if args.json else print(report.format_report(result, cols))
     return 0
 
 
@@ -304,6 +330,18 @@ def add_report(sub: Any) -> None:
         metavar="NAME|FILE.py",
         help="also this plugin set (an installed heuristic or a plugin file)",
     )
+    p.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="also NAME/loo columns: each heuristic but the default plans every problem with "
+        "$MMAPLUG_TUNING_DB naming a copy of the database without that problem's rows",
+    )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="time the choices the database lacks first (local GPU, torch)",
+    )
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per timing")
     p.add_argument("--plot", default="", type=png, metavar="PNG", help="also a bar chart here")
     add_json(p, "the report as JSON")
     p.set_defaults(func=cmd_report)
@@ -311,41 +349,44 @@ def add_report(sub: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Which decisions two plugin sets make differently, and their time from the database."""
-    from . import report
+    from . import report, sweep
 
     problems, device = _problems(args), _device(args)
     with _db(args, create=args.measure) as conn:
         if args.measure:
-            _measure_choices(conn, problems, [args.a, args.b], args.timeout)
+            pairs = [
+                (problem, params)
+                for problem in problems
+                for name in (args.a, args.b)
+                if (params := sweep.heuristic_choice(problem, device, report.manager(name)))
+            ]
+            _measure_choices(conn, pairs, args.timeout)
         result = report.diff(conn, problems, device, args.a, args.b)
     print_json(result) if args.json else print(report.format_diff(result))
     return 0
 
 
 def _measure_choices(
-    conn: Any, problems: list[TuneProblem], sets: list[str], timeout: float
+    conn: Any, pairs: list[tuple[TuneProblem, MatmulParams]], timeout: float
 ) -> None:
-    """Time the plugin sets' choices the database lacks, on the local GPU."""
-    requires("torch", "mmaplug diff --measure", "pip install 'mmaplug[bench]'")
+    """Time the (problem, params) pairs the database lacks, on the local GPU."""
+    requires("torch", "--measure", "pip install 'mmaplug[bench]'")
     from . import sweep, work
-    from .report import manager
     from .runner import gpu_slots
 
-    device = get_device(None)
-    key = db.device_key(device)
+    key = db.device_key(get_device(None))
     done = db.measured(conn, key)
-    jobs = {}
-    for problem in problems:
-        for name in sets:
-            params = sweep.heuristic_choice(problem, device, manager(name))
-            if params is not None and (problem.key, "hopper", params.name) not in done:
-                jobs[(problem.key, params.name)] = {
-                    "problem": problem.as_dict(),
-                    "key": problem.key,
-                    "device": key,
-                    "params": params.as_dict(),
-                    "params_name": params.name,
-                }
+    jobs = {
+        (problem.key, params.name): {
+            "problem": problem.as_dict(),
+            "key": problem.key,
+            "device": key,
+            "params": params.as_dict(),
+            "params_name": params.name,
+        }
+        for problem, params in pairs
+        if (problem.key, "hopper", params.name) not in done
+    }
     plugins = sweep.plugin_set(work.tuning_manager())
     sweep.run(
         list(jobs.values()),

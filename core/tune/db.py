@@ -198,6 +198,19 @@ def time_of(conn: sqlite3.Connection, problem_key: str, device: str, params_name
     return None if found is None else found[0]
 
 
+def copy_without(conn: sqlite3.Connection, path: Path, problem_key: str) -> None:
+    """Write a new database at *path* holding every row of *conn*'s but *problem_key*'s."""
+    connect(path).close()
+    conn.execute("ATTACH DATABASE ? AS copy", (str(path),))
+    try:
+        conn.execute(
+            "INSERT INTO copy.measurements SELECT * FROM main.measurements WHERE problem_key != ?",
+            (problem_key,),
+        )
+    finally:
+        conn.execute("DETACH DATABASE copy")
+
+
 def export(found: Sequence[Mapping[str, Any]], fmt: str) -> str:
     """*found* rows as ``csv`` (JSON fields as text) or ``json``."""
     if fmt == "json":

@@ -3,20 +3,29 @@
 A heuristic is named by a *plugin set*: ``default`` (the built-in heuristic alone), the name of
 an installed heuristic plugin (it answers first, the default after it), or a ``path/to/file.py``
 holding a plugin module (another version of a plugin, registered under the file's stem).
+
+Plugin sets plan while ``$MMAPLUG_TUNING_DB`` names the report's database, so a heuristic that
+reads it (the tuned table) answers from the rows the report compares with. Leave-one-out
+(``NAME/loo`` columns): for each problem, it names a copy without that problem's rows instead,
+so the heuristic answers as it would for a problem it never measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
+import os
 import sqlite3
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..device import Device
 from ..errors import UsageError
 from ..manager import make_plugin_manager
+from ..params import MatmulParams
 from ..records import plugins_record
 from . import db
 from .corpus import TuneProblem
@@ -66,48 +75,115 @@ def geomean(values: Sequence[float | None]) -> float | None:
     return math.exp(sum(map(math.log, known)) / len(known)) if known else None
 
 
-def report(
-    conn: sqlite3.Connection, problems: Sequence[TuneProblem], device: Device, sets: Sequence[str]
-) -> dict[str, Any]:
-    """Per problem: the best time in the database and each plugin set's choice, its time and
-    the best time over it (1.0: the heuristic found the best measured kernel)."""
+LOO: Final = "/loo"  # the suffix of a leave-one-out column
+
+
+@contextlib.contextmanager
+def tuning_db(path: str) -> Iterator[None]:
+    """Meanwhile ``$MMAPLUG_TUNING_DB`` names *path*: heuristics that read the tuning database
+    (the tuned table) read that file."""
+    saved = os.environ.get("MMAPLUG_TUNING_DB")
+    os.environ["MMAPLUG_TUNING_DB"] = path
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("MMAPLUG_TUNING_DB", None)
+        else:
+            os.environ["MMAPLUG_TUNING_DB"] = saved
+
+
+def database_file(conn: sqlite3.Connection) -> str:
+    """The file *conn* has open."""
+    return str(next(r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"))
+
+
+def columns(sets: Sequence[str], leave_one_out: bool) -> list[str]:
+    """The report's columns: each plugin set, then (*leave_one_out*) ``NAME/loo`` for each
+    set but ``default`` (it reads no database)."""
+    return [*sets, *(f"{s}{LOO}" for s in sets if s != "default" and leave_one_out)]
+
+
+def choices(
+    conn: sqlite3.Connection,
+    problems: Sequence[TuneProblem],
+    device: Device,
+    sets: Sequence[str],
+    *,
+    leave_one_out: bool = False,
+) -> dict[str, dict[str, MatmulParams | None]]:
+    """Per problem key and column (see :func:`columns`): the params the plugin set chooses
+    (None: it leaves the problem to another scheduler)."""
     managers = {name: manager(name) for name in sets}
+    found: dict[str, dict[str, MatmulParams | None]] = {}
+    with tempfile.TemporaryDirectory(prefix="mmaplug-loo-") as folder:
+        for i, problem in enumerate(problems):
+            with tuning_db(database_file(conn)):
+                found[problem.key] = {
+                    name: heuristic_choice(problem, device, pm) for name, pm in managers.items()
+                }
+            if not leave_one_out or len(managers) == 1:
+                continue
+            path = Path(folder) / f"{i}.sqlite"
+            db.copy_without(conn, path, problem.key)
+            with tuning_db(str(path)):
+                for name, pm in managers.items():
+                    if name != "default":
+                        found[problem.key][f"{name}{LOO}"] = heuristic_choice(problem, device, pm)
+    return found
+
+
+def report(
+    conn: sqlite3.Connection,
+    problems: Sequence[TuneProblem],
+    device: Device,
+    sets: Sequence[str],
+    *,
+    leave_one_out: bool = False,
+) -> dict[str, Any]:
+    """Per problem: the best time in the database (over ``ok_rows`` measured candidates) and
+    each column's choice, its time and the best time over it (1.0: the heuristic found the
+    best measured kernel)."""
+    key = db.device_key(device)
+    cols = columns(sets, leave_one_out)
+    chosen = choices(conn, problems, device, sets, leave_one_out=leave_one_out)
     rows = []
     for problem in problems:
-        best = db.rows(conn, problem_key=problem.key, device=db.device_key(device), best=True)
-        best_ms = best[0]["time_ms"] if best else None
+        ok = db.rows(conn, problem_key=problem.key, device=key, status="ok")
+        best_ms = ok[0]["time_ms"] if ok else None
         entry: dict[str, Any] = {
             "problem": problem.key,
             "best_ms": best_ms,
-            "best_params": best[0]["params_name"] if best else None,
+            "best_params": ok[0]["params_name"] if ok else None,
+            "ok_rows": len(ok),
         }
-        for name, pm in managers.items():
-            params = heuristic_choice(problem, device, pm)
-            ms = (
-                db.time_of(conn, problem.key, db.device_key(device), params.name)
-                if params
-                else None
-            )
-            entry[name] = {
+        for col in cols:
+            params = chosen[problem.key][col]
+            ms = db.time_of(conn, problem.key, key, params.name) if params else None
+            entry[col] = {
                 "params": params.name if params else None,
                 "time_ms": ms,
                 "of_best": _ratio(best_ms, ms),
             }
         rows.append(entry)
-    summary = {name: geomean([r[name]["of_best"] for r in rows]) for name in sets}
-    return {"device": db.device_key(device), "rows": rows, "geomean_of_best": summary}
+    summary = {col: geomean([r[col]["of_best"] for r in rows]) for col in cols}
+    return {"device": key, "columns": cols, "rows": rows, "geomean_of_best": summary}
 
 
 def format_report(result: dict[str, Any], sets: Sequence[str]) -> str:
     """The report as a table: per problem and plugin set, the fraction of the best time."""
-    head = f"{'problem':<44}{'best ms':>10}" + "".join(f"{s[:14]:>16}" for s in sets)
-    lines = [f"device {result['device']}; each column: best time / the heuristic's time", head]
+    head = f"{'problem':<44}{'rows':>5}{'best ms':>10}" + "".join(f"{s[-15:]:>16}" for s in sets)
+    lines = [
+        f"device {result['device']}; rows: candidates measured ok; each heuristic column: "
+        "best time / the time of its choice",
+        head,
+    ]
     for r in result["rows"]:
         best = f"{r['best_ms']:.4f}" if r["best_ms"] else "-"
         cells = "".join(f"{_fmt(r[s]['of_best']):>16}" for s in sets)
-        lines.append(f"{r['problem']:<44}{best:>10}{cells}")
+        lines.append(f"{r['problem']:<44}{r['ok_rows']:>5}{best:>10}{cells}")
     means = "".join(f"{_fmt(result['geomean_of_best'][s]):>16}" for s in sets)
-    lines.append(f"{'geometric mean':<44}{'':>10}{means}")
+    lines.append(f"{'geometric mean':<44}{'':>15}{means}")
     return "\n".join(lines)
 
 
@@ -153,7 +229,8 @@ def diff(
     pa, pb = manager(a), manager(b)
     rows: list[dict[str, Any]] = []
     for problem in problems:
-        ca, cb = heuristic_choice(problem, device, pa), heuristic_choice(problem, device, pb)
+        with tuning_db(database_file(conn)):
+            ca, cb = heuristic_choice(problem, device, pa), heuristic_choice(problem, device, pb)
         na, nb = (c.name if c else None for c in (ca, cb))
         ta = db.time_of(conn, problem.key, db.device_key(device), na) if na else None
         tb = db.time_of(conn, problem.key, db.device_key(device), nb) if nb else None

@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import queue
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from multiprocessing.connection import Connection
@@ -115,6 +116,7 @@ def run_jobs(
     slots: Sequence[Mapping[str, str]] = ({},),
     timeout: float = 120.0,
     on_result: Callable[[Job, Result], None] | None = None,
+    deadline: float | None = None,
 ) -> list[tuple[Job, Result]]:
     """Run every job with *work* (a picklable module-level function) in one worker process per
     slot; returns (job, result) pairs in completion order.
@@ -122,6 +124,8 @@ def run_jobs(
     :param slots: The environment of each slot's worker (see :func:`gpu_slots`).
     :param timeout: Seconds one job may take before its worker is killed (``timeout``).
     :param on_result: Called under a lock as each job finishes (database writes, progress).
+    :param deadline: A ``time.monotonic()`` after which no job starts; the jobs not started
+        are left out of the result.
     """
     pending: queue.Queue[Job] = queue.Queue()
     for job in jobs:
@@ -138,7 +142,7 @@ def run_jobs(
     def supervise(environ: Mapping[str, str]) -> None:
         worker: _Worker | None = None
         try:
-            while True:
+            while deadline is None or time.monotonic() < deadline:
                 try:
                     job = pending.get_nowait()
                 except queue.Empty:

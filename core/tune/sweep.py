@@ -3,7 +3,10 @@ parallel processes, then time them in one supervised worker per GPU (or as Ray t
 
 from __future__ import annotations
 
+import hashlib
+import math
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -14,7 +17,7 @@ from ..plan import plan_problem
 from ..progress import Progress
 from ..records import plugins_record
 from . import db, work
-from .candidates import candidates
+from .candidates import candidates, estimate_us
 from .corpus import TuneProblem
 from .runner import gpu_slots, run_jobs
 
@@ -22,6 +25,11 @@ WORK: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     "build": work.build,
     "measure": work.measure,
 }
+BUILD_S: Final = 4.0  # one kernel's Numba build and first launch on one core (H200 host: 3-4 s)
+TIMING_S: Final = 0.4  # a timing job's own cost: planning, cubin load, inputs, the check
+TIMED_CALLS: Final = 37  # the checked call, 5 warm-up calls and 30 timed ones
+BUILD_SHARE: Final = 0.5  # of --time-limit, the most the builds may take
+WORKER_START_S: Final = 20.0  # a worker process importing numba and torch (estimate only)
 
 
 def heuristic_choice(problem: TuneProblem, device: Device, pm: Any) -> MatmulParams | None:
@@ -46,9 +54,12 @@ def plan_jobs(
     jobs = []
     for problem in problems:
         chosen = [heuristic_choice(problem, device, other) for other in (pm, *managers)]
+        mp = problem.problem()
         found = candidates(
-            problem.problem(), device, pm, limit=limit, include=[c for c in chosen if c is not None]
+            mp, device, pm, limit=limit, include=[c for c in chosen if c is not None]
         )
+        # kernels take m, n, k and batch at launch: problems alike but for them share kernels
+        shape_class = hashlib.sha256(repr(mp.without_extents()).encode()).hexdigest()[:16]
         for params in found:
             jobs.append(
                 {
@@ -57,9 +68,39 @@ def plan_jobs(
                     "device": db.device_key(device),
                     "params": params.as_dict(),
                     "params_name": params.name,
+                    "kernel": f"{shape_class}/{params.name}",
+                    "model_us": estimate_us(params, mp, device),
                 }
             )
     return jobs
+
+
+def estimate(
+    jobs: Sequence[dict[str, Any]], *, build_workers: int, gpus: int = 1
+) -> dict[str, Any]:
+    """The sweep's expected wall time: one build per distinct kernel (not per job) spread over
+    *build_workers*, then every job timed on *gpus* (its fixed cost plus ``TIMED_CALLS`` calls at
+    twice the model's time: the model assumes peak throughput)."""
+    kernels = len({j["kernel"] for j in jobs})
+    build = (WORKER_START_S + math.ceil(kernels / build_workers) * BUILD_S) if jobs else 0.0
+    calls = sum(TIMING_S + TIMED_CALLS * 2e-6 * j["model_us"] for j in jobs)
+    timing = (WORKER_START_S + calls / gpus) if jobs else 0.0
+    return {
+        "candidates": len(jobs),
+        "kernels": kernels,
+        "build_s": round(build, 1),
+        "timing_s": round(timing, 1),
+        "total_s": round(build + timing, 1),
+    }
+
+
+def describe_estimate(guess: dict[str, Any], problems: int) -> str:
+    """One line: what the sweep will build and time, and how long that should take."""
+    return (
+        f"{guess['candidates']} candidates of {problems} problems, {guess['kernels']} distinct "
+        f"kernels to build; estimated {guess['build_s']:.0f} s of builds + "
+        f"{guess['timing_s']:.0f} s of timing = {guess['total_s']:.0f} s"
+    )
 
 
 def pending(
@@ -87,8 +128,10 @@ def run(
     timeout: float,
     ray_address: str = "",
     on_result: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+    deadline: float | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Run *jobs* with ``WORK[kind]`` in local supervised workers, or as Ray tasks."""
+    """Run *jobs* with ``WORK[kind]`` in local supervised workers, or as Ray tasks (no
+    *deadline* there: Ray runs every task)."""
     if ray_address:
         from .ray_tasks import run_on_ray
 
@@ -100,7 +143,9 @@ def run(
             timeout=timeout,
             on_result=on_result,
         )
-    return run_jobs(jobs, WORK[kind], slots=slots, timeout=timeout, on_result=on_result)
+    return run_jobs(
+        jobs, WORK[kind], slots=slots, timeout=timeout, on_result=on_result, deadline=deadline
+    )
 
 
 def row(job: dict[str, Any], result: dict[str, Any], device: str, plugins: Any) -> dict[str, Any]:
@@ -134,42 +179,65 @@ def sweep(
     managers: Sequence[Any] = (),
     progress: Progress | None = None,
     device: Device | None = None,
+    time_limit: float | None = None,
 ) -> dict[str, int]:
     """Tune *problems* on the local GPU(s), or the Ray cluster's, into *conn*; returns the
-    count of each status (and ``skipped``: already in the database).
+    count of each status, ``skipped`` (already in the database) and ``not_run`` (left for the
+    next run by *time_limit*).
+
+    Each distinct kernel is built once (the first job that needs it); the timings then run in
+    plan order, problem after problem, so a sweep cut short leaves whole problems measured.
 
     :param device: What the timing GPUs are (default: the local GPU); planning is for it.
+    :param time_limit: Seconds after which no job starts (local runs only); the builds may
+        take ``BUILD_SHARE`` of them.
     """
+    start = time.monotonic()
     progress = progress or Progress(False)
     device = device or get_device(None)
+    key = db.device_key(device)
     jobs = plan_jobs(problems, device, limit=limit, managers=managers)
-    todo = pending(jobs, conn, db.device_key(device))
+    todo = pending(jobs, conn, key)
     counts = {"skipped": len(jobs) - len(todo)}
+    guess = estimate(todo, build_workers=build_workers, gpus=gpus)
     progress.say(
-        f"{len(jobs)} candidates for {len(problems)} problems on {db.device_key(device)}; "
-        f"{counts['skipped']} already in the database"
+        f"{describe_estimate(guess, len(problems))} on {key}; "
+        f"{counts['skipped']} candidates already in the database"
     )
     plugins = plugin_set(work.tuning_manager())
-    built: list[dict[str, Any]] = []
+    first: dict[str, dict[str, Any]] = {}
+    for job in todo:
+        first.setdefault(job["kernel"], job)
+    results: dict[str, dict[str, Any]] = {}
     for job, result in run(
         # locally the builds also launch once, so timing loads cached cubins; Ray's build
         # tasks have no GPU, and the timing tasks build from the PTX cache
-        [{**j, "launch": not ray_address} for j in todo],
+        [{**j, "launch": not ray_address} for j in first.values()],
         "build",
         slots=[{}] * build_workers,
         timeout=timeout,
         ray_address=ray_address,
         on_result=lambda j, r: progress.say(f"built {j['key']} {j['params_name']}: {r['status']}"),
+        deadline=None if time_limit is None else start + BUILD_SHARE * time_limit,
     ):
-        if result["status"] == "ok":
+        results[job["kernel"]] = result
+    built: list[dict[str, Any]] = []
+    for job in todo:
+        if job["kernel"] not in results:
+            continue  # not built in time: no row, so the next run takes it
+        failed = results[job["kernel"]]
+        if failed["status"] == "ok":
             built.append(job)
-        else:
-            counts[result["status"]] = counts.get(result["status"], 0) + 1
-            db.record(conn, row(job, result, db.device_key(device), plugins))
-    total = len(built)
+            continue
+        if job is not first[job["kernel"]]:
+            via = first[job["kernel"]]["key"]
+            failed = {**failed, "error": f"(its kernel, built for {via}) {failed['error']}"}
+        counts[failed["status"]] = counts.get(failed["status"], 0) + 1
+        db.record(conn, row(job, failed, key, plugins))
+    total = len(todo)
 
     def record(job: dict[str, Any], result: dict[str, Any]) -> None:
-        db.record(conn, row(job, result, db.device_key(device), plugins))
+        db.record(conn, row(job, result, key, plugins))
         counts[result["status"]] = counts.get(result["status"], 0) + 1
         timing = (
             f"{result['time_ms']:.4f} ms, {result['tflops']:.1f} TFLOP/s"
@@ -188,5 +256,9 @@ def sweep(
         timeout=timeout,
         ray_address=ray_address,
         on_result=record,
+        deadline=None if time_limit is None else start + time_limit,
     )
+    left = len(todo) - sum(v for k, v in counts.items() if k != "skipped")
+    if left:
+        counts["not_run"] = left
     return counts

@@ -123,3 +123,14 @@ def test_default_path_follows_the_environment(
     monkeypatch.delenv("MMAPLUG_TUNING_DB")
     monkeypatch.setenv("MMAPLUG_CACHE_DIR", str(tmp_path / "cache"))
     assert db.default_path() == tmp_path / "cache" / "tuning.sqlite"
+
+
+def test_copy_without_one_problem(tmp_path: Path) -> None:
+    """The copy holds every row but the problem's; the original keeps them all."""
+    conn = db.connect(tmp_path / "t.sqlite")
+    for key, name in (("p", "a"), ("p", "b"), ("q", "a")):
+        db.record(conn, row(key, params_name=name, params={"stages": 4}))
+    db.copy_without(conn, tmp_path / "copy.sqlite", "p")
+    copy = db.rows(db.connect(tmp_path / "copy.sqlite", create=False))
+    assert [(r["problem_key"], r["params"]) for r in copy] == [("q", {"stages": 4})]
+    assert len(db.rows(conn)) == 3

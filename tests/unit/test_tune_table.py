@@ -120,3 +120,38 @@ def test_other_device_or_scheduler_is_not_answered(tuned_db: object) -> None:
     problem = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16").problem()
     assert table.table().lookup(problem, get_device("a100"), "ampere") is None
     assert table.table().lookup(problem, H200, "ampere") is None
+
+
+def test_report_leave_one_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In the database, each problem's best is the tuned table's own answer (1.0, trivially);
+    left out, each problem gets its neighbour's best: SLOWER on the square (2.0 ms of a best
+    1.0) and TUNED on the deep one (3.0 of 1.0). $MMAPLUG_TUNING_DB is restored after."""
+    from mmaplug.cli import main
+    from mmaplug.tune import report
+
+    monkeypatch.setenv("MMAPLUG_TUNING_DB", str(tmp_path / "other.sqlite"))
+    path = tmp_path / "t.sqlite"
+    conn = db.connect(path)
+    square = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16")
+    deep = TuneProblem(m=4096, n=4096, k=8192, dtype="bfloat16")
+    for tp, params, ms in ((square, TUNED, 1.0), (square, SLOWER, 2.0), (deep, SLOWER, 1.0),
+                           (deep, TUNED, 3.0)):  # fmt: skip
+        _record(conn, tp, params, ms)
+    sets = ["default", str(_SOURCE)]
+    result = report.report(conn, [square, deep], H200, sets, leave_one_out=True)
+    loo = f"{_SOURCE}/loo"
+    assert result["columns"] == [*sets, loo]
+    got = [(r[str(_SOURCE)]["of_best"], r[loo]["params"], r[loo]["of_best"])
+           for r in result["rows"]]  # fmt: skip
+    assert got == [(1.0, SLOWER.name, 0.5), (1.0, TUNED.name, 1 / 3)]
+    assert result["geomean_of_best"][loo] == pytest.approx((0.5 / 3) ** 0.5)
+    assert result["rows"][0]["ok_rows"] == 2
+    assert db.default_path() == tmp_path / "other.sqlite"
+    argv = ["report", "--db", str(path), "--device", "h200", "--heuristic", str(_SOURCE),
+            "--shape", "4096x4096x4096", "--shape", "4096x4096x8192",
+            "--leave-one-out"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[-1].split()[-3:] == ["not", "measured", "0.408"]  # default unmeasured

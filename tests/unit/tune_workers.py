@@ -43,3 +43,15 @@ def row(key: str, *, params_name: str = "cand", time_ms: float | None = 1.0, **e
     }  # fmt: skip
     base.update(extra)
     return base
+
+
+def fake_build(job: dict[str, Any]) -> dict[str, Any]:
+    """A build that fails for params named ``bad`` and succeeds otherwise (no compiler)."""
+    if job["params_name"] == "bad":
+        return {"status": "error", "error": "ValueError: no such tile"}
+    return {"status": "ok", "kernel": job["kernel"]}
+
+
+def fake_measure(job: dict[str, Any]) -> dict[str, Any]:
+    """A timing of ``job["ms"]`` milliseconds (no GPU)."""
+    return {"status": "ok", "time_ms": job["ms"], "tflops": 1.0, "worker": "test:1/gpu0"}
