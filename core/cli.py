@@ -11,11 +11,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
+
 from . import log
 from .cli_args import (
     Parser,
     add_json,
     extent,
+    fusion_file,
+    load_fusion,
     one_of,
     parse_setting,
     parse_settings,
@@ -24,9 +28,9 @@ from .cli_args import (
     setting,
 )
 from .cli_run import add_bench, add_demo
-from .device import PRESET_NAMES, get_device
+from .device import PRESET_NAMES, Device, get_device
 from .dtypes import DType
-from .errors import MatmulError
+from .errors import MatmulError, UsageError
 from .fusion import Fusion
 from .manager import get_plugin_manager
 from .plan import explain, plan_problem
@@ -119,6 +123,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """Plan a problem (no GPU needed) and print how every parameter was decided."""
     device = get_device(args.device)
     overrides = parse_settings(args.set)
+    extents = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is not None]
+    if args.fusion:
+        return _explain_fusion(args, device, overrides, extents)
+    if len(extents) < 3:
+        missing = [f"--{d}" for d in ("m", "n", "k") if f"--{d}" not in extents]
+        raise UsageError(
+            f"the following arguments are required: {', '.join(missing)} (or --fusion FILE)"
+        )
     if args.emit == "plan":
         spec = plan_problem(problem_from_args(args), device, overrides=overrides)
         print_json(plan_record(spec) if args.json else explain(spec), args.json)
@@ -137,6 +149,35 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
     else:
         print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def _explain_fusion(
+    args: argparse.Namespace, device: Device, overrides: dict[str, object], extents: list[str]
+) -> int:
+    """``explain --fusion``: compile the file's fusion (segmented if no kernel takes it
+    whole) and print its plan, or each segment and each kernel's plan."""
+    if extents:
+        raise UsageError(f"--fusion takes the extents from the fusion; drop {', '.join(extents)}")
+    requires("numba", "--fusion", "pip install 'mmaplug[cu13]' (or [cu12])")
+    from .compile import compile as compile_fusion
+    from .segmented import SegmentedFusion
+
+    compiled = compile_fusion(load_fusion(args.fusion), device, overrides=overrides)
+    if args.emit != "plan":
+        text = getattr(compiled, args.emit)
+        print(text, end="" if text.endswith("\n") else "\n")
+    elif not args.json:
+        print(compiled.explain())
+    elif not isinstance(compiled, SegmentedFusion):
+        print_json({**plan_record(compiled.spec), "kernel_name": compiled.kernel_name})
+    else:
+        segments = [
+            {**attrs.asdict(seg, filter=lambda a, _: a.name != "fusion"),
+             "plan": plan_record(compiled.kernels[i].spec) if i in compiled.kernels else None}
+            for i, seg in enumerate(compiled.segments)
+        ]  # fmt: skip
+        print_json({"segmented": compiled.reason, "segments": segments})
     return 0
 
 
@@ -160,7 +201,11 @@ def _add_explain(sub: Any) -> None:
         help=f"device preset ({', '.join(PRESET_NAMES)}; any case; default h200)",
     )
     for dim in ("m", "n", "k"):
-        p.add_argument(f"--{dim}", type=extent, required=True, help=f"{dim.upper()} extent")
+        p.add_argument(f"--{dim}", type=extent, help=f"{dim.upper()} extent (unless --fusion)")
+    p.add_argument("--fusion", type=fusion_file, metavar="FILE[:NAME]",
+                   help="explain the fusion a Python file builds (its variable NAME, else its "
+                   "one FusionDefinition): its plan, or its segments and each kernel's plan "
+                   "when no kernel takes it whole")  # fmt: skip
     p.add_argument("--batch", type=extent, default=1, help="batch count (default 1)")
     names = [d.name for d in DType]
     dtype = one_of(names, "a dtype")

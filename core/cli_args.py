@@ -115,6 +115,46 @@ def png(text: str) -> str:
     return text
 
 
+def fusion_file(text: str) -> str:
+    """``FILE`` or ``FILE:NAME``: a Python file that builds a fusion (NAME: which variable)."""
+    path, _, name = text.partition(":")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: {path} is not a file")
+    if name and not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r}: {name!r} is not a Python variable name")
+    return text
+
+
+def load_fusion(text: str) -> Any:
+    """Run the Python file of ``--fusion FILE[:NAME]`` (not as ``__main__``) and return its
+    variable NAME, else the one FusionDefinition or Fusion it defines at top level."""
+    import runpy
+
+    from .frontend import FusionDefinition
+    from .fusion import Fusion
+
+    path, _, name = text.partition(":")
+    try:
+        namespace = runpy.run_path(path, run_name="__mmaplug_fusion__")
+    except Exception as error:  # noqa: BLE001 - the user's script; said in one line
+        raise UsageError(
+            f"--fusion {text}: running {path} raised {type(error).__name__}: {error}"
+        ) from error
+    if name:
+        if name not in namespace:
+            raise UsageError(f"--fusion {text}: {path} defines no variable {name!r}")
+        return namespace[name]
+    kinds = FusionDefinition | Fusion
+    found = sorted(k for k, v in namespace.items() if isinstance(v, kinds) and k[0] != "_")
+    if len(found) != 1:
+        which = f" ({', '.join(found)})" if found else ""
+        raise UsageError(
+            f"--fusion {text}: {path} defines {len(found)} fusions{which} at top level; "
+            f"name the one to explain: --fusion {path}:NAME"
+        )
+    return namespace[found[0]]
+
+
 def requires(module: str, purpose: str, extra: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise UsageError(f"{purpose} needs {module}, which is not installed: {extra}")

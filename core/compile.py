@@ -17,7 +17,7 @@ from . import env
 from .analysis import MatmulAnalysis, analyze
 from .arguments import is_number
 from .choices import KernelSpec, Provenance
-from .cuda.frameworks import allocate, allocator, kind_of, probe, stream_reader
+from .cuda.frameworks import allocate, allocator, kind_of, probe_all, stream_reader
 from .cuda.launching import simulating
 from .cuda.streams import relaxed_capture, stream_handle
 from .device import Device, get_device
@@ -28,7 +28,10 @@ from .errors import (
     InvalidParamsError,
     KernelBuildError,
     LaunchError,
+    MatmulError,
+    NoSchedulerError,
     PluginResultError,
+    UnsupportedFusionError,
 )
 from .fusion import Fusion, as_fusion
 from .guard import Guard, wrong
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from .manager import PluginManager
     from .params import MatmulParams
     from .problem import MatmulProblem
+    from .segmented import SegmentedFusion
 
 
 @attrs.frozen(kw_only=True)
@@ -219,23 +223,25 @@ class CompiledFusion:
         explicit = None if stream is None else stream_handle(stream)
         if self._checked_only:
             return self._execute_checked(inputs, scalars, explicit)
-        tensors = [inputs[i] for i in self._tensor_positions]
-        probes = [probe(t) for t in tensors]
-        bound = self._bound.get(tuple([sig for _, sig in probes]))
+        key, addresses = probe_all(inputs, self._tensor_positions)
+        bound = self._bound.get(key)
         if bound is None:
-            outputs, bound = self._bind(inputs, tuple([sig for _, sig in probes]), explicit)
+            outputs, bound = self._bind(inputs, key, explicit)
         elif explicit is None:
             outputs = [new() for new in bound.allocators]
         else:
-            outputs = [allocate(tensors[0], s, dtype, explicit) for s, dtype in bound.outputs]
-        addresses = [ptr for ptr, _ in probes]
+            like = inputs[self._tensor_positions[0]]
+            outputs = [allocate(like, s, dtype, explicit) for s, dtype in bound.outputs]
         address = bound.address
-        addresses += [address(out) for out in outputs]
+        for out in outputs:
+            addresses.append(address(out))
         if bound.workspace:  # scratch from the framework: ordered on the stream, graph-safe
             scratch = (
                 bound.scratch()  # type: ignore[misc]
                 if explicit is None
-                else allocate(tensors[0], (bound.workspace,), DType.float32, explicit)
+                else allocate(
+                    inputs[self._tensor_positions[0]], (bound.workspace,), DType.float32, explicit
+                )
             )
             addresses.append(address(scratch))
         bound.launch(addresses, scalars, bound.stream() if explicit is None else explicit)
@@ -349,10 +355,12 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     *,
     pm: PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
-) -> CompiledFusion | SymbolicFusion:
+) -> CompiledFusion | SymbolicFusion | SegmentedFusion:
     """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU).
 
     A fusion with symbolic (-1) extents gives a ``SymbolicFusion``, planned per call's shapes.
+    A fusion no kernel takes whole (analysis refuses it, or no scheduler takes its several
+    matmuls) gives a ``SegmentedFusion``: kernels for its matmuls, framework ops for the rest.
     """
     fusion = as_fusion(fusion, "mp.compile")
     pm = pm or get_plugin_manager()
@@ -363,9 +371,33 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
             return compiled(analysis, spec, pm=pm, overrides=overrides, kernels=kernels)
 
         return SymbolicFusion(fusion, target, pm=pm, overrides=overrides, specialize=specialize)
-    analysis = analyze(fusion, pm=pm)
-    spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
+    try:
+        analysis = analyze(fusion, pm=pm)
+    except UnsupportedFusionError as refused:
+        return _segmented(fusion, target, pm, overrides, refused)
+    try:
+        spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
+    except NoSchedulerError as refused:
+        if analysis.problem.num_patterns == 1:
+            raise
+        return _segmented(fusion, target, pm, overrides, refused)
     return compiled(analysis, spec, pm=pm, overrides=overrides)
+
+
+def _segmented(
+    fusion: Fusion,
+    target: Device,
+    pm: PluginManager,
+    overrides: Mapping[str, object] | None,
+    refused: MatmulError,
+) -> SegmentedFusion:
+    """*fusion* cut into segments because no kernel takes it whole (*refused* says why)."""
+    from .segment import segment
+    from .segmented import compile_segments
+
+    reason = " ".join(str(refused).split())
+    segments = segment(fusion, pm=pm)
+    return compile_segments(fusion, segments, target, pm=pm, overrides=overrides, reason=reason)
 
 
 def compiled(

@@ -123,9 +123,10 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
     )
     segments = []
     if pre_out:
+        verb = "is" if len(pre_out) == 1 else "are"
         reason = (
-            f"{', '.join(t.name for t in pre_out)} are computed from fusion inputs and read by "
-            "the matmul; its kernel loads inputs as they are"
+            f"{', '.join(t.name for t in pre_out)} {verb} computed from fusion inputs apart from "
+            f"the matmul, whose kernel reads fusion inputs as they are ({why})"
         )
         segments.append(_segment("pointwise", _sub(fusion, pre_out, set()), fusion, reason))
     excluded: set[int] = set()

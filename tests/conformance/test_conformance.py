@@ -3,12 +3,14 @@ the source test's reference, in numpy) and through analysis and planning on a100
 
 Scenarios: nvf_scenarios*.py (each names its source file and test; NVIDIA/Fuser commit
 81c4b22fd750d377d69e24928c32233162f6b2bd). A scenario with ``differ`` is one where mmaplug
-deliberately differs from nvFuser: the test asserts our refusal (docs/decisions.md,
-"Conformance with nvFuser", says why).
+deliberately differs from nvFuser: the tests assert our refusal to take it as one kernel and
+that mp.compile runs it as segments instead (docs/decisions.md, "Conformance with nvFuser" and
+"Segmentation", say why).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from mmaplug.analysis import analyze
 from mmaplug.framework_ops import backend_for, run_ops
 from mmaplug.plan import plan_problem
 from mmaplug.segment import evaluate_segments, segment
+from mmaplug.segmented import SegmentedFusion
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvf_scenarios  # noqa: E402
@@ -123,6 +126,22 @@ def test_documented_differences_segment_into_parts_that_compute_the_same(
     for seg in segments:
         if seg.kind == "matmul":
             analyze(seg.fusion, pm=hermetic)
+
+
+@pytest.mark.parametrize("device", ["a100", "h200"])
+@pytest.mark.parametrize("name", sorted(n for n, sc in SCENARIOS.items() if sc.differ))
+def test_documented_differences_compile_as_segments(name: str, device: str, hermetic: Any) -> None:
+    """mp.compile does not refuse what we do not take as one kernel: it compiles the segments,
+    one kernel per matmul segment, and says why it cut (the refusal the scenario documents)."""
+    fusion = build(name)
+    compiled = mp.compile(fusion, device, pm=hermetic)
+    assert isinstance(compiled, SegmentedFusion)
+    assert compiled.segments == segment(fusion, pm=hermetic)
+    kernels = [i for i, seg in enumerate(compiled.segments) if seg.kind == "matmul"]
+    assert sorted(compiled.kernels) == kernels
+    if device == "a100":
+        assert re.search(SCENARIOS[name].differ, compiled.reason), compiled.reason
+    assert compiled.explain().startswith("segmented (no single kernel takes this fusion): ")
 
 
 @pytest.mark.parametrize("name", sorted(n for n, sc in SCENARIOS.items() if sc.differ))

@@ -86,12 +86,11 @@ DIFFER = sorted(name for name, sc in SCENARIOS.items() if sc.differ is not None)
 
 @pytest.mark.parametrize("name", DIFFER)
 def test_documented_difference_runs_segmented_on_torch(name: str) -> None:
-    """What no kernel takes whole runs as segments: kernels plus torch ops, like evaluate."""
-    from mmaplug.segmented import compile_segmented
-
+    """What no kernel takes whole, mp.compile runs as segments: kernels plus torch ops, like
+    evaluate (on the local GPU's scheduler)."""
     fusion = build(name)
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    compiled = compile_segmented(fusion, pm=pm)
+    compiled = mp.compile(fusion, pm=pm)  # a SegmentedFusion unless a scheduler takes it whole
     host = random_inputs(fusion, seed=2)
     inputs = [
         _device(v, x) if isinstance(v, mp.TensorView) else x

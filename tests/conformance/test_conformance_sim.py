@@ -50,7 +50,7 @@ CASES: dict[str, tuple[str, str, dict[str, int]]] = {
     "ampere_operand_batch_inside_by_stride_order": (
         "roles_operand_batch_inside_by_stride_order", "a100", {}),
 }  # fmt: skip
-# documented differences through mmaplug.segmented.compile_segmented: kernels + framework ops
+# documented differences: mp.compile runs them as segments (kernels + framework ops)
 SEGMENTED: dict[str, tuple[str, str, dict[str, int]]] = {
     "segmented_ampere_operand_prologue": ("sch_segment_matmul_op_prologue", "a100", {}),
     "segmented_ampere_output_stride_order": ("py_matmul_stride_0123", "a100", {}),
@@ -72,7 +72,7 @@ def run_case(name: str) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).parent))
     from test_conformance import SCENARIOS, random_inputs
 
-    from mmaplug.segmented import compile_segmented
+    from mmaplug.segmented import SegmentedFusion
 
     scenario, device, sizes = {**CASES, **SEGMENTED}[name]
     sc = SCENARIOS[scenario]
@@ -84,10 +84,8 @@ def run_case(name: str) -> dict[str, Any]:
         target = attrs.evolve(target, sm_count=2, smem_per_sm=48 * 1024)
     small = HOPPER_SMALL if device == "h200" else AMPERE_SMALL
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    if name in SEGMENTED:
-        compiled = compile_segmented(fd, target, pm=pm, overrides=small)
-    else:
-        compiled = mp.compile(fd, target, pm=pm, overrides=small)
+    compiled = mp.compile(fd, target, pm=pm, overrides=small)
+    assert isinstance(compiled, SegmentedFusion) == (name in SEGMENTED), type(compiled)
     inputs = random_inputs(fd.fusion, seed=5)
     outputs = []
     for tv, got, ref in zip(
@@ -146,8 +144,9 @@ SEGMENTS = {
 
 @pytest.mark.parametrize("name", sorted(SEGMENTED))
 def test_segmented_fusion_runs_like_evaluate(sim_results: dict, name: str) -> None:
-    """A fusion no kernel takes whole runs as segments: kernels where they can, framework ops
-    (numpy arrays in the simulator) elsewhere; every output written, within tolerance."""
+    """A fusion no kernel takes whole runs through mp.compile as segments: kernels where they
+    can, framework ops (numpy arrays in the simulator) elsewhere; every output written, within
+    tolerance of mp.evaluate."""
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     assert (res["segments"], res["schedulers"]) == SEGMENTS[name], res

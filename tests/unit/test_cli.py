@@ -106,7 +106,8 @@ BAD_ARGUMENTS = {
     "emit": ([*SMALL, "--emit", "cubin"], "'cubin' is not an emit kind; choose from plan"),
     "set_no_value": ([*SMALL, "--set", "stages"], "argument --set: expected FIELD=VALUE"),
     "set_no_field": ([*SMALL, "--set", "=3"], "argument --set: expected FIELD=VALUE"),
-    "missing_m": (["explain", "--n", "8", "--k", "8"], "the following arguments are required"),
+    "missing_m": (["explain", "--n", "8", "--k", "8"], "arguments are required: --m (or --fusion"),
+    "fusion_file": (["explain", "--fusion", "/no/such.py"], "'/no/such.py': /no/such.py is not"),
     "unknown_option": ([*SMALL, "--tile", "3"], "unrecognized arguments: --tile 3"),
     "no_command": ([], "the following arguments are required: COMMAND"),
     "bad_command": (["explian"], "invalid choice: 'explian'"),
@@ -206,6 +207,69 @@ def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(record["params"]["cta_tile"]) == 3 and record["sources"]["cta_tile"] == "default"
     hopper = next(c for c in record["candidates"] if c["name"] == "hopper")
     assert hopper["accepted"] is False and "sm_80" in hopper["reason"]
+
+
+FUSION_FILE = """\
+import mmaplug as mp
+
+with mp.FusionDefinition() as fd:
+    a = fd.define_tensor([64, 32], dtype=mp.float16)
+    w = fd.define_tensor([48, 32], dtype=mp.float16)
+    fd.add_output(fd.ops.slice(fd.ops.relu(fd.ops.linear(a, w)), [0, 0], [8, 8]))
+"""
+
+
+def test_explain_fusion_shows_the_segments_and_each_cut(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """explain --fusion FILE: why the fusion is segmented, each segment with its inputs,
+    outputs and cut, then the kernel's plan; --json carries the same."""
+    script = tmp_path / "ffn.py"
+    script.write_text(FUSION_FILE)
+    status, out, err = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
+    assert status == 0 and err == ""
+    assert out.startswith("segmented (no single kernel takes this fusion): T5 = slice(T4)")
+    assert "segment 1 (matmul): T0, T1 -> T4" in out and "segment 2 (pointwise): T4 -> T5" in out
+    assert "    cut: the matmul kernel's epilogue cannot take what follows" in out
+    assert "plan of segment 1:\nkernel:     mm_sm80_ampere" in out
+    status, out, _ = run(capsys, "explain", "--fusion", f"{script}:fd", "--json")
+    record = json.loads(out)
+    assert status == 0 and record["segmented"].startswith("T5 = slice(T4)")
+    kinds = [(s["kind"], s["inputs"], s["outputs"]) for s in record["segments"]]
+    assert kinds == [("matmul", ["T0", "T1"], ["T4"]), ("pointwise", ["T4"], ["T5"])]
+    assert record["segments"][0]["plan"]["scheduler"] == "hopper"
+    assert record["segments"][1]["plan"] is None and record["segments"][1]["reason"]
+
+
+def test_explain_fusion_of_one_kernel_prints_its_plan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A fusion one kernel takes: the plan, as explain prints it for --m --n --k."""
+    script = tmp_path / "mm.py"
+    script.write_text(FUSION_FILE.replace("fd.ops.slice(", "(").replace(", [0, 0], [8, 8]", ""))
+    status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
+    assert status == 0 and out.startswith("kernel:     mm_sm80_ampere") and "segment" not in out
+
+
+FUSION_ERRORS = {
+    "two_fusions": (FUSION_FILE + "other = fd.fusion\n", "", "defines 2 fusions (fd, other)"),
+    "no_such_name": (FUSION_FILE, ":fusion", "defines no variable 'fusion'"),
+    "raises": ("raise ValueError('boom')\n", "", "raised ValueError: boom"),
+    "with_extents": (FUSION_FILE, "", "--fusion takes the extents from the fusion; drop --m"),
+}
+
+
+@pytest.mark.parametrize(("text", "suffix", "message"), FUSION_ERRORS.values(),
+                         ids=FUSION_ERRORS.keys())  # fmt: skip
+def test_explain_fusion_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, suffix: str, message: str
+) -> None:
+    """A file without one fusion, one that raises, or extents beside --fusion: one line, 2."""
+    script = tmp_path / "f.py"
+    script.write_text(text)
+    extra = ["--m", "8"] if "extents" in message else []
+    status, out, err = run(capsys, "explain", "--fusion", f"{script}{suffix}", *extra)
+    assert status == 2 and out == "" and message in err and err.count("\n") == 1, err
 
 
 def test_plugins_lists_builtins_and_blocked(

@@ -8,6 +8,7 @@ scalars and extents, float64 fusions, API entry points given the wrong thing, an
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -632,12 +633,16 @@ def test_numpy_scalars_are_numbers(number):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_float64_output_is_refused_at_compile_not_at_execute():
-    """A float64 output stops at analysis (planning without a GPU), naming the output."""
+def test_float64_output_is_cast_after_the_kernel_not_refused():
+    """A float64 output no kernel writes: analysis names it, and mp.compile cuts the cast off
+    into a segment after the kernel (issue 10 item 4) instead of refusing the fusion."""
     with mp.FusionDefinition() as fd:
         fd.add_output(fd.ops.cast(_mm(fd), D))
     with pytest.raises(mp.UnsupportedFusionError, match=r"T3 is float64.*cast to float32"):
-        mp.compile(fd, device="h200")
+        mp.analyze(fd)
+    compiled = mp.compile(fd, device="h200")
+    assert [seg.kind for seg in compiled.segments] == ["matmul", "pointwise"]
+    assert re.search(r"T3 is float64.*cast to float32", compiled.reason)
     x, w = np.ones((M, K), np.float16), np.ones((K, N), np.float16)
     assert mp.evaluate(fd, [x, w])[0].dtype == np.float64  # the reference still runs it
 

@@ -3,12 +3,17 @@ segments in order computes what the whole fusion computes."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import mmaplug as mp
 from mmaplug.analysis import analyze
+from mmaplug.compile import CompiledFusion
 from mmaplug.segment import Segment, evaluate_segments, explain_segments, segment
+from mmaplug.segmented import SegmentedFusion
 
 RNG = np.random.default_rng(5)
 PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
@@ -42,13 +47,17 @@ def test_a_fusion_a_kernel_takes_whole_is_one_segment() -> None:
 
 
 def test_an_operand_prologue_becomes_a_pointwise_segment_before_the_kernel() -> None:
+    """A reduction on an operand (no kernel prologue takes one) is computed before the kernel."""
     with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        a = fd.define_tensor([2, 64, 32], dtype=mp.float16)
         b = fd.define_tensor([32, 48], dtype=mp.float16)
-        fd.add_output(fd.ops.relu(fd.ops.matmul(fd.ops.cast(fd.ops.sin(a), mp.float16), b)))
+        fd.add_output(fd.ops.relu(fd.ops.matmul(fd.ops.cast(fd.ops.sum(a, [0]), mp.float16), b)))
     pre, kernel = _check_equivalent(fd)
     assert (pre.kind, pre.inputs, pre.outputs) == ("pointwise", ("T0",), ("T4",))
-    assert "T4 are computed from fusion inputs and read by the matmul" in pre.reason
+    assert pre.reason.startswith("T4 is computed from fusion inputs apart from the matmul")
+    with pytest.raises(mp.UnsupportedFusionError) as refused:
+        analyze(fd, pm=PM)
+    assert str(refused.value) in pre.reason  # the cut says why
     assert (kernel.kind, set(kernel.inputs)) == ("matmul", {"T1", "T4"})
     assert "relu" in [getattr(e, "op", "") for e in kernel.fusion.exprs()]  # kept in the kernel
 
@@ -110,23 +119,135 @@ def test_explain_lists_each_segment_its_ops_and_its_cut() -> None:
 
 
 def test_a_framework_only_fusion_executes_with_the_inputs_array_ops() -> None:
-    from mmaplug.segmented import compile_segmented
-
     with mp.FusionDefinition() as fd:
         a, b = fd.define_tensor([16, 8]), fd.define_tensor([8, 12])
         fd.add_output(fd.ops.stride_order(fd.ops.tanh(fd.ops.matmul(a, b)), [0, 1]))
-    compiled = compile_segmented(fd, "a100", pm=PM)
+    compiled = mp.compile(fd, "a100", pm=PM)
+    assert isinstance(compiled, SegmentedFusion)
     assert [s.kind for s in compiled.segments] == ["framework", "pointwise"]
     assert not compiled.kernels
     inputs = _inputs(fd.fusion)
     (got,) = compiled.execute(inputs)
-    np.testing.assert_allclose(got, mp.evaluate(fd, inputs)[0], rtol=1e-5)
+    np.testing.assert_allclose(got, mp.evaluate(fd, inputs)[0], rtol=1e-5, atol=1e-6)
     assert got.strides[0] < got.strides[1]  # column-major, as stride_order asks
     assert "segment 1 (framework)" in compiled.explain()
     with pytest.raises(mp.UsageError, match="make the stream current instead"):
         compiled.execute(inputs, stream=7)
     with pytest.raises(mp.UsageError, match="takes 2 inputs; got 1"):
         compiled.execute(inputs[:1])
+    with pytest.raises(mp.UsageError, match=r"with 0 matmul kernels, so .kernel_name has no"):
+        _ = compiled.kernel_name
+    assert compiled.dump() == []  # no kernel, nothing to write
+
+
+def _framework_fusion() -> mp.FusionDefinition:
+    """A float32 matmul: no kernel takes it, the framework multiplies."""
+    with mp.FusionDefinition() as fd:
+        fd.add_output(fd.ops.matmul(fd.define_tensor([16, 8]), fd.define_tensor([8, 12])))
+    return fd
+
+
+def _two_kernel_fusion() -> mp.FusionDefinition:
+    """slice(relu(A @ B)) and relu(A @ B) @ C: two matmuls and a slice, three segments."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        b = fd.define_tensor([32, 48], dtype=mp.float16)
+        c = fd.define_tensor([48, 16], dtype=mp.float16)
+        y = fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.float16)
+        fd.add_output(fd.ops.slice(y, [0, 0], [8, 8]))
+        fd.add_output(fd.ops.matmul(y, c))
+    return fd
+
+
+def test_compile_of_a_fusion_one_kernel_takes_is_unchanged() -> None:
+    """Segmentation happens only where analysis or planning refuses: same type as before."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 32], dtype=mp.float16)
+        w = fd.define_tensor([48, 32], dtype=mp.float16)
+        fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w)), mp.float16))
+    assert type(mp.compile(fd, "a100", pm=PM)) is CompiledFusion
+
+
+def test_compile_segments_what_analysis_refuses_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A fusion whose whole no kernel takes compiles as segments; the log and explain() give
+    the refusal; the one kernel's attributes are the fusion's."""
+    fd = _two_kernel_fusion()
+    with pytest.raises(mp.UnsupportedFusionError) as refused:
+        analyze(fd, pm=PM)
+    with caplog.at_level(logging.INFO, logger="mmaplug"):
+        compiled = mp.compile(fd, "a100", pm=PM)
+    assert isinstance(compiled, SegmentedFusion)
+    why = " ".join(str(refused.value).split())
+    assert compiled.reason == why
+    (record,) = [r.getMessage() for r in caplog.records if "segments" in r.getMessage()]
+    assert record.startswith(f"{fd.fusion.origin} is compiled as") and why in record
+    assert [s.kind for s in compiled.segments] == ["matmul", "pointwise", "matmul"]
+    text = compiled.explain()
+    assert text.startswith(f"segmented (no single kernel takes this fusion): {why}")
+    assert "segment 2 (pointwise): T6 -> T7" in text
+    assert "cut: T7 is computed from fusion inputs apart from the matmul" in text
+    assert "plan of segment 1:" in text and "plan of segment 3:" in text
+    for attribute in ("spec", "params", "provenance", "kernel_name", "ptx", "source", "sass"):
+        with pytest.raises(
+            mp.UsageError,
+            match=rf"3 segments .* 2 matmul kernels, so "
+            rf"\.{attribute} has no single value",
+        ):
+            getattr(compiled, attribute)
+
+
+def test_a_segmented_fusion_with_one_kernel_answers_for_it(tmp_path: Path) -> None:
+    """One kernel segment: spec, params, provenance and kernel_name are that kernel's; dump
+    writes its files."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 32], dtype=mp.float16)
+        w = fd.define_tensor([48, 32], dtype=mp.float16)
+        fd.add_output(fd.ops.exp(fd.ops.reshape(fd.ops.relu(fd.ops.linear(a, w)), [32, 96])))
+    compiled = mp.compile(fd, "a100", pm=PM, overrides={"stages": 3})
+    assert isinstance(compiled, SegmentedFusion)
+    (kernel,) = compiled.kernels.values()
+    assert compiled.spec is kernel.spec and compiled.params.stages == 3
+    assert compiled.provenance is kernel.provenance
+    assert compiled.kernel_name == kernel.kernel_name
+    assert compiled.spec.scheduler == "ampere"
+    files = compiled.dump(tmp_path, ["plan"])
+    assert {f.suffix for f in files} == {".txt", ".json"}
+    assert all(kernel.kernel_name in f.read_text() for f in files)
+
+
+@pytest.mark.parametrize("fusion", [_two_kernel_fusion, _framework_fusion], ids=["two", "fw"])
+def test_invalid_inputs_to_a_segmented_compile_raise_as_before(fusion) -> None:  # noqa: ANN001
+    """Bad overrides and unknown devices are refused, not segmented around."""
+    fd = fusion()
+    with pytest.raises(mp.UnknownParamError, match=r"unknown parameter 'stagez' from 'caller'"):
+        mp.compile(fd, "a100", pm=PM, overrides={"stagez": 3})
+    with pytest.raises(mp.UsageError, match=r"v100"):
+        mp.compile(fd, "v100", pm=PM)
+    with pytest.raises(mp.InvalidParamsError, match=r"stages"):
+        mp.compile(_two_kernel_fusion(), "a100", pm=PM, overrides={"stages": 0})
+
+
+def test_overrides_of_a_kernel_less_segmented_fusion_are_checked_by_name() -> None:
+    """No kernel takes the overrides, but a misspelt one is still an error."""
+    with pytest.raises(mp.UnknownParamError, match=r"'cta_tiles'.*did you mean 'cta_tile'"):
+        mp.compile(_framework_fusion(), "h200", pm=PM, overrides={"cta_tiles": (64, 64, 32)})
+
+
+def test_several_matmuls_no_scheduler_takes_are_segmented_one_kernel_each() -> None:
+    """Analysis takes the llama FFN; planning refuses two matmuls: one kernel per matmul."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 32], dtype=mp.float16)
+        w1 = fd.define_tensor([32, 48], dtype=mp.float16)
+        w3 = fd.define_tensor([32, 48], dtype=mp.float16)
+        gate = fd.ops.silu(fd.ops.matmul(x, w1))
+        fd.add_output(fd.ops.cast(fd.ops.mul(gate, fd.ops.matmul(x, w3)), mp.float16))
+    compiled = mp.compile(fd, "h200", pm=PM)
+    assert isinstance(compiled, SegmentedFusion)
+    assert "the fusion holds 2 matmuls" in compiled.reason
+    assert sorted(compiled.kernels) == [0, 1]
+    assert {k.spec.scheduler for k in compiled.kernels.values()} == {"hopper"}
 
 
 def test_framework_segments_refuse_arrays_without_array_ops() -> None:
