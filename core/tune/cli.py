@@ -102,7 +102,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(sweep.describe_estimate(guess, len(problems)), file=sys.stderr)
             return 0
         pairs = sweep.run(
-            jobs,
+            list(sweep.distinct_kernels(jobs).values()),
             "build",
             slots=[{}] * args.workers,
             timeout=args.timeout,
@@ -117,7 +117,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "failed": [{"problem": j["key"], "params": j["params_name"], **r} for j, r in failed],
         }
         print_json(summary) if args.json else print(
-            f"built {summary['built']} of {len(pairs)} candidates"
+            f"built {summary['built']} of {len(pairs)} distinct kernels ({len(jobs)} candidates)"
             + "".join(
                 f"\n  {f['problem']} {f['params']}: {f['status']} {f['error']}"
                 for f in summary["failed"]

@@ -42,13 +42,22 @@ def installed_heuristics() -> list[str]:
     ]
 
 
+def label(plugin_set: str) -> str:
+    """A plugin set's column name: a plugin file's module name (a package's ``__init__.py``:
+    the package's), else the set as given."""
+    if not plugin_set.endswith(".py"):
+        return plugin_set
+    path = Path(plugin_set)
+    return path.parent.name if path.stem == "__init__" else path.stem
+
+
 def manager(plugin_set: str) -> Any:
     """The plugin manager (ampere blocked, as in tuning) whose heuristic is *plugin_set*."""
     if plugin_set == "default":
         return make_plugin_manager(block=["ampere"], load_entrypoints=False)
     if plugin_set.endswith(".py"):
         path = Path(plugin_set)
-        spec = importlib.util.spec_from_file_location(f"mmaplug_diff_{path.stem}", path)
+        spec = importlib.util.spec_from_file_location(f"mmaplug_diff_{label(plugin_set)}", path)
         if spec is None or spec.loader is None or not path.is_file():
             raise UsageError(f"plugin file {plugin_set!r} does not exist")
         module = importlib.util.module_from_spec(spec)
@@ -98,10 +107,17 @@ def database_file(conn: sqlite3.Connection) -> str:
     return str(next(r[2] for r in conn.execute("PRAGMA database_list") if r[1] == "main"))
 
 
+def _labels(sets: Sequence[str]) -> dict[str, str]:
+    """Each set's column name (the sets as given when two would share one)."""
+    names = {s: label(s) for s in sets}
+    return names if len(set(names.values())) == len(names) else {s: s for s in sets}
+
+
 def columns(sets: Sequence[str], leave_one_out: bool) -> list[str]:
-    """The report's columns: each plugin set, then (*leave_one_out*) ``NAME/loo`` for each
-    set but ``default`` (it reads no database)."""
-    return [*sets, *(f"{s}{LOO}" for s in sets if s != "default" and leave_one_out)]
+    """The report's columns: each plugin set's :func:`label`, then (*leave_one_out*)
+    ``NAME/loo`` for each set but ``default`` (it reads no database)."""
+    names = list(_labels(sets).values())
+    return [*names, *(f"{n}{LOO}" for n in names if n != "default" and leave_one_out)]
 
 
 def choices(
@@ -112,9 +128,9 @@ def choices(
     *,
     leave_one_out: bool = False,
 ) -> dict[str, dict[str, MatmulParams | None]]:
-    """Per problem key and column (see :func:`columns`): the params the plugin set chooses
+    """Per problem key and column (:func:`columns`): the params the plugin set chooses
     (None: it leaves the problem to another scheduler)."""
-    managers = {name: manager(name) for name in sets}
+    managers = {name: manager(plugin_set) for plugin_set, name in _labels(sets).items()}
     found: dict[str, dict[str, MatmulParams | None]] = {}
     with tempfile.TemporaryDirectory(prefix="mmaplug-loo-") as folder:
         for i, problem in enumerate(problems):
@@ -172,7 +188,8 @@ def report(
 
 def format_report(result: dict[str, Any], sets: Sequence[str]) -> str:
     """The report as a table: per problem and plugin set, the fraction of the best time."""
-    head = f"{'problem':<44}{'rows':>5}{'best ms':>10}" + "".join(f"{s[-15:]:>16}" for s in sets)
+    width = {s: max(14, len(s)) + 2 for s in sets}
+    head = f"{'problem':<44}{'rows':>5}{'best ms':>10}" + "".join(f"{s:>{width[s]}}" for s in sets)
     lines = [
         f"device {result['device']}; rows: candidates measured ok; each heuristic column: "
         "best time / the time of its choice",
@@ -180,9 +197,9 @@ def format_report(result: dict[str, Any], sets: Sequence[str]) -> str:
     ]
     for r in result["rows"]:
         best = f"{r['best_ms']:.4f}" if r["best_ms"] else "-"
-        cells = "".join(f"{_fmt(r[s]['of_best']):>16}" for s in sets)
+        cells = "".join(f"{_fmt(r[s]['of_best']):>{width[s]}}" for s in sets)
         lines.append(f"{r['problem']:<44}{r['ok_rows']:>5}{best:>10}{cells}")
-    means = "".join(f"{_fmt(result['geomean_of_best'][s]):>16}" for s in sets)
+    means = "".join(f"{_fmt(result['geomean_of_best'][s]):>{width[s]}}" for s in sets)
     lines.append(f"{'geometric mean':<44}{'':>15}{means}")
     return "\n".join(lines)
 

@@ -94,6 +94,14 @@ def estimate(
     }
 
 
+def distinct_kernels(jobs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The first job of each distinct kernel, by kernel."""
+    first: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        first.setdefault(job["kernel"], job)
+    return first
+
+
 def describe_estimate(guess: dict[str, Any], problems: int) -> str:
     """One line: what the sweep will build and time, and how long that should take."""
     return (
@@ -205,9 +213,7 @@ def sweep(
         f"{counts['skipped']} candidates already in the database"
     )
     plugins = plugin_set(work.tuning_manager())
-    first: dict[str, dict[str, Any]] = {}
-    for job in todo:
-        first.setdefault(job["kernel"], job)
+    first = distinct_kernels(todo)
     results: dict[str, dict[str, Any]] = {}
     for job, result in run(
         # locally the builds also launch once, so timing loads cached cubins; Ray's build

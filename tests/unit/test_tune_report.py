@@ -64,9 +64,10 @@ def test_report_divides_the_best_time_by_each_choice(recorded: Path) -> None:
     square, skinny = result["rows"]
     assert (square["best_ms"], square["best_params"]) == (1.0, "best")
     assert square["default"]["of_best"] == 0.5 and skinny["default"]["of_best"] == 1.0
-    assert square[plugin]["of_best"] == 1.0 / 1.6
+    assert result["columns"] == ["default", "stage3"]  # a plugin file's column: its stem
+    assert square["stage3"]["of_best"] == 1.0 / 1.6
     assert result["geomean_of_best"]["default"] == pytest.approx(0.5**0.5)
-    text = report.format_report(result, ["default", plugin])
+    text = report.format_report(result, result["columns"])
     assert "geometric mean" in text and "0.707" in text and "0.500" in text
 
 
@@ -133,3 +134,12 @@ def test_cli_tune_plan_only(capsys: pytest.CaptureFixture[str]) -> None:
     jobs = json.loads(capsys.readouterr().out)
     assert len(jobs) == 5 and {j["problem"] for j in jobs} == {SKINNY.key}
     assert jobs[0]["name"] == _default(SKINNY).name
+
+
+def test_columns_are_labelled_by_module_unless_two_would_clash() -> None:
+    """A plugin file's column is its stem (a package's __init__.py: the package's name); two
+    versions of one plugin keep their paths; --leave-one-out adds NAME/loo but for default."""
+    assert report.columns(["default", "a/x.py", "p/__init__.py"], True) == [
+        "default", "x", "p", "x/loo", "p/loo"]  # fmt: skip
+    assert report.columns(["default", "old/x.py", "new/x.py"], False) == [
+        "default", "old/x.py", "new/x.py"]  # fmt: skip
