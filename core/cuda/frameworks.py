@@ -17,9 +17,10 @@ from ..dtypes import DType
 from ..errors import LaunchError
 from .streams import current_stream
 
-__all__ = ["allocate", "allocator", "kind_of", "probe", "stream_reader"]
+__all__ = ["allocate", "allocator", "kind_of", "probe", "probe_all", "stream_reader"]
 
 _STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
+_TORCH_TYPES: Final[set[type]] = set()  # tensor classes of torch seen so far (probe's fast check)
 
 
 def kind_of(obj: object) -> str:
@@ -43,7 +44,9 @@ def probe(obj: object) -> tuple[int, tuple]:
     The signature holds kind, shape, strides, dtype, device and the address modulo 16; it
     costs a few attribute reads, so ``execute`` looks up its bound launch with it every call.
     """
-    if type(obj).__module__.startswith("torch"):
+    cls = type(obj)
+    if cls in _TORCH_TYPES or cls.__module__.startswith("torch"):
+        _TORCH_TYPES.add(cls)
         t: Any = obj
         ptr = t.data_ptr()
         return ptr, (t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15)
@@ -52,6 +55,23 @@ def probe(obj: object) -> tuple[int, tuple]:
         return 0, (type(obj), id(obj))  # never bound: the slow path validates and reports it
     ptr = desc["data"][0]
     return ptr, (type(obj), desc["shape"], desc.get("strides"), desc["typestr"], ptr & 15)
+
+
+def probe_all(inputs: Sequence[object], positions: Sequence[int]) -> tuple[tuple, list[int]]:
+    """``probe`` of ``inputs[i]`` for each of *positions*: the signatures as one tuple (the
+    bound launch's key) and the data addresses (execute's hot path: torch tensors inline)."""
+    signatures: list[tuple] = []
+    addresses: list[int] = []
+    for i in positions:
+        t: Any = inputs[i]
+        if type(t) in _TORCH_TYPES:
+            ptr = t.data_ptr()
+            signatures.append((t.shape, t.stride(), t.dtype, t.get_device(), ptr & 15))
+        else:
+            ptr, signature = probe(t)
+            signatures.append(signature)
+        addresses.append(ptr)
+    return tuple(signatures), addresses
 
 
 def allocator(like: object, shape: Sequence[int], dtype: DType) -> Callable[[], object]:

@@ -195,10 +195,10 @@ class BoundKernels:
         self.launches = tuple(launches)
         self._runs = tuple(getattr(launch, "run", launch) for launch in self.launches)
         self.workspace = workspace
-        self._writes = tuple(
-            (params.slots, slot, index)
+        self._writes: tuple[tuple[Any, slice, slice], ...] = tuple(
+            (params.slots, *run)
             for params, which in order
-            for slot, index in zip(params.pointer_slots, which, strict=True)
+            for run in _runs_of(params.pointer_slots, which)
         )
         self._floats = tuple(params.float_slot(slot) for params, slot in scalar_slots)
         self._lock = threading.Lock()
@@ -206,9 +206,34 @@ class BoundKernels:
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
         """Launch on data at *addresses* with *scalars* on the stream with handle *stream*."""
         with self._lock:
-            for slots, slot, index in self._writes:
-                slots[slot] = addresses[index]
-            for view, value in zip(self._floats, scalars, strict=True):
-                view.value = value
+            for slots, where, taken in self._writes:
+                slots[where] = addresses[taken]
+            if self._floats:
+                for view, value in zip(self._floats, scalars, strict=True):
+                    view.value = value
             for run in self._runs:
                 run(stream)
+
+
+def _runs_of(slots: Sequence[int], indices: Sequence[int]) -> list[tuple[slice, slice]]:
+    """``(slots, addresses)`` slice pairs writing ``addresses[indices[i]]`` to ``slots[i]``:
+    one pair per run of arrays that are adjacent both in the block and in the addresses."""
+    if len(slots) != len(indices):
+        raise KernelBuildError(
+            f"a bound launch maps {len(indices)} addresses to a parameter block with "
+            f"{len(slots)} array parameters; the scheduler plugin must give one per array"
+        )
+    runs: list[tuple[slice, slice]] = []
+    start = 0
+    for i in range(1, len(slots) + 1):
+        if (
+            i == len(slots)
+            or slots[i] != slots[i - 1] + ARRAY_SLOTS
+            or indices[i] != indices[i - 1] + 1
+        ):
+            first, last = slots[start], slots[i - 1]
+            runs.append(
+                (slice(first, last + 1, ARRAY_SLOTS), slice(indices[start], indices[i - 1] + 1))
+            )
+            start = i
+    return runs

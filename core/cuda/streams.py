@@ -12,6 +12,7 @@ through a private non-blocking stream, so the graph itself holds kernel launches
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any, Final
@@ -89,17 +90,32 @@ def default_stream() -> int:
 def is_capturing(handle: int) -> bool:
     """Whether work launched on *handle* now goes into a CUDA graph (never, in the simulator).
 
-    A query the driver refuses (the legacy stream while another stream captures) counts as
-    capturing: the caller then keeps what it makes alive, which is always safe.
+    The legacy default stream is never captured (CUDA refuses to), so its handles are answered
+    without asking the driver: ``CU_STREAM_LEGACY`` and 0, unless cuda.bindings is configured
+    to make 0 the per-thread default stream (``CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM``,
+    read when this module is imported). A query the driver refuses counts as capturing: the
+    caller then keeps what it makes alive, which is always safe.
     """
-    if simulating():
+    if handle in _NEVER_CAPTURED or simulating():
         return False
+    query = _capture_query[0] if _capture_query else _load_capture_query()
+    err, status = query(handle)
+    return bool(err) or status == _capture_query[1]
+
+
+#: Stream handles of the legacy default stream, which CUDA never captures (see is_capturing).
+_NEVER_CAPTURED: Final = frozenset(
+    (1,) if "CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM" in os.environ else (0, 1)
+)
+_capture_query: list[Any] = []  # cuStreamIsCapturing and the status meaning "capturing"
+
+
+def _load_capture_query() -> Any:
     from cuda.bindings import driver
 
-    err, status = driver.cuStreamIsCapturing(driver.CUstream(handle))
-    if int(err) != 0:
-        return True
-    return status == driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    active = driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    _capture_query[:] = [driver.cuStreamIsCapturing, active]
+    return driver.cuStreamIsCapturing
 
 
 @contextlib.contextmanager

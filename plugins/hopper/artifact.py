@@ -282,5 +282,5 @@ class BoundHopper(BoundKernels):
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
         """Launch on data at *addresses* (A, B, epilogue inputs, outputs[, workspace])."""
-        _, maps_address = self._maps.get(addresses[0], addresses[1], stream)
-        super().__call__([maps_address, *addresses[2:]], scalars, stream)
+        maps = self._maps.get(addresses[0], addresses[1], stream)  # held until queued
+        super().__call__([maps[1], *addresses[2:]], scalars, stream)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any, Final
 
 import numpy as np
@@ -73,14 +72,18 @@ class DeviceMaps:
 
     A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
     on the host and uploaded on first sight (``streams.upload``: complete before the launch
-    that reads them, on any stream), then reused while the pair stays among the last
-    ``MAP_CACHE_SIZE`` seen. A pair used while the stream is captured into a CUDA graph is kept
-    for the life of the process: the graph's launches read those maps at every replay.
+    that reads them, on any stream), then reused while the pair stays among the
+    ``MAP_CACHE_SIZE`` kept: the oldest pair goes first unless it was used since the last
+    eviction (then it goes to the back: a second chance, LRU's order without bookkeeping on
+    every use). A pair used while the stream is captured into a CUDA graph is kept for the life
+    of the process: the graph's launches read those maps at every replay. A hit takes no lock;
+    the caller holds the returned entry (it owns the buffer) until its launch is queued.
     """
 
     def __init__(self, a: TensorMapSpec, b: TensorMapSpec) -> None:
         self._specs = (a, b)
-        self._cache: OrderedDict[tuple[int, int], tuple[Any, int]] = OrderedDict()
+        self._cache: dict[tuple[int, int], tuple[Any, int]] = {}  # oldest first
+        self._used: set[tuple[int, int]] = set()  # pairs used since the last eviction
         self._pinned: dict[tuple[int, int], tuple[Any, int]] = {}
         self._lock = threading.Lock()
 
@@ -90,20 +93,34 @@ class DeviceMaps:
         *stream*: the raw handle the launch reading them goes to.
         """
         key = (a_address, b_address)
-        pinned = self._pinned.get(key)
-        if pinned is not None:
-            return pinned
+        entry = self._cache.get(key)
+        if entry is not None and not is_capturing(stream):
+            self._used.add(key)
+            return entry
+        return self._pinned.get(key) or self._add(key, stream)
+
+    def _add(self, key: tuple[int, int], stream: int) -> tuple[Any, int]:
+        """Encode and upload the maps of a new pair; pin the pair if *stream* is capturing."""
         with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None:
-                self._cache.move_to_end(key)  # least recently used goes first
-            else:
+            entry = self._cache.get(key) or self._pinned.get(key)
+            if entry is None:
+                if len(self._cache) >= MAP_CACHE_SIZE:
+                    self._evict()
                 host = np.concatenate(
                     [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
                 ).astype(np.uint64)
                 entry = self._cache[key] = upload(host)  # a host array under the simulator
             if is_capturing(stream):
-                self._pinned[key] = self._cache.pop(key)
-            elif len(self._cache) > MAP_CACHE_SIZE:
-                self._cache.popitem(last=False)
+                self._pinned[key] = entry
         return entry
+
+    def _evict(self) -> None:
+        """Drop the oldest pair not used since the last eviction (else the oldest)."""
+        for old in list(self._cache):
+            if old not in self._used:
+                break
+            self._cache[old] = self._cache.pop(old)  # its second chance: to the back
+        else:
+            old = next(iter(self._cache))
+        del self._cache[old]
+        self._used.clear()

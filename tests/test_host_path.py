@@ -1,0 +1,218 @@
+"""execute's per-call host path without a GPU: probing, capture checks, tensor maps, parameter
+blocks, and the stub-driver benchmark (``scripts/host_overhead_stub.py``) that times it all."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.cuda import frameworks, streams
+from mmaplug.cuda.launching import BoundKernels, KernelParams
+from mmaplug.errors import KernelBuildError
+from mmaplug.plugins.hopper import maps
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "host_overhead_stub.py"
+
+
+class TorchLike:
+    """A torch tensor as probe reads one (its class claims to live in torch)."""
+
+    dtype = "float16"
+
+    def __init__(self, shape: tuple[int, ...], strides: tuple[int, ...], ptr: int) -> None:
+        self.shape, self._strides, self._ptr = shape, strides, ptr
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def get_device(self) -> int:
+        return 0
+
+
+TorchLike.__module__ = "torch"
+
+
+class Holder:
+    """A ``__cuda_array_interface__`` holder (a Numba-style device array)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (4, 8), "strides": None, "typestr": "<f2", "data": (ptr, False), "version": 3,
+        }  # fmt: skip
+
+
+def test_probe_all_gives_probes_signatures_and_addresses() -> None:
+    """The hot path's inline torch probe keys and addresses exactly as probe does, any kind."""
+    inputs = [
+        TorchLike((4, 8), (8, 1), 0x1008),
+        2.5,
+        Holder(0x2000),
+        TorchLike((4, 8), (1, 4), 0x3010),
+    ]
+    key, addresses = frameworks.probe_all(inputs, (3, 0, 2))
+    expected = [frameworks.probe(inputs[i]) for i in (3, 0, 2)]
+    assert key == tuple(sig for _, sig in expected)
+    assert addresses == [0x3010, 0x1008, 0x2000]
+    assert key[1][-1] == 8 and key[0][-1] == 0  # the address modulo 16 is in the signature
+
+
+def test_probe_all_keys_differ_with_layout_and_alignment() -> None:
+    """Strides, shape and the alignment class each change the key (a new bound launch)."""
+    base = frameworks.probe_all([TorchLike((4, 8), (8, 1), 0x1000)], (0,))[0]
+    for other in (
+        TorchLike((4, 8), (1, 4), 0x1000),
+        TorchLike((8, 4), (4, 1), 0x1000),
+        TorchLike((4, 8), (8, 1), 0x1004),
+    ):
+        assert frameworks.probe_all([other], (0,))[0] != base
+    assert frameworks.probe_all([TorchLike((4, 8), (8, 1), 0x5000)], (0,))[0] == base
+
+
+@pytest.fixture
+def capture_queries(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The driver's cuStreamIsCapturing replaced: records handles, answers 'capturing' for 9."""
+    asked: list[int] = []
+
+    def query(handle: int) -> tuple[int, str]:
+        asked.append(handle)
+        return 0, "active" if handle == 9 else "none"
+
+    monkeypatch.setattr(streams, "_capture_query", [query, "active"])
+    monkeypatch.setattr(streams, "simulating", lambda: False)
+    return asked
+
+
+def test_legacy_stream_is_answered_without_the_driver(capture_queries: list[int]) -> None:
+    """0 and CU_STREAM_LEGACY are never captured: no driver query on torch's default stream."""
+    assert streams.is_capturing(0) is False
+    assert streams.is_capturing(1) is False
+    assert capture_queries == []
+    assert streams.is_capturing(9) is True
+    assert streams.is_capturing(streams.PER_THREAD) is False
+    assert capture_queries == [9, streams.PER_THREAD]  # the per-thread stream can be captured
+
+
+def test_refused_capture_query_counts_as_capturing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(streams, "_capture_query", [lambda handle: (700, "none"), "active"])
+    monkeypatch.setattr(streams, "simulating", lambda: False)
+    assert streams.is_capturing(5) is True
+
+
+def test_per_thread_default_stream_setting_makes_0_a_capturable_handle() -> None:
+    """With cuda.bindings' per-thread default stream, handle 0 is that stream: it is asked."""
+    code = "from mmaplug.cuda import streams; print(sorted(streams._NEVER_CAPTURED))"
+    for value, expected in (("1", "[1]"), (None, "[0, 1]")):
+        env = dict(os.environ)
+        env.pop("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", None)
+        if value is not None:
+            env["CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == expected, out.stderr
+
+
+@pytest.fixture
+def device_maps(monkeypatch: pytest.MonkeyPatch) -> tuple[maps.DeviceMaps, list[int], dict]:
+    """DeviceMaps whose uploads are recorded (by A address) and whose capture state is set."""
+    from mmaplug.cuda.tensormap import TensorMapSpec
+
+    uploads: list[int] = []
+    capturing = {"now": False}
+
+    def upload(host: np.ndarray) -> tuple[object, int]:
+        uploads.append(int(host[0]))
+        return object(), 0x9000 + 0x100 * len(uploads)
+
+    monkeypatch.setattr(maps, "encode", lambda spec, address: np.full(16, address, np.uint64))
+    monkeypatch.setattr(maps, "upload", upload)
+    monkeypatch.setattr(maps, "is_capturing", lambda stream: capturing["now"])
+    spec = TensorMapSpec(mp.float16, (64, 64, 1), (128, 8192), (64, 64, 1), 128)
+    return maps.DeviceMaps(spec, spec), uploads, capturing
+
+
+def test_tensor_maps_in_use_get_a_second_chance(device_maps: Any) -> None:
+    """A pair used since the last eviction outlives older idle pairs (LRU order, no lock)."""
+    cache, uploads, _ = device_maps
+    size = maps.MAP_CACHE_SIZE
+    hot = cache.get(16, 32)
+    for a in range(1, 3 * size):
+        cache.get(0x100000 * a, 32)
+        assert cache.get(16, 32) == hot  # used between every two new pairs
+    assert uploads.count(16) == 1
+    cache.get(0x100000, 32)  # idle since the cache filled: evicted, encoded anew
+    assert uploads.count(0x100000) == 2
+
+
+def test_tensor_map_hit_never_waits_for_an_upload(device_maps: Any) -> None:
+    """A cached pair is returned while another thread holds the lock (encoding a new pair)."""
+    cache, _, _ = device_maps
+    entry = cache.get(16, 32)
+    got: list[Any] = []
+    with cache._lock:
+        reader = threading.Thread(target=lambda: got.append(cache.get(16, 32)))
+        reader.start()
+        reader.join(timeout=5)
+    assert got == [entry]
+
+
+def test_tensor_map_pair_captured_after_eager_use_is_pinned(device_maps: Any) -> None:
+    """A cached pair first used under capture is pinned on that use, then never re-encoded."""
+    cache, uploads, capturing = device_maps
+    entry = cache.get(16, 32, stream=7)
+    capturing["now"] = True
+    assert cache.get(16, 32, stream=7) == entry
+    capturing["now"] = False
+    for a in range(1, 2 * maps.MAP_CACHE_SIZE):
+        cache.get(0x100000 * a, 32)
+    assert cache.get(16, 32) == entry and uploads.count(16) == 1
+
+
+def test_bound_kernels_write_adjacent_arrays_in_runs() -> None:
+    """Addresses land in their pointer slots whether they run in order or not (split-K)."""
+    params = KernelParams([(0, 8, 2), (0, 8, 2), 5, (0, 8, 4), (0, 8, 2), (0, 8, 2)])
+    seen: list[list[int]] = []
+    bound = BoundKernels(
+        [lambda stream: seen.append([params.slots[s] for s in params.pointer_slots])],
+        [(params, [0, 1, 4, 2, 3])],
+        [],
+    )
+    bound([10, 11, 12, 13, 14], [], 0)
+    assert seen == [[10, 11, 14, 12, 13]]
+    assert params.slots[14] == 5  # the scalar between the arrays is left alone
+
+
+def test_bound_kernels_refuse_a_layout_without_one_address_per_array() -> None:
+    params = KernelParams([(0, 8, 2), (0, 8, 2)])
+    with pytest.raises(KernelBuildError, match="maps 3 addresses to a parameter block with 2"):
+        BoundKernels([lambda stream: None], [(params, [0, 1, 2])], [])
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no cc")
+def test_stub_benchmark_runs_every_path_against_the_driver_calls() -> None:
+    """The benchmark binds and times a cached execute through the real ctypes and cuda.bindings
+    calls of a stub libcuda: one launch per call, two with split-K (its workspace allocated)."""
+    cases = ["ampere-3-static", "hopper-2-symbolic"]
+    for splitk, launches in ((0, 1), (2, 2)):
+        cmd = [sys.executable, str(SCRIPT), "--reps", "50", "--json", "--splitk", str(splitk)]
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        done = subprocess.run(
+            [*cmd, "--cases", *cases], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)["cases"]
+        assert [r["case"] for r in rows] == cases
+        assert all(r["launches_per_call"] == launches for r in rows)
+        assert all(0 < r["execute_us"]["median"] < 10_000 for r in rows)
+        assert all(f"_k{splitk or 1}_" in r["kernel"] for r in rows)
