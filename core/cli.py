@@ -37,7 +37,8 @@ from .plan import explain, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
 from .progress import Progress
 from .records import plan_record, plugins_record
-from .tune.cli import add_db, add_diff, add_report, add_tune
+from .tune.cli import add_db, add_tune
+from .tune.cli_report import add_diff, add_report
 
 __all__ = ["build_parser", "main", "parse_setting", "parse_settings", "version"]
 
@@ -192,7 +193,8 @@ def _add_explain(sub: Any) -> None:
         epilog="examples:\n"
         "  mmaplug explain --m 4096 --n 4096 --k 4096 --dtype bfloat16 --layout nt\n"
         "  mmaplug explain --m 8192 --n 8192 --k 8192 --set stages=3 --set cta_tile=128x256x64\n"
-        "  mmaplug explain --m 512 --n 512 --k 512 --device a100 --emit source",
+        "  mmaplug explain --m 512 --n 512 --k 512 --device a100 --emit source\n"
+        "  mmaplug explain --fusion my_fusion.py:fd    a fusion's plan, or its segments",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -9,18 +9,18 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ..cli_args import add_json, finite, png, positive, print_json, requires, shape
+from ..cli_args import add_json, finite, positive, print_json, requires, shape
 from ..device import get_device
 from ..errors import UnsupportedTargetError, UsageError
-from ..params import MatmulParams
 from ..progress import Progress
 from . import db
 from .corpus import BUILTIN, TuneProblem, load_all
 
+CORES = max(1, (os.cpu_count() or 2) - 1)
 _CORPUS_HELP = f"a built-in corpus ({', '.join(BUILTIN)}) or a .json/.toml file (repeatable)"
 
 
-def _problems(args: argparse.Namespace) -> list[TuneProblem]:
+def problems_of(args: argparse.Namespace) -> list[TuneProblem]:
     problems = load_all(args.corpus)
     problems += [TuneProblem(m=m, n=n, k=k, dtype=args.dtype) for m, n, k in args.shape]
     if not problems:
@@ -29,7 +29,7 @@ def _problems(args: argparse.Namespace) -> list[TuneProblem]:
 
 
 @contextlib.contextmanager
-def _db(args: argparse.Namespace, *, create: bool) -> Iterator[Any]:
+def open_db(args: argparse.Namespace, *, create: bool) -> Iterator[Any]:
     """The database, which heuristics that read one (the tuned table) read meanwhile too."""
     from .report import database_file, tuning_db
 
@@ -41,7 +41,7 @@ def _db(args: argparse.Namespace, *, create: bool) -> Iterator[Any]:
         conn.close()
 
 
-def _add_problems(p: argparse.ArgumentParser) -> None:
+def add_problems(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", action="append", default=[], metavar="NAME|FILE", help=_CORPUS_HELP)
     p.add_argument(
         "--shape",
@@ -65,7 +65,7 @@ def _add_problems(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_device(p: argparse.ArgumentParser) -> None:
+def add_device(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device",
         default=None,
@@ -73,7 +73,7 @@ def _add_device(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _device(args: argparse.Namespace) -> Any:
+def device_of(args: argparse.Namespace) -> Any:
     if args.device is not None:
         return get_device(args.device)
     try:
@@ -91,7 +91,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Plan, build and time the candidates of every problem into the database."""
     from . import sweep
 
-    problems = _problems(args)
+    problems = problems_of(args)
     progress = Progress(args.progress)
     if args.plan_only or args.build_only:
         device = get_device(args.device or "h200")
@@ -143,7 +143,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .report import installed_heuristics, manager
 
     managers = [manager(name) for name in installed_heuristics()]
-    with _db(args, create=True) as conn:
+    with open_db(args, create=True) as conn:
         counts = sweep.sweep(
             problems,
             conn,
@@ -189,12 +189,12 @@ def add_tune(sub: Any) -> None:
         "  mmaplug tune --corpus odd --build-only --ray local   (PTX builds as Ray tasks)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_problems(p)
+    add_problems(p)
     p.add_argument("--candidates", type=positive, default=50, help="per problem (default 50)")
     p.add_argument(
         "--workers",
         type=positive,
-        default=max(1, (os.cpu_count() or 2) - 1),
+        default=CORES,
         help="build processes (default: the cores less one)",
     )
     p.add_argument("--gpus", type=int, default=0, help="timing workers, one per GPU (0: all)")
@@ -240,7 +240,7 @@ def add_tune(sub: Any) -> None:
 
 def cmd_db(args: argparse.Namespace) -> int:
     """List, filter or export the rows of the tuning database."""
-    with _db(args, create=False) as conn:
+    with open_db(args, create=False) as conn:
         found = db.rows(
             conn,
             problem_key=args.problem,
@@ -284,137 +284,3 @@ def add_db(sub: Any) -> None:
         help="table (default), csv or json",
     )
     p.set_defaults(func=cmd_db)
-
-
-# ------------------------------------------------------------------------------------------------
-# report and diff
-# ------------------------------------------------------------------------------------------------
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Each heuristic's choice per problem against the best time in the database."""
-    from . import report
-
-    if args.plot:
-        requires("matplotlib", "--plot", "pip install 'mmaplug[bench]'")
-    sets = list(dict.fromkeys(["default", *report.installed_heuristics(), *args.heuristic]))
-    problems, device = _problems(args), _device(args)
-    with _db(args, create=False) as conn:
-        if args.measure:
-            chosen = report.choices(conn, problems, device, sets, leave_one_out=args.leave_one_out)
-            by_key = {p.key: p for p in problems}
-            pairs = [(by_key[k], c) for k, cols in chosen.items() for c in cols.values() if c]
-            _measure_choices(conn, pairs, args.timeout)
-        result = report.report(conn, problems, device, sets, leave_one_out=args.leave_one_out)
-    if args.plot:
-        report.plot(result, result["columns"], args.plot)
-    cols = result["columns"]
-    print_json(result) if args.json else print(report.format_report(result, cols))
-    return 0
-
-
-def add_report(sub: Any) -> None:
-    p = sub.add_parser(
-        "report",
-        help="heuristic quality: each heuristic's time against the best",
-        description="For each problem of the corpus: the best time in the tuning "
-        "database, and the default heuristic's and every installed heuristic's "
-        "choice as a fraction of it (1.0 = the best measured); geometric means.",
-    )
-    _add_problems(p)
-    _add_device(p)
-    p.add_argument(
-        "--heuristic",
-        action="append",
-        default=[],
-        metavar="NAME|FILE.py",
-        help="also this plugin set (an installed heuristic or a plugin file)",
-    )
-    p.add_argument(
-        "--leave-one-out",
-        action="store_true",
-        help="also NAME/loo columns: each heuristic but the default plans every problem with "
-        "$MMAPLUG_TUNING_DB naming a copy of the database without that problem's rows",
-    )
-    p.add_argument(
-        "--measure",
-        action="store_true",
-        help="time the choices the database lacks first (local GPU, torch)",
-    )
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per timing")
-    p.add_argument("--plot", default="", type=png, metavar="PNG", help="also a bar chart here")
-    add_json(p, "the report as JSON")
-    p.set_defaults(func=cmd_report)
-
-
-def cmd_diff(args: argparse.Namespace) -> int:
-    """Which decisions two plugin sets make differently, and their time from the database."""
-    from . import report, sweep
-
-    problems, device = _problems(args), _device(args)
-    with _db(args, create=args.measure) as conn:
-        if args.measure:
-            pairs = [
-                (problem, params)
-                for problem in problems
-                for name in (args.a, args.b)
-                if (params := sweep.heuristic_choice(problem, device, report.manager(name)))
-            ]
-            _measure_choices(conn, pairs, args.timeout)
-        result = report.diff(conn, problems, device, args.a, args.b)
-    print_json(result) if args.json else print(report.format_diff(result))
-    return 0
-
-
-def _measure_choices(
-    conn: Any, pairs: list[tuple[TuneProblem, MatmulParams]], timeout: float
-) -> None:
-    """Time the (problem, params) pairs the database lacks, on the local GPU."""
-    requires("torch", "--measure", "pip install 'mmaplug[bench]'")
-    from . import sweep, work
-    from .runner import gpu_slots
-
-    key = db.device_key(get_device(None))
-    done = db.measured(conn, key)
-    jobs = {
-        (problem.key, params.name): {
-            "problem": problem.as_dict(),
-            "key": problem.key,
-            "device": key,
-            "params": params.as_dict(),
-            "params_name": params.name,
-        }
-        for problem, params in pairs
-        if (problem.key, "hopper", params.name) not in done
-    }
-    plugins = sweep.plugin_set(work.tuning_manager())
-    sweep.run(
-        list(jobs.values()),
-        "measure",
-        slots=gpu_slots(1),
-        timeout=timeout,
-        on_result=lambda j, r: db.record(conn, sweep.row(j, r, key, plugins)),
-    )
-
-
-def add_diff(sub: Any) -> None:
-    p = sub.add_parser(
-        "diff",
-        help="decisions two plugin sets make differently, and their cost",
-        description="Plan every corpus problem with plugin set A and with B "
-        "('default', an installed heuristic, or a plugin .py file: two versions of "
-        "a plugin); list the changed decisions with their times from the database "
-        "and the geometric-mean speedup of B over A.",
-    )
-    p.add_argument("a", metavar="A", help="default | installed heuristic name | plugin.py")
-    p.add_argument("b", metavar="B", help="the same kinds")
-    _add_problems(p)
-    _add_device(p)
-    p.add_argument(
-        "--measure",
-        action="store_true",
-        help="time the choices the database lacks first (local GPU, torch)",
-    )
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per timing")
-    add_json(p, "the diff as JSON")
-    p.set_defaults(func=cmd_diff)

@@ -14,6 +14,7 @@ from ..device import Device, get_device
 from ..errors import MatmulError
 from ..params import MatmulParams
 from ..plan import plan_problem
+from ..problem import MatmulProblem
 from ..progress import Progress
 from ..records import plugins_record
 from . import db, work
@@ -41,6 +42,24 @@ def heuristic_choice(problem: TuneProblem, device: Device, pm: Any) -> MatmulPar
     return spec.params if spec.scheduler == "hopper" else None
 
 
+def make_job(
+    problem: TuneProblem, params: MatmulParams, device: Device, mp: MatmulProblem | None = None
+) -> dict[str, Any]:
+    """The job of timing *params* on *problem* (*mp*: its ``MatmulProblem``, when known)."""
+    mp = mp or problem.problem()
+    # kernels take m, n, k and batch at launch: problems alike but for them share kernels
+    shape_class = hashlib.sha256(repr(mp.without_extents()).encode()).hexdigest()[:16]
+    return {
+        "problem": problem.as_dict(),
+        "key": problem.key,
+        "device": db.device_key(device),
+        "params": params.as_dict(),
+        "params_name": params.name,
+        "kernel": f"{shape_class}/{params.name}",
+        "model_us": estimate_us(params, mp, device),
+    }
+
+
 def plan_jobs(
     problems: Sequence[TuneProblem],
     device: Device,
@@ -55,23 +74,9 @@ def plan_jobs(
     for problem in problems:
         chosen = [heuristic_choice(problem, device, other) for other in (pm, *managers)]
         mp = problem.problem()
-        found = candidates(
-            mp, device, pm, limit=limit, include=[c for c in chosen if c is not None]
-        )
-        # kernels take m, n, k and batch at launch: problems alike but for them share kernels
-        shape_class = hashlib.sha256(repr(mp.without_extents()).encode()).hexdigest()[:16]
-        for params in found:
-            jobs.append(
-                {
-                    "problem": problem.as_dict(),
-                    "key": problem.key,
-                    "device": db.device_key(device),
-                    "params": params.as_dict(),
-                    "params_name": params.name,
-                    "kernel": f"{shape_class}/{params.name}",
-                    "model_us": estimate_us(params, mp, device),
-                }
-            )
+        include = [c for c in chosen if c is not None]
+        for params in candidates(mp, device, pm, limit=limit, include=include):
+            jobs.append(make_job(problem, params, device, mp))
     return jobs
 
 
@@ -206,12 +211,44 @@ def sweep(
     key = db.device_key(device)
     jobs = plan_jobs(problems, device, limit=limit, managers=managers)
     todo = pending(jobs, conn, key)
-    counts = {"skipped": len(jobs) - len(todo)}
     guess = estimate(todo, build_workers=build_workers, gpus=gpus)
     progress.say(
         f"{describe_estimate(guess, len(problems))} on {key}; "
-        f"{counts['skipped']} candidates already in the database"
+        f"{len(jobs) - len(todo)} candidates already in the database"
     )
+    counts = build_and_time(
+        todo,
+        conn,
+        key,
+        gpus=gpus,
+        build_workers=build_workers,
+        timeout=timeout,
+        ray_address=ray_address,
+        progress=progress,
+        deadline=None if time_limit is None else start + time_limit,
+    )
+    return {"skipped": len(jobs) - len(todo), **counts}
+
+
+def build_and_time(
+    todo: Sequence[dict[str, Any]],
+    conn: sqlite3.Connection,
+    key: str,
+    *,
+    gpus: int = 1,
+    build_workers: int = 1,
+    timeout: float = 120.0,
+    ray_address: str = "",
+    progress: Progress | None = None,
+    deadline: float | None = None,
+) -> dict[str, int]:
+    """Build each distinct kernel of *todo* once, then time the jobs in order on the device
+    named *key*, recording every result; returns the count of each status (``not_run``: no
+    time before *deadline*, a ``time.monotonic()``; the builds may take ``BUILD_SHARE`` of
+    what is left of it)."""
+    start = time.monotonic()
+    progress = progress or Progress(False)
+    counts: dict[str, int] = {}
     plugins = plugin_set(work.tuning_manager())
     first = distinct_kernels(todo)
     results: dict[str, dict[str, Any]] = {}
@@ -224,7 +261,7 @@ def sweep(
         timeout=timeout,
         ray_address=ray_address,
         on_result=lambda j, r: progress.say(f"built {j['key']} {j['params_name']}: {r['status']}"),
-        deadline=None if time_limit is None else start + BUILD_SHARE * time_limit,
+        deadline=None if deadline is None else start + BUILD_SHARE * (deadline - start),
     ):
         results[job["kernel"]] = result
     built: list[dict[str, Any]] = []
@@ -250,7 +287,7 @@ def sweep(
             if (result["status"] == "ok")
             else result.get("error", "")[:200]
         )
-        measured = sum(v for k, v in counts.items() if k != "skipped")
+        measured = sum(counts.values())
         progress.say(
             f"[{measured}/{total}] {job['key']} {job['params_name']}: {result['status']} {timing}"
         )
@@ -262,9 +299,9 @@ def sweep(
         timeout=timeout,
         ray_address=ray_address,
         on_result=record,
-        deadline=None if time_limit is None else start + time_limit,
+        deadline=deadline,
     )
-    left = len(todo) - sum(v for k, v in counts.items() if k != "skipped")
+    left = len(todo) - sum(counts.values())
     if left:
         counts["not_run"] = left
     return counts
