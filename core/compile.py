@@ -40,13 +40,14 @@ from .manager import describe, get_plugin_manager
 from .plan import explain, plan_problem
 from .shapes import symbolic_dims
 from .specialize import KernelPool, SymbolicFusion
+from .translate import find_matmul_patterns
 
 if TYPE_CHECKING:
     from .cuda.tensors import DeviceTensor
     from .manager import PluginManager
     from .params import MatmulParams
     from .problem import MatmulProblem
-    from .segmented import SegmentedFusion
+    from .segmented import SegmentedFusion, SymbolicSegments
 
 
 @attrs.frozen(kw_only=True)
@@ -355,49 +356,48 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     *,
     pm: PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
-) -> CompiledFusion | SymbolicFusion | SegmentedFusion:
+) -> CompiledFusion | SymbolicFusion | SegmentedFusion | SymbolicSegments:
     """Plan, schedule and build *fusion* or a FusionDefinition for *device* (presets: no GPU).
 
     A fusion with symbolic (-1) extents gives a ``SymbolicFusion``, planned per call's shapes.
     A fusion no kernel takes whole (analysis refuses it, or no scheduler takes its several
-    matmuls) gives a ``SegmentedFusion``: kernels for its matmuls, framework ops for the rest.
+    matmuls) gives a ``SegmentedFusion``: kernels for its matmuls, framework ops for the rest
+    (``SymbolicSegments``, segmented per call's shapes, when its extents are symbolic).
     """
+    from .segmented import segmented
+
     fusion = as_fusion(fusion, "mp.compile")
     pm = pm or get_plugin_manager()
     target = get_device(device)
+
+    def cut(refused: MatmulError | None) -> SegmentedFusion | SymbolicSegments:
+        """No kernel takes *fusion* whole (*refused* says why): its segments."""
+        return segmented(
+            fusion, target, pm=pm, overrides=overrides, refused=refused, compile_fusion=compile
+        )
+
     if symbolic_dims(fusion):
 
         def specialize(analysis: MatmulAnalysis, spec: KernelSpec, kernels: KernelPool) -> Any:
             return compiled(analysis, spec, pm=pm, overrides=overrides, kernels=kernels)
 
-        return SymbolicFusion(fusion, target, pm=pm, overrides=overrides, specialize=specialize)
+        if len(find_matmul_patterns(fusion, pm=pm)) > 1:  # no scheduler plans several yet
+            return cut(None)
+        try:
+            return SymbolicFusion(fusion, target, pm=pm, overrides=overrides, specialize=specialize)
+        except UnsupportedFusionError as refused:
+            return cut(refused)
     try:
         analysis = analyze(fusion, pm=pm)
     except UnsupportedFusionError as refused:
-        return _segmented(fusion, target, pm, overrides, refused)
+        return cut(refused)
     try:
         spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
     except NoSchedulerError as refused:
         if analysis.problem.num_patterns == 1:
             raise
-        return _segmented(fusion, target, pm, overrides, refused)
+        return cut(refused)
     return compiled(analysis, spec, pm=pm, overrides=overrides)
-
-
-def _segmented(
-    fusion: Fusion,
-    target: Device,
-    pm: PluginManager,
-    overrides: Mapping[str, object] | None,
-    refused: MatmulError,
-) -> SegmentedFusion:
-    """*fusion* cut into segments because no kernel takes it whole (*refused* says why)."""
-    from .segment import segment
-    from .segmented import compile_segments
-
-    reason = " ".join(str(refused).split())
-    segments = segment(fusion, pm=pm)
-    return compile_segments(fusion, segments, target, pm=pm, overrides=overrides, reason=reason)
 
 
 def compiled(

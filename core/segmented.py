@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import dump as kernel_dump
-from .analysis import analyze
+from .arguments import is_int
 from .cuda.frameworks import kind_of
-from .errors import UsageError
+from .errors import LaunchError, MatmulError, UsageError
 from .framework_ops import backend_for, run_ops
 from .fusion import Fusion, TensorView
 from .log import PLAN
 from .params import check_param_names
-from .plan import plan_problem
-from .segment import Segment, explain_segments
+from .segment import Segment, explain_segments, segment
+from .shapes import concretize, shape_of, symbolic_dims
+from .specialize import MAX_SHAPES
 
 if TYPE_CHECKING:
     from .choices import KernelSpec, Provenance
-    from .compile import CompiledFusion
     from .device import Device
     from .manager import PluginManager
     from .params import MatmulParams
+
+#: ``mp.compile``, passed in by it (this module does not import ``mmaplug.compile``).
+Compile = Callable[..., Any]
 
 
 class SegmentedFusion:
@@ -41,14 +46,14 @@ class SegmentedFusion:
         self,
         fusion: Fusion,
         segments: tuple[Segment, ...],
-        kernels: Mapping[int, CompiledFusion],
+        kernels: Mapping[int, Any],
         reason: str,
     ) -> None:
         self.fusion, self.segments, self.reason = fusion, segments, reason
         self.kernels = dict(kernels)
 
     # -- the CompiledFusion surface -----------------------------------------------------------
-    def _only(self, attribute: str) -> CompiledFusion:
+    def _only(self, attribute: str) -> Any:
         """The one kernel, for a single-valued *attribute*."""
         if len(self.kernels) == 1:
             return next(iter(self.kernels.values()))
@@ -142,26 +147,132 @@ class SegmentedFusion:
         return [env[t.name] for t in self.fusion.outputs]
 
 
-def compile_segments(
+class SymbolicSegments:
+    """A fusion with symbolic extents that no kernel takes whole (``mp.compile``'s answer for
+    it): each distinct set of input shapes concretizes it, and that is compiled as
+    ``mp.compile`` compiles a concrete fusion (segmented, or one kernel where one takes it).
+    Kernels are not shared between shapes. ``reason`` says why it is segmented; the other
+    attributes are those of the latest call's compiled fusion (``latest``)."""
+
+    def __init__(
+        self,
+        fusion: Fusion,
+        device: Device,
+        *,
+        pm: PluginManager,
+        overrides: Mapping[str, object] | None,
+        reason: str,
+        compile_fusion: Compile,
+    ) -> None:
+        check_param_names(overrides or {}, source="caller")
+        self.fusion, self.device, self.reason = copy.deepcopy(fusion), device, reason
+        self._pm, self._overrides, self._compile_fusion = pm, overrides, compile_fusion
+        self._by_shapes: dict[tuple[tuple[int, ...], ...], Any] = {}
+        self._latest: Any = None
+        self._lock = threading.Lock()
+        inputs = self.fusion.inputs
+        self._tensors = tuple(i for i, v in enumerate(inputs) if isinstance(v, TensorView))
+
+    def specialize(self, shapes: Sequence[object]) -> Any:
+        """The compiled fusion for input *shapes* (one per input: a shape or an array; anything
+        for a scalar), compiled if it was not yet; no GPU needed."""
+        if len(shapes) != len(self.fusion.inputs):
+            raise UsageError(
+                f"specialize takes one shape per fusion input ({len(self.fusion.inputs)}); "
+                f"got {len(shapes)}"
+            )
+        key = tuple(_shape(shapes[i]) for i in self._tensors)
+        self._latest = self._by_shapes.get(key) or self._compile(key)
+        return self._latest
+
+    def execute(self, inputs: Sequence[Any], stream: object = None) -> list[Any]:
+        """Run on *inputs* with the compiled fusion of their shapes (compiled on first sight)."""
+        if len(inputs) != len(self.fusion.inputs):
+            raise LaunchError(
+                f"the fusion takes {len(self.fusion.inputs)} inputs; got {len(inputs)}"
+            )
+        return self.specialize(inputs).execute(inputs, stream)  # type: ignore[no-any-return]
+
+    def _compile(self, key: tuple[tuple[int, ...], ...]) -> Any:
+        with self._lock:
+            hit = self._by_shapes.get(key)
+            if hit is not None:
+                return hit
+            shapes: list[Sequence[int] | None] = [None] * len(self.fusion.inputs)
+            for pos, shape in zip(self._tensors, key, strict=True):
+                shapes[pos] = shape
+            work = concretize(self.fusion, shapes, error=LaunchError, where="execute")
+            compiled = self._compile_fusion(
+                work, self.device, pm=self._pm, overrides=self._overrides
+            )
+            if len(self._by_shapes) >= MAX_SHAPES:
+                del self._by_shapes[next(iter(self._by_shapes))]
+            self._by_shapes[key] = compiled
+            return compiled
+
+    @property
+    def latest(self) -> Any:
+        """The compiled fusion of the latest call's shapes."""
+        if self._latest is None:
+            raise UsageError(
+                f"{self.fusion.origin} has symbolic extents and no kernel takes it whole, so it "
+                "is segmented per call's shapes: nothing is compiled before a call; run "
+                "execute(inputs) or specialize(shapes) first"
+            )
+        return self._latest
+
+    spec = property(lambda self: self.latest.spec, doc="The latest call's KernelSpec.")
+    params = property(lambda self: self.latest.params, doc="The latest call's params.")
+    provenance = property(lambda self: self.latest.provenance, doc="The latest call's.")
+    kernel_name = property(lambda self: self.latest.kernel_name, doc="The latest call's.")
+    ptx = property(lambda self: self.latest.ptx, doc="The latest call's PTX.")
+    source = property(lambda self: self.latest.source, doc="The latest call's source.")
+    sass = property(lambda self: self.latest.sass, doc="The latest call's SASS.")
+
+    def explain(self) -> str:
+        """The latest call's ``explain()``."""
+        return self.latest.explain()  # type: ignore[no-any-return]
+
+    def dump(
+        self, directory: str | Path | None = None, kinds: Sequence[str] = kernel_dump.KINDS
+    ) -> list[Path]:
+        """The latest call's ``dump()``."""
+        return self.latest.dump(directory, kinds)  # type: ignore[no-any-return]
+
+
+def _shape(value: object) -> tuple[int, ...]:
+    if isinstance(value, Sequence) and all(is_int(e) for e in value):
+        return tuple(int(e) for e in value)
+    return shape_of(value)
+
+
+def segmented(
     fusion: Fusion,
-    segments: tuple[Segment, ...],
     device: Device,
     *,
     pm: PluginManager,
     overrides: Mapping[str, object] | None,
-    reason: str,
-) -> SegmentedFusion:
-    """*segments* of *fusion*, each matmul segment compiled for *device* (*overrides* apply to
-    every kernel; their names are checked even when there is none); *reason*: why it was cut."""
-    from .compile import compiled
-
+    refused: MatmulError | None,
+    compile_fusion: Compile,
+) -> SegmentedFusion | SymbolicSegments:
+    """``mp.compile`` (*compile_fusion*) of a *fusion* no kernel takes whole: *refused* says why
+    (None: a symbolic fusion of several matmuls, segmented per call's shapes). *overrides*
+    apply to every kernel; their names are checked even when there is none."""
+    if refused is None:
+        reason = "several matmuls (segmented per call's shapes: the extents are symbolic)"
+    else:
+        reason = " ".join(str(refused).split())
+    if symbolic_dims(fusion):
+        return SymbolicSegments(
+            fusion, device, pm=pm, overrides=overrides, reason=reason, compile_fusion=compile_fusion
+        )
     check_param_names(overrides or {}, source="caller")
-    kernels = {}
-    for i, seg in enumerate(segments):
-        if seg.kind == "matmul":
-            analysis = analyze(seg.fusion, pm=pm)
-            spec = plan_problem(analysis.problem, device, pm=pm, overrides=overrides)
-            kernels[i] = compiled(analysis, spec, pm=pm, overrides=overrides)
+    segments = segment(fusion, pm=pm)
+    kernels = {
+        i: compile_fusion(seg.fusion, device, pm=pm, overrides=overrides)
+        for i, seg in enumerate(segments)
+        if seg.kind == "matmul"  # analysis takes it, so it compiles to one kernel
+    }
     PLAN.info(
         "%s is compiled as %d segments (%s): %s",
         fusion.origin, len(segments), ", ".join(seg.kind for seg in segments), reason,

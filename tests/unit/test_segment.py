@@ -13,7 +13,7 @@ import mmaplug as mp
 from mmaplug.analysis import analyze
 from mmaplug.compile import CompiledFusion
 from mmaplug.segment import Segment, evaluate_segments, explain_segments, segment
-from mmaplug.segmented import SegmentedFusion
+from mmaplug.segmented import SegmentedFusion, SymbolicSegments
 
 RNG = np.random.default_rng(5)
 PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
@@ -267,3 +267,47 @@ def test_framework_ops_take_scalar_inputs_given_as_ints() -> None:
     data = RNG.standard_normal((3, 4)).astype(np.float32)
     (got,) = run_ops(fd.fusion, [data, 3], backend_for("numpy"))
     np.testing.assert_allclose(got, np.maximum(data * 3, 0.5), rtol=1e-6)
+
+
+def test_a_symbolic_fusion_no_kernel_takes_is_segmented_per_call_shapes() -> None:
+    """-1 extents: each call's shapes are compiled as a concrete fusion, once per shapes."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 8])
+        w = fd.define_tensor([6, 8])
+        fd.add_output(fd.ops.relu(fd.ops.linear(x, w)))
+    compiled = mp.compile(fd, "a100", pm=PM)
+    assert isinstance(compiled, SymbolicSegments)
+    assert "operand T0 is float32" in compiled.reason
+    with pytest.raises(mp.UsageError, match=r"segmented per call's shapes: nothing is compiled"):
+        _ = compiled.explain()
+    weights = RNG.standard_normal((6, 8)).astype(np.float32)
+    for m in (3, 5, 3):
+        inputs = [RNG.standard_normal((m, 8)).astype(np.float32), weights]
+        (got,) = compiled.execute(inputs)
+        np.testing.assert_allclose(got, mp.evaluate(fd, inputs)[0], rtol=1e-5, atol=1e-6)
+        assert [s.kind for s in compiled.latest.segments] == ["framework", "pointwise"]
+    assert compiled.specialize([(5, 8), weights]) is compiled.latest  # compiled once per shapes
+    assert "segment 1 (framework): T0, T1 -> T2" in compiled.explain()
+    with pytest.raises(mp.LaunchError, match=r"takes 2 inputs; got 1"):
+        compiled.execute([weights])
+    with pytest.raises(mp.LaunchError, match=r"T0"):
+        compiled.execute([np.ones((3, 9), np.float32), weights])
+    with pytest.raises(mp.UnknownParamError, match=r"'stagez'"):
+        mp.compile(fd, "a100", pm=PM, overrides={"stagez": 2})
+
+
+def test_a_symbolic_fusion_of_several_matmuls_is_one_kernel_per_matmul_per_shapes() -> None:
+    """The llama FFN with a symbolic M: each shape's fusion compiles to two kernels."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 32], dtype=mp.float16)
+        w1 = fd.define_tensor([32, 48], dtype=mp.float16)
+        w3 = fd.define_tensor([32, 48], dtype=mp.float16)
+        gate = fd.ops.silu(fd.ops.matmul(x, w1))
+        fd.add_output(fd.ops.cast(fd.ops.mul(gate, fd.ops.matmul(x, w3)), mp.float16))
+    compiled = mp.compile(fd, "h200", pm=PM)
+    assert isinstance(compiled, SymbolicSegments) and compiled.reason.startswith("several")
+    one = compiled.specialize([(16, 32), (32, 48), (32, 48)])
+    assert isinstance(one, SegmentedFusion) and sorted(one.kernels) == [0, 1]
+    assert one.kernels[0].spec.problem.m == 16
+    with pytest.raises(mp.UsageError, match=r"2 matmul kernels, so .params has no single"):
+        _ = compiled.params

@@ -224,13 +224,17 @@ def test_nothing_is_planned_before_a_call(a100_fusion: SymbolicFusion):
 
 
 def test_compile_checks_the_definition_eagerly(pm: mp.PluginManager):
-    """mp.compile analyses a symbolic fusion at once: unsupported fusions fail there."""
+    """mp.compile analyses a symbolic fusion at once: one no kernel takes is segmented per
+    call's shapes (issue 10 item 4), the refusal its reason."""
+    from mmaplug.segmented import SymbolicSegments
+
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([-1, K], dtype=mp.float32)
         w = fd.define_tensor([N, K], dtype=mp.float32)
         fd.add_output(fd.ops.linear(x, w))
-    with pytest.raises(mp.UnsupportedFusionError, match=r"float32; tensor-core operands"):
-        mp.compile(fd, "a100", pm=pm)
+    compiled = mp.compile(fd, "a100", pm=pm)
+    assert isinstance(compiled, SymbolicSegments)
+    assert "float32; tensor-core operands" in compiled.reason
 
 
 def test_classes_planned_alike_share_one_kernel(a100_fusion: SymbolicFusion, pm: mp.PluginManager):
