@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING
 
+import attrs
+
 from .arguments import MAX_EXTENT
 from .bindings import MatmulAnalysis, TensorBinding
 from .dtypes import DType
@@ -26,7 +28,7 @@ from .fusion import (
     Val,
     as_fusion,
 )
-from .lower_epilogue import lower_epilogue
+from .lower_epilogue import lower_epilogue, lower_prologue
 from .patterns import (
     DimGraph,
     DimRole,
@@ -65,15 +67,13 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             "no matmul pattern found: the fusion needs a matmul, linear, fused_multiply_sum or "
             "a sum over a mul of two broadcast operands"
         )
-    for pattern in patterns:
-        _check_prologue(pattern.a, name)
-        _check_prologue(pattern.b, name)
+    _check_prologues(patterns, name)
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
     _check_roles(work, patterns, roles, troles, graph, name)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
-    _check_operand_dtypes(a_tv, b_tv)
+    _check_operand_dtypes(patterns[0].a, patterns[0].b, name)
     _check_float64(work, name)
     for tv in (*troles[TensorRole.OPERAND_A], *troles[TensorRole.OPERAND_B]):
         skip_intermediates(tv)
@@ -106,6 +106,12 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
     program = lower_epilogue(work, patterns, epi_inputs, name)
+    scalars = list(program.scalars)
+    prologue_a = prologue_b = None
+    if len(patterns) == 1:  # several: _check_prologues saw plain operands
+        prologue_a = lower_prologue(patterns[0].a, a_tv, scalars, name)
+        prologue_b = lower_prologue(patterns[0].b, b_tv, scalars, name)
+        program = attrs.evolve(program, scalars=tuple(scalars))
     extent = {r: 1 for r in DimRole}
     for g, role in roles.items():
         extent[role] *= graph.extent(g)
@@ -119,11 +125,13 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         batch=extent[DimRole.BATCH],
         a_k_inner=a_k_inner,
         b_k_inner=b_k_inner,
-        operand_dtype=a_tv.dtype,
+        operand_dtype=patterns[0].a.dtype,
         output_dtype=work.outputs[outputs[0].index].dtype,
         vector_widths=_vector_widths(work, a_tv, b_tv, troles, roles, graph),
         num_patterns=len(patterns),
         epilogue_ops=program.op_names,
+        a_prologue_ops=prologue_a.op_names if prologue_a else (),
+        b_prologue_ops=prologue_b.op_names if prologue_b else (),
     )
     scalars = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
     return MatmulAnalysis(
@@ -136,6 +144,8 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         outputs=outputs,
         scalar_inputs=scalars,
         epilogue=program,
+        prologue_a=prologue_a,
+        prologue_b=prologue_b,
     )
 
 
@@ -257,34 +267,40 @@ def _check_view_ops(fusion: Fusion) -> None:
             )
 
 
-def _check_prologue(operand: TensorView, name: _UserNames) -> None:
-    """Only metadata ops may stand between an operand and its fusion input (no compute)."""
-    tv, computed = operand, []
-    while tv.definition is not None:
-        expr = tv.definition
-        if not isinstance(expr, METADATA_OPS):
-            computed.append(getattr(expr, "op", expr.kind))
-        src = next((v for v in expr.inputs if isinstance(v, TensorView)), None)
-        if src is None:
-            break
-        tv = src
-    if computed:
-        raise UnsupportedFusionError(
-            f"matmul operand {name(operand)} is computed from input {tv.name} by "
-            f"{', '.join(reversed(computed))} (a prologue); operands must come from fusion "
-            "inputs through set, broadcast, squeeze or permute only (compute it before the fusion)"
-        )
+def _check_prologues(patterns, name: _UserNames) -> None:  # noqa: ANN001
+    """A fusion of several matmuls takes no operand prologue (the ampere kernel computes one
+    prologue per operand of its one MmaOp; horizontal fusion is item 3 of issue 10)."""
+    if len(patterns) == 1:
+        return
+    for operand in (t for p in patterns for t in (p.a, p.b)):
+        tv, computed = operand, []
+        while tv.definition is not None:
+            expr = tv.definition
+            if not isinstance(expr, METADATA_OPS):
+                computed.append(getattr(expr, "op", expr.kind))
+            src = next((v for v in expr.inputs if isinstance(v, TensorView)), None)
+            if src is None:
+                break
+            tv = src
+        if computed:
+            raise UnsupportedFusionError(
+                f"matmul operand {name(operand)} is computed from input {tv.name} by "
+                f"{', '.join(reversed(computed))} in a fusion of {len(patterns)} matmuls; "
+                "operand prologues are taken for one matmul per fusion (compute the operand "
+                "before the fusion)"
+            )
 
 
-def _check_operand_dtypes(a: TensorView, b: TensorView) -> None:
+def _check_operand_dtypes(a: TensorView, b: TensorView, name: _UserNames) -> None:
+    """The MmaOp's operands (after any prologue) share one 16-bit dtype."""
     if a.dtype is not b.dtype:
         raise UnsupportedFusionError(
-            f"operands {a.name} ({a.dtype.label}) and {b.name} ({b.dtype.label}) differ; "
+            f"operands {name(a)} ({a.dtype.label}) and {name(b)} ({b.dtype.label}) differ; "
             "both operands must have one dtype"
         )
     if not a.dtype.is_half:
         raise UnsupportedFusionError(
-            f"operand {a.name} is {a.dtype.label}; tensor-core operands must be float16 or "
+            f"operand {name(a)} is {a.dtype.label}; tensor-core operands must be float16 or "
             "bfloat16 (cast the inputs before the fusion)"
         )
 

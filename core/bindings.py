@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from .dtypes import DType
-from .epilogue import EpilogueProgram
+from .epilogue import EpilogueProgram, Prologue
 from .fusion import Fusion
 from .patterns import DimRole, MatmulPattern, TensorRole
 from .problem import MatmulProblem
@@ -42,3 +42,5 @@ class MatmulAnalysis:
     outputs: tuple[TensorBinding, ...]
     scalar_inputs: tuple[int, ...]
     epilogue: EpilogueProgram
+    prologue_a: Prologue | None = None
+    prologue_b: Prologue | None = None

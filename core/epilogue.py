@@ -1,5 +1,7 @@
 """EpilogueProgram: the element-wise work a kernel does after the main loop, as a flat list.
 
+A :class:`Prologue` reuses it for the element-wise work on an operand before the mma.
+
 Schedulers never walk the fusion IR to generate an epilogue; core lowers the IR between the
 MmaOp and the fusion outputs into this small SSA program, and a code generator turns each
 instruction into one line of kernel code. Every value is computed in float32 (the accumulator
@@ -92,3 +94,32 @@ class EpilogueProgram:
     def op_names(self) -> tuple[str, ...]:
         """The non-trivial operations, in order (``("add", "gelu", "cast")``)."""
         return tuple(i.op for i in self.instrs if i.op not in ("acc", "input", "scalar", "const"))
+
+
+@attrs.frozen(kw_only=True)
+class Prologue:
+    """Element-wise work on one operand between its load and the mma (``sin(A)``, a cast).
+
+    In ``program``, ``acc`` is the loaded element of the fusion input (stored as ``source``)
+    widened to float32; its one output is the mma operand, rounded to that output's dtype.
+    ``scalar`` instructions index the kernel's scalar table: the epilogue program's
+    ``scalars``, which analysis extends with the prologues' ones.
+    """
+
+    source: DType
+    program: EpilogueProgram
+
+    @property
+    def dtype(self) -> DType:
+        """The mma operand's dtype (float16 or bfloat16)."""
+        return self.program.outputs[0].dtype
+
+    @property
+    def op_names(self) -> tuple[str, ...]:
+        """The operations, in order (``("sin", "cast")``)."""
+        return self.program.op_names
+
+    @property
+    def uses_scalars(self) -> bool:
+        """Whether a ``scalar`` instruction reads the kernel's scalar table."""
+        return any(i.op == "scalar" for i in self.program.instrs)

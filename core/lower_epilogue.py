@@ -1,10 +1,11 @@
-"""Epilogue lowering: the IR between the MmaOp and the fusion outputs as an EpilogueProgram."""
+"""Lowering of the element-wise IR around the MmaOp: the epilogue program and operand prologues."""
 
 from __future__ import annotations
 
-from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from .epilogue import Axis, EpilogueInput, EpilogueOutput, EpilogueProgram, Instr, Prologue
 from .errors import UnsupportedFusionError
 from .fusion import (
+    METADATA_OPS,
     BinaryOp,
     BroadcastOp,
     CastOp,
@@ -64,10 +65,7 @@ def lower_epilogue(fusion, patterns, epi_inputs, name) -> EpilogueProgram:  # no
         if isinstance(expr, BroadcastOp | ExpandOp | PermuteOp | SetOp | SqueezeOp):
             return lower(expr.inputs[0])  # per element, these only rename the dims
         if isinstance(expr, CastOp):
-            src = lower(expr.inputs[0])
-            source_dtype = expr.inputs[0].dtype  # type: ignore[attr-defined]
-            widening = val.dtype.itemsize >= source_dtype.itemsize
-            return src if widening else emit(Instr(op="cast", srcs=(src,), arg=val.dtype))
+            return _cast(expr, lower(expr.inputs[0]), emit)
         if isinstance(expr, UnaryOp):
             return emit(Instr(op=expr.op, srcs=(lower(expr.inputs[0]),)))
         if isinstance(expr, BinaryOp):
@@ -86,3 +84,82 @@ def lower_epilogue(fusion, patterns, epi_inputs, name) -> EpilogueProgram:  # no
     return EpilogueProgram(
         inputs=tuple(inputs), scalars=tuple(scalars), instrs=tuple(instrs), outputs=tuple(outputs)
     )
+
+
+def _cast(expr: CastOp, src: int, emit) -> int:  # noqa: ANN001
+    """A cast rounds unless every value of its source fits its dtype (float16 -> float32);
+    float16 <-> bfloat16 rounds both ways (each has values the other lacks)."""
+    source, target = expr.inputs[0].dtype, expr.output.dtype  # type: ignore[attr-defined]
+    exact = source is target or target.itemsize > source.itemsize
+    return src if exact else emit(Instr(op="cast", srcs=(src,), arg=target))
+
+
+def lower_prologue(
+    operand: TensorView,
+    source: TensorView,
+    scalars: list[str],
+    name,  # noqa: ANN001
+) -> Prologue | None:
+    """The element-wise ops from fusion input *source* to MmaOp operand *operand* as a Prologue
+    (None when only metadata ops stand between them).
+
+    *scalars* is the kernel's scalar table: a runtime scalar the prologue reads is appended
+    unless already there. *name* gives a tensor's user name for messages.
+    """
+    instrs: list[Instr] = [Instr(op="acc")]
+    memo: dict[int, int] = {}
+
+    def emit(instr: Instr) -> int:
+        instrs.append(instr)
+        return len(instrs) - 1
+
+    def lower(val: Val) -> int:
+        if id(val) not in memo:
+            memo[id(val)] = _lower_one(val)
+        return memo[id(val)]
+
+    def _lower_one(val: Val) -> int:
+        if isinstance(val, Scalar):
+            if val.is_constant:
+                return emit(Instr(op="const", arg=float(val.value)))  # type: ignore[arg-type]
+            if val.name not in scalars:
+                scalars.append(val.name)
+            return emit(Instr(op="scalar", arg=scalars.index(val.name)))
+        assert isinstance(val, TensorView)
+        if val is source:
+            return 0
+        expr = val.definition
+        if expr is None:
+            raise UnsupportedFusionError(
+                f"matmul operand {name(operand)} is computed from inputs {source.name} and "
+                f"{val.name}; an operand prologue reads one input (compute "
+                f"{name(operand)} before the fusion, or let segmentation cut it off)"
+            )
+        if isinstance(expr, (*METADATA_OPS, ExpandOp)):
+            return lower(expr.inputs[0])  # per element, these only rename the dims
+        if isinstance(expr, CastOp):
+            return _cast(expr, lower(expr.inputs[0]), emit)
+        if isinstance(expr, UnaryOp):
+            return emit(Instr(op=expr.op, srcs=(lower(expr.inputs[0]),)))
+        if isinstance(expr, BinaryOp):
+            return emit(Instr(op=expr.op, srcs=(lower(expr.inputs[0]), lower(expr.inputs[1]))))
+        raise UnsupportedFusionError(
+            f"matmul operand {name(operand)} is computed by {expr.kind} ({name(val)}); an "
+            "operand prologue takes element-wise ops, casts and scalars only (compute it "
+            "before the fusion)"
+        )
+
+    src = lower(operand)
+    if src == len(instrs) - 1 and instrs[src].op == "cast" and instrs[src].arg is operand.dtype:
+        src = instrs.pop().srcs[0]  # the mma operand is rounded to that dtype anyway
+    if src == 0 and source.dtype is operand.dtype:
+        return None
+    if not source.dtype.is_half:
+        raise UnsupportedFusionError(
+            f"matmul operand {name(operand)} is computed from input {source.name}, which is "
+            f"{source.dtype.label}; kernels load operands as float16 or bfloat16, also under a "
+            "prologue (cast the input before the fusion)"
+        )
+    out = EpilogueOutput(name=name(operand), src=src, dtype=operand.dtype)
+    program = EpilogueProgram(instrs=tuple(instrs), outputs=(out,))
+    return Prologue(source=source.dtype, program=program)

@@ -77,6 +77,8 @@ class MatmulProblem:
     vector_widths: VectorWidths = attrs.field(validator=of_type(VectorWidths, "a VectorWidths"))
     num_patterns: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     epilogue_ops: tuple[str, ...] = ()
+    a_prologue_ops: tuple[str, ...] = ()  # element-wise ops between input A and the mma
+    b_prologue_ops: tuple[str, ...] = ()
 
     @property
     def layout(self) -> Layout:

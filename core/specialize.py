@@ -60,13 +60,16 @@ Specializer = Callable[["MatmulAnalysis", "KernelSpec", "KernelPool"], Compiled]
 
 def kernel_key(spec: KernelSpec, analysis: MatmulAnalysis) -> tuple[Hashable, ...]:
     """What a built kernel depends on: scheduler, device, params, the problem but for its
-    extents, and the epilogue program. Two plans with one key share one kernel."""
+    extents, the epilogue program and the operand prologues. Two plans with one key share one
+    kernel."""
     return (
         spec.scheduler,
         spec.device,
         spec.params,
         spec.problem.without_extents(),
         analysis.epilogue,
+        analysis.prologue_a,
+        analysis.prologue_b,
     )
 
 

@@ -14,7 +14,7 @@ from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
-from .bound import BoundGemm
+from .bound import BoundGemm, BoundGemmPrologueScalars
 from .kernel import AmpereKernelConfig, compile_ptx, generate_source
 from .launch import run_gemm
 from .limits import operand_vectors
@@ -43,6 +43,8 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelCon
         vec_a=vec_a,
         vec_b=vec_b,
         epilogue=analysis.epilogue,
+        prologue_a=analysis.prologue_a,
+        prologue_b=analysis.prologue_b,
     )
 
 
@@ -128,7 +130,8 @@ class AmpereArtifact:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
         config, st = self._resolve(args)
         tensors = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
-        return BoundGemm(
+        twice = config.splitk > 1 and config.prologue_scalars
+        return (BoundGemmPrologueScalars if twice else BoundGemm)(
             config,
             [t.array.size for t in tensors],
             st["a"],

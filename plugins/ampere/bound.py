@@ -60,7 +60,8 @@ class BoundGemm(BoundKernels):
             return
         size = config.splitk * batch * m * n
         ws_arg, ws = (0, size, 4), len(arrays)  # the workspace's address comes last
-        main = KernelParams([a, b, ws_arg, *dims, *tail])
+        pro_scal = placeholders if config.prologue_scalars else []
+        main = KernelParams([a, b, ws_arg, *pro_scal, *dims, *tail])
         red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
         main_kern = loaded(config, "ampere_gemm", smem, len(main.slots))
         red_kern = loaded(config, "ampere_splitk_reduce", 0, len(red.slots))
@@ -74,6 +75,15 @@ class BoundGemm(BoundKernels):
                 ),
             ],
             [(main, [0, 1, ws]), (red, [ws, *range(2, len(arrays))])],
-            [(red, first + i) for i in range(scalars)],
+            [(red, first + i) for i in range(scalars)]
+            + [(main, ARRAY_SLOTS * 3 + i) for i in range(len(pro_scal))],
             workspace=size,
         )
+
+
+class BoundGemmPrologueScalars(BoundGemm):
+    """A split-K BoundGemm whose operand prologue reads scalars: the main kernel takes the
+    scalar table too, so every scalar is written to the reduce kernel's slot and the main's."""
+
+    def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
+        super().__call__(addresses, [*scalars, *scalars], stream)

@@ -8,7 +8,7 @@ import attrs
 
 from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
 from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueProgram
+from mmaplug.epilogue import EpilogueProgram, Prologue
 
 CTA_ORDERS: Final = ("row_major", "column_major")
 
@@ -36,6 +36,8 @@ class AmpereKernelConfig:
     vec_a: int = attrs.field(default=8, validator=_check_vec)
     vec_b: int = attrs.field(default=8, validator=_check_vec)
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
+    prologue_a: Prologue | None = None  # computed on A's fragments between ldmatrix and mma
+    prologue_b: Prologue | None = None
 
     def __attrs_post_init__(self) -> None:
         bm, bn, bk = self.cta_tile
@@ -61,6 +63,12 @@ class AmpereKernelConfig:
             problems.append(f"splitk must be >= 1, got {self.splitk}")
         if self.cta_order not in CTA_ORDERS:
             problems.append(f"cta_order must be one of {CTA_ORDERS}, got {self.cta_order!r}")
+        for side, pro in (("a", self.prologue_a), ("b", self.prologue_b)):
+            if pro and (pro.dtype is not self.operand_dtype or not pro.source.is_half):
+                problems.append(
+                    f"prologue_{side} must read float16/bfloat16 and give operand_dtype "
+                    f"{self.operand_dtype}, got {pro.source} -> {pro.dtype}"
+                )
         if self.grid_swizzle < 1:
             problems.append(f"grid_swizzle must be >= 1, got {self.grid_swizzle}")
         if not problems and self.threads > 1024:
@@ -94,7 +102,14 @@ class AmpereKernelConfig:
         return (
             f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
             f"_sk{self.splitk}_v{self.vec_a}{self.vec_b}"
+            + ("_pa" if self.prologue_a else "")
+            + ("_pb" if self.prologue_b else "")
         )
+
+    @property
+    def prologue_scalars(self) -> bool:
+        """Whether a prologue reads the scalar table (the split-K main kernel then takes it)."""
+        return any(p.uses_scalars for p in (self.prologue_a, self.prologue_b) if p)
 
 
 # int64 parameters of the main kernel, in order (the launchers pass them in this order too)
@@ -104,9 +119,10 @@ _GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
 
 
 def kernel_params(cfg: AmpereKernelConfig) -> list[str]:
-    if cfg.splitk > 1:
-        return ["a", "b", "ws", *_SHAPE_PARAMS, *_GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
+    if cfg.splitk > 1:
+        pro_scal = scal if cfg.prologue_scalars else []
+        return ["a", "b", "ws", *pro_scal, *_SHAPE_PARAMS, *_GRID_PARAMS]
     return [
         "a", "b", *ins, *outs, *scal, *_SHAPE_PARAMS, *in_strides, *out_strides, *_GRID_PARAMS
     ]  # fmt: skip

@@ -133,7 +133,8 @@ def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
     in_strides = [i64] * (3 * len(prog.inputs))
     out_strides = [i64] * (2 * len(prog.outputs))
     if config.splitk > 1:
-        main = [u16, u16, f32a] + [i64] * (len(_SHAPE_PARAMS) + len(_GRID_PARAMS))
+        pro_scal = scal if config.prologue_scalars else []
+        main = [u16, u16, f32a, *pro_scal] + [i64] * (len(_SHAPE_PARAMS) + len(_GRID_PARAMS))
         red = [f32a, *ins, *outs, *scal, i64, i64, i64, *in_strides, *out_strides]
         return {"ampere_gemm": types.void(*main), "ampere_splitk_reduce": types.void(*red)}
     main = [u16, u16, *ins, *outs, *scal, *[i64] * len(_SHAPE_PARAMS), *in_strides, *out_strides]

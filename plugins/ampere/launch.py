@@ -113,7 +113,9 @@ def run_gemm(
         _launch(kernels, "ampere_gemm", args, grid, block, stream, smem)
         return
     ws = _workspace(config.splitk * batch * m * n)
-    _launch(kernels, "ampere_gemm", [a_arr, b_arr, ws, *dims, *tail], grid, block, stream, smem)
+    pro_scal = scal if config.prologue_scalars else []
+    main = [a_arr, b_arr, ws, *pro_scal, *dims, *tail]
+    _launch(kernels, "ampere_gemm", main, grid, block, stream, smem)
     total = batch * m * n
     rgrid = (-(-total // REDUCE_THREADS), 1, 1)
     rargs = [ws, *ins, *outs, *scal, int(m), int(n), int(batch), *in_strides, *out_strides]

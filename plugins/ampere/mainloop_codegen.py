@@ -8,6 +8,7 @@ from mmaplug.staged_epilogue import emit_staged_epilogue
 
 from .config import AmpereKernelConfig, kernel_params
 from .epilogue_codegen import c_stride, vector_epilogue
+from .prologue_codegen import emit_prologue_stage
 
 
 def _swizzle_amount(row: str, units_per_row: int) -> str:
@@ -341,6 +342,7 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
                 em(f"{op.name}_koff = kload * {op.name}_s1")
         em("sa = 0")
         em(f"sb = {b_off}")
+        emit_prologue_stage(em, cfg, (a, b), _swizzle_amount, first=True)
         _emit_frag_load(em, cfg, a, b, 0, 0)
         em("for kt in range(num_kt):")
         with em.indent():
@@ -364,6 +366,7 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
                     )
                     em(f"sa = rs * {a.elems}")
                     em(f"sb = {b_off} + rs * {b.elems}")
+                    emit_prologue_stage(em, cfg, (a, b), _swizzle_amount, first=False)
                 _emit_frag_load(em, cfg, a, b, (ks + 1) % ks_n, nbuf)
                 _emit_mma(em, cfg, buf)
             if ks_n % 2:

@@ -31,6 +31,14 @@ def rejection(problem: MatmulProblem, device: Device) -> str | None:
         )
     if problem.num_patterns > 1:
         return f"the fusion holds {problem.num_patterns} matmuls; this scheduler runs one MmaOp"
+    ops = [*problem.a_prologue_ops, *problem.b_prologue_ops]
+    if ops:
+        return (
+            f"an operand prologue ({', '.join(ops)}) must run between an operand's load and "
+            "the mma; this kernel's TMA loads land in the shared memory wgmma reads with no "
+            "step between them (docs/decisions.md, 'Operand prologues'); the ampere scheduler "
+            "takes it"
+        )
     vec = problem.vector_widths
     if min(vec.a, vec.b) < TMA_VECTOR:
         return (

@@ -186,8 +186,7 @@ for _op in ("matmul", "linear"):
         f"sch_segment_{_op}_op_prologue",
         f"SCH Segment{_op.title()}OpPrologue (sin on operand A)",
         reference=lambda x, d, op=_op: [np.sin(x[0]) @ (x[1] if op == "matmul" else x[1].T)],
-        differ=r"is computed from input T0 by cast, sin, cast \(a prologue\)",
-    )(_prologue)
+    )(_prologue)  # one ampere kernel computes sin(A) in its prologue (hopper declines: TMA)
 
 
 @scenario(

@@ -670,8 +670,8 @@ def test_zero_extent_problem_is_a_usage_error_not_value_error():
 def test_messages_name_the_users_tensors_not_the_translated_copy():
     """A refused operand or output is named as the user wrote it, not as translation renamed it."""
     with mp.FusionDefinition() as fd:
-        a, b = fd.define_tensor([M, K], H), fd.define_tensor([K, N], H)
-        operand = fd.ops.cast(fd.ops.sin(a), H)
+        a, b = fd.define_tensor([M, K], S), fd.define_tensor([K, N], H)
+        operand = fd.ops.cast(fd.ops.sin(a), H)  # a float32 input: no prologue takes it
         fd.add_output(fd.ops.matmul(operand, b))
     with pytest.raises(mp.UnsupportedFusionError, match=rf"operand {operand.name} is computed"):
         mp.analyze(fd)

@@ -596,5 +596,6 @@ def test_operand_vectors_are_what_the_kernel_is_built_with(
         params=params,
         provenance=Provenance(base="test", sources=()),
     )
-    config = kernel_config(spec, SimpleNamespace(epilogue=EpilogueProgram()))  # type: ignore[arg-type]
+    analysis = SimpleNamespace(epilogue=EpilogueProgram(), prologue_a=None, prologue_b=None)
+    config = kernel_config(spec, analysis)  # type: ignore[arg-type]
     assert (config.vec_a, config.vec_b) == expected

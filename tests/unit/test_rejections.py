@@ -70,9 +70,14 @@ def _output_without_n(fd):
     fd.add_output(fd.ops.sum(fd.ops.matmul(_a(fd), _b(fd)), [1]))
 
 
-def _sin_prologue(fd):
-    a, b = _a(fd), _b(fd)
+def _float32_prologue(fd):
+    a, b = _a(fd, S), _b(fd)  # a prologue runs on a loaded 16-bit operand only
     fd.add_output(fd.ops.matmul(fd.ops.cast(fd.ops.sin(a), H), b))
+
+
+def _two_input_prologue(fd):
+    a, b, row = _a(fd), _b(fd), fd.define_tensor([M, 1], H)
+    fd.add_output(fd.ops.matmul(fd.ops.cast(fd.ops.mul(a, row), H), b))
 
 
 def _mul_sum_two_k(fd):
@@ -144,9 +149,12 @@ CASES = [
      _analyze(lambda fd: _out(fd, fd.ops.fused_multiply_sum(fd.define_tensor([1, M, K], H),
                                                             fd.define_tensor([N, 1, K], H)))),
      mp.UnsupportedFusionError, r"output T2 has dims ordered \['n', 'm'\]"),
-    ("non_trivial_prologue_sin",
-     _analyze(_sin_prologue),
-     mp.UnsupportedFusionError, r"T0.*(prologue|sin)|(prologue|sin).*T0"),
+    ("prologue_of_a_float32_input",
+     _analyze(_float32_prologue),
+     mp.UnsupportedFusionError, r"from input T0, which is float32; .* also under a prologue"),
+    ("prologue_with_a_second_tensor_input",
+     _analyze(_two_input_prologue),
+     mp.UnsupportedFusionError, r"from inputs T0 and T2; an operand prologue reads one input"),
     ("mul_sum_two_reduction_dims",
      _analyze(_mul_sum_two_k),
      mp.UnsupportedFusionError, r"T\d+.*(one reduction|one K|reduction \(K\))"),
