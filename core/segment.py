@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .analysis import analyze
-from .errors import MatmulError
+from .errors import MatmulError, UnsupportedFusionError
 from .fusion import (
     METADATA_OPS,
     BinaryOp,
@@ -92,7 +92,7 @@ def _names(vals: list[TensorView] | list[Val]) -> tuple[str, ...]:
 
 
 def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Segment, ...]:
-    patterns = find_matmul_patterns(fusion, pm=pm)
+    patterns = _patterns(fusion, pm)
     if not patterns:
         reason = f"no matmul to build a kernel around ({why})"
         return (_segment("pointwise", _sub(fusion, fusion.outputs, set()), fusion, reason),)
@@ -113,12 +113,13 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
     tensors = {id(t): t for t in fusion.tensors()}
     used_by = _users(exprs)
     pre_out = sorted(
-        (
+        [
             tensors[t]
             for t in computed
             if tensors[t] in fusion.outputs
             or any(id(o) not in computed for o in used_by.get(t, []))
-        ),
+        ]  # and a mul-sum's mul asked for as an output: computed apart, the kernel fuses its own
+        + [tensors[t] for t in inside if tensors[t] in fusion.outputs],
         key=_order(fusion),
     )
     segments = []
@@ -141,7 +142,7 @@ def _cut(fusion: Fusion, why: str, pm: pluggy.PluginManager | None) -> tuple[Seg
             ),
             key=_order(fusion),
         )
-        kernel = _sub(fusion, frontier, {id(t) for t in pre_out})
+        kernel = _sub(fusion, frontier, {id(t) for t in pre_out} - inside)
         try:
             analyze(kernel, pm=pm)
             segments.append(_segment("matmul", kernel, fusion, ""))
@@ -165,11 +166,20 @@ def _split_matmuls(segments: list[Segment], pm: pluggy.PluginManager | None) -> 
     its parent did, so this ends); names carry over, so the parts chain as they are."""
     out: list[Segment] = []
     for seg in segments:
-        if seg.kind == "pointwise" and find_matmul_patterns(seg.fusion, pm=pm):
+        if seg.kind == "pointwise" and _patterns(seg.fusion, pm):
             out += segment(seg.fusion, pm=pm)
         else:
             out.append(seg)
     return out
+
+
+def _patterns(fusion: Fusion, pm: pluggy.PluginManager | None) -> list[MatmulPattern]:
+    """The matmul patterns of *fusion*; none where the pattern hooks refuse one (a mul+sum over
+    two dims): the framework computes it like the ops around it."""
+    try:
+        return find_matmul_patterns(fusion, pm=pm)
+    except UnsupportedFusionError:
+        return []
 
 
 def _epilogue(

@@ -107,6 +107,35 @@ def test_the_llama_ffn_is_two_matmul_kernels_one_reading_the_others_result() -> 
     assert second.outputs == (fd.fusion.outputs[0].name,)
 
 
+def test_a_mul_sum_whose_mul_is_an_output_too_computes_the_mul_apart() -> None:
+    """sum(a * b) and a * b both outputs: the mul (it holds K) is computed before the kernel,
+    which fuses its own copy of it into the matmul."""
+    with mp.FusionDefinition() as fd:
+        a, b = fd.define_tensor([4, 1, 8], mp.float16), fd.define_tensor([1, 6, 8], mp.float16)
+        prod = fd.ops.mul(a, b)
+        fd.add_output(fd.ops.sum(prod, [2]))
+        fd.add_output(prod)
+    pre, kernel = _check_equivalent(fd)
+    assert (pre.kind, pre.outputs) == ("pointwise", (prod.name,))
+    assert (kernel.kind, kernel.inputs) == ("matmul", ("T0", "T1"))
+    assert isinstance(mp.compile(fd, "a100", pm=PM), SegmentedFusion)
+
+
+def test_a_mul_sum_the_pattern_hooks_refuse_is_computed_by_the_framework() -> None:
+    """A mul+sum over two dims is no matmul pattern (the hooks refuse it): mp.compile does
+    not raise, the framework computes it."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([4, 1, 8, 3], mp.float16)
+        b = fd.define_tensor([1, 6, 8, 3], mp.float16)
+        fd.add_output(fd.ops.sum(fd.ops.mul(a, b), [2, 3]))
+    (only,) = _check_equivalent(fd)
+    assert only.kind == "pointwise" and "sums over 2 dims [2, 3]" in only.reason
+    compiled = mp.compile(fd, "h200", pm=PM)
+    inputs = _inputs(fd.fusion)
+    (got,) = compiled.execute(inputs)
+    np.testing.assert_allclose(got, mp.evaluate(fd, inputs)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_explain_lists_each_segment_its_ops_and_its_cut() -> None:
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([64, 32], dtype=mp.float16)
