@@ -226,26 +226,29 @@ class CompiledFusion:
             return self._execute_checked(inputs, scalars, explicit)
         key, addresses = probe_all(inputs, self._tensor_positions)
         bound = self._bound.get(key)
+        outputs: list[object] | None = None
         if bound is None:
             outputs, bound = self._bind(inputs, key, explicit)
-        elif explicit is None:
-            outputs = [new() for new in bound.allocators]
-        else:
-            like = inputs[self._tensor_positions[0]]
-            outputs = [allocate(like, s, dtype, explicit) for s, dtype in bound.outputs]
+        current = bound.stream()
+        handle = current if explicit is None else explicit
+        like = inputs[self._tensor_positions[0]]
+        if outputs is None:  # ordered on the framework's current stream, or on the one asked
+            outputs = (
+                [new() for new in bound.allocators]
+                if handle == current
+                else [allocate(like, s, dtype, handle) for s, dtype in bound.outputs]
+            )
         address = bound.address
         for out in outputs:
             addresses.append(address(out))
         if bound.workspace:  # scratch from the framework: ordered on the stream, graph-safe
             scratch = (
                 bound.scratch()  # type: ignore[misc]
-                if explicit is None
-                else allocate(
-                    inputs[self._tensor_positions[0]], (bound.workspace,), DType.float32, explicit
-                )
+                if handle == current
+                else allocate(like, (bound.workspace,), DType.float32, handle)
             )
             addresses.append(address(scratch))
-        bound.launch(addresses, scalars, bound.stream() if explicit is None else explicit)
+        bound.launch(addresses, scalars, handle)
         return outputs
 
     def _bind(

@@ -3,6 +3,7 @@ blocks, and the stub-driver benchmark (``scripts/host_overhead_stub.py``) that t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +21,9 @@ from mmaplug.cuda import frameworks, streams
 from mmaplug.cuda.launching import BoundKernels, KernelParams
 from mmaplug.errors import KernelBuildError
 from mmaplug.plugins.hopper import maps
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_streams import FakeTorch, RecordingArtifact, _compiled, compile_module  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "host_overhead_stub.py"
 
@@ -79,6 +83,50 @@ def test_probe_all_keys_differ_with_layout_and_alignment() -> None:
     ):
         assert frameworks.probe_all([other], (0,))[0] != base
     assert frameworks.probe_all([TorchLike((4, 8), (8, 1), 0x5000)], (0,))[0] == base
+
+
+@pytest.fixture
+def torch(monkeypatch: pytest.MonkeyPatch) -> FakeTorch:
+    fake = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.setattr(compile_module, "relaxed_capture", contextlib.nullcontext)  # no driver
+    return fake
+
+
+def test_explicit_current_stream_takes_the_bound_allocators(
+    pm: mp.PluginManager, torch: FakeTorch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stream= naming the framework's current stream costs what the default does: the bound
+    launch's allocators, no per-call framework lookup."""
+    artifact = RecordingArtifact()
+    compiled = _compiled(pm, artifact)
+    x, w = torch.tensor((64, 32)), torch.tensor((48, 32))
+    compiled.execute([x, w])
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("allocated through frameworks.allocate")
+
+    monkeypatch.setattr(compile_module, "allocate", refuse)
+    torch.allocations.clear()
+    compiled.execute([x, w], stream=torch.current)
+    assert torch.allocations == [((64, 48), "float16", 0x1110)]
+    assert artifact.calls[-1][2] == 0x1110
+
+
+def test_explicit_other_stream_gets_outputs_and_scratch_allocated_on_it(
+    pm: mp.PluginManager, torch: FakeTorch
+) -> None:
+    """Binding call and cached call alike: outputs and workspace ordered on the stream asked."""
+    artifact = RecordingArtifact(workspace=1234)
+    compiled = _compiled(pm, artifact, bias=True)
+    inputs = [torch.tensor((64, 32)), torch.tensor((48, 32)), torch.tensor((48,))]
+    for _ in range(2):
+        torch.allocations.clear()
+        compiled.execute(inputs, stream=0x3330)
+        assert torch.allocations == [((64, 48), "float16", 0x3330), ((1234,), "float32", 0x3330)]
+        assert torch.current == 0x1110
+    assert [call[2] for call in artifact.calls] == [0x3330, 0x3330]
+    assert artifact.binds == 1
 
 
 @pytest.fixture
