@@ -25,6 +25,7 @@ def _analyze(build):
             build(fd)
         mp.analyze(fd.fusion, pm=pm)
 
+    run.build = build  # for test_compile_runs_what_analysis_refuses_as_segments
     return run
 
 
@@ -274,6 +275,25 @@ def test_rejection(pm, action, error, match):
         pytest.fail(f"bare {type(err).__name__} instead of {error.__name__}: {err}")
     else:
         pytest.fail(f"no error; expected {error.__name__} matching {match!r}")
+
+
+REFUSED = [c for c in CASES if hasattr(c[1], "build") and c[2] is mp.UnsupportedFusionError]
+
+
+@pytest.mark.parametrize("action", [c[1] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_compile_runs_what_analysis_refuses_as_segments(pm, action):
+    """mp.compile refuses none of these well-formed fusions (issue 10 item 4): it segments
+    them, and the segments chained compute what mp.evaluate computes."""
+    from mmaplug.segment import evaluate_segments
+
+    with mp.FusionDefinition() as fd:
+        action.build(fd)
+    compiled = mp.compile(fd, "h200", pm=pm)
+    rng = np.random.default_rng(3)
+    inputs = [rng.standard_normal(v.shape).astype(v.dtype.numpy) for v in fd.fusion.inputs]
+    want = mp.evaluate(fd, inputs)
+    for got, ref in zip(evaluate_segments(compiled.segments, fd.fusion, inputs), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got, np.float64), ref, rtol=1e-6, atol=1e-6)
 
 
 def test_catalogue_is_large_and_unique():
