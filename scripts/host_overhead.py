@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 import mmaplug as mp
-from mmaplug.cuda.frameworks import probe
+from mmaplug.cuda.frameworks import probe_all
+from mmaplug.cuda.streams import is_capturing
 
 TARGET_US = {2: 12.0, 3: 15.0}
 
@@ -64,8 +65,9 @@ def fusion(inputs: int, m: int, n: int, k: int) -> mp.FusionDefinition:
 
 
 def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[str, float]:
-    """Median host time of the pieces of one cached call (static-shape fusions only)."""
-    bound = next(iter(getattr(compiled, "_bound", {}).values()), None)
+    """Median host time of the pieces of one cached call (the latest shape class's launch)."""
+    target = getattr(compiled, "latest", compiled)  # a symbolic fusion: its shape class's
+    bound = next(iter(getattr(target, "_bound", {}).values()), None)
     if bound is None:
         return {}
     outs = [new() for new in bound.allocators]
@@ -74,20 +76,26 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
         addresses.append(bound.scratch().data_ptr())
     stream = bound.stream()
     runs = getattr(bound.launch, "_runs", ())
+    maps = getattr(bound.launch, "_maps", None)
+    positions = target._tensor_positions
     shape, dtype, index = tuple(outs[0].shape), outs[0].dtype, outs[0].get_device()
     strides = tuple(outs[0].stride())
     pieces = {
-        "probe (per input)": lambda: probe(tensors[0]),
+        "probe_all (every input: key and addresses)": lambda: probe_all(tensors, positions),
         "allocate outputs": lambda: [new() for new in bound.allocators],
         "read current stream": bound.stream,
+        "is_capturing(current stream)": lambda: is_capturing(stream),
         "bound launch (patch + cuLaunchKernel)": lambda: bound.launch(addresses, (), stream),
         "cuLaunchKernel alone (cuda.bindings)": lambda: [run(stream) for run in runs],
+        "execute(stream=<current>)": lambda: compiled.execute(tensors, stream=stream),
         "torch.empty alone": lambda: torch.empty(outs[0].shape, dtype=outs[0].dtype, device="cuda"),
         "torch.empty(device=<int>)": lambda: torch.empty(shape, dtype=dtype, device=index),
         "torch.empty_strided": lambda: torch.empty_strided(
             shape, strides, dtype=dtype, device=index
         ),
     }
+    if maps is not None:  # hopper: the tensor maps of (A, B), looked up every call
+        pieces["tensor maps lookup (hopper)"] = lambda: maps.get(addresses[0], addresses[1], stream)
     return {name: summary(host_us(fn, reps, block))["median"] for name, fn in pieces.items()}
 
 
