@@ -91,11 +91,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Plan, build and time the candidates of every problem into the database."""
     from . import sweep
 
+    if args.ampere < 0:
+        raise UsageError(f"--ampere {args.ampere}: give 0 or more candidates per problem")
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit {args.time_limit}: give a positive number of seconds")
     problems = problems_of(args)
     progress = Progress(args.progress)
     if args.plan_only or args.build_only:
         device = get_device(args.device or "h200")
-        jobs = sweep.plan_jobs(problems, device, limit=args.candidates)
+        jobs = sweep.plan_jobs(problems, device, limit=args.candidates, ampere=args.ampere)
         if args.plan_only:
             _print_jobs(jobs, args.json)
             guess = sweep.estimate(jobs, build_workers=args.workers, gpus=max(1, args.gpus))
@@ -124,8 +128,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
             )
         )
         return 1 if failed else 0
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise UsageError(f"--time-limit {args.time_limit}: give a positive number of seconds")
     if args.ray and args.time_limit:
         raise UsageError("--time-limit applies to local sweeps; Ray runs every task it is given")
     if not args.ray:  # Ray's workers need torch; the driver does not
@@ -148,6 +150,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             problems,
             conn,
             limit=args.candidates,
+            ampere=args.ampere,
             gpus=gpus,
             build_workers=args.workers,
             timeout=args.timeout,
@@ -166,31 +169,50 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _print_jobs(jobs: list[dict[str, Any]], as_json: bool) -> None:
     if as_json:
         print_json(
-            [{"problem": j["key"], "params": j["params"], "name": j["params_name"]} for j in jobs]
+            [
+                {
+                    "problem": j["key"],
+                    "scheduler": j["scheduler"],
+                    "params": j["params"],
+                    "name": j["params_name"],
+                }  # fmt: skip
+                for j in jobs
+            ]
         )
         return
     for job in jobs:
-        print(f"{job['key']:<44} {job['params_name']}")
+        print(f"{job['key']:<44} {job['scheduler']:<7} {job['params_name']}")
 
 
 def add_tune(sub: Any) -> None:
     p = sub.add_parser(
         "tune",
         help="time legal kernel configurations of a problem corpus into the tuning database",
-        description="For each problem: the hopper scheduler's legal configurations, ranked by a\n"
-        "cheap model (the heuristics' own choices always included), are built in parallel\n"
-        "processes, then timed with CUDA events in one worker process per GPU; a candidate\n"
-        "that crashes or hangs is recorded as such. Rows already in the database are skipped,\n"
-        "so an interrupted sweep resumes. See docs/tuning.md.",
+        description="For each problem: the hopper (and --ampere) scheduler's legal\n"
+        "configurations, ranked by a cheap model (the heuristics' own choices always included),\n"
+        "are built in parallel processes (each distinct kernel once), then timed with CUDA\n"
+        "events in one worker process per GPU; a candidate that crashes or hangs is recorded\n"
+        "as such. Rows already in the database are skipped, so an interrupted sweep resumes.\n"
+        "See docs/tuning.md.",
         epilog="examples:\n"
         "  mmaplug tune --corpus llm --corpus skinny --workers 16 --progress\n"
         "  mmaplug tune --shape 4096x4096x4096 --candidates 50 --db tune.sqlite\n"
+        "  mmaplug tune --corpus llm --candidates 16 --ampere 4 --time-limit 300\n"
         "  mmaplug tune --corpus odd --plan-only          (no GPU)\n"
         "  mmaplug tune --corpus odd --build-only --ray local   (PTX builds as Ray tasks)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_problems(p)
-    p.add_argument("--candidates", type=positive, default=50, help="per problem (default 50)")
+    p.add_argument(
+        "--candidates", type=positive, default=50, help="hopper ones per problem (default 50)"
+    )
+    p.add_argument(
+        "--ampere",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also N ampere-scheduler candidates per problem (default 0)",
+    )
     p.add_argument(
         "--workers",
         type=positive,

@@ -26,7 +26,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.measure:
             chosen = report.choices(conn, problems, device, sets, leave_one_out=args.leave_one_out)
             by_key = {p.key: p for p in problems}
-            pairs = [(by_key[k], c) for k, cols in chosen.items() for c in cols.values() if c]
+            pairs = [(by_key[k], *c) for k, cols in chosen.items() for c in cols.values() if c]
             _measure_choices(conn, pairs, args)
         result = report.report(conn, problems, device, sets, leave_one_out=args.leave_one_out)
     if args.plot:
@@ -50,8 +50,9 @@ def add_report(sub: Any) -> None:
         "--heuristic",
         action="append",
         default=[],
-        metavar="NAME|FILE.py",
-        help="also this plugin set (an installed heuristic or a plugin file)",
+        metavar="NAME|FILE.py[@ampere]",
+        help="also this plugin set (an installed heuristic or a plugin file; '@ampere': its "
+        "decisions for the ampere scheduler, the hopper one blocked; 'default@ampere' too)",
     )
     p.add_argument(
         "--leave-one-out",
@@ -67,16 +68,17 @@ def add_report(sub: Any) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Which decisions two plugin sets make differently, and their time from the database."""
-    from . import report, sweep
+    from . import report
 
     problems, device = problems_of(args), device_of(args)
     with open_db(args, create=args.measure) as conn:
         if args.measure:
+            managers = [(name, report.manager(name)) for name in (args.a, args.b)]
             pairs = [
-                (problem, params)
+                (problem, *choice)
                 for problem in problems
-                for name in (args.a, args.b)
-                if (params := sweep.heuristic_choice(problem, device, report.manager(name)))
+                for name, pm in managers
+                if (choice := report.choose(problem, device, name, pm))
             ]
             _measure_choices(conn, pairs, args)
         result = report.diff(conn, problems, device, args.a, args.b)
@@ -85,14 +87,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _measure_choices(
-    conn: Any, pairs: list[tuple[TuneProblem, MatmulParams]], args: argparse.Namespace
+    conn: Any, pairs: list[tuple[TuneProblem, str, MatmulParams]], args: argparse.Namespace
 ) -> None:
-    """Build and time the (problem, params) pairs the database lacks, on the local GPU."""
+    """Build and time the (problem, scheduler, params) the database lacks, on the local GPU."""
     requires("torch", "--measure", "pip install 'mmaplug[bench]'")
     from . import sweep
 
     device = get_device(None)
-    jobs = {(p.key, c.name): sweep.make_job(p, c, device) for p, c in pairs}
+    jobs = {
+        (p.key, c.name): sweep.make_job(p, c, device, scheduler=scheduler)
+        for p, scheduler, c in pairs
+    }
     todo = sweep.pending(list(jobs.values()), conn, db.device_key(device))
     progress = Progress(None)
     progress.say(f"measuring {len(todo)} choices the database lacks")

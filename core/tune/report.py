@@ -28,8 +28,12 @@ from ..manager import make_plugin_manager
 from ..params import MatmulParams
 from ..records import plugins_record
 from . import db
+from .candidates import SCHEDULERS
 from .corpus import TuneProblem
 from .sweep import heuristic_choice
+
+LOO: Final = "/loo"  # the suffix of a leave-one-out column
+Choice = tuple[str, MatmulParams] | None  # (scheduler, params) a plugin set chooses
 
 
 def installed_heuristics() -> list[str]:
@@ -42,36 +46,63 @@ def installed_heuristics() -> list[str]:
     ]
 
 
+def split_set(plugin_set: str) -> tuple[str, str]:
+    """(*plugin_set* without its ``@hopper`` / ``@ampere`` suffix, the scheduler whose
+    decisions it names: hopper unless the suffix says otherwise)."""
+    base, at, scheduler = plugin_set.rpartition("@")
+    if not at:
+        return plugin_set, "hopper"
+    if scheduler not in SCHEDULERS:
+        raise UsageError(
+            f"plugin set {plugin_set!r} names scheduler {scheduler!r}; end it with "
+            f"{' or '.join('@' + s for s in SCHEDULERS)}, or with neither (hopper)"
+        )
+    return base, scheduler
+
+
 def label(plugin_set: str) -> str:
     """A plugin set's column name: a plugin file's module name (a package's ``__init__.py``:
-    the package's), else the set as given."""
-    if not plugin_set.endswith(".py"):
-        return plugin_set
-    path = Path(plugin_set)
-    return path.parent.name if path.stem == "__init__" else path.stem
+    the package's), else the set as given; an ``@scheduler`` suffix stays."""
+    base, at, scheduler = plugin_set.rpartition("@") if "@" in plugin_set else ("", "", "")
+    base = base or plugin_set
+    if base.endswith(".py"):
+        path = Path(base)
+        base = path.parent.name if path.stem == "__init__" else path.stem
+    return f"{base}{at}{scheduler}"
 
 
 def manager(plugin_set: str) -> Any:
-    """The plugin manager (ampere blocked, as in tuning) whose heuristic is *plugin_set*."""
-    if plugin_set == "default":
-        return make_plugin_manager(block=["ampere"], load_entrypoints=False)
-    if plugin_set.endswith(".py"):
-        path = Path(plugin_set)
-        spec = importlib.util.spec_from_file_location(f"mmaplug_diff_{label(plugin_set)}", path)
+    """The plugin manager whose heuristic is *plugin_set*, the other scheduler blocked (as in
+    tuning)."""
+    name, scheduler = split_set(plugin_set)
+    block = ["hopper" if scheduler == "ampere" else "ampere"]
+    if name == "default":
+        return make_plugin_manager(block=block, load_entrypoints=False)
+    if name.endswith(".py"):
+        path = Path(name)
+        spec = importlib.util.spec_from_file_location(f"mmaplug_diff_{label(name)}", path)
         if spec is None or spec.loader is None or not path.is_file():
-            raise UsageError(f"plugin file {plugin_set!r} does not exist")
+            raise UsageError(f"plugin file {name!r} does not exist")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return make_plugin_manager(
-            block=["ampere"], load_entrypoints=False, plugins=[module], heuristic=module.__name__
+            block=block, load_entrypoints=False, plugins=[module], heuristic=module.__name__
         )
     names = installed_heuristics()
-    if plugin_set not in names:
+    if name not in names:
         raise UsageError(
-            f"heuristic {plugin_set!r} is not installed; installed: "
+            f"heuristic {name!r} is not installed; installed: "
             f"{', '.join(names) or '(none)'}; or give 'default' or a .py file"
         )
-    return make_plugin_manager(block=["ampere"], heuristic=plugin_set)
+    return make_plugin_manager(block=block, heuristic=name)
+
+
+def choose(problem: TuneProblem, device: Device, plugin_set: str, pm: Any) -> Choice:
+    """(scheduler, params) that *pm* (the manager of *plugin_set*) chooses for *problem* on
+    the set's scheduler; None when it plans the problem for another one."""
+    scheduler = split_set(plugin_set)[1]
+    params = heuristic_choice(problem, device, pm, scheduler)
+    return None if params is None else (scheduler, params)
 
 
 def _ratio(best: float | None, time_ms: float | None) -> float | None:
@@ -82,9 +113,6 @@ def geomean(values: Sequence[float | None]) -> float | None:
     """Geometric mean of the known values (None when there are none)."""
     known = [v for v in values if v]
     return math.exp(sum(map(math.log, known)) / len(known)) if known else None
-
-
-LOO: Final = "/loo"  # the suffix of a leave-one-out column
 
 
 @contextlib.contextmanager
@@ -115,9 +143,10 @@ def _labels(sets: Sequence[str]) -> dict[str, str]:
 
 def columns(sets: Sequence[str], leave_one_out: bool) -> list[str]:
     """The report's columns: each plugin set's :func:`label`, then (*leave_one_out*)
-    ``NAME/loo`` for each set but ``default`` (it reads no database)."""
-    names = list(_labels(sets).values())
-    return [*names, *(f"{n}{LOO}" for n in names if n != "default" and leave_one_out)]
+    ``NAME/loo`` for each set but the default's (it reads no database)."""
+    labels = _labels(sets)
+    loo = [n for s, n in labels.items() if split_set(s)[0] != "default" and leave_one_out]
+    return [*labels.values(), *(f"{n}{LOO}" for n in loo)]
 
 
 def choices(
@@ -127,25 +156,25 @@ def choices(
     sets: Sequence[str],
     *,
     leave_one_out: bool = False,
-) -> dict[str, dict[str, MatmulParams | None]]:
-    """Per problem key and column (:func:`columns`): the params the plugin set chooses
-    (None: it leaves the problem to another scheduler)."""
-    managers = {name: manager(plugin_set) for plugin_set, name in _labels(sets).items()}
-    found: dict[str, dict[str, MatmulParams | None]] = {}
+) -> dict[str, dict[str, Choice]]:
+    """Per problem key and column (:func:`columns`): the plugin set's :func:`choose`."""
+    labels = _labels(sets)
+    managers = {name: (plugin_set, manager(plugin_set)) for plugin_set, name in labels.items()}
+    found: dict[str, dict[str, Choice]] = {}
     with tempfile.TemporaryDirectory(prefix="mmaplug-loo-") as folder:
         for i, problem in enumerate(problems):
             with tuning_db(database_file(conn)):
                 found[problem.key] = {
-                    name: heuristic_choice(problem, device, pm) for name, pm in managers.items()
+                    name: choose(problem, device, *pair) for name, pair in managers.items()
                 }
             if not leave_one_out or len(managers) == 1:
                 continue
             path = Path(folder) / f"{i}.sqlite"
             db.copy_without(conn, path, problem.key)
             with tuning_db(str(path)):
-                for name, pm in managers.items():
-                    if name != "default":
-                        found[problem.key][f"{name}{LOO}"] = heuristic_choice(problem, device, pm)
+                for name, pair in managers.items():
+                    if split_set(pair[0])[0] != "default":
+                        found[problem.key][f"{name}{LOO}"] = choose(problem, device, *pair)
     return found
 
 
@@ -174,9 +203,11 @@ def report(
             "ok_rows": len(ok),
         }
         for col in cols:
-            params = chosen[problem.key][col]
+            choice = chosen[problem.key][col]
+            params = choice[1] if choice else None
             ms = db.time_of(conn, problem.key, key, params.name) if params else None
             entry[col] = {
+                "scheduler": choice[0] if choice else None,
                 "params": params.name if params else None,
                 "time_ms": ms,
                 "of_best": _ratio(best_ms, ms),
@@ -247,7 +278,8 @@ def diff(
     rows: list[dict[str, Any]] = []
     for problem in problems:
         with tuning_db(database_file(conn)):
-            ca, cb = heuristic_choice(problem, device, pa), heuristic_choice(problem, device, pb)
+            choice_a, choice_b = choose(problem, device, a, pa), choose(problem, device, b, pb)
+        ca, cb = (c[1] if c else None for c in (choice_a, choice_b))
         na, nb = (c.name if c else None for c in (ca, cb))
         ta = db.time_of(conn, problem.key, db.device_key(device), na) if na else None
         tb = db.time_of(conn, problem.key, db.device_key(device), nb) if nb else None

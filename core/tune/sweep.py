@@ -33,17 +33,23 @@ BUILD_SHARE: Final = 0.5  # of --time-limit, the most the builds may take
 WORKER_START_S: Final = 20.0  # a worker process importing numba and torch (estimate only)
 
 
-def heuristic_choice(problem: TuneProblem, device: Device, pm: Any) -> MatmulParams | None:
-    """What *pm*'s heuristics choose for *problem*, when the hopper scheduler takes it."""
+def heuristic_choice(
+    problem: TuneProblem, device: Device, pm: Any, scheduler: str = "hopper"
+) -> MatmulParams | None:
+    """What *pm*'s heuristics choose for *problem*, when *scheduler* takes it."""
     try:
         spec = plan_problem(problem.problem(), device, pm=pm)
     except MatmulError:
         return None
-    return spec.params if spec.scheduler == "hopper" else None
+    return spec.params if spec.scheduler == scheduler else None
 
 
 def make_job(
-    problem: TuneProblem, params: MatmulParams, device: Device, mp: MatmulProblem | None = None
+    problem: TuneProblem,
+    params: MatmulParams,
+    device: Device,
+    mp: MatmulProblem | None = None,
+    scheduler: str = "hopper",
 ) -> dict[str, Any]:
     """The job of timing *params* on *problem* (*mp*: its ``MatmulProblem``, when known)."""
     mp = mp or problem.problem()
@@ -53,9 +59,10 @@ def make_job(
         "problem": problem.as_dict(),
         "key": problem.key,
         "device": db.device_key(device),
+        "scheduler": scheduler,
         "params": params.as_dict(),
         "params_name": params.name,
-        "kernel": f"{shape_class}/{params.name}",
+        "kernel": f"{scheduler}/{shape_class}/{params.name}",
         "model_us": estimate_us(params, mp, device),
     }
 
@@ -66,17 +73,24 @@ def plan_jobs(
     *,
     limit: int = 50,
     managers: Sequence[Any] = (),
+    ampere: int = 0,
 ) -> list[dict[str, Any]]:
-    """The candidate jobs of every problem; the choices of *managers* (plugin managers whose
-    heuristics the report compares) are always among them."""
-    pm = work.tuning_manager()
+    """The candidate jobs of every problem: *limit* hopper configurations, then *ampere*
+    ampere ones. The choices of the default heuristic (of each scheduler) and of *managers*
+    (plugin managers whose heuristics the report compares) are always among them."""
+    pms = {"hopper": work.tuning_manager("hopper"), "ampere": work.tuning_manager("ampere")}
     jobs = []
     for problem in problems:
-        chosen = [heuristic_choice(problem, device, other) for other in (pm, *managers)]
         mp = problem.problem()
-        include = [c for c in chosen if c is not None]
-        for params in candidates(mp, device, pm, limit=limit, include=include):
-            jobs.append(make_job(problem, params, device, mp))
+        for scheduler, count in (("hopper", limit), ("ampere", ampere)):
+            if not count:
+                continue
+            pm = pms[scheduler]
+            others = (pm, *managers) if scheduler == "hopper" else (pm,)
+            chosen = [heuristic_choice(problem, device, o, scheduler) for o in others]
+            include = [c for c in chosen if c is not None]
+            found = candidates(mp, device, pm, limit=count, include=include, scheduler=scheduler)
+            jobs += [make_job(problem, params, device, mp, scheduler) for params in found]
     return jobs
 
 
@@ -122,7 +136,9 @@ def pending(
     """The jobs the database has no row for on *device* (any status: a crash is not retried;
     delete its row to retry it). This is how an interrupted sweep resumes."""
     done = db.measured(conn, device)
-    return [j for j in jobs if (j["key"], "hopper", j["params_name"]) not in done]
+    return [
+        j for j in jobs if (j["key"], j.get("scheduler", "hopper"), j["params_name"]) not in done
+    ]
 
 
 def plugin_set(pm: Any) -> list[dict[str, str]]:
@@ -167,7 +183,7 @@ def row(job: dict[str, Any], result: dict[str, Any], device: str, plugins: Any) 
         **job["problem"],
         "problem_key": job["key"],
         "device": device,
-        "scheduler": "hopper",
+        "scheduler": job.get("scheduler", "hopper"),
         "params_name": job["params_name"],
         "params": job["params"],
         "plugins": plugins,
@@ -193,6 +209,7 @@ def sweep(
     progress: Progress | None = None,
     device: Device | None = None,
     time_limit: float | None = None,
+    ampere: int = 0,
 ) -> dict[str, int]:
     """Tune *problems* on the local GPU(s), or the Ray cluster's, into *conn*; returns the
     count of each status, ``skipped`` (already in the database) and ``not_run`` (left for the
@@ -202,6 +219,7 @@ def sweep(
     plan order, problem after problem, so a sweep cut short leaves whole problems measured.
 
     :param device: What the timing GPUs are (default: the local GPU); planning is for it.
+    :param ampere: Candidates of the ampere scheduler per problem, besides *limit* hopper ones.
     :param time_limit: Seconds after which no job starts (local runs only); the builds may
         take ``BUILD_SHARE`` of them.
     """
@@ -209,7 +227,7 @@ def sweep(
     progress = progress or Progress(False)
     device = device or get_device(None)
     key = db.device_key(device)
-    jobs = plan_jobs(problems, device, limit=limit, managers=managers)
+    jobs = plan_jobs(problems, device, limit=limit, managers=managers, ampere=ampere)
     todo = pending(jobs, conn, key)
     guess = estimate(todo, build_workers=build_workers, gpus=gpus)
     progress.say(

@@ -1,9 +1,9 @@
 """The tuning jobs' work, run in worker processes: build a candidate's kernel, or time it.
 
 A job is a plain dict (it crosses process and Ray boundaries): ``problem`` (TuneProblem fields),
-``params`` (MatmulParams fields), ``params_name``, ``device`` (a preset for builds; timing uses
-the local GPU) and, for builds, ``launch`` (also launch once on zeros so the cubin lands in the
-disk cache, as ``bench.prewarm`` does).
+``params`` (MatmulParams fields), ``params_name``, ``scheduler`` (default hopper), ``device`` (a
+preset for builds; timing uses the local GPU) and, for builds, ``launch`` (also launch once on
+zeros so the cubin lands in the disk cache, as ``bench.prewarm`` does).
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ TOLERANCE: Final = 2e-2  # relative Frobenius error of a 16-bit kernel against f
 _VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "torch")
 
 
-def tuning_manager() -> Any:
-    """The plugin manager tuning compiles with: built-ins only, ``ampere`` blocked, strict."""
+def tuning_manager(scheduler: str = "hopper") -> Any:
+    """The plugin manager tuning compiles with for *scheduler*: built-ins only, the other
+    scheduler blocked, strict."""
     from ..manager import make_plugin_manager
 
-    return make_plugin_manager(block=["ampere"], load_entrypoints=False, strict=True)
+    other = "hopper" if scheduler == "ampere" else "ampere"
+    return make_plugin_manager(block=[other], load_entrypoints=False, strict=True)
 
 
 def versions() -> dict[str, str]:
@@ -49,9 +51,8 @@ def _compiled(job: dict[str, Any], device: str | None) -> Any:
     from ..compile import compile as compile_fusion
 
     problem = TuneProblem(**job["problem"])
-    compiled = compile_fusion(
-        problem.fusion(), device, pm=tuning_manager(), overrides=job["params"]
-    )
+    pm = tuning_manager(job.get("scheduler", "hopper"))
+    compiled = compile_fusion(problem.fusion(), device, pm=pm, overrides=job["params"])
     if compiled.params.name != job["params_name"]:
         raise MatmulError(f"planned {compiled.params.name}, not the candidate {job['params_name']}")
     return compiled

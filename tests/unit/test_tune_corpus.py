@@ -9,6 +9,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.device import get_device
 from mmaplug.errors import UsageError
+from mmaplug.params import TileShape
 from mmaplug.plan import plan_problem
 from mmaplug.plugins.hopper import limits
 from mmaplug.tune import candidates, corpus
@@ -125,3 +126,38 @@ def test_model_counts_waves() -> None:
     full = candidates.estimate_us(params, full_problem, H200)
     ragged = candidates.estimate_us(params, TuneProblem(m=1664, n=2816, k=4096).problem(), H200)
     assert 1.8 * full < ragged < 2.2 * full
+
+
+@pytest.mark.parametrize(
+    "tp", [corpus.BUILTIN["skinny"][0], corpus.BUILTIN["llm"][-1], corpus.BUILTIN["odd"][3]],
+    ids=lambda tp: tp.key,
+)  # fmt: skip
+def test_ampere_candidates_are_legal_for_the_ampere_scheduler(tp: TuneProblem) -> None:
+    """With hopper blocked, every ampere candidate passes the ampere limits and plans
+    unchanged; the ampere default's choice comes first."""
+    from mmaplug.plugins.ampere import limits as ampere_limits
+
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    problem = tp.problem()
+    default = plan_problem(problem, H200, pm=pm).params
+    found = candidates.candidates(problem, H200, pm, limit=8, include=[default],
+                                  scheduler="ampere")  # fmt: skip
+    assert found[0] == default and len({c.name for c in found}) == 8
+    for params in found:
+        assert params.instruction_tile == TileShape(16, 8, 16)
+        assert ampere_limits.violations(params, problem, H200) == []
+        spec = plan_problem(problem, H200, pm=pm, overrides=params.as_dict())
+        assert (spec.scheduler, spec.params) == ("ampere", params)
+    hopper_pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    assert not candidates.legal(found[1], problem, H200, hopper_pm, "ampere")
+
+
+def test_model_charges_split_k_its_reduction() -> None:
+    """A 4096x6144x4096 problem fills the SMs many times over: split-K 8 only adds its float32
+    partials' traffic, so the model ranks it behind split-K 1 of the same tile."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, block=["ampere"])
+    problem = corpus.BUILTIN["llm"][0].problem()
+    params = plan_problem(problem, H200, pm=pm).params.with_overrides(splitk_factor=1)
+    whole = candidates.estimate_us(params, problem, H200)
+    split = candidates.estimate_us(params.with_overrides(splitk_factor=8), problem, H200)
+    assert split > 1.5 * whole

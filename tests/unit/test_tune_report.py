@@ -143,3 +143,20 @@ def test_columns_are_labelled_by_module_unless_two_would_clash() -> None:
         "default", "x", "p", "x/loo", "p/loo"]  # fmt: skip
     assert report.columns(["default", "old/x.py", "new/x.py"], False) == [
         "default", "old/x.py", "new/x.py"]  # fmt: skip
+
+
+def test_ampere_plugin_sets_report_the_ampere_decision(recorded: Path) -> None:
+    """'default@ampere' is the default heuristic with hopper blocked: its ampere choice's time
+    against the best of every scheduler; an unknown suffix is a usage error."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
+    ampere = plan_problem(SQUARE.problem(), H200, pm=pm).params
+    conn = db.connect(recorded)
+    db.record(conn, row(SQUARE.key, params_name=ampere.name, time_ms=4.0, scheduler="ampere"))
+    result = report.report(conn, [SQUARE], H200, ["default", "default@ampere"])
+    (square,) = result["rows"]
+    assert square["default@ampere"] == {
+        "scheduler": "ampere", "params": ampere.name, "time_ms": 4.0, "of_best": 0.25}  # fmt: skip
+    assert square["default"]["scheduler"] == "hopper"
+    assert report.columns(["default@ampere"], True) == ["default@ampere"]
+    with pytest.raises(UsageError, match="names scheduler 'volta'; end it with @hopper or @amp"):
+        report.manager("default@volta")

@@ -103,3 +103,21 @@ def test_problems_alike_but_for_extents_share_kernels() -> None:
     assert guess["build_s"] == sweep.WORKER_START_S + math.ceil(kernels / 3) * sweep.BUILD_S
     assert guess["total_s"] == pytest.approx(guess["build_s"] + guess["timing_s"], abs=0.11)
     assert sweep.estimate([], build_workers=3)["total_s"] == 0.0
+
+
+def test_ampere_jobs_come_after_the_hopper_ones_and_resume_apart() -> None:
+    """--ampere N adds N ampere-scheduler jobs per problem (the ampere default first), whose
+    kernels and database keys are their own."""
+    jobs = sweep.plan_jobs([P1], H200, limit=3, ampere=2)
+    assert [j["scheduler"] for j in jobs] == ["hopper"] * 3 + ["ampere"] * 2
+    assert all(j["kernel"].startswith(j["scheduler"] + "/") for j in jobs)
+    pm = sweep.work.tuning_manager("ampere")
+    assert jobs[3]["params_name"] == sweep.heuristic_choice(P1, H200, pm, "ampere").name  # type: ignore[union-attr]
+    assert sweep.heuristic_choice(P1, H200, pm) is None  # not a hopper decision
+
+
+def test_pending_tells_schedulers_apart(tmp_path: Path) -> None:
+    conn = db.connect(tmp_path / "t.sqlite")
+    db.record(conn, tune_workers.row("p", params_name="c", scheduler="ampere"))
+    jobs = [{"key": "p", "params_name": "c", "scheduler": s} for s in ("ampere", "hopper")]
+    assert sweep.pending(jobs, conn, "h200") == jobs[1:]
