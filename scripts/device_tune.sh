@@ -5,7 +5,8 @@
 #     choices timed first), nvMatmulHeuristics where installed; text, JSON and PNG,
 #  3. one problem x 50 candidates from a cold kernel cache, builds on every core but one.
 # Everything lands under $OUT (summary.txt first). Budgets in seconds, from the environment:
-# SWEEP_S (210), REPORT_S (45), SINGLE_S (80); CANDIDATES per corpus problem (16).
+# SWEEP_S (240), REPORT_S (60), SINGLE_S (75); per corpus problem CANDIDATES hopper (14) and
+# AMPERE ampere-scheduler (4) candidates.
 #   bash scripts/device_tune.sh             on the device machine
 #   bash scripts/device_tune.sh --dry-run   anywhere: the same steps, PTX builds instead of
 #                                           timing (2 candidates a problem), no GPU needed
@@ -15,29 +16,32 @@ DRY=0
 OUT=${OUT:-$(mktemp -d)}
 CORPUS=(--corpus llm --corpus skinny --corpus odd)
 SINGLE=(--shape 4096x4096x4096 --dtype float16)  # in no corpus: all 50 are measured here
-CANDIDATES=${CANDIDATES:-16}
+CANDIDATES=${CANDIDATES:-14} AMPERE=${AMPERE:-4}
 WORKERS=${WORKERS:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}
-SWEEP_S=${SWEEP_S:-210} REPORT_S=${REPORT_S:-45} SINGLE_S=${SINGLE_S:-80}
+SWEEP_S=${SWEEP_S:-240} REPORT_S=${REPORT_S:-60} SINGLE_S=${SINGLE_S:-75}
 TABLE=examples/tuned_table/src/mmaplug_tuned_table/__init__.py  # the tuned table, uninstalled
 DB=$OUT/tune.sqlite
 export PYTHONUNBUFFERED=1 MMAPLUG_TUNING_DB=$DB MMAPLUG_CACHE_DIR=${MMAPLUG_CACHE_DIR:-/tmp/mmcache}
 unset MMAPLUG_DISABLE_PLUGIN_AUTOLOAD  # the report compares every installed heuristic
-if [ $DRY = 1 ]; then CANDIDATES=2; fi
+if [ $DRY = 1 ]; then CANDIDATES=2 AMPERE=1; fi
+SETS=(--heuristic "$TABLE" --heuristic default@ampere)
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 stamp() { while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done; }
 
 python -c "import mmaplug" || { summary "mmaplug is not installed"; exit 1; }
-summary "== device_tune $(date -u +%FT%TZ) dry-run=$DRY workers=$WORKERS candidates=$CANDIDATES"
+summary "== device_tune $(date -u +%FT%TZ) dry-run=$DRY workers=$WORKERS" \
+  "candidates=$CANDIDATES+$AMPERE ampere"
 [ $DRY = 0 ] && nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee -a "$OUT/summary.txt"
 if python -c "import nvMatmulHeuristics" 2>/dev/null; then
+  # the adapter answers for the ampere scheduler only: reported as nvmmh@ampere
   python -m pip install -q --no-deps --no-build-isolation ./examples/nvmmh_heuristic \
-    && summary "nvMatmulHeuristics: installed; the nvmmh adapter is reported"
+    && SETS+=(--heuristic nvmmh@ampere) && summary "nvMatmulHeuristics: installed; nvmmh@ampere"
 else
   summary "nvMatmulHeuristics: not installed (nvmmh adapter not reported)"
 fi
 
 summary "== estimate"
-mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" --workers "$WORKERS" --plan-only \
+mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" --ampere "$AMPERE" --workers "$WORKERS" --plan-only \
   > "$OUT/candidates.txt" 2> >(tee -a "$OUT/summary.txt") || { summary "planning failed"; exit 1; }
 mmaplug tune "${SINGLE[@]}" --candidates 50 --workers "$WORKERS" --plan-only \
   > "$OUT/single_candidates.txt" 2> >(tee -a "$OUT/summary.txt")
@@ -47,12 +51,12 @@ summary "== sweep (limit ${SWEEP_S} s)"
 start=$SECONDS
 if [ $DRY = 1 ]; then
   # PTX of every distinct kernel; an empty database for the report's code path
-  mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" --workers "$WORKERS" --build-only \
+  mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" --ampere "$AMPERE" --workers "$WORKERS" --build-only \
     --timeout 300 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
   python -c "from mmaplug.tune import db; db.connect('$DB').close()"
 else
   timeout -k 10 $(( SWEEP_S + 90 )) mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" \
-    --workers "$WORKERS" --time-limit "$SWEEP_S" --timeout 60 --db "$DB" --progress --json \
+    --ampere "$AMPERE" --workers "$WORKERS" --time-limit "$SWEEP_S" --timeout 60 --db "$DB" --progress --json \
     > "$OUT/sweep.json" 2> >(stamp > "$OUT/sweep.log")
   summary "sweep: exit $?, $(( SECONDS - start )) s wall; $(tr -d ' \n' < "$OUT/sweep.json")"
 fi
@@ -60,12 +64,12 @@ fi
 summary "== report (limit ${REPORT_S} s)"
 measure=(--measure --timeout 30)
 [ $DRY = 1 ] && measure=()
-timeout -k 10 "$REPORT_S" mmaplug report "${CORPUS[@]}" --db "$DB" --heuristic "$TABLE" \
+timeout -k 10 "$REPORT_S" mmaplug report "${CORPUS[@]}" --db "$DB" "${SETS[@]}" \
   --leave-one-out "${measure[@]}" --json > "$OUT/report.json" 2> "$OUT/report.log"
 summary "report: exit $? $(tail -1 "$OUT/report.log")"
 plot=(--plot "$OUT/report.png")
 python -c "import matplotlib" 2>/dev/null || { plot=(); summary "no matplotlib: no report.png"; }
-timeout -k 10 60 mmaplug report "${CORPUS[@]}" --db "$DB" --heuristic "$TABLE" \
+timeout -k 10 60 mmaplug report "${CORPUS[@]}" --db "$DB" "${SETS[@]}" \
   --leave-one-out "${plot[@]}" > "$OUT/report.txt" 2>&1
 tee -a "$OUT/summary.txt" < "$OUT/report.txt"
 mmaplug db --db "$DB" --best --format csv > "$OUT/best.csv" 2>/dev/null

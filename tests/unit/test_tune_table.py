@@ -155,3 +155,19 @@ def test_report_leave_one_out(
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[-1].split()[-3:] == ["not", "measured", "0.408"]  # default unmeasured
+
+
+def test_a_faster_row_of_another_scheduler_does_not_hide_the_hopper_best(
+    tuned_db: object, pm: object
+) -> None:
+    """The fastest row of 4096^3 is an ampere kernel's: the hopper scheduler still gets its
+    own fastest row, and the ampere scheduler gets the ampere one."""
+    ampere = MatmulParams(cta_tile=(128, 128, 32), warp_tile=(64, 64, 32),
+                          instruction_tile=(16, 8, 16), stages=4,
+                          use_smem_epilogue=True)  # fmt: skip
+    square = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16")
+    db.record(tuned_db, row(square.key, params_name=ampere.name, params=ampere.as_dict(),  # type: ignore[arg-type]
+                            time_ms=0.5, scheduler="ampere"))  # fmt: skip
+    problem = square.problem()
+    assert table.table().lookup(problem, H200, "hopper") == TUNED
+    assert table.table().lookup(problem, H200, "ampere") == ampere

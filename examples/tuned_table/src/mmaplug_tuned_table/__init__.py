@@ -39,17 +39,20 @@ def epilogue_of(problem: MatmulProblem) -> str | None:
 
 
 class Table:
-    """The best ``ok`` row of every measured problem in one database file, read once."""
+    """The best ``ok`` row of every measured problem, device and scheduler in one database
+    file, read once."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.best: list[dict[str, Any]] = []
+        best: dict[tuple[str, str, str], dict[str, Any]] = {}
         if path.is_file():
             conn = db.connect(path, create=False)
             try:
-                self.best = db.rows(conn, best=True)
+                for r in db.rows(conn, status="ok"):  # fastest first per problem and device
+                    best.setdefault((r["problem_key"], r["device"], r["scheduler"]), r)
             finally:
                 conn.close()
+        self.best = list(best.values())
 
     def lookup(self, problem: MatmulProblem, device: Device, scheduler: str) -> MatmulParams | None:
         """The exact match's params, else the nearest legal one's, else None."""
