@@ -160,3 +160,26 @@ def test_ampere_plugin_sets_report_the_ampere_decision(recorded: Path) -> None:
     assert report.columns(["default@ampere"], True) == ["default@ampere"]
     with pytest.raises(UsageError, match="names scheduler 'volta'; end it with @hopper or @amp"):
         report.manager("default@volta")
+
+
+def test_report_measure_times_the_missing_choices_first(
+    recorded: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report --measure builds and times (here: fake workers, no GPU) each choice the database
+    lacks, the ampere one with its scheduler, then reports them; the others are not re-run."""
+    import tune_workers
+
+    from mmaplug.tune import cli_report, sweep
+
+    monkeypatch.setattr(cli_report, "requires", lambda *args: None)
+    monkeypatch.setattr(cli_report, "get_device", lambda name: H200)
+    monkeypatch.setitem(sweep.WORK, "build", tune_workers.fake_build)
+    monkeypatch.setitem(sweep.WORK, "measure", tune_workers.fake_measure)
+    argv = ["report", "--db", str(recorded), "--shape", "4096x4096x4096", "--device", "h200",
+            "--heuristic", "default@ampere", "--measure", "--workers", "1", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    (square,) = json.loads(capsys.readouterr().out)["rows"]
+    assert square["default"]["time_ms"] == 2.0  # recorded before, not measured again
+    assert square["default@ampere"]["time_ms"] == 0.8 and square["best_ms"] == 0.8
+    (measured,) = db.rows(db.connect(recorded), problem_key=SQUARE.key, status="ok", limit=1)
+    assert (measured["scheduler"], measured["worker"]) == ("ampere", "test:1/gpu0")

@@ -53,5 +53,6 @@ def fake_build(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def fake_measure(job: dict[str, Any]) -> dict[str, Any]:
-    """A timing of ``job["ms"]`` milliseconds (no GPU)."""
-    return {"status": "ok", "time_ms": job["ms"], "tflops": 1.0, "worker": "test:1/gpu0"}
+    """A timing of ``job["ms"]`` milliseconds (default 0.8; no GPU)."""
+    ms = job.get("ms", 0.8)
+    return {"status": "ok", "time_ms": ms, "tflops": 1.0, "worker": "test:1/gpu0"}
