@@ -43,3 +43,28 @@ def test_sweep_resume_report(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["report", "--shape", "1024x2048x4096", "--db", path, "--json"]) == 0
     default = json.loads(capsys.readouterr().out)["geomean_of_best"]["default"]
     assert 0.0 < default <= 1.0
+
+
+def test_ampere_candidates_and_the_leave_one_out_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two hopper and two ampere candidates of two problems are timed (rows carry their
+    scheduler); report --leave-one-out --measure times the tuned table's left-out choices and
+    reports them with default@ampere."""
+    path = str(tmp_path / "t.sqlite")
+    shapes = ["--shape", "1024x2048x4096", "--shape", "1024x2048x2048"]
+    argv = ["tune", *shapes, "--candidates", "2", "--ampere", "2", "--workers", "8",
+            "--db", path, "--json"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"skipped": 0, "ok": 8}
+    assert sorted(r["scheduler"] for r in db.rows(db.connect(path))) == ["ampere"] * 4 + [
+        "hopper"] * 4  # fmt: skip
+    table = str(
+        Path(__file__).parents[2] / "examples/tuned_table/src/mmaplug_tuned_table/__init__.py"
+    )
+    argv = ["report", *shapes, "--db", path, "--heuristic", table, "--heuristic",
+            "default@ampere", "--leave-one-out", "--measure", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    for column in ("default", "mmaplug_tuned_table", "mmaplug_tuned_table/loo", "default@ampere"):
+        assert 0.0 < result["geomean_of_best"][column] <= 1.0, column
