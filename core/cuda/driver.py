@@ -157,15 +157,20 @@ def set_max_dynamic_smem(kernel: int, smem: int, device: int) -> None:
     _smem_set.add((kernel, device, smem))
 
 
-def kernel_launcher(kernel: int, grid: tuple, block: tuple, smem: int, params: int) -> Any:
+def kernel_launcher(
+    kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
+) -> Any:
     """A function ``launch(stream)`` running *kernel* with the parameter block at *params*.
 
     The launch goes through ``cuda.bindings`` (its Cython wrapper costs 0.4 us a call against
     a stub libcuda, ctypes 1.2-1.6 us: docs/decisions.md); a thread without a current context
-    gets its device's primary one and the launch is retried once.
+    gets its device's primary one and the launch is retried once. With *cluster* > 1 the grid
+    runs as clusters of that many CTAs along x (``cuLaunchKernelEx``).
     """
     from cuda.bindings import driver as bindings
 
+    if cluster > 1:
+        return _cluster_launcher(bindings, kernel, grid, block, smem, params, cluster)
     launch, function = bindings.cuLaunchKernel, bindings.CUfunction(kernel)
     gx, gy, gz, bx, by, bz = (int(v) for v in (*grid, *block))
 
@@ -177,6 +182,35 @@ def kernel_launcher(kernel: int, grid: tuple, block: tuple, smem: int, params: i
                 (err,) = launch(function, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
             if err:
                 _check(_lib(), int(err), f"cuLaunchKernel of {grid} x {block}, {smem} B smem")
+
+    return run
+
+
+def _cluster_launcher(
+    bindings: Any, kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int
+) -> Any:
+    """``kernel_launcher`` for clusters of *cluster* CTAs: one prepared ``CUlaunchConfig``."""
+    config = bindings.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = (int(v) for v in grid)
+    config.blockDimX, config.blockDimY, config.blockDimZ = (int(v) for v in block)
+    config.sharedMemBytes = smem
+    attr = bindings.CUlaunchAttribute()
+    attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+    config.attrs, config.numAttrs = [attr], 1
+    function, lock = bindings.CUfunction(kernel), threading.Lock()
+
+    def run(stream: int) -> None:
+        with lock:  # the prepared config carries the stream
+            config.hStream = bindings.CUstream(stream)
+            (err,) = bindings.cuLaunchKernelEx(config, function, params, 0)
+            if err and int(err) == _INVALID_CONTEXT:
+                ensure_context()
+                (err,) = bindings.cuLaunchKernelEx(config, function, params, 0)
+        if err:
+            _check(
+                _lib(), int(err), f"cuLaunchKernelEx of {grid} x {block} in clusters of {cluster}"
+            )
 
     return run
 

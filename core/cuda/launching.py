@@ -160,15 +160,21 @@ def generated_kernel(
 
 
 class DriverLaunch:
-    """One loaded kernel (a ``CUkernel`` handle) with fixed grid, block, shared memory and
-    parameter block; called with a raw stream handle, it is one ctypes ``cuLaunchKernel``."""
+    """One loaded kernel (a ``CUkernel`` handle) with fixed grid, block, shared memory,
+    parameter block and cluster size; called with a raw stream handle, it is one launch."""
 
     def __init__(
-        self, kernel: int, grid: tuple, block: tuple, smem: int, params: KernelParams
+        self,
+        kernel: int,
+        grid: tuple,
+        block: tuple,
+        smem: int,
+        params: KernelParams,
+        cluster: int = 1,
     ) -> None:
         self.params = params
         #: ``run(stream)``: the launch itself (``BoundKernels`` calls it directly)
-        self.run = driver.kernel_launcher(kernel, grid, block, smem, params.address)
+        self.run = driver.kernel_launcher(kernel, grid, block, smem, params.address, cluster)
 
     def __call__(self, stream: int) -> None:
         """Launch on the stream whose raw ``CUstream`` handle is *stream*."""

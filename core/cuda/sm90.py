@@ -1,4 +1,4 @@
-"""Inline-PTX intrinsics for Hopper (sm_90a) kernels: mbarrier, TMA, wgmma, setmaxnreg, stmatrix."""
+"""Inline-PTX intrinsics for Hopper (sm_90a) kernels: mbarrier, TMA, wgmma, clusters, setmaxnreg."""
 
 from __future__ import annotations
 
@@ -24,12 +24,17 @@ __all__ = [
     "bulk_store",
     "bulk_wait_group",
     "bulk_wait_group_read",
+    "cluster_ctarank",
+    "cluster_id",
+    "cluster_sync",
     "fence_mbarrier_init",
     "fence_operand",
     "fence_proxy_async",
     "fence_tensormap_acquire",
     "ld_shared_b32",
+    "mapa_shared",
     "mbarrier_arrive",
+    "mbarrier_arrive_cluster",
     "mbarrier_arrive_expect_tx",
     "mbarrier_init",
     "mbarrier_try_wait",
@@ -45,6 +50,7 @@ __all__ = [
     "stmatrix_x4_trans",
     "tma_load_2d",
     "tma_load_3d",
+    "tma_load_3d_multicast",
     "tma_store_2d",
     "tma_store_3d",
     "wgmma_bf16",
@@ -118,13 +124,51 @@ def tma_load_2d(dst, tmap, c0, c1, bar):
 
     Copies the box at int32 element coordinates (c0 innermost, c1) to shared `dst` (1024-byte
     aligned for 128B swizzle), zero-filling out-of-bounds elements, and completes the box bytes
-    on the mbarrier `bar`.
+    on the mbarrier `bar`. `c0` times the element size must be a multiple of 16 bytes (the H200
+    raises an illegal instruction otherwise; the simulator a UsageError).
     """
 
 
 def tma_load_3d(dst, tmap, c0, c1, c2, bar):
     """Generate `cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes
     [dst], [tmap, {c0, c1, c2}], [bar]`; see tma_load_2d."""
+
+
+def tma_load_3d_multicast(dst, tmap, c0, c1, c2, bar, mask):
+    """Generate `cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes
+    .multicast::cluster [dst], [tmap, {c0, c1, c2}], [bar], mask`.
+
+    The box lands at the same shared offset `dst` in every CTA of the cluster whose rank bit is
+    set in the uint16 `mask`, and completes its bytes on the barrier at offset `bar` in each.
+    Each receiving CTA's barrier must expect those bytes (arrive_expect_tx by its own producer).
+    """
+
+
+def cluster_ctarank():
+    """Generate `mov.u32 %r, %cluster_ctarank`: this CTA's rank in its cluster (0 without one)."""
+
+
+def cluster_id():
+    """Generate `mov.u32 %r, %clusterid.x`: the index along x of this CTA's cluster."""
+
+
+def mapa_shared(addr, rank):
+    """Generate `mapa.shared::cluster.u32`: the shared::cluster address of the same offset as
+    shared address `addr` in the CTA of cluster rank `rank` (for mbarrier_arrive_cluster)."""
+
+
+def mbarrier_arrive_cluster(bar):
+    """Generate `mbarrier.arrive.shared::cluster.b64 _, [bar]`: arrive on the barrier at
+    shared::cluster address `bar` (a mapa_shared result: any CTA of the cluster).
+
+    Default (.release.cta) semantics, as CUTLASS's ClusterBarrier: `.release.cluster` makes
+    ptxas put MEMBAR.ALL.GPU before every arrive (seen in the SASS of the cluster kernel)."""
+
+
+def cluster_sync():
+    """Generate `barrier.cluster.arrive.release` then `barrier.cluster.wait.acquire`: wait for
+    every non-exited thread of the cluster. After mbarrier initialisation (before a peer may
+    multicast into this CTA or arrive on its barriers) and before exit (while it still may)."""
 
 
 def tma_store_2d(tmap, c0, c1, src):
@@ -276,7 +320,7 @@ def ld_shared_b32(addr):
 
 # --- Variant tables and instantiation ------------------------------------------------------------
 
-U32, U64 = types.uint32, types.uint64
+U16, U32, U64 = types.uint16, types.uint32, types.uint64
 _TMA_LOAD = "cp.async.bulk.tensor.{d}d.shared::cluster.global.mbarrier::complete_tx::bytes"
 _TMA_STORE = "cp.async.bulk.tensor.{d}d.global.shared::cta.bulk_group"
 _BULK_STORE = "cp.async.bulk.global.shared::cta.bulk_group"
@@ -316,6 +360,20 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
         (U32, U64, U32, U32, U32, U32),
         None,
     ),
+    tma_load_3d_multicast: (
+        _TMA_LOAD.format(d=3) + ".multicast::cluster [$0], [$1, {$2, $3, $4}], [$5], $6;",
+        (U32, U64, U32, U32, U32, U32, U16),
+        None,
+    ),
+    cluster_ctarank: ("mov.u32 $0, %cluster_ctarank;", (), U32),
+    cluster_id: ("mov.u32 $0, %clusterid.x;", (), U32),
+    mapa_shared: ("mapa.shared::cluster.u32 $0, $1, $2;", (U32, U32), U32),
+    mbarrier_arrive_cluster: (
+        "mbarrier.arrive.shared::cluster.b64 _, [$0];",
+        (U32,),
+        None,
+    ),
+    cluster_sync: ("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", (), None),
     tma_store_2d: (_TMA_STORE.format(d=2) + " [$0, {$1, $2}], [$3];", (U64, U32, U32, U32), None),
     tma_store_3d: (
         _TMA_STORE.format(d=3) + " [$0, {$1, $2, $3}], [$4];",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Any
 
 import numpy as np
@@ -26,12 +27,17 @@ __all__ = [
     "bulk_store",
     "bulk_wait_group",
     "bulk_wait_group_read",
+    "cluster_ctarank",
+    "cluster_id",
+    "cluster_sync",
     "fence_mbarrier_init",
     "fence_operand",
     "fence_proxy_async",
     "fence_tensormap_acquire",
     "ld_shared_b32",
+    "mapa_shared",
     "mbarrier_arrive",
+    "mbarrier_arrive_cluster",
     "mbarrier_arrive_expect_tx",
     "mbarrier_init",
     "mbarrier_try_wait",
@@ -47,6 +53,7 @@ __all__ = [
     "stmatrix_x4_trans",
     "tma_load_2d",
     "tma_load_3d",
+    "tma_load_3d_multicast",
     "tma_store_2d",
     "tma_store_3d",
     "wgmma_bf16",
@@ -304,7 +311,14 @@ def _tma(rank: int, store: bool):
         chunks = _box_chunks(spec, int(smem_addr), op)
         smem = block.smem(smem_addr, spec.box_bytes, 1, op).reshape(-1, CHUNK)
         box_shape = (*spec.box[::-1], spec.dtype.itemsize)
-        region = _box_region(spec, tuple((int(c) + 2**31) % 2**32 - 2**31 for c in coords))
+        signed = tuple((int(c) + 2**31) % 2**32 - 2**31 for c in coords)
+        if (signed[0] * spec.dtype.itemsize) % CHUNK:
+            raise UsageError(
+                f"{op}: the innermost coordinate {signed[0]} starts "
+                f"{signed[0] * spec.dtype.itemsize} bytes into a row; TMA needs a multiple of "
+                f"{CHUNK} bytes (the H200 raises an illegal instruction)"
+            )
+        region = _box_region(spec, signed)
         if store:
             box = smem[chunks].reshape(box_shape)
             if region is not None:
@@ -341,3 +355,51 @@ def tma_store_2d(tmap: Any, c0: Any, c1: Any, src: Any) -> None:
 def tma_store_3d(tmap: Any, c0: Any, c1: Any, c2: Any, src: Any) -> None:
     """Emulate the 3-D TMA store; see tma_store_2d."""
     _store3(tmap, (c0, c1, c2), src, None)
+
+
+# --- Clusters: the simulator runs one CTA at a time, so a cluster is that one CTA --------------
+
+_ONE_CTA = (
+    "the simulator runs one CTA at a time: clusters of more than one CTA are not emulated "
+    "(run cluster kernels on a GPU)"
+)
+
+
+def cluster_ctarank() -> np.uint32:
+    """Emulate %cluster_ctarank: 0 (every simulated cluster is one CTA)."""
+    B.current("cluster_ctarank")
+    return np.uint32(0)
+
+
+def cluster_id() -> np.uint32:
+    """Emulate %clusterid.x: the block index (clusters of one CTA)."""
+    B.current("cluster_id")
+    return np.uint32(threading.current_thread().blockIdx.x)
+
+
+def mapa_shared(addr: Any, rank: Any) -> Any:
+    """Emulate mapa for rank 0 (this CTA): the address itself."""
+    B.current("mapa_shared")
+    if int(rank) != 0:
+        raise UsageError(f"mapa_shared to cluster rank {int(rank)}: {_ONE_CTA}")
+    return addr
+
+
+def mbarrier_arrive_cluster(bar: Any) -> None:
+    """Emulate a cluster-scope arrive on this CTA's barrier (a rank-0 mapa address)."""
+    B.current("mbarrier_arrive_cluster")[0].update_mbarrier(bar, 1, 0, "mbarrier_arrive_cluster")
+
+
+def tma_load_3d_multicast(
+    dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any, mask: Any
+) -> None:
+    """Emulate the multicast 3-D TMA load to this CTA alone (mask 1)."""
+    if int(mask) != 1:
+        raise UsageError(f"tma_load_3d_multicast with mask {int(mask):#x}: {_ONE_CTA}")
+    _load3(tmap, (c0, c1, c2), dst, bar)
+
+
+def cluster_sync() -> None:
+    """Emulate barrier.cluster arrive + wait: a barrier of the CTA's non-exited threads."""
+    B.current("cluster_sync")
+    threading.current_thread().syncthreads()

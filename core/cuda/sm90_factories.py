@@ -29,6 +29,7 @@ _ARITY: Final[dict[int, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     4: lambda f: lambda typingctx, a, b, c, d: f((a, b, c, d)),
     5: lambda f: lambda typingctx, a, b, c, d, e: f((a, b, c, d, e)),
     6: lambda f: lambda typingctx, a, b, c, d, e, g: f((a, b, c, d, e, g)),
+    7: lambda f: lambda typingctx, a, b, c, d, e, g, h: f((a, b, c, d, e, g, h)),
 }
 
 

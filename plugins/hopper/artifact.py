@@ -13,7 +13,13 @@ from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.codegen import REDUCE_THREADS
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.launching import BoundKernels, DriverLaunch, KernelParams, launch_checked
+from mmaplug.cuda.launching import (
+    BoundKernels,
+    DriverLaunch,
+    KernelParams,
+    launch_checked,
+    simulating,
+)
 from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.errors import DeclinedLaunchError
@@ -44,6 +50,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
+        cluster_m=params.cluster_dims[0],
         epilogue=analysis.epilogue,
     )
 
@@ -145,16 +152,17 @@ class HopperArtifact:
             # with the staged epilogue (same shared memory and stages), built once
             cfg = attrs.evolve(cfg, packed_stores=False)
         bm, bn, bk = cfg.cta_tile
-        tiles_m, tiles_n = -(-problem.m // bm), -(-problem.n // bn)
+        cl = cfg.cluster_m  # a cluster's CTAs take adjacent M tiles of one work unit
+        tiles_m, tiles_n = -(-problem.m // (bm * cl)), -(-problem.n // bn)
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
         units = problem.batch * cfg.splitk * tiles_m * tiles_n
         device = self.spec.device
         if self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta:
             per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
-            grid_x = min(units, device.sm_count * per_sm)
+            grid_x = min(units, device.sm_count * per_sm // cl) * cl
         else:
-            grid_x = units
+            grid_x = units * cl
         epi = [
             s
             for t in args.epilogue_inputs
@@ -195,6 +203,9 @@ class HopperArtifact:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
         plan = self._plan_launch(args)
         cfg = plan.config
+        if cfg.cluster_m > 1 and not simulating():  # Numba launches no clusters: the driver's
+            self._launch_bound(plan, args)
+            return
         kernels = build(cfg)
         maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream)
         block = (cfg.threads, 1, 1)
@@ -221,6 +232,16 @@ class HopperArtifact:
             kernels.reduce, kernels.signatures["hopper_splitk_reduce"], rargs, rgrid,
             (REDUCE_THREADS, 1, 1), args.stream, 0,
         )  # fmt: skip
+
+    def _launch_bound(self, plan: _Launch, args: LaunchArgs) -> None:
+        """Run once through a bound (driver) launch, with a workspace of its own."""
+        bound = BoundHopper(self, plan, args)
+        tensors = [args.a, args.b, *args.epilogue_inputs, *args.outputs]
+        addresses = [t.address for t in tensors]
+        workspace = self._workspace(plan) if bound.workspace else None
+        if workspace is not None:
+            addresses.append(workspace.__cuda_array_interface__["data"][0])
+        bound(addresses, args.scalars, args.stream)
 
     def bind(self, args: LaunchArgs) -> BoundHopper:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
@@ -256,7 +277,7 @@ class BoundHopper(BoundKernels):
             )
             main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
             super().__init__(
-                [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params)],
+                [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params, cfg.cluster_m)],
                 [(params, tensors)],
                 [(params, first_scalar + i) for i in range(len(prog.scalars))],
             )
@@ -272,7 +293,7 @@ class BoundHopper(BoundKernels):
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         super().__init__(
             [
-                DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main),
+                DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main, cfg.cluster_m),
                 DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
             ],
             [(main, [0, ws]), (red, [ws, *tensors[1:]])],

@@ -21,6 +21,9 @@ VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 # ptxas allocates the consumers' code within CONSUMER_REGS: 232 spilled 92 bytes in the bias +
 # GELU epilogue at 128x256, 240 spills nothing; the producer's one issuing thread fits in 24.
 PRODUCER_REGS: Final = 24
+# the cluster kernel's producer multicasts: at 24 registers ptxas spilled 164 bytes, in its
+# K loop; 32 + 2 x 128 x 240 is the whole 64K register file
+CLUSTER_PRODUCER_REGS: Final = 32
 CONSUMER_REGS: Final = 240
 CTA_ORDERS: Final = ("row_major", "column_major")
 
@@ -50,6 +53,7 @@ class HopperKernelConfig:
     smem_epilogue: bool = False
     packed_stores: bool = False
     pingpong: bool = False
+    cluster_m: int = 1
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -134,6 +138,7 @@ class HopperKernelConfig:
             f"_sk{self.splitk}{'_se' if self.smem_epilogue else ''}"
             f"{'_ps' if self.packed_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
+            f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
         )
 
 
@@ -217,6 +222,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             f"warp_tile {wm}x{wn} needs {wm * wn // WARPGROUP} accumulator registers per "
             "thread; at most 128 fit beside the addressing registers"
         )
+    problems += cluster_problems(cfg)
     if cfg.stages < 2:
         problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
     if cfg.splitk < 1:
@@ -231,6 +237,26 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             f"region (outputs {[d.label for d in cfg.epilogue_outputs]})"
         )
     return problems
+
+
+def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s cluster cannot be built: pairs of CTAs along M, each multicasting half of
+    the B tile both use (whole TMA boxes or 128-byte swizzle rows per half)."""
+    if cfg.cluster_m == 1:
+        return []
+    bn = cfg.cta_tile[1]
+    if cfg.cluster_m != 2:
+        return [f"cluster_m must be 1 or 2 (CTA pairs along M), got {cfg.cluster_m}"]
+    if cfg.pingpong:
+        return ["clusters are generated for the cooperative kernel, not ping-pong"]
+    if cfg.b_k_inner and bn % 16:
+        return [f"a cluster multicasts half of B's {bn} rows: cta_tile n must be a multiple of 16"]
+    if not cfg.b_k_inner and bn % (2 * BOX_INNER):
+        return [
+            f"a cluster multicasts half of an N-major B's {bn // BOX_INNER} swizzle rows: "
+            f"cta_tile n must be a multiple of {2 * BOX_INNER}"
+        ]
+    return []
 
 
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:

@@ -11,6 +11,7 @@ from mmaplug.dtypes import DType
 
 from .config import (
     BOX_INNER,
+    CLUSTER_PRODUCER_REGS,
     CONSUMER_REGS,
     MBARRIER_BYTES,
     PRODUCER_REGS,
@@ -56,6 +57,29 @@ class _Operand:
             for q in range(self.rows // BOX_INNER)
         ]
 
+    def multicast_boxes(self, half: str) -> list[tuple[str, str, str]]:
+        """The boxes this CTA of a pair loads for both (``half``: its cluster rank, 0 or 1):
+        half of each K slab's rows, or every other 64-column swizzle row of an MN-major B."""
+        r0 = "n0" if self.name == "b" else "m0"
+        rows = self.rows // 2
+        if self.k_inner:
+            return [
+                (
+                    f"{s * self.rows * SWIZZLE_BYTES} + {half} * {rows * SWIZZLE_BYTES}",
+                    f"k0 + {s * BOX_INNER}",
+                    f"{r0} + {half} * {rows}",
+                )
+                for s in range(self.bk // BOX_INNER)
+            ]
+        return [
+            (
+                f"({2 * j} + {half}) * {self.bk * SWIZZLE_BYTES}",
+                f"{r0} + ({2 * j} + {half}) * {BOX_INNER}",
+                "k0",
+            )
+            for j in range(self.rows // BOX_INNER // 2)
+        ]
+
     def slice_offset(self, row0: str) -> str:
         """Byte offset (expression) of the 64-row (A) / N-column (B) slice starting at *row0*."""
         if self.k_inner:
@@ -88,6 +112,11 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
+    if cfg.cluster_m > 1:
+        em(
+            "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
+            "tma_load_3d_multicast)"
+        )
     em()
     _emit_main(em, cfg, sim, cache)
     if cfg.splitk > 1:
@@ -112,7 +141,10 @@ def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
     em("t_major = first + (tile % group) % gsz")
     em("t_minor = (tile % group) // gsz")
     tm, tn = ("t_major", "t_minor") if cfg.cta_order == "row_major" else ("t_minor", "t_major")
-    em(f"m0 = {tm} * {bm}")
+    if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
+        em(f"m0 = ({tm} * {cfg.cluster_m} + rank) * {bm}")
+    else:
+        em(f"m0 = {tm} * {bm}")
     em(f"n0 = {tn} * {bn}")
     em("kb = sp * k_split")
     em("ke = min(K, kb + k_split)")
@@ -130,6 +162,7 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
     # every consumer warp releases each stage; with ping-pong only the owning warpgroup's
     consumer_warps = 4 if cfg.pingpong else 4 * cfg.consumers
+    cl = cfg.cluster_m  # a pair's stages are released by both CTAs' consumers
     stage_bytes = a.stage_bytes + b.stage_bytes
     em(f"@cuda.jit({jit_options(cfg.threads, sim, cache, lto=True)})")
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
@@ -150,10 +183,21 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
                 em(f"mbarrier_init(uint32(bar + {MBARRIER_BYTES} * i), 1)")
                 em(
                     f"mbarrier_init(uint32(bar + {MBARRIER_BYTES} * ({stages} + i)), "
-                    f"{consumer_warps})"
+                    f"{consumer_warps * cl})"
                 )
             em("fence_mbarrier_init()")
-        em("cuda.syncthreads()")
+        if cl > 1:
+            em("cluster_sync()  # the peer's barriers are initialised before anyone uses them")
+            # a cluster of cl CTAs along x: %cluster_ctarank is blockIdx.x % cl and
+            # %clusterid.x blockIdx.x // cl; read as the special registers NVVM rematerialises
+            # (the producer runs in 24 registers)
+            em(f"rank = cuda.blockIdx.x % {cl}")
+            em(f"u0 = cuda.blockIdx.x // {cl}")
+            em(f"ustep = cuda.gridDim.x // {cl}")
+        else:
+            em("cuda.syncthreads()")
+            em("u0 = cuda.blockIdx.x")
+            em("ustep = cuda.gridDim.x")
         em("tiles = tiles_m * tiles_n")
         em(f"wg = tid // {WARPGROUP}")
         em("if wg == 0:")
@@ -162,6 +206,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
         em("else:")
         with em.indent():
             _emit_consumer(em, cfg, a, b, sim)
+        if cl > 1:
+            em("cluster_sync()  # no CTA leaves while its peer may multicast into it")
     em()
 
 
@@ -170,7 +216,8 @@ def _emit_producer(
 ) -> None:
     stages = cfg.stages
     if cfg.consumers == 2 and not sim:
-        em(f"setmaxnreg_dec({PRODUCER_REGS})")
+        regs = CLUSTER_PRODUCER_REGS if cfg.cluster_m > 1 else PRODUCER_REGS
+        em(f"setmaxnreg_dec({regs})")
     em("if tid == 0:")
     with em.indent():
         em("tmap_a = global_addr(maps, 0)")
@@ -181,7 +228,7 @@ def _emit_producer(
         em("prefetch_tensormap(tmap_b)")
         em("s = 0")
         em("ph = 0")
-        em("u = cuda.blockIdx.x")
+        em("u = u0")
         em("while u < units:")
         with em.indent():
             _emit_decode(em, cfg)
@@ -195,6 +242,14 @@ def _emit_producer(
                 em(f"mbarrier_arrive_expect_tx(full, {stage_bytes})")
                 for op, base, tmap, batch in ((a, "sa", "tmap_a", "ca"), (b, "sb", "tmap_b", "cb")):
                     em(f"dst = {base} + s * {op.stage_bytes}")
+                    if op is b and cfg.cluster_m > 1:  # half of B, landing in both CTAs
+                        for off, c0, c1 in op.multicast_boxes("rank"):
+                            em(
+                                f"tma_load_3d_multicast(uint32(dst + {off}), {tmap}, "
+                                f"int32({c0}), int32({c1}), {batch}, full, "
+                                f"uint16({(1 << cfg.cluster_m) - 1}))"
+                            )
+                        continue
                     for off, c0, c1 in op.boxes():
                         em(
                             f"tma_load_3d(uint32(dst + {off}), {tmap}, int32({c0}), "
@@ -202,7 +257,7 @@ def _emit_producer(
                         )
                 _advance(em, stages)
                 em(f"k0 += {cfg.cta_tile[2]}")
-            em("u += cuda.gridDim.x")
+            em("u += ustep")
 
 
 def _emit_consumer(
@@ -249,7 +304,7 @@ def _emit_consumer(
         em(f"spill = cuda.local.array({len(accs) * nacc}, dtype=float32)")
     em("s = 0")
     em("ph = 0")
-    em("u = cuda.blockIdx.x")
+    em("u = u0")
     if cfg.pingpong:
         em("mine = 0  # ping-pong: this consumer takes the CTA's units c, c + 2, c + 4, ...")
         em("turns = 0")
@@ -266,7 +321,7 @@ def _emit_consumer(
                 em(f"ph ^= (s // {stages}) & 1")
                 em(f"s = s % {stages}")
                 em("mine ^= 1")
-                em("u += cuda.gridDim.x")
+                em("u += ustep")
                 em("continue")
             em("mine ^= 1")
             # main loops take turns (the other consumer has waited on every stage before this
@@ -295,7 +350,7 @@ def _emit_consumer(
             em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
             for acc in accs:
                 em(f"{acc} = fence_operand({acc})")
-            _emit_release(em, stages, "prev")
+            _emit_release(em, stages, "prev", cfg.cluster_m)
             em("prev = s")
             _advance(em, stages)
             em("scale = 1")
@@ -303,7 +358,7 @@ def _emit_consumer(
         em("wgmma_wait_group(0)")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
-        _emit_release(em, stages, "prev")
+        _emit_release(em, stages, "prev", cfg.cluster_m)
         if cfg.pingpong:
             em(f"named_barrier_arrive(4 - c, {2 * WARPGROUP})  # the other consumer's turn")
         em("if scale == 0:  # an empty K range (a trailing split): the product is zero")
@@ -311,10 +366,16 @@ def _emit_consumer(
             for acc in accs:
                 em(f"{acc} = wgmma_zeros({nacc})")
         emit_epilogue(em, cfg, accs)
-        em("u += cuda.gridDim.x")
+        em("u += ustep")
 
 
-def _emit_release(em: Emitter, stages: int, stage: str) -> None:
-    """Lane 0 of every consumer warp arrives on ``empty[stage]`` (none before the first tile)."""
+def _emit_release(em: Emitter, stages: int, stage: str, cluster: int) -> None:
+    """Lane 0 of every consumer warp arrives on ``empty[stage]`` (none before the first tile),
+    in every CTA of its cluster: each multicasts into the others' stages."""
     em(f"if {stage} >= 0 and lane == 0:")
-    em(f"    mbarrier_arrive(uint32(bar + {MBARRIER_BYTES} * ({stages} + {stage})))")
+    empty = f"uint32(bar + {MBARRIER_BYTES} * ({stages} + {stage}))"
+    if cluster == 1:
+        em(f"    mbarrier_arrive({empty})")
+        return
+    for peer in range(cluster):
+        em(f"    mbarrier_arrive_cluster(mapa_shared({empty}, uint32({peer})))")

@@ -162,13 +162,25 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "the hopper kernel is always warp-specialized (a TMA producer warpgroup and consumer "
         "warpgroups); set warp_specialized=True or use the ampere scheduler.",
     )
+    cluster = tuple(params.cluster_dims)
     check(
-        tuple(params.cluster_dims) == (1, 1),
+        cluster in ((1, 1), (2, 1)),
         "cluster_dims",
         params.cluster_dims,
-        "(1, 1)",
-        f"cluster_dims={params.cluster_dims}: thread-block clusters with TMA multicast are not "
-        "generated yet. Set cluster_dims=(1, 1).",
+        "(1, 1) or (2, 1)",
+        f"cluster_dims={params.cluster_dims}: the kernel pairs CTAs along M, the pair sharing "
+        "one multicast B tile; other cluster shapes are not generated. Set (1, 1) or (2, 1).",
+    )
+    b_half = cta.n % (16 if problem.b_k_inner else 2 * BOX_INNER) == 0
+    check(
+        cluster != (2, 1) or (not pingpong and b_half),
+        "cluster_dims",
+        params.cluster_dims,
+        "(1, 1) with ping-pong or a cta_tile n that does not halve into whole boxes",
+        f"cluster_dims=(2, 1) with cta_tile={cta} and tiling_strategy="
+        f"{params.tiling_strategy.value!r}: each CTA of a pair multicasts half of the B tile "
+        f"(n a multiple of {16 if problem.b_k_inner else 2 * BOX_INNER}), and only the "
+        "cooperative kernel has clusters. Set cluster_dims=(1, 1).",
     )
     k_tiles = -(-problem.k // cta.k) if cta.k else 0
     check(

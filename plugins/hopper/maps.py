@@ -43,7 +43,8 @@ def operand_spec(
         else _round16(extents[outer] * max(outer_bytes, itemsize))
     )
     bm, bn, bk = cfg.cta_tile
-    box_outer = (bm if name == "a" else bn) if k_inner else bk
+    # a CTA of a cluster multicasts its half of a K-major B tile (kernel_codegen)
+    box_outer = (bm if name == "a" else bn // cfg.cluster_m) if k_inner else bk
     return TensorMapSpec(
         dtype=cfg.operand_dtype,
         dims=(extents[inner], extents[outer], extents[DimRole.BATCH] if batched else 1),

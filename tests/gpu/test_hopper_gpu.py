@@ -166,6 +166,34 @@ def test_pingpong(pm: mp.PluginManager, dtype: mp.DType, layout: str, splitk: in
     assert compiled.kernel_name.endswith("_pp")
 
 
+CLUSTER = list(
+    itertools.product(
+        (mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), ("none", "bias_gelu"), (1, 2),
+        (504, 300),
+    )
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "splitk", "m"),
+    CLUSTER,
+    ids=[f"{d.label}_{lay}_{e}_sk{s}_m{m}" for d, lay, e, s, m in CLUSTER],
+)
+def test_cluster_pairs(
+    pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, m: int
+) -> None:
+    """cluster_dims=(2, 1): CTA pairs along M share a multicast B tile; m=300 makes 3 M tiles,
+    so the second pair's second CTA has no rows (it still loads and releases its half)."""
+    fusion = _fusion(m, 264, 328, dtype, layout, epilogue, 3 if splitk == 1 else 1)
+    compiled = _run(
+        fusion, pm, seed=23, cta_tile=(128, 256, 64), warp_tile=(64, 256, 64),
+        instruction_tile=(64, 256, 16), stages=4, use_smem_epilogue=True,
+        splitk_factor=splitk, cluster_dims=(2, 1),
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_c2")
+
+
 TILES = [
     ((128, 256, 64), (64, 256, 64), 4, "persistent"),
     ((64, 256, 64), (64, 256, 64), 4, "persistent"),

@@ -48,15 +48,48 @@ def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
     links it (NVVM IR through nvJitLink with -lto): ptxas keeps setmaxnreg (no C7504), keeps
     the wgmmas pipelined (no C7509) and spills nothing. Linked from PTX instead, nvJitLink 13.5
     compiles a separate unit: setmaxnreg ignored, every wgmma serialised, 220 bytes spilled."""
+    from mmaplug.bench import linear_fusion
+
+    compiled = mp.compile(linear_fusion(4096, 4096, 4096, getattr(mp, dtype), epilogue), "h200")
+    assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
+    text = _lto_link_log(compiled._artifact.config)  # the HopperArtifact's kernel config
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
+
+
+@pytest.mark.parametrize("b_layout", ["k_inner", "n_inner"])
+def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
+    """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
+    barriers) links like the default one: setmaxnreg kept and wgmmas pipelined. Its producer
+    spills a little (60 bytes here with 32 registers; 164 at 24: the K loop's multicast
+    offsets), so the guard is a bound, not zero."""
+    from mmaplug.bench import linear_fusion
+
+    fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
+    if b_layout == "n_inner":  # x @ W with W [K, N]: an N-major B
+        with mp.FusionDefinition() as fd:
+            x = fd.define_tensor([4096, 4096], dtype=mp.float16)
+            w = fd.define_tensor([4096, 4096], dtype=mp.float16)
+            fd.add_output(fd.ops.matmul(x, w))
+        fusion = fd.fusion
+    compiled = mp.compile(fusion, "h200", overrides={"cluster_dims": (2, 1)})
+    config = compiled._artifact.config
+    assert config.cluster_m == 2 and config.b_k_inner is (b_layout == "k_inner")
+    ptx = compiled.ptx
+    assert "multicast::cluster" in ptx and "barrier.cluster.wait" in ptx and "mapa" in ptx
+    text = _lto_link_log(config)
+    assert not re.search(r"C750[49]", text), text
+    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", text)]
+    assert spills and max(spills) <= 128, text
+
+
+def _lto_link_log(config: object) -> str:
+    """nvJitLink's log of linking the kernel of *config* as the launch path does."""
     from numba import cuda
 
-    from mmaplug.bench import linear_fusion
     from mmaplug.plugins.hopper.kernel import kernel_signatures, load_module
 
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    compiled = mp.compile(linear_fusion(4096, 4096, 4096, getattr(mp, dtype), epilogue), "h200")
-    assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
-    config = compiled._artifact.config  # the HopperArtifact's kernel config
     source = load_module(config, sim=False)
     assert "lto=True" in source["__source__"]
     ltoir, _ = cuda.compile(
@@ -71,9 +104,7 @@ def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
     log = bytearray(nvjitlink.get_info_log_size(handle))
     nvjitlink.get_info_log(handle, log)
     nvjitlink.destroy(handle)
-    text = log.decode(errors="replace")
-    assert not re.search(r"C750[49]", text), text
-    assert re.search(r"\b0 bytes spill stores", text), text
+    return log.decode(errors="replace")
 
 
 def test_ampere_ptx_holds_the_mma_sync_pipeline(ampere_compiled: mp.CompiledFusion) -> None:

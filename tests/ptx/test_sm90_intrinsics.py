@@ -51,6 +51,17 @@ def _tma_kernel(maps, out):
     H.bulk_wait_group(1)
 
 
+def _cluster_kernel(maps, out):
+    sm = cuda.shared.array(8192, types.uint8)
+    buf = (H.shared_base(sm) + 1023) & ~1023
+    bar = buf + 4096
+    rank = H.cluster_ctarank()
+    H.tma_load_3d_multicast(buf, I.global_addr(maps, 0), out[0], out[1], rank, bar, out[2])
+    H.mbarrier_arrive_cluster(H.mapa_shared(bar, rank ^ 1))
+    H.cluster_sync()
+    out[3] = H.cluster_id()
+
+
 def _misc_kernel(out):
     sm = cuda.shared.array(2048, types.uint8)
     tid = cuda.threadIdx.x
@@ -103,6 +114,7 @@ KERNELS = {
     "barrier": (_barrier_kernel, (U32,)),
     "tma": (_tma_kernel, (U64, U32)),
     "misc": (_misc_kernel, (U32,)),
+    "cluster": (_cluster_kernel, (U64, U32)),
     "desc": (_desc_kernel, (U64,)),
 }
 TMA_LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -152,6 +164,22 @@ CASES = {
     "bulk_commit_group": ("tma", r"cp\.async\.bulk\.commit_group;"),
     "bulk_wait_group_read": ("tma", r"cp\.async\.bulk\.wait_group\.read 0;"),
     "bulk_wait_group": ("tma", r"cp\.async\.bulk\.wait_group 1;"),
+    "tma_load_3d_multicast": (
+        "cluster",
+        re.escape(TMA_LOAD.format(3) + ".multicast::cluster")
+        + r" \[%r\d+\], \[%rd\d+, \{(%r\d+, ){2}%r\d+\}\], \[%r\d+\], %rs\d+;",
+    ),
+    "cluster_ctarank": ("cluster", r"mov\.u32 %r\d+, %cluster_ctarank;"),
+    "cluster_id": ("cluster", r"mov\.u32 %r\d+, %clusterid\.x;"),
+    "mapa_shared": ("cluster", r"mapa\.shared::cluster\.u32 %r\d+, %r\d+, %r\d+;"),
+    "mbarrier_arrive_cluster": (
+        "cluster",
+        r"mbarrier\.arrive\.shared::cluster\.b64 _, \[%r\d+\];",
+    ),
+    "cluster_sync": (
+        "cluster",
+        r"barrier\.cluster\.arrive\.release;\s*barrier\.cluster\.wait\.acquire;",
+    ),
     "setmaxnreg_inc": ("misc", r"setmaxnreg\.inc\.sync\.aligned\.u32 232;"),
     "setmaxnreg_dec": ("misc", r"setmaxnreg\.dec\.sync\.aligned\.u32 40;"),
     "named_barrier_sync": ("misc", r"bar\.sync %r\d+, %r\d+;"),

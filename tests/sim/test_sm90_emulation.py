@@ -210,6 +210,33 @@ def test_shared_base_is_not_1024_aligned_and_tma_checks_alignment():
 
 
 @in_simulator
+def test_tma_inner_coordinate_must_be_16_byte_aligned():
+    """An innermost TMA coordinate 40 bytes into a row is an illegal instruction on the H200
+    (run 32); the simulator refuses it the same way, loads and stores alike."""
+    from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
+    from mmaplug.dtypes import DType
+    from mmaplug.errors import UsageError
+
+    @cuda.jit
+    def kernel(maps, c0, store):
+        sm = cuda.shared.array(8192, types.uint8)
+        buf = (H.shared_base(sm) + 1023) & ~1023
+        H.mbarrier_init(buf + 4096, 1)
+        if store:
+            H.tma_store_2d(I.global_addr(maps, 0), c0, 0, buf)
+        else:
+            H.tma_load_2d(buf, I.global_addr(maps, 0), c0, 0, buf + 4096)
+
+    src = cuda.to_device(np.zeros((8, 64), np.float16))
+    spec = TensorMapSpec(DType.float16, (64, 8), (128,), (32, 8), 64)
+    maps = cuda.to_device(encode(spec, device_address(src)))
+    for store in (False, True):
+        with pytest.raises(UsageError, match=r"innermost coordinate 20 starts 40 bytes into"):
+            kernel[1, 1](maps, 20, store)
+    kernel[1, 1](maps, 24, False)  # 48 bytes: accepted
+
+
+@in_simulator
 def test_address_outside_shared_arrays():
     from mmaplug.errors import UsageError
 

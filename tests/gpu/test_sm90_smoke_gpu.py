@@ -1,0 +1,45 @@
+"""GPU tier: the sm_90a smoke kernels of tests/sim/sm90_kernels.py (TMA, mbarrier, wgmma), which
+the simulator tier runs unchanged, on the H200 — each in its own process, since a kernel fault
+leaves the CUDA context unusable for the next."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmaplug.gpu import cuda_device_count
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))
+from test_sm90_emulation import CASES, KERNELS  # noqa: E402
+
+
+def _cc() -> tuple[int, int]:
+    if not cuda_device_count():
+        return (0, 0)
+    from numba import cuda
+
+    return cuda.get_current_device().compute_capability
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.sm90,
+    pytest.mark.skipif(_cc() != (9, 0), reason="needs an sm_90 GPU"),
+]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_smoke_kernel_on_the_gpu(name: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    run = subprocess.run(
+        [sys.executable, str(KERNELS), name], env=env, capture_output=True, text=True, timeout=300
+    )
+    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
+    assert lines, run.stderr[-3000:]
+    result = json.loads(lines[-1])
+    assert result["ok"], result.get("error", "")[-3000:]
