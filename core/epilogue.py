@@ -116,8 +116,9 @@ class Prologue:
 
     @property
     def op_names(self) -> tuple[str, ...]:
-        """The operations, in order (``("sin", "cast")``)."""
-        return self.program.op_names
+        """The operations, in order (``("sin", "mul")``); ``("cast",)`` for a bare cast (the
+        rounding to ``dtype`` every prologue ends with is not listed otherwise)."""
+        return self.program.op_names or ("cast",)
 
     @property
     def uses_scalars(self) -> bool:
