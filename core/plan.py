@@ -437,7 +437,12 @@ def explain(spec: KernelSpec) -> str:
         f"            operands {p.operand_dtype.label}, output {p.output_dtype.label}, "
         f"vector widths a={p.vector_widths.a} b={p.vector_widths.b} "
         f"epilogue={p.vector_widths.epilogue}"
-        + (f", epilogue ops {', '.join(p.epilogue_ops)}" if p.epilogue_ops else ""),
+        + (f", epilogue ops {', '.join(p.epilogue_ops)}" if p.epilogue_ops else "")
+        + "".join(
+            f", {side} prologue ops {', '.join(ops)}"
+            for side, ops in (("A", p.a_prologue_ops), ("B", p.b_prologue_ops))
+            if ops
+        ),
         f"device:     {d.name} ({d.target}, cc {d.cc[0]}.{d.cc[1]}, {d.sm_count} SMs, "
         f"{d.smem_per_block_optin:,} B shared memory per block)",
         f"scheduler:  {spec.scheduler}",

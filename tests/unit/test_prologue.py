@@ -137,6 +137,8 @@ def test_hopper_declines_prologues_and_ampere_takes_them_on_the_h200(
     (hopper,) = [c for c in compiled.provenance.candidates if isinstance(c, Rejection)]
     assert hopper.name == "hopper" and "an operand prologue" in hopper.reason
     assert compiled.kernel_name.endswith("_pa")
+    ops = "sin" if prologue is _sin else "cast"
+    assert f"A prologue ops {ops}\ndevice:" in compiled.explain()
 
 
 def test_splitk_main_kernel_takes_the_scalars_a_prologue_reads() -> None:
