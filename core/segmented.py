@@ -58,11 +58,16 @@ class SegmentedFusion:
         if len(self.kernels) == 1:
             return next(iter(self.kernels.values()))
         kinds = ", ".join(seg.kind for seg in self.segments)
+        where = (
+            f"read it per kernel (compiled.kernels[i].{attribute}, i a segment index of "
+            f"compiled.segments: {sorted(self.kernels)})"
+            if self.kernels
+            else "the framework computes every segment"
+        )
         raise UsageError(
             f"{self.fusion.origin} runs as {len(self.segments)} segments ({kinds}) with "
-            f"{len(self.kernels)} matmul kernels, so .{attribute} has no single value; read "
-            f"it per kernel (compiled.kernels[i].{attribute}, i a segment index of "
-            f"compiled.segments: {sorted(self.kernels)}) or see compiled.explain()"
+            f"{len(self.kernels)} matmul kernels, so .{attribute} has no single value; "
+            f"{where}; see compiled.explain()"
         )
 
     @property
@@ -267,6 +272,7 @@ def segmented(
             fusion, device, pm=pm, overrides=overrides, reason=reason, compile_fusion=compile_fusion
         )
     check_param_names(overrides or {}, source="caller")
+    fusion = copy.deepcopy(fusion)  # later changes to the caller's fusion stay out
     segments = segment(fusion, pm=pm)
     kernels = {
         i: compile_fusion(seg.fusion, device, pm=pm, overrides=overrides)

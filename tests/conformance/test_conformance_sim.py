@@ -59,6 +59,7 @@ SEGMENTED: dict[str, tuple[str, str, dict[str, int]]] = {
     "segmented_ampere_output_n_m": ("roles_output_n_m", "a100", {}),
     "segmented_framework_float32_matmul": ("sch_segment_matmul_op_unsupported_dtype", "a100", {}),
     "segmented_ampere_llama2_ffn": ("sch_llama2_ffn", "a100", {}),
+    "segmented_hopper_output_n_m": ("roles_output_n_m", "h200", {"M": 64, "N": 64, "K": 64}),
 }  # fmt: skip
 
 
@@ -137,6 +138,7 @@ SEGMENTS = {
     "segmented_ampere_output_n_m": (["matmul", "pointwise"], ["ampere"]),
     "segmented_framework_float32_matmul": (["framework"], []),
     "segmented_ampere_llama2_ffn": (["matmul", "matmul"], ["ampere", "ampere"]),
+    "segmented_hopper_output_n_m": (["matmul", "pointwise"], ["hopper"]),
 }
 
 
