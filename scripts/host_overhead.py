@@ -94,9 +94,27 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
             shape, strides, dtype=dtype, device=index
         ),
     }
+    first = next(iter(getattr(bound.launch, "launches", ())), None)
+    if first is not None and getattr(first, "geometry", (0, 0, 0, 2))[3] == 1:  # no clusters
+        pieces["cuLaunchKernel of the CUfunction (not the CUkernel)"] = function_launch(
+            first, stream
+        )
     if maps is not None:  # hopper: the tensor maps of (A, B), looked up every call
         pieces["tensor maps lookup (hopper)"] = lambda: maps.get(addresses[0], addresses[1], stream)
     return {name: summary(host_us(fn, reps, block))["median"] for name, fn in pieces.items()}
+
+
+def function_launch(launch: Any, stream: int) -> Callable[[], Any]:
+    """The bound launch's first kernel launched through the current context's ``CUfunction``
+    (``cuKernelGetFunction``) instead of the context-independent ``CUkernel`` handle: whether
+    the driver's per-launch resolution of a ``CUkernel`` costs host time."""
+    from cuda.bindings import driver as cb
+
+    err, function = cb.cuKernelGetFunction(cb.CUkernel(launch.kernel))
+    if err:
+        raise RuntimeError(f"cuKernelGetFunction: {err}")
+    (grid, block, smem, _), params = launch.geometry, launch.params.address
+    return lambda: cb.cuLaunchKernel(function, *grid, *block, smem, stream, params, 0)
 
 
 def run(args: argparse.Namespace, scheduler: str, inputs: int) -> dict[str, Any]:

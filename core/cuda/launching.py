@@ -172,7 +172,7 @@ class DriverLaunch:
         params: KernelParams,
         cluster: int = 1,
     ) -> None:
-        self.params = params
+        self.params, self.kernel, self.geometry = params, kernel, (grid, block, smem, cluster)
         #: ``run(stream)``: the launch itself (``BoundKernels`` calls it directly)
         self.run = driver.kernel_launcher(kernel, grid, block, smem, params.address, cluster)
 
