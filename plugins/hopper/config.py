@@ -21,9 +21,10 @@ VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 # ptxas allocates the consumers' code within CONSUMER_REGS: 232 spilled 92 bytes in the bias +
 # GELU epilogue at 128x256, 240 spills nothing; the producer's one issuing thread fits in 24.
 PRODUCER_REGS: Final = 24
-# the cluster kernel's producer multicasts: at 24 registers ptxas spilled 164 bytes, in its
-# K loop; 32 + 2 x 128 x 240 is the whole 64K register file
-CLUSTER_PRODUCER_REGS: Final = 32
+# setmaxnreg.inc takes registers only from the pool the CTA's own setmaxnreg.dec released:
+# launched at 168 per thread (64K / 384, rounded down to 8), the producer's 128 threads free
+# (168 - 24) * 128 = 18432, exactly the (240 - 168) * 256 the consumers take. (With 32 for the
+# cluster producer the consumers waited for registers forever: run 33 hung.)
 CONSUMER_REGS: Final = 240
 CTA_ORDERS: Final = ("row_major", "column_major")
 

@@ -11,7 +11,6 @@ from mmaplug.dtypes import DType
 
 from .config import (
     BOX_INNER,
-    CLUSTER_PRODUCER_REGS,
     CONSUMER_REGS,
     MBARRIER_BYTES,
     PRODUCER_REGS,
@@ -216,8 +215,7 @@ def _emit_producer(
 ) -> None:
     stages = cfg.stages
     if cfg.consumers == 2 and not sim:
-        regs = CLUSTER_PRODUCER_REGS if cfg.cluster_m > 1 else PRODUCER_REGS
-        em(f"setmaxnreg_dec({regs})")
+        em(f"setmaxnreg_dec({PRODUCER_REGS})")
     em("if tid == 0:")
     with em.indent():
         em("tmap_a = global_addr(maps, 0)")

@@ -61,8 +61,8 @@ def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
 def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
     """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
     barriers) links like the default one: setmaxnreg kept and wgmmas pipelined. Its producer
-    spills a little (60 bytes here with 32 registers; 164 at 24: the K loop's multicast
-    offsets), so the guard is a bound, not zero."""
+    spills (164 bytes in 24 registers: the K loop's multicast offsets; 32 would leave the
+    consumers short of registers, see config.PRODUCER_REGS), so the guard is a bound."""
     from mmaplug.bench import linear_fusion
 
     fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
@@ -80,7 +80,7 @@ def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
     text = _lto_link_log(config)
     assert not re.search(r"C750[49]", text), text
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", text)]
-    assert spills and max(spills) <= 128, text
+    assert spills and max(spills) <= 192, text
 
 
 def _lto_link_log(config: object) -> str:
