@@ -29,7 +29,9 @@ class Recorder:
 
     launched: list[dict[str, Any]] = []
 
-    def __init__(self, kern: Any, grid: Any, block: Any, smem: int, params: Any) -> None:
+    def __init__(
+        self, kern: Any, grid: Any, block: Any, smem: int, params: Any, cluster: int = 1
+    ) -> None:
         self.kern, self.params = kern, params
 
     def __call__(self, stream: int) -> None:

@@ -63,7 +63,9 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
         loads.append((cubin.decode(), entry))
         return 1000 + len(loads)
 
-    def kernel_launcher(kernel: int, grid: tuple, block: tuple, smem: int, params: int) -> Any:
+    def kernel_launcher(
+        kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
+    ) -> Any:
         return lambda stream: launches.append(
             {"kernel": kernel, "grid": list(grid), "smem": smem, "stream": stream}
         )
