@@ -56,6 +56,10 @@ def emit_prologue_stage(
     if not found:
         return
     threads, bk = cfg.threads, cfg.cta_tile[2]
+    # only a loaded stage (none in an empty split-K range, none after the last tile); the
+    # branch is uniform over the CTA, so the barrier inside it is legal
+    em("if num_kt > 0:" if first else "if kt + 1 < num_kt:")
+    em.depth += 1
     if first:
         em(f"klim = k_end - k_begin - (num_kt - 1) * {bk}  # valid K of this tile")
     for op in operands:
@@ -82,6 +86,7 @@ def emit_prologue_stage(
                 em(f"pkk = po // {op.rowlen}")
             em(f"smem[{base} + po] = {value} if pkk < klim else uint16(0)")
     em("cuda.syncthreads()")
+    em.depth -= 1
 
 
 def _emit_program(em: Emitter, pro: Prologue, load: str) -> str:

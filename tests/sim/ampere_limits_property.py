@@ -3,11 +3,12 @@
 ``python ampere_limits_property.py SEED EXAMPLES`` (or ``regression NAME``) with
 NUMBA_ENABLE_CUDASIM=1, started by test_ampere_limits_property.py. Hypothesis draws a small
 ragged matmul fusion (m, n, k up to 50, batch 1-2, every layout, fp16/bf16, with or without a
-bias + relu epilogue) and ampere parameters from a grid of tiles with the odd sizes 48, 80, 96;
-every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for the a100
-preset and must match ``mp.evaluate`` with every output written (the simulator poisons
-outputs); every rejected set must carry Violations naming MatmulParams fields. One JSON line
-with the counts is printed at the end.
+bias + relu epilogue, with or without operand prologues whose op(0) is not 0) and ampere
+parameters from a grid of tiles with the odd sizes 48, 80, 96; every set that
+``limits.violations`` accepts is compiled through ``mp.compile`` for the a100 preset and must
+match ``mp.evaluate`` with every output written (the simulator poisons outputs); every rejected
+set must carry Violations naming MatmulParams fields. One JSON line with the counts is printed
+at the end.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def cases(draw: st.DrawFn) -> dict:
         b_k_inner=draw(st.booleans()),
         dtype=draw(st.sampled_from(("float16", "bfloat16"))),
         bias_relu=draw(st.booleans()),
+        prologue=draw(st.sampled_from(("", "", "a", "b", "ab"))),
         params=dict(
             cta_tile=(cm, cn, k),
             warp_tile=(wm, wn, k),

@@ -1,6 +1,7 @@
 """The fusion both limits property runners (ampere_limits_property.py,
 hopper_limits_property.py) compile for a drawn case: a (batched) matmul in the drawn layout,
-optionally with a bias and relu, cast back to the operand dtype."""
+optionally with operand prologues (``case["prologue"]``: "a", "b" or "ab") and a bias and relu,
+cast back to the operand dtype."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ def fusion_for(case: dict) -> mp.Fusion:
         b = fd.define_tensor(
             [*lead, k, n], dtype, stride_order=swap if case["b_k_inner"] else inner
         )
+        pro = case.get("prologue") or ""  # operand prologues with op(0) != 0 (ampere only)
+        if "a" in pro:
+            a = fd.ops.cast(fd.ops.add(fd.ops.cos(a), 0.5), dtype)
+        if "b" in pro:
+            b = fd.ops.cast(fd.ops.exp(fd.ops.neg(b)), dtype)
         y = fd.ops.matmul(a, b)
         if case["bias_relu"]:
             bias = fd.define_tensor([n], dtype)
