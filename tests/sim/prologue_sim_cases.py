@@ -58,6 +58,8 @@ CASES = {
     "kk_bk64_exp_a_cos_b": ("float16", "float16", "float16", True, True, (24, 40, 83), 1,
                             "exp_neg", "cos_plus_s",
                             {"cta_tile": (32, 32, 64), "warp_tile": (32, 32, 64)}),
+    "kk_empty_split_range": ("float16", "float16", "float16", True, True, (40, 24, 100), 1,
+                             "cos_plus_s", "exp_neg", {"splitk_factor": 3}),
     "mn_bk64_b_only": ("float16", "float16", "float16", False, False, (30, 34, 90), 1,
                        "none", "cos_plus_s", {"cta_tile": (32, 32, 64), "warp_tile": (32, 32, 64)}),
 }  # fmt: skip

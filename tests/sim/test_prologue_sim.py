@@ -3,7 +3,8 @@
 Runs tests/sim/prologue_sim_cases.py once per case, in parallel subprocesses with the simulator
 on: prologue kinds (sin, cos + a runtime scalar, exp(-x), a constant scale, relu, a DAG
 sin(x) * cos(x), a bare float16 -> bfloat16 cast) x every layout x ragged M, N, K x split-K
-1, 2, 3 x batch x vector widths 1-8 x k tiles 16, 32, 48, 64, against mp.evaluate.
+1, 2, 3 (one split with an empty K range) x batch x vector widths 1-8 x k tiles 16, 32, 48, 64,
+against mp.evaluate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ EXPECTED = {
     "kk_dag_bf16_splitk2_bk16": ([["sin", "cos", "mul"], ["cos", "add"]], [True, True], 2),
     "kk_bk48_warps2x2_exp": ([["neg", "exp"], ["neg", "exp"]], [True, True], 1),
     "kk_bk64_exp_a_cos_b": ([["neg", "exp"], ["cos", "add"]], [True, True], 1),
+    # split-K 3 over 4 k-tiles: 2, 2 and 0 (an empty K range)
+    "kk_empty_split_range": ([["cos", "add"], ["neg", "exp"]], [True, True], 3),
     "mn_bk64_b_only": ([[], ["cos", "add"]], [False, False], 1),
 }
 
