@@ -174,7 +174,8 @@ def cluster_sync():
 def tma_store_2d(tmap, c0, c1, src):
     """Generate `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [tmap, {c0, c1}], [src]`.
 
-    Stores the box from shared `src` at element coordinates (c0, c1), clipped to the tensor.
+    Stores the box from shared `src` at non-negative element coordinates (c0, c1), clipped at
+    the tensor's far edges (a negative c0 faulted on the H200; c0 16-byte aligned as for loads).
     Every writer of `src` runs fence_proxy_async and a barrier first; the issuing thread then
     runs bulk_commit_group and later bulk_wait_group(_read) itself.
     """

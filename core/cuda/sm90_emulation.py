@@ -318,6 +318,11 @@ def _tma(rank: int, store: bool):
                 f"{signed[0] * spec.dtype.itemsize} bytes into a row; TMA needs a multiple of "
                 f"{CHUNK} bytes (the H200 raises an illegal instruction)"
             )
+        if store and min(signed) < 0:
+            raise UsageError(
+                f"{op}: coordinates {signed}: a TMA store starts inside the tensor (a negative "
+                "innermost coordinate faulted on the H200); it clips only past the far edges"
+            )
         region = _box_region(spec, signed)
         if store:
             box = smem[chunks].reshape(box_shape)

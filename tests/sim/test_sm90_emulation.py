@@ -212,7 +212,7 @@ def test_shared_base_is_not_1024_aligned_and_tma_checks_alignment():
 @in_simulator
 def test_tma_inner_coordinate_must_be_16_byte_aligned():
     """An innermost TMA coordinate 40 bytes into a row is an illegal instruction on the H200
-    (run 32); the simulator refuses it the same way, loads and stores alike."""
+    (run 32), and so is a store at a negative one (run 34); the simulator refuses both."""
     from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
     from mmaplug.dtypes import DType
     from mmaplug.errors import UsageError
@@ -234,6 +234,8 @@ def test_tma_inner_coordinate_must_be_16_byte_aligned():
         with pytest.raises(UsageError, match=r"innermost coordinate 20 starts 40 bytes into"):
             kernel[1, 1](maps, 20, store)
     kernel[1, 1](maps, 24, False)  # 48 bytes: accepted
+    with pytest.raises(UsageError, match=r"a TMA store starts inside the tensor"):
+        kernel[1, 1](maps, -8, True)  # aligned, but a negative store coordinate faulted (run 34)
 
 
 @in_simulator
