@@ -27,6 +27,10 @@ if [ $DRY = 1 ]; then CANDIDATES=2 AMPERE=1; fi
 SETS=(--heuristic "$TABLE" --heuristic default@ampere)
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 stamp() { while IFS= read -r line; do printf '%(%s)T %s\n' -1 "$line"; done; }
+phases() {  # seconds of builds and of timing, from a stamped progress log
+  awk -v what="$1" 'NR == 1 {t0 = $1; b = $1} / built / {b = $1} {t = $1} END {
+    printf "%s: %d s of builds, %d s of timing (progress stamps)\n", what, b - t0, t - b}' "$2"
+}
 
 python -c "import mmaplug" || { summary "mmaplug is not installed"; exit 1; }
 summary "== device_tune $(date -u +%FT%TZ) dry-run=$DRY workers=$WORKERS" \
@@ -58,7 +62,10 @@ else
   timeout -k 10 $(( SWEEP_S + 90 )) mmaplug tune "${CORPUS[@]}" --candidates "$CANDIDATES" \
     --ampere "$AMPERE" --workers "$WORKERS" --time-limit "$SWEEP_S" --timeout 60 --db "$DB" --progress --json \
     > "$OUT/sweep.json" 2> >(stamp > "$OUT/sweep.log")
-  summary "sweep: exit $?, $(( SECONDS - start )) s wall; $(tr -d ' \n' < "$OUT/sweep.json")"
+  rc=$?
+  sleep 0.2
+  summary "sweep: exit $rc, $(( SECONDS - start )) s wall; $(tr -d ' \n' < "$OUT/sweep.json")"
+  phases sweep "$OUT/sweep.log" | tee -a "$OUT/summary.txt"
 fi
 
 summary "== report (limit ${REPORT_S} s)"
@@ -88,9 +95,7 @@ else
   rc=$?
   sleep 0.2
   summary "single: exit $rc, $(( SECONDS - start )) s wall; $(tr -d ' \n' < "$OUT/single.json")"
-  awk 'NR == 1 {t0 = $1} / built / {b = $1} {t = $1} END {
-    printf "single: %d s of builds, %d s of timing (progress stamps)\n", b - t0, t - b
-  }' "$OUT/single.log" | tee -a "$OUT/summary.txt"
+  phases single "$OUT/single.log" | tee -a "$OUT/summary.txt"
   mmaplug report "${SINGLE[@]}" --db "$OUT/single.sqlite" 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
 fi
 summary "== done in ${SECONDS} s; files under $OUT"
