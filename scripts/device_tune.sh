@@ -5,7 +5,7 @@
 #     choices timed first), nvMatmulHeuristics where installed; text, JSON and PNG,
 #  3. one problem x 50 candidates from a cold kernel cache, builds on every core but one.
 # Everything lands under $OUT (summary.txt first). Budgets in seconds, from the environment:
-# SWEEP_S (240), REPORT_S (60), SINGLE_S (75); per corpus problem CANDIDATES hopper (14) and
+# SWEEP_S (225), REPORT_S (60), SINGLE_S (100); per corpus problem CANDIDATES hopper (14) and
 # AMPERE ampere-scheduler (4) candidates.
 #   bash scripts/device_tune.sh             on the device machine
 #   bash scripts/device_tune.sh --dry-run   anywhere: the same steps, PTX builds instead of
@@ -18,7 +18,7 @@ CORPUS=(--corpus llm --corpus skinny --corpus odd)
 SINGLE=(--shape 4096x4096x4096 --dtype float16)  # in no corpus: all 50 are measured here
 CANDIDATES=${CANDIDATES:-14} AMPERE=${AMPERE:-4}
 WORKERS=${WORKERS:-$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))}
-SWEEP_S=${SWEEP_S:-240} REPORT_S=${REPORT_S:-60} SINGLE_S=${SINGLE_S:-75}
+SWEEP_S=${SWEEP_S:-225} REPORT_S=${REPORT_S:-60} SINGLE_S=${SINGLE_S:-100}
 TABLE=examples/tuned_table/src/mmaplug_tuned_table/__init__.py  # the tuned table, uninstalled
 DB=$OUT/tune.sqlite
 export PYTHONUNBUFFERED=1 MMAPLUG_TUNING_DB=$DB MMAPLUG_CACHE_DIR=${MMAPLUG_CACHE_DIR:-/tmp/mmcache}
