@@ -204,7 +204,7 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
         return {
             "neg": f"-{x}",
             "relu": f"max({x}, float32(0.0))",
-            "gelu": f"float32(0.5) * {x} * (float32(1.0) + math.erf({x} * float32(0.7071067811865476)))",
+            "gelu": f"gelu({x})",
             "silu": f"{x} / (float32(1.0) + math.exp(-{x}))",
             "sigmoid": f"float32(1.0) / (float32(1.0) + math.exp(-{x}))",
             "sin": f"math.sin({x})",

@@ -21,6 +21,7 @@ __all__ = [
     "cp_async_commit",
     "cp_async_wait_all",
     "cp_async_wait_group",
+    "ex2_approx",
     "f16_to_f32",
     "f32_to_bf16",
     "f32_to_f16",
@@ -34,6 +35,7 @@ __all__ = [
     "ldmatrix_x4_trans",
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
+    "rcp_approx",
     "smem_addr",
     "st_global_v2_b32",
     "st_global_v4_b32",
@@ -331,6 +333,17 @@ def cp_async_wait_group(n: int) -> None:
 
 def cp_async_wait_all() -> None:
     """Emulate cp.async.wait_all: a no-op."""
+
+
+def ex2_approx(x: float) -> np.float32:
+    """Emulate ex2.approx.f32 (exactly rounded here: the hardware is within ~2 ulp)."""
+    return np.float32(np.exp2(np.float32(x)))
+
+
+def rcp_approx(x: float) -> np.float32:
+    """Emulate rcp.approx.f32 (exactly rounded here: the hardware is within ~1 ulp)."""
+    with np.errstate(divide="ignore"):
+        return np.float32(np.float32(1.0) / np.float32(x))
 
 
 def f16_to_f32(bits: int) -> np.float32:

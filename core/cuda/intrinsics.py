@@ -29,6 +29,7 @@ __all__ = [
     "cp_async_commit",
     "cp_async_wait_all",
     "cp_async_wait_group",
+    "ex2_approx",
     "f16_to_f32",
     "f32_to_bf16",
     "f32_to_f16",
@@ -42,6 +43,7 @@ __all__ = [
     "ldmatrix_x4_trans",
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
+    "rcp_approx",
     "smem_addr",
     "st_global_v2_b32",
     "st_global_v4_b32",
@@ -170,6 +172,14 @@ def bf16_to_f32(bits):
 
 def f32_to_bf16(x):
     """Generate `cvt.rn.bf16.f32` (sm_80+): round float32 `x` to bfloat16; return its bits."""
+
+
+def ex2_approx(x):
+    """Generate `ex2.approx.ftz.f32`: 2 ** float32 `x` (one MUFU op, ~2 ulp)."""
+
+
+def rcp_approx(x):
+    """Generate `rcp.approx.ftz.f32`: 1 / float32 `x` (one MUFU op, ~1 ulp)."""
 
 
 def global_addr(arr, i):
@@ -526,12 +536,14 @@ CP_ASYNC_SYNC_VARIANTS: Final = {
 # stub -> 32-bit words per access (and the loaded type).
 LD_SHARED_VARIANTS: Final = {ld_shared_v4_f32: (4, types.float32)}
 ST_GLOBAL_VARIANTS: Final = {st_global_v2_b32: 2, st_global_v4_b32: 4}
-# stub -> (argument type, result type, cvt mnemonic or None for the bf16 shift).
+# stub -> (argument type, result type, mnemonic (cvt, MUFU) or None for the bf16 shift).
 CVT_VARIANTS: Final = {
     f16_to_f32: (types.uint16, types.float32, "cvt.f32.f16"),
     f32_to_f16: (types.float32, types.uint16, "cvt.rn.f16.f32"),
     bf16_to_f32: (types.uint16, types.float32, None),
     f32_to_bf16: (types.float32, types.uint16, "cvt.rn.bf16.f32"),
+    ex2_approx: (types.float32, types.float32, "ex2.approx.ftz.f32"),
+    rcp_approx: (types.float32, types.float32, "rcp.approx.ftz.f32"),
 }
 
 

@@ -379,7 +379,8 @@ def cluster_ctarank() -> np.uint32:
 def cluster_id() -> np.uint32:
     """Emulate %clusterid.x: the block index (clusters of one CTA)."""
     B.current("cluster_id")
-    return np.uint32(threading.current_thread().blockIdx.x)
+    thread: Any = threading.current_thread()  # a simulator BlockThread
+    return np.uint32(thread.blockIdx.x)
 
 
 def mapa_shared(addr: Any, rank: Any) -> Any:
@@ -407,4 +408,5 @@ def tma_load_3d_multicast(
 def cluster_sync() -> None:
     """Emulate barrier.cluster arrive + wait: a barrier of the CTA's non-exited threads."""
     B.current("cluster_sync")
-    threading.current_thread().syncthreads()
+    thread: Any = threading.current_thread()  # a simulator BlockThread
+    thread.syncthreads()

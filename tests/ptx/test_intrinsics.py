@@ -71,6 +71,22 @@ def _cvt_kernel(cvt, to_float):
     return kernel, (F32, U16)
 
 
+def _mufu_kernel(fn):
+    def kernel(x, out):
+        out[0] = fn(x[0])
+
+    return kernel, (F32, F32)
+
+
+def _gelu_kernel():
+    from mmaplug.cuda.mathfuncs import gelu
+
+    def kernel(x, out):
+        out[0] = gelu(x[0])
+
+    return kernel, (F32, F32)
+
+
 def _vector_kernel():
     def kernel(out, f):
         sm = cuda.shared.array(512, types.float32)
@@ -110,6 +126,8 @@ CASES = {
     "f32_to_f16": (*_cvt_kernel(I.f32_to_f16, False), "cvt.rn.f16.f32"),
     "f32_to_bf16": (*_cvt_kernel(I.f32_to_bf16, False), "cvt.rn.bf16.f32"),
     "bf16_to_f32": (*_cvt_kernel(I.bf16_to_f32, True), "shl.b32"),
+    "ex2_approx": (*_mufu_kernel(I.ex2_approx), "ex2.approx.ftz.f32"),
+    "rcp_approx": (*_mufu_kernel(I.rcp_approx), "rcp.approx.ftz.f32"),
     "ld_shared_v4_f32": (*_vector_kernel(), "ld.shared.v4.f32"),
     "st_global_v2_b32": (*_vector_kernel(), "st.global.v2.b32"),
     "st_global_v4_b32": (*_vector_kernel(), "st.global.v4.b32"),
@@ -219,3 +237,11 @@ def test_emulation_exports_the_same_names():
     """The simulator emulations cover exactly the intrinsics' public names."""
     assert sorted(emulation.__all__) == sorted(I.__all__)
     assert all(callable(getattr(I, name)) for name in I.__all__)
+
+
+def test_gelu_runs_on_two_mufu_ops_and_no_division():
+    """mathfuncs.gelu (the epilogues' GELU) is one rcp.approx and one ex2.approx: no IEEE
+    division, no libdevice erf."""
+    ptx = _ptx(*_gelu_kernel())
+    assert ptx.count("rcp.approx.ftz.f32") == 1 and ptx.count("ex2.approx.ftz.f32") == 1
+    assert "div.rn.f32" not in ptx and "erf" not in ptx
