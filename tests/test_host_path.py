@@ -203,6 +203,21 @@ def test_tensor_maps_in_use_get_a_second_chance(device_maps: Any) -> None:
     assert uploads.count(0x100000) == 2
 
 
+def test_tensor_maps_all_in_use_evict_the_oldest(device_maps: Any) -> None:
+    """When every kept pair was used since the last eviction, the oldest one goes."""
+    cache, uploads, _ = device_maps
+    pairs = [(0x100000 * (a + 1), 32) for a in range(maps.MAP_CACHE_SIZE)]
+    for pair in pairs * 2:  # stored, then each used again
+        cache.get(*pair)
+    cache.get(16, 32)
+    assert len(cache._cache) == maps.MAP_CACHE_SIZE
+    for pair in pairs[1:]:
+        cache.get(*pair)
+    assert uploads.count(pairs[1][0]) == 1  # kept
+    cache.get(*pairs[0])
+    assert uploads.count(pairs[0][0]) == 2  # was evicted: encoded anew
+
+
 def test_tensor_map_hit_never_waits_for_an_upload(device_maps: Any) -> None:
     """A cached pair is returned while another thread holds the lock (encoding a new pair)."""
     cache, _, _ = device_maps
