@@ -10,6 +10,7 @@ then a breakdown of one call's pieces and, with ``--profile``, cProfile's top en
     python scripts/host_overhead.py --scheduler both --profile
     python scripts/host_overhead.py --symbolic           # M = -1: a fusion planned per shape
 Targets (issue 9): <= 12 us with 2 inputs, <= 15 us with 3. ``--strict`` exits 1 when missed.
+Without a GPU, ``scripts/host_overhead_stub.py`` times mmaplug's own part of a call.
 """
 
 from __future__ import annotations
