@@ -6,12 +6,14 @@ kernels' cubins are fake bytes stored in a temporary cache (Numba generates the 
 compiles them), so the whole Python side of a cached call runs: probing the inputs, looking up
 the bound launch, allocating outputs, tensor maps (hopper), patching the parameter blocks and
 ``cuLaunchKernel``. torch is a stand-in (``StandInTorch``): CUDA tensors whose attribute reads
-are Python calls and whose ``empty`` bumps a pointer, so figures exclude torch's own allocation
-and attribute costs (``host_overhead.py`` measures the real ones on a GPU).
+are Python calls and whose ``empty`` bumps a pointer, so figures hold those cheap stand-ins
+(printed as references) instead of torch's own allocation and attribute costs, which
+``host_overhead.py`` measures on a GPU.
 
     python scripts/host_overhead_stub.py                     # every case: median, p10, p90 us
     python scripts/host_overhead_stub.py --profile --cases hopper-2-static
-    python scripts/host_overhead_stub.py --json
+    python scripts/host_overhead_stub.py --stream 0x1110     # a non-legacy current stream
+    python scripts/host_overhead_stub.py --splitk 2 --json   # split-K: two launches, scratch
 
 Cases: ampere and hopper (device preset h200; ampere with the hopper plugin blocked), 2 inputs
 (``x @ w.T``) and 3 (``gelu(x @ w.T + b)``), static and symbolic (M = -1) extents.
