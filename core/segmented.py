@@ -121,7 +121,7 @@ class SegmentedFusion:
         """``CompiledFusion.dump`` of every kernel segment (files named by each kernel)."""
         return [path for k in self.kernels.values() for path in k.dump(directory, kinds)]
 
-    def execute(self, inputs: Sequence[Any], stream: object = None) -> list[Any]:
+    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]:
         """Run every segment in order on *inputs* (one per fusion input); returns the outputs.
 
         Segments other than matmul kernels run on the framework's current stream, so *stream*
@@ -190,7 +190,7 @@ class SymbolicSegments:
         self._latest = self._by_shapes.get(key) or self._compile(key)
         return self._latest
 
-    def execute(self, inputs: Sequence[Any], stream: object = None) -> list[Any]:
+    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]:
         """Run on *inputs* with the compiled fusion of their shapes (compiled on first sight)."""
         if len(inputs) != len(self.fusion.inputs):
             raise LaunchError(
@@ -226,13 +226,40 @@ class SymbolicSegments:
             )
         return self._latest
 
-    spec = property(lambda self: self.latest.spec, doc="The latest call's KernelSpec.")
-    params = property(lambda self: self.latest.params, doc="The latest call's params.")
-    provenance = property(lambda self: self.latest.provenance, doc="The latest call's.")
-    kernel_name = property(lambda self: self.latest.kernel_name, doc="The latest call's.")
-    ptx = property(lambda self: self.latest.ptx, doc="The latest call's PTX.")
-    source = property(lambda self: self.latest.source, doc="The latest call's source.")
-    sass = property(lambda self: self.latest.sass, doc="The latest call's SASS.")
+    @property
+    def spec(self) -> KernelSpec:
+        """The latest call's KernelSpec."""
+        return self.latest.spec  # type: ignore[no-any-return]
+
+    @property
+    def params(self) -> MatmulParams:
+        """The latest call's final parameters."""
+        return self.latest.params  # type: ignore[no-any-return]
+
+    @property
+    def provenance(self) -> Provenance:
+        """Who chose the latest call's parameters."""
+        return self.latest.provenance  # type: ignore[no-any-return]
+
+    @property
+    def kernel_name(self) -> str:
+        """The latest call's kernel name."""
+        return self.latest.kernel_name  # type: ignore[no-any-return]
+
+    @property
+    def ptx(self) -> str:
+        """PTX of the latest call's kernel."""
+        return self.latest.ptx  # type: ignore[no-any-return]
+
+    @property
+    def source(self) -> str:
+        """Generated source of the latest call's kernel."""
+        return self.latest.source  # type: ignore[no-any-return]
+
+    @property
+    def sass(self) -> str:
+        """SASS of the latest call's kernel."""
+        return self.latest.sass  # type: ignore[no-any-return]
 
     def explain(self) -> str:
         """The latest call's ``explain()``."""
