@@ -133,7 +133,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         a_prologue_ops=prologue_a.op_names if prologue_a else (),
         b_prologue_ops=prologue_b.op_names if prologue_b else (),
     )
-    scalars = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
+    scalar_inputs = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
     return MatmulAnalysis(
         fusion=work,
         patterns=tuple(patterns),
@@ -142,7 +142,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         b=b,
         epilogue_inputs=epi_inputs,
         outputs=outputs,
-        scalar_inputs=scalars,
+        scalar_inputs=scalar_inputs,
         epilogue=program,
         prologue_a=prologue_a,
         prologue_b=prologue_b,
