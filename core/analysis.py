@@ -106,12 +106,12 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
     program = lower_epilogue(work, patterns, epi_inputs, name)
-    scalars = list(program.scalars)
+    scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
     if len(patterns) == 1:  # several: _check_prologues saw plain operands
-        prologue_a = lower_prologue(patterns[0].a, a_tv, scalars, name)
-        prologue_b = lower_prologue(patterns[0].b, b_tv, scalars, name)
-        program = attrs.evolve(program, scalars=tuple(scalars))
+        prologue_a = lower_prologue(patterns[0].a, a_tv, scalar_table, name)
+        prologue_b = lower_prologue(patterns[0].b, b_tv, scalar_table, name)
+        program = attrs.evolve(program, scalars=tuple(scalar_table))
     extent = {r: 1 for r in DimRole}
     for g, role in roles.items():
         extent[role] *= graph.extent(g)
