@@ -34,6 +34,10 @@ HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))  # (m, n) warp groups: coopA
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 MAX_TMA_BOX: Final = 256
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
+# CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
+# x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
+# -10%), BENCHMARKS.md run 35; no shape in between was measured.
+HOPPER_CLUSTER_MIN_WAVES: Final = 12
 INT32_MAX: Final = 2**31 - 1
 
 
@@ -239,10 +243,22 @@ def hopper_stages(problem: MatmulProblem, device: Device, cta: TileShape, warp: 
     return max(2, stages)
 
 
+def hopper_cluster(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
+    """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
+    waves of tiles and B's tile halves into whole boxes; one CTA per cluster otherwise."""
+    m_tiles, n_tiles = tile_grid(problem, cta)
+    waves = problem.batch * m_tiles * n_tiles / device.sm_count
+    halves = cta.n % (16 if problem.b_k_inner else 2 * 64) == 0
+    if m_tiles >= 2 and halves and waves >= HOPPER_CLUSTER_MIN_WAVES:
+        return (2, 1)
+    return (1, 1)
+
+
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, one CTA per
-    cluster, the epilogue staged through shared memory (1.1-1.5x faster than storing from
-    registers on the H200 at 4096^3 and the llama FFN shape, BENCHMARKS.md run 17)."""
+    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, CTA pairs on
+    large grids (``hopper_cluster``), the epilogue staged through shared memory (1.1-1.5x
+    faster than storing from registers on the H200 at 4096^3 and the llama FFN shape,
+    BENCHMARKS.md run 17)."""
     tiles = hopper_tiles(problem, device)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     return MatmulParams(
@@ -255,4 +271,5 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         use_smem_epilogue=True,
         tiling_strategy=TilingStrategy.persistent,
         warp_specialized=True,
+        cluster_dims=hopper_cluster(problem, device, tiles.cta),
     )

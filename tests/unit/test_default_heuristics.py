@@ -122,6 +122,22 @@ def test_hookimpl_is_trylast() -> None:
     assert mmaplug_matmul_params.mmaplug_impl["trylast"] is True  # type: ignore[attr-defined]
 
 
+def test_hopper_pairs_ctas_on_large_grids_only() -> None:
+    """8192^3 (2048 tiles of 128x256, 15.5 waves on 132 SMs) runs CTA pairs; 4096^3 (3.9
+    waves) and the llama FFN shape (6.8) do not: the H200 measurements of run 35."""
+    h200 = get_device("h200")
+    measured = {
+        (8192, 8192, 8192): True,
+        (8192, 8192, 4096): True,
+        (4096, 4096, 4096): False,
+        (2048, 14336, 5120): False,
+    }
+    for (m, n, k), pairs in measured.items():
+        params = mmaplug_matmul_params(problem(m, n, k), h200, "hopper")
+        assert params is not None
+        assert params.cluster_dims == ((2, 1) if pairs else (1, 1)), (m, n, k)
+
+
 def test_hopper_4096_cube() -> None:
     """4096³ fp16 on h100: CTA 128x256x64 in two 64x256 consumers, wgmma m64n256k16, 4 stages,
     persistent and warp-specialized, one CTA per cluster, epilogue staged through smem."""
@@ -200,17 +216,19 @@ HOPPER_CASES = [case for case in CASES if case.values[1] == "hopper"]
 def test_hopper_defaults_are_what_the_kernel_builds(
     device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
 ) -> None:
-    """Every default Hopper answer has no cluster, the smem epilogue, wgmma m64nNk16 with N the
-    warp tile's n, prefetch_gap 1, and stages that fill shared memory unless capped."""
+    """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more, the smem
+    epilogue, wgmma m64nNk16 with N the warp tile's n, prefetch_gap 1, and stages that fill
+    shared memory unless capped; hopper's limits accept it."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     gpu = get_device(device)
     params = mmaplug_matmul_params(prob, gpu, scheduler)
     assert params is not None
-    assert (params.cluster_dims, params.use_smem_epilogue, params.prefetch_gap) == (
-        (1, 1),
-        True,
-        1,
-    )
+    cta = params.cta_tile
+    tiles = shape.batch * -(-shape.m // cta.m) * -(-shape.n // cta.n)
+    pairs = tiles >= 12 * gpu.sm_count and -(-shape.m // cta.m) >= 2
+    assert params.cluster_dims == ((2, 1) if pairs else (1, 1))
+    assert (params.use_smem_epilogue, params.prefetch_gap) == (True, 1)
+    assert hopper_limits.violations(params, prob, gpu) == []
     assert params.instruction_tile == TileShape(64, params.warp_tile.n, 16)
     assert params.warp_specialized and params.tiling_strategy is TilingStrategy.persistent
     k_walk = -(-shape.k // params.cta_tile.k)
