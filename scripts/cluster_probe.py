@@ -1,0 +1,100 @@
+"""The hopper default plan beside the same plan with CTA pairs (``cluster_dims=(2, 1)``) and
+cuBLAS, interleaved in one process: BENCHMARKS.md runs 34-35.
+
+On a GPU machine (after the README's install): ``python scripts/cluster_probe.py``; one JSON
+line per problem with each variant's error against torch in float64, kernel name, median ms and
+ratio to torch (``F.linear``, or ``F.gelu(F.linear(x, w, b))`` for the fused rows).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+import mmaplug as mp
+
+SHAPES = (
+    (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
+    (4096, 4096, 4096, "bfloat16", False), (8192, 8192, 8192, "float16", False),
+    (8192, 8192, 8192, "bfloat16", False), (4096, 4096, 16384, "float16", False),
+    (8192, 8192, 4096, "float16", False), (16384, 1024, 512, "float16", False),
+    (16384, 1024, 512, "bfloat16", False), (2048, 14336, 5120, "bfloat16", False),
+    (2048, 14336, 5120, "bfloat16", True), (128, 4096, 4096, "float16", False),
+)  # fmt: skip
+VARIANTS = (("default", None), ("c2", {"cluster_dims": (2, 1)}))
+
+
+def timed(fn: Callable[[], object], reps: int = 20, inner: int = 10) -> float:
+    """Median ms of one call: CUDA events around *inner* calls, *reps* times, after warm-up."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end) / inner)
+    return statistics.median(samples)
+
+
+def fusion(m: int, n: int, k: int, dtype: mp.DType, fused: bool) -> mp.FusionDefinition:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=dtype)
+        b = fd.define_tensor([n, k], dtype=dtype)
+        if fused:
+            bias = fd.define_tensor([n], dtype=dtype)
+            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(a, b, bias)), dtype))
+        else:
+            fd.add_output(fd.ops.linear(a, b))
+    return fd
+
+
+def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
+    """One problem: each variant checked against torch in float64, then timed beside it."""
+    dtype, tdtype = getattr(mp, name), getattr(torch, name)
+    x = torch.randn(m, k, device="cuda", dtype=tdtype)
+    w = torch.randn(n, k, device="cuda", dtype=tdtype) / 64
+    bias = torch.randn(n, device="cuda", dtype=tdtype)
+    inputs = [x, w, bias] if fused else [x, w]
+
+    def reference() -> torch.Tensor:
+        return F.gelu(F.linear(x, w, bias)) if fused else F.linear(x, w)
+
+    ref = reference().double()
+    row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
+    fns: dict[str, Callable[[], object]] = {"torch": reference}
+    for label, overrides in VARIANTS:
+        compiled = mp.compile(fusion(m, n, k, dtype, fused), overrides=overrides)
+        out = compiled.execute(inputs)[0]
+        row[f"{label}_err"] = float((out.double() - ref).norm() / ref.norm())
+        row[f"{label}_kernel"] = compiled.kernel_name
+        fns[label] = lambda compiled=compiled: compiled.execute(inputs)
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(2):  # interleaved rounds
+        for label, fn in fns.items():
+            times[label].append(timed(fn))
+    torch_ms = statistics.median(times["torch"])
+    row["torch_ms"] = round(torch_ms, 4)
+    for label, _ in VARIANTS:
+        ms = statistics.median(times[label])
+        row[f"{label}_ms"], row[f"{label}_ratio"] = round(ms, 4), round(torch_ms / ms, 3)
+    return row
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    for shape in SHAPES:
+        print(json.dumps(probe(*shape)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
