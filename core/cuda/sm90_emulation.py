@@ -303,8 +303,9 @@ def _box_chunks(spec: TensorMapSpec, addr: int, op: str) -> np.ndarray:
 def _tma(rank: int, store: bool):
     op = f"tma_{'store' if store else 'load'}_{rank}d"
 
-    def run(tmap: Any, coords: tuple[Any, ...], smem_addr: Any, bar: Any) -> None:
-        block, _ = B.current(op)
+    def run(tmap: Any, coords: tuple[Any, ...], smem_addr: Any, bar: Any, into: Any = None) -> None:
+        """The copy; a load lands in block *into* (a cluster peer) when given."""
+        block = into or B.current(op)[0]
         spec, address = _tensor_map(tmap)
         if spec.rank != rank:
             raise UsageError(f"{op}: the tensor map has rank {spec.rank}, not {rank}")
@@ -341,6 +342,10 @@ def _tma(rank: int, store: bool):
 _load2, _load3, _store2, _store3 = _tma(2, False), _tma(3, False), _tma(2, True), _tma(3, True)
 
 
+def _load3_into(block: B.Block, tmap: Any, coords: tuple[Any, ...], dst: Any, bar: Any) -> None:
+    _load3(tmap, coords, dst, bar, block)
+
+
 def tma_load_2d(dst: Any, tmap: Any, c0: Any, c1: Any, bar: Any) -> None:
     """Emulate the 2-D TMA load: the box, zero-filled out of bounds, swizzled by absolute
     shared address; complete_tx of the full box bytes on `bar`."""
@@ -362,51 +367,69 @@ def tma_store_3d(tmap: Any, c0: Any, c1: Any, c2: Any, src: Any) -> None:
     _store3(tmap, (c0, c1, c2), src, None)
 
 
-# --- Clusters: the simulator runs one CTA at a time, so a cluster is that one CTA --------------
+# --- Clusters (sm90_sim_cluster runs a cluster's blocks together; alone, a block is one) ------
 
-_ONE_CTA = (
-    "the simulator runs one CTA at a time: clusters of more than one CTA are not emulated "
-    "(run cluster kernels on a GPU)"
-)
+# mapa's result: the shared address with (rank + 1) above every simulated window
+_PEER_SHIFT = 28
+_OFFSET_MASK = (1 << _PEER_SHIFT) - 1
+
+
+def _peer(block: B.Block, rank: int, op: str) -> B.Block:
+    if not 0 <= rank < len(block.cluster):
+        raise UsageError(
+            f"{op}: cluster rank {rank} does not exist in a cluster of {len(block.cluster)} "
+            "(launch with clusters: mmaplug.cuda.sm90_sim_cluster.clusters_of in the simulator)"
+        )
+    return block.cluster[rank]
+
+
+def _rank(block: B.Block) -> int:
+    return block.cluster.index(block)
 
 
 def cluster_ctarank() -> np.uint32:
-    """Emulate %cluster_ctarank: 0 (every simulated cluster is one CTA)."""
-    B.current("cluster_ctarank")
-    return np.uint32(0)
+    """Emulate %cluster_ctarank: this block's rank in its cluster."""
+    return np.uint32(_rank(B.current("cluster_ctarank")[0]))
 
 
 def cluster_id() -> np.uint32:
-    """Emulate %clusterid.x: the block index (clusters of one CTA)."""
-    B.current("cluster_id")
+    """Emulate %clusterid.x: blockIdx.x over the cluster size (1-D clusters along x)."""
+    block, _ = B.current("cluster_id")
     thread: Any = threading.current_thread()  # a simulator BlockThread
-    return np.uint32(thread.blockIdx.x)
+    return np.uint32(thread.blockIdx.x // len(block.cluster))
 
 
 def mapa_shared(addr: Any, rank: Any) -> Any:
-    """Emulate mapa for rank 0 (this CTA): the address itself."""
-    B.current("mapa_shared")
-    if int(rank) != 0:
-        raise UsageError(f"mapa_shared to cluster rank {int(rank)}: {_ONE_CTA}")
-    return addr
+    """Emulate mapa: the same shared offset in the block of cluster rank `rank` (tagged)."""
+    block, _ = B.current("mapa_shared")
+    _peer(block, int(rank), "mapa_shared")
+    return int(addr) & _OFFSET_MASK | (int(rank) + 1) << _PEER_SHIFT
 
 
 def mbarrier_arrive_cluster(bar: Any) -> None:
-    """Emulate a cluster-scope arrive on this CTA's barrier (a rank-0 mapa address)."""
-    B.current("mbarrier_arrive_cluster")[0].update_mbarrier(bar, 1, 0, "mbarrier_arrive_cluster")
+    """Emulate a remote arrive: on the barrier of the block a mapa_shared address names."""
+    op = "mbarrier_arrive_cluster"
+    block, _ = B.current(op)
+    tag = int(bar) >> _PEER_SHIFT
+    target = _peer(block, tag - 1, op) if tag else block
+    target.update_mbarrier(int(bar) & _OFFSET_MASK, 1, 0, op)
 
 
 def tma_load_3d_multicast(
     dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any, mask: Any
 ) -> None:
-    """Emulate the multicast 3-D TMA load to this CTA alone (mask 1)."""
-    if int(mask) != 1:
-        raise UsageError(f"tma_load_3d_multicast with mask {int(mask):#x}: {_ONE_CTA}")
-    _load3(tmap, (c0, c1, c2), dst, bar)
+    """Emulate the multicast 3-D TMA load: the box lands at `dst` in every block of the
+    cluster whose rank bit is set in `mask`, completing its bytes on `bar` in each."""
+    op = "tma_load_3d_multicast"
+    block, _ = B.current(op)
+    bits = int(mask)
+    if not 0 < bits < 1 << len(block.cluster):
+        raise UsageError(f"{op}: mask {bits:#x} names no rank or a rank past the cluster's")
+    for rank in range(len(block.cluster)):
+        if bits >> rank & 1:
+            _load3_into(block.cluster[rank], tmap, (c0, c1, c2), dst, bar)
 
 
 def cluster_sync() -> None:
-    """Emulate barrier.cluster arrive + wait: a barrier of the CTA's non-exited threads."""
-    B.current("cluster_sync")
-    thread: Any = threading.current_thread()  # a simulator BlockThread
-    thread.syncthreads()
+    """Emulate barrier.cluster arrive + wait: every non-exited thread of the cluster."""
+    B.current("cluster_sync")[0].sync_cluster("cluster_sync")

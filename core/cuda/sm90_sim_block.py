@@ -19,6 +19,8 @@ FAKE_SHARED_BASE = 0x230
 WINDOW_GAP = 1024
 # Waits (mbarrier, named barriers) give up after this long: a deadlock on the GPU.
 WAIT_TIMEOUT_S = 60.0
+CLUSTER_WAIT_TIMEOUT_S = 1800.0
+CLUSTER_SCAN_S = 5.0
 _POLL_S = 0.02
 # A waiting thread looks for dead or all-waiting siblings this often.
 _CHECK_S = 0.25
@@ -63,12 +65,31 @@ class NamedBarrier:
         self.generation = 0
 
 
-class Block:
-    """Everything one simulated thread block shares; guarded by `cond`."""
+class ClusterBarrier:
+    """`barrier.cluster` arrive + wait bookkeeping, shared by the blocks of one cluster."""
 
-    def __init__(self, nthreads: int) -> None:
+    def __init__(self) -> None:
+        self.arrived = 0
+        self.generation = 0
+        self.next_exit_scan = 0.0  # when waiters may next count the exited threads
+
+
+class Block:
+    """Everything one simulated thread block shares; guarded by `cond`.
+
+    The blocks of a cluster (``sm90_sim_cluster``) share one `cond` and one ClusterBarrier and
+    list each other in `cluster`, by rank; a block launched alone is a cluster of one.
+    """
+
+    def __init__(self, nthreads: int, lock: Any = None) -> None:
         self.nthreads = nthreads
-        self.cond = threading.Condition()
+        lock = lock or threading.RLock()
+        self.cond = threading.Condition(lock)
+        # barrier.cluster waiters apart: the cluster's idle threads wait there for the whole
+        # kernel, and waking them on every mbarrier update made a small case take minutes
+        self.cluster_cond = threading.Condition(lock)
+        self.cluster: list[Block] = [self]
+        self.cluster_barrier = ClusterBarrier()
         self.windows: list[tuple[int, np.ndarray]] = []  # (fake base, uint8 view)
         self.mbarriers: dict[int, MBarrier] = {}
         self.named: dict[int, NamedBarrier] = {}
@@ -116,17 +137,24 @@ class Block:
 
     # --- waiting -------------------------------------------------------------------------------
 
-    def wait_until(self, ready: Any, describe: Any) -> None:
+    def wait_until(
+        self,
+        ready: Any,
+        describe: Any,
+        timeout: float = WAIT_TIMEOUT_S,
+        scan: float = _CHECK_S,
+        cond: threading.Condition | None = None,
+    ) -> None:
         """Block (holding `cond`) until `ready()`.
 
         Raises at once when another thread of the block died of an exception (Numba's
         simulator would report it only after every thread ended, behind this wait's timeout)
         or when every thread of the block has exited or waits here unsatisfied (nothing can
-        arrive any more); otherwise a UsageError naming `describe()` after WAIT_TIMEOUT_S.
+        arrive any more); otherwise a UsageError naming `describe()` after `timeout` seconds.
         """
         thread = threading.current_thread()
         now = time.monotonic()
-        deadline, check = now + WAIT_TIMEOUT_S, now + _CHECK_S
+        deadline, check = now + timeout, now + scan
         self.waiting[thread] = ready
         try:
             while not ready():
@@ -134,7 +162,7 @@ class Block:
                     raise RuntimeError("simulated kernel aborted by another thread")
                 now = time.monotonic()
                 if now > check:  # the block-wide scans are O(threads): not on every wake-up
-                    check = now + _CHECK_S
+                    check = now + scan
                     if failed := self._failed_thread():
                         # the original's class, so the error a test or user sees does not
                         # depend on which thread Numba's simulator happens to report
@@ -146,28 +174,84 @@ class Block:
                             "waits on a barrier that cannot complete"
                         )
                 if now > deadline:
-                    raise UsageError(f"deadlock: {describe()} after {WAIT_TIMEOUT_S:g} s")
-                self.cond.wait(_POLL_S)
+                    raise UsageError(f"deadlock: {describe()} after {timeout:g} s")
+                (cond or self.cond).wait(_POLL_S if cond is None else scan)
         finally:
             del self.waiting[thread]
 
     def _failed_thread(self) -> tuple[str, BaseException] | None:
-        """('thread T raised E', E) for a thread of this block that died of its own exception."""
-        for tid, other in list(self.threads.items()):
-            exc = getattr(other, "exception", None)
-            if exc is not None and _ABORTED not in str(exc[0]):
-                return f"thread {tid} raised {type(exc[0]).__name__}: {exc[0]}", exc[0]
+        """('thread T raised E', E) for a thread of the cluster that died of its own exception."""
+        for block in self.cluster:
+            for tid, other in block.seen():
+                exc = getattr(other, "exception", None)
+                if exc is not None and _ABORTED not in str(exc[0]):
+                    return f"thread {tid} raised {type(exc[0]).__name__}: {exc[0]}", exc[0]
         return None
 
     def _all_stuck(self) -> bool:
-        """Every thread of the block seen, and each exited or waiting with `ready()` false."""
-        threads = list(self.threads.values())
-        if len(threads) < self.nthreads:
-            return False  # some thread never reached an emulated op: it may still arrive
-        for other in threads:
-            if other.is_alive() and (other not in self.waiting or self.waiting[other]()):
-                return False
+        """Every thread of the cluster seen, and each exited or waiting with `ready()` false."""
+        for block in self.cluster:
+            threads = [t for _, t in block.seen()]
+            if len(threads) < block.nthreads:
+                return False  # some thread never reached an emulated op: it may still arrive
+            for other in threads:
+                if other.is_alive() and (other not in block.waiting or block.waiting[other]()):
+                    return False
         return True
+
+    def seen(self) -> list[tuple[int, threading.Thread]]:
+        """(thread id, thread) of every thread seen so far (a snapshot: others keep adding)."""
+        with _LOCK:
+            return list(self.threads.items())
+
+    def live_threads(self) -> int:
+        """Threads of the cluster not known to have exited (unseen ones count as live)."""
+        exited = sum(not t.is_alive() for block in self.cluster for _, t in block.seen())
+        return sum(block.nthreads for block in self.cluster) - exited
+
+    def sync_cluster(self, op: str) -> None:
+        """barrier.cluster arrive + wait: until every non-exited thread of the cluster arrived."""
+        with self.cond:
+            bar = self.cluster_barrier
+            generation = bar.generation
+            bar.arrived += 1
+
+            everyone = sum(block.nthreads for block in self.cluster)
+
+            def released() -> bool:
+                if bar.generation != generation:
+                    return True
+                if bar.arrived < everyone:  # unless enough threads exited: scanned rarely
+                    now = time.monotonic()
+                    if now < bar.next_exit_scan or bar.arrived < self.live_threads():
+                        bar.next_exit_scan = max(bar.next_exit_scan, now + _CHECK_S)
+                        return False
+                bar.arrived, bar.generation = 0, bar.generation + 1
+                self.cluster_cond.notify_all()
+                return True
+
+            self.wait_until(
+                released,
+                lambda: (
+                    f"{op}: {bar.arrived} of {self.live_threads()} threads of the cluster "
+                    f"arrived; {self._elsewhere()}"
+                ),
+                # idle threads reach the exit barrier while the others run the whole kernel:
+                # only a cluster whose every thread waits (found at once) is a deadlock here
+                timeout=CLUSTER_WAIT_TIMEOUT_S,
+                scan=CLUSTER_SCAN_S,  # hundreds of idle waiters: scan the cluster rarely
+                cond=self.cluster_cond,
+            )
+
+    def _elsewhere(self) -> str:
+        """Where the cluster's live threads that wait on something else are, per block rank."""
+        parts = []
+        for rank, block in enumerate(self.cluster):
+            seen = set(block.threads)
+            unseen = block.nthreads - len(seen)
+            busy = sorted(tid for tid, t in block.seen() if t.is_alive() and t not in block.waiting)
+            parts.append(f"rank {rank}: {unseen} threads never seen, running {busy[:16]}")
+        return "; ".join(parts)
 
     # --- mbarriers -----------------------------------------------------------------------------
 
@@ -251,6 +335,23 @@ _BLOCKS: weakref.WeakKeyDictionary[Any, Block] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
+def block_threads(manager: Any) -> int:
+    """Threads per block of a simulator BlockManager."""
+    return int(np.prod(manager._block_dim))
+
+
+def register_cluster(managers: list[Any]) -> None:
+    """Make the blocks of *managers* (by rank) one cluster: a shared condition and barrier."""
+    lock = threading.RLock()
+    blocks = [Block(block_threads(m), lock) for m in managers]
+    for block in blocks:
+        block.cluster = blocks
+        block.cluster_barrier = blocks[0].cluster_barrier
+    with _LOCK:
+        for manager, block in zip(managers, blocks, strict=True):
+            _BLOCKS[manager] = block
+
+
 def current(op: str) -> tuple[Block, int]:
     """The calling simulator thread's Block and its linear thread id."""
     thread = threading.current_thread()
@@ -260,6 +361,6 @@ def current(op: str) -> tuple[Block, int]:
     with _LOCK:
         block = _BLOCKS.get(manager)
         if block is None:
-            block = _BLOCKS[manager] = Block(int(np.prod(manager._block_dim)))
+            block = _BLOCKS[manager] = Block(block_threads(manager))
         block.threads.setdefault(thread.thread_id, thread)
     return block, thread.thread_id

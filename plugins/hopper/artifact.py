@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -203,9 +204,14 @@ class HopperArtifact:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
         plan = self._plan_launch(args)
         cfg = plan.config
-        if cfg.cluster_m > 1 and not simulating():  # Numba launches no clusters: the driver's
-            self._launch_bound(plan, args)
-            return
+        clustered: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if cfg.cluster_m > 1:
+            if not simulating():  # Numba launches no clusters: the driver's launch
+                self._launch_bound(plan, args)
+                return
+            from mmaplug.cuda.sm90_sim_cluster import clusters_of
+
+            clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
         kernels = build(cfg)
         maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream)
         block = (cfg.threads, 1, 1)
@@ -216,15 +222,17 @@ class HopperArtifact:
         if cfg.splitk == 1:
             main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]
             grid, smem = plan.grid, cfg.smem_bytes
-            launch_checked(
-                kernels.gemm, sig, [*main, *plan.grid_args], grid, block, args.stream, smem
-            )
+            with clustered:
+                launch_checked(
+                    kernels.gemm, sig, [*main, *plan.grid_args], grid, block, args.stream, smem
+                )
             return
         ws = self._workspace(plan)
-        launch_checked(
-            kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block,
-            args.stream, cfg.smem_bytes,
-        )  # fmt: skip
+        with clustered:
+            launch_checked(
+                kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block,
+                args.stream, cfg.smem_bytes,
+            )  # fmt: skip
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
         rargs += [*plan.epi_strides, *plan.out_strides]

@@ -115,9 +115,7 @@ def cases(draw: st.DrawFn) -> dict:
             warp_specialized=not rare or draw(st.booleans()),
             async_gmem_load_operands=not rare or draw(st.booleans()),
             prefetch_gap=draw(st.sampled_from((1, 2))) if rare else 1,
-            # the simulator runs one CTA at a time: (2, 1), which limits accept, is proven on
-            # the GPU tier (tests/gpu/test_hopper_gpu.py); here only the refused shapes
-            cluster_dims=draw(st.sampled_from(((1, 1), (4, 1), (1, 2)))) if rare else (1, 1),
+            cluster_dims=draw(st.sampled_from(((1, 1), (2, 1), (1, 2)))) if rare else (1, 1),
         ),
     )
 

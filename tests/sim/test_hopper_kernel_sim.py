@@ -139,6 +139,28 @@ def case_tt_bf16_two_outputs_packed(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
+def case_tn_f16_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """CTA pairs (cluster_dims=(2, 1)): the cluster's two blocks run at once in the simulator,
+    each multicasting half of the B tile into both; M = 100 is one pair of M tiles, ragged; the
+    one cluster walks the 2 pair units; packed stores."""
+    a, b = _operands(fd, mp, 100, 72, 64, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True,
+            "cluster_dims": (2, 1)}  # fmt: skip
+
+
+def case_tt_bf16_cluster_pairs_splitk2_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """CTA pairs with an N-major B (every other 64-column swizzle row per CTA) and one M tile
+    (the second CTA has no rows but loads and releases its half), split-K 2 over a ragged K
+    (one K tile each), packed float32 partials, bias + GELU in the reduce kernel."""
+    a, b = _operands(fd, mp, 40, 128, 104, "TT", mp.bfloat16)
+    bias = fd.define_tensor([128], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [40, 128], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 128, 64), (64, 128, 64), 2), **PERSISTENT, "splitk_factor": 2,
+            "cluster_dims": (2, 1)}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # the two storing from registers (use_smem_epilogue=False) and the staged one whose rows are
@@ -149,7 +171,9 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
-         "tt_bf16_two_outputs_packed": 4}  # fmt: skip
+         "tt_bf16_two_outputs_packed": 4,
+         "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2}  # fmt: skip
+# work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
 def run_case(name: str) -> dict[str, Any]:
