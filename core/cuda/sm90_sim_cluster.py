@@ -73,7 +73,7 @@ def clusters_of(size: int) -> Iterator[None]:
             sim.BlockManager, module.shared = original, shared_of_kernel
 
 
-def _run_together(original: type, held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]]) -> None:
+def _run_together(original: Any, held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]]) -> None:
     """Run each held block's BlockManager.run in its own thread; re-raise the first failure."""
     errors: list[BaseException] = []
 
