@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import mmaplug as mp
+from mmaplug.bench import linear_fusion
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
@@ -30,7 +31,8 @@ VARIANTS = (("default", None), ("c2", {"cluster_dims": (2, 1)}))
 
 
 def timed(fn: Callable[[], object], reps: int = 20, inner: int = 10) -> float:
-    """Median ms of one call: CUDA events around *inner* calls, *reps* times, after warm-up."""
+    """Median ms of one call: CUDA events around *inner* back-to-back calls (so launch gaps of
+    the 0.02 ms kernels stay out), *reps* times, after warm-up."""
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
@@ -44,18 +46,6 @@ def timed(fn: Callable[[], object], reps: int = 20, inner: int = 10) -> float:
         torch.cuda.synchronize()
         samples.append(start.elapsed_time(end) / inner)
     return statistics.median(samples)
-
-
-def fusion(m: int, n: int, k: int, dtype: mp.DType, fused: bool) -> mp.FusionDefinition:
-    with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([m, k], dtype=dtype)
-        b = fd.define_tensor([n, k], dtype=dtype)
-        if fused:
-            bias = fd.define_tensor([n], dtype=dtype)
-            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(a, b, bias)), dtype))
-        else:
-            fd.add_output(fd.ops.linear(a, b))
-    return fd
 
 
 def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
@@ -73,7 +63,7 @@ def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
     row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
     fns: dict[str, Callable[[], object]] = {"torch": reference}
     for label, overrides in VARIANTS:
-        compiled = mp.compile(fusion(m, n, k, dtype, fused), overrides=overrides)
+        compiled = mp.compile(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
         out = compiled.execute(inputs)[0]
         row[f"{label}_err"] = float((out.double() - ref).norm() / ref.norm())
         row[f"{label}_kernel"] = compiled.kernel_name
