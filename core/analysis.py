@@ -262,8 +262,7 @@ def _check_view_ops(fusion: Fusion) -> None:
             raise UnsupportedFusionError(
                 f"{expr.output.name} = {expr.kind}({expr.inputs[0].name}): a matmul kernel "
                 f"cannot take a {expr.kind} (its dims are new loops, not batch, M, N or K); "
-                f"apply the {expr.kind} before or after the compiled fusion (mp.evaluate runs "
-                "the whole fusion)"
+                f"mp.compile runs the {expr.kind} in a segment of its own"
             )
 
 
