@@ -7,7 +7,7 @@ from typing import Final, NamedTuple
 from mmaplug.device import Device
 from mmaplug.markers import hookimpl
 from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.plugins.hopper.config import staging_bytes
+from mmaplug.plugins.hopper.config import pair_n_unit, staging_bytes
 from mmaplug.problem import MatmulProblem
 
 __all__ = [
@@ -248,7 +248,7 @@ def hopper_cluster(problem: MatmulProblem, device: Device, cta: TileShape) -> tu
     waves of tiles and B's tile halves into whole boxes; one CTA per cluster otherwise."""
     m_tiles, n_tiles = tile_grid(problem, cta)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
-    halves = cta.n % (16 if problem.b_k_inner else 2 * 64) == 0
+    halves = cta.n % pair_n_unit(problem.b_k_inner) == 0
     if m_tiles >= 2 and halves and waves >= HOPPER_CLUSTER_MIN_WAVES:
         return (2, 1)
     return (1, 1)

@@ -240,6 +240,13 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     return problems
 
 
+def pair_n_unit(b_k_inner: bool) -> int:
+    """What cta_tile n of a CTA pair must be a multiple of: each CTA multicasts half of the B
+    tile, whole 8-row groups of a K-major B (16 rows) or 64-column swizzle rows of an N-major
+    one (128 columns)."""
+    return 16 if b_k_inner else 2 * BOX_INNER
+
+
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
     """Why *cfg*'s cluster cannot be built: pairs of CTAs along M, each multicasting half of
     the B tile both use (whole TMA boxes or 128-byte swizzle rows per half)."""
@@ -250,12 +257,9 @@ def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
         return [f"cluster_m must be 1 or 2 (CTA pairs along M), got {cfg.cluster_m}"]
     if cfg.pingpong:
         return ["clusters are generated for the cooperative kernel, not ping-pong"]
-    if cfg.b_k_inner and bn % 16:
-        return [f"a cluster multicasts half of B's {bn} rows: cta_tile n must be a multiple of 16"]
-    if not cfg.b_k_inner and bn % (2 * BOX_INNER):
+    if bn % (unit := pair_n_unit(cfg.b_k_inner)):
         return [
-            f"a cluster multicasts half of an N-major B's {bn // BOX_INNER} swizzle rows: "
-            f"cta_tile n must be a multiple of {2 * BOX_INNER}"
+            f"a cluster multicasts half of B's tile: cta_tile n={bn} must be a multiple of {unit}"
         ]
     return []
 

@@ -13,7 +13,7 @@ from mmaplug.device import Device
 from mmaplug.params import MatmulParams, TilingStrategy, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
-from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP, staging_bytes
+from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP, pair_n_unit, staging_bytes
 
 __all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "smem_bytes", "violations"]
 
@@ -171,15 +171,15 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"cluster_dims={params.cluster_dims}: the kernel pairs CTAs along M, the pair sharing "
         "one multicast B tile; other cluster shapes are not generated. Set (1, 1) or (2, 1).",
     )
-    b_half = cta.n % (16 if problem.b_k_inner else 2 * BOX_INNER) == 0
+    pair_unit = pair_n_unit(problem.b_k_inner)
     check(
-        cluster != (2, 1) or (not pingpong and b_half),
+        cluster != (2, 1) or (not pingpong and cta.n % pair_unit == 0),
         "cluster_dims",
         params.cluster_dims,
         "(1, 1) with ping-pong or a cta_tile n that does not halve into whole boxes",
         f"cluster_dims=(2, 1) with cta_tile={cta} and tiling_strategy="
         f"{params.tiling_strategy.value!r}: each CTA of a pair multicasts half of the B tile "
-        f"(n a multiple of {16 if problem.b_k_inner else 2 * BOX_INNER}), and only the "
+        f"(n a multiple of {pair_unit}), and only the "
         "cooperative kernel has clusters. Set cluster_dims=(1, 1).",
     )
     k_tiles = -(-problem.k // cta.k) if cta.k else 0
