@@ -121,8 +121,11 @@ def prewarm(
                 on_done(done, len(jobs), names)
 
 
-def cuda_median_ms(fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30) -> float:
-    """Median of *reps* CUDA-event timings of *fn* after *warmup* calls."""
+def cuda_median_ms(
+    fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30, inner: int = 1
+) -> float:
+    """Median of *reps* CUDA-event timings of *fn* after *warmup* calls; each timing spans
+    *inner* back-to-back calls and is divided by it (keeps launch gaps of tiny kernels out)."""
     import torch
 
     for _ in range(warmup):
@@ -132,10 +135,11 @@ def cuda_median_ms(fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30) -
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(inner):
+            fn()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / inner)
     return statistics.median(times)
 
 

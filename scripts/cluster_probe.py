@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.bench import cuda_median_ms, linear_fusion
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
@@ -28,24 +28,6 @@ SHAPES = (
     (2048, 14336, 5120, "bfloat16", True), (128, 4096, 4096, "float16", False),
 )  # fmt: skip
 VARIANTS = (("default", None), ("c2", {"cluster_dims": (2, 1)}))
-
-
-def timed(fn: Callable[[], object], reps: int = 20, inner: int = 10) -> float:
-    """Median ms of one call: CUDA events around *inner* back-to-back calls (so launch gaps of
-    the 0.02 ms kernels stay out), *reps* times, after warm-up."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
 
 
 def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
@@ -71,7 +53,7 @@ def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
     times: dict[str, list[float]] = {label: [] for label in fns}
     for _ in range(2):  # interleaved rounds
         for label, fn in fns.items():
-            times[label].append(timed(fn))
+            times[label].append(cuda_median_ms(fn, reps=20, inner=10))
     torch_ms = statistics.median(times["torch"])
     row["torch_ms"] = round(torch_ms, 4)
     for label, _ in VARIANTS:

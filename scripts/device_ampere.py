@@ -13,7 +13,6 @@ import itertools
 import json
 import multiprocessing as mp_
 import os
-import statistics
 import sys
 import time
 import traceback
@@ -91,29 +90,12 @@ def run_matrix(quick: bool, workers: int):
     return results
 
 
-def _median_ms(fn, reps=7, inner=10, warmup=3):
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
-
-
 def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     import numpy as np
     import torch
     from numba import cuda
 
+    from mmaplug.bench import cuda_median_ms
     from mmaplug.dtypes import DType
     from mmaplug.plugins.ampere.harness import epilogue_program
     from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, build
@@ -148,11 +130,11 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     if epilogue == "bias_gelu":
         ref = torch.nn.functional.gelu(ref + bias)
     err = (y.float() - ref.float()).abs().max().item() / max(ref.float().abs().max().item(), 1e-6)
-    t_ours = _median_ms(ours)
+    t_ours = cuda_median_ms(ours, reps=7, inner=10, warmup=3)
     if epilogue == "bias_gelu":
-        t_torch = _median_ms(lambda: torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)))
+        t_torch = cuda_median_ms(lambda: torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)), reps=7, inner=10, warmup=3)
     else:
-        t_torch = _median_ms(lambda: torch.matmul(x, w.t()))
+        t_torch = cuda_median_ms(lambda: torch.matmul(x, w.t()), reps=7, inner=10, warmup=3)
     tflops = 2 * m * n * k / t_ours / 1e9
     row = dict(label=label, shape=f"{m}x{n}x{k}", dtype=dtype_name, epilogue=epilogue, config=cfg.name,
                cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle,
