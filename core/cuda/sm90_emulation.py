@@ -342,10 +342,6 @@ def _tma(rank: int, store: bool):
 _load2, _load3, _store2, _store3 = _tma(2, False), _tma(3, False), _tma(2, True), _tma(3, True)
 
 
-def _load3_into(block: B.Block, tmap: Any, coords: tuple[Any, ...], dst: Any, bar: Any) -> None:
-    _load3(tmap, coords, dst, bar, block)
-
-
 def tma_load_2d(dst: Any, tmap: Any, c0: Any, c1: Any, bar: Any) -> None:
     """Emulate the 2-D TMA load: the box, zero-filled out of bounds, swizzled by absolute
     shared address; complete_tx of the full box bytes on `bar`."""
@@ -427,7 +423,7 @@ def tma_load_3d_multicast(
         raise UsageError(f"{op}: mask {bits:#x} names no rank or a rank past the cluster's")
     for rank in range(len(block.cluster)):
         if bits >> rank & 1:
-            _load3_into(block.cluster[rank], tmap, (c0, c1, c2), dst, bar)
+            _load3(tmap, (c0, c1, c2), dst, bar, block.cluster[rank])
 
 
 def cluster_sync() -> None:
