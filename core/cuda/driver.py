@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
+from collections.abc import Iterator
 from typing import Any, Final
 
 from ..errors import LaunchError
+from ..log import LAUNCH
 
 __all__ = [
     "DeviceBuffer",
@@ -21,6 +24,8 @@ __all__ = [
 _SUCCESS: Final = 0
 _INVALID_CONTEXT: Final = 201
 _MAX_DYNAMIC_SHARED: Final = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024  # what a kernel may take without the attribute
+_KEPT: Final = 64  # streams (contexts) a launcher remembers before it starts over
 _NON_BLOCKING: Final = 1  # CU_STREAM_NON_BLOCKING
 _RELAXED: Final = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 #: cuDeviceGetAttribute codes for what ``mmaplug.device`` reads.
@@ -50,6 +55,9 @@ _SIGNATURES: Final = {
     "cuLibraryLoadData": (ctypes.POINTER(_P), ctypes.c_char_p, _P, _P, _U, _P, _P, _U),
     "cuLibraryGetKernel": (ctypes.POINTER(_P), _P, ctypes.c_char_p),
     "cuKernelSetAttribute": (ctypes.c_int, ctypes.c_int, _P, ctypes.c_int),
+    "cuKernelGetFunction": (ctypes.POINTER(_P), _P),
+    "cuFuncSetAttribute": (_P, ctypes.c_int, ctypes.c_int),
+    "cuStreamGetCtx": (_P, ctypes.POINTER(_P)),
     "cuLaunchKernel": (_P, _U, _U, _U, _U, _U, _U, _U, _P, _P, _P),
     "cuMemAlloc_v2": (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t),
     "cuMemFree_v2": (ctypes.c_uint64,),
@@ -61,6 +69,7 @@ _SIGNATURES: Final = {
 _lock: Final = threading.Lock()
 _state: dict[str, Any] = {}  # "lib": the loaded libcuda, "upload": a private stream
 _smem_set: set[tuple[int, int, int]] = set()  # (kernel, device, bytes) already allowed
+_functions: dict[tuple[int, int], list[int]] = {}  # (kernel, context) -> [CUfunction, smem]
 
 
 def _lib() -> Any:
@@ -162,57 +171,157 @@ def kernel_launcher(
 ) -> Any:
     """A function ``launch(stream)`` running *kernel* with the parameter block at *params*.
 
-    The launch goes through ``cuda.bindings`` (its Cython wrapper costs 0.4 us a call against
-    a stub libcuda, ctypes 1.2-1.6 us: docs/decisions.md); a thread without a current context
-    gets its device's primary one and the launch is retried once. With *cluster* > 1 the grid
-    runs as clusters of that many CTAs along x (``cuLaunchKernelEx``).
+    Each launch is one ``cuLaunchKernelEx`` call through ``cuda.bindings`` (0.22 us of Python
+    against a stub libcuda, ``cuLaunchKernel``'s 11 arguments 0.32 us, ctypes 1.2-1.6 us:
+    docs/decisions.md) with a ``CUlaunchConfig`` prepared per stream and the ``CUfunction`` of
+    the stream's context (``_Launches``). A thread without a current context gets its device's
+    primary one and the launch is retried. With *cluster* > 1 the grid runs as clusters of
+    that many CTAs along x. ``launch`` changes nothing shared per call: threads may call it.
     """
     from cuda.bindings import driver as bindings
 
-    if cluster > 1:
-        return _cluster_launcher(bindings, kernel, grid, block, smem, params, cluster)
-    launch, function = bindings.cuLaunchKernel, bindings.CUfunction(kernel)
-    gx, gy, gz, bx, by, bz = (int(v) for v in (*grid, *block))
+    launches = _Launches(bindings, kernel, grid, block, smem, cluster)
+    launches.resolve(0)  # the current context's function, now (binding is not captured)
+    by_stream, by_default, current = launches.by_stream, launches.by_default, launches.current
+    launch, what = bindings.cuLaunchKernelEx, launches.what
 
     def run(stream: int) -> None:
-        (err,) = launch(function, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
+        entry = by_stream.get(stream) if stream > 2 else by_default[stream].get(current()[1])
+        if entry is None:
+            entry = launches.resolve(stream)
+        config, function = entry
+        (err,) = launch(config, function, params, 0)
         if err:
-            if int(err) == _INVALID_CONTEXT:
-                ensure_context()
-                (err,) = launch(function, gx, gy, gz, bx, by, bz, smem, stream, params, 0)
-            if err:
-                _check(_lib(), int(err), f"cuLaunchKernel of {grid} x {block}, {smem} B smem")
+            launches.recover(int(err), stream, lambda f: launch(config, f, params, 0)[0], what)
 
     return run
 
 
-def _cluster_launcher(
-    bindings: Any, kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int
-) -> Any:
-    """``kernel_launcher`` for clusters of *cluster* CTAs: one prepared ``CUlaunchConfig``."""
-    config = bindings.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = (int(v) for v in grid)
-    config.blockDimX, config.blockDimY, config.blockDimZ = (int(v) for v in block)
-    config.sharedMemBytes = smem
-    attr = bindings.CUlaunchAttribute()
-    attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
-    config.attrs, config.numAttrs = [attr], 1
-    function, lock = bindings.CUfunction(kernel), threading.Lock()
+class _Launches:
+    """What a launcher of one ``CUkernel`` passes to ``cuLaunchKernelEx``, per stream: a
+    ``CUlaunchConfig`` naming the stream and the function to launch.
 
-    def run(stream: int) -> None:
-        with lock:  # the prepared config carries the stream
-            config.hStream = bindings.CUstream(stream)
-            (err,) = bindings.cuLaunchKernelEx(config, function, params, 0)
-            if err and int(err) == _INVALID_CONTEXT:
+    A ``CUkernel`` launches in the stream's context (the current one for the default-stream
+    handles 0, 1 and 2), but the driver finds that context's function on every launch, which
+    cost 0.6-1.0 us of host time on the H200 (run 35). The context's own ``CUfunction``
+    (``cuKernelGetFunction``) launches only on that context's streams, so it is looked up once
+    per created stream (``by_stream``: a stream keeps its context) and per current context for
+    the default streams (``by_default[handle]``, keyed by ``cuCtxGetCurrent``: 0.08 us). Where
+    the stream's context is not the current one, or the driver gives no function, the launch
+    uses the ``CUkernel``; a function the driver refuses falls back to it too (``recover``).
+    """
+
+    def __init__(
+        self, bindings: Any, kernel: int, grid: tuple, block: tuple, smem: int, cluster: int
+    ) -> None:
+        self.handle, self.smem, self.cluster, self._bindings = kernel, smem, cluster, bindings
+        self.geometry = (*(int(v) for v in grid), *(int(v) for v in block))
+        self.kernel = bindings.CUfunction(kernel)  # the CUkernel, launchable as a function
+        self.current = bindings.cuCtxGetCurrent
+        self.by_stream: dict[int, tuple[Any, Any]] = {}
+        self.by_default: tuple[dict[Any, tuple[Any, Any]], ...] = ({}, {}, {})
+        clusters = f" in clusters of {cluster}" if cluster > 1 else ""
+        self.what = f"cuLaunchKernelEx of {grid} x {block}, {smem} B smem{clusters}"
+
+    def resolve(self, stream: int) -> tuple[Any, Any]:
+        """The config and function to launch on *stream* in this thread, kept (the cold path)."""
+        lib = _lib()
+        with _relaxed_capture(lib):
+            context = _current_context(lib)
+            if not context:
                 ensure_context()
-                (err,) = bindings.cuLaunchKernelEx(config, function, params, 0)
-        if err:
-            _check(
-                _lib(), int(err), f"cuLaunchKernelEx of {grid} x {block} in clusters of {cluster}"
-            )
+                context = _current_context(lib)
+            owner = _P(context)
+            if stream > 2 and lib.cuStreamGetCtx(stream, ctypes.byref(owner)):
+                owner.value = None
+            function = None
+            if owner.value == context:
+                function = _context_function(lib, self.handle, context, self.smem)
+            return self._keep(stream, context, self.kernel if function is None else function)
 
-    return run
+    def recover(self, err: int, stream: int, relaunch: Any, what: str) -> None:
+        """After a launch on *stream* failed with *err*: retry in a fresh context when the
+        thread had none, else through the ``CUkernel`` (kept for this stream from then on);
+        raise ``LaunchError`` when that fails too."""
+        lib = _lib()
+        if err == _INVALID_CONTEXT:
+            ensure_context()
+            err = int(relaunch(self.resolve(stream)[1]))
+            if not err:
+                return
+        err = int(relaunch(self.kernel))
+        if err == _INVALID_CONTEXT:
+            ensure_context()
+            err = int(relaunch(self.kernel))
+        _check(lib, err, what)
+        self._keep(stream, _current_context(lib), self.kernel)
+
+    def _keep(self, stream: int, context: int, function: Any) -> tuple[Any, Any]:
+        bindings = self._bindings
+        config = bindings.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = self.geometry[:3]
+        config.blockDimX, config.blockDimY, config.blockDimZ = self.geometry[3:]
+        config.sharedMemBytes, config.hStream = self.smem, bindings.CUstream(stream)
+        if self.cluster > 1:
+            attr = bindings.CUlaunchAttribute()
+            attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y = self.cluster, 1
+            attr.value.clusterDim.z = 1
+            config.attrs, config.numAttrs = [attr], 1
+        table: dict[Any, tuple[Any, Any]]
+        if stream > 2:
+            table, key = self.by_stream, stream
+        else:
+            table, key = self.by_default[stream], bindings.CUcontext(context)
+        with _lock:
+            if len(table) >= _KEPT:
+                table.clear()
+            table[key] = entry = (config, function)
+        return entry
+
+
+def _context_function(lib: Any, kernel: int, context: int, smem: int) -> Any:
+    """The current context's ``CUfunction`` of *kernel* allowed *smem* dynamic bytes (kept per
+    kernel and context); None when the driver gives none.
+
+    The function is given the limit itself (``cuFuncSetAttribute``): the driver documents that
+    a function's own attribute overrides the one ``cuKernelSetAttribute`` sets per device, and
+    ``cuKernelGetFunction``'s documentation does not say the latter carries over.
+    """
+    from cuda.bindings import driver as bindings
+
+    with _lock:
+        entry = _functions.get((kernel, context))
+        if entry is None:
+            function = _P()
+            if lib.cuKernelGetFunction(ctypes.byref(function), kernel) or not function.value:
+                LAUNCH.debug("no CUfunction of kernel %#x in context %#x", kernel, context)
+                return None
+            entry = _functions[(kernel, context)] = [function.value, _DEFAULT_DYNAMIC_SMEM]
+        if smem > entry[1]:
+            if lib.cuFuncSetAttribute(entry[0], _MAX_DYNAMIC_SHARED, smem):
+                LAUNCH.debug("cuFuncSetAttribute(%d bytes) refused for %#x", smem, entry[0])
+                return None
+            entry[1] = smem
+    return bindings.CUfunction(entry[0])
+
+
+def _current_context(lib: Any) -> int:
+    context = _P()
+    _check(lib, lib.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
+    return int(context.value or 0)
+
+
+@contextlib.contextmanager
+def _relaxed_capture(lib: Any) -> Iterator[None]:
+    """Relaxed stream-capture mode for this thread: a first launch inside a graph capture may
+    look up a function (and the driver load it into the context) without breaking the capture."""
+    mode = ctypes.c_int(_RELAXED)
+    lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
+    try:
+        yield
+    finally:
+        lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
 class DeviceBuffer:

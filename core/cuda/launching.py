@@ -1,5 +1,5 @@
 """Launching generated kernels, shared by the schedulers: compiled overloads with their dynamic
-shared-memory limit raised, parameter blocks prepared once, and ``cuLaunchKernel`` called directly.
+shared-memory limit raised, parameter blocks prepared once, and the driver's launch called directly.
 
 Numba's own launch path re-checks and re-wraps every argument on every call, which costs
 hundreds of microseconds of host time; a bound launch patches data pointers into a prepared
@@ -56,13 +56,16 @@ def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
         return None
     from numba import cuda
 
+    from .pipeline import lean
+
     key = (id(dispatcher), signature, cuda.get_current_device().id)
     kern = _COMPILED.get(key)
     if kern is None:
         with _compile_lock:  # two threads binding at once compile and configure it once
             kern = _COMPILED.get(key)
             if kern is None:
-                kern = dispatcher.compile(signature)
+                with lean(dispatcher.py_func):
+                    kern = dispatcher.compile(signature)
                 if smem > _DEFAULT_DYNAMIC_SMEM:
                     from numba.cuda.cudadrv.driver import binding, driver
 
@@ -125,21 +128,17 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def numba_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
-    """Compile *dispatcher* for *signature* with Numba (on the current GPU): its cubin, entry
-    name and parameter slots (``ARRAY_SLOTS`` per array, one per scalar), for the cubin cache."""
+def numba_binary(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> Binary:
+    """Compile *dispatcher* for *signature* and compute capability *cc* with Numba: its cubin,
+    entry name and parameter slots (``ARRAY_SLOTS`` per array, one per scalar), for the cubin
+    cache (``mmaplug.cuda.pipeline.cubin``: no device needed)."""
     from numba import types
 
-    kern = compiled_kernel(dispatcher, signature, smem)
-    library = kern._codelibrary
-    if library._setup_functions or library._teardown_functions:
-        raise KernelBuildError(
-            f"kernel {dispatcher.py_func.__name__} links code with module setup callbacks, "
-            "which a cubin loaded by the driver would skip; link no such objects into it"
-        )
+    from .pipeline import cubin
+
+    image, entry = cubin(dispatcher, signature, cc)
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
-    image = library.get_cubin()  # numba-cuda 0.30: a cuda.core ObjectCode holding the bytes
-    return Binary(bytes(getattr(image, "code", image)), library._entry_name, slots)
+    return Binary(image, entry, slots)
 
 
 def generated_kernel(
@@ -154,14 +153,16 @@ def generated_kernel(
     def compile_it() -> Binary:
         kernels = build()
         dispatcher = kernels.gemm if name.endswith("_gemm") else kernels.reduce
-        return numba_binary(dispatcher, kernels.signatures[name], smem)
+        cc = driver.device_attributes()["compute_capability"]
+        return numba_binary(dispatcher, kernels.signatures[name], cc)
 
     return cubin.kernel(module, source, name, smem, slots, compile_it)
 
 
 class DriverLaunch:
     """One loaded kernel (a ``CUkernel`` handle) with fixed grid, block, shared memory,
-    parameter block and cluster size; called with a raw stream handle, it is one launch."""
+    parameter block and cluster size; called with a raw stream handle, it is one launch
+    (through the ``CUfunction`` of the stream's context: ``driver.kernel_launcher``)."""
 
     def __init__(
         self,
