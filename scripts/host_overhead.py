@@ -86,8 +86,10 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
         "allocate outputs": lambda: [new() for new in bound.allocators],
         "read current stream": bound.stream,
         "is_capturing(current stream)": lambda: is_capturing(stream),
-        "bound launch (patch + cuLaunchKernel)": lambda: bound.launch(addresses, (), stream),
-        "cuLaunchKernel alone (cuda.bindings)": lambda: [run(stream) for run in runs],
+        "bound launch (patch + driver launch)": lambda: bound.launch(addresses, (), stream),
+        "driver launch alone (execute's: cuLaunchKernelEx, CUfunction)": lambda: [
+            run(stream) for run in runs
+        ],
         "execute(stream=<current>)": lambda: compiled.execute(tensors, stream=stream),
         "torch.empty alone": lambda: torch.empty(outs[0].shape, dtype=outs[0].dtype, device="cuda"),
         "torch.empty(device=<int>)": lambda: torch.empty(shape, dtype=dtype, device=index),
@@ -96,26 +98,41 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
         ),
     }
     first = next(iter(getattr(bound.launch, "launches", ())), None)
-    if first is not None and getattr(first, "geometry", (0, 0, 0, 2))[3] == 1:  # no clusters
-        pieces["cuLaunchKernel of the CUfunction (not the CUkernel)"] = function_launch(
-            first, stream
-        )
+    if first is not None and hasattr(first, "geometry"):
+        pieces.update(handle_launches(first, stream))
     if maps is not None:  # hopper: the tensor maps of (A, B), looked up every call
         pieces["tensor maps lookup (hopper)"] = lambda: maps.get(addresses[0], addresses[1], stream)
     return {name: summary(host_us(fn, reps, block))["median"] for name, fn in pieces.items()}
 
 
-def function_launch(launch: Any, stream: int) -> Callable[[], Any]:
-    """The bound launch's first kernel launched through the current context's ``CUfunction``
-    (``cuKernelGetFunction``) instead of the context-independent ``CUkernel`` handle: whether
-    the driver's per-launch resolution of a ``CUkernel`` costs host time."""
+def handle_launches(launch: Any, stream: int) -> dict[str, Callable[[], Any]]:
+    """The bound launch's first kernel launched other ways than execute's (``cuLaunchKernelEx``
+    of the current context's ``CUfunction``): with the context-independent ``CUkernel`` handle
+    and, without clusters, through ``cuLaunchKernel`` (the launch execute made before: the
+    ``CUkernel`` and 11 arguments): what resolving a ``CUkernel`` and each entry point cost."""
     from cuda.bindings import driver as cb
 
+    (grid, block, smem, cluster), params = launch.geometry, launch.params.address
+    kernel = cb.CUfunction(launch.kernel)
     err, function = cb.cuKernelGetFunction(cb.CUkernel(launch.kernel))
     if err:
         raise RuntimeError(f"cuKernelGetFunction: {err}")
-    (grid, block, smem, _), params = launch.geometry, launch.params.address
-    return lambda: cb.cuLaunchKernel(function, *grid, *block, smem, stream, params, 0)
+    config = cb.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes, config.hStream = smem, cb.CUstream(stream)
+    if cluster > 1:
+        attr = cb.CUlaunchAttribute()
+        attr.id = cb.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+        config.attrs, config.numAttrs = [attr], 1
+    pieces = {"cuLaunchKernelEx, CUkernel": lambda: cb.cuLaunchKernelEx(config, kernel, params, 0)}
+    if cluster == 1:
+        for name, handle in (("CUkernel (the launch before)", kernel), ("CUfunction", function)):
+            pieces[f"cuLaunchKernel, {name}"] = lambda handle=handle: cb.cuLaunchKernel(
+                handle, *grid, *block, smem, stream, params, 0
+            )
+    return pieces
 
 
 def run(args: argparse.Namespace, scheduler: str, inputs: int) -> dict[str, Any]:

@@ -5,15 +5,17 @@ nothing runs), loaded before mmaplug so its ctypes and ``cuda.bindings`` calls r
 kernels' cubins are fake bytes stored in a temporary cache (Numba generates the kernels but never
 compiles them), so the whole Python side of a cached call runs: probing the inputs, looking up
 the bound launch, allocating outputs, tensor maps (hopper), patching the parameter blocks and
-``cuLaunchKernel``. torch is a stand-in (``StandInTorch``): CUDA tensors whose attribute reads
-are Python calls and whose ``empty`` bumps a pointer, so figures hold those cheap stand-ins
-(printed as references) instead of torch's own allocation and attribute costs, which
-``host_overhead.py`` measures on a GPU.
+the driver launch (through the ``CUfunction`` of the stream's context, as on a GPU; the stub
+counts launches and those through a function). torch is a stand-in (``StandInTorch``): CUDA
+tensors whose attribute reads are Python calls and whose ``empty`` bumps a pointer, so figures
+hold those cheap stand-ins (printed as references) instead of torch's own allocation and
+attribute costs, which ``host_overhead.py`` measures on a GPU.
 
     python scripts/host_overhead_stub.py                     # every case: median, p10, p90 us
     python scripts/host_overhead_stub.py --profile --cases hopper-2-static
     python scripts/host_overhead_stub.py --stream 0x1110     # a non-legacy current stream
     python scripts/host_overhead_stub.py --splitk 2 --json   # split-K: two launches, scratch
+    python scripts/host_overhead_stub.py --cluster --cases hopper-2-static  # CTA pairs
 
 Cases: ampere and hopper (device preset h200; ampere with the hopper plugin blocked), 2 inputs
 (``x @ w.T``) and 3 (``gelu(x @ w.T + b)``), static and symbolic (M = -1) extents.
@@ -43,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 STUB = ROOT / "tests" / "unit" / "stub_libcuda.c"
 M, N, K = 256, 256, 256
-_stub: Any = None  # the stub libcuda (its stub_launches counts cuLaunchKernel calls)
+_stub: Any = None  # the stub libcuda (stub_launches, stub_function_launches count launches)
 _STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # row-major strides per shape
 _TYPESTR = {"float16": "<f2", "float32": "<f4", "int16": "<i2", "bfloat16": "<V2"}
 
@@ -119,7 +121,7 @@ def load_stub(where: Path) -> None:
     subprocess.run(cmd, check=True)
     global _stub
     _stub = ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
-    _stub.stub_launches.restype = ctypes.c_long
+    _stub.stub_launches.restype = _stub.stub_function_launches.restype = ctypes.c_long
 
 
 def fake_cubins() -> None:
@@ -173,8 +175,10 @@ def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> d
     block = () if scheduler == "hopper" else ("hopper",)
     pm = mp.make_plugin_manager(block=block, load_entrypoints=False)
     m = -1 if extents == "symbolic" else M
-    overrides = {"splitk_factor": args.splitk} if args.splitk else None
-    compiled = mp.compile(fusion(mp, int(inputs), m), "h200", pm=pm, overrides=overrides)
+    overrides: dict[str, Any] = {"splitk_factor": args.splitk} if args.splitk else {}
+    if args.cluster and scheduler == "hopper":
+        overrides["cluster_dims"] = (2, 1)
+    compiled = mp.compile(fusion(mp, int(inputs), m), "h200", pm=pm, overrides=overrides or None)
     shapes = [(M, K), (N, K), (N,)][: int(inputs)]
     tensors = [torch.empty(s, torch.float16, "cuda") for s in shapes]
     compiled.execute(tensors)  # binds (loads the fake cubin)
@@ -183,12 +187,13 @@ def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> d
         sys.exit(f"host_overhead_stub: case {name} ran the {spec.scheduler} kernel")
     run = lambda: compiled.execute(tensors)  # noqa: E731
     timed(run, args.reps // 10)  # warm
-    launched = _stub.stub_launches()
+    launched, through = _stub.stub_launches(), _stub.stub_function_launches()
     row = {
         "case": name,
         "kernel": spec.name,
         "execute_us": summary(timed(run, args.reps)),
         "launches_per_call": (_stub.stub_launches() - launched) / args.reps,
+        "function_launches_per_call": (_stub.stub_function_launches() - through) / args.reps,
     }
     if args.profile:
         prof = cProfile.Profile()
@@ -219,6 +224,7 @@ def main() -> int:
         help="the current stream's handle (default 0: legacy, torch's default)",
     )
     parser.add_argument("--splitk", type=int, default=0, help="override splitk_factor")
+    parser.add_argument("--cluster", action="store_true", help="hopper: cluster_dims=(2, 1)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="mmaplug_stub_") as scratch:
@@ -250,7 +256,8 @@ def main() -> int:
         e = row["execute_us"]
         print(
             f"{row['case']:>18}: execute {e['median']:5.2f} us (p10 {e['p10']:.2f}, p90 "
-            f"{e['p90']:.2f}); {row['launches_per_call']:g} launch(es) a call"
+            f"{e['p90']:.2f}); {row['launches_per_call']:g} launch(es) a call, "
+            f"{row['function_launches_per_call']:g} through a CUfunction"
         )
     for what, us in floor.items():
         print(f"{'':>18}  {what}: {us['median']:.2f} us")

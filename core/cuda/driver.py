@@ -194,6 +194,7 @@ def kernel_launcher(
         if err:
             launches.recover(int(err), stream, lambda f: launch(config, f, params, 0)[0], what)
 
+    run.launches = launches  # type: ignore[attr-defined]  # what it launched where (scripts)
     return run
 
 
