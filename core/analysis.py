@@ -28,6 +28,7 @@ from .fusion import (
     Val,
     as_fusion,
 )
+from .horizontal import check_no_prologues, horizontal_operands
 from .lower_epilogue import lower_epilogue, lower_prologue
 from .patterns import (
     DimGraph,
@@ -67,12 +68,17 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             "no matmul pattern found: the fusion needs a matmul, linear, fused_multiply_sum or "
             "a sum over a mul of two broadcast operands"
         )
-    _check_prologues(patterns, name)
+    check_no_prologues(patterns, name)
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
     _check_roles(work, patterns, roles, troles, graph, name)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
+    b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
+    if len(patterns) > 1:
+        ordered, found, _ = horizontal_operands(patterns, troles[TensorRole.OPERAND_B], graph)
+        if found:
+            b_tvs, accs = found, {id(p.output): j for j, p in enumerate(ordered)}
     _check_operand_dtypes(patterns[0].a, patterns[0].b, name)
     _check_float64(work, name)
     for tv in (*troles[TensorRole.OPERAND_A], *troles[TensorRole.OPERAND_B]):
@@ -95,17 +101,19 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             alloc_order=alloc,
         )
 
-    a, b = bind(a_tv, TensorRole.OPERAND_A), bind(b_tv, TensorRole.OPERAND_B)
+    a = bind(a_tv, TensorRole.OPERAND_A)
+    bs = tuple(bind(t, TensorRole.OPERAND_B) for t in b_tvs)
+    b = bs[0]
     epi_inputs = tuple(
         bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT]
     )
     outputs = tuple(bind(t, TensorRole.OUTPUT) for t in work.outputs)
-    for binding, tv in ((a, a_tv), (b, b_tv)):
+    for binding, tv in ((a, a_tv), *zip(bs, b_tvs, strict=True)):
         _check_blocks(binding)
         _check_operand_inner(binding, tv, roles, graph)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
-    program = lower_epilogue(work, patterns, epi_inputs, name)
+    program = lower_epilogue(work, patterns, epi_inputs, name, accs)
     scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
     if len(patterns) == 1:  # several: _check_prologues saw plain operands
@@ -129,6 +137,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         output_dtype=work.outputs[outputs[0].index].dtype,
         vector_widths=_vector_widths(work, a_tv, b_tv, troles, roles, graph),
         num_patterns=len(patterns),
+        horizontal=len(bs),
         epilogue_ops=program.op_names,
         a_prologue_ops=prologue_a.op_names if prologue_a else (),
         b_prologue_ops=prologue_b.op_names if prologue_b else (),
@@ -146,6 +155,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         epilogue=program,
         prologue_a=prologue_a,
         prologue_b=prologue_b,
+        bs=bs,
     )
 
 
@@ -263,30 +273,6 @@ def _check_view_ops(fusion: Fusion) -> None:
                 f"{expr.output.name} = {expr.kind}({expr.inputs[0].name}): a matmul kernel "
                 f"cannot take a {expr.kind} (its dims are new loops, not batch, M, N or K); "
                 f"mp.compile runs the {expr.kind} in a segment of its own"
-            )
-
-
-def _check_prologues(patterns, name: _UserNames) -> None:  # noqa: ANN001
-    """A fusion of several matmuls takes no operand prologue (the ampere kernel computes one
-    prologue per operand of its one MmaOp; horizontal fusion is item 3 of issue 10)."""
-    if len(patterns) == 1:
-        return
-    for operand in (t for p in patterns for t in (p.a, p.b)):
-        tv, computed = operand, []
-        while tv.definition is not None:
-            expr = tv.definition
-            if not isinstance(expr, METADATA_OPS):
-                computed.append(getattr(expr, "op", expr.kind))
-            src = next((v for v in expr.inputs if isinstance(v, TensorView)), None)
-            if src is None:
-                break
-            tv = src
-        if computed:
-            raise UnsupportedFusionError(
-                f"matmul operand {name(operand)} is computed from input {tv.name} by "
-                f"{', '.join(reversed(computed))} in a fusion of {len(patterns)} matmuls; "
-                "operand prologues are taken for one matmul per fusion (compute the operand "
-                "before the fusion)"
             )
 
 

@@ -31,7 +31,12 @@ class TensorBinding:
 
 @attrs.frozen(kw_only=True)
 class MatmulAnalysis:
-    """Everything a scheduler needs from a fusion, computed on a translated copy of it."""
+    """Everything a scheduler needs from a fusion, computed on a translated copy of it.
+
+    ``bs``: every B operand of a horizontal fusion (``problem.horizontal > 1``) in accumulator
+    order (``bs[0]`` is ``b``; the epilogue's ``acc`` with ``arg=j`` is the product with
+    ``bs[j]``); ``(b,)`` otherwise.
+    """
 
     fusion: Fusion = attrs.field(eq=False, repr=False)
     patterns: tuple[MatmulPattern, ...] = attrs.field(eq=False, repr=False)
@@ -44,3 +49,6 @@ class MatmulAnalysis:
     epilogue: EpilogueProgram
     prologue_a: Prologue | None = None
     prologue_b: Prologue | None = None
+    bs: tuple[TensorBinding, ...] = attrs.field(
+        default=attrs.Factory(lambda self: (self.b,), takes_self=True)
+    )

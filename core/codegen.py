@@ -183,7 +183,7 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
     op = ins.op
     s = [f"x{i}" for i in ins.srcs]
     if op == "acc":
-        return "v"
+        return f"v{ins.arg}" if ins.arg else "v"
     if op == "input":
         i = int(ins.arg)
         if inputs and i in inputs:
@@ -227,7 +227,8 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
 
 
 def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
-    """Epilogue of one element: float32 ``v`` at (``bt``, ``row``, ``col``), already in bounds."""
+    """Epilogue of one element: float32 ``v`` at (``bt``, ``row``, ``col``), already in bounds
+    (accumulator j > 0 of a horizontal fusion: ``v{j}``)."""
     used = live_instrs(prog)
     for idx, ins_ in enumerate(prog.instrs):
         if idx in used:

@@ -59,6 +59,7 @@ class LaunchArgs:
     ``CUstream`` handle to launch on (the caller's; 0 is the legacy default stream).
     ``problem`` is this launch's: take m, n, k and batch from it, not from the spec the
     artifact was built for (one kernel serves every shape class planned alike).
+    ``more_b``: B operands 1, 2, ... of a horizontal fusion (``MatmulAnalysis.bs[1:]``).
     """
 
     a: DeviceTensor
@@ -68,6 +69,7 @@ class LaunchArgs:
     outputs: tuple[DeviceTensor, ...]
     problem: MatmulProblem
     stream: int = 0
+    more_b: tuple[DeviceTensor, ...] = ()
 
 
 BoundLaunch = Callable[[Sequence[int], Sequence[float], int], None]
@@ -104,12 +106,13 @@ class KernelArtifact(Protocol):
     def bind(self, args: LaunchArgs) -> BoundLaunch:
         """A launcher for tensors shaped, strided and aligned like *args*' tensors.
 
-        It is called with the data addresses of A, B, the epilogue inputs and the outputs (in
-        that order), the scalars and the raw stream handle, and must do as little host work as
-        possible, allocate nothing and never synchronise (it may run under CUDA graph
-        capture). A launcher that needs scratch memory says how much in a ``workspace``
-        attribute (float32 elements); ``execute`` then allocates it with the tensors' framework
-        on the launch stream and passes its address after the outputs'.
+        It is called with the data addresses of A, B, the further B operands of a horizontal
+        fusion, the epilogue inputs and the outputs (in that order), the scalars and the raw
+        stream handle, and must do as little host work as possible, allocate nothing and never
+        synchronise (it may run under CUDA graph capture). A launcher that needs scratch memory
+        says how much in a ``workspace`` attribute (float32 elements); ``execute`` then
+        allocates it with the tensors' framework on the launch stream and passes its address
+        after the outputs'.
         """
 
 
@@ -146,6 +149,7 @@ class CompiledFusion:
         self._tensor_positions = (
             analysis.a.index,
             analysis.b.index,
+            *(b.index for b in analysis.bs[1:]),
             *(b.index for b in self._epilogue_bindings),
         )
         self._bound: dict[tuple, _Bound] = {}
@@ -320,6 +324,7 @@ class CompiledFusion:
             outputs=tuple(adapt(o, b) for o, b in zip(outputs, analysis.outputs, strict=True)),
             problem=analysis.problem,
             stream=stream,
+            more_b=tuple(adapt(inputs[b.index], b) for b in analysis.bs[1:]),
         )
         return outputs, args
 

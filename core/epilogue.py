@@ -59,7 +59,8 @@ class Instr:
     """One SSA instruction; its result is referred to by its index in ``EpilogueProgram.instrs``.
 
     ``op`` is one of:
-      - ``"acc"``: the float32 accumulator element;
+      - ``"acc"``: the float32 accumulator element; ``arg`` j > 0 (None or 0: the first) is
+        accumulator j of a horizontal fusion (the product with ``MatmulAnalysis.bs[j]``);
       - ``"input"``: element of ``inputs[arg]`` (``arg`` is the input index);
       - ``"scalar"``: the float32 scalar argument number ``arg``;
       - ``"const"``: the float constant ``arg``;

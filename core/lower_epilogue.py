@@ -24,13 +24,15 @@ from .view_ops import ExpandOp
 _AXIS_OF = {DimRole.BATCH: Axis.BATCH, DimRole.M: Axis.M, DimRole.N: Axis.N}
 
 
-def lower_epilogue(fusion, patterns, epi_inputs, name) -> EpilogueProgram:  # noqa: ANN001
-    """The epilogue program of a translated single-matmul *fusion* (empty for several).
+def lower_epilogue(fusion, patterns, epi_inputs, name, accs=None) -> EpilogueProgram:  # noqa: ANN001
+    """The epilogue program of a translated *fusion*: of its one matmul, or of a horizontal
+    fusion's, where *accs* maps each MmaOp result's id to its accumulator index (``acc``
+    with that ``arg``); empty for several matmuls otherwise.
 
     *name* gives a tensor's user name for messages.
     """
-    if len(patterns) != 1:
-        return EpilogueProgram()  # horizontal fusions: analysed, but no single-MmaOp epilogue
+    if len(patterns) != 1 and not accs:
+        return EpilogueProgram()  # several matmuls that no kernel computes together
     instrs: list[Instr] = [Instr(op="acc")]
     memo: dict[int, int] = {}
     inputs: list[EpilogueInput] = []
@@ -61,7 +63,8 @@ def lower_epilogue(fusion, patterns, epi_inputs, name) -> EpilogueProgram:  # no
             return emit(Instr(op="input", arg=len(inputs) - 1))
         expr = val.definition
         if isinstance(expr, MmaOp):
-            return 0
+            j = accs[id(val)] if accs else 0
+            return emit(Instr(op="acc", arg=j)) if j else 0
         if isinstance(expr, BroadcastOp | ExpandOp | PermuteOp | SetOp | SqueezeOp):
             return lower(expr.inputs[0])  # per element, these only rename the dims
         if isinstance(expr, CastOp):

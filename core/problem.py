@@ -61,9 +61,11 @@ class MatmulProblem:
 
     ``m``, ``n``, ``k`` are products of all dims of that role; ``batch`` is the product of the
     batch dims (1 when there are none). ``precision`` is three letters: operand type, accumulator
-    (always ``S``) and output type, e.g. ``"HSH"``. A bad field is a ``UsageError`` naming it
-    (analysis refuses fusions whose extents reach 2**31; heuristics may still be asked about
-    larger hand-built problems, and decline them).
+    (always ``S``) and output type, e.g. ``"HSH"``. ``horizontal`` is the number of matmuls that
+    share operand A and meet in the epilogue (a horizontal fusion such as the llama FFN: 2; 1
+    for one matmul, and for several that are not horizontal). A bad field is a ``UsageError``
+    naming it (analysis refuses fusions whose extents reach 2**31; heuristics may still be
+    asked about larger hand-built problems, and decline them).
     """
 
     m: int = attrs.field(converter=as_int, validator=int_field(1))
@@ -76,6 +78,7 @@ class MatmulProblem:
     output_dtype: DType = attrs.field(validator=of_type(DType, "an mmaplug dtype (mp.float16)"))
     vector_widths: VectorWidths = attrs.field(validator=of_type(VectorWidths, "a VectorWidths"))
     num_patterns: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
+    horizontal: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     epilogue_ops: tuple[str, ...] = ()
     a_prologue_ops: tuple[str, ...] = ()  # element-wise ops between input A and the mma
     b_prologue_ops: tuple[str, ...] = ()
@@ -107,8 +110,9 @@ class MatmulProblem:
     def describe(self) -> str:
         """One line: shape, layout with both conventions spelled out, precision."""
         batch = f"batch={self.batch} " if self.batch > 1 else ""
+        horizontal = f" horizontal={self.horizontal}" if self.horizontal > 1 else ""
         return (
             f"{batch}m={self.m} n={self.n} k={self.k} layout={self.layout.value} "
             f"(a_k_inner={self.a_k_inner}, b_k_inner={self.b_k_inner}) "
-            f"precision={self.precision}"
+            f"precision={self.precision}{horizontal}"
         )

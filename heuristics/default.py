@@ -7,11 +7,12 @@ from typing import Final, NamedTuple
 from mmaplug.device import Device
 from mmaplug.markers import hookimpl
 from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.plugins.hopper.config import pair_n_unit, staging_bytes
+from mmaplug.plugins.hopper.config import horizontal_unit, pair_n_unit, staging_bytes
 from mmaplug.problem import MatmulProblem
 
 __all__ = [
     "ampere_params",
+    "hopper_horizontal_params",
     "hopper_params",
     "mmaplug_matmul_params",
 ]
@@ -259,6 +260,8 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     large grids (``hopper_cluster``), the epilogue staged through shared memory (1.1-1.5x
     faster than storing from registers on the H200 at 4096^3 and the llama FFN shape,
     BENCHMARKS.md run 17)."""
+    if problem.horizontal > 1:
+        return hopper_horizontal_params(problem, device)
     tiles = hopper_tiles(problem, device)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     return MatmulParams(
@@ -272,4 +275,30 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         tiling_strategy=TilingStrategy.persistent,
         warp_specialized=True,
         cluster_dims=hopper_cluster(problem, device, tiles.cta),
+    )
+
+
+def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:
+    """A horizontal fusion of h matmuls: one wgmma of N = h x the output tile's n (128
+    columns for two, whole swizzle units of each B otherwise) per 64 rows, two consumers
+    along M (64 when M fits one), persistent, no split-K, cluster or ping-pong, the epilogue
+    from registers (what hopper's limits take for it; docs/decisions.md, "Horizontal fusion")."""
+    h, unit = problem.horizontal, horizontal_unit(problem.b_k_inner)
+    n_out = min(128, MAX_TMA_BOX // h // unit * unit)
+    cta = TileShape(64 if problem.m <= 64 else 128, h * n_out, 64)
+    warp = TileShape(64, cta.n, cta.k)
+    m_tiles, n_tiles = _ceil(problem.m, cta.m), _ceil(problem.n, n_out)
+    per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
+    budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK
+    stages = min(budget // hopper_stage_bytes(problem, cta), HOPPER_MAX_STAGES)
+    return MatmulParams(
+        cta_tile=cta,
+        warp_tile=warp,
+        instruction_tile=TileShape(64, cta.n, 16),
+        stages=max(2, min(stages, _ceil(problem.k, cta.k) * per_cta)),
+        async_gmem_load_operands=True,
+        cta_order=cta_order_for(m_tiles, n_tiles),
+        use_smem_epilogue=False,
+        tiling_strategy=TilingStrategy.persistent,
+        warp_specialized=True,
     )

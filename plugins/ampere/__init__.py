@@ -37,6 +37,13 @@ def mmaplug_scheduler_candidates(
             f"mma.sync m16n8k16 takes float16 or bfloat16 operands, not "
             f"{problem.operand_dtype.label}; cast the operands in the fusion",
         )
+    if problem.horizontal > 1:
+        return Rejection(
+            NAME,
+            f"a horizontal fusion of {problem.horizontal} matmuls sharing operand A is built by "
+            "the hopper scheduler only (sm_90a; docs/decisions.md, 'Horizontal fusion'); "
+            "this kernel runs one MmaOp, so the fusion is segmented, one kernel per matmul",
+        )
     if problem.num_patterns > 1:
         return Rejection(
             NAME,

@@ -18,6 +18,9 @@ from . import limits
 NAME: Final = "hopper"
 PRIORITY: Final = 20  # above ampere's: on sm_90a wgmma is the faster instruction
 TMA_VECTOR: Final = 8  # TMA needs 16-byte row pitches: 8 half-precision elements
+# horizontal products per wgmma (N <= 256): 8-row groups of a K-major B, 64-column swizzle
+# rows of an N-major one
+MAX_HORIZONTAL: Final = {True: 32, False: 4}
 
 
 def rejection(problem: MatmulProblem, device: Device) -> str | None:
@@ -29,8 +32,19 @@ def rejection(problem: MatmulProblem, device: Device) -> str | None:
             f"wgmma here takes float16 or bfloat16 operands, not {problem.operand_dtype.label}; "
             "cast the operands in the fusion"
         )
-    if problem.num_patterns > 1:
-        return f"the fusion holds {problem.num_patterns} matmuls; this scheduler runs one MmaOp"
+    if problem.num_patterns > problem.horizontal:
+        return (
+            f"the fusion holds {problem.num_patterns} matmuls that are not a horizontal fusion "
+            "(one shared operand A, B operands of one shape, dtype and layout, products "
+            "combined element-wise into the outputs); this scheduler runs one MmaOp or a "
+            "horizontal group"
+        )
+    if problem.horizontal > MAX_HORIZONTAL[problem.b_k_inner]:
+        return (
+            f"a horizontal fusion of {problem.horizontal} matmuls: one wgmma of N <= 256 covers "
+            f"all products, so at most {MAX_HORIZONTAL[problem.b_k_inner]} fit with a "
+            f"{'K' if problem.b_k_inner else 'N'}-major B"
+        )
     ops = [*problem.a_prologue_ops, *problem.b_prologue_ops]
     if ops:
         return (
@@ -53,7 +67,7 @@ def rejection(problem: MatmulProblem, device: Device) -> str | None:
 def mmaplug_scheduler_candidates(
     problem: MatmulProblem, device: Device
 ) -> SchedulerChoice | Rejection:
-    """Accept 16-bit single-matmul problems with TMA-loadable operands on sm_90a."""
+    """Accept 16-bit single-matmul or horizontal problems with TMA-loadable operands on sm_90a."""
     reason = rejection(problem, device)
     return Rejection(NAME, reason) if reason else SchedulerChoice(NAME, PRIORITY)
 

@@ -34,6 +34,10 @@ from .kernel_codegen import generate_source
 from .maps import DeviceMaps, check_operand, is_batched, operand_spec
 
 
+def _b_name(j: int) -> str:
+    return "operand B" if j == 0 else f"B operand {j} (horizontal)"
+
+
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelConfig:
     """The generated kernel's configuration for *spec*."""
     require_numba()  # a plan-only install stops here, with the extra to install
@@ -52,6 +56,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         cluster_m=params.cluster_dims[0],
+        horizontal=problem.horizontal,
         epilogue=analysis.epilogue,
     )
 
@@ -130,8 +135,10 @@ class HopperArtifact:
         cfg, problem = self.config, args.problem  # the launch's extents, not the spec's
         a_inner = DimRole.K if cfg.a_k_inner else DimRole.M
         b_inner = DimRole.K if cfg.b_k_inner else DimRole.N
+        bs = (args.b, *args.more_b)
         require_unit_stride("operand A", args.a, a_inner)
-        require_unit_stride("operand B", args.b, b_inner)
+        for j, b in enumerate(bs):
+            require_unit_stride(_b_name(j), b, b_inner)
         for out in args.outputs:
             require_unit_stride("an output", out, DimRole.N)
         extents = {
@@ -141,9 +148,10 @@ class HopperArtifact:
             DimRole.BATCH: problem.batch,
         }
         a_spec = operand_spec(cfg, "a", args.a, extents)
-        b_spec = operand_spec(cfg, "b", args.b, extents)
+        b_specs = [operand_spec(cfg, "b", b, extents) for b in bs]
         problems = check_operand("operand A", a_spec, args.a.address)
-        problems += check_operand("operand B", b_spec, args.b.address)
+        for j, (b, b_spec) in enumerate(zip(bs, b_specs, strict=True)):
+            problems += check_operand(_b_name(j), b_spec, b.address)
         if problems:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
@@ -152,9 +160,9 @@ class HopperArtifact:
             # another shape class of a symbolic fusion, or a strided output: the same kernel
             # with the staged epilogue (same shared memory and stages), built once
             cfg = attrs.evolve(cfg, packed_stores=False)
-        bm, bn, bk = cfg.cta_tile
+        bm, _, bk = cfg.cta_tile
         cl = cfg.cluster_m  # a cluster's CTAs take adjacent M tiles of one work unit
-        tiles_m, tiles_n = -(-problem.m // (bm * cl)), -(-problem.n // bn)
+        tiles_m, tiles_n = -(-problem.m // (bm * cl)), -(-problem.n // cfg.n_out)
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
         units = problem.batch * cfg.splitk * tiles_m * tiles_n
@@ -184,7 +192,7 @@ class HopperArtifact:
         )
         return _Launch(
             config=cfg,
-            maps=DeviceMaps(a_spec, b_spec),
+            maps=DeviceMaps(a_spec, *b_specs),
             grid=(grid_x, 1, 1),
             shape=shape,
             grid_args=(k_split, tiles_m, tiles_n, units),
@@ -213,7 +221,8 @@ class HopperArtifact:
 
             clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
         kernels = build(cfg)
-        maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream)
+        more_b = tuple(b.address for b in args.more_b)
+        maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream, more_b)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -244,7 +253,7 @@ class HopperArtifact:
     def _launch_bound(self, plan: _Launch, args: LaunchArgs) -> None:
         """Run once through a bound (driver) launch, with a workspace of its own."""
         bound = BoundHopper(self, plan, args)
-        tensors = [args.a, args.b, *args.epilogue_inputs, *args.outputs]
+        tensors = [args.a, args.b, *args.more_b, *args.epilogue_inputs, *args.outputs]
         addresses = [t.address for t in tensors]
         workspace = self._workspace(plan) if bound.workspace else None
         if workspace is not None:
@@ -271,7 +280,8 @@ class BoundHopper(BoundKernels):
         sizes_out = [2 if o.dtype.is_half else 4 for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
-        maps_arg = (0, 32, 8)
+        maps_arg = (0, plan.maps.words, 8)
+        self._more_b = cfg.horizontal - 1
         placeholders = [0.0] * len(prog.scalars)
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
@@ -310,6 +320,9 @@ class BoundHopper(BoundKernels):
         )
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
-        """Launch on data at *addresses* (A, B, epilogue inputs, outputs[, workspace])."""
-        maps = self._maps.get(addresses[0], addresses[1], stream)  # held until queued
-        super().__call__([maps[1], *addresses[2:]], scalars, stream)
+        """Launch on data at *addresses* (A, B, further Bs, epilogue inputs, outputs[,
+        workspace])."""
+        rest = 2 + self._more_b
+        more_b = tuple(addresses[2:rest])
+        maps = self._maps.get(addresses[0], addresses[1], stream, more_b)  # held until queued
+        super().__call__([maps[1], *addresses[rest:]], scalars, stream)

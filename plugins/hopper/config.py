@@ -40,6 +40,10 @@ class HopperKernelConfig:
     The CTA tile is split over a grid of consumer warpgroups, each computing a ``warp_tile``
     (``wm/64`` wgmma row blocks of ``m64 n{wn} k16``); one producer warpgroup issues the TMA
     loads.
+
+    ``horizontal`` h > 1: h B operands (one tensor map each) share A; a stage holds their tiles
+    stacked along N, so ``cta_tile`` n is the wgmma's N = h x the output tile's n (``n_out``),
+    and accumulator column ``c`` of product ``j`` is column ``j * n_out + c``.
     """
 
     operand_dtype: DType = DType.float16
@@ -55,12 +59,18 @@ class HopperKernelConfig:
     packed_stores: bool = False
     pingpong: bool = False
     cluster_m: int = 1
+    horizontal: int = 1
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
         problems = config_problems(self)
         if problems:
             raise ValueError("invalid HopperKernelConfig: " + "; ".join(problems))
+
+    @property
+    def n_out(self) -> int:
+        """Output columns of a CTA tile: cta_tile n, or its share per product (horizontal)."""
+        return self.cta_tile[1] // self.horizontal
 
     @property
     def consumer_grid(self) -> tuple[int, int]:
@@ -140,6 +150,7 @@ class HopperKernelConfig:
             f"{'_ps' if self.packed_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
+            f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
         )
 
 
@@ -224,6 +235,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             "thread; at most 128 fit beside the addressing registers"
         )
     problems += cluster_problems(cfg)
+    problems += horizontal_problems(cfg)
     if cfg.stages < 2:
         problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
     if cfg.splitk < 1:
@@ -262,6 +274,37 @@ def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
             f"a cluster multicasts half of B's tile: cta_tile n={bn} must be a multiple of {unit}"
         ]
     return []
+
+
+def horizontal_unit(b_k_inner: bool) -> int:
+    """What each product's share of a horizontal cta_tile n must be a multiple of: whole
+    8-row swizzle groups of a K-major B, 64-column swizzle rows of an N-major one."""
+    return 8 if b_k_inner else BOX_INNER
+
+
+def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s horizontal fusion cannot be built (docs/decisions.md, "Horizontal fusion")."""
+    h = cfg.horizontal
+    if h == 1:
+        return []
+    if h < 1:
+        return [f"horizontal must be >= 1, got {h}"]
+    bn, wn = cfg.cta_tile[1], cfg.warp_tile[1]
+    unit = horizontal_unit(cfg.b_k_inner)
+    problems = []
+    if bn % (h * unit):
+        problems.append(f"horizontal {h}: cta_tile n={bn} must be a multiple of {h * unit}")
+    if wn != bn:
+        problems.append(
+            f"horizontal {h}: consumers split the tile along M only (warp_tile n {wn} must "
+            f"equal cta_tile n {bn}: each thread needs every product's column)"
+        )
+    if cfg.splitk > 1 or cfg.cluster_m > 1 or cfg.pingpong or cfg.smem_epilogue:
+        problems.append(
+            f"horizontal {h} is generated with splitk 1, no cluster, no ping-pong and the "
+            "register epilogue"
+        )
+    return problems
 
 
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:

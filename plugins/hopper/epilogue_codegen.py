@@ -20,8 +20,8 @@ PARTIALS = EpilogueProgram(
 
 
 def trivial_epilogue(cfg: HopperKernelConfig) -> bool:
-    """Only casts of the accumulator: the unrolled per-register code stays small."""
-    return all(i.op in ("acc", "cast") for i in cfg.epilogue.instrs)
+    """Only casts of one accumulator: the unrolled per-register code stays small."""
+    return cfg.horizontal == 1 and all(i.op in ("acc", "cast") for i in cfg.epilogue.instrs)
 
 
 def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
@@ -63,6 +63,9 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
                 element(second)
 
     nacc = wn // 2
+    if cfg.horizontal > 1:
+        _emit_horizontal(em, cfg, accs)
+        return
     if cfg.splitk > 1 or trivial_epilogue(cfg):
         for r, acc in enumerate(accs):
             for q in range(wn // 8):
@@ -86,6 +89,44 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
         em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
         em("col = cbase + 8 * (ii >> 2)")
         pair("spill[2 * pr]", "spill[2 * pr + 1]")
+        em("pr += 1")
+
+
+def _emit_horizontal(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
+    """The register epilogue of a horizontal fusion: output column ``c`` of product ``j`` is
+    accumulator register ``i + j * n_out / 2`` of the thread holding ``c`` at register ``i``
+    (``n_out / 2`` registers per product in the fragment); for each output column pair the
+    program reads ``v`` (product 0), ``v1``, ... from those registers, spilled to a local
+    array and walked by a runtime loop as the one-matmul epilogue is."""
+    nacc, part = cfg.warp_tile[1] // 2, cfg.n_out // 2  # registers per row block, per product
+    for r, acc in enumerate(accs):
+        for i in range(nacc):
+            em(f"spill[{r * nacc + i}] = {acc}[{i}]")
+    quarter = part // 2  # column pairs of one product per row block
+    em("pr = 0")
+    em(f"while pr < {len(accs) * quarter}:")
+    with em.indent():
+        em(f"rb = pr // {quarter}")
+        em(f"ii = (pr - rb * {quarter}) * 2")
+        em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em("col = cbase + 8 * (ii >> 2)")
+        em(f"sp0 = rb * {nacc} + ii")
+
+        def element(e: int) -> None:
+            em(f"v = spill[sp0 + {e}]")
+            for j in range(1, cfg.horizontal):
+                em(f"v{j} = spill[sp0 + {e + j * part}]")
+            emit_epilogue_body(em, cfg.epilogue)
+
+        em("if row < M:")
+        with em.indent():
+            em("if col < N:")
+            with em.indent():
+                element(0)
+            em("col += 1")
+            em("if col < N:")
+            with em.indent():
+                element(1)
         em("pr += 1")
 
 

@@ -42,17 +42,28 @@ class _Operand:
         self.trans = 0 if self.k_inner else 1
         # K-major: BK/64 slabs of [rows][64 K]; MN-major: rows/64 chunks of [BK][64 rows]
         self.lbo = 16 if self.k_inner else bk * SWIZZLE_BYTES
+        # a horizontal B stage stacks the h operands' tiles along N, `part` rows each
+        self.maps = cfg.horizontal if name == "b" else 1
+        self.part = self.rows // self.maps
 
-    def boxes(self) -> list[tuple[int, str, str]]:
-        """(smem offset in the stage, coordinate 0 expr, coordinate 1 expr) of each TMA box."""
+    def boxes(self) -> list[tuple[int, str, str, int]]:
+        """(smem offset in the stage, coordinate 0 expr, coordinate 1 expr, map) of each TMA
+        box; map j > 0 is B operand j of a horizontal fusion."""
         r0 = "m0" if self.name == "a" else "n0"
-        if self.k_inner:
+        if self.k_inner:  # rows [j * part, (j + 1) * part) of each K slab from map j
             return [
-                (s * self.rows * SWIZZLE_BYTES, f"k0 + {s * BOX_INNER}", r0)
+                (
+                    (s * self.rows + j * self.part) * SWIZZLE_BYTES,
+                    f"k0 + {s * BOX_INNER}",
+                    r0,
+                    j,
+                )
                 for s in range(self.bk // BOX_INNER)
+                for j in range(self.maps)
             ]
+        per = self.part // BOX_INNER  # 64-column chunk q comes from map q // per
         return [
-            (q * self.bk * SWIZZLE_BYTES, f"{r0} + {q * BOX_INNER}", "k0")
+            (q * self.bk * SWIZZLE_BYTES, f"{r0} + {(q % per) * BOX_INNER}", "k0", q // per)
             for q in range(self.rows // BOX_INNER)
         ]
 
@@ -126,7 +137,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
 
 def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Work unit ``u`` -> batch ``bt``, split ``sp``, tile origin ``m0``, ``n0``."""
-    bm, bn, _ = cfg.cta_tile
+    bm = cfg.cta_tile[0]
     em("tile = u % tiles")
     em("rest = u // tiles")
     em(f"sp = rest % {cfg.splitk}")
@@ -145,7 +156,7 @@ def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
         em(f"m0 = ({tm} * {cfg.cluster_m} + rank) * {bm}")
     else:
         em(f"m0 = {tm} * {bm}")
-    em(f"n0 = {tn} * {bn}")
+    em(f"n0 = {tn} * {cfg.n_out}")
     em("kb = sp * k_split")
     em("ke = min(K, kb + k_split)")
 
@@ -219,12 +230,13 @@ def _emit_producer(
         em(f"setmaxnreg_dec({PRODUCER_REGS})")
     em("if tid == 0:")
     with em.indent():
-        em("tmap_a = global_addr(maps, 0)")
-        em("tmap_b = global_addr(maps, 16)")
-        em("fence_tensormap_acquire(tmap_a)")
-        em("fence_tensormap_acquire(tmap_b)")
-        em("prefetch_tensormap(tmap_a)")
-        em("prefetch_tensormap(tmap_b)")
+        tmaps = ["tmap_a", "tmap_b", *(f"tmap_b{j}" for j in range(1, cfg.horizontal))]
+        for j, tmap in enumerate(tmaps):  # a 128-byte CUtensorMap each
+            em(f"{tmap} = global_addr(maps, {16 * j})")
+        for tmap in tmaps:
+            em(f"fence_tensormap_acquire({tmap})")
+        for tmap in tmaps:
+            em(f"prefetch_tensormap({tmap})")
         em("s = 0")
         em("ph = 0")
         em("u = u0")
@@ -249,9 +261,9 @@ def _emit_producer(
                                 f"uint16({(1 << cfg.cluster_m) - 1}))"
                             )
                         continue
-                    for off, c0, c1 in op.boxes():
+                    for off, c0, c1, j in op.boxes():
                         em(
-                            f"tma_load_3d(uint32(dst + {off}), {tmap}, int32({c0}), "
+                            f"tma_load_3d(uint32(dst + {off}), {tmap}{j or ''}, int32({c0}), "
                             f"int32({c1}), {batch}, full)"
                         )
                 _advance(em, stages)

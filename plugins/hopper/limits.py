@@ -13,7 +13,15 @@ from mmaplug.device import Device
 from mmaplug.params import MatmulParams, TilingStrategy, Violation, Violations
 from mmaplug.problem import MatmulProblem
 
-from .config import BOX_INNER, MBARRIER_BYTES, SMEM_ALIGN, WARPGROUP, pair_n_unit, staging_bytes
+from .config import (
+    BOX_INNER,
+    MBARRIER_BYTES,
+    SMEM_ALIGN,
+    WARPGROUP,
+    horizontal_unit,
+    pair_n_unit,
+    staging_bytes,
+)
 
 __all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "smem_bytes", "violations"]
 
@@ -191,7 +199,9 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
         f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k.",
     )
-    tiles = -(-problem.m // cta.m) * -(-problem.n // cta.n) if cta.m and cta.n else 0
+    _check_horizontal(found, params, problem)
+    n_out = cta.n // problem.horizontal
+    tiles = -(-problem.m // cta.m) * -(-problem.n // n_out) if cta.m and n_out else 0
     units = problem.batch * params.splitk_factor * tiles
     check(
         units <= MAX_UNITS,
@@ -202,3 +212,70 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
         "Grow the CTA tile.",
     )
     return found
+
+
+def _check_horizontal(found: Violations, params: MatmulParams, problem: MatmulProblem) -> None:
+    """A horizontal fusion's h B tiles stacked along N in one wgmma (docs/decisions.md,
+    "Horizontal fusion"): what the generated kernel supports of it."""
+    h, check = problem.horizontal, found.check
+    if h == 1:
+        return
+    cta, warp = params.cta_tile, params.warp_tile
+    unit = h * horizontal_unit(problem.b_k_inner)
+    check(
+        cta.n % unit == 0,
+        "cta_tile",
+        cta,
+        f"n a multiple of {unit}",
+        f"cta_tile={cta} for a horizontal fusion of {h} matmuls: cta_tile.n is the wgmma's N, "
+        f"{h} B tiles of n/{h} columns each, and each must be whole "
+        + (
+            "8-row swizzle groups (K-major B)"
+            if problem.b_k_inner
+            else "64-column swizzle rows (N-major B)"
+        )
+        + f". Use a cta_tile.n of {h} x the output tile's n, a multiple of {unit}.",
+    )
+    check(
+        warp.n == cta.n,
+        "warp_tile",
+        warp,
+        f"n == cta_tile.n ({cta.n})",
+        f"warp_tile={warp} for a horizontal fusion: each consumer thread must hold column c of "
+        f"every product, so consumers split the CTA tile along M only. Set warp_tile.n = "
+        f"{cta.n}.",
+    )
+    check(
+        params.splitk_factor == 1,
+        "splitk_factor",
+        params.splitk_factor,
+        "1",
+        f"splitk_factor={params.splitk_factor} with a horizontal fusion: the products are "
+        "combined in the epilogue, which a split-K reduce of one workspace cannot do. Set "
+        "splitk_factor=1.",
+    )
+    check(
+        tuple(params.cluster_dims) == (1, 1),
+        "cluster_dims",
+        params.cluster_dims,
+        "(1, 1)",
+        f"cluster_dims={params.cluster_dims} with a horizontal fusion: B multicast per tensor "
+        "map is not generated. Set cluster_dims=(1, 1).",
+    )
+    check(
+        params.tiling_strategy is not TilingStrategy.persistent_pingpong,
+        "tiling_strategy",
+        params.tiling_strategy.value,
+        "'persistent' or 'one_tile_per_cta'",
+        "tiling_strategy='persistent_pingpong' with a horizontal fusion is not generated. Use "
+        "'persistent'.",
+    )
+    check(
+        not params.use_smem_epilogue,
+        "use_smem_epilogue",
+        True,
+        "False",
+        "use_smem_epilogue=True with a horizontal fusion: the staged and packed epilogues read "
+        "one product's columns; the horizontal epilogue combines the products from registers. "
+        "Set use_smem_epilogue=False.",
+    )

@@ -16,7 +16,7 @@ from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes
 _TMA_ALIGN: Final = 16
-# distinct (A address, B address) pairs whose maps stay on the device per bound launch
+# distinct (A address, B address[es]) keys whose maps stay on the device per bound launch
 MAP_CACHE_SIZE: Final = 16
 
 
@@ -42,9 +42,10 @@ def operand_spec(
         if batched
         else _round16(extents[outer] * max(outer_bytes, itemsize))
     )
-    bm, bn, bk = cfg.cta_tile
-    # a CTA of a cluster multicasts its half of a K-major B tile (kernel_codegen)
-    box_outer = (bm if name == "a" else bn // cfg.cluster_m) if k_inner else bk
+    bm, _, bk = cfg.cta_tile
+    # a CTA of a cluster multicasts its half of a K-major B tile, and a horizontal stage holds
+    # one n_out-row box of each B (kernel_codegen)
+    box_outer = (bm if name == "a" else cfg.n_out // cfg.cluster_m) if k_inner else bk
     return TensorMapSpec(
         dtype=cfg.operand_dtype,
         dims=(extents[inner], extents[outer], extents[DimRole.BATCH] if batched else 1),
@@ -69,7 +70,8 @@ def check_operand(what: str, spec: TensorMapSpec, address: int) -> list[str]:
 
 
 class DeviceMaps:
-    """Device arrays holding the A and B maps, encoded once per distinct pair of addresses.
+    """Device arrays holding the A and B maps (a horizontal fusion's B maps after A's, 128
+    bytes each), encoded once per distinct tuple of addresses (a "pair" below).
 
     A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
     on the host and uploaded on first sight (``streams.upload``: complete before the launch
@@ -81,26 +83,34 @@ class DeviceMaps:
     the caller holds the returned entry (it owns the buffer) until its launch is queued.
     """
 
-    def __init__(self, a: TensorMapSpec, b: TensorMapSpec) -> None:
-        self._specs = (a, b)
-        self._cache: dict[tuple[int, int], tuple[Any, int]] = {}  # oldest first
-        self._used: set[tuple[int, int]] = set()  # pairs used since the last eviction
-        self._pinned: dict[tuple[int, int], tuple[Any, int]] = {}
+    def __init__(self, a: TensorMapSpec, *bs: TensorMapSpec) -> None:
+        self._specs = (a, *bs)
+        self._cache: dict[tuple[int, ...], tuple[Any, int]] = {}  # oldest first
+        self._used: set[tuple[int, ...]] = set()  # pairs used since the last eviction
+        self._pinned: dict[tuple[int, ...], tuple[Any, int]] = {}
         self._lock = threading.Lock()
 
-    def get(self, a_address: int, b_address: int, stream: int = 0) -> tuple[Any, int]:
+    @property
+    def words(self) -> int:
+        """uint64 words of the ``maps`` argument (16 per map)."""
+        return MAP_WORDS * len(self._specs)
+
+    def get(
+        self, a_address: int, b_address: int, stream: int = 0, more_b: tuple[int, ...] = ()
+    ) -> tuple[Any, int]:
         """The ``maps`` kernel argument for operands at these addresses, and its address.
 
-        *stream*: the raw handle the launch reading them goes to.
+        *stream*: the raw handle the launch reading them goes to; *more_b*: the addresses of
+        B operands 1, 2, ... of a horizontal fusion.
         """
-        key = (a_address, b_address)
+        key = (a_address, b_address, *more_b)
         entry = self._cache.get(key)
         if entry is not None and not is_capturing(stream):
             self._used.add(key)
             return entry
         return self._pinned.get(key) or self._add(key, stream)
 
-    def _add(self, key: tuple[int, int], stream: int) -> tuple[Any, int]:
+    def _add(self, key: tuple[int, ...], stream: int) -> tuple[Any, int]:
         """Encode and upload the maps of a new pair; pin the pair if *stream* is capturing."""
         with self._lock:
             entry = self._cache.get(key) or self._pinned.get(key)

@@ -135,6 +135,11 @@ def test_documented_differences_compile_as_segments(name: str, device: str, herm
     one kernel per matmul segment, and says why it cut (the refusal the scenario documents)."""
     fusion = build(name)
     compiled = mp.compile(fusion, device, pm=hermetic)
+    if device == "h200" and not isinstance(compiled, SegmentedFusion):
+        # the llama FFN: one horizontal hopper kernel on sm_90a, as nvFuser (docs/decisions.md,
+        # "Horizontal fusion"); it still differs on sm_80
+        assert compiled.spec.problem.horizontal > 1, compiled.explain()
+        return
     assert isinstance(compiled, SegmentedFusion)
     assert compiled.segments == segment(fusion, pm=hermetic)
     kernels = [i for i, seg in enumerate(compiled.segments) if seg.kind == "matmul"]

@@ -73,23 +73,28 @@ def test_rejects_float32_operands(pm):
     )
 
 
-def test_rejects_multi_matmul_fusions(pm):
-    """Two matmuls in one fusion (silu(A@B1) * (A@B2)) are declined: the kernel runs one MmaOp."""
+def test_takes_horizontal_and_rejects_other_multi_matmul_fusions(pm):
+    """silu(A@B1) * (A@B2) shares A: one horizontal kernel; two matmuls reading different A
+    operands are declined (the kernel runs one MmaOp or a horizontal group)."""
+    H = DType.float16
     with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([256, 128], DType.float16)
-        b1, b2 = (
-            fd.define_tensor([128, 512], DType.float16),
-            fd.define_tensor([128, 512], DType.float16),
-        )
+        a = fd.define_tensor([256, 128], H)
+        b1, b2 = fd.define_tensor([128, 512], H), fd.define_tensor([128, 512], H)
         fd.add_output(
-            fd.ops.cast(
-                fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, b1)), fd.ops.matmul(a, b2)), DType.float16
-            )
+            fd.ops.cast(fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, b1)), fd.ops.matmul(a, b2)), H)
         )
     problem = mp.matmul_problem(fd.fusion, pm=pm)
-    assert candidate(problem, "h100") == Rejection(
-        "hopper", "the fusion holds 2 matmuls; this scheduler runs one MmaOp"
-    )
+    assert (problem.num_patterns, problem.horizontal) == (2, 2)
+    assert candidate(problem, "h100") == SchedulerChoice("hopper", 20)
+    with mp.FusionDefinition() as fd:
+        a, a2 = fd.define_tensor([256, 128], H), fd.define_tensor([256, 128], H)
+        b1, b2 = fd.define_tensor([128, 512], H), fd.define_tensor([128, 512], H)
+        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.matmul(a, b1), fd.ops.matmul(a2, b2)), H))
+    problem = mp.matmul_problem(fd.fusion, pm=pm)
+    assert (problem.num_patterns, problem.horizontal) == (2, 1)
+    rejected = candidate(problem, "h100")
+    assert isinstance(rejected, Rejection)
+    assert rejected.reason.startswith("the fusion holds 2 matmuls that are not a horizontal fusion")
 
 
 @pytest.mark.parametrize(
