@@ -76,7 +76,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
     b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
     if len(patterns) > 1:
-        ordered, found, _ = horizontal_operands(patterns, troles[TensorRole.OPERAND_B], graph)
+        ordered, found = horizontal_operands(patterns, troles[TensorRole.OPERAND_B])
         if found:
             b_tvs, accs = found, {id(p.output): j for j, p in enumerate(ordered)}
     _check_operand_dtypes(patterns[0].a, patterns[0].b, name)

@@ -6,49 +6,30 @@ from collections.abc import Callable, Sequence
 
 from .errors import UnsupportedFusionError
 from .fusion import METADATA_OPS, TensorView
-from .patterns import DimGraph, MatmulPattern
+from .patterns import MatmulPattern
 
 
 def horizontal_operands(
-    patterns: Sequence[MatmulPattern], b_inputs: Sequence[TensorView], graph: DimGraph
-) -> tuple[list[MatmulPattern], list[TensorView], str]:
+    patterns: Sequence[MatmulPattern], b_inputs: Sequence[TensorView]
+) -> tuple[list[MatmulPattern], list[TensorView]]:
     """*patterns* (translated) and their B fusion inputs in accumulator order (the order of
     *b_inputs*, so the first is ``analysis.b``) when they form a horizontal fusion, else two
-    empty lists and why not (docs/decisions.md, "Horizontal fusion").
+    empty lists (docs/decisions.md, "Horizontal fusion").
 
-    Horizontal: every MmaOp reads the same operand A (translation shares its broadcast), each
-    reads its own B input through metadata ops only, the B inputs have one shape, dtype and
-    memory layout, and the products have the same dims (their N dims are one loop: the results
-    meet in element-wise epilogue ops).
+    Horizontal: every MmaOp reads the same operand A (translation shares its broadcast, whose
+    broadcast N dim makes the products' N dims one loop), each reads a B input of its own
+    through metadata ops only, and the B inputs have one shape, dtype and memory layout.
     """
-    first = patterns[0]
-    if any(p.a is not first.a for p in patterns):
-        return [], [], "the matmuls read different A operands"
+    if any(p.a is not patterns[0].a for p in patterns):
+        return [], []
     sources = [_source(p.b) for p in patterns]
-    if any(s is None or s not in b_inputs for s in sources) or len(set(map(id, sources))) < len(
-        sources
-    ):
-        return [], [], "each matmul must read a B fusion input of its own"
-    bs: list[TensorView] = sources  # type: ignore[assignment]
-    alike = {(tuple(b.shape), b.dtype, tuple(b.alloc_order)) for b in bs}
-    if len(alike) > 1:
-        found = ", ".join(f"{b.name} {list(b.shape)} {b.dtype.label} {b.stride_order}" for b in bs)
-        return [], [], f"the B operands differ in shape, dtype or stride_order ({found})"
-
-    def dims(p: MatmulPattern) -> list[int]:
-        return [graph.group(d) for d in p.output.domain if not d.is_broadcast]
-
-    if any(dims(p) != dims(first) for p in patterns):
-        return (
-            [],
-            [],
-            (
-                "the products have different N dims (separate outputs such as q, k, v: only "
-                "results combined element-wise share one output tile)"
-            ),
-        )
+    bs = [s for s in sources if s is not None and any(s is b for b in b_inputs)]
+    if len(bs) < len(patterns) or len(set(map(id, bs))) < len(bs):
+        return [], []
+    if len({(tuple(b.shape), b.dtype, tuple(b.alloc_order)) for b in bs}) > 1:
+        return [], []
     order = sorted(range(len(bs)), key=lambda j: b_inputs.index(bs[j]))
-    return [patterns[j] for j in order], [bs[j] for j in order], ""
+    return [patterns[j] for j in order], [bs[j] for j in order]
 
 
 def _source(tv: TensorView) -> TensorView | None:

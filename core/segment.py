@@ -54,7 +54,9 @@ class Segment:
 def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[Segment, ...]:
     """The segments of *fusion* (or a FusionDefinition's), in execution order.
 
-    A fusion a matmul kernel takes whole is one ``"matmul"`` segment. Otherwise computed
+    A fusion of one matmul a kernel takes whole is one ``"matmul"`` segment; several matmuls
+    are cut, one kernel each (``mp.compile`` calls this only when no scheduler takes them
+    together: a horizontal fusion on hopper is one kernel). Otherwise computed
     operands and epilogue inputs are cut off before it, the first ops its epilogue cannot take
     and all that follows after it, and a matmul no kernel takes becomes a ``"framework"``
     segment (docs/decisions.md, "Segmentation").
@@ -62,15 +64,22 @@ def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[
     fusion = as_fusion(fusion, "segment")
     require_concrete(fusion, "segmentation")
     try:
-        matmuls = analyze(fusion, pm=pm).problem.num_patterns
+        analysis = analyze(fusion, pm=pm)
     except MatmulError as whole:
         return _cut(fusion, str(whole), pm)
+    matmuls = analysis.problem.num_patterns
     if matmuls == 1:
         names = _names(fusion.inputs)
         return (
             Segment(kind="matmul", fusion=fusion, inputs=names, outputs=_names(fusion.outputs)),
         )
-    why = f"{matmuls} matmuls: a kernel computes one (horizontal fusion is issue 10, item 3)"
+    if analysis.problem.horizontal > 1:
+        why = (
+            f"{matmuls} matmuls sharing operand A: one kernel takes them only where a scheduler "
+            "builds horizontal fusions (hopper, sm_90a); otherwise a kernel computes one"
+        )
+    else:
+        why = f"{matmuls} matmuls that are not a horizontal fusion: a kernel computes one"
     return _cut(fusion, why, pm)
 
 

@@ -1,0 +1,178 @@
+"""Simulator tier: the hopper horizontal kernel (h B operands, one wgmma of N = h x the output
+tile's n, the products combined in the register epilogue) against a float64 reference.
+
+As in test_hopper_kernel_sim.py: each case compiles for an h200-like device with 2 SMs (so
+persistent CTAs walk several work units), runs ``compiled.execute`` on numpy arrays in a
+simulating subprocess (outputs arrive NaN-poisoned from ``allocate``, so unwritten elements
+show) and compares with ``mp.evaluate`` (float64 inside) and, for the FFN, with numpy in float64.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.sim
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+
+
+def _tile(cta: tuple[int, int, int], stages: int = 2) -> dict[str, Any]:
+    """One wgmma of N = cta n per consumer: consumers split the tile along M only."""
+    warp = (64, cta[1], cta[2])
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, cta[1], 16),
+            "stages": stages, "tiling_strategy": "persistent"}  # fmt: skip
+
+
+def _ffn(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, b_k_inner: bool) -> None:
+    """silu(x @ W1) * (x @ W3): W [N, K] through linear (K-major) or [K, N] through matmul."""
+    x = fd.define_tensor([m, k], dtype=dtype)
+    shape = [n, k] if b_k_inner else [k, n]
+    w1, w3 = fd.define_tensor(shape, dtype=dtype), fd.define_tensor(shape, dtype=dtype)
+    op = fd.ops.linear if b_k_inner else fd.ops.matmul
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(op(x, w1)), op(x, w3)), dtype))
+
+
+def case_ffn_kmajor_f16_ragged(fd: Any, mp: Any) -> dict[str, Any]:
+    """K-major Bs, ragged M, N and K: 2 x 2 output tiles of 64 x 64 on 2 persistent CTAs."""
+    _ffn(fd, mp, 70, 72, 80, mp.float16, True)
+    return _tile((64, 128, 64))
+
+
+def case_ffn_nmajor_bf16_ragged(fd: Any, mp: Any) -> dict[str, Any]:
+    """N-major Bs: 64-column chunks 0 from map 0, 1 from map 1; N = 104 ragged in the second
+    N tile; bf16."""
+    _ffn(fd, mp, 70, 104, 80, mp.bfloat16, False)
+    return _tile((64, 128, 64))
+
+
+def case_ffn_two_consumers_bk128_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Two consumer warpgroups along M (128-row CTA tile, 32-column output tile), BK 128 over
+    a ragged K (two K tiles), 3 stages."""
+    _ffn(fd, mp, 136, 40, 136, mp.float16, True)
+    return _tile((128, 64, 128), stages=3)
+
+
+def case_ffn_default_params_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The default heuristic's 128 x 256 MMA tile (128 x 128 output), 2 x 2 tiles."""
+    _ffn(fd, mp, 130, 136, 64, mp.float16, True)
+    return {}
+
+
+def case_three_products_bias_scalar_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """h = 3: (silu(g) * u * s) + (v + bias): a 192-wide wgmma, three maps, a runtime scalar
+    and a bias along N."""
+    x = fd.define_tensor([70, 72], dtype=mp.bfloat16)
+    g, u, v = (fd.ops.linear(x, fd.define_tensor([80, 72], dtype=mp.bfloat16)) for _ in "guv")
+    bias = fd.define_tensor([80], dtype=mp.bfloat16)
+    s = fd.define_scalar()
+    y = fd.ops.add(fd.ops.mul(fd.ops.mul(fd.ops.silu(g), u), s),
+                   fd.ops.add(v, fd.ops.broadcast_in_dim(bias, [70, 80], [1])))  # fmt: skip
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return _tile((64, 192, 64))
+
+
+def case_batch2_two_outputs_nmajor_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Batch 2 (A and both Bs batched), N-major Bs, two outputs: gelu(g) * u and g as float32."""
+    a = fd.define_tensor([2, 66, 64], dtype=mp.float16)
+    b1, b2 = (fd.define_tensor([2, 64, 40], dtype=mp.float16) for _ in "12")
+    g, u = fd.ops.matmul(a, b1), fd.ops.matmul(a, b2)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.gelu(g), u), mp.float16))
+    fd.add_output(fd.ops.cast(g, mp.float32))
+    return _tile((64, 128, 64))
+
+
+def case_qkv_outputs_default_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """q, k and v as three outputs of one kernel (h = 3, each output from its accumulator),
+    the default heuristic's parameters."""
+    x = fd.define_tensor([40, 64], dtype=mp.float16)
+    for _ in "qkv":
+        fd.add_output(fd.ops.linear(x, fd.define_tensor([96, 64], dtype=mp.float16)))
+    return {}
+
+
+CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
+# work units (output tiles) of each case; 2 CTAs walk them
+UNITS = {"ffn_kmajor_f16_ragged": 4, "ffn_nmajor_bf16_ragged": 4,
+         "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 4,
+         "three_products_bias_scalar_bf16": 4, "batch2_two_outputs_nmajor_f16": 4,
+         "qkv_outputs_default_f16": 2}  # fmt: skip
+
+
+def run_case(name: str) -> dict[str, Any]:
+    """Compile and execute case *name* in this (simulating) process; errors per output."""
+    import attrs
+    import numpy as np
+
+    import mmaplug as mp
+    from mmaplug.plugins.hopper import artifact
+
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+    with mp.FusionDefinition() as fd:
+        overrides = globals()["case_" + name](fd, mp)
+    compiled = mp.compile(fd.fusion, device, pm=pm, overrides=overrides or None)
+    launches: list[tuple[str, int, int]] = []
+    real_launch = artifact.launch_checked
+
+    def recording_launch(kernel: Any, sig: Any, args: list, grid: tuple, *rest: Any) -> None:
+        name = getattr(getattr(kernel, "py_func", kernel), "__name__", "?")
+        launches.append((name, int(grid[0]), int(args[-1])))
+        real_launch(kernel, sig, args, grid, *rest)
+
+    artifact.launch_checked = recording_launch
+    rng = np.random.default_rng(7)
+    inputs = [
+        rng.standard_normal(v.shape).astype(v.dtype.numpy)
+        if isinstance(v, mp.TensorView) else 1.25
+        for v in fd.fusion.inputs
+    ]  # fmt: skip
+    t0 = time.time()
+    results = compiled.execute(inputs)
+    seconds = time.time() - t0
+    expected = mp.evaluate(fd.fusion, inputs)
+    if name.startswith("ffn_"):  # and numpy's float64 FFN, independent of mp.evaluate
+        x, w1, w3 = (np.asarray(t, np.float64) for t in inputs)
+        if "nmajor" not in name:
+            w1, w3 = w1.T, w3.T
+        gate = x @ w1
+        expected = [gate / (1 + np.exp(-gate)) * (x @ w3)]
+    outputs = []
+    for tv, got, ref in zip(fd.fusion.outputs, results, expected, strict=True):
+        got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        outputs.append({
+            "dtype": tv.dtype.label, "shape": list(got64.shape),
+            "unwritten": int(np.count_nonzero(~np.isfinite(got64))),
+            "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
+        })  # fmt: skip
+    return {"scheduler": compiled.spec.scheduler, "kernel": compiled.kernel_name,
+            "horizontal": compiled.spec.problem.horizontal, "seconds": round(seconds, 1),
+            "launches": launches, "outputs": outputs}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+    runs = simulate({name: [__file__, name] for name in CASES})
+    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_horizontal_kernel_matches_float64(sim_results: dict, name: str) -> None:
+    """One hopper kernel (not two, not ampere) wrote every output element, within tolerance."""
+    res = sim_results[name]
+    assert "failed" not in res, res.get("failed")
+    assert res["scheduler"] == "hopper" and res["horizontal"] >= 2, res
+    assert res["kernel"].endswith(f"_h{res['horizontal']}"), res
+    assert res["launches"] == [["hopper_gemm", 2, UNITS[name]]], res["launches"]
+    operand = "bfloat16" if "bf16" in name else "float16"
+    for out in res["outputs"]:
+        assert out["unwritten"] == 0, out
+        assert out["error"] < max(TOLERANCE[out["dtype"]], TOLERANCE[operand]), out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_case(sys.argv[1])), flush=True)

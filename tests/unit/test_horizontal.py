@@ -1,0 +1,250 @@
+"""Horizontal fusion (issue 10 item 3): analysis, the epilogue program, planning, segmentation,
+hopper's limits and generated source for matmuls sharing operand A (docs/decisions.md)."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.choices import Rejection
+from mmaplug.epilogue import Instr
+from mmaplug.heuristics.default import hopper_params
+from mmaplug.params import MatmulParams, TileShape, TilingStrategy
+from mmaplug.plugins.ampere import mmaplug_scheduler_candidates as ampere_candidates
+from mmaplug.plugins.hopper import limits
+from mmaplug.plugins.hopper import mmaplug_scheduler_candidates as hopper_candidates
+from mmaplug.segmented import SegmentedFusion
+
+H = mp.float16
+PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+RNG = np.random.default_rng(3)
+
+
+def ffn(m: int = 64, n: int = 48, k: int = 32, *, dtype=H, b_k_inner: bool = True, h: int = 2):
+    """silu(x @ W1.T) * (x @ W3.T) [* (x @ W4.T) for h = 3]: W [N, K] (K-major) or [K, N]."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=dtype)
+        ws = [fd.define_tensor([n, k] if b_k_inner else [k, n], dtype=dtype) for _ in range(h)]
+        op = fd.ops.linear if b_k_inner else fd.ops.matmul
+        g, *rest = (op(x, w) for w in ws)
+        y = fd.ops.silu(g)
+        for u in rest:
+            y = fd.ops.mul(y, u)
+        fd.add_output(fd.ops.cast(y, dtype))
+    return fd.fusion
+
+
+def _inputs(fusion: mp.Fusion) -> list[np.ndarray]:
+    """Small integers: the products are exact in float16, so roundings cannot differ."""
+    return [RNG.integers(-2, 3, v.shape).astype(v.dtype.numpy) for v in fusion.inputs]
+
+
+# -- analysis ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b_k_inner", [True, False], ids=["linear", "matmul"])
+def test_llama_ffn_is_horizontal_with_every_b_and_one_program(b_k_inner: bool) -> None:
+    fusion = ffn(b_k_inner=b_k_inner)
+    analysis = mp.analyze(fusion, pm=PM)
+    problem = analysis.problem
+    assert (problem.num_patterns, problem.horizontal) == (2, 2)
+    assert (problem.m, problem.n, problem.k, problem.b_k_inner) == (64, 48, 32, b_k_inner)
+    assert [b.name for b in analysis.bs] == [fusion.inputs[1].name, fusion.inputs[2].name]
+    assert analysis.b == analysis.bs[0]
+    instrs = analysis.epilogue.instrs
+    # silu of accumulator 0 (the product with W1, the first B input) times accumulator 1
+    assert instrs[0] == Instr(op="acc") and Instr(op="acc", arg=1) in instrs
+    silu = next(i for i in instrs if i.op == "silu")
+    assert instrs[silu.srcs[0]] == Instr(op="acc")
+    assert "horizontal=2" in problem.describe()
+    assert problem.without_extents() != attrs.evolve(problem, horizontal=1).without_extents()
+
+
+def test_translation_and_analysis_keep_what_evaluate_computes() -> None:
+    """The analysed copy computes what the user's fusion does (and what numpy does)."""
+    fusion = ffn(b_k_inner=False)
+    inputs = _inputs(fusion)
+    x, w1, w3 = (np.asarray(t, np.float64) for t in inputs)
+    g = x @ w1
+    want = (g / (1 + np.exp(-g))) * (x @ w3)
+    (before,) = mp.evaluate(fusion, inputs)
+    (after,) = mp.evaluate(mp.analyze(fusion, pm=PM).fusion, inputs)
+    np.testing.assert_array_equal(before, after)
+    np.testing.assert_allclose(np.asarray(after, np.float64), want, rtol=2e-3, atol=2e-3)
+
+
+def test_three_products_and_a_second_output() -> None:
+    fusion = ffn(h=3)
+    analysis = mp.analyze(fusion, pm=PM)
+    assert analysis.problem.horizontal == 3 and len(analysis.bs) == 3
+    assert {i.arg for i in analysis.epilogue.instrs if i.op == "acc"} == {None, 1, 2}
+
+
+def test_separate_outputs_of_one_shared_a_are_horizontal() -> None:
+    """q = x @ Wq.T, k = x @ Wk.T as two outputs: A's shared broadcast makes the N dims one
+    loop, so one kernel stores both, each from its accumulator."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 32], dtype=H)
+        wq, wk = fd.define_tensor([48, 32], dtype=H), fd.define_tensor([48, 32], dtype=H)
+        fd.add_output(fd.ops.linear(x, wq))
+        fd.add_output(fd.ops.linear(x, wk))
+    analysis = mp.analyze(fd.fusion, pm=PM)
+    assert (analysis.problem.n, analysis.problem.horizontal) == (48, 2)
+    prog = analysis.epilogue
+    assert [prog.instrs[o.src] for o in prog.outputs] == [
+        Instr(op="cast", srcs=(0,), arg=H),
+        Instr(op="cast", srcs=(prog.instrs.index(Instr(op="acc", arg=1)),), arg=H),
+    ]
+
+
+@pytest.mark.parametrize("case", ["two_as", "layouts"])
+def test_matmuls_that_are_not_horizontal_keep_no_program(case: str) -> None:
+    def two_as(fd) -> None:  # noqa: ANN001
+        x1, x2 = fd.define_tensor([64, 32], dtype=H), fd.define_tensor([64, 32], dtype=H)
+        w1, w3 = fd.define_tensor([48, 32], dtype=H), fd.define_tensor([48, 32], dtype=H)
+        fd.add_output(fd.ops.mul(fd.ops.linear(x1, w1), fd.ops.linear(x2, w3)))
+
+    def layouts(fd) -> None:  # noqa: ANN001
+        x = fd.define_tensor([64, 32], dtype=H)
+        w1 = fd.define_tensor([48, 32], dtype=H)
+        w3 = fd.define_tensor([48, 32], dtype=H, stride_order=[0, 1])
+        fd.add_output(fd.ops.mul(fd.ops.linear(x, w1), fd.ops.linear(x, w3)))
+
+    with mp.FusionDefinition() as fd:
+        {"two_as": two_as, "layouts": layouts}[case](fd)
+    analysis = mp.analyze(fd.fusion, pm=PM)
+    assert (analysis.problem.num_patterns, analysis.problem.horizontal) == (2, 1)
+    assert analysis.epilogue.instrs == (Instr(op="acc"),) and not analysis.epilogue.outputs
+    assert len(analysis.bs) == 1
+
+
+# -- schedulers, planning, segmentation -------------------------------------------------------
+
+
+def test_ampere_declines_horizontal_and_hopper_takes_it() -> None:
+    problem = mp.matmul_problem(ffn(), pm=PM)
+    refused = ampere_candidates(problem=problem, device=mp.get_device("h200"))
+    assert isinstance(refused, Rejection)
+    assert "horizontal fusion of 2 matmuls sharing operand A is built by the hopper" in (
+        refused.reason
+    )
+    assert hopper_candidates(problem=problem, device=mp.get_device("h200")).name == "hopper"
+
+
+def test_too_many_n_major_products_for_one_wgmma_are_declined() -> None:
+    problem = attrs.evolve(mp.matmul_problem(ffn(b_k_inner=False), pm=PM), horizontal=5,
+                           num_patterns=5)  # fmt: skip
+    refused = hopper_candidates(problem=problem, device=mp.get_device("h200"))
+    assert isinstance(refused, Rejection)
+    assert re.search(r"5 matmuls: one wgmma of N <= 256 .* at most 4 fit", refused.reason)
+
+
+def test_hopper_preset_compiles_one_kernel() -> None:
+    compiled = mp.compile(ffn(), "h200", pm=PM)
+    assert isinstance(compiled, mp.CompiledFusion)
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_h2")
+    assert "horizontal=2" in compiled.explain()
+
+
+def test_ampere_preset_segments_one_kernel_per_matmul_and_explains_why() -> None:
+    compiled = mp.compile(ffn(), "a100", pm=PM)
+    assert isinstance(compiled, SegmentedFusion)
+    assert [s.kind for s in compiled.segments] == ["matmul", "matmul"]
+    text = " ".join(compiled.explain().split())
+    assert "horizontal fusion of 2 matmuls sharing operand A is built by the hopper" in text
+    assert "hopper: needs wgmma and TMA (sm_90a)" in text
+
+
+def test_symbolic_ffn_is_one_hopper_kernel_per_shapes() -> None:
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 32], dtype=H)
+        w1, w3 = fd.define_tensor([48, 32], dtype=H), fd.define_tensor([48, 32], dtype=H)
+        fd.add_output(fd.ops.mul(fd.ops.silu(fd.ops.linear(x, w1)), fd.ops.linear(x, w3)))
+    compiled = mp.compile(fd, "h200", pm=PM)
+    one = compiled.specialize([(16, 32), (48, 32), (48, 32)])
+    assert isinstance(one, mp.CompiledFusion) and one.spec.problem.horizontal == 2
+
+
+# -- hopper's limits and the default heuristic ------------------------------------------------
+
+
+def _params(**changes: object) -> MatmulParams:
+    base = dict(cta_tile=TileShape(128, 256, 64), warp_tile=TileShape(64, 256, 64),
+                instruction_tile=TileShape(64, 256, 16), stages=4, async_gmem_load_operands=True,
+                tiling_strategy=TilingStrategy.persistent, warp_specialized=True)  # fmt: skip
+    return MatmulParams(**{**base, **changes})
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"splitk_factor": 2}, "splitk_factor", "products are combined in the epilogue"),
+        ({"cluster_dims": (2, 1)}, "cluster_dims", "B multicast per tensor map"),
+        ({"use_smem_epilogue": True}, "use_smem_epilogue", "combines the products from regist"),
+        ({"tiling_strategy": TilingStrategy.persistent_pingpong, "cta_tile": (64, 256, 64)},
+         "tiling_strategy", "persistent_pingpong' with a horizontal fusion"),
+        ({"cta_tile": (64, 256, 64), "warp_tile": (64, 128, 64),
+          "instruction_tile": (64, 128, 16)}, "warp_tile", "split the CTA tile along M only"),
+        ({"cta_tile": (128, 200, 64), "warp_tile": (64, 200, 64),
+          "instruction_tile": (64, 200, 16)}, "cta_tile", "must be whole 8-row swizzle groups"),
+    ],
+    ids=["splitk", "cluster", "smem_epilogue", "pingpong", "warp_n", "cta_n"],
+)  # fmt: skip
+def test_hopper_limits_refuse_what_the_horizontal_kernel_lacks(changes, field, message) -> None:  # noqa: ANN001
+    problem = mp.matmul_problem(ffn(2048, 14336, 5120), pm=PM)
+    device = mp.get_device("h200")
+    assert limits.violations(_params(), problem, device) == []
+    found = limits.violations(_params(**changes), problem, device)
+    assert [v.field for v in found if message in v.message] == [field], found
+
+
+def test_n_major_b_needs_whole_swizzle_rows_per_product() -> None:
+    problem = mp.matmul_problem(ffn(256, 512, 128, b_k_inner=False), pm=PM)
+    p = _params(cta_tile=(128, 64, 64), warp_tile=(64, 64, 64), instruction_tile=(64, 64, 16))
+    (found,) = limits.violations(p, problem, mp.get_device("h200"))
+    assert found.field == "cta_tile" and "64-column swizzle rows (N-major B)" in found.message
+    assert "a multiple of 128" in found.message
+
+
+@pytest.mark.parametrize(
+    ("h", "b_k_inner", "cta"),
+    [(2, True, (128, 256, 64)), (2, False, (128, 256, 64)), (3, True, (128, 240, 64)),
+     (3, False, (128, 192, 64)), (4, False, (128, 256, 64))],
+)  # fmt: skip
+def test_default_heuristic_is_legal_for_horizontal(h: int, b_k_inner: bool, cta: tuple) -> None:
+    problem = mp.matmul_problem(ffn(2048, 1024, 512, b_k_inner=b_k_inner, h=h), pm=PM)
+    device = mp.get_device("h200")
+    params = hopper_params(problem, device)
+    assert params.cta_tile.as_tuple() == cta and params.warp_tile.n == cta[1]
+    assert tuple(params.cluster_dims) == (1, 1) and params.splitk_factor == 1
+    assert not params.use_smem_epilogue
+    assert limits.violations(params, problem, device) == []
+
+
+def test_default_heuristic_takes_one_consumer_for_small_m() -> None:
+    problem = mp.matmul_problem(ffn(16, 1024, 512), pm=PM)
+    params = hopper_params(problem, mp.get_device("h200"))
+    assert params.cta_tile.as_tuple() == (64, 256, 64)
+    assert limits.violations(params, problem, mp.get_device("h200")) == []
+
+
+# -- generated source -------------------------------------------------------------------------
+
+
+def test_generated_source_loads_every_b_and_combines_partner_registers() -> None:
+    pytest.importorskip("numba")
+    compiled = mp.compile(ffn(256, 512, 128, b_k_inner=False), "h200", pm=PM)
+    source = compiled.source
+    assert "tmap_b1 = global_addr(maps, 32)" in source
+    # an N-major B: 64-column chunks 0, 1 from map 0, chunks 2, 3 from map 1, at n0 and n0 + 64
+    loads = re.findall(r"tma_load_3d\(uint32\(dst \+ (\d+)\), (tmap_b1?), int32\(n0 \+ (\d+)\)",
+                       source)  # fmt: skip
+    assert loads == [("0", "tmap_b", "0"), ("8192", "tmap_b", "64"),
+                     ("16384", "tmap_b1", "0"), ("24576", "tmap_b1", "64")]  # fmt: skip
+    assert "n0 = t_minor * 128" in source or "n0 = t_major * 128" in source
+    assert "v1 = spill[sp0 + 64]" in source and "v1 = spill[sp0 + 65]" in source
