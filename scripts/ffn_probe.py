@@ -1,0 +1,146 @@
+"""The fused llama FFN ``silu(x @ W1.T) * (x @ W3.T)`` (one horizontal hopper kernel) against
+torch's two matmuls + ``silu`` + ``mul``, in one process: issue 10, item 3.
+
+On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. Per dtype, the
+fused kernel is first checked against a float64 reference on a smaller shape and on the timed
+one (outputs poisoned with NaN first); a wrong or unwritten result is reported and not timed.
+Then both are timed in interleaved rounds (CUDA-event medians, ``mmaplug.bench.cuda_median_ms``).
+One JSON line per dtype: kernel, params, errors, milliseconds, TFLOP/s and the speedup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import mmaplug as mp
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
+
+
+def ffn_fusion(m: int, n: int, k: int, dtype: mp.DType) -> mp.Fusion:
+    """``cast(silu(x @ W1.T) * (x @ W3.T))`` with x [M, K], W1 and W3 [N, K]."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=dtype)
+        w1, w3 = fd.define_tensor([n, k], dtype=dtype), fd.define_tensor([n, k], dtype=dtype)
+        gate = fd.ops.silu(fd.ops.linear(x, w1))
+        fd.add_output(fd.ops.cast(fd.ops.mul(gate, fd.ops.linear(x, w3)), dtype))
+    return fd.fusion
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="The fused llama FFN (one horizontal hopper kernel) against torch's two "
+        "matmuls + silu + mul: checked against float64, then timed; one JSON line per dtype."
+    )
+    parser.add_argument(
+        "--shape",
+        type=int,
+        nargs=3,
+        default=(2048, 14336, 5120),
+        metavar=("M", "N", "K"),
+        help="the timed shape (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--check-shape",
+        type=int,
+        nargs=3,
+        default=(300, 1000, 520),
+        metavar=("M", "N", "K"),
+        help="a smaller shape checked first, ragged (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["bfloat16", "float16"], choices=sorted(TOLERANCE)
+    )
+    parser.add_argument(
+        "--overrides",
+        type=json.loads,
+        default=None,
+        help="MatmulParams overrides as JSON, e.g. '{\"stages\": 3}'",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
+    parser.add_argument("--reps", type=int, default=20, help="timings per round")
+    parser.add_argument("--inner", type=int, default=5, help="back-to-back calls per timing")
+    return parser.parse_args(argv)
+
+
+def _check(compiled: Any, inputs: list, torch: Any) -> float:
+    """Relative error of the fused kernel against float64 (NaN if any element is unwritten)."""
+    x, w1, w3 = (t.double() for t in inputs)
+    gate = x @ w1.T
+    ref = gate * torch.sigmoid(gate) * (x @ w3.T)
+    torch.full(((256 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
+    (out,) = compiled.execute(inputs)
+    got = out.double()
+    if not bool(torch.isfinite(got).all()):
+        return float("nan")
+    return float((got - ref).norm() / ref.norm())
+
+
+def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.Namespace) -> dict:
+    """One dtype: check on both shapes, then time fused against torch."""
+    import torch
+    import torch.nn.functional as F
+
+    from mmaplug.bench import cuda_median_ms
+
+    dtype, tdtype = getattr(mp, name), getattr(torch, name)
+    row: dict[str, Any] = {"dtype": name, "shape": "x".join(map(str, shape))}
+
+    def operands(m: int, n: int, k: int) -> list:
+        x = torch.randn(m, k, device="cuda", dtype=tdtype)
+        w1, w3 = (torch.randn(n, k, device="cuda", dtype=tdtype) / k**0.5 for _ in "13")
+        return [x, w1, w3]
+
+    for label, (m, n, k) in (("check", check), ("timed", shape)):
+        compiled = mp.compile(ffn_fusion(m, n, k, dtype), overrides=args.overrides)
+        inputs = operands(m, n, k)
+        row[f"{label}_err"] = err = _check(compiled, inputs, torch)
+        row[f"{label}_kernel"] = compiled.kernel_name
+        if not err < TOLERANCE[name]:  # NaN too
+            row["ok"] = False
+            return row
+    row["params"] = compiled.params.name
+    row["ok"] = True
+    x, w1, w3 = inputs
+
+    def reference() -> object:
+        return F.silu(F.linear(x, w1)) * F.linear(x, w3)
+
+    fns = {"fused": lambda: compiled.execute(inputs), "torch": reference}
+    times: dict[str, list[float]] = {label: [] for label in fns}
+    for _ in range(args.rounds):
+        for label, fn in fns.items():
+            times[label].append(cuda_median_ms(fn, reps=args.reps, inner=args.inner))
+    m, n, k = shape
+    for label in fns:
+        ms = statistics.median(times[label])
+        row[f"{label}_ms"] = round(ms, 4)
+        row[f"{label}_tflops"] = round(2 * 2 * m * n * k / ms / 1e9, 1)
+    row["speedup"] = round(row["torch_ms"] / row["fused_ms"], 3)
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        print("ffn_probe needs torch (pip install torch) and a CUDA GPU", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("ffn_probe needs a CUDA GPU (an H100/H200 for the hopper kernel)", file=sys.stderr)
+        return 2
+    warnings.simplefilter("ignore")
+    for name in args.dtypes:
+        print(json.dumps(probe(args.shape, args.check_shape, name, args)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

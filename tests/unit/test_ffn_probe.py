@@ -1,0 +1,59 @@
+"""scripts/ffn_probe.py (the fused FFN benchmark the lead runs on the H200), here without a GPU:
+its command line, its fusion and the plan it times."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import mmaplug as mp
+
+SCRIPT = Path(__file__).parents[2] / "scripts" / "ffn_probe.py"
+
+
+@pytest.fixture(scope="module")
+def probe() -> ModuleType:
+    """The script as a module (importing it needs neither torch nor a GPU)."""
+    spec = importlib.util.spec_from_file_location("ffn_probe", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_help_runs_as_a_script() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "--shape M N K" in done.stdout and "--check-shape M N K" in done.stdout
+
+
+def test_arguments(probe: ModuleType) -> None:
+    args = probe.parse_args([])
+    assert tuple(args.shape) == (2048, 14336, 5120) and args.dtypes == ["bfloat16", "float16"]
+    args = probe.parse_args(["--shape", "256", "512", "128", "--dtypes", "float16",
+                             "--overrides", '{"stages": 3}'])  # fmt: skip
+    assert tuple(args.shape) == (256, 512, 128) and args.overrides == {"stages": 3}
+    with pytest.raises(SystemExit):
+        probe.parse_args(["--dtypes", "float32"])
+
+
+def test_the_timed_fusion_is_one_horizontal_hopper_kernel(probe: ModuleType) -> None:
+    fusion = probe.ffn_fusion(2048, 14336, 5120, mp.bfloat16)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    spec = mp.compile(fusion, "h200", pm=pm).spec
+    assert (spec.scheduler, spec.problem.horizontal) == ("hopper", 2)
+    assert spec.params.cta_tile.as_tuple() == (128, 256, 64)
+
+
+def test_without_torch_it_says_what_it_needs(
+    probe: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    assert probe.main([]) == 2
+    assert "needs torch" in capsys.readouterr().err
