@@ -156,14 +156,11 @@ def compile_ptx(
     config: AmpereKernelConfig, cc: tuple[int, ...] = (8, 0), kernel: str = "ampere_gemm"
 ) -> str:
     """PTX of one generated kernel for compute capability *cc* (no GPU needed)."""
-    from numba import cuda
+    from mmaplug.cuda.pipeline import ptx
 
     ns = load_module(config, sim=False)
-    pyfunc = ns[kernel].py_func
-    sig = kernel_signatures(config)[kernel]
     threads = config.threads if kernel == "ampere_gemm" else REDUCE_THREADS
-    ptx, _ = cuda.compile_ptx(pyfunc, sig.args, cc=cc, launch_bounds=(threads, 1))
-    return ptx
+    return ptx(ns[kernel], kernel_signatures(config)[kernel], cc, threads)
 
 
 _BUILD_CACHE: dict[AmpereKernelConfig, GeneratedKernels] = {}

@@ -79,13 +79,11 @@ def load_module(
 
 def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
     """PTX of one generated kernel for sm_90a (no GPU needed)."""
-    from numba import cuda
+    from mmaplug.cuda.pipeline import ptx
 
     ns = load_module(config, sim=False)
-    sig = kernel_signatures(config)[kernel]
     threads = config.threads if kernel == "hopper_gemm" else REDUCE_THREADS
-    ptx, _ = cuda.compile_ptx(ns[kernel].py_func, sig.args, cc=SM90A, launch_bounds=(threads, 1))
-    return ptx
+    return ptx(ns[kernel], kernel_signatures(config)[kernel], SM90A, threads)
 
 
 _BUILD_CACHE: dict[HopperKernelConfig, GeneratedKernels] = {}

@@ -1,0 +1,124 @@
+"""PTX tier: generated kernels compile through the lean pipeline, to the PTX Numba's own makes."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mmaplug.errors import KernelBuildError
+from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, kernel_signatures, load_module
+
+pytestmark = pytest.mark.ptx
+
+numba_cuda = pytest.importorskip("numba.cuda")
+from numba.cuda import compiler, lowering  # noqa: E402
+
+from mmaplug.cuda import launching, pipeline  # noqa: E402
+
+SMALL = AmpereKernelConfig(cta_tile=(64, 64, 32), warp_tile=(32, 32, 32), splitk=2)
+
+
+def _kernel(name: str = "ampere_gemm") -> tuple[Any, Any]:
+    """A freshly executed generated kernel of SMALL and its signature."""
+    return load_module(SMALL, sim=False)[name], kernel_signatures(SMALL)[name]
+
+
+def _same_names(ptx: str) -> str:
+    """*ptx* with what differs between two compilations of one source in a process made
+    equal: the mangled names' per-process version and Numba's shared-array counter."""
+    ptx = re.sub(r"B\d+v\d+B", "BvB", ptx)
+    seen: dict[str, str] = {}
+    return re.sub(r"_cudapy_smem_\d+", lambda m: seen.setdefault(m[0], f"smem{len(seen)}"), ptx)
+
+
+@pytest.mark.parametrize("name", ["ampere_gemm", "ampere_splitk_reduce"])
+def test_lean_ptx_is_numbas_ptx(name: str) -> None:
+    """The passes the lean pipeline skips change nothing in the ampere kernels' PTX."""
+    from numba import cuda
+
+    dispatcher, sig = _kernel(name)
+    threads = SMALL.threads if name == "ampere_gemm" else 256
+    ref, _ = cuda.compile_ptx(dispatcher.py_func, sig.args, cc=(8, 0), launch_bounds=(threads, 1))
+    lean = pipeline.ptx(_kernel(name)[0], sig, (8, 0), threads)
+    assert "mma.sync" in lean or name != "ampere_gemm"
+    assert _same_names(lean) == _same_names(ref)
+
+
+def _record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, set[str]]]:
+    """Each ``compile_cuda`` call: the function's name and the passes that ran."""
+    seen: list[tuple[str, set[str]]] = []
+    inner = compiler.compile_cuda
+
+    def compile_cuda(pyfunc: Any, *args: Any, **kwargs: Any) -> Any:
+        result = inner(pyfunc, *args, **kwargs)
+        times = result.metadata["pipeline_times"]
+        seen.append((pyfunc.__name__, {p for passes in times.values() for p in passes}))
+        return result
+
+    monkeypatch.setattr(compiler, "compile_cuda", compile_cuda)
+    return seen
+
+
+def test_build_path_compiles_lean_and_links_a_cubin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``numba_binary`` (a cubin-cache miss) takes the lean pipeline and needs no GPU."""
+    seen = _record_compiles(monkeypatch)
+    dispatcher, sig = _kernel()
+    binary = launching.numba_binary(dispatcher, sig, (8, 0))
+    assert binary.cubin[:4] == b"\x7fELF" and "ampere_gemm" in binary.entry
+    assert binary.slots == 7 * 3 + len(sig.args) - 3  # a, b (u16) and ws (f32): 7 slots each
+    ((name, passes),) = seen
+    assert name == "ampere_gemm"
+    assert any("mmaplug_lean_lowering" in p for p in passes)
+    assert not any(re.search("reconstruct_ssa|strip_phis|inline_closure_likes", p) for p in passes)
+    assert compiler.CUDACompiler is not pipeline._Compiler  # restored after the build
+
+
+def test_only_the_named_function_is_compiled_lean() -> None:
+    """Other functions compiled inside ``lean`` (an overload's implementation Numba compiles
+    on the way) keep Numba's pipeline."""
+    from numba.cuda import types
+
+    def first(out: Any) -> None:
+        out[0] = 1.0
+
+    def second(out: Any) -> None:
+        out[0] = 2.0
+
+    arg = (types.float32[::1],)
+    with pipeline.lean(first):
+        lean = compiler.compile_cuda(first, types.void, arg, cc=(8, 0))
+        full = compiler.compile_cuda(second, types.void, arg, cc=(8, 0))
+    assert list(lean.metadata["pipeline_times"]) == ["mmaplug_lean"]
+    assert list(full.metadata["pipeline_times"]) == ["cuda"]
+    assert pipeline._lean_funcs == set()
+
+
+def test_singly_assigned_variables_match_numbas_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linear scan finds the variables Numba's quadratic one finds (the set lowering
+    keeps out of stack slots), on a kernel with loops, branches and re-assigned scalars."""
+    checked: list[int] = []
+    lean_scan = pipeline._LeanLower._find_singly_assigned_variable
+
+    def both(self: Any) -> None:
+        lowering.Lower._find_singly_assigned_variable(self)
+        numbas = self._singly_assigned_vars
+        lean_scan(self)
+        assert self._singly_assigned_vars == numbas
+        checked.append(len(numbas))
+
+    monkeypatch.setattr(pipeline._LeanLower, "_find_singly_assigned_variable", both)
+    dispatcher, sig = _kernel()
+    pipeline.ptx(dispatcher, sig, (8, 0), SMALL.threads)
+    assert checked and checked[0] > 100
+
+
+def test_cubin_refuses_options_it_would_not_link() -> None:
+    dispatcher = SimpleNamespace(
+        py_func=SimpleNamespace(__name__="ampere_gemm"),
+        targetoptions={"link": ("helpers.ptx",), "launch_bounds": (128, 1)},
+    )
+    with pytest.raises(KernelBuildError, match=r"kernel ampere_gemm asks cuda.jit for \{'link'"):
+        pipeline.cubin(dispatcher, None, (8, 0))
