@@ -248,3 +248,48 @@ def test_generated_source_loads_every_b_and_combines_partner_registers() -> None
                      ("16384", "tmap_b1", "0"), ("24576", "tmap_b1", "64")]  # fmt: skip
     assert "n0 = t_minor * 128" in source or "n0 = t_major * 128" in source
     assert "v1 = spill[sp0 + 64]" in source and "v1 = spill[sp0 + 65]" in source
+
+
+def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path: a bound launch is called with A, B, B1, the outputs; the maps argument
+    holds A's, B's and B1's maps in that order (encoded per address triple) and the output's
+    address lands in its pointer slot."""
+    pytest.importorskip("numba")
+    from mmaplug.compile import LaunchArgs
+    from mmaplug.cuda.tensors import adapt
+    from mmaplug.plugins.hopper import artifact, maps
+
+    class Cai:  # a device tensor as far as adapt reads one: its CUDA array interface
+        def __init__(self, shape: tuple, address: int) -> None:
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2", "strides": None,
+                                             "data": (address, False), "version": 3}  # fmt: skip
+
+    compiled = mp.compile(ffn(256, 512, 128), "h200", pm=PM)
+    an = compiled.analysis
+    a, b, b1 = (adapt(Cai(t.shape, 0x100 * (i + 1)), t) for i, t in enumerate([an.a, *an.bs]))
+    out = adapt(Cai(an.outputs[0].shape, 0x400), an.outputs[0])
+    args = LaunchArgs(a=a, b=b, more_b=(b1,), epilogue_inputs=(), scalars=(), outputs=(out,),
+                      problem=an.problem)  # fmt: skip
+    uploads: list[list[int]] = []
+    launched: list[list[int]] = []
+
+    class Launch:
+        def __init__(self, kernel: int, grid: tuple, block: tuple, smem: int, params, cl=1):  # noqa: ANN001
+            self.run = lambda stream: launched.append(
+                [params.slots[s] for s in params.pointer_slots]
+            )
+
+    def upload(host: np.ndarray) -> tuple[object, int]:
+        uploads.append([int(w) for w in host[::16]])
+        return object(), 0x9000
+
+    monkeypatch.setattr(maps, "encode", lambda spec, address: np.full(16, address, np.uint64))
+    monkeypatch.setattr(maps, "upload", upload)
+    monkeypatch.setattr(artifact, "loaded", lambda *a: 0)
+    monkeypatch.setattr(artifact, "DriverLaunch", Launch)
+    bound = compiled._artifact.bind(args)
+    bound([0x1000, 0x2000, 0x3000, 0x4000], [], 0)
+    bound([0x1000, 0x2000, 0x3000, 0x5000], [], 0)  # the same maps, another output
+    bound([0x1000, 0x2000, 0x3100, 0x5000], [], 0)  # another B1: maps encoded anew
+    assert uploads == [[0x1000, 0x2000, 0x3000], [0x1000, 0x2000, 0x3100]]
+    assert launched == [[0x9000, 0x4000], [0x9000, 0x5000], [0x9000, 0x5000]]
