@@ -139,7 +139,9 @@ def mmaplug_matmul_params(
     Called once the scheduler is chosen. With ``MMAPLUG_HEURISTIC=<name>`` (or
     ``make_plugin_manager(heuristic=<name>)``) only that plugin and the default are asked.
 
-    :param problem: Shape, layout, precision and epilogue of the matmul.
+    :param problem: Shape, layout, precision and epilogue of the matmul; ``problem.horizontal``
+        > 1 is a horizontal fusion, whose ``cta_tile.n`` is the MMA width of all its B tiles
+        (h x the output tile's n; see ``MatmulParams``).
     :param device: The target GPU.
     :param scheduler: Name chosen by ``mmaplug_scheduler_candidates`` (``"ampere"``, ...).
     :returns: A complete, valid ``MatmulParams``; partial changes belong in

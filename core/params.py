@@ -180,6 +180,9 @@ class MatmulParams:
 
     Build changed copies with :meth:`with_overrides`; arch legality lives in
     ``mmaplug.plugins.<arch>.limits``, here only the rules that hold on every target.
+    For a horizontal problem (``problem.horizontal`` h > 1) the tiles describe the MMA:
+    ``cta_tile.n`` is the width of the h B tiles stacked (one wgmma of that N on hopper), so
+    the output tile is ``cta_tile.n / h`` columns.
     """
 
     cta_tile: TileShape = attrs.field(converter=_tile)
