@@ -2,7 +2,8 @@
 
 Numba-CUDA runs every function through ~25 passes written for any Python. Generated kernels
 use none of what a third of them are for (closures, ``with`` blocks, ``literal_unroll``,
-``literally``, dynamic raises, inlinable callees, semantic constants) and are typed as well
+``literally``, dynamic raises, inlinable callees, semantic constants, string-literal indexes,
+arrays of constants) and are typed as well
 without SSA (every re-assigned variable keeps one type), so ``lean`` skips those passes, SSA
 reconstruction and its phi stripping, and lowers with a linear scan for singly assigned
 variables (Numba's walks a block once per variable). The ampere kernels' PTX is byte for byte
@@ -45,6 +46,7 @@ SKIPPED_PASSES: Final = (
     untyped_passes.ReconstructSSA,
     untyped_passes.LiteralPropagationSubPipelinePass,
     typed_passes.PreLowerStripPhis,
+    typed_passes.NopythonRewrites,  # string-literal indexes, arrays of constants
 )
 _lean_funcs: set[Any] = set()  # the Python functions compiled lean now (under the lock)
 

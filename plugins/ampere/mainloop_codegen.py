@@ -27,6 +27,27 @@ def _swizzle_amount(row: str, units_per_row: int) -> str:
     return "0"
 
 
+def _sum(*terms: str | int) -> str:
+    """``a + b + ...`` with the integer terms added up into one (left out when 0): Numba types
+    and lowers every operator of the source, NVVM folds them all the same."""
+    const = sum(t for t in terms if isinstance(t, int))
+    names = [t for t in terms if isinstance(t, str)]
+    return " + ".join([*names, str(const)] if const or not names else names)
+
+
+def _dst(stage_base: str | int, so: tuple[str, int]) -> str:
+    """A copy's smem offset: its stage's base plus its slot's offset. A constant base folds into
+    the slot's constant; a runtime one keeps the grouping NVVM schedules the loop's copies by."""
+    if isinstance(stage_base, int):
+        return _sum(so[0], so[1] + stage_base)
+    return f"{stage_base} + ({_sum(*so)})" if so[1] else f"{stage_base} + {so[0]}"
+
+
+def _times(index: int, name: str) -> str:
+    """``index * name`` (``name`` alone for 1)."""
+    return name if index == 1 else f"{index} * {name}"
+
+
 class _Operand:
     """Geometry of one operand's tile copies and fragment reads."""
 
@@ -62,7 +83,7 @@ def _emit_load_setup(em: Emitter, op: _Operand, threads: int) -> None:
     step = threads // op.vecs_per_row
     regular = threads % op.vecs_per_row == 0 and (step % 8 == 0 or op.units == 1)
     for i in range(1 if regular else op.iters):
-        v = f"(tid + {i * threads})"
+        v = f"({_sum('tid', i * threads)})"
         em(f"{n}_r{i} = {v} // {op.vecs_per_row}")
         em(f"{n}_c{i} = ({v} % {op.vecs_per_row}) * {op.vec}")
         em(
@@ -106,27 +127,29 @@ def _fast_slot(op: _Operand, i: int) -> tuple[str, str]:
     if op.k_inner:
         return f"{n}_gf{i}", str(op.vec * 2)
     if op.regular:
-        return (f"{n}_gf0" if i == 0 else f"({n}_gf0 + {i} * {n}_gstep)"), f"{n}_nbf0"
+        return (f"{n}_gf0" if i == 0 else f"({n}_gf0 + {_times(i, n + '_gstep')})"), f"{n}_nbf0"
     return f"{n}_gf{i}", f"{n}_nbf{i}"
 
 
-def _slot(op: _Operand, i: int) -> tuple[str, str, str, str]:
-    """(row, global index, smem offset, M/N-bytes) expressions of copy slot *i*."""
+def _slot(op: _Operand, i: int) -> tuple[str, str, tuple[str, int], str]:
+    """(row, global index, smem offset as (name, constant), M/N-bytes) of copy slot *i*."""
     n = op.name
     if not op.regular:
-        return f"{n}_r{i}", f"{n}_g{i}", f"{n}_so{i}", f"{n}_nb{i}"
+        return f"{n}_r{i}", f"{n}_g{i}", (f"{n}_so{i}", 0), f"{n}_nb{i}"
     if i == 0:
-        return f"{n}_r0", f"{n}_g0", f"{n}_so0", f"{n}_nb0"
+        return f"{n}_r0", f"{n}_g0", (f"{n}_so0", 0), f"{n}_nb0"
     # rows move by a multiple of 8, so the swizzle of slot 0 still applies
     return (
         f"({n}_r0 + {i * op.step})",
-        f"({n}_g0 + {i} * {n}_gstep)",
-        f"({n}_so0 + {i * op.step * op.rowlen})",
+        f"({n}_g0 + {_times(i, n + '_gstep')})",
+        (f"{n}_so0", i * op.step * op.rowlen),
         f"{n}_nb0",
     )
 
 
-def _emit_load_tile(em: Emitter, op: _Operand, stage_base: str, k0: str, threads: int) -> None:
+def _emit_load_tile(
+    em: Emitter, op: _Operand, stage_base: str | int, k0: str, threads: int
+) -> None:
     for i in range(op.iters):
         if op.nvec % threads and (i + 1) * threads > op.nvec:
             # this copy slot is idle for some threads: they must not even zero-fill
@@ -138,14 +161,14 @@ def _emit_load_tile(em: Emitter, op: _Operand, stage_base: str, k0: str, threads
 
 
 def _emit_load_tile_fast(
-    em: Emitter, op: _Operand, stage_base: str, koff: str, threads: int
+    em: Emitter, op: _Operand, stage_base: str | int, koff: str, threads: int
 ) -> None:
     """Copies of a k-tile that lies inside K: no per-tile predicates (see _emit_load_setup)."""
     n = op.name
     for i in range(op.iters):
         _row, _g, so, _nb = _slot(op, i)
         g, nb = _fast_slot(op, i)
-        dst = f"{stage_base} + {so}"
+        dst = _dst(stage_base, so)
         idle = op.nvec % threads and (i + 1) * threads > op.nvec
         if idle:  # this copy slot is idle for some threads
             em(f"if tid + {i * threads} < {op.nvec}:")
@@ -158,7 +181,7 @@ def _emit_load_tile_fast(
             em.depth -= 1
 
 
-def _emit_copy(em: Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> None:
+def _emit_copy(em: Emitter, op: _Operand, i: int, stage_base: str | int, k0: str) -> None:
     n = op.name
     k0 = f"({k0})"  # an expression such as "k_begin + 32": keep it whole inside - and *
     row, g, so, nbmn = _slot(op, i)
@@ -172,7 +195,7 @@ def _emit_copy(em: Emitter, op: _Operand, i: int, stage_base: str, k0: str) -> N
     else:
         em(f"nb = {nbmn} * min(max(K - {k0} - {row}, 0), 1)")
         em(f"gi = ({g} + {k0} * {n}_s1) & -min(nb, 1)")
-    dst = f"{stage_base} + {so}"
+    dst = _dst(stage_base, so)
     if op.vec == 1:
         em(f"smem[{dst}] = {n}[gi] * min(nb, 1)")
     else:
@@ -192,7 +215,8 @@ def _emit_frag_setup(em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Oper
         for mi in range(wmt // 16):
             for ks in range(ks_n):
                 em(
-                    f"fa_{mi}_{ks} = (fa_row + {16 * mi}) * {bk} + (({2 * ks} + (lj >> 1)) ^ fa_x) * 8"
+                    f"fa_{mi}_{ks} = ({_sum('fa_row', 16 * mi)}) * {bk} + "
+                    f"(({_sum('(lj >> 1)', 2 * ks)}) ^ fa_x) * 8"
                 )
     else:  # smem [BK][BM]; x4.trans: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
         em("fa_k = lr + (lj >> 1) * 8")
@@ -200,21 +224,30 @@ def _emit_frag_setup(em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Oper
         em(f"fa_u = wm * {wmt // 8} + (lj & 1)")
         for mi in range(wmt // 16):
             for ks in range(ks_n):
-                em(f"fa_{mi}_{ks} = ({16 * ks} + fa_k) * {bm} + ((fa_u + {2 * mi}) ^ fa_x) * 8")
+                em(
+                    f"fa_{mi}_{ks} = ({_sum('fa_k', 16 * ks)}) * {bm} + "
+                    f"(({_sum('fa_u', 2 * mi)}) ^ fa_x) * 8"
+                )
     # B: x4 per n16 = two n8 tiles: regs (b0 of j, b1 of j, b0 of j+1, b1 of j+1)
     if b.k_inner:  # smem [BN][BK]; matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
         em("fb_row = wn * %d + lr + (lj >> 1) * 8" % wnt)
         em(f"fb_x = {_swizzle_amount('lr + (lj >> 1) * 8', b.units)}")
         for p in range(wnt // 16):
             for ks in range(ks_n):
-                em(f"fb_{p}_{ks} = (fb_row + {16 * p}) * {bk} + (({2 * ks} + (lj & 1)) ^ fb_x) * 8")
+                em(
+                    f"fb_{p}_{ks} = ({_sum('fb_row', 16 * p)}) * {bk} + "
+                    f"(({_sum('(lj & 1)', 2 * ks)}) ^ fb_x) * 8"
+                )
     else:  # smem [BK][BN]; x4.trans: matrices (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15)
         em("fb_k = lr + (lj & 1) * 8")
         em(f"fb_x = {_swizzle_amount('fb_k', b.units)}")
         em(f"fb_u = wn * {wnt // 8} + (lj >> 1)")
         for p in range(wnt // 16):
             for ks in range(ks_n):
-                em(f"fb_{p}_{ks} = ({16 * ks} + fb_k) * {bn} + ((fb_u + {2 * p}) ^ fb_x) * 8")
+                em(
+                    f"fb_{p}_{ks} = ({_sum('fb_k', 16 * ks)}) * {bn} + "
+                    f"(({_sum('fb_u', 2 * p)}) ^ fb_x) * 8"
+                )
 
 
 def _emit_frag_load(
@@ -304,8 +337,13 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
                     + ", ".join(["float32(0.0)"] * 4)
                 )
 
-        def load_stage(stage: str, k0: str, fast: bool) -> None:
-            for op, base in ((a, f"{stage} * {a.elems}"), (b, f"{b_off} + {stage} * {b.elems}")):
+        def load_stage(stage: str | int, k0: str, fast: bool) -> None:
+            for op, off in ((a, 0), (b, b_off)):  # B's stages follow all of A's
+                base: str | int
+                if isinstance(stage, int):
+                    base = off + stage * op.elems
+                else:
+                    base = f"{off} + {stage} * {op.elems}" if off else f"{stage} * {op.elems}"
                 if not fast:
                     _emit_load_tile(em, op, base, k0, threads)
                 elif op.k_inner:
@@ -326,9 +364,10 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
             em(f"if {s} < num_kt:")
             with em.indent():
                 if s == 0:
-                    load_stage("0", f"k_begin + (num_kt - 1) * {bk}", fast=False)
+                    em(f"k_last = k_begin + (num_kt - 1) * {bk}")
+                    load_stage(0, "k_last", fast=False)
                 else:
-                    load_stage(str(s), f"k_begin + {(s - 1) * bk}", fast=True)
+                    load_stage(s, _sum("k_begin", (s - 1) * bk), fast=True)
             em("cp_async_commit()")
         em(f"cp_async_wait_group({stages - 2})")
         em("cuda.syncthreads()")
@@ -393,7 +432,7 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
             for ni in range(wnt // 8):
                 for q in range(4):
                     off = (16 * mi + 8 * (q // 2)) * cst + 8 * ni + q % 2
-                    em(f"cs[eb + uint32({off})] = c_{mi}_{ni}_{q}")
+                    em(f"cs[{f'eb + uint32({off})' if off else 'eb'}] = c_{mi}_{ni}_{q}")
         em("cuda.syncthreads()")
         if cfg.splitk == 1 and vector_epilogue(cfg):
             bm, bn, _ = cfg.cta_tile
