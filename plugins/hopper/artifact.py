@@ -31,7 +31,7 @@ from mmaplug.problem import MatmulProblem
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
 from .kernel import build, compile_ptx, loaded
 from .kernel_codegen import generate_source
-from .maps import DeviceMaps, check_operand, is_batched, operand_spec
+from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
 
 def _b_name(j: int) -> str:
@@ -280,7 +280,7 @@ class BoundHopper(BoundKernels):
         sizes_out = [2 if o.dtype.is_half else 4 for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
-        maps_arg = (0, plan.maps.words, 8)
+        maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal), 8)  # A's map, then each B's
         self._more_b = cfg.horizontal - 1
         placeholders = [0.0] * len(prog.scalars)
         block = (cfg.threads, 1, 1)
@@ -322,7 +322,10 @@ class BoundHopper(BoundKernels):
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
         """Launch on data at *addresses* (A, B, further Bs, epilogue inputs, outputs[,
         workspace])."""
-        rest = 2 + self._more_b
-        more_b = tuple(addresses[2:rest])
-        maps = self._maps.get(addresses[0], addresses[1], stream, more_b)  # held until queued
-        super().__call__([maps[1], *addresses[rest:]], scalars, stream)
+        if self._more_b:  # a horizontal fusion's further Bs follow B
+            rest = 2 + self._more_b
+            maps = self._maps.get(addresses[0], addresses[1], stream, tuple(addresses[2:rest]))
+            super().__call__([maps[1], *addresses[rest:]], scalars, stream)
+            return
+        maps = self._maps.get(addresses[0], addresses[1], stream)  # held until queued
+        super().__call__([maps[1], *addresses[2:]], scalars, stream)

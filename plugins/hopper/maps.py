@@ -90,11 +90,6 @@ class DeviceMaps:
         self._pinned: dict[tuple[int, ...], tuple[Any, int]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def words(self) -> int:
-        """uint64 words of the ``maps`` argument (16 per map)."""
-        return MAP_WORDS * len(self._specs)
-
     def get(
         self, a_address: int, b_address: int, stream: int = 0, more_b: tuple[int, ...] = ()
     ) -> tuple[Any, int]:
