@@ -154,9 +154,71 @@ def run_case(name: str) -> dict[str, Any]:
             "launches": launches, "outputs": outputs}  # fmt: skip
 
 
+def run_property(seed: int, draws: int) -> dict[str, Any]:
+    """Limits = generator for horizontal fusions: *draws* random parameter sets (legal tiles,
+    stages, order, swizzle, tiling strategy; some with a field hopper refuses for horizontal)
+    on random FFNs (h 2 or 3, both B layouts, fp16/bf16, ragged TMA-aligned shapes); every set
+    hopper's limits accept runs and matches mp.evaluate, every other names its fields."""
+    import attrs
+    import numpy as np
+
+    import mmaplug as mp
+
+    rng = np.random.default_rng(seed)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+    counts: dict[str, Any] = {"ran": 0, "rejected": 0, "fields": [], "errors": []}
+    for _ in range(draws):
+        h, b_k_inner = int(rng.choice([2, 3])), bool(rng.integers(2))
+        dtype = mp.float16 if rng.integers(2) else mp.bfloat16
+        outs = [n for n in ((16, 32, 40, 64, 80, 128) if b_k_inner else (64, 128)) if h * n <= 256]
+        n_out, bm, bk = (
+            int(rng.choice(outs)),
+            int(rng.choice([64, 128])),
+            int(rng.choice([64, 128])),
+        )
+        params = {**_tile((bm, h * n_out, bk), int(rng.integers(2, 4))),
+                  "tiling_strategy": str(rng.choice(["persistent", "one_tile_per_cta"])),
+                  "cta_order": str(rng.choice(["row_major", "column_major"])),
+                  "grid_swizzle_factor": int(rng.choice([1, 2]))}  # fmt: skip
+        wrong = str(rng.choice(["", "", "", "splitk_factor", "use_smem_epilogue", "warp_tile"]))
+        if wrong:
+            params[wrong] = {"splitk_factor": 2, "use_smem_epilogue": True,
+                             "warp_tile": (64, n_out, bk)}[wrong]  # fmt: skip
+        m, n, k = (int(rng.integers(1, 4)) * 8 + d for d in (bm, 2 * n_out - 8, bk))
+        with mp.FusionDefinition() as fd:
+            x = fd.define_tensor([m, k], dtype=dtype)
+            op = fd.ops.linear if b_k_inner else fd.ops.matmul
+            ws = [fd.define_tensor([n, k] if b_k_inner else [k, n], dtype=dtype) for _ in range(h)]
+            y = fd.ops.silu(op(x, ws[0]))
+            for w in ws[1:]:
+                y = fd.ops.mul(y, op(x, w))
+            fd.add_output(fd.ops.cast(y, dtype))
+        try:
+            compiled = mp.compile(fd.fusion, device, pm=pm, overrides=params)
+        except mp.InvalidParamsError as refused:
+            counts["rejected"] += 1
+            counts["fields"] += [v.field for v in refused.violations]
+            continue
+        inputs = [rng.standard_normal(v.shape).astype(v.dtype.numpy) for v in fd.fusion.inputs]
+        (got,) = compiled.execute(inputs)
+        (ref,) = mp.evaluate(fd.fusion, inputs)
+        got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        err = float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64))
+        if not err < TOLERANCE[dtype.label] or compiled.spec.scheduler != "hopper":
+            where = {"params": params, "shape": [m, n, k, h, b_k_inner], "error": err}
+            counts["errors"].append({**where, "scheduler": compiled.spec.scheduler})
+        counts["ran"] += 1
+    return counts
+
+
+SHARDS = {"property_seed1": ["property", "1", "8"], "property_seed2": ["property", "2", "8"]}
+
+
 @pytest.fixture(scope="module")
 def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
-    runs = simulate({name: [__file__, name] for name in CASES})
+    jobs = {name: [__file__, name] for name in CASES}
+    runs = simulate({**jobs, **{name: [__file__, *args] for name, args in SHARDS.items()}})
     return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
 
 
@@ -174,5 +236,20 @@ def test_horizontal_kernel_matches_float64(sim_results: dict, name: str) -> None
         assert out["error"] < max(TOLERANCE[out["dtype"]], TOLERANCE[operand]), out
 
 
+@pytest.mark.parametrize("shard", sorted(SHARDS))
+def test_accepted_horizontal_params_match_evaluate(sim_results: dict, shard: str) -> None:
+    """What hopper's limits accept for a horizontal fusion builds a correct kernel; what they
+    refuse names the fields."""
+    res = sim_results[shard]
+    assert "failed" not in res, res.get("failed")
+    assert res["errors"] == [], res["errors"]
+    assert res["ran"] >= 2 and res["ran"] + res["rejected"] == 8, res
+    # the drawn wrong field, or stages that overflow shared memory with 128-row, BK 128 tiles
+    assert set(res["fields"]) <= {"splitk_factor", "use_smem_epilogue", "warp_tile", "stages"}
+
+
 if __name__ == "__main__":
-    print(json.dumps(run_case(sys.argv[1])), flush=True)
+    if sys.argv[1] == "property":
+        print(json.dumps(run_property(int(sys.argv[2]), int(sys.argv[3]))), flush=True)
+    else:
+        print(json.dumps(run_case(sys.argv[1])), flush=True)
