@@ -1,11 +1,12 @@
 """The fused llama FFN ``silu(x @ W1.T) * (x @ W3.T)`` (one horizontal hopper kernel) against
 torch's two matmuls + ``silu`` + ``mul``, in one process: issue 10, item 3.
 
-On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. Per dtype, the
-fused kernel is first checked against a float64 reference on a smaller shape and on the timed
-one (outputs poisoned with NaN first); a wrong or unwritten result is reported and not timed.
-Then both are timed in interleaved rounds (CUDA-event medians, ``mmaplug.bench.cuda_median_ms``).
-One JSON line per dtype: kernel, params, errors, milliseconds, TFLOP/s and the speedup.
+On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. Per dtype,
+each fused variant (the default plan; ping-pong consumers; ``--overrides``) is first checked
+against a float64 reference on a smaller ragged shape and on the timed one (outputs poisoned
+with NaN first); a wrong or unwritten result is reported and not timed. Then the variants and
+torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.bench.cuda_median_ms``).
+One JSON line per dtype: per variant its kernel, errors, milliseconds, TFLOP/s and speedup.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from typing import Any
 import mmaplug as mp
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
+PINGPONG = {
+    "cta_tile": (64, 256, 64),
+    "warp_tile": (64, 256, 64),
+    "instruction_tile": (64, 256, 16),
+    "tiling_strategy": "persistent_pingpong",
+}
 
 
 def ffn_fusion(m: int, n: int, k: int, dtype: mp.DType) -> mp.Fusion:
@@ -58,10 +65,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--dtypes", nargs="+", default=["bfloat16", "float16"], choices=sorted(TOLERANCE)
     )
     parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["default", "pingpong"],
+        choices=["default", "pingpong"],
+        help="fused kernels to time (default: %(default)s)",
+    )
+    parser.add_argument(
         "--overrides",
         type=json.loads,
         default=None,
-        help="MatmulParams overrides as JSON, e.g. '{\"stages\": 3}'",
+        help="one more variant, 'custom': MatmulParams overrides as JSON, e.g. '{\"stages\": 3}'",
     )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--reps", type=int, default=20, help="timings per round")
@@ -83,7 +97,7 @@ def _check(compiled: Any, inputs: list, torch: Any) -> float:
 
 
 def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.Namespace) -> dict:
-    """One dtype: check on both shapes, then time fused against torch."""
+    """One dtype: each variant checked on both shapes, then timed against torch."""
     import torch
     import torch.nn.functional as F
 
@@ -97,22 +111,24 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
         w1, w3 = (torch.randn(n, k, device="cuda", dtype=tdtype) / k**0.5 for _ in "13")
         return [x, w1, w3]
 
-    for label, (m, n, k) in (("check", check), ("timed", shape)):
-        compiled = mp.compile(ffn_fusion(m, n, k, dtype), overrides=args.overrides)
-        inputs = operands(m, n, k)
-        row[f"{label}_err"] = err = _check(compiled, inputs, torch)
-        row[f"{label}_kernel"] = compiled.kernel_name
-        if not err < TOLERANCE[name]:  # NaN too
-            row["ok"] = False
-            return row
-    row["params"] = compiled.params.name
-    row["ok"] = True
-    x, w1, w3 = inputs
+    checked, timed = operands(*check), operands(*shape)
+    x, w1, w3 = timed
 
     def reference() -> object:
         return F.silu(F.linear(x, w1)) * F.linear(x, w3)
 
-    fns = {"fused": lambda: compiled.execute(inputs), "torch": reference}
+    fns: dict[str, Any] = {"torch": reference}
+    for variant, overrides in variants(args).items():
+        for label, (m, n, k), inputs in (("check", check, checked), ("timed", shape, timed)):
+            compiled = mp.compile(ffn_fusion(m, n, k, dtype), overrides=overrides)
+            err = _check(compiled, inputs, torch)
+            row[f"{variant}_{label}_err"] = err
+        row[f"{variant}_kernel"] = compiled.kernel_name
+        row[f"{variant}_ok"] = ok = all(
+            row[f"{variant}_{label}_err"] < TOLERANCE[name] for label in ("check", "timed")
+        )  # NaN (unwritten elements) is not ok either
+        if ok:  # a wrong kernel is not timed
+            fns[variant] = lambda compiled=compiled: compiled.execute(timed)
     times: dict[str, list[float]] = {label: [] for label in fns}
     for _ in range(args.rounds):
         for label, fn in fns.items():
@@ -122,8 +138,19 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
         ms = statistics.median(times[label])
         row[f"{label}_ms"] = round(ms, 4)
         row[f"{label}_tflops"] = round(2 * 2 * m * n * k / ms / 1e9, 1)
-    row["speedup"] = round(row["torch_ms"] / row["fused_ms"], 3)
+    for label in fns:
+        row[f"{label}_speedup"] = round(row["torch_ms"] / row[f"{label}_ms"], 3)
     return row
+
+
+def variants(args: argparse.Namespace) -> dict[str, dict[str, Any] | None]:
+    """The fused kernels to time: the default plan, ping-pong consumers owning 64 x 256 MMA
+    tiles, and the caller's ``--overrides``."""
+    chosen: dict[str, dict[str, Any] | None] = {"default": None, "pingpong": PINGPONG}
+    chosen = {k: v for k, v in chosen.items() if k in args.variants}
+    if args.overrides:
+        chosen["custom"] = args.overrides
+    return chosen
 
 
 def main(argv: Sequence[str] | None = None) -> int:

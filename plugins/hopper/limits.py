@@ -263,14 +263,6 @@ def _check_horizontal(found: Violations, params: MatmulParams, problem: MatmulPr
         "map is not generated. Set cluster_dims=(1, 1).",
     )
     check(
-        params.tiling_strategy is not TilingStrategy.persistent_pingpong,
-        "tiling_strategy",
-        params.tiling_strategy.value,
-        "'persistent' or 'one_tile_per_cta'",
-        "tiling_strategy='persistent_pingpong' with a horizontal fusion is not generated. Use "
-        "'persistent'.",
-    )
-    check(
         not params.use_smem_epilogue,
         "use_smem_epilogue",
         True,

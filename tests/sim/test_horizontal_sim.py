@@ -63,6 +63,13 @@ def case_ffn_default_params_f16(fd: Any, mp: Any) -> dict[str, Any]:
     return {}
 
 
+def case_ffn_pingpong_nmajor_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Ping-pong: each consumer owns whole 64 x 256 MMA tiles (64 x 128 output) and takes
+    every other unit of its CTA (8 units on 2 CTAs), ragged M, N and K."""
+    _ffn(fd, mp, 200, 136, 72, mp.bfloat16, False)
+    return {**_tile((64, 256, 64), stages=3), "tiling_strategy": "persistent_pingpong"}
+
+
 def case_three_products_bias_scalar_bf16(fd: Any, mp: Any) -> dict[str, Any]:
     """h = 3: (silu(g) * u * s) + (v + bias): a 192-wide wgmma, three maps, a runtime scalar
     and a bias along N."""
@@ -99,6 +106,7 @@ CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # work units (output tiles) of each case; 2 CTAs walk them
 UNITS = {"ffn_kmajor_f16_ragged": 4, "ffn_nmajor_bf16_ragged": 4,
          "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 4,
+         "ffn_pingpong_nmajor_bf16": 8,
          "three_products_bias_scalar_bf16": 4, "batch2_two_outputs_nmajor_f16": 4,
          "qkv_outputs_default_f16": 2}  # fmt: skip
 
@@ -156,9 +164,10 @@ def run_case(name: str) -> dict[str, Any]:
 
 def run_property(seed: int, draws: int) -> dict[str, Any]:
     """Limits = generator for horizontal fusions: *draws* random parameter sets (legal tiles,
-    stages, order, swizzle, tiling strategy; some with a field hopper refuses for horizontal)
-    on random FFNs (h 2 or 3, both B layouts, fp16/bf16, ragged TMA-aligned shapes); every set
-    hopper's limits accept runs and matches mp.evaluate, every other names its fields."""
+    stages, order, swizzle, tiling strategy with ping-pong; some with a field hopper refuses
+    for horizontal) on random FFNs (h 2 or 3, both B layouts, fp16/bf16, ragged TMA-aligned
+    shapes); every set hopper's limits accept runs and matches mp.evaluate, every other names
+    its fields."""
     import attrs
     import numpy as np
 
@@ -167,7 +176,8 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
-    counts: dict[str, Any] = {"ran": 0, "rejected": 0, "fields": [], "errors": []}
+    counts: dict[str, Any] = {"ran": 0, "rejected": 0, "fields": [], "errors": [],
+                              "strategies": []}  # fmt: skip
     for _ in range(draws):
         h, b_k_inner = int(rng.choice([2, 3])), bool(rng.integers(2))
         dtype = mp.float16 if rng.integers(2) else mp.bfloat16
@@ -177,8 +187,10 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
             int(rng.choice([64, 128])),
             int(rng.choice([64, 128])),
         )
+        strategy = str(rng.choice(["persistent", "one_tile_per_cta", "persistent_pingpong"]))
+        bm = 64 if strategy == "persistent_pingpong" else bm  # a consumer owns the whole tile
         params = {**_tile((bm, h * n_out, bk), int(rng.integers(2, 4))),
-                  "tiling_strategy": str(rng.choice(["persistent", "one_tile_per_cta"])),
+                  "tiling_strategy": strategy,
                   "cta_order": str(rng.choice(["row_major", "column_major"])),
                   "grid_swizzle_factor": int(rng.choice([1, 2]))}  # fmt: skip
         wrong = str(rng.choice(["", "", "", "splitk_factor", "use_smem_epilogue", "warp_tile"]))
@@ -209,6 +221,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
             where = {"params": params, "shape": [m, n, k, h, b_k_inner], "error": err}
             counts["errors"].append({**where, "scheduler": compiled.spec.scheduler})
         counts["ran"] += 1
+        counts["strategies"].append(strategy)
     return counts
 
 
@@ -246,6 +259,11 @@ def test_accepted_horizontal_params_match_evaluate(sim_results: dict, shard: str
     assert res["ran"] >= 2 and res["ran"] + res["rejected"] == 8, res
     # the drawn wrong field, or stages that overflow shared memory with 128-row, BK 128 tiles
     assert set(res["fields"]) <= {"splitk_factor", "use_smem_epilogue", "warp_tile", "stages"}
+
+
+def test_property_shards_ran_every_tiling_strategy(sim_results: dict) -> None:
+    ran = {s for shard in SHARDS for s in sim_results[shard].get("strategies", [])}
+    assert ran == {"persistent", "one_tile_per_cta", "persistent_pingpong"}, ran
 
 
 if __name__ == "__main__":

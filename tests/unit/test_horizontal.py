@@ -186,14 +186,12 @@ def _params(**changes: object) -> MatmulParams:
         ({"splitk_factor": 2}, "splitk_factor", "products are combined in the epilogue"),
         ({"cluster_dims": (2, 1)}, "cluster_dims", "B multicast per tensor map"),
         ({"use_smem_epilogue": True}, "use_smem_epilogue", "combines the products from regist"),
-        ({"tiling_strategy": TilingStrategy.persistent_pingpong, "cta_tile": (64, 256, 64)},
-         "tiling_strategy", "persistent_pingpong' with a horizontal fusion"),
         ({"cta_tile": (64, 256, 64), "warp_tile": (64, 128, 64),
           "instruction_tile": (64, 128, 16)}, "warp_tile", "split the CTA tile along M only"),
         ({"cta_tile": (128, 200, 64), "warp_tile": (64, 200, 64),
           "instruction_tile": (64, 200, 16)}, "cta_tile", "must be whole 8-row swizzle groups"),
     ],
-    ids=["splitk", "cluster", "smem_epilogue", "pingpong", "warp_n", "cta_n"],
+    ids=["splitk", "cluster", "smem_epilogue", "warp_n", "cta_n"],
 )  # fmt: skip
 def test_hopper_limits_refuse_what_the_horizontal_kernel_lacks(changes, field, message) -> None:  # noqa: ANN001
     problem = mp.matmul_problem(ffn(2048, 14336, 5120), pm=PM)
@@ -201,6 +199,12 @@ def test_hopper_limits_refuse_what_the_horizontal_kernel_lacks(changes, field, m
     assert limits.violations(_params(), problem, device) == []
     found = limits.violations(_params(**changes), problem, device)
     assert [v.field for v in found if message in v.message] == [field], found
+
+
+def test_ping_pong_consumers_each_own_a_whole_horizontal_tile() -> None:
+    problem = mp.matmul_problem(ffn(2048, 14336, 5120), pm=PM)
+    p = _params(cta_tile=(64, 256, 64), tiling_strategy=TilingStrategy.persistent_pingpong)
+    assert limits.violations(p, problem, mp.get_device("h200")) == []
 
 
 def test_n_major_b_needs_whole_swizzle_rows_per_product() -> None:
