@@ -17,11 +17,13 @@ WARPGROUP_SIZE = 128
 # kernel that forgets to align its swizzled buffers fails in the simulator too.
 FAKE_SHARED_BASE = 0x230
 WINDOW_GAP = 1024
-# Waits (mbarrier, named barriers) give up after this long: a deadlock on the GPU.
-WAIT_TIMEOUT_S = 60.0
+# Waits (mbarrier, named barriers) give up after this long: a deadlock on the GPU. A deadlock
+# every thread is part of is found at once by the scans; this is for the rest. A ping-pong
+# consumer of a simulated CTA pair (768 threads) legitimately waits over 60 s for the other's
+# main loop on a loaded 2-core machine.
+WAIT_TIMEOUT_S = 600.0
 CLUSTER_WAIT_TIMEOUT_S = 1800.0
 CLUSTER_SCAN_S = 5.0
-_POLL_S = 0.02
 # A waiting thread looks for dead or all-waiting siblings this often.
 _CHECK_S = 0.25
 _ABORTED = "simulated kernel aborted"
@@ -175,7 +177,9 @@ class Block:
                         )
                 if now > deadline:
                     raise UsageError(f"deadlock: {describe()} after {timeout:g} s")
-                (cond or self.cond).wait(_POLL_S if cond is None else scan)
+                # every completion notifies the waiters' condition: the timeout only paces
+                # the scans (waking 256 waiters every 20 ms starved a CTA pair's busy threads)
+                (cond or self.cond).wait(scan)
         finally:
             del self.waiting[thread]
 

@@ -267,8 +267,6 @@ def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
     bn = cfg.cta_tile[1]
     if cfg.cluster_m != 2:
         return [f"cluster_m must be 1 or 2 (CTA pairs along M), got {cfg.cluster_m}"]
-    if cfg.pingpong:
-        return ["clusters are generated for the cooperative kernel, not ping-pong"]
     if bn % (unit := pair_n_unit(cfg.b_k_inner)):
         return [
             f"a cluster multicasts half of B's tile: cta_tile n={bn} must be a multiple of {unit}"

@@ -181,14 +181,13 @@ def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> 
     )
     pair_unit = pair_n_unit(problem.b_k_inner)
     check(
-        cluster != (2, 1) or (not pingpong and cta.n % pair_unit == 0),
+        cluster != (2, 1) or cta.n % pair_unit == 0,
         "cluster_dims",
         params.cluster_dims,
-        "(1, 1) with ping-pong or a cta_tile n that does not halve into whole boxes",
-        f"cluster_dims=(2, 1) with cta_tile={cta} and tiling_strategy="
-        f"{params.tiling_strategy.value!r}: each CTA of a pair multicasts half of the B tile "
-        f"(n a multiple of {pair_unit}), and only the "
-        "cooperative kernel has clusters. Set cluster_dims=(1, 1).",
+        "(1, 1) with a cta_tile n that does not halve into whole boxes",
+        f"cluster_dims=(2, 1) with cta_tile={cta}: each CTA of a pair multicasts half of the "
+        f"B tile, so n must be a multiple of {pair_unit} for this layout. Set cluster_dims=(1, 1) "
+        f"or n to a multiple of {pair_unit}.",
     )
     k_tiles = -(-problem.k // cta.k) if cta.k else 0
     check(

@@ -161,6 +161,18 @@ def case_tt_bf16_cluster_pairs_splitk2_bias_gelu(fd: Any, mp: Any) -> dict[str, 
             "cluster_dims": (2, 1)}  # fmt: skip
 
 
+def case_tn_f16_pingpong_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """Ping-pong consumers in CTA pairs: the pair walks 3 units (one M pair x 3 N tiles, N
+    ragged), consumer 0 of both CTAs takes units 0 and 2, consumer 1 unit 1; each owner
+    releases the stage in both CTAs, the other consumer skips it; bias along N."""
+    a, b = _operands(fd, mp, 100, 136, 64, "TN", mp.float16)
+    bias = fd.define_tensor([136], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [100, 136], [1]))
+    fd.add_output(fd.ops.cast(y, mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 3), "tiling_strategy": "persistent_pingpong",
+            "use_smem_epilogue": True, "cluster_dims": (2, 1)}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # the two storing from registers (use_smem_epilogue=False) and the staged one whose rows are
@@ -172,7 +184,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
          "tt_bf16_two_outputs_packed": 4,
-         "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2}  # fmt: skip
+         "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
+         "tn_f16_pingpong_cluster_pairs": 3}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
