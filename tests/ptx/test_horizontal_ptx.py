@@ -23,16 +23,24 @@ def _lto_link_log(config: object) -> str:
     return module._lto_link_log(config)  # type: ignore[no-any-return]
 
 
+PINGPONG = {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
+            "instruction_tile": (64, 256, 16),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("h", "b_k_inner", "dtype", "wgmma"),
-    [(2, True, "bfloat16", "m64n256k16.f32.bf16.bf16"), (2, False, "float16", "m64n256k16"),
-     (3, True, "float16", "m64n240k16")],
-    ids=["ffn_bf16_kmajor", "ffn_f16_nmajor", "three_f16_kmajor"],
+    ("h", "b_k_inner", "dtype", "wgmma", "overrides"),
+    [(2, True, "bfloat16", "m64n256k16.f32.bf16.bf16", None),
+     (2, False, "float16", "m64n256k16", None), (3, True, "float16", "m64n240k16", None),
+     (2, True, "bfloat16", "m64n256k16", PINGPONG)],
+    ids=["ffn_bf16_kmajor", "ffn_f16_nmajor", "three_f16_kmajor", "ffn_bf16_pingpong"],
 )  # fmt: skip
-def test_horizontal_kernel_links_whole(h: int, b_k_inner: bool, dtype: str, wgmma: str) -> None:
-    """The default plan for the FFN at the benchmark's shape (and h = 3): one wgmma of N = h x
-    the output tile's n, a tensor map per B, setmaxnreg kept (no C7504), the wgmmas pipelined
-    (no C7509), no spills (the epilogue's local array is a stack frame, not spilled registers)."""
+def test_horizontal_kernel_links_whole(
+    h: int, b_k_inner: bool, dtype: str, wgmma: str, overrides: dict | None
+) -> None:
+    """The default plan for the FFN at the benchmark's shape (h = 3, ping-pong too): one wgmma
+    of N = h x the output tile's n, a tensor map per B, setmaxnreg kept (no C7504), the wgmmas
+    pipelined (no C7509), no spills (the epilogue's local array is a stack frame)."""
     m, n, k = 2048, 14336, 5120
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([m, k], dtype=getattr(mp, dtype))
@@ -43,7 +51,7 @@ def test_horizontal_kernel_links_whole(h: int, b_k_inner: bool, dtype: str, wgmm
         for w in ws[1:]:
             y = fd.ops.mul(y, op(x, w))
         fd.add_output(fd.ops.cast(y, getattr(mp, dtype)))
-    compiled = mp.compile(fd.fusion, "h200")
+    compiled = mp.compile(fd.fusion, "h200", overrides=overrides)
     config = compiled._artifact.config  # the HopperArtifact's kernel config
     assert config.horizontal == h
     ptx = compiled.ptx
