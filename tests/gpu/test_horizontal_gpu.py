@@ -2,7 +2,7 @@
 operand A, through mp.compile → execute on torch tensors, against float64.
 
 The llama FFN (K- and N-major B, fp16 and bf16, ragged and 2048x1024x512, default and smaller
-tiles), three products with a bias and a scalar, and q/k/v as three outputs. Outputs are
+tiles, ping-pong), three products with a bias and a scalar, and q/k/v as three outputs. Outputs are
 poisoned (the caching allocator's free blocks filled with NaN) before each run; each case runs
 twice (the second call reuses the bound launch).
 """
@@ -34,6 +34,9 @@ pytestmark = [
 TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
 SMALL = {"cta_tile": (64, 128, 64), "warp_tile": (64, 128, 64),
          "instruction_tile": (64, 128, 16), "stages": 3}  # fmt: skip
+PINGPONG = {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
+            "instruction_tile": (64, 256, 16),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +101,13 @@ def _run(
 @pytest.mark.parametrize("b_k_inner", [True, False], ids=["kmajor", "nmajor"])
 @pytest.mark.parametrize(
     ("shape", "overrides"),
-    [((2048, 1024, 512), None), ((300, 1000, 520), None), ((300, 1000, 520), SMALL)],
-    ids=["2048x1024x512", "ragged", "ragged_64x128"],
+    [
+        ((2048, 1024, 512), None),
+        ((300, 1000, 520), None),
+        ((300, 1000, 520), SMALL),
+        ((300, 1000, 520), PINGPONG),
+    ],
+    ids=["2048x1024x512", "ragged", "ragged_64x128", "ragged_pingpong"],
 )
 def test_llama_ffn_is_one_kernel_matching_float64(
     pm: mp.PluginManager, dtype: mp.DType, b_k_inner: bool, shape: tuple, overrides: Any
