@@ -5,6 +5,8 @@ As in test_hopper_kernel_sim.py: each case compiles for an h200-like device with
 persistent CTAs walk several work units), runs ``compiled.execute`` on numpy arrays in a
 simulating subprocess (outputs arrive NaN-poisoned from ``allocate``, so unwritten elements
 show) and compares with ``mp.evaluate`` (float64 inside) and, for the FFN, with numpy in float64.
+Two seeded property shards check that every parameter set hopper's limits accept for a
+horizontal FFN builds a correct kernel (``run_property``).
 """
 
 from __future__ import annotations
