@@ -4,10 +4,14 @@ cuBLAS, interleaved in one process: BENCHMARKS.md runs 34-35.
 On a GPU machine (after the README's install): ``python scripts/cluster_probe.py``; one JSON
 line per problem with each variant's error against torch in float64, kernel name, median ms and
 ratio to torch (``F.linear``, or ``F.gelu(F.linear(x, w, b))`` for the fused rows).
+``--variant LABEL=JSON`` replaces the variants with MatmulParams overrides of your own
+(repeatable; ``default`` is always first); ``--only 4096x4096x4096`` keeps the shapes whose
+name starts so (repeatable).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import warnings
@@ -30,7 +34,9 @@ SHAPES = (
 VARIANTS = (("default", None), ("c2", {"cluster_dims": (2, 1)}))
 
 
-def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
+def probe(
+    m: int, n: int, k: int, name: str, fused: bool, variants: tuple = VARIANTS
+) -> dict[str, object]:
     """One problem: each variant checked against torch in float64, then timed beside it."""
     dtype, tdtype = getattr(mp, name), getattr(torch, name)
     x = torch.randn(m, k, device="cuda", dtype=tdtype)
@@ -44,7 +50,7 @@ def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
     ref = reference().double()
     row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
     fns: dict[str, Callable[[], object]] = {"torch": reference}
-    for label, overrides in VARIANTS:
+    for label, overrides in variants:
         compiled = mp.compile(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
         out = compiled.execute(inputs)[0]
         row[f"{label}_err"] = float((out.double() - ref).norm() / ref.norm())
@@ -56,16 +62,31 @@ def probe(m: int, n: int, k: int, name: str, fused: bool) -> dict[str, object]:
             times[label].append(cuda_median_ms(fn, reps=20, inner=10))
     torch_ms = statistics.median(times["torch"])
     row["torch_ms"] = round(torch_ms, 4)
-    for label, _ in VARIANTS:
+    for label, _ in variants:
         ms = statistics.median(times[label])
         row[f"{label}_ms"], row[f"{label}_ratio"] = round(ms, 4), round(torch_ms / ms, 3)
     return row
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON")
+    parser.add_argument("--only", action="append", default=[], metavar="MxNxK")
+    args = parser.parse_args()
+    variants = VARIANTS
+    if args.variant:
+        own = [(label, json.loads(text)) for label, text in (v.split("=", 1) for v in args.variant)]
+        variants = (("default", None), *own)
     warnings.simplefilter("ignore")
     for shape in SHAPES:
-        print(json.dumps(probe(*shape)), flush=True)
+        if args.only and not any(
+            f"{shape[0]}x{shape[1]}x{shape[2]}".startswith(o) for o in args.only
+        ):
+            continue
+        try:
+            print(json.dumps(probe(*shape, variants=variants)), flush=True)
+        except Exception as exc:  # a variant limits refuse: say so and go on
+            print(json.dumps({"shape": shape, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
 
 
 if __name__ == "__main__":
