@@ -116,7 +116,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     program = lower_epilogue(work, patterns, epi_inputs, name, accs)
     scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
-    if len(patterns) == 1:  # several: _check_prologues saw plain operands
+    if len(patterns) == 1:  # several: check_no_prologues saw plain operands
         prologue_a = lower_prologue(patterns[0].a, a_tv, scalar_table, name)
         prologue_b = lower_prologue(patterns[0].b, b_tv, scalar_table, name)
         program = attrs.evolve(program, scalars=tuple(scalar_table))
