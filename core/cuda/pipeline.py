@@ -1,18 +1,10 @@
 """Numba's front end for generated kernels: a lean pass pipeline, their PTX and their cubins.
 
-Numba-CUDA runs every function through ~25 passes written for any Python. Generated kernels
-use none of what a third of them are for (closures, ``with`` blocks, ``literal_unroll``,
-``literally``, dynamic raises, inlinable callees, semantic constants, string-literal indexes,
-arrays of constants) and are typed as well
-without SSA (every re-assigned variable keeps one type), so ``lean`` skips those passes, SSA
-reconstruction and its phi stripping, and lowers with a linear scan for singly assigned
-variables (Numba's walks a block once per variable). The ampere kernels' PTX is byte for byte
-what Numba's own pipeline makes; a first build of the default ampere kernel takes 2.4 s instead
-of 4.2 s, hopper's 1.7 s instead of 2.1-2.3 s (docs/decisions.md, "A lean Numba pipeline";
-``scripts/build_time.py``).
-
-Only the kernel named in ``lean`` takes the lean pipeline: functions Numba compiles on the way
-(an overload's implementation) take its own. Imported only to build (it imports Numba).
+``lean`` leaves out the Numba-CUDA passes generated code never needs (closures, ``with``,
+``literal_unroll``, rewrites it never matches) and SSA reconstruction (its variables keep one
+type), and finds singly assigned variables in one scan; only the function it names is compiled
+so. Ampere PTX stays byte-identical; first builds: docs/decisions.md, "A lean Numba pipeline".
+Imported only to build (it imports Numba).
 """
 
 from __future__ import annotations
