@@ -120,7 +120,7 @@ def lean(func: Any) -> Iterator[None]:
             compiler.CUDACompiler = saved
 
 
-def ptx(dispatcher: Any, signature: Any, cc: tuple[int, ...], threads: int) -> str:
+def ptx(dispatcher: Any, signature: Any, cc: tuple[int | str, ...], threads: int) -> str:
     """PTX of the generated kernel *dispatcher* for *signature* and compute capability *cc*
     (no GPU needed), launch bounds ``(threads, 1)``."""
     from numba import cuda
