@@ -109,6 +109,11 @@ class StandInTorch(types.ModuleType):
     def empty(self, shape: tuple[int, ...], dtype: _DType, device: str) -> Tensor:
         return Tensor(tuple(shape), dtype, self._next())
 
+    def empty_strided(
+        self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: _DType, device: object
+    ) -> Tensor:
+        return self.empty(shape, dtype, "cuda")
+
 
 def load_stub(where: Path) -> None:
     """Build the stub libcuda in *where* and load it globally (before mmaplug or cuda.bindings)."""

@@ -93,6 +93,11 @@ class FakeTorch(types.ModuleType):
         self.allocations.append((tuple(shape), dtype.name, self.current))
         return Tensor(self, shape, dtype, ptr)
 
+    def empty_strided(
+        self, shape: tuple[int, ...], strides: tuple[int, ...], dtype: FakeDType, device: object
+    ) -> Tensor:
+        return self.empty(shape, dtype, "cuda")
+
     def tensor(self, shape: tuple[int, ...], dtype: str = "float16") -> Tensor:
         return self.empty(shape, getattr(self, dtype), "cuda:0")
 
@@ -339,3 +344,17 @@ def test_tensor_maps_used_under_capture_are_never_evicted(monkeypatch: pytest.Mo
     assert uploads.count(16) == 1  # never encoded again
     device_maps.get(0x100000, 32)  # the oldest eager pair was evicted: encoded anew
     assert uploads.count(0x100000) == 2
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides"),
+    [((), ()), ((4,), (1,)), ((3, 5), (5, 1)), ((0, 5), (5, 1)), ((3, 0, 2), (2, 2, 1)),
+     ((2, 1, 7), (7, 7, 1))],
+)  # fmt: skip
+def test_outputs_are_allocated_with_torchs_contiguous_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...]
+) -> None:
+    """torch.empty_strided gets the strides torch.empty would give (a 0 or 1 extent counts 1)."""
+    from mmaplug.cuda.frameworks import contiguous_strides
+
+    assert contiguous_strides(shape) == strides

@@ -81,10 +81,15 @@ def allocator(like: object, shape: Sequence[int], dtype: DType) -> Callable[[], 
     """
     kind, shape = kind_of(like), tuple(shape)
     if kind == "torch":
+        # empty_strided with the device's index: 2.3 us a call on the H200 against 4.8 us for
+        # torch.empty(shape, device=<torch.device>) (run 37, scripts/host_overhead.py)
         torch = sys.modules["torch"]
-        device = like.device  # type: ignore[attr-defined]
-        torch_dtype = _torch_dtype(torch, dtype)
-        return functools.partial(torch.empty, shape, dtype=torch_dtype, device=device)
+        index = like.get_device()  # type: ignore[attr-defined]
+        where = index if index >= 0 else like.device  # type: ignore[attr-defined]
+        return functools.partial(
+            torch.empty_strided, shape, contiguous_strides(shape),
+            dtype=_torch_dtype(torch, dtype), device=where,
+        )  # fmt: skip
     if kind == "cupy":
         return functools.partial(sys.modules["cupy"].empty, shape, dtype=_numpy_dtype(dtype))
     if kind == "numpy":  # the simulator: host arrays, poisoned so unwritten elements show
@@ -92,6 +97,16 @@ def allocator(like: object, shape: Sequence[int], dtype: DType) -> Callable[[], 
     from numba import cuda
 
     return functools.partial(cuda.device_array, shape, dtype=_numpy_dtype(dtype))
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of *shape*, as torch gives a contiguous tensor (a size-0 or
+    size-1 dim counts as 1)."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(int(extent), 1)
+    return tuple(reversed(strides))
 
 
 def allocate(like: object, shape: Sequence[int], dtype: DType, stream: int | None = None) -> object:
