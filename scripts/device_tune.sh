@@ -5,8 +5,9 @@
 #     choices timed first), nvMatmulHeuristics where installed; text, JSON and PNG,
 #  3. one problem x 50 candidates from a cold kernel cache, builds on every core but one.
 # Everything lands under $OUT (summary.txt first). Budgets in seconds, from the environment:
-# SWEEP_S (225), REPORT_S (60), SINGLE_S (100); per corpus problem CANDIDATES hopper (14) and
-# AMPERE ampere-scheduler (4) candidates.
+# SWEEP_S (225), REPORT_S (60), SINGLE_S (100; 0 leaves step 3 out); per corpus problem
+# CANDIDATES hopper (14) and AMPERE ampere-scheduler (4) candidates. The databases and logs are
+# also packed into $OUT/tune_files.tgz (the device machine returns only a few files).
 #   bash scripts/device_tune.sh             on the device machine
 #   bash scripts/device_tune.sh --dry-run   anywhere: the same steps, PTX builds instead of
 #                                           timing (2 candidates a problem), no GPU needed
@@ -88,6 +89,8 @@ summary "== one problem x 50 candidates, cold kernel cache (limit ${SINGLE_S} s)
 start=$SECONDS
 if [ $DRY = 1 ]; then
   summary "(dry run: planned only; see single_candidates.txt)"
+elif [ "$SINGLE_S" = 0 ]; then
+  summary "(SINGLE_S=0: left out)"
 else
   MMAPLUG_CACHE_DIR=/tmp/mmcache_single timeout -k 10 $(( SINGLE_S + 60 )) mmaplug tune \
     "${SINGLE[@]}" --candidates 50 --workers "$WORKERS" --time-limit "$SINGLE_S" --timeout 60 \
@@ -98,4 +101,5 @@ else
   phases single "$OUT/single.log" | tee -a "$OUT/summary.txt"
   mmaplug report "${SINGLE[@]}" --db "$OUT/single.sqlite" 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
 fi
+tar -czf "$OUT/tune_files.tgz" -C "$OUT" --exclude tune_files.tgz . 2>/dev/null
 summary "== done in ${SECONDS} s; files under $OUT"
