@@ -131,12 +131,12 @@ def _signed(value: int) -> int:
 def numba_binary(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> Binary:
     """Compile *dispatcher* for *signature* and compute capability *cc* with Numba: its cubin,
     entry name and parameter slots (``ARRAY_SLOTS`` per array, one per scalar), for the cubin
-    cache (``mmaplug.cuda.pipeline.cubin``: no device needed)."""
+    cache (``mmaplug.cuda.pipeline.compile_cubin``: no device needed)."""
     from numba import types
 
-    from .pipeline import cubin
+    from .pipeline import compile_cubin
 
-    image, entry = cubin(dispatcher, signature, cc)
+    image, entry = compile_cubin(dispatcher, signature, cc)
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
     return Binary(image, entry, slots)
 

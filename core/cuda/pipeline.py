@@ -22,7 +22,7 @@ from numba.cuda.core.compiler_machinery import PassManager, register_pass
 
 from ..errors import KernelBuildError
 
-__all__ = ["SKIPPED_PASSES", "cubin", "lean", "ptx"]
+__all__ = ["SKIPPED_PASSES", "compile_cubin", "lean", "ptx"]
 
 #: Numba passes the lean pipeline leaves out (GenericRewrites stays: it turns a tuple indexed
 #: by a constant into a static getitem, which hopper's accumulators need)
@@ -135,7 +135,7 @@ def ptx(dispatcher: Any, signature: Any, cc: tuple[int | str, ...], threads: int
 _UNLINKED: Final = ("link", "extensions", "shared_memory_carveout", "device")
 
 
-def cubin(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> tuple[bytes, str]:
+def compile_cubin(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> tuple[bytes, str]:
     """The cubin and entry name of *dispatcher* for *signature* on compute capability *cc*:
     what ``dispatcher.compile`` links (same options, lean front end), without the PTX it also
     makes (there only to search for runtime calls generated kernels never make; LTO links

@@ -121,4 +121,4 @@ def test_cubin_refuses_options_it_would_not_link() -> None:
         targetoptions={"link": ("helpers.ptx",), "launch_bounds": (128, 1)},
     )
     with pytest.raises(KernelBuildError, match=r"kernel ampere_gemm asks cuda.jit for \{'link'"):
-        pipeline.cubin(dispatcher, None, (8, 0))
+        pipeline.compile_cubin(dispatcher, None, (8, 0))
