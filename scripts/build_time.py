@@ -7,6 +7,8 @@ kernel of a device preset, with the compute capability given instead of read fro
     python scripts/build_time.py --cases ampere-mm --repeat 5
     python scripts/build_time.py --profile ampere-mm    # cProfile of one build (top 40)
     python scripts/build_time.py --json
+    python scripts/build_time.py --baseline             # the build before the lean pipeline
+    python scripts/build_time.py --cpu                  # CPU seconds (a machine under load)
 
 Cases: the ampere (a100 preset, hopper blocked) and hopper (h200) default kernels of a 4096^3
 fp16 ``matmul`` (``-mm``) and of ``gelu(linear(x, w, b))`` (``-lg``). Phases: ``import``
@@ -14,7 +16,9 @@ fp16 ``matmul`` (``-mm``) and of ``gelu(linear(x, w, b))`` (``-lg``). Phases: ``
 the kernel module, in a fresh cache directory), ``frontend`` (Numba: bytecode to LLVM IR),
 ``nvvm`` (NVVM IR to PTX or LTO IR), ``link`` (nvJitLink: ptxas, with LTO), ``other`` (the
 rest of the build). ``build`` sums them: the first build counted from the first Numba import.
-``plan`` (``mp.compile`` before any build) is printed apart.
+``plan`` (``mp.compile`` before any build) is printed apart. ``--baseline`` builds as
+``dispatcher.compile`` did before ``mmaplug.cuda.pipeline``: Numba's own pipeline, and PTX made
+before the LTO link.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ CASES = ("ampere-mm", "ampere-lg", "hopper-mm", "hopper-lg")
 PHASES = ("import", "source", "frontend", "nvvm", "link", "other", "build")
 PRESET = {"ampere": ("a100", (8, 0)), "hopper": ("h200", (9, 0))}
 M = N = K = 4096
+clock = time.perf_counter  # --cpu: time.process_time (this process's CPU time, all threads)
 
 
 def _timed(owner: Any, name: str, spent: dict[str, float], phase: str) -> None:
@@ -42,20 +47,39 @@ def _timed(owner: Any, name: str, spent: dict[str, float], phase: str) -> None:
     inner = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start = clock()
         try:
             return inner(*args, **kwargs)
         finally:
-            spent[phase] += time.perf_counter() - start
+            spent[phase] += clock() - start
 
     setattr(owner, name, wrapper)
 
 
-def child(case: str, profile: bool) -> dict[str, Any]:
+def _numbas_own_build() -> None:
+    """Build as before ``mmaplug.cuda.pipeline``: Numba's pipeline, and the PTX that
+    ``dispatcher.compile`` made (for a search) before the cubin was linked."""
+    import contextlib
+
+    from numba.cuda.codegen import CUDACodeLibrary
+
+    from mmaplug.cuda import pipeline
+
+    pipeline.lean = lambda func: contextlib.nullcontext()  # type: ignore[assignment]
+    get_cubin = CUDACodeLibrary.get_cubin
+
+    def with_ptx(library: Any, cc: Any = None) -> Any:
+        library.get_asm_str(cc=cc)
+        return get_cubin(library, cc=cc)
+
+    CUDACodeLibrary.get_cubin = with_ptx  # type: ignore[method-assign]
+
+
+def child(case: str, profile: bool, baseline: bool) -> dict[str, Any]:
     """Plan and build *case* in this (fresh) process; seconds per phase."""
     scheduler, fusion = case.split("-")
     preset, cc = PRESET[scheduler]
-    start = time.perf_counter()
+    start = clock()
     import mmaplug as mp
 
     with mp.FusionDefinition() as fd:
@@ -68,7 +92,7 @@ def child(case: str, profile: bool) -> dict[str, Any]:
     pm = mp.make_plugin_manager(block=("hopper",)) if scheduler == "ampere" else None
     compiled = mp.compile(fd, device=preset, pm=pm)
     config = compiled._artifact.config
-    planned = time.perf_counter()
+    planned = clock()
 
     import numba.cuda  # noqa: F401
     from numba.cuda import compiler
@@ -81,9 +105,11 @@ def child(case: str, profile: bool) -> dict[str, Any]:
     _timed(compiler, "compile_cuda", spent, "frontend")
     _timed(nvvm, "compile_ir", spent, "nvvm")
     _timed(driver._Linker, "complete", spent, "link")
-    imported = time.perf_counter()
+    if baseline:
+        _numbas_own_build()
+    imported = clock()
     kernels = kernel.build(config)
-    sourced = time.perf_counter()
+    sourced = clock()
     name = f"{scheduler}_gemm"
     profiler = cProfile.Profile() if profile else None
     if profiler:
@@ -92,7 +118,7 @@ def child(case: str, profile: bool) -> dict[str, Any]:
     if profiler:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumtime").print_stats(40)
-    built = time.perf_counter()
+    built = clock()
     times = {
         "plan": planned - start,
         "import": imported - planned,
@@ -104,12 +130,13 @@ def child(case: str, profile: bool) -> dict[str, Any]:
     return {"case": case, "kernel": config.name, "cubin": len(binary.cubin), "s": times}
 
 
-def run(case: str, profile: bool = False) -> dict[str, Any]:
+def run(case: str, flags: list[str], profile: bool = False) -> dict[str, Any]:
     """One fresh process building *case* (its own empty cache directory)."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, MMAPLUG_CACHE_DIR=cache, MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
         env.pop("NUMBA_ENABLE_CUDASIM", None)
-        cmd = [sys.executable, __file__, "--child", case] + (["--profile", case] if profile else [])
+        cmd = [sys.executable, __file__, "--child", case]
+        cmd += flags + (["--profile", case] if profile else [])
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{case} failed:\n{done.stderr}")
@@ -124,17 +151,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per case")
     parser.add_argument("--profile", choices=CASES, help="cProfile the build of one case")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--baseline", action="store_true", help="Numba's pipeline, as before")
+    parser.add_argument("--cpu", action="store_true", help="CPU seconds instead of wall seconds")
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    flags = ["--baseline"] * args.baseline + ["--cpu"] * args.cpu
     if args.child:
-        print(json.dumps(child(args.child, args.profile == args.child)))
+        if args.cpu:
+            global clock
+            clock = time.process_time
+        print(json.dumps(child(args.child, args.profile == args.child, args.baseline)))
         return
     if args.profile:
-        run(args.profile, profile=True)
+        run(args.profile, flags, profile=True)
         return
     report = []
     for case in args.cases:
-        runs = [run(case) for _ in range(args.repeat)]
+        runs = [run(case, flags) for _ in range(args.repeat)]
         phases = ("plan", *PHASES)
         summary = {
             phase: {
