@@ -33,6 +33,7 @@ def emit_staged_epilogue(
     n0: str = "n0",
     smem: str = "cs",
     base: str = "",
+    products: int = 1,
 ) -> None:
     """Epilogue of the staged tile, ``EPI_COLS`` consecutive columns per thread and step.
 
@@ -46,7 +47,9 @@ def emit_staged_epilogue(
 
     The tile is *rows* x *cols* float32 at ``smem[base + row * stride + col]``, its origin in
     the output at (*m0*, *n0*); *threads* threads (index *tid*) share it, and
-    :func:`fits_staged` must hold.
+    :func:`fits_staged` must hold. With *products* p > 1 (a horizontal fusion) each row holds
+    p such tiles side by side, product ``j``'s column ``c`` at ``j * cols + c``: the program's
+    ``acc`` of product ``j`` reads ``v{j}``.
     """
     bm, bn, cst = rows, cols, stride
     g = EPI_COLS  # the register rotations below are written for 4 columns
@@ -86,6 +89,11 @@ def emit_staged_epilogue(
     with em.indent():
         em(f"row = {m0} + erow + lr")
         em(f"va0, va1, va2, va3 = ld_shared_v4_f32(smem_addr({smem}, es + lr * {cst}))")
+        for p in range(1, products):
+            em(
+                f"vp{p}_0, vp{p}_1, vp{p}_2, vp{p}_3 = "
+                f"ld_shared_v4_f32(smem_addr({smem}, es + lr * {cst} + {p * bn}))"
+            )
         for k, out in enumerate(prog.outputs):
             if is16(out.dtype):
                 em(f"w{k} = uint64(0)")
@@ -95,6 +103,9 @@ def emit_staged_epilogue(
         with em.indent():
             em("v = va0")
             em("va0, va1, va2, va3 = va1, va2, va3, v")
+            for p in range(1, products):
+                em(f"v{p} = vp{p}_0")
+                em(f"vp{p}_0, vp{p}_1, vp{p}_2, vp{p}_3 = vp{p}_1, vp{p}_2, vp{p}_3, v{p}")
             inputs = {}
             for i in sorted(used_inputs):
                 if i in hoisted:

@@ -7,7 +7,12 @@ from typing import Final, NamedTuple
 from mmaplug.device import Device
 from mmaplug.markers import hookimpl
 from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.plugins.hopper.config import horizontal_unit, pair_n_unit, staging_bytes
+from mmaplug.plugins.hopper.config import (
+    horizontal_chunk,
+    horizontal_unit,
+    pair_n_unit,
+    staging_bytes,
+)
 from mmaplug.problem import MatmulProblem
 
 __all__ = [
@@ -282,14 +287,22 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     """A horizontal fusion of h matmuls: one wgmma of N = h x the output tile's n (128
     columns for two, whole swizzle units of each B otherwise) per 64 rows, two consumers
     along M (64 when M fits one), persistent, no split-K, cluster or ping-pong, the epilogue
-    from registers (what hopper's limits take for it; docs/decisions.md, "Horizontal fusion")."""
+    staged through shared memory where the products' chunks fit a staged row (else from
+    registers; docs/decisions.md, "Horizontal fusion")."""
     h, unit = problem.horizontal, horizontal_unit(problem.b_k_inner)
-    n_out = min(128, MAX_TMA_BOX // h // unit * unit)
+    widest = min(128, MAX_TMA_BOX // h // unit * unit)
+    # the widest output tile whose products' chunks fit a staged row (the register epilogue
+    # is ~3x slower per tile: run 37), else the widest
+    fits = [n for n in range(widest, 0, -unit) if horizontal_chunk(h * n, h)]
+    n_out = fits[0] if fits else widest
     cta = TileShape(64 if problem.m <= 64 else 128, h * n_out, 64)
     warp = TileShape(64, cta.n, cta.k)
     m_tiles, n_tiles = _ceil(problem.m, cta.m), _ceil(problem.n, n_out)
     per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
+    staged = horizontal_chunk(warp.n, h) > 0  # the products combined in a staged chunk
+    consumers = cta.m // warp.m
     budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK
+    budget -= staging_bytes(consumers, warp.m, warp.n) if staged else 0
     stages = min(budget // hopper_stage_bytes(problem, cta), HOPPER_MAX_STAGES)
     return MatmulParams(
         cta_tile=cta,
@@ -298,7 +311,7 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
         stages=max(2, min(stages, _ceil(problem.k, cta.k) * per_cta)),
         async_gmem_load_operands=True,
         cta_order=cta_order_for(m_tiles, n_tiles),
-        use_smem_epilogue=False,
+        use_smem_epilogue=staged,
         tiling_strategy=TilingStrategy.persistent,
         warp_specialized=True,
     )

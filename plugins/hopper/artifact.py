@@ -66,6 +66,8 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     output's chunk rows fit the staging region and its rows are whole 16-byte units
     (N * itemsize % 16 == 0, true of the contiguous outputs ``execute`` allocates; each launch
     checks the actual tensors)."""
+    if problem.horizontal > 1:  # the staged path combines the products; packing does not
+        return False
     dtypes = epilogue_outputs(analysis.epilogue, params.splitk_factor)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)

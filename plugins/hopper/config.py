@@ -104,6 +104,12 @@ class HopperKernelConfig:
         return epilogue_chunk(self.warp_tile[1])
 
     @property
+    def horizontal_chunk(self) -> int:
+        """Output columns of each product staged at a time by a horizontal fusion's smem
+        epilogue (0: none fits; see :func:`horizontal_chunk`)."""
+        return horizontal_chunk(self.warp_tile[1], self.horizontal)
+
+    @property
     def epilogue_stride(self) -> int:
         """Row stride (floats) of a staged chunk: 16-byte rows, 4 floats of padding."""
         return self.epilogue_chunk + 4
@@ -157,6 +163,14 @@ class HopperKernelConfig:
 def epilogue_chunk(wn: int) -> int:
     """Columns staged at a time by the smem epilogue: 32, 16 or 8, dividing *wn*."""
     return next(c for c in (32, 16, 8) if wn % c == 0)
+
+
+def horizontal_chunk(wn: int, h: int) -> int:
+    """Columns per product a staged chunk of a horizontal fusion holds: the h products' chunks
+    side by side in one staged row of ``epilogue_chunk(wn)`` floats, each 32, 16 or 8 columns
+    dividing the product's ``wn / h``; 0 when none fits."""
+    room, share = epilogue_chunk(wn), wn // h
+    return next((c for c in (32, 16, 8) if share % c == 0 and h * c <= room), 0)
 
 
 def epilogue_outputs(epilogue: EpilogueProgram, splitk: int) -> tuple[DType, ...]:
@@ -297,9 +311,14 @@ def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
             f"horizontal {h}: consumers split the tile along M only (warp_tile n {wn} must "
             f"equal cta_tile n {bn}: each thread needs every product's column)"
         )
-    if cfg.splitk > 1 or cfg.cluster_m > 1 or cfg.smem_epilogue:
+    if cfg.splitk > 1 or cfg.cluster_m > 1 or cfg.packed_stores:
         problems.append(
-            f"horizontal {h} is generated with splitk 1, no cluster and the register epilogue"
+            f"horizontal {h} is generated with splitk 1, no cluster and no packed stores"
+        )
+    if cfg.smem_epilogue and not cfg.horizontal_chunk:
+        problems.append(
+            f"horizontal {h} with the smem epilogue: each product's {wn // h} columns must split "
+            f"into chunks of 32, 16 or 8 that fit {h} to a staged row of {cfg.epilogue_chunk}"
         )
     return problems
 

@@ -150,25 +150,30 @@ def _emit_staged(
     per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
     warpgroup orders the writes and reads of its chunk buffer."""
     wm, wn, _ = cfg.warp_tile
-    chunk, stride = cfg.epilogue_chunk, cfg.epilogue_stride
+    h = cfg.horizontal
+    chunk, stride = (cfg.horizontal_chunk, cfg.epilogue_stride) if h > 1 else (
+        cfg.epilogue_chunk, cfg.epilogue_stride)  # fmt: skip
+    share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
     em(f"em0 = m0 + cm * {wm}")
     em("ch = 0")
-    em(f"while ch < {wn // chunk}:")
+    em(f"while ch < {share // chunk}:")
     with em.indent():
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
-        for index in range(wn // chunk):
+        for index in range(share // chunk):
             em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
             with em.indent():
                 for r, acc in enumerate(accs):
                     for q in range(index * chunk // 8, (index + 1) * chunk // 8):
-                        for h in range(2):
+                        for half in range(2):
                             for e in range(2):
-                                off = (64 * r + 8 * h) * stride + 8 * q - index * chunk + e
-                                em(f"sf[wrow + {off}] = {acc}[{4 * q + 2 * h + e}]")
+                                off = (64 * r + 8 * half) * stride + 8 * q - index * chunk + e
+                                for j in range(h):  # product j's column: share * j further
+                                    reg = 4 * (q + j * share // 8) + 2 * half + e
+                                    em(f"sf[wrow + {off + j * chunk}] = {acc}[{reg}]")
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
         em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
         emit_staged_epilogue(
             em, prog, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
-            tid="t", m0="em0", n0="en0", smem="sf", base="sbase",
+            tid="t", m0="em0", n0="en0", smem="sf", base="sbase", products=h,
         )  # fmt: skip
         em("ch += 1")

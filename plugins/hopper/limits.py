@@ -18,6 +18,8 @@ from .config import (
     MBARRIER_BYTES,
     SMEM_ALIGN,
     WARPGROUP,
+    epilogue_chunk,
+    horizontal_chunk,
     horizontal_unit,
     pair_n_unit,
     staging_bytes,
@@ -261,12 +263,15 @@ def _check_horizontal(found: Violations, params: MatmulParams, problem: MatmulPr
         f"cluster_dims={params.cluster_dims} with a horizontal fusion: B multicast per tensor "
         "map is not generated. Set cluster_dims=(1, 1).",
     )
+    chunk = horizontal_chunk(warp.n, h)
     check(
-        not params.use_smem_epilogue,
+        not params.use_smem_epilogue or chunk > 0,
         "use_smem_epilogue",
         True,
-        "False",
-        "use_smem_epilogue=True with a horizontal fusion: the staged and packed epilogues read "
-        "one product's columns; the horizontal epilogue combines the products from registers. "
-        "Set use_smem_epilogue=False.",
+        "False for this warp_tile",
+        f"use_smem_epilogue=True with a horizontal fusion and warp_tile={warp}: the staged "
+        f"epilogue puts the {h} products' chunks side by side in one staged row of "
+        f"{epilogue_chunk(warp.n)} columns, each chunk 32, 16 or 8 columns dividing "
+        f"warp_tile.n / {h} = {warp.n // h}; none fits. Set use_smem_epilogue=False, or a "
+        f"cta_tile n whose share per product is a multiple of 8 no wider than 1/{h} of the row.",
     )

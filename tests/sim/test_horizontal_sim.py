@@ -40,9 +40,10 @@ def _ffn(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, b_k_inner: bool) 
 
 
 def case_ffn_kmajor_f16_ragged(fd: Any, mp: Any) -> dict[str, Any]:
-    """K-major Bs, ragged M, N and K: 2 x 2 output tiles of 64 x 64 on 2 persistent CTAs."""
+    """K-major Bs, ragged M, N and K: 2 x 2 output tiles of 64 x 64 on 2 persistent CTAs; the
+    epilogue from registers."""
     _ffn(fd, mp, 70, 72, 80, mp.float16, True)
-    return _tile((64, 128, 64))
+    return {**_tile((64, 128, 64)), "use_smem_epilogue": False}
 
 
 def case_ffn_nmajor_bf16_ragged(fd: Any, mp: Any) -> dict[str, Any]:
@@ -69,7 +70,16 @@ def case_ffn_pingpong_nmajor_bf16(fd: Any, mp: Any) -> dict[str, Any]:
     """Ping-pong: each consumer owns whole 64 x 256 MMA tiles (64 x 128 output) and takes
     every other unit of its CTA (8 units on 2 CTAs), ragged M, N and K."""
     _ffn(fd, mp, 200, 136, 72, mp.bfloat16, False)
-    return {**_tile((64, 256, 64), stages=3), "tiling_strategy": "persistent_pingpong"}
+    return {**_tile((64, 256, 64), stages=3), "tiling_strategy": "persistent_pingpong",
+            "use_smem_epilogue": False}  # fmt: skip
+
+
+def case_ffn_pingpong_staged_kmajor_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Ping-pong with the staged epilogue: each consumer stages 16-column chunks of both
+    products side by side in its own region (3 units on 2 CTAs), ragged M and N."""
+    _ffn(fd, mp, 130, 72, 64, mp.float16, True)
+    return {**_tile((64, 128, 64), stages=3), "tiling_strategy": "persistent_pingpong",
+            "use_smem_epilogue": True}  # fmt: skip
 
 
 def case_three_products_bias_scalar_bf16(fd: Any, mp: Any) -> dict[str, Any]:
@@ -82,7 +92,7 @@ def case_three_products_bias_scalar_bf16(fd: Any, mp: Any) -> dict[str, Any]:
     y = fd.ops.add(fd.ops.mul(fd.ops.mul(fd.ops.silu(g), u), s),
                    fd.ops.add(v, fd.ops.broadcast_in_dim(bias, [70, 80], [1])))  # fmt: skip
     fd.add_output(fd.ops.cast(y, mp.bfloat16))
-    return _tile((64, 192, 64))
+    return {**_tile((64, 192, 64)), "use_smem_epilogue": True}  # chunks of 8 columns each
 
 
 def case_batch2_two_outputs_nmajor_f16(fd: Any, mp: Any) -> dict[str, Any]:
@@ -105,10 +115,13 @@ def case_qkv_outputs_default_f16(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
+# the cases whose epilogue combines the products from registers; the rest stage chunks of every
+# product side by side in shared memory (the default where they fit)
+REGISTERS = {"ffn_kmajor_f16_ragged", "ffn_pingpong_nmajor_bf16"}
 # work units (output tiles) of each case; 2 CTAs walk them
 UNITS = {"ffn_kmajor_f16_ragged": 4, "ffn_nmajor_bf16_ragged": 4,
          "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 4,
-         "ffn_pingpong_nmajor_bf16": 8,
+         "ffn_pingpong_nmajor_bf16": 8, "ffn_pingpong_staged_kmajor_f16": 6,
          "three_products_bias_scalar_bf16": 4, "batch2_two_outputs_nmajor_f16": 4,
          "qkv_outputs_default_f16": 2}  # fmt: skip
 
@@ -244,6 +257,7 @@ def test_horizontal_kernel_matches_float64(sim_results: dict, name: str) -> None
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == "hopper" and res["horizontal"] >= 2, res
     assert res["kernel"].endswith(f"_h{res['horizontal']}"), res
+    assert ("_se_" in res["kernel"]) == (name not in REGISTERS), res["kernel"]
     assert res["launches"] == [["hopper_gemm", 2, UNITS[name]]], res["launches"]
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:

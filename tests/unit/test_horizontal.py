@@ -185,13 +185,12 @@ def _params(**changes: object) -> MatmulParams:
     [
         ({"splitk_factor": 2}, "splitk_factor", "products are combined in the epilogue"),
         ({"cluster_dims": (2, 1)}, "cluster_dims", "B multicast per tensor map"),
-        ({"use_smem_epilogue": True}, "use_smem_epilogue", "combines the products from regist"),
         ({"cta_tile": (64, 256, 64), "warp_tile": (64, 128, 64),
           "instruction_tile": (64, 128, 16)}, "warp_tile", "split the CTA tile along M only"),
         ({"cta_tile": (128, 200, 64), "warp_tile": (64, 200, 64),
           "instruction_tile": (64, 200, 16)}, "cta_tile", "must be whole 8-row swizzle groups"),
     ],
-    ids=["splitk", "cluster", "smem_epilogue", "warp_n", "cta_n"],
+    ids=["splitk", "cluster", "warp_n", "cta_n"],
 )  # fmt: skip
 def test_hopper_limits_refuse_what_the_horizontal_kernel_lacks(changes, field, message) -> None:  # noqa: ANN001
     problem = mp.matmul_problem(ffn(2048, 14336, 5120), pm=PM)
@@ -199,6 +198,17 @@ def test_hopper_limits_refuse_what_the_horizontal_kernel_lacks(changes, field, m
     assert limits.violations(_params(), problem, device) == []
     found = limits.violations(_params(**changes), problem, device)
     assert [v.field for v in found if message in v.message] == [field], found
+
+
+def test_smem_epilogue_needs_room_for_every_product_in_a_staged_row() -> None:
+    """Three products of 24 columns: a staged row of 8 columns holds no chunk of each."""
+    problem = mp.matmul_problem(ffn(256, 240, 128, h=3), pm=PM)
+    tiles = {"cta_tile": (128, 72, 64), "warp_tile": (64, 72, 64), "instruction_tile": (64, 72, 16)}
+    device = mp.get_device("h200")
+    assert limits.violations(_params(**tiles), problem, device) == []
+    found = limits.violations(_params(**tiles, use_smem_epilogue=True), problem, device)
+    assert [v.field for v in found] == ["use_smem_epilogue"], found
+    assert "warp_tile.n / 3 = 24; none fits" in found[0].message
 
 
 def test_ping_pong_consumers_each_own_a_whole_horizontal_tile() -> None:
@@ -217,7 +227,7 @@ def test_n_major_b_needs_whole_swizzle_rows_per_product() -> None:
 
 @pytest.mark.parametrize(
     ("h", "b_k_inner", "cta"),
-    [(2, True, (128, 256, 64)), (2, False, (128, 256, 64)), (3, True, (128, 240, 64)),
+    [(2, True, (128, 256, 64)), (2, False, (128, 256, 64)), (3, True, (128, 192, 64)),
      (3, False, (128, 192, 64)), (4, False, (128, 256, 64))],
 )  # fmt: skip
 def test_default_heuristic_is_legal_for_horizontal(h: int, b_k_inner: bool, cta: tuple) -> None:
@@ -226,7 +236,7 @@ def test_default_heuristic_is_legal_for_horizontal(h: int, b_k_inner: bool, cta:
     params = hopper_params(problem, device)
     assert params.cta_tile.as_tuple() == cta and params.warp_tile.n == cta[1]
     assert tuple(params.cluster_dims) == (1, 1) and params.splitk_factor == 1
-    assert not params.use_smem_epilogue
+    assert params.use_smem_epilogue  # each has an output tile whose chunks fit a staged row
     assert limits.violations(params, problem, device) == []
 
 
@@ -251,7 +261,14 @@ def test_generated_source_loads_every_b_and_combines_partner_registers() -> None
     assert loads == [("0", "tmap_b", "0"), ("8192", "tmap_b", "64"),
                      ("16384", "tmap_b1", "0"), ("24576", "tmap_b1", "64")]  # fmt: skip
     assert "n0 = t_minor * 128" in source or "n0 = t_major * 128" in source
-    assert "v1 = spill[sp0 + 64]" in source and "v1 = spill[sp0 + 65]" in source
+    # staged: product 1 (64 registers further in the fragment) 16 columns right of product 0
+    assert "use_smem_epilogue=True" in repr(compiled.spec.params)
+    assert "sf[wrow + 0] = acc0[0]" in source and "sf[wrow + 16] = acc0[64]" in source
+    assert "v1 = vp1_0" in source
+    registers = mp.compile(
+        ffn(256, 512, 128, b_k_inner=False), "h200", pm=PM, overrides={"use_smem_epilogue": False}
+    ).source
+    assert "v1 = spill[sp0 + 64]" in registers and "v1 = spill[sp0 + 65]" in registers
 
 
 def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPatch) -> None:
