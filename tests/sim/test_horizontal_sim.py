@@ -61,7 +61,8 @@ def case_ffn_two_consumers_bk128_f16(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 def case_ffn_default_params_f16(fd: Any, mp: Any) -> dict[str, Any]:
-    """The default heuristic's 128 x 256 MMA tile (128 x 128 output), 2 x 2 tiles."""
+    """The default heuristic's plan: 3 x 2 output tiles of 64 x 128 are 3 a CTA, so ping-pong
+    consumers on 64 x 256 MMA tiles, the staged epilogue."""
     _ffn(fd, mp, 130, 136, 64, mp.float16, True)
     return {}
 
@@ -120,7 +121,7 @@ CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 REGISTERS = {"ffn_kmajor_f16_ragged", "ffn_pingpong_nmajor_bf16"}
 # work units (output tiles) of each case; 2 CTAs walk them
 UNITS = {"ffn_kmajor_f16_ragged": 4, "ffn_nmajor_bf16_ragged": 4,
-         "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 4,
+         "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 6,
          "ffn_pingpong_nmajor_bf16": 8, "ffn_pingpong_staged_kmajor_f16": 6,
          "three_products_bias_scalar_bf16": 4, "batch2_two_outputs_nmajor_f16": 4,
          "qkv_outputs_default_f16": 2}  # fmt: skip

@@ -231,13 +231,30 @@ def test_n_major_b_needs_whole_swizzle_rows_per_product() -> None:
      (3, False, (128, 192, 64)), (4, False, (128, 256, 64))],
 )  # fmt: skip
 def test_default_heuristic_is_legal_for_horizontal(h: int, b_k_inner: bool, cta: tuple) -> None:
-    problem = mp.matmul_problem(ffn(2048, 1024, 512, b_k_inner=b_k_inner, h=h), pm=PM)
+    problem = mp.matmul_problem(ffn(256, 1024, 512, b_k_inner=b_k_inner, h=h), pm=PM)  # cooperative
     device = mp.get_device("h200")
     params = hopper_params(problem, device)
     assert params.cta_tile.as_tuple() == cta and params.warp_tile.n == cta[1]
     assert tuple(params.cluster_dims) == (1, 1) and params.splitk_factor == 1
     assert params.use_smem_epilogue  # each has an output tile whose chunks fit a staged row
     assert limits.violations(params, problem, device) == []
+
+
+@pytest.mark.parametrize("b_k_inner", [True, False])
+def test_default_heuristic_takes_ping_pong_with_two_tiles_a_cta(b_k_inner: bool) -> None:
+    """The llama FFN: 32 x 112 output tiles of 64 x 128 on 132 SMs; ping-pong consumers each
+    own a 64 x 256 MMA tile, staging in a region of their own."""
+    problem = mp.matmul_problem(ffn(2048, 14336, 5120, b_k_inner=b_k_inner), pm=PM)
+    device = mp.get_device("h200")
+    params = hopper_params(problem, device)
+    assert params.tiling_strategy is TilingStrategy.persistent_pingpong
+    assert params.cta_tile.as_tuple() == params.warp_tile.as_tuple() == (64, 256, 64)
+    assert params.use_smem_epilogue and params.stages >= 4
+    assert limits.violations(params, problem, device) == []
+    # 2 x 8 tiles of 64 rows is fewer than two a CTA: two cooperative consumers along M
+    small = hopper_params(mp.matmul_problem(ffn(128, 1024, 512), pm=PM), device)
+    assert small.tiling_strategy is TilingStrategy.persistent
+    assert small.cta_tile.as_tuple() == (128, 256, 64)
 
 
 def test_default_heuristic_takes_one_consumer_for_small_m() -> None:
