@@ -117,9 +117,11 @@ def test_llama_ffn_is_one_kernel_matching_float64(
 
 
 def test_llama_ffn_timed_shape_matches_float64(pm: mp.PluginManager) -> None:
-    """The benchmark's shape (scripts/ffn_probe.py) with the default plan: 128x256 MMA tiles."""
+    """The benchmark's shape (scripts/ffn_probe.py) with the default plan: ping-pong consumers
+    on 64x256 MMA tiles, the staged epilogue."""
     compiled = _run(_ffn(2048, 14336, 5120, mp.bfloat16, True), pm, on_gpu=True)
-    assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
+    assert compiled.params.cta_tile.as_tuple() == (64, 256, 64)
+    assert compiled.kernel_name.endswith("_se_pp_h2")
 
 
 def test_three_products_bias_scalar(pm: mp.PluginManager) -> None:
