@@ -402,9 +402,11 @@ def compile(  # noqa: A001 - the contract's name (mp.compile)
     try:
         spec = plan_problem(analysis.problem, target, pm=pm, overrides=overrides)
     except NoSchedulerError as refused:
-        if analysis.problem.num_patterns == 1:
+        problem = analysis.problem
+        prologue = problem.a_prologue_ops or problem.b_prologue_ops
+        if problem.num_patterns == 1 and not prologue:
             raise
-        return cut(refused)
+        return cut(refused)  # several matmuls, or a prologue computed in a segment of its own
     return compiled(analysis, spec, pm=pm, overrides=overrides)
 
 

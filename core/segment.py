@@ -51,7 +51,12 @@ class Segment:
     reason: str = ""
 
 
-def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[Segment, ...]:
+def segment(
+    fusion: Fusion,
+    *,
+    pm: pluggy.PluginManager | None = None,
+    refused: MatmulError | None = None,
+) -> tuple[Segment, ...]:
     """The segments of *fusion* (or a FusionDefinition's), in execution order.
 
     A fusion of one matmul a kernel takes whole is one ``"matmul"`` segment; several matmuls
@@ -59,7 +64,8 @@ def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[
     together: a horizontal fusion on hopper is one kernel). Otherwise computed
     operands and epilogue inputs are cut off before it, the first ops its epilogue cannot take
     and all that follows after it, and a matmul no kernel takes becomes a ``"framework"``
-    segment (docs/decisions.md, "Segmentation").
+    segment (docs/decisions.md, "Segmentation"). *refused*: why no scheduler planned the
+    fusion whole; a matmul with an operand prologue is then cut, the prologue computed first.
     """
     fusion = as_fusion(fusion, "segment")
     require_concrete(fusion, "segmentation")
@@ -68,6 +74,9 @@ def segment(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> tuple[
     except MatmulError as whole:
         return _cut(fusion, str(whole), pm)
     matmuls = analysis.problem.num_patterns
+    prologue = analysis.problem.a_prologue_ops or analysis.problem.b_prologue_ops
+    if matmuls == 1 and prologue and refused is not None:
+        return _cut(fusion, f"no scheduler takes it with its operand prologue: {refused}", pm)
     if matmuls == 1:
         names = _names(fusion.inputs)
         return (

@@ -300,7 +300,7 @@ def segmented(
         )
     check_param_names(overrides or {}, source="caller")
     fusion = copy.deepcopy(fusion)  # later changes to the caller's fusion stay out
-    segments = segment(fusion, pm=pm)
+    segments = segment(fusion, pm=pm, refused=refused)
     kernels = {
         i: compile_fusion(seg.fusion, device, pm=pm, overrides=overrides)
         for i, seg in enumerate(segments)

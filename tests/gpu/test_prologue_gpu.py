@@ -54,7 +54,10 @@ def _inputs(fusion: mp.Fusion, rng: np.random.Generator) -> list:
     return out
 
 
-def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object) -> Any:
+def _run(
+    fusion: mp.Fusion, pm: mp.PluginManager, seed: int, scheduler: str = "ampere",
+    **overrides: object,
+) -> Any:  # fmt: skip
     compiled = mp.compile(fusion, pm=pm, overrides=overrides or None)
     inputs = _inputs(fusion, np.random.default_rng(seed))
     host = [x.double().cpu().numpy() if hasattr(x, "double") else x for x in inputs]
@@ -68,7 +71,7 @@ def _run(fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
             ref64 = ref.astype(np.float64)
             err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
             assert err < TOLERANCE[tv.dtype], f"{tv.name}: relative error {err:.2e}"
-    assert compiled.spec.scheduler == "ampere"
+    assert compiled.spec.scheduler == scheduler
     return compiled
 
 
@@ -114,6 +117,19 @@ def test_sin_on_a_with_the_default_plan(pm: mp.PluginManager) -> None:
         w = fd.define_tensor([136, 248], dtype=mp.float16)
         fd.add_output(fd.ops.linear(fd.ops.cast(fd.ops.sin(x), mp.float16), w))
     _run(fd.fusion, pm, seed=1)
+
+
+@pytest.mark.skipif(
+    not cuda_device_count() or torch.cuda.get_device_capability() < (9, 0), reason="needs sm_90"
+)
+def test_without_ampere_the_prologue_is_a_segment_before_hopper() -> None:
+    """ampere blocked on an sm_90 GPU: cos(A) + s in a pointwise segment, the hopper kernel
+    after it (docs/decisions.md, "Operand prologues")."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    pm.set_blocked("ampere")
+    fusion = _matmul((384, 264, 200), "TN", mp.bfloat16, _cos_plus_s, _exp_neg)
+    compiled = _run(fusion, pm, seed=5, scheduler="hopper")
+    assert [s.kind for s in compiled.segments] == ["pointwise", "matmul"]
 
 
 def test_batched_relu_and_scale_splitk3_odd_k(pm: mp.PluginManager) -> None:

@@ -348,3 +348,27 @@ def test_a_symbolic_fusion_of_several_matmuls_is_one_kernel_per_matmul_per_shape
     assert one.kernels[0].spec.problem.m == 16
     with pytest.raises(mp.UsageError, match=r"2 matmul kernels, so .params has no single"):
         _ = compiled.params
+
+
+def test_a_prologue_no_scheduler_takes_is_computed_in_a_segment_before_the_kernel() -> None:
+    """sin(A) on the h200 without ampere: hopper declines operand prologues, so the prologue
+    is a pointwise segment and hopper computes the matmul (not a NoSchedulerError)."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    pm.set_blocked("ampere")
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([256, 128], dtype=mp.float16)
+        b = fd.define_tensor([256, 128], dtype=mp.float16)
+        fd.add_output(fd.ops.linear(fd.ops.cast(fd.ops.sin(a), mp.float16), b))
+    compiled = mp.compile(fd, "h200", pm=pm)
+    assert isinstance(compiled, SegmentedFusion)
+    assert [s.kind for s in compiled.segments] == ["pointwise", "matmul"]
+    assert compiled.spec.scheduler == "hopper"
+    assert "no scheduler takes it with its operand prologue" in compiled.explain()
+    assert "hopper: an operand prologue (sin)" in " ".join(compiled.reason.split())
+    # with no prologue, a refusal of every scheduler is still an error
+    with mp.FusionDefinition() as plain:
+        x = plain.define_tensor([256, 128], dtype=mp.float16)
+        plain.add_output(plain.ops.linear(x, plain.define_tensor([256, 128], dtype=mp.float16)))
+    pm.set_blocked("hopper")
+    with pytest.raises(mp.NoSchedulerError, match="no scheduler accepts"):
+        mp.compile(plain, "h200", pm=pm)
