@@ -41,9 +41,9 @@ def test_arguments(probe: ModuleType) -> None:
     assert tuple(args.shape) == (256, 512, 128) and args.overrides == {"stages": 3}
     with pytest.raises(SystemExit):
         probe.parse_args(["--dtypes", "float32"])
-    assert list(probe.variants(probe.parse_args([]))) == ["default", "pingpong"]
-    chosen = probe.variants(probe.parse_args(["--variants", "pingpong", "--overrides", "{}"]))
-    assert list(chosen) == ["pingpong"]  # an empty custom variant is the default plan
+    assert list(probe.variants(probe.parse_args([]))) == ["default", "cooperative"]
+    chosen = probe.variants(probe.parse_args(["--variants", "cooperative", "--overrides", "{}"]))
+    assert list(chosen) == ["cooperative"]  # an empty custom variant is the default plan
     chosen = probe.variants(probe.parse_args(["--overrides", '{"stages": 3}']))
     assert chosen["custom"] == {"stages": 3} and chosen["default"] is None
 
@@ -53,9 +53,11 @@ def test_the_timed_fusion_is_one_horizontal_hopper_kernel(probe: ModuleType) -> 
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     spec = mp.compile(fusion, "h200", pm=pm).spec
     assert (spec.scheduler, spec.problem.horizontal) == ("hopper", 2)
-    assert spec.params.cta_tile.as_tuple() == (128, 256, 64)
-    spec = mp.compile(fusion, "h200", pm=pm, overrides=probe.PINGPONG).spec
+    assert spec.params.cta_tile.as_tuple() == (64, 256, 64)
     assert spec.params.tiling_strategy.value == "persistent_pingpong"
+    spec = mp.compile(fusion, "h200", pm=pm, overrides=probe.COOPERATIVE).spec
+    assert spec.params.cta_tile.as_tuple() == (128, 256, 64)
+    assert spec.params.tiling_strategy.value == "persistent"
 
 
 def test_without_torch_it_says_what_it_needs(
