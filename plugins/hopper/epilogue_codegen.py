@@ -150,9 +150,8 @@ def _emit_staged(
     per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
     warpgroup orders the writes and reads of its chunk buffer."""
     wm, wn, _ = cfg.warp_tile
-    h = cfg.horizontal
-    chunk, stride = (cfg.horizontal_chunk, cfg.epilogue_stride) if h > 1 else (
-        cfg.epilogue_chunk, cfg.epilogue_stride)  # fmt: skip
+    h, stride = cfg.horizontal, cfg.epilogue_stride
+    chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
     share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
     em(f"em0 = m0 + cm * {wm}")
     em("ch = 0")
