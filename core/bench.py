@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TextIO
 
 import numpy as np
@@ -143,24 +143,88 @@ def cuda_median_ms(
     return statistics.median(times)
 
 
+def interleaved_ms(
+    fns: Mapping[str, Callable[[], Any]], rounds: int, **timing: int
+) -> dict[str, list[float]]:
+    """:func:`cuda_median_ms` of each of *fns* in turn, *rounds* times over: per name, its
+    median of every round (interleaving spreads clock and temperature drift over all alike).
+
+    :param timing: ``warmup``, ``reps`` and ``inner`` of each :func:`cuda_median_ms`.
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(cuda_median_ms(fn, **timing))
+    return times
+
+
+def host_call_us(fn: Callable[[], Any], reps: int, block: int = 0) -> list[float]:
+    """Host microseconds of each of *reps* calls of *fn* (none synchronised).
+
+    :param block: With a *block*, ``torch.cuda.synchronize()`` before every *block* calls and
+        after the last, so the launch queue never fills; with 0, torch is not imported (a
+        stand-in torch may be in its place).
+    """
+    sync = None
+    if block:
+        import torch
+
+        sync = torch.cuda.synchronize
+    samples: list[float] = []
+    clock = time.perf_counter
+    while len(samples) < reps:
+        if sync is not None:
+            sync()
+        for _ in range(block or reps):
+            t0 = clock()
+            fn()
+            samples.append((clock() - t0) * 1e6)
+    if sync is not None:
+        sync()
+    return samples
+
+
+def sample_summary(samples: Sequence[float]) -> dict[str, float]:
+    """The median, 10th and 90th percentile of *samples* (the nearest lower rank)."""
+    ordered = sorted(samples)
+    rank = lambda q: ordered[int(q * (len(ordered) - 1))]  # noqa: E731
+    return {"median": statistics.median(ordered), "p10": rank(0.1), "p90": rank(0.9)}
+
+
 def host_dispatch_us(fn: Callable[[], Any], reps: int = 200) -> float:
     """Median host time of one call of *fn* (no synchronisation), in microseconds."""
+    return statistics.median(host_call_us(fn, reps, block=reps))
+
+
+def poison_free_memory(nbytes: int = 64 << 20) -> None:
+    """Fill *nbytes* of torch's caching allocator with NaN and free them: the next outputs are
+    allocated there, so an element a kernel leaves unwritten reads NaN."""
     import torch
 
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
+    torch.full((nbytes // 4,), float("nan"), device="cuda")
 
 
-def _rel_error(out: Any, ref: np.ndarray) -> float:
-    got = out.float().cpu().numpy().astype(np.float64)
-    if not np.all(np.isfinite(got)):
-        return float("inf")
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+def _host_float64(x: Any) -> np.ndarray:
+    """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
+    return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)
+
+
+def rel_error(got: Any, ref: Any) -> float:
+    """Relative Frobenius error of *got* against the reference *ref*, in float64; NaN when an
+    element of *got* is not finite (unwritten, or poisoned by :func:`poison_free_memory`).
+
+    Two torch tensors are compared on their device; otherwise (NumPy arrays, or a mix) on the
+    host.
+    """
+    if hasattr(got, "double") and hasattr(ref, "double"):
+        got, ref = got.double(), ref.double()
+        if not bool(got.isfinite().all()):
+            return float("nan")
+        return float((got - ref).norm() / ref.norm())
+    got64, ref64 = _host_float64(got), _host_float64(ref)
+    if not np.all(np.isfinite(got64)):
+        return float("nan")
+    return float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64))
 
 
 def run(
@@ -213,7 +277,7 @@ def run(
                         linear_fusion(m, n, k, dtype, epilogue), pm=pm, overrides=overrides
                     )
                     result = compiled.execute(inputs)[0]
-                    err = _rel_error(result, expected.cpu().numpy())
+                    err = rel_error(result, expected)
                     ours = cuda_median_ms(lambda c=compiled, i=inputs: c.execute(i), reps=reps)
                     row = dict(
                         kernel=label,

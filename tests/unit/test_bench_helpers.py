@@ -1,0 +1,68 @@
+"""mmaplug.bench's timing and float64-check helpers (the scripts and the GPU tier share them),
+here with a stand-in torch: what is timed, synchronised and compared."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from mmaplug import bench
+
+
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A stand-in torch whose ``cuda.synchronize`` appends "sync" to the returned list."""
+    log: list[str] = []
+    cuda = types.SimpleNamespace(synchronize=lambda: log.append("sync"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return log
+
+
+def test_rel_error_is_the_relative_frobenius_error_and_nan_when_unwritten() -> None:
+    ref = np.arange(1.0, 7.0).reshape(2, 3)
+    got = ref + np.array([[0.1, 0, 0], [0, 0, -0.2]])
+    assert bench.rel_error(got, ref) == pytest.approx(np.sqrt(0.05) / np.linalg.norm(ref))
+    assert bench.rel_error(ref.astype(np.float16), ref) == 0.0
+    for bad in (np.nan, np.inf):
+        got[1, 1] = bad
+        assert np.isnan(bench.rel_error(got, ref))  # never below a tolerance
+
+
+def test_sample_summary_is_median_and_nearest_lower_ranks() -> None:
+    assert bench.sample_summary([float(v) for v in range(100, -1, -1)]) == {
+        "median": 50.0, "p10": 10.0, "p90": 90.0,
+    }  # fmt: skip
+
+
+def test_host_call_us_without_a_block_never_imports_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    calls: list[int] = []
+    samples = bench.host_call_us(lambda: calls.append(1), 7)
+    assert len(samples) == len(calls) == 7 and all(us >= 0 for us in samples)
+
+
+def test_host_call_us_synchronises_between_blocks(synced: list[str]) -> None:
+    samples = bench.host_call_us(lambda: synced.append("call"), 6, block=3)
+    assert len(samples) == 6
+    assert synced == ["sync", "call", "call", "call", "sync", "call", "call", "call", "sync"]
+    synced.clear()
+    assert bench.host_dispatch_us(lambda: synced.append("call"), reps=4) >= 0
+    assert synced == ["sync", "call", "call", "call", "call", "sync"]
+
+
+def test_interleaved_ms_times_each_function_in_turn_every_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timed: list[tuple[str, dict]] = []
+
+    def median_ms(fn, **timing):  # noqa: ANN001, ANN003, ANN202
+        timed.append((fn(), timing))
+        return float(len(timed))
+
+    monkeypatch.setattr(bench, "cuda_median_ms", median_ms)
+    times = bench.interleaved_ms({"torch": lambda: "torch", "ours": lambda: "ours"}, 2, reps=5)
+    assert times == {"torch": [1.0, 3.0], "ours": [2.0, 4.0]}
+    assert timed == [(name, {"reps": 5}) for name in ("torch", "ours", "torch", "ours")]
