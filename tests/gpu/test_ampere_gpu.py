@@ -15,22 +15,7 @@ import pytest
 from mmaplug.dtypes import DType
 from mmaplug.plugins.ampere.harness import EPILOGUES, Case, config_for, run_case
 
-
-def _has_gpu() -> bool:
-    try:
-        from numba import cuda
-
-        return bool(cuda.is_available()) and cuda.get_current_device().compute_capability >= (8, 0)
-    except Exception:  # noqa: BLE001
-        return False
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm80,
-    pytest.mark.skipif(not _has_gpu(), reason="needs a CUDA GPU with compute capability >= 8.0"),
-    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
-]
+pytestmark = pytest.mark.sm80
 
 TILES = dict(cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), stages=3)
 LAYOUTS = {"TN": (True, True), "TT": (True, False), "NT": (False, False), "NN": (False, True)}
@@ -44,13 +29,14 @@ LAYOUTS = {"TN": (True, True), "TT": (True, False), "NT": (False, False), "NN": 
 def test_matrix(dtype: DType, layout: str, epilogue: str, splitk: int, batch: int) -> None:
     ak, bk = LAYOUTS[layout]
     case = Case(dtype=dtype, a_k_inner=ak, b_k_inner=bk, epilogue=epilogue, batch=batch,
-                m=256, n=192, k=320, seed=batch)
+                m=256, n=192, k=320, seed=batch)  # fmt: skip
     res = run_case(case, config_for(case, splitk=splitk, **TILES))
     assert res["ok"], res
 
 
-@pytest.mark.parametrize(("dtype", "layout"), list(itertools.product(
-    [DType.float16, DType.bfloat16], list(LAYOUTS))))
+@pytest.mark.parametrize(
+    ("dtype", "layout"), list(itertools.product([DType.float16, DType.bfloat16], list(LAYOUTS)))
+)
 def test_odd_shape(dtype: DType, layout: str) -> None:
     ak, bk = LAYOUTS[layout]
     case = Case(dtype=dtype, a_k_inner=ak, b_k_inner=bk, epilogue="bias_gelu", m=504, n=136, k=248)
@@ -58,12 +44,18 @@ def test_odd_shape(dtype: DType, layout: str) -> None:
     assert res["ok"], res
 
 
-@pytest.mark.parametrize(("case", "overrides"), [
-    (Case(m=77, n=45, k=51, epilogue="relu_aux"), dict(TILES, cta_order="column_major")),
-    (Case(m=130, n=66, k=98, pad=2, a_k_inner=False), dict(TILES, grid_swizzle=3)),
-    (Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2), dict(TILES, splitk=3)),  # noqa: E501
-    (Case(m=300, n=520, k=200), dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=4)),
-], ids=["vec1", "vec2_swizzle", "vec4_splitk3", "tile128x256"])
+@pytest.mark.parametrize(
+    ("case", "overrides"),
+    [
+        (Case(m=77, n=45, k=51, epilogue="relu_aux"), dict(TILES, cta_order="column_major")),
+        (Case(m=130, n=66, k=98, pad=2, a_k_inner=False), dict(TILES, grid_swizzle=3)),
+        (Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2),
+         dict(TILES, splitk=3)),
+        (Case(m=300, n=520, k=200),
+         dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=4)),
+    ],
+    ids=["vec1", "vec2_swizzle", "vec4_splitk3", "tile128x256"],
+)  # fmt: skip
 def test_misaligned_and_other_tiles(case: Case, overrides: dict) -> None:
     res = run_case(case, config_for(case, **overrides))
     assert res["ok"], res

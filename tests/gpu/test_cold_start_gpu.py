@@ -22,11 +22,7 @@ from mmaplug.gpu import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm80,
-    pytest.mark.skipif(cuda_device_count() == 0, reason="needs a CUDA GPU"),
-]
+pytestmark = pytest.mark.sm80
 
 FIRST_RESULT_S = 0.3
 CHILD = """
@@ -63,14 +59,7 @@ print(json.dumps({
 """
 
 
-def _sm90() -> bool:
-    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
-
-
-SCHEDULERS = [
-    "ampere",
-    pytest.param("hopper", marks=pytest.mark.skipif(not _sm90(), reason="needs sm_90")),
-]
+SCHEDULERS = ["ampere", pytest.param("hopper", marks=pytest.mark.sm90)]
 
 
 def _run(cache: Path, scheduler: str, splitk: int) -> dict[str, Any]:

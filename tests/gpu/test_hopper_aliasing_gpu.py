@@ -13,29 +13,22 @@ must grow by the outputs (and the workspace) alone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import mmaplug as mp
+from mmaplug.bench import poison_free_memory
 from mmaplug.gpu import cuda_device_count
+
+if TYPE_CHECKING:
+    from .conftest import Checks
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
+pytestmark = pytest.mark.sm90
 
-def _is_sm90() -> bool:
-    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm90,
-    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
-    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
-]
-
-TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
 H, T = mp.float16, mp.bfloat16
 M, N, K = 264, 200, 328  # ragged against every tile; contiguous extents are multiples of 8
 SPLITK2 = {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
@@ -107,17 +100,6 @@ FUSIONS: dict[str, Callable[[], mp.Fusion]] = {
 }
 
 
-def _torch_dtype(dtype: mp.DType):  # noqa: ANN202
-    return {H: torch.float16, T: torch.bfloat16, mp.float32: torch.float32}[dtype]
-
-
-def _device_input(tv: mp.TensorView, rng: np.random.Generator):  # noqa: ANN202
-    """A random CUDA tensor with the strides the fusion declared (its stride_order)."""
-    order = tv.alloc_order
-    stored = torch.tensor(rng.standard_normal([tv.shape[d] for d in order]))
-    return stored.to("cuda", _torch_dtype(tv.dtype)).permute(np.argsort(order).tolist())
-
-
 def _block(tensor: Any) -> int:
     """Bytes the caching allocator reserves for *tensor* (its 512-byte rounding)."""
     return -(-tensor.numel() * tensor.element_size() // 512) * 512
@@ -131,7 +113,7 @@ def _torch_counters() -> tuple[int, int]:
 @pytest.mark.parametrize("plan", ["default", "splitk2"])
 @pytest.mark.parametrize("name", list(FUSIONS))
 def test_operands_load_from_inputs(
-    pm: mp.PluginManager, monkeypatch: pytest.MonkeyPatch, name: str, plan: str
+    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch, name: str, plan: str
 ) -> None:
     """hopper runs; the maps hold the inputs' addresses; torch allocates only the outputs (and
     the workspace) and Numba only the map array; values within tolerance, twice."""
@@ -142,8 +124,7 @@ def test_operands_load_from_inputs(
     fusion = FUSIONS[name]()
     compiled = mp.compile(fusion, pm=pm, overrides=SPLITK2 if plan == "splitk2" else None)
     assert compiled.spec.scheduler == "hopper", mp.explain(compiled.spec)
-    rng = np.random.default_rng(23)
-    inputs = [_device_input(t, rng) for t in fusion.inputs]
+    inputs = checks.inputs(fusion, np.random.default_rng(23))
     numba_allocs: list[tuple[str, tuple[int, ...], str]] = []
     map_addresses: list[int] = []
     for attr in NUMBA_ALLOCATORS:
@@ -166,10 +147,9 @@ def test_operands_load_from_inputs(
     allowed: list[Any] = []  # the A and B CUtensorMaps: a driver buffer (streams.upload)
     workspace = splitk * p.batch * p.m * p.n * 4 if splitk > 1 else 0  # float32, from torch
     scratch = [-(-workspace // 512) * 512] if workspace else []
-    host = [x.double().cpu().numpy() for x in inputs]
-    expected = mp.evaluate(fusion, host)
+    expected = checks.expected(fusion, inputs)
     for call in range(2):  # the second call takes the bound launch
-        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
+        poison_free_memory()
         torch.cuda.synchronize()
         numba_allocs.clear()
         count0, bytes0 = _torch_counters()
@@ -184,11 +164,4 @@ def test_operands_load_from_inputs(
             assert map_addresses == [a.data_ptr(), b.data_ptr()]
         else:  # the maps are reused (MMAPLUG_FAST_LAUNCH=0 makes them again)
             assert all(x in allowed for x in numba_allocs), numba_allocs
-        for tv, got, ref in zip(fusion.outputs, outputs, expected, strict=True):
-            assert tuple(got.shape) == tv.shape
-            got64 = got.double().cpu().numpy()
-            assert np.all(np.isfinite(got64)), f"{tv.name}: unwritten (NaN) elements"
-            ref64 = ref.astype(np.float64)
-            err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
-            tol = max(TOLERANCE[tv.dtype], TOLERANCE[fusion.inputs[0].dtype])
-            assert err < tol, f"{tv.name}: relative error {err:.2e}"
+        checks.outputs(fusion, outputs, expected, operand_floor=True)

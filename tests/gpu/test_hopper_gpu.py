@@ -9,6 +9,7 @@ Outputs are poisoned (the caching allocator's free blocks filled with NaN) befor
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -16,41 +17,14 @@ import pytest
 import mmaplug as mp
 from mmaplug.gpu import cuda_device_count
 
+if TYPE_CHECKING:
+    from .conftest import Checks
+
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
+pytestmark = pytest.mark.sm90
 
-def _is_sm90() -> bool:
-    return bool(cuda_device_count()) and torch.cuda.get_device_capability() == (9, 0)
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm90,
-    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
-    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
-]
-
-TOLERANCE = {mp.float16: 1e-2, mp.bfloat16: 2e-2, mp.float32: 1e-3}
 EPILOGUES = ("none", "bias_gelu", "alpha_beta", "relu_aux")
-
-
-@pytest.fixture(scope="module")
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
-def _torch_dtype(dtype: mp.DType):  # noqa: ANN202
-    return {mp.float16: torch.float16, mp.bfloat16: torch.bfloat16, mp.float32: torch.float32}[
-        dtype
-    ]
-
-
-def _device_input(tv: mp.TensorView, rng: np.random.Generator):  # noqa: ANN202
-    """A random CUDA tensor with the strides the fusion declared (its stride_order)."""
-    host = rng.standard_normal(tv.shape)
-    order = tv.alloc_order
-    stored = torch.tensor(np.ascontiguousarray(host.transpose(order)), dtype=torch.float64)
-    return stored.to("cuda", _torch_dtype(tv.dtype)).permute(np.argsort(order).tolist())
 
 
 def _fusion(m: int, n: int, k: int, dtype: mp.DType, layout: str, epilogue: str, batch: int):  # noqa: ANN202
@@ -79,26 +53,13 @@ def _fusion(m: int, n: int, k: int, dtype: mp.DType, layout: str, epilogue: str,
 
 
 def _run(
-    fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
-) -> mp.CompiledFusion:
-    rng = np.random.default_rng(seed)
-    inputs = [_device_input(t, rng) for t in fusion.inputs]
-    compiled = mp.compile(fusion, pm=pm, overrides=overrides or None)
-    for _ in range(2):  # the second call takes the bound launch
-        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
-        outputs = compiled.execute(inputs)
-        torch.cuda.synchronize()
-        host = [x.double().cpu().numpy() for x in inputs]
-        for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
-            got64 = got.double().cpu().numpy()
-            assert np.all(np.isfinite(got64)), f"{tv.name}: unwritten (NaN) elements"
-            ref64 = ref.astype(np.float64)
-            err = np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)
-            # a float32 output of a half matmul: the reference rounds the product to the
-            # operand type (mp.evaluate), the kernel keeps the float32 accumulator
-            tol = max(TOLERANCE[tv.dtype], TOLERANCE[fusion.inputs[0].dtype])
-            assert err < tol, f"{tv.name}: relative error {err:.2e}"
-    return compiled
+    checks: Checks, fusion: mp.Fusion, pm: mp.PluginManager, seed: int, **overrides: object
+) -> Any:
+    """Compile with *overrides* and check two calls against float64 (a float32 output of a
+    half matmul: the reference rounds the product to the operand type, the kernel keeps the
+    float32 accumulator, so the operands' tolerance applies)."""
+    inputs = checks.inputs(fusion, np.random.default_rng(seed))
+    return checks.run(fusion, pm, inputs, overrides, operand_floor=True)
 
 
 MATRIX = list(
@@ -114,12 +75,13 @@ MATRIX = list(
     ids=[f"{d.label}_{lay}_{e}_sk{s}_b{b}" for d, lay, e, s, b in MATRIX],
 )
 def test_matrix(
-    pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, batch: int
-) -> None:
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    splitk: int, batch: int,
+) -> None:  # fmt: skip
     """504x264x328 (ragged in every dim) with a 128x128x64 two-consumer tile."""
     fusion = _fusion(504, 264, 328, dtype, layout, epilogue, batch)
     compiled = _run(
-        fusion, pm, seed=7, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        checks, fusion, pm, seed=7, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
         instruction_tile=(64, 128, 16), stages=3, splitk_factor=splitk,
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
@@ -135,11 +97,13 @@ SMEM_MATRIX = list(
     SMEM_MATRIX,
     ids=[f"{d.label}_{lay}_{e}" for d, lay, e in SMEM_MATRIX],
 )
-def test_smem_epilogue(pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str) -> None:
+def test_smem_epilogue(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str
+) -> None:
     """use_smem_epilogue: chunks staged through shared memory, batch 3, ragged, 2 consumers."""
     fusion = _fusion(504, 264, 328, dtype, layout, epilogue, 3)
     compiled = _run(
-        fusion, pm, seed=9, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        checks, fusion, pm, seed=9, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
         instruction_tile=(64, 128, 16), stages=3, use_smem_epilogue=True,
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
@@ -154,13 +118,16 @@ PINGPONG = list(itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", 
     PINGPONG,
     ids=[f"{d.label}_{lay}_sk{s}" for d, lay, s in PINGPONG],
 )
-def test_pingpong(pm: mp.PluginManager, dtype: mp.DType, layout: str, splitk: int) -> None:
+def test_pingpong(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, splitk: int
+) -> None:
     """Two consumers taking alternate tiles (main loops in turn, epilogues overlapped)."""
     fusion = _fusion(504, 264, 328, dtype, layout, "relu_aux", 3)
     warp = (128, 128, 64) if layout in ("TN", "NT") else (64, 256, 64)
     compiled = _run(
-        fusion, pm, seed=17, cta_tile=warp, warp_tile=warp, instruction_tile=(64, warp[1], 16),
-        stages=4, tiling_strategy="persistent_pingpong", splitk_factor=splitk,
+        checks, fusion, pm, seed=17, cta_tile=warp, warp_tile=warp,
+        instruction_tile=(64, warp[1], 16), stages=4, tiling_strategy="persistent_pingpong",
+        splitk_factor=splitk,
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
     assert compiled.kernel_name.endswith("_pp")
@@ -180,13 +147,14 @@ CLUSTER = list(
     ids=[f"{d.label}_{lay}_{e}_sk{s}_m{m}" for d, lay, e, s, m in CLUSTER],
 )
 def test_cluster_pairs(
-    pm: mp.PluginManager, dtype: mp.DType, layout: str, epilogue: str, splitk: int, m: int
-) -> None:
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    splitk: int, m: int,
+) -> None:  # fmt: skip
     """cluster_dims=(2, 1): CTA pairs along M share a multicast B tile; m=296 makes 3 M tiles,
     so the second pair's second CTA has no rows (it still loads and releases its half)."""
     fusion = _fusion(m, 264, 328, dtype, layout, epilogue, 3 if splitk == 1 else 1)
     compiled = _run(
-        fusion, pm, seed=23, cta_tile=(128, 256, 64), warp_tile=(64, 256, 64),
+        checks, fusion, pm, seed=23, cta_tile=(128, 256, 64), warp_tile=(64, 256, 64),
         instruction_tile=(64, 256, 16), stages=4, use_smem_epilogue=True,
         splitk_factor=splitk, cluster_dims=(2, 1),
     )  # fmt: skip
@@ -207,13 +175,13 @@ TILES = [
 @pytest.mark.parametrize(("cta", "warp", "stages", "tiling"), TILES, ids=[str(t[0]) for t in TILES])
 @pytest.mark.parametrize("layout", ["TN", "NT"])
 def test_tile_shapes(
-    pm: mp.PluginManager, cta, warp, stages: int, tiling: str, layout: str
+    pm: mp.PluginManager, checks: Checks, cta, warp, stages: int, tiling: str, layout: str
 ) -> None:  # noqa: ANN001
     """Tile shapes (1 or 2 consumers, k 64..256) on a problem smaller than a tile in M."""
     fusion = _fusion(40, 1000, 1064, mp.float16, layout, "bias_gelu", 1)
     compiled = _run(
-        fusion, pm, seed=11, cta_tile=cta, warp_tile=warp, instruction_tile=(64, warp[1], 16),
-        stages=stages, tiling_strategy=tiling,
+        checks, fusion, pm, seed=11, cta_tile=cta, warp_tile=warp,
+        instruction_tile=(64, warp[1], 16), stages=stages, tiling_strategy=tiling,
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
 
@@ -221,35 +189,32 @@ def test_tile_shapes(
 @pytest.mark.parametrize(
     "shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (16, 4096, 4096)]
 )
-def test_default_plan(pm: mp.PluginManager, shape: tuple[int, int, int]) -> None:
+def test_default_plan(pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int]) -> None:
     """The default heuristic's plan for benchmark shapes (and a decode-sized M)."""
-    compiled = _run(_fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)
+    compiled = _run(checks, _fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)
     assert compiled.spec.scheduler == "hopper"
 
 
-def test_unaligned_rows_fall_back_to_ampere(pm: mp.PluginManager) -> None:
+def test_unaligned_rows_fall_back_to_ampere(pm: mp.PluginManager, checks: Checks) -> None:
     """K = 100 gives 200-byte rows, which TMA cannot stride: ampere runs, explain says why."""
     fusion = _fusion(96, 80, 100, mp.float16, "TN", "none", 1)
-    compiled = _run(fusion, pm, seed=5)
+    compiled = _run(checks, fusion, pm, seed=5)
     assert compiled.spec.scheduler == "ampere"
     assert "TMA needs 16-byte aligned row pitches" in mp.explain(compiled.spec)
 
 
-def test_misaligned_address_falls_back_to_ampere(pm: mp.PluginManager) -> None:
+def test_misaligned_address_falls_back_to_ampere(pm: mp.PluginManager, checks: Checks) -> None:
     """An operand 2 bytes past an aligned address: TMA declines it, ampere runs it (warned)."""
     fusion = _fusion(256, 192, 320, mp.float16, "TN", "bias_gelu", 1)
     compiled = mp.compile(fusion, pm=pm)
     assert compiled.spec.scheduler == "hopper"
-    rng = np.random.default_rng(13)
-    a, b, bias = (_device_input(t, rng) for t in fusion.inputs)
+    a, b, bias = checks.inputs(fusion, np.random.default_rng(13))
     base = torch.empty(a.numel() + 8, device="cuda", dtype=torch.float16)
     shifted = base[1 : 1 + a.numel()].view(a.shape)
     shifted.copy_(a)
     with pytest.warns(mp.FallbackWarning, match=r"hopper kernel declines.*ampere kernel"):
         got = compiled.execute([shifted, b, bias])[0]
     again = compiled.execute([shifted, b, bias])[0]  # the fallback is bound: no second warning
-    host = [x.double().cpu().numpy() for x in (a, b, bias)]
-    ref = mp.evaluate(fusion, host)[0].astype(np.float64)
+    expected = checks.expected(fusion, [a, b, bias])
     for out in (got, again, compiled.execute([a, b, bias])[0]):
-        err = np.linalg.norm(out.double().cpu().numpy() - ref) / np.linalg.norm(ref)
-        assert err < TOLERANCE[mp.float16]
+        checks.outputs(fusion, [out], expected)

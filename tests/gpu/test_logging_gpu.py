@@ -12,12 +12,7 @@ from mmaplug.gpu import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm80,
-    pytest.mark.skipif(cuda_device_count() == 0, reason="needs a CUDA GPU"),
-    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
-]
+pytestmark = pytest.mark.sm80
 
 
 def test_first_launch_per_signature_is_logged(caplog: pytest.LogCaptureFixture) -> None:

@@ -12,25 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug.gpu import cuda_device_count
-
 sys.path.insert(0, str(Path(__file__).parents[1] / "sim"))
 from test_sm90_emulation import CASES, KERNELS  # noqa: E402
 
-
-def _cc() -> tuple[int, int]:
-    if not cuda_device_count():
-        return (0, 0)
-    from numba import cuda
-
-    return cuda.get_current_device().compute_capability
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm90,
-    pytest.mark.skipif(_cc() != (9, 0), reason="needs an sm_90 GPU"),
-]
+pytestmark = pytest.mark.sm90
 
 
 @pytest.mark.parametrize("name", CASES)

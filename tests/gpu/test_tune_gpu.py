@@ -8,23 +8,11 @@ from pathlib import Path
 import pytest
 
 from mmaplug.cli import main
-from mmaplug.device import get_device
 from mmaplug.gpu import cuda_device_count
 from mmaplug.tune import db
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
-
-
-def _is_sm90() -> bool:
-    return cuda_device_count() > 0 and tuple(get_device().cc) == (9, 0)
-
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.sm90,
-    pytest.mark.skipif(not _is_sm90(), reason="needs an sm_90 GPU (H100/H200)"),
-    pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaPerformanceWarning"),
-]
+pytestmark = pytest.mark.sm90
 
 
 def test_sweep_resume_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
