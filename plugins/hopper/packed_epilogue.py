@@ -54,14 +54,16 @@ def _roots(prog: EpilogueProgram) -> list[int]:
 def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
-    """This consumer's tile, chunk by chunk: each thread applies *prog* to its fragment
-    registers of the chunk (inputs clamped into bounds) and packs the results into the chunk
-    buffer in the output dtype (``packed_row_bytes`` a row); after a warpgroup barrier every
-    thread loads 16-byte vectors of whole rows back and stores them coalesced, skipping rows
-    past M and vectors past N (N * itemsize is a multiple of 16). With two buffers the next
-    chunk writes the other one, so one barrier per chunk orders it all; with one, a second
-    barrier waits for the reads. Global stores do not stall the thread: they drain while the
-    warpgroup goes on to the next chunk and tile.
+    """This consumer's tile, a 64-row block's chunk at a time: each thread applies *prog* to
+    its fragment registers of the chunk (inputs clamped into bounds) and packs the results into
+    the chunk buffer in the output dtype (``packed_row_bytes`` a row). One row block per step
+    keeps 16 values in flight whatever ``wm`` is (a 128-row tile's two blocks at once spilled
+    288 bytes with bias + GELU: ptxas scheduled all 32 chains together). After a warpgroup
+    barrier every thread loads 16-byte vectors of whole rows back and stores them coalesced,
+    skipping rows past M and vectors past N (N * itemsize is a multiple of 16). With two
+    buffers the next step writes the other one, so one barrier per step orders it all; with
+    one, a second barrier waits for the reads. Global stores do not stall the thread: they
+    drain while the warpgroup goes on to the next step and tile.
 
     The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
     """
@@ -76,24 +78,25 @@ def emit_packed_epilogue(
     live = live_instrs(prog, roots)
     used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
-    blocks, groups = wm // 64, chunk // 8
+    chunks, groups = wn // chunk, chunk // 8
 
-    em(f"em0 = m0 + cm * {wm}")
     for i in used_inputs:
         em(f"ib{i} = bt * in{i}_sb")
-    em("ch = 0")
-    em(f"while ch < {wn // chunk}:")
+    em("ch = 0  # row block ch // chunks, column chunk ch % chunks")
+    em(f"while ch < {len(accs) * chunks}:")
     with em.indent():
         if nbuf == 1:
             em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
-        names = [(r, q, h, e) for r in range(blocks) for q in range(groups) for h, e in _PAIRS]
-        for index in range(wn // chunk):
-            em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
-            with em.indent():
-                for r, q, h, e in names:
-                    reg = 4 * (index * groups + q) + 2 * h + e
-                    em(f"f{r}_{q}_{h}_{e} = {accs[r]}[{reg}]")
-        em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
+        names = [(q, h, e) for q in range(groups) for h, e in _PAIRS]
+        for r, acc in enumerate(accs):
+            for index in range(chunks):
+                em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
+                with em.indent():
+                    for q, h, e in names:
+                        reg = 4 * (index * groups + q) + 2 * h + e
+                        em(f"f{q}_{h}_{e} = {acc}[{reg}]")
+        em(f"em0 = m0 + cm * {wm} + 64 * (ch // {chunks})")
+        em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
         for i in hoisted:
             for q in range(groups):
@@ -101,8 +104,8 @@ def emit_packed_epilogue(
                     col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
                     load = f"in{i}[ib{i} + {col} * in{i}_sn]"
                     em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
-        for r, q, h, e in names:
-            row = f"em0 + {64 * r + 8 * h} + frow"
+        for q, h, e in names:
+            row = f"em0 + {8 * h} + frow"
             col = f"en0 + {8 * q + e} + fcol"
             inputs = {}
             for i in used_inputs:
@@ -111,7 +114,7 @@ def emit_packed_epilogue(
                 else:
                     at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
                     inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")
-            em(f"v = f{r}_{q}_{h}_{e}")
+            em(f"v = f{q}_{h}_{e}")
             for idx, ins in enumerate(prog.instrs):
                 if idx in live:
                     em(f"x{idx} = {instr_expr(prog, ins, inputs)}")
@@ -120,7 +123,7 @@ def emit_packed_epilogue(
             if e == 0:
                 continue
             for j, dtype in enumerate(dtypes):
-                lrow = 64 * r + 8 * h
+                lrow = 8 * h
                 if is16(dtype):
                     off = offsets[j] + lrow * rows[j] + 16 * q
                     em(
@@ -136,7 +139,7 @@ def emit_packed_epilogue(
         for j, dtype in enumerate(dtypes):
             per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
             lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
-            total = wm * per_row
+            total = 64 * per_row  # the row block's vectors
             for part in range(-(-total // WARPGROUP)):
                 em(f"vi = t + {part * WARPGROUP}")
                 em(f"vr = vi // {per_row}")

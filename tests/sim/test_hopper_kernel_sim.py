@@ -110,12 +110,13 @@ def case_tn_f16_smem_epilogue_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
 def case_tn_f16_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
     """Ping-pong: two consumers take alternate units of each CTA (4 units on 2 CTAs: the
     second consumer skips the first's stages in the ring and waits its turn), bias along M,
-    smem epilogue, ragged."""
-    a, b = _operands(fd, mp, 72, 72, 72, "TN", mp.float16)
-    bias = fd.define_tensor([72], dtype=mp.float16)
-    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [72, 72], [0]))
+    packed epilogue of 128-row tiles one 64-row block at a time (rows 128..149 of the second
+    M tile in its first block, none in its second), ragged."""
+    a, b = _operands(fd, mp, 150, 72, 72, "TN", mp.float16)
+    bias = fd.define_tensor([150], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [150, 72], [0]))
     fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
-    return {**_tile((64, 64, 64), (64, 64, 64), 2), "tiling_strategy": "persistent_pingpong",
+    return {**_tile((128, 64, 64), (128, 64, 64), 2), "tiling_strategy": "persistent_pingpong",
             "use_smem_epilogue": True}  # fmt: skip
 
 
