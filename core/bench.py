@@ -204,6 +204,17 @@ def poison_free_memory(nbytes: int = 64 << 20) -> None:
     torch.full((nbytes // 4,), float("nan"), device="cuda")
 
 
+def save_to_out(name: str, data: Any) -> None:
+    """Write *data* as JSON to ``$OUT/name`` when ``$OUT`` is set (the folder a device run's
+    files come back from); values JSON cannot hold are written as their ``str``."""
+    import json
+    import os
+
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], name), "w") as fh:
+            json.dump(data, fh, indent=1, default=str)
+
+
 def _host_float64(x: Any) -> np.ndarray:
     """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
     return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)

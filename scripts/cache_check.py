@@ -13,7 +13,6 @@ A cache that cannot be used (a CacheWarning) fails the check instead of timing a
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 import warnings
@@ -41,19 +40,15 @@ out = compiled.execute([x, w, b])[0]
 torch.cuda.synchronize()
 t_first = time.perf_counter() - t0
 numba = "numba" in sys.modules
-ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double())
-err = ((out.double() - ref).norm() / ref.norm()).item()
-samples = []
-for _ in range(300):
-    t1 = time.perf_counter()
-    compiled.execute([x, w, b])
-    samples.append((time.perf_counter() - t1) * 1e6)
-torch.cuda.synchronize()
+from mmaplug.bench import host_call_us, rel_error, sample_summary  # noqa: E402 (after timing)
+
+err = rel_error(out, torch.nn.functional.gelu(x.double() @ w.double().T + b.double()))
+us = sample_summary(host_call_us(lambda: compiled.execute([x, w, b]), 300, block=300))
 print(
     f"{compiled.kernel_name}: import mmaplug {t_import:.3f} s; plan {t_plan:.3f} s; "
     f"first result {t_first:.3f} s after import (numba imported: {numba}); rel.err {err:.1e}; "
-    f"cached execute() host time median {statistics.median(samples):.1f} us "
-    f"(p10 {sorted(samples)[30]:.1f}, p90 {sorted(samples)[270]:.1f})",
+    f"cached execute() host time median {us['median']:.1f} us "
+    f"(p10 {us['p10']:.1f}, p90 {us['p90']:.1f})",
     flush=True,
 )
 sys.exit(0 if err < 1e-2 else 1)

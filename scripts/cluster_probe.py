@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import mmaplug as mp
-from mmaplug.bench import cuda_median_ms, linear_fusion
+from mmaplug.bench import interleaved_ms, linear_fusion, rel_error
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
@@ -53,13 +53,10 @@ def probe(
     for label, overrides in variants:
         compiled = mp.compile(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
         out = compiled.execute(inputs)[0]
-        row[f"{label}_err"] = float((out.double() - ref).norm() / ref.norm())
+        row[f"{label}_err"] = rel_error(out, ref)
         row[f"{label}_kernel"] = compiled.kernel_name
         fns[label] = lambda compiled=compiled: compiled.execute(inputs)
-    times: dict[str, list[float]] = {label: [] for label in fns}
-    for _ in range(2):  # interleaved rounds
-        for label, fn in fns.items():
-            times[label].append(cuda_median_ms(fn, reps=20, inner=10))
+    times = interleaved_ms(fns, 2, reps=20, inner=10)
     torch_ms = statistics.median(times["torch"])
     row["torch_ms"] = round(torch_ms, 4)
     for label, _ in variants:

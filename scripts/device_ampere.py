@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import multiprocessing as mp_
 import os
 import sys
@@ -204,10 +203,9 @@ def main() -> int:
         report["matrix"] = run_matrix(args.quick, args.workers)
     if not args.no_bench:
         report["bench"] = run_bench(args.quick)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "ampere_results.json"), "w") as fh:
-            json.dump(report, fh, indent=1, default=str)
+    from mmaplug.bench import save_to_out
+
+    save_to_out("ampere_results.json", report)
     failed = sum(1 for r in report.get("matrix", []) if not r["ok"])
     return 1 if failed else 0
 

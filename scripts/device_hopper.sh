@@ -4,12 +4,7 @@
 # hopper, ampere and torch.matmul side by side. On the device machine (carry .whl):
 #   bash scripts/device_hopper.sh         (logs under $OUT)
 set -o pipefail
-python -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
-export PYTHONPATH=/tmp/site
-python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING
-python -c "import mmaplug" || { echo "install failed"; exit 1; }
-export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+. "$(dirname "$0")/device_install.sh"
 echo "== hopper GPU tests (${HOPPER_SHARDS:-4} shards in parallel)"
 for i in $(seq 0 $(( ${HOPPER_SHARDS:-4} - 1 ))); do
   PYTEST_SHARD="$i/${HOPPER_SHARDS:-4}" timeout "${HOPPER_TIMEOUT:-300}" python -m pytest -m gpu \

@@ -3,12 +3,7 @@
 # correctness matrix, and `mmaplug bench`. Usage on the device machine (carry .whl):
 #   bash scripts/device_run.sh            (results and logs under $OUT)
 set -o pipefail
-python -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v WARNING
-export PYTHONPATH=/tmp/site
-python -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v WARNING
-python -c "import mmaplug" || { echo "install failed"; exit 1; }
-export MMAPLUG_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONUNBUFFERED=1 MMAPLUG_CACHE_DIR=/tmp/mmcache
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+. "$(dirname "$0")/device_install.sh"
 echo "== disk cache and dispatch: two fresh processes"
 for i in 1 2; do timeout 120 python scripts/cache_check.py 2>&1 | tail -4 || export MMAPLUG_FAST_LAUNCH=0; done
 echo "MMAPLUG_FAST_LAUNCH=${MMAPLUG_FAST_LAUNCH:-1}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's measurements in one device call, after the install lines of scripts/device_run.sh:
+# Issue 12's measurements in one device call, after the install (scripts/device_install.sh):
 #  1. the estimate, then the sweep of the llm + skinny + odd corpus (--time-limit; resumable),
 #  2. the quality report: default, the tuned table in the database and leave-one-out (its
 #     choices timed first), nvMatmulHeuristics where installed; text, JSON and PNG,

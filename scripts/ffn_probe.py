@@ -5,7 +5,7 @@ On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. 
 each fused variant (the default plan; cooperative consumers; ``--overrides``) is first checked
 against a float64 reference on a smaller ragged shape and on the timed one (outputs poisoned
 with NaN first); a wrong or unwritten result is reported and not timed. Then the variants and
-torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.bench.cuda_median_ms``).
+torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.bench.interleaved_ms``).
 One JSON line per dtype: per variant its kernel, errors, milliseconds, TFLOP/s and speedup.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import mmaplug as mp
+from mmaplug.bench import interleaved_ms, poison_free_memory, rel_error
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
 COOPERATIVE = {  # the default before ping-pong (run 38): two consumers share 128 x 256 tiles
@@ -89,20 +90,15 @@ def _check(compiled: Any, inputs: list, torch: Any) -> float:
     x, w1, w3 = (t.double() for t in inputs)
     gate = x @ w1.T
     ref = gate * torch.sigmoid(gate) * (x @ w3.T)
-    torch.full(((256 << 20) // 4,), float("nan"), device="cuda")  # poison freed blocks
+    poison_free_memory(256 << 20)
     (out,) = compiled.execute(inputs)
-    got = out.double()
-    if not bool(torch.isfinite(got).all()):
-        return float("nan")
-    return float((got - ref).norm() / ref.norm())
+    return rel_error(out, ref)
 
 
 def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.Namespace) -> dict:
     """One dtype: each variant checked on both shapes, then timed against torch."""
     import torch
     import torch.nn.functional as F
-
-    from mmaplug.bench import cuda_median_ms
 
     dtype, tdtype = getattr(mp, name), getattr(torch, name)
     row: dict[str, Any] = {"dtype": name, "shape": "x".join(map(str, shape))}
@@ -130,10 +126,7 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
         )  # NaN (unwritten elements) is not ok either
         if ok:  # a wrong kernel is not timed
             fns[variant] = lambda compiled=compiled: compiled.execute(timed)
-    times: dict[str, list[float]] = {label: [] for label in fns}
-    for _ in range(args.rounds):
-        for label, fn in fns.items():
-            times[label].append(cuda_median_ms(fn, reps=args.reps, inner=args.inner))
+    times = interleaved_ms(fns, args.rounds, reps=args.reps, inner=args.inner)
     m, n, k = shape
     for label in fns:
         ms = statistics.median(times[label])

@@ -98,7 +98,7 @@ def time_variant(variant: str, reps: int, rounds: int) -> list[dict]:
 
     import torch
 
-    from mmaplug.bench import cuda_median_ms
+    from mmaplug.bench import interleaved_ms
 
     _patch(variant)
     rows = []
@@ -106,12 +106,9 @@ def time_variant(variant: str, reps: int, rounds: int) -> list[dict]:
         compiled = _compiled(shape)
         ins = _inputs(shape)
         x, w = ins
-        samples: dict[str, list[float]] = {"torch": [], variant: []}
-        for _ in range(rounds):
-            theirs = cuda_median_ms(lambda x=x, w=w: torch.matmul(x, w.T), reps=reps)
-            ours = cuda_median_ms(lambda c=compiled, i=ins: c.execute(i), reps=reps)
-            samples["torch"].append(theirs)
-            samples[variant].append(ours)
+        fns = {"torch": lambda x=x, w=w: torch.matmul(x, w.T),
+               variant: lambda c=compiled, i=ins: c.execute(i)}  # fmt: skip
+        samples = interleaved_ms(fns, rounds, reps=reps)
         ms = {name: statistics.median(v) for name, v in samples.items()}
         m, n, k, dtype = shape
         tflops = 2 * m * n * k / 1e9
@@ -140,6 +137,8 @@ def main() -> int:
         with open(os.environ["PROBE_JSON"], "w") as fh:
             json.dump(rows, fh)
         return 0
+    from mmaplug.bench import save_to_out
+
     cache_root = tempfile.mkdtemp(prefix="hopper_probe_")
     variants = [v for v in VARIANTS if v in args.variants.split(",")]
     procs = [
@@ -162,9 +161,7 @@ def main() -> int:
             return 1
         with open(path) as fh:
             rows += json.load(fh)
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "hopper_probe.json"), "w") as fh:
-            json.dump(rows, fh, indent=1)
+    save_to_out("hopper_probe.json", rows)
     return 0
 
 

@@ -10,9 +10,7 @@ is set. Every kernel's output is checked against torch (relative error) before i
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import os
 import sys
 
 SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120), (16384, 1024, 512),
@@ -70,20 +68,19 @@ def main() -> int:
 
     import torch
 
-    from mmaplug.bench import cuda_median_ms
+    from mmaplug.bench import cuda_median_ms, rel_error, save_to_out
 
     rows = []
     for shape in SHAPES:
         m, n, k = shape
         x = torch.randn(m, k, device="cuda", dtype=torch.float16)
         w = torch.randn(n, k, device="cuda", dtype=torch.float16) / k**0.5
-        ref = (x.double() @ w.double().T).float()
+        ref = x.double() @ w.double().T
         torch_ms = cuda_median_ms(lambda x=x, w=w: torch.matmul(x, w.T), reps=args.reps)
         results = []
         for name in [None, *CANDIDATES]:
             compiled = _compile(shape, name)
-            out = compiled.execute([x, w])[0].float()
-            err = float((out - ref).norm() / ref.norm())
+            err = rel_error(compiled.execute([x, w])[0], ref)
             ms = cuda_median_ms(lambda c=compiled, i=[x, w]: c.execute(i), reps=args.reps)
             ok = err < 1e-2
             results.append({"candidate": name or "default", "params": compiled.params.name,
@@ -100,9 +97,7 @@ def main() -> int:
         print(f"  default / best: {quality:.2f}")
         rows.append({"shape": shape, "torch_ms": torch_ms, "results": results,
                      "default_vs_best": quality})  # fmt: skip
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "hopper_sweep.json"), "w") as fh:
-            json.dump(rows, fh, indent=1)
+    save_to_out("hopper_sweep.json", rows)
     return 0
 
 

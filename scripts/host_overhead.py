@@ -21,48 +21,17 @@ import json
 import pstats
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 import mmaplug as mp
+from mmaplug.bench import host_call_us, linear_fusion, rel_error, sample_summary
 from mmaplug.cuda.frameworks import probe_all
 from mmaplug.cuda.streams import is_capturing
 
 TARGET_US = {2: 12.0, 3: 15.0}
-
-
-def host_us(fn: Callable[[], Any], reps: int, block: int) -> list[float]:
-    """Host microseconds of each of *reps* calls of *fn* (synchronised between blocks only)."""
-    samples: list[float] = []
-    while len(samples) < reps:
-        torch.cuda.synchronize()
-        for _ in range(block):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return samples
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[int(q * (len(ordered) - 1))]  # noqa: E731
-    return {"median": statistics.median(samples), "p10": pick(0.1), "p90": pick(0.9)}
-
-
-def fusion(inputs: int, m: int, n: int, k: int) -> mp.FusionDefinition:
-    with mp.FusionDefinition() as fd:
-        x = fd.define_tensor([m, k], dtype=mp.float16)
-        w = fd.define_tensor([n, k], dtype=mp.float16)
-        if inputs == 3:
-            b = fd.define_tensor([n], dtype=mp.float16)
-            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w, b)), mp.float16))
-        else:
-            fd.add_output(fd.ops.linear(x, w))
-    return fd
 
 
 def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[str, float]:
@@ -102,7 +71,7 @@ def breakdown(compiled: Any, tensors: list[Any], reps: int, block: int) -> dict[
         pieces.update(handle_launches(first, stream))
     if maps is not None:  # hopper: the tensor maps of (A, B), looked up every call
         pieces["tensor maps lookup (hopper)"] = lambda: maps.get(addresses[0], addresses[1], stream)
-    return {name: summary(host_us(fn, reps, block))["median"] for name, fn in pieces.items()}
+    return {name: statistics.median(host_call_us(fn, reps, block)) for name, fn in pieces.items()}
 
 
 def handle_launches(launch: Any, stream: int) -> dict[str, Callable[[], Any]]:
@@ -139,7 +108,7 @@ def run(args: argparse.Namespace, scheduler: str, inputs: int) -> dict[str, Any]
     block = ("hopper",) if scheduler == "ampere" else ()
     pm = mp.make_plugin_manager(block=block) if block else None
     m = -1 if args.symbolic else args.m
-    compiled = mp.compile(fusion(inputs, m, args.n, args.k), pm=pm)
+    compiled = mp.compile(linear_fusion(m, args.n, args.k, mp.float16, inputs == 3), pm=pm)
     gen = torch.Generator(device="cuda").manual_seed(0)
     shapes = [(args.m, args.k), (args.n, args.k), (args.n,)][:inputs]
     tensors = [torch.randn(s, device="cuda", dtype=torch.float16, generator=gen) for s in shapes]
@@ -147,14 +116,14 @@ def run(args: argparse.Namespace, scheduler: str, inputs: int) -> dict[str, Any]
     ref = tensors[0].double() @ tensors[1].double().T
     if inputs == 3:
         ref = torch.nn.functional.gelu(ref + tensors[2].double())
-    err = float((out.double() - ref).norm() / ref.norm())
-    ours = summary(host_us(lambda: compiled.execute(tensors), args.reps, args.block))
+    err = rel_error(out, ref)
+    ours = sample_summary(host_call_us(lambda: compiled.execute(tensors), args.reps, args.block))
     if inputs == 2:
         theirs_fn = lambda: torch.matmul(tensors[0], tensors[1].T)  # noqa: E731
     else:
         gelu, linear = torch.nn.functional.gelu, torch.nn.functional.linear
         theirs_fn = lambda: gelu(linear(*tensors))  # noqa: E731
-    theirs = summary(host_us(theirs_fn, args.reps, args.block))
+    theirs = sample_summary(host_call_us(theirs_fn, args.reps, args.block))
     row = {
         "scheduler": getattr(getattr(compiled, "spec", None), "scheduler", scheduler),
         "inputs": inputs,

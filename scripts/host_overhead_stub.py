@@ -32,13 +32,10 @@ import math
 import os
 import pstats
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,36 +143,10 @@ def fake_cubins() -> None:
     launching.numba_binary = fake_binary
 
 
-def fusion(mp: Any, inputs: int, m: int) -> Any:
-    with mp.FusionDefinition() as fd:
-        x = fd.define_tensor([m, K], dtype=mp.float16)
-        w = fd.define_tensor([N, K], dtype=mp.float16)
-        if inputs == 3:
-            b = fd.define_tensor([N], dtype=mp.float16)
-            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w, b)), mp.float16))
-        else:
-            fd.add_output(fd.ops.linear(x, w))
-    return fd
-
-
-def timed(fn: Callable[[], Any], reps: int) -> list[float]:
-    """Microseconds of each of *reps* calls of *fn*."""
-    clock, samples = time.perf_counter, []
-    for _ in range(reps):
-        t0 = clock()
-        fn()
-        samples.append((clock() - t0) * 1e6)
-    return samples
-
-
-def summary(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[int(q * (len(ordered) - 1))]  # noqa: E731
-    return {"median": statistics.median(samples), "p10": pick(0.1), "p90": pick(0.9)}
-
-
 def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Bind case *name* (``scheduler-inputs-extents``), then time and optionally profile it."""
+    from mmaplug.bench import host_call_us, linear_fusion, sample_summary
+
     scheduler, inputs, extents = name.split("-")
     block = () if scheduler == "hopper" else ("hopper",)
     pm = mp.make_plugin_manager(block=block, load_entrypoints=False)
@@ -183,7 +154,8 @@ def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> d
     overrides: dict[str, Any] = {"splitk_factor": args.splitk} if args.splitk else {}
     if args.cluster and scheduler == "hopper":
         overrides["cluster_dims"] = (2, 1)
-    compiled = mp.compile(fusion(mp, int(inputs), m), "h200", pm=pm, overrides=overrides or None)
+    fusion = linear_fusion(m, N, K, mp.float16, inputs == "3")
+    compiled = mp.compile(fusion, "h200", pm=pm, overrides=overrides or None)
     shapes = [(M, K), (N, K), (N,)][: int(inputs)]
     tensors = [torch.empty(s, torch.float16, "cuda") for s in shapes]
     compiled.execute(tensors)  # binds (loads the fake cubin)
@@ -191,12 +163,12 @@ def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> d
     if spec.scheduler != scheduler:
         sys.exit(f"host_overhead_stub: case {name} ran the {spec.scheduler} kernel")
     run = lambda: compiled.execute(tensors)  # noqa: E731
-    timed(run, args.reps // 10)  # warm
+    host_call_us(run, args.reps // 10)  # warm
     launched, through = _stub.stub_launches(), _stub.stub_function_launches()
     row = {
         "case": name,
         "kernel": spec.name,
-        "execute_us": summary(timed(run, args.reps)),
+        "execute_us": sample_summary(host_call_us(run, args.reps)),
         "launches_per_call": (_stub.stub_launches() - launched) / args.reps,
         "function_launches_per_call": (_stub.stub_function_launches() - through) / args.reps,
     }
@@ -241,16 +213,17 @@ def main() -> int:
         torch.current = args.stream
         sys.modules["torch"] = torch
         import mmaplug as mp
+        from mmaplug.bench import host_call_us, sample_summary
 
         fake_cubins()
         null = ctypes.c_void_p(0)
         launch = _stub.cuLaunchKernel
         floor = {
-            "stand-in torch.empty": summary(
-                timed(lambda: torch.empty((M, N), torch.float16, "cuda"), args.reps)
+            "stand-in torch.empty": sample_summary(
+                host_call_us(lambda: torch.empty((M, N), torch.float16, "cuda"), args.reps)
             ),
-            "ctypes call of the stub cuLaunchKernel": summary(
-                timed(lambda: launch(null, 1, 1, 1, 1, 1, 1, 0, null, null, null), args.reps)
+            "ctypes call of the stub cuLaunchKernel": sample_summary(
+                host_call_us(lambda: launch(null, 1, 1, 1, 1, 1, 1, 0, null, null, null), args.reps)
             ),
         }
         rows = [case(mp, torch, name, args) for name in args.cases]

@@ -19,14 +19,13 @@ from __future__ import annotations
 import statistics
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.bench import host_call_us, linear_fusion, rel_error
 
 M, N, K = 512, 512, 256
 TOLERANCE = 2e-3  # relative Frobenius error against float64 (fp32 accumulation of fp16)
@@ -65,7 +64,7 @@ def checked(
         with torch.cuda.stream(stream):
             out = compiled.execute(inputs)[0]
     stream.synchronize()
-    err = float((out.double() - ref).norm() / ref.norm())
+    err = rel_error(out, ref)
     if not err <= TOLERANCE:  # NaN (the poison) fails too
         return f"rel.err {err:.2e} (> {TOLERANCE:g}), {int(out.isnan().sum())} NaN"
     return "" if out.data_ptr() == poisoned else "right, but the poisoned block was not reused"
@@ -87,18 +86,6 @@ def handles(compiled: Any) -> list[str]:
                     kind = "kernel (fallback)" if int(function) == kernel else "function"
                     found.append(f"{label} {int(key):#x}: {kind}")
     return found
-
-
-def per_call_us(fn: Callable[[], Any], calls: int = 2000, block: int = 100) -> float:
-    samples: list[float] = []
-    while len(samples) < calls:
-        torch.cuda.synchronize()
-        for _ in range(block):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
 
 
 def in_threads(compiled: Any, problem: Problem) -> list[str]:
@@ -154,9 +141,9 @@ def check(label: str, overrides: dict[str, Any] | None) -> None:
     report(not errors, f"{label}, two threads: {errors[0] if errors else '400 calls match'}")
     kept = handles(compiled)
     report(bool(kept) and all(k.endswith("function") for k in kept), f"{label}: {kept}")
-    us = per_call_us(lambda: compiled.execute(inputs))
+    us = statistics.median(host_call_us(lambda: compiled.execute(inputs), 2000, block=100))
     with torch.cuda.stream(side):
-        us_side = per_call_us(lambda: compiled.execute(inputs))
+        us_side = statistics.median(host_call_us(lambda: compiled.execute(inputs), 2000, block=100))
     print(f"     {label}: execute {us:.1f} us (default stream), {us_side:.1f} us (new stream), "
           "median of 2,000 calls", flush=True)  # fmt: skip
 

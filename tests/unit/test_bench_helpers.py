@@ -3,8 +3,10 @@ here with a stand-in torch: what is timed, synchronised and compared."""
 
 from __future__ import annotations
 
+import json
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,3 +68,17 @@ def test_interleaved_ms_times_each_function_in_turn_every_round(
     times = bench.interleaved_ms({"torch": lambda: "torch", "ours": lambda: "ours"}, 2, reps=5)
     assert times == {"torch": [1.0, 3.0], "ours": [2.0, 4.0]}
     assert timed == [(name, {"reps": 5}) for name in ("torch", "ours", "torch", "ours")]
+
+
+def test_save_to_out_writes_json_only_where_out_is_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OUT", raising=False)
+    monkeypatch.chdir(tmp_path)  # a stray relative write would land here
+    bench.save_to_out("rows.json", [1])
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("OUT", str(tmp_path))
+    bench.save_to_out("rows.json", [{"shape": (8, 16, 32), "dtype": bench.DType.float16}])
+    assert json.loads((tmp_path / "rows.json").read_text()) == [
+        {"shape": [8, 16, 32], "dtype": str(bench.DType.float16)}
+    ]
