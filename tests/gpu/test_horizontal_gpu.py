@@ -47,8 +47,8 @@ def _run(
     on_gpu: bool = False,
 ) -> Any:  # fmt: skip
     """Compile (one hopper kernel), execute twice, compare with float64: mp.evaluate, or for a
-    large FFN (*on_gpu*) torch's float64 matmuls on the GPU. Each tensor after x is scaled by
-    its last extent^-1/2 (sums of K products stay near 1)."""
+    large FFN (*on_gpu*) torch's float64 matmuls on the GPU. Every tensor input after x is
+    scaled by its last extent ** -0.5, as the weights of a layer are."""
     compiled = mp.compile(fusion, pm=pm, overrides=overrides)
     assert isinstance(compiled, mp.CompiledFusion), compiled.explain()
     assert compiled.spec.scheduler == "hopper" and compiled.spec.problem.horizontal > 1
