@@ -83,6 +83,30 @@ def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
     assert spills and max(spills) <= 192, text
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"tiling_strategy": "persistent_pingpong", "cta_tile": (128, 128, 64), "stages": 5},
+        {"cta_tile": (256, 128, 64), "stages": 3},
+    ],
+    ids=["pingpong_128x128", "cooperative_256x128"],
+)
+def test_packed_epilogue_128_rows_spills_nothing(overrides: dict) -> None:
+    """Consumers of 128-row warp tiles (two 64-row fragment blocks) with bias + GELU: the packed
+    epilogue takes one block's chunk per step, so ptxas keeps everything in registers (both
+    blocks at once spilled 288 / 192 bytes, the ping-pong kernel 1.30x its bare time, run 43)."""
+    from mmaplug.bench import linear_fusion
+
+    tiles = {"warp_tile": (128, 128, 64), "instruction_tile": (64, 128, 16)}
+    fusion = linear_fusion(4096, 4096, 4096, mp.float16, True)
+    compiled = mp.compile(fusion, "h200", overrides={**overrides, **tiles})
+    config = compiled._artifact.config
+    assert config.warp_tile[0] == 128 and config.packed_stores
+    text = _lto_link_log(config)
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
+
+
 def _lto_link_log(config: object) -> str:
     """nvJitLink's log of linking the kernel of *config* as the launch path does."""
     from numba import cuda
