@@ -202,78 +202,95 @@ def _emit_copy(em: Emitter, op: _Operand, i: int, stage_base: str | int, k0: str
         em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, gi, nb)")
 
 
+def _offsets(em: Emitter, table: str, tile: str, tiles: int, ks_n: int, expr: str) -> None:
+    """``table[tile * ks_n + ks] = expr`` for every (tile, k16 step), in loops NVVM unrolls:
+    the local array *table* stays in registers."""
+    em(f"for {tile} in range({tiles}):")
+    with em.indent():
+        em(f"for ks in range({ks_n}):")
+        with em.indent():
+            em(f"{table}[{tile} * {ks_n} + ks] = {expr}")
+
+
 def _emit_frag_setup(em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand) -> None:
+    """Loop-invariant smem offsets of the fragment reads: ``foa[mi * KS + ks]`` for A's m16
+    tile ``mi`` at k16 step ``ks``, ``fob[p * KS + ks]`` for B's n16 pair ``p``."""
     bm, bn, bk = cfg.cta_tile
     wmt, wnt, _ = cfg.warp_tile
     ks_n = bk // 16
     em("lr = lane & 7")
     em("lj = lane >> 3")
+    em(f"foa = cuda.local.array({wmt // 16 * ks_n}, int64)")
+    em(f"fob = cuda.local.array({wnt // 16 * ks_n}, int64)")
     # A
     if a.k_inner:  # smem [BM][BK]; x4: matrices (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
         em("fa_row = wm * %d + lr + (lj & 1) * 8" % wmt)
         em(f"fa_x = {_swizzle_amount('lr + (lj & 1) * 8', a.units)}")
-        for mi in range(wmt // 16):
-            for ks in range(ks_n):
-                em(
-                    f"fa_{mi}_{ks} = ({_sum('fa_row', 16 * mi)}) * {bk} + "
-                    f"(({_sum('(lj >> 1)', 2 * ks)}) ^ fa_x) * 8"
-                )
+        expr = f"(fa_row + 16 * mi) * {bk} + (((lj >> 1) + 2 * ks) ^ fa_x) * 8"
     else:  # smem [BK][BM]; x4.trans: matrices (k0-7,m0-7) (k0-7,m8-15) (k8-15,m0-7) (k8-15,m8-15)
         em("fa_k = lr + (lj >> 1) * 8")
         em(f"fa_x = {_swizzle_amount('fa_k', a.units)}")
         em(f"fa_u = wm * {wmt // 8} + (lj & 1)")
-        for mi in range(wmt // 16):
-            for ks in range(ks_n):
-                em(
-                    f"fa_{mi}_{ks} = ({_sum('fa_k', 16 * ks)}) * {bm} + "
-                    f"(({_sum('fa_u', 2 * mi)}) ^ fa_x) * 8"
-                )
+        expr = f"(fa_k + 16 * ks) * {bm} + ((fa_u + 2 * mi) ^ fa_x) * 8"
+    _offsets(em, "foa", "mi", wmt // 16, ks_n, expr)
     # B: x4 per n16 = two n8 tiles: regs (b0 of j, b1 of j, b0 of j+1, b1 of j+1)
     if b.k_inner:  # smem [BN][BK]; matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
         em("fb_row = wn * %d + lr + (lj >> 1) * 8" % wnt)
         em(f"fb_x = {_swizzle_amount('lr + (lj >> 1) * 8', b.units)}")
-        for p in range(wnt // 16):
-            for ks in range(ks_n):
-                em(
-                    f"fb_{p}_{ks} = ({_sum('fb_row', 16 * p)}) * {bk} + "
-                    f"(({_sum('(lj & 1)', 2 * ks)}) ^ fb_x) * 8"
-                )
+        expr = f"(fb_row + 16 * p) * {bk} + (((lj & 1) + 2 * ks) ^ fb_x) * 8"
     else:  # smem [BK][BN]; x4.trans: matrices (k0-7,n0-7) (k8-15,n0-7) (k0-7,n8-15) (k8-15,n8-15)
         em("fb_k = lr + (lj & 1) * 8")
         em(f"fb_x = {_swizzle_amount('fb_k', b.units)}")
         em(f"fb_u = wn * {wnt // 8} + (lj >> 1)")
-        for p in range(wnt // 16):
-            for ks in range(ks_n):
-                em(
-                    f"fb_{p}_{ks} = ({_sum('fb_k', 16 * ks)}) * {bn} + "
-                    f"(({_sum('fb_u', 2 * p)}) ^ fb_x) * 8"
-                )
+        expr = f"(fb_k + 16 * ks) * {bn} + ((fb_u + 2 * p) ^ fb_x) * 8"
+    _offsets(em, "fob", "p", wnt // 16, ks_n, expr)
+
+
+def _frag_sizes(cfg: AmpereKernelConfig) -> tuple[int, int]:
+    """uint32 registers of one buffer of A fragments (4 per m16 tile) and of B (2 per n8)."""
+    wmt, wnt, _ = cfg.warp_tile
+    return wmt // 16 * 4, wnt // 8 * 2
 
 
 def _emit_frag_load(
     em: Emitter, cfg: AmpereKernelConfig, a: _Operand, b: _Operand, ks: int, buf: int
 ) -> None:
-    wmt, wnt, _ = cfg.warp_tile
-    lda = "ldmatrix_x4" if a.k_inner else "ldmatrix_x4_trans"
-    ldb = "ldmatrix_x4" if b.k_inner else "ldmatrix_x4_trans"
-    for mi in range(wmt // 16):
-        regs = ", ".join(f"ra{buf}_{mi}_{q}" for q in range(4))
-        em(f"{regs} = {lda}(smem_addr(smem, sa + fa_{mi}_{ks}))")
-    for p in range(wnt // 16):
-        j0, j1 = 2 * p, 2 * p + 1
-        regs = f"rb{buf}_{j0}_0, rb{buf}_{j0}_1, rb{buf}_{j1}_0, rb{buf}_{j1}_1"
-        em(f"{regs} = {ldb}(smem_addr(smem, sb + fb_{p}_{ks}))")
+    """ldmatrix of k16 step *ks* into fragment buffer *buf* of ``fa`` and ``fb``."""
+    wmt, wnt, bk = cfg.warp_tile
+    na, nb = _frag_sizes(cfg)
+    for op, tile, tiles, first in ((a, "mi", wmt // 16, buf * na), (b, "p", wnt // 16, buf * nb)):
+        ld = "ldmatrix_x4" if op.k_inner else "ldmatrix_x4_trans"
+        frag, table = f"f{op.name}", f"fo{op.name}"
+        em(f"for {tile} in range({tiles}):")
+        with em.indent():
+            em(f"o = {_sum('4 * ' + tile, first)}")
+            em(
+                f"{frag}[o], {frag}[o + 1], {frag}[o + 2], {frag}[o + 3] = "
+                f"{ld}(smem_addr(smem, s{op.name} + {table}[{_sum(f'{tile} * {bk // 16}', ks)}]))"
+            )
 
 
 def _emit_mma(em: Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
+    """One k16 step's mma of the warp tile from fragment buffer *buf*: a loop NVVM unrolls,
+    the m16 tiles in order, each walking the n8 tiles forwards (even ``mi``) or backwards (odd:
+    the B registers of the turn are reused)."""
     wmt, wnt, _ = cfg.warp_tile
+    ni_n = wnt // 8
+    na, nb = _frag_sizes(cfg)
     fn = "mma_m16n8k16_f16" if cfg.operand_dtype is DType.float16 else "mma_m16n8k16_bf16"
-    for mi in range(wmt // 16):
-        nis = range(wnt // 8)
-        for ni in nis if mi % 2 == 0 else reversed(nis):  # serpentine: reuse B registers
-            c = ", ".join(f"c_{mi}_{ni}_{q}" for q in range(4))
-            a = ", ".join(f"ra{buf}_{mi}_{q}" for q in range(4))
-            em(f"{c} = {fn}({a}, rb{buf}_{ni}_0, rb{buf}_{ni}_1, {c})")
+    em(f"for mi in range({wmt // 16}):")
+    with em.indent():
+        em(f"for j in range({ni_n}):")
+        with em.indent():
+            em(f"ni = j + (mi & 1) * ({ni_n - 1} - 2 * j)")
+            em(f"c = (mi * {ni_n} + ni) * 4")
+            em(f"oa = {_sum('4 * mi', buf * na)}")
+            em(f"ob = {_sum('2 * ni', buf * nb)}")
+            em(
+                f"acc[c], acc[c + 1], acc[c + 2], acc[c + 3] = {fn}(fa[oa], fa[oa + 1], "
+                "fa[oa + 2], fa[oa + 3], fb[ob], fb[ob + 1], acc[c], acc[c + 1], acc[c + 2], "
+                "acc[c + 3])"
+            )
 
 
 def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
@@ -329,13 +346,17 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
         _emit_load_setup(em, a, threads)
         _emit_load_setup(em, b, threads)
         _emit_frag_setup(em, cfg, a, b)
-        for mi in range(wmt // 16):
-            for ni in range(wnt // 8):
-                em(
-                    ", ".join(f"c_{mi}_{ni}_{q}" for q in range(4))
-                    + " = "
-                    + ", ".join(["float32(0.0)"] * 4)
-                )
+        # accumulators [mi][ni][4] and two buffers of fragments: local arrays indexed by the
+        # counters of loops NVVM unrolls, so every index is a constant and they stay in
+        # registers (Numba types and lowers each statement once, not once per mma)
+        nacc = wmt // 16 * (wnt // 8) * 4
+        na, nb = _frag_sizes(cfg)
+        em(f"acc = cuda.local.array({nacc}, float32)")
+        em(f"for i in range({nacc}):")
+        with em.indent():
+            em("acc[i] = float32(0.0)")
+        em(f"fa = cuda.local.array({2 * na}, uint32)")
+        em(f"fb = cuda.local.array({2 * nb}, uint32)")
 
         def load_stage(stage: str | int, k0: str, fast: bool) -> None:
             for op, off in ((a, 0), (b, b_off)):  # B's stages follow all of A's
@@ -410,14 +431,10 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
                 _emit_mma(em, cfg, buf)
             if ks_n % 2:
                 # odd number of k16 steps: the fragment buffers swap roles; copy back.
-                for mi in range(wmt // 16):
-                    em(
-                        ", ".join(f"ra0_{mi}_{q}" for q in range(4))
-                        + " = "
-                        + ", ".join(f"ra1_{mi}_{q}" for q in range(4))
-                    )
-                for ni in range(wnt // 8):
-                    em(f"rb0_{ni}_0, rb0_{ni}_1 = rb1_{ni}_0, rb1_{ni}_1")
+                for frag, size in (("fa", na), ("fb", nb)):
+                    em(f"for i in range({size}):")
+                    with em.indent():
+                        em(f"{frag}[i] = {frag}[{size} + i]")
         em("cp_async_wait_all()")
         em("cuda.syncthreads()")
         em("# epilogue: stage the accumulators through smem (float32, padded rows), then")
@@ -428,11 +445,16 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
         cst = c_stride(cfg)
         # unsigned index: Numba emits no negative-index wraparound (an ISETP + SEL per store)
         em(f"eb = uint32(er * {cst} + ec)")
-        for mi in range(wmt // 16):
-            for ni in range(wnt // 8):
-                for q in range(4):
-                    off = (16 * mi + 8 * (q // 2)) * cst + 8 * ni + q % 2
-                    em(f"cs[{f'eb + uint32({off})' if off else 'eb'}] = c_{mi}_{ni}_{q}")
+        em(f"for mi in range({wmt // 16}):")
+        with em.indent():
+            em(f"for ni in range({wnt // 8}):")
+            with em.indent():
+                em("for q in range(4):")
+                with em.indent():
+                    em(
+                        f"cs[eb + uint32((16 * mi + 8 * (q >> 1)) * {cst} + 8 * ni + (q & 1))] = "
+                        f"acc[(mi * {wnt // 8} + ni) * 4 + q]"
+                    )
         em("cuda.syncthreads()")
         if cfg.splitk == 1 and vector_epilogue(cfg):
             bm, bn, _ = cfg.cta_tile

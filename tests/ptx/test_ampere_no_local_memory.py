@@ -1,0 +1,110 @@
+"""PTX tier: the ampere kernel's accumulators and fragments are local arrays indexed by loops
+NVVM unrolls; nothing of them reaches local memory, and the mma order is the unrolled one's."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Any
+
+import pytest
+
+from mmaplug.dtypes import DType
+from mmaplug.plugins.ampere.harness import epilogue_program
+from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, compile_ptx, generate_source
+
+pytestmark = pytest.mark.ptx
+
+C = AmpereKernelConfig
+#: layouts, BK 48 (an odd count of k16 steps), 8 warps, split-K 3, bf16 with an epilogue input,
+#: a 48x80 warp tile (odd m16 count, 10 n8 tiles): ptxas keeps all of them spill-free
+CONFIGS = {
+    "kk": C(),
+    "kn_s4": C(b_k_inner=False, stages=4),
+    "mn": C(a_k_inner=False, b_k_inner=False),
+    "mk_bk48": C(a_k_inner=False, cta_tile=(64, 64, 48), warp_tile=(32, 32, 48), vec_b=4),
+    "w8": C(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32)),
+    "sk3_mn": C(splitk=3, a_k_inner=False, b_k_inner=False, cta_tile=(64, 64, 32),
+                warp_tile=(32, 32, 32)),
+    "bf16_gelu": C(operand_dtype=DType.bfloat16,
+                   epilogue=epilogue_program("bias_gelu", DType.bfloat16)),
+    "w48x80": C(cta_tile=(96, 160, 32), warp_tile=(48, 80, 32), grid_swizzle=4),
+}  # fmt: skip
+
+
+def _ptxas_info(ptx: str, arch: str) -> str:
+    """ptxas (through nvJitLink, the toolkit's own) on *ptx* for *arch*: its info log."""
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
+    opts = [f"-arch={arch}", "-verbose"]
+    handle = nvjitlink.create(len(opts), opts)
+    data = ptx.encode()
+    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "ampere")
+    nvjitlink.complete(handle)
+    log = bytearray(nvjitlink.get_info_log_size(handle))
+    nvjitlink.get_info_log(handle, log)
+    nvjitlink.destroy(handle)
+    return log.decode(errors="replace")
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_fragments_and_accumulators_stay_in_registers(name: str) -> None:
+    """Every loop over the warp tile is unrolled (the mma and ldmatrix of whole k-tiles: NVVM
+    may unroll the k loop too), no local memory in the PTX, and ptxas makes no stack frame and
+    no spills."""
+    cfg = CONFIGS[name]
+    ptx = compile_ptx(cfg)
+    wm, wn, bk = cfg.warp_tile
+    mma, ldmatrix = ptx.count("mma.sync.aligned.m16n8k16"), ptx.count("ldmatrix.sync")
+    assert mma > 0 and mma % ((wm // 16) * (wn // 8) * (bk // 16)) == 0
+    # per k16 step one ldmatrix per m16 tile and per n16 pair, and the first step's before
+    assert (
+        ldmatrix > 0
+        and (ldmatrix - wm // 16 - wn // 16) % ((wm // 16 + wn // 16) * (bk // 16)) == 0
+    )
+    assert not re.search(r"\.local\b", ptx), "a local array was left in local memory"
+    for arch in ("sm_80", "sm_90a"):
+        log = _ptxas_info(ptx, arch)
+        assert re.search(
+            r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", log
+        ), f"{arch}: {log}"
+
+
+def _mma_loop(cfg: AmpereKernelConfig) -> str:
+    """The source of the first k16 step's mma loop of *cfg*'s kernel, dedented."""
+    src = generate_source(cfg, sim=False)
+    call = src.index("mma_m16n8k16", src.index("for kt in range"))
+    start = src.rindex("\n", 0, src.rindex("for mi in range", 0, call)) + 1
+    return textwrap.dedent(src[start : src.index("\n", call) + 1])
+
+
+@pytest.mark.parametrize(
+    "warp_tile", [(64, 64, 32), (48, 80, 32), (16, 16, 32)], ids=["64x64", "48x80", "16x16"]
+)
+def test_mma_order_and_operands_are_the_unrolled_kernels(warp_tile: tuple[int, int, int]) -> None:
+    """The loop issues the mma of the unrolled kernel in its order: m16 tiles in turn, the n8
+    tiles forwards for even ones and backwards for odd ones, each accumulating into its own
+    four floats from its A fragment and B pair, so every accumulator sums the same products in
+    the same order."""
+    wm, wn, _ = warp_tile
+    mis, nis = wm // 16, wn // 8
+    cfg = AmpereKernelConfig(cta_tile=(wm * 2, wn * 2, 32), warp_tile=warp_tile)
+    calls: list[tuple[Any, ...]] = []
+
+    def mma(*operands: Any) -> tuple[Any, ...]:
+        calls.append(operands)
+        return tuple(("d", len(calls) - 1, q) for q in range(4))
+
+    acc = [("c", i) for i in range(mis * nis * 4)]
+    fa = [("a", i) for i in range(2 * mis * 4)]
+    fb = [("b", i) for i in range(2 * nis * 2)]
+    namespace = {"acc": acc, "fa": fa, "fb": fb, "mma_m16n8k16_f16": mma}
+    exec(_mma_loop(cfg), namespace)
+    order = [(mi, ni) for mi in range(mis) for ni in (range(nis) if mi % 2 == 0 else
+                                                       reversed(range(nis)))]  # fmt: skip
+    assert len(calls) == len(order)
+    for k, (mi, ni) in enumerate(order):
+        c = (mi * nis + ni) * 4
+        a_regs = tuple(("a", 4 * mi + q) for q in range(4))
+        b_regs = (("b", 2 * ni), ("b", 2 * ni + 1))
+        assert calls[k] == (*a_regs, *b_regs, *(("c", c + q) for q in range(4)))
+        assert acc[c : c + 4] == [("d", k, q) for q in range(4)]
