@@ -348,13 +348,16 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
         _emit_frag_setup(em, cfg, a, b)
         # accumulators [mi][ni][4] and two buffers of fragments: local arrays indexed by the
         # counters of loops NVVM unrolls, so every index is a constant and they stay in
-        # registers (Numba types and lowers each statement once, not once per mma)
-        nacc = wmt // 16 * (wnt // 8) * 4
+        # registers (Numba types and lowers each statement once, not once per mma). Loops
+        # over a whole 64x128 warp tile's accumulators are past NVVM's unroll threshold:
+        # those over the accumulators go one m16 row (mi) at a time.
+        row = wnt // 8 * 4  # accumulators of one m16 row
         na, nb = _frag_sizes(cfg)
-        em(f"acc = cuda.local.array({nacc}, float32)")
-        em(f"for i in range({nacc}):")
-        with em.indent():
-            em("acc[i] = float32(0.0)")
+        em(f"acc = cuda.local.array({wmt // 16 * row}, float32)")
+        for mi in range(wmt // 16):
+            em(f"for i in range({row}):")
+            with em.indent():
+                em(f"acc[{_sum('i', mi * row)}] = float32(0.0)")
         em(f"fa = cuda.local.array({2 * na}, uint32)")
         em(f"fb = cuda.local.array({2 * nb}, uint32)")
 
@@ -445,16 +448,13 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
         cst = c_stride(cfg)
         # unsigned index: Numba emits no negative-index wraparound (an ISETP + SEL per store)
         em(f"eb = uint32(er * {cst} + ec)")
-        em(f"for mi in range({wmt // 16}):")
-        with em.indent():
+        for mi in range(wmt // 16):
             em(f"for ni in range({wnt // 8}):")
             with em.indent():
                 em("for q in range(4):")
                 with em.indent():
-                    em(
-                        f"cs[eb + uint32((16 * mi + 8 * (q >> 1)) * {cst} + 8 * ni + (q & 1))] = "
-                        f"acc[(mi * {wnt // 8} + ni) * 4 + q]"
-                    )
+                    off = _sum(f"(q >> 1) * {8 * cst} + 8 * ni + (q & 1)", 16 * mi * cst)
+                    em(f"cs[eb + uint32({off})] = acc[{_sum('ni * 4 + q', mi * row)}]")
         em("cuda.syncthreads()")
         if cfg.splitk == 1 and vector_epilogue(cfg):
             bm, bn, _ = cfg.cta_tile

@@ -69,6 +69,17 @@ def test_fragments_and_accumulators_stay_in_registers(name: str) -> None:
         ), f"{arch}: {log}"
 
 
+@pytest.mark.parametrize("warp_tile", [(64, 128, 32), (128, 64, 32)], ids=["64x128", "128x64"])
+def test_largest_warp_tiles_are_unrolled_too(warp_tile: tuple[int, int, int]) -> None:
+    """256 accumulators (the tuner's largest warp tiles): loops over all of them at once stay
+    rolled in NVVM and the array goes to local memory; the generated loops are unrolled (ptxas
+    spills registers for these tiles, as it did for the fully unrolled source)."""
+    wm, wn, _ = warp_tile
+    ptx = compile_ptx(AmpereKernelConfig(cta_tile=(2 * wm, 2 * wn, 32), warp_tile=warp_tile))
+    assert ptx.count("mma.sync.aligned.m16n8k16") % ((wm // 16) * (wn // 8) * 2) == 0
+    assert not re.search(r"\.local\b", ptx), "a local array was left in local memory"
+
+
 def _mma_loop(cfg: AmpereKernelConfig) -> str:
     """The source of the first k16 step's mma loop of *cfg*'s kernel, dedented."""
     src = generate_source(cfg, sim=False)
