@@ -3,7 +3,8 @@
 ``lean`` leaves out the Numba-CUDA passes generated code never needs (closures, ``with``,
 ``literal_unroll``, rewrites it never matches) and SSA reconstruction (its variables keep one
 type), and finds singly assigned variables in one scan; only the function it names is compiled
-so. Ampere PTX stays byte-identical; first builds: docs/decisions.md, "A lean Numba pipeline".
+so. Inside it a function's signature is resolved once per argument types. Ampere PTX stays
+byte-identical; first builds: docs/decisions.md, "A lean Numba pipeline".
 Imported only to build (it imports Numba).
 """
 
