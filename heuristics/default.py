@@ -235,7 +235,7 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
 
 def hopper_staging_bytes(cta: TileShape, warp: TileShape) -> int:
     """Shared memory of the hopper kernel's staged epilogue (one chunk per consumer)."""
-    return staging_bytes((cta.m // warp.m) * (cta.n // warp.n), warp.m, warp.n)
+    return staging_bytes((cta.m // warp.m) * (cta.n // warp.n), warp.n)
 
 
 def hopper_stages(problem: MatmulProblem, device: Device, cta: TileShape, warp: TileShape) -> int:
@@ -306,7 +306,7 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     staged = horizontal_chunk(warp.n, h) > 0  # the products combined in a staged chunk
     consumers = 2 if pingpong else cta.m // warp.m  # a staging region each
     budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK
-    budget -= staging_bytes(consumers, warp.m, warp.n) if staged else 0
+    budget -= staging_bytes(consumers, warp.n) if staged else 0
     stages = min(budget // hopper_stage_bytes(problem, cta), HOPPER_MAX_STAGES)
     return MatmulParams(
         cta_tile=cta,

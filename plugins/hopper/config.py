@@ -17,6 +17,7 @@ SWIZZLE_BYTES: Final = 128
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
+STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma fragment block
 # setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 24 + 256 * 240 = 64,512 registers.
 # ptxas allocates the consumers' code within CONSUMER_REGS: 232 spilled 92 bytes in the bias +
 # GELU epilogue at 128x256, 240 spills nothing; the producer's one issuing thread fits in 24.
@@ -129,7 +130,7 @@ class HopperKernelConfig:
         """Shared memory of the staged epilogue: one chunk per consumer (0 without it)."""
         if not self.smem_epilogue:
             return 0
-        return staging_bytes(self.consumers, self.warp_tile[0], self.warp_tile[1])
+        return staging_bytes(self.consumers, self.warp_tile[1])
 
     @property
     def smem_bytes(self) -> int:
@@ -181,14 +182,16 @@ def epilogue_outputs(epilogue: EpilogueProgram, splitk: int) -> tuple[DType, ...
     return tuple(o.dtype for o in epilogue.outputs)
 
 
-def staging_bytes(consumers: int, wm: int, wn: int) -> int:
-    """Shared memory of the smem epilogue: ``wm`` rows of ``4 * chunk + 32`` bytes per consumer.
+def staging_bytes(consumers: int, wn: int) -> int:
+    """Shared memory of the smem epilogue: ``STAGED_ROWS`` rows of ``4 * chunk + 32`` bytes per
+    consumer (the epilogues stage one 64-row fragment block's chunk at a time, whatever the
+    warp tile's height).
 
     That holds the staged path's float32 chunk (``chunk + 4`` floats a row) and, with
     ``packed_stores``, two 16-bit chunk buffers or one float32 one (``chunk * size + 16`` bytes a
     row, see :func:`packed_row_bytes`).
     """
-    return consumers * wm * staging_row_bytes(wn)
+    return consumers * STAGED_ROWS * staging_row_bytes(wn)
 
 
 def staging_row_bytes(wn: int) -> int:

@@ -8,7 +8,7 @@ from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
-from .config import WARPGROUP, HopperKernelConfig
+from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
 from .packed_epilogue import emit_packed_epilogue
 
 __all__ = ["emit_epilogue", "trivial_epilogue"]
@@ -145,34 +145,36 @@ def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
 def _emit_staged(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
-    """The consumer's tile in column chunks through shared memory: each chunk's registers are
+    """The consumer's tile through shared memory, a 64-row fragment block's column chunk at a
+    time (``STAGED_ROWS`` rows staged whatever the warp tile's height): its registers are
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
-    per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per consumer
-    warpgroup orders the writes and reads of its chunk buffer."""
+    per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per
+    consumer warpgroup orders the writes and reads of its chunk buffer."""
     wm, wn, _ = cfg.warp_tile
     h, stride = cfg.horizontal, cfg.epilogue_stride
     chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
     share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
-    em(f"em0 = m0 + cm * {wm}")
-    em("ch = 0")
-    em(f"while ch < {share // chunk}:")
+    chunks = share // chunk
+    em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
+    em(f"while ch < {len(accs) * chunks}:")
     with em.indent():
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
-        for index in range(share // chunk):
-            em(f"{'if' if index == 0 else 'elif'} ch == {index}:")
-            with em.indent():
-                for r, acc in enumerate(accs):
+        for r, acc in enumerate(accs):
+            for index in range(chunks):
+                em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
+                with em.indent():
                     for q in range(index * chunk // 8, (index + 1) * chunk // 8):
                         for half in range(2):
                             for e in range(2):
-                                off = (64 * r + 8 * half) * stride + 8 * q - index * chunk + e
+                                off = 8 * half * stride + 8 * q - index * chunk + e
                                 for j in range(h):  # product j's column: share * j further
                                     reg = 4 * (q + j * share // 8) + 2 * half + e
                                     em(f"sf[wrow + {off + j * chunk}] = {acc}[{reg}]")
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
-        em(f"en0 = n0 + cn * {wn} + ch * {chunk}")
+        em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
+        em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
         emit_staged_epilogue(
-            em, prog, rows=wm, cols=chunk, threads=WARPGROUP, stride=stride,
+            em, prog, rows=STAGED_ROWS, cols=chunk, threads=WARPGROUP, stride=stride,
             tid="t", m0="em0", n0="en0", smem="sf", base="sbase", products=h,
         )  # fmt: skip
         em("ch += 1")

@@ -15,6 +15,7 @@ from .config import (
     MBARRIER_BYTES,
     PRODUCER_REGS,
     SMEM_ALIGN,
+    STAGED_ROWS,
     SWIZZLE_BYTES,
     WARPGROUP,
     HopperKernelConfig,
@@ -309,7 +310,7 @@ def _emit_consumer(
         emit_packed_setup(em, cfg)
     elif cfg.smem_epilogue:
         stride = cfg.epilogue_stride
-        em(f"sbase = (stg - base) // 4 + c * {wm * stride}  # this consumer's chunk (floats)")
+        em(f"sbase = (stg - base) // 4 + c * {STAGED_ROWS * stride}  # this consumer's chunk")
         em(f"wrow = sbase + (16 * w + lane // 4) * {stride} + 2 * (lane % 4)")
     elif not (cfg.splitk > 1 or trivial_epilogue(cfg)):
         em(f"spill = cuda.local.array({len(accs) * nacc}, dtype=float32)")

@@ -40,7 +40,7 @@ def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
     per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize + 2 * MBARRIER_BYTES
     total = SMEM_ALIGN + params.stages * per_stage
     if params.use_smem_epilogue and warp.m and warp.n % 8 == 0:
-        total += staging_bytes(_consumers(params), warp.m, warp.n)
+        total += staging_bytes(_consumers(params), warp.n)
     return total
 
 

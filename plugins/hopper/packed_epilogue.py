@@ -17,6 +17,7 @@ from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueProgram
 
 from .config import (
+    STAGED_ROWS,
     VECTOR_ALIGN,
     WARPGROUP,
     HopperKernelConfig,
@@ -31,10 +32,10 @@ _PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragmen
 
 def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Per-consumer names the chunk loop uses (before the loop over work units)."""
-    wm, wn, _ = cfg.warp_tile
+    wn = cfg.warp_tile[1]
     em("su = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
     em("sf = cuda.shared.array(0, dtype=float32)")
-    em(f"sreg = stg + c * {wm * staging_row_bytes(wn)}  # this consumer's staging region")
+    em(f"sreg = stg + c * {STAGED_ROWS * staging_row_bytes(wn)}  # this consumer's staging")
     em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
     em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
     em("ebuf = 0  # the chunk buffer written next (with two, they alternate across tiles)")
@@ -72,8 +73,8 @@ def emit_packed_epilogue(
     nbuf = cfg.packed_buffers
     dtypes: list[DType] = [o.dtype for o in prog.outputs]
     rows = [packed_row_bytes(d, wn) for d in dtypes]
-    offsets = [wm * sum(rows[:j]) for j in range(len(rows))]
-    buf_bytes = wm * sum(rows)
+    offsets = [STAGED_ROWS * sum(rows[:j]) for j in range(len(rows))]
+    buf_bytes = STAGED_ROWS * sum(rows)
     roots = _roots(prog)
     live = live_instrs(prog, roots)
     used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
@@ -95,7 +96,7 @@ def emit_packed_epilogue(
                     for q, h, e in names:
                         reg = 4 * (index * groups + q) + 2 * h + e
                         em(f"f{q}_{h}_{e} = {acc}[{reg}]")
-        em(f"em0 = m0 + cm * {wm} + 64 * (ch // {chunks})")
+        em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
         em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
         for i in hoisted:
@@ -139,7 +140,7 @@ def emit_packed_epilogue(
         for j, dtype in enumerate(dtypes):
             per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
             lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
-            total = 64 * per_row  # the row block's vectors
+            total = STAGED_ROWS * per_row  # the row block's vectors
             for part in range(-(-total // WARPGROUP)):
                 em(f"vi = t + {part * WARPGROUP}")
                 em(f"vr = vi // {per_row}")

@@ -99,12 +99,14 @@ def case_nt_bf16_bias_gelu_smem_epilogue(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 def case_tn_f16_smem_epilogue_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
-    """use_smem_epilogue with a 48-wide warp tile (chunks of 16) and two outputs, ragged."""
-    a, b = _operands(fd, mp, 66, 90, 72, "TN", mp.float16)
+    """use_smem_epilogue with a 128x48 warp tile (chunks of 16, staged one 64-row block at a
+    time: rows 128..139 of the second M tile in its first block, none in its second) and two
+    outputs, ragged."""
+    a, b = _operands(fd, mp, 140, 90, 72, "TN", mp.float16)
     y = fd.ops.matmul(a, b)
     fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
     fd.add_output(fd.ops.cast(y, mp.float32))
-    return {**_tile((64, 48, 64), (64, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+    return {**_tile((128, 48, 64), (128, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
 def case_tn_f16_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
