@@ -85,11 +85,12 @@ class Block:
 
     def __init__(self, nthreads: int, lock: Any = None) -> None:
         self.nthreads = nthreads
-        lock = lock or threading.RLock()
-        self.cond = threading.Condition(lock)
-        # barrier.cluster waiters apart: the cluster's idle threads wait there for the whole
-        # kernel, and waking them on every mbarrier update made a small case take minutes
-        self.cluster_cond = threading.Condition(lock)
+        self.lock = lock or threading.RLock()
+        self.cond = threading.Condition(self.lock)  # the lock's context for plain updates
+        # a condition per barrier: a completion wakes only its waiters (each wake-up takes the
+        # GIL from the busy threads; waking every waiter of the block starved them)
+        self.conds: dict[tuple[str, int], threading.Condition] = {}
+        self.cluster_cond = threading.Condition(self.lock)  # barrier.cluster's (shared)
         self.cluster: list[Block] = [self]
         self.cluster_barrier = ClusterBarrier()
         self.windows: list[tuple[int, np.ndarray]] = []  # (fake base, uint8 view)
@@ -139,21 +140,30 @@ class Block:
 
     # --- waiting -------------------------------------------------------------------------------
 
+    def barrier_cond(self, kind: str, address: int) -> threading.Condition:
+        """The condition the waiters of barrier (`kind`, `address`) of this block sleep on."""
+        cond = self.conds.get((kind, address))
+        if cond is None:
+            cond = self.conds[kind, address] = threading.Condition(self.lock)
+        return cond
+
     def wait_until(
         self,
         ready: Any,
         describe: Any,
-        timeout: float = WAIT_TIMEOUT_S,
-        scan: float = _CHECK_S,
-        cond: threading.Condition | None = None,
+        cond: threading.Condition,
+        timeout: float | None = None,
+        scan: float | None = None,
     ) -> None:
-        """Block (holding `cond`) until `ready()`.
-
-        Raises at once when another thread of the block died of an exception (Numba's
-        simulator would report it only after every thread ended, behind this wait's timeout)
-        or when every thread of the block has exited or waits here unsatisfied (nothing can
-        arrive any more); otherwise a UsageError naming `describe()` after `timeout` seconds.
+        """Block (holding the lock) until `ready()`, sleeping on `cond`, which every change that
+        can make `ready()` true notifies. Raises at once when another thread of the cluster died
+        of an exception (Numba's simulator would report it only after every thread ended) or
+        when every thread has exited or waits unsatisfied (found by scans every `scan` seconds,
+        default _CHECK_S); otherwise a UsageError naming `describe()` after `timeout` seconds
+        (default WAIT_TIMEOUT_S).
         """
+        timeout = WAIT_TIMEOUT_S if timeout is None else timeout
+        scan = _CHECK_S if scan is None else scan
         thread = threading.current_thread()
         now = time.monotonic()
         deadline, check = now + timeout, now + scan
@@ -177,9 +187,7 @@ class Block:
                         )
                 if now > deadline:
                     raise UsageError(f"deadlock: {describe()} after {timeout:g} s")
-                # every completion notifies the waiters' condition: the timeout only paces
-                # the scans (waking 256 waiters every 20 ms starved a CTA pair's busy threads)
-                (cond or self.cond).wait(scan)
+                cond.wait(scan)  # the timeout only paces the scans
         finally:
             del self.waiting[thread]
 
@@ -203,6 +211,11 @@ class Block:
                     return False
         return True
 
+    def add_thread(self, thread: Any) -> None:
+        """Count simulator thread `thread` (a BlockThread) as one of this block's."""
+        with _LOCK:
+            self.threads.setdefault(thread.thread_id, thread)
+
     def seen(self) -> list[tuple[int, threading.Thread]]:
         """(thread id, thread) of every thread seen so far (a snapshot: others keep adding)."""
         with _LOCK:
@@ -225,13 +238,13 @@ class Block:
             def released() -> bool:
                 if bar.generation != generation:
                     return True
-                if bar.arrived < everyone:  # unless enough threads exited: scanned rarely
+                # unless enough threads exited (a clustered launch reports exits: threads_exited)
+                if bar.arrived < everyone:
                     now = time.monotonic()
                     if now < bar.next_exit_scan or bar.arrived < self.live_threads():
                         bar.next_exit_scan = max(bar.next_exit_scan, now + _CHECK_S)
                         return False
-                bar.arrived, bar.generation = 0, bar.generation + 1
-                self.cluster_cond.notify_all()
+                self._release_cluster()
                 return True
 
             self.wait_until(
@@ -240,12 +253,24 @@ class Block:
                     f"{op}: {bar.arrived} of {self.live_threads()} threads of the cluster "
                     f"arrived; {self._elsewhere()}"
                 ),
+                self.cluster_cond,
                 # idle threads reach the exit barrier while the others run the whole kernel:
                 # only a cluster whose every thread waits (found at once) is a deadlock here
                 timeout=CLUSTER_WAIT_TIMEOUT_S,
                 scan=CLUSTER_SCAN_S,  # hundreds of idle waiters: scan the cluster rarely
-                cond=self.cluster_cond,
             )
+
+    def _release_cluster(self) -> None:
+        bar = self.cluster_barrier
+        bar.arrived, bar.generation = 0, bar.generation + 1
+        self.cluster_cond.notify_all()
+
+    def threads_exited(self) -> None:
+        """Threads of the cluster exited: barrier.cluster waits for live threads only, so that
+        may release it (the clustered launch, which sees exits, calls this)."""
+        with self.cond:
+            if 0 < self.cluster_barrier.arrived >= self.live_threads():
+                self._release_cluster()
 
     def _elsewhere(self) -> str:
         """Where the cluster's live threads that wait on something else are, per block rank."""
@@ -272,12 +297,11 @@ class Block:
             raise UsageError(f"mbarrier_init: count must be in 1..2**20-1, got {count}")
         with self.cond:
             self.mbarriers[int(bar)] = MBarrier(int(count))
-            self.cond.notify_all()
 
     def update_mbarrier(self, bar: Any, arrivals: int, tx: int, op: str) -> None:
         with self.cond:
             if self.mbarrier(bar, op).update(arrivals, tx, op):
-                self.cond.notify_all()
+                self.barrier_cond("mbarrier", int(bar)).notify_all()
 
     def wait_mbarrier(self, bar: Any, parity: int, op: str) -> None:
         with self.cond:
@@ -289,6 +313,7 @@ class Block:
                     f"{parity} ({state!r}); check expect_tx bytes against the TMA boxes, the "
                     "arrival count and the wait parity"
                 ),
+                self.barrier_cond("mbarrier", int(bar)),
             )
 
     # --- named barriers ------------------------------------------------------------------------
@@ -312,11 +337,12 @@ class Block:
             if bar.arrived == count:
                 bar.expected, bar.arrived = None, 0
                 bar.generation += 1
-                self.cond.notify_all()
+                self.barrier_cond("named", ident).notify_all()
             elif wait:
                 self.wait_until(
                     lambda: bar.generation != generation,
                     lambda: f"{op}: barrier {ident} got {bar.arrived} of {count} threads",
+                    self.barrier_cond("named", ident),
                 )
 
     # --- warpgroups ----------------------------------------------------------------------------
@@ -327,10 +353,10 @@ class Block:
             raise UsageError(
                 f"{op} needs full warpgroups of 128 threads; this block has {self.nthreads}"
             )
-        with self.cond:
-            exchange = self.groups.get(group)
-            if exchange is None:
-                exchange = self.groups[group] = Warp(WARPGROUP_SIZE)
+        exchange = self.groups.get(group)  # without the lock: every wgmma of every thread
+        if exchange is None:
+            with self.cond:
+                exchange = self.groups.setdefault(group, Warp(WARPGROUP_SIZE))
         return lane, exchange
 
 
@@ -344,16 +370,20 @@ def block_threads(manager: Any) -> int:
     return int(np.prod(manager._block_dim))
 
 
-def register_cluster(managers: list[Any]) -> None:
-    """Make the blocks of *managers* (by rank) one cluster: a shared condition and barrier."""
+def register_cluster(managers: list[Any]) -> list[Block]:
+    """Make the blocks of *managers* (by rank) one cluster (a shared lock and barrier); return
+    them."""
     lock = threading.RLock()
     blocks = [Block(block_threads(m), lock) for m in managers]
     for block in blocks:
         block.cluster = blocks
         block.cluster_barrier = blocks[0].cluster_barrier
+        # one condition for the cluster barrier: its release wakes the waiters of every block
+        block.cluster_cond = blocks[0].cluster_cond
     with _LOCK:
         for manager, block in zip(managers, blocks, strict=True):
             _BLOCKS[manager] = block
+    return blocks
 
 
 def current(op: str) -> tuple[Block, int]:
@@ -366,5 +396,5 @@ def current(op: str) -> tuple[Block, int]:
         block = _BLOCKS.get(manager)
         if block is None:
             block = _BLOCKS[manager] = Block(block_threads(manager))
-        block.threads.setdefault(thread.thread_id, thread)
+    block.add_thread(thread)
     return block, thread.thread_id

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from ..errors import UsageError
 from . import sm90_sim_block as B
 
 _LAUNCH_LOCK = threading.Lock()
+_POLL_S = 0.001  # how often a clustered launch looks for blocks waiting in syncthreads
 
 
 @contextlib.contextmanager
@@ -45,8 +50,7 @@ def clusters_of(size: int) -> Iterator[None]:
             if len(held) < size:
                 return
             ClusterBlockManager.pending = []
-            B.register_cluster([manager for manager, _, _ in held])
-            _run_together(original, held)
+            _run_together(held, B.register_cluster([manager for manager, _, _ in held]))
 
     module = sim.FakeCUDAModule
     shared_of_kernel = module.shared
@@ -73,20 +77,48 @@ def clusters_of(size: int) -> Iterator[None]:
             sim.BlockManager, module.shared = original, shared_of_kernel
 
 
-def _run_together(original: Any, held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]]) -> None:
-    """Run each held block's BlockManager.run in its own thread; re-raise the first failure."""
-    errors: list[BaseException] = []
+def _run_together(
+    held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], cluster: list[B.Block]
+) -> None:
+    """Run the held blocks' threads at once, as Numba's BlockManager.run runs one block's:
+    release a block's ``syncthreads`` once all its live threads wait there, and on a thread's
+    exception abort the cluster's threads and re-raise it; exits may release barrier.cluster
+    (`cluster`'s blocks, by rank, hear of them). The poll sleeps between rounds
+    (Numba's busy loop keeps the GIL: two of them, one per block, starved the kernel's threads,
+    a CTA-pair case taking 10 to 350 s)."""
+    from numba.cuda.simulator.kernel import BlockThread
 
-    def run_one(manager: Any, grid_point: tuple[int, ...], args: tuple[Any, ...]) -> None:
-        try:
-            original.run(manager, grid_point, *args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the launching thread
-            errors.append(exc)
-
-    runners = [threading.Thread(target=run_one, args=item, daemon=True) for item in held]
-    for runner in runners:
-        runner.start()
-    for runner in runners:
-        runner.join()
-    if errors:
-        raise errors[0]
+    blocks: list[set[Any]] = []
+    for (manager, grid_point, args), block in zip(held, cluster, strict=True):
+        threads = set()
+        for block_point in np.ndindex(*manager._block_dim):
+            thread = BlockThread(
+                functools.partial(manager._f, *args), manager, grid_point, block_point,
+                manager._debug,
+            )  # fmt: skip
+            block.add_thread(thread)  # seen from the start: a thread may exit before any op
+            thread.start()
+            threads.add(thread)
+        blocks.append(threads)
+    everyone = set().union(*blocks)
+    live = [set(threads) for threads in blocks]
+    while any(live):
+        for threads in live:
+            failed = next((t for t in threads if t.exception), None)
+            if failed is not None:
+                for other in everyone:
+                    other.abort, other.syncthreads_blocked = True, False
+                    other.syncthreads_event.set()
+                raise failed.exception[0].with_traceback(failed.exception[1])
+            if threads and all(t.syncthreads_blocked for t in threads):
+                for t in threads:
+                    t.syncthreads_blocked = False
+                    t.syncthreads_event.set()
+            exited = [t for t in threads if not t.is_alive()]
+            if exited:
+                threads.difference_update(exited)
+                cluster[0].threads_exited()
+        time.sleep(_POLL_S)
+    for thread in everyone:
+        if thread.exception:
+            raise thread.exception[0].with_traceback(thread.exception[1])
