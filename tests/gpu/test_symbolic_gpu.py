@@ -29,14 +29,15 @@ TOLERANCE = 1e-2  # relative (Frobenius) error of a float16 output
 SCHEDULERS = [pytest.param("hopper", marks=pytest.mark.sm90), "ampere"]
 
 
-def _check(compiled: Any, inputs: list, expected: Any, label: str) -> None:
-    """Two calls (the second takes the bound launch) on poisoned memory, against *expected*."""
+def _check(compiled: Any, inputs: list, expected: Any, label: Callable[[], str]) -> None:
+    """Two calls (the second takes the bound launch) on poisoned memory, against *expected*;
+    *label* names the call's kernel or shape class (known only once a symbolic fusion ran)."""
     for _ in range(2):
         poison_free_memory(256 << 20)
         (out,) = compiled.execute(inputs)
         torch.cuda.synchronize()
         err = rel_error(out, expected)
-        assert err < TOLERANCE, f"{label}: relative error {err:.2e} (NaN: unwritten elements)"
+        assert err < TOLERANCE, f"{label()}: relative error {err:.2e} (NaN: unwritten elements)"
 
 
 def _linear_bias(m: int, n: int, k: int) -> mp.FusionDefinition:
@@ -66,7 +67,7 @@ def test_one_fusion_runs_the_m_sweep(scheduler_pm: Callable, scheduler: str) -> 
     configs = set()
     for m in M_SWEEP:
         inputs, expected = _inputs(m, N, K, seed=m)
-        _check(compiled, inputs, expected, compiled.provenance.shape_class)
+        _check(compiled, inputs, expected, lambda: compiled.provenance.shape_class)
         spec = compiled.spec
         assert spec.scheduler == scheduler and spec.problem.m == m
         assert spec.provenance.shape_class == f"m={m} n={N} k={K} batch=1"
@@ -91,7 +92,7 @@ def test_extent_one_and_tiny_k(
     static = mp.compile(_linear_bias(m, n, k), pm=scheduler_pm(scheduler))
     symbolic = mp.compile(_linear_bias(-1, -1, -1), pm=scheduler_pm(scheduler))
     for compiled in (static, symbolic):
-        _check(compiled, inputs, expected, compiled.kernel_name)
+        _check(compiled, inputs, expected, lambda c=compiled: c.kernel_name)
         vec = compiled.spec.problem.vector_widths  # TMA needs 16-byte row pitches
         assert compiled.spec.scheduler == (scheduler if min(vec.a, vec.b) >= 8 else "ampere")
     assert static.spec.problem == symbolic.spec.problem
