@@ -1,4 +1,4 @@
-"""Fixtures of the PTX tier: assembling PTX for sm_90a without a GPU."""
+"""Fixtures of the PTX tier: ptxas (through nvJitLink, the toolkit's own) without a GPU."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ from collections.abc import Callable
 import pytest
 
 
-def _assemble(ptx: str) -> str:
-    """ptxas (through nvJitLink) on `ptx` for sm_90a; return its info log."""
+def _link_log(data: bytes, kind: str, opts: list[str]) -> str:
+    """nvJitLink's info log of linking *data* (input type *kind*) with *opts*; a failed link
+    fails the test with the error log."""
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    opts = ["-arch=sm_90a", "-verbose"]
     handle = nvjitlink.create(len(opts), opts)
-    data = ptx.encode()
-    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "sm90")
+    nvjitlink.add_data(handle, getattr(nvjitlink.InputType, kind), data, len(data), "kernel")
     try:
         nvjitlink.complete(handle)
     except nvjitlink.nvJitLinkError:
@@ -26,7 +25,39 @@ def _assemble(ptx: str) -> str:
     return log.decode(errors="replace")
 
 
+def _assemble(ptx: str, arch: str = "sm_90a") -> str:
+    return _link_log(ptx.encode(), "PTX", [f"-arch={arch}", "-verbose"])
+
+
+def _link_hopper(config: object) -> str:
+    from numba import cuda
+
+    from mmaplug.plugins.hopper.kernel import kernel_signatures, load_module
+
+    source = load_module(config, sim=False)
+    assert "lto=True" in source["__source__"]
+    ltoir, _ = cuda.compile(
+        source["hopper_gemm"].py_func, kernel_signatures(config)["hopper_gemm"].args,
+        cc=(9, 0, "a"), output="ltoir", device=False, abi="numba",
+        launch_bounds=(config.threads, 1),  # type: ignore[attr-defined]
+    )  # fmt: skip
+    return _link_log(ltoir, "LTOIR", ["-arch=sm_90a", "-verbose", "-lto"])
+
+
 @pytest.fixture
 def assemble_sm90a() -> Callable[[str], str]:
-    """ptxas for sm_90a (through nvJitLink): PTX in, its info log out (registers, spills)."""
+    """ptxas for sm_90a: PTX in, its info log out (registers, spills)."""
     return _assemble
+
+
+@pytest.fixture
+def ptxas_log() -> Callable[[str, str], str]:
+    """ptxas for an arch (``"sm_80"``, ``"sm_90a"``): PTX and arch in, its info log out."""
+    return _assemble
+
+
+@pytest.fixture
+def hopper_link_log() -> Callable[[object], str]:
+    """The info log of linking the hopper kernel of a config as the launch path links it (its
+    NVVM IR through nvJitLink with ``-lto``)."""
+    return _link_hopper

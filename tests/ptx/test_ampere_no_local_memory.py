@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,22 +33,10 @@ CONFIGS = {
 }  # fmt: skip
 
 
-def _ptxas_info(ptx: str, arch: str) -> str:
-    """ptxas (through nvJitLink, the toolkit's own) on *ptx* for *arch*: its info log."""
-    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    opts = [f"-arch={arch}", "-verbose"]
-    handle = nvjitlink.create(len(opts), opts)
-    data = ptx.encode()
-    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "ampere")
-    nvjitlink.complete(handle)
-    log = bytearray(nvjitlink.get_info_log_size(handle))
-    nvjitlink.get_info_log(handle, log)
-    nvjitlink.destroy(handle)
-    return log.decode(errors="replace")
-
-
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_fragments_and_accumulators_stay_in_registers(name: str) -> None:
+def test_fragments_and_accumulators_stay_in_registers(
+    name: str, ptxas_log: Callable[[str, str], str]
+) -> None:
     """Every loop over the warp tile is unrolled (the mma and ldmatrix of whole k-tiles: NVVM
     may unroll the k loop too), no local memory in the PTX, and ptxas makes no stack frame and
     no spills."""
@@ -63,7 +52,7 @@ def test_fragments_and_accumulators_stay_in_registers(name: str) -> None:
     )
     assert not re.search(r"\.local\b", ptx), "a local array was left in local memory"
     for arch in ("sm_80", "sm_90a"):
-        log = _ptxas_info(ptx, arch)
+        log = ptxas_log(ptx, arch)
         assert re.search(
             r"\b0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads", log
         ), f"{arch}: {log}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -43,7 +44,9 @@ def test_hopper_ptx_holds_the_wgmma_pipeline(hopper_compiled: mp.CompiledFusion)
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("epilogue", [False, True], ids=["bare", "bias_gelu"])
-def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
+def test_hopper_default_kernel_links_whole(
+    dtype: str, epilogue: bool, hopper_link_log: Callable[[object], str]
+) -> None:
     """The h200 default 128x256 kernel, bare and with bias + GELU, linked as the launch path
     links it (NVVM IR through nvJitLink with -lto): ptxas keeps setmaxnreg (no C7504), keeps
     the wgmmas pipelined (no C7509) and spills nothing. Linked from PTX instead, nvJitLink 13.5
@@ -52,13 +55,15 @@ def test_hopper_default_kernel_links_whole(dtype: str, epilogue: bool) -> None:
 
     compiled = mp.compile(linear_fusion(4096, 4096, 4096, getattr(mp, dtype), epilogue), "h200")
     assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
-    text = _lto_link_log(compiled._artifact.config)  # the HopperArtifact's kernel config
+    text = hopper_link_log(compiled._artifact.config)  # the HopperArtifact's kernel config
     assert not re.search(r"C750[49]", text), text
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
 @pytest.mark.parametrize("b_layout", ["k_inner", "n_inner"])
-def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
+def test_hopper_cluster_kernel_links_whole(
+    b_layout: str, hopper_link_log: Callable[[object], str]
+) -> None:
     """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
     barriers) links like the default one: setmaxnreg kept and wgmmas pipelined. Its producer
     spills (164 bytes in 24 registers: the K loop's multicast offsets; 32 would leave the
@@ -77,7 +82,7 @@ def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
     assert config.cluster_m == 2 and config.b_k_inner is (b_layout == "k_inner")
     ptx = compiled.ptx
     assert "multicast::cluster" in ptx and "barrier.cluster.wait" in ptx and "mapa" in ptx
-    text = _lto_link_log(config)
+    text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", text)]
     assert spills and max(spills) <= 192, text
@@ -91,7 +96,9 @@ def test_hopper_cluster_kernel_links_whole(b_layout: str) -> None:
     ],
     ids=["pingpong_128x128", "cooperative_256x128"],
 )
-def test_packed_epilogue_128_rows_spills_nothing(overrides: dict) -> None:
+def test_packed_epilogue_128_rows_spills_nothing(
+    overrides: dict, hopper_link_log: Callable[[object], str]
+) -> None:
     """Consumers of 128-row warp tiles (two 64-row fragment blocks) with bias + GELU: the packed
     epilogue takes one block's chunk per step, so ptxas keeps everything in registers (both
     blocks at once spilled 288 / 192 bytes, the ping-pong kernel 1.30x its bare time, run 43)."""
@@ -102,33 +109,9 @@ def test_packed_epilogue_128_rows_spills_nothing(overrides: dict) -> None:
     compiled = mp.compile(fusion, "h200", overrides={**overrides, **tiles})
     config = compiled._artifact.config
     assert config.warp_tile[0] == 128 and config.packed_stores
-    text = _lto_link_log(config)
+    text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text
     assert re.search(r"\b0 bytes spill stores", text), text
-
-
-def _lto_link_log(config: object) -> str:
-    """nvJitLink's log of linking the kernel of *config* as the launch path does."""
-    from numba import cuda
-
-    from mmaplug.plugins.hopper.kernel import kernel_signatures, load_module
-
-    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    source = load_module(config, sim=False)
-    assert "lto=True" in source["__source__"]
-    ltoir, _ = cuda.compile(
-        source["hopper_gemm"].py_func, kernel_signatures(config)["hopper_gemm"].args,
-        cc=(9, 0, "a"), output="ltoir", device=False, abi="numba",
-        launch_bounds=(config.threads, 1),
-    )  # fmt: skip
-    opts = ["-arch=sm_90a", "-verbose", "-lto"]
-    handle = nvjitlink.create(len(opts), opts)
-    nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, ltoir, len(ltoir), "hopper")
-    nvjitlink.complete(handle)
-    log = bytearray(nvjitlink.get_info_log_size(handle))
-    nvjitlink.get_info_log(handle, log)
-    nvjitlink.destroy(handle)
-    return log.decode(errors="replace")
 
 
 def test_ampere_ptx_holds_the_mma_sync_pipeline(ampere_compiled: mp.CompiledFusion) -> None:

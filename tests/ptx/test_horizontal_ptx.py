@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
 import mmaplug as mp
 
 pytestmark = pytest.mark.ptx
-
-
-def _lto_link_log(config: object) -> str:
-    """test_compile_ptx's nvJitLink log of the kernel of *config* (one helper for both files)."""
-    path = Path(__file__).with_name("test_compile_ptx.py")
-    spec = importlib.util.spec_from_file_location("_hopper_compile_ptx", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module._lto_link_log(config)  # type: ignore[no-any-return]
 
 
 PINGPONG = {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
@@ -36,7 +25,12 @@ PINGPONG = {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
     ids=["ffn_bf16_kmajor", "ffn_f16_nmajor", "three_f16_kmajor", "ffn_bf16_pingpong"],
 )  # fmt: skip
 def test_horizontal_kernel_links_whole(
-    h: int, b_k_inner: bool, dtype: str, wgmma: str, overrides: dict | None
+    h: int,
+    b_k_inner: bool,
+    dtype: str,
+    wgmma: str,
+    overrides: dict | None,
+    hopper_link_log: Callable[[object], str],
 ) -> None:
     """The default plan for the FFN at the benchmark's shape (h = 3, ping-pong too): one wgmma
     of N = h x the output tile's n, a tensor map per B, setmaxnreg kept (no C7504), the wgmmas
@@ -57,6 +51,6 @@ def test_horizontal_kernel_links_whole(
     ptx = compiled.ptx
     assert f"wgmma.mma_async.sync.aligned.{wgmma}" in ptx
     assert ptx.count("cp.async.bulk.tensor.3d") >= 1 + h  # A's boxes and each B map's
-    text = _lto_link_log(config)
+    text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text
     assert re.search(r"\b0 bytes spill stores", text), text
