@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import UsageError
 from . import sm90_sim_block as B
 from .emulation import WARP_SIZE, warp_collective
+from .sm90_sim_cluster import install_block_runner
 from .sm90_sim_wgmma import (
     fence_operand,
     literal,
@@ -66,6 +67,8 @@ __all__ = [
 ]
 
 CHUNK = 16  # swizzling moves 16-byte chunks inside 128-byte lines
+
+install_block_runner()  # simulated blocks polled without Numba's busy loop
 
 
 # --- Shared memory, barriers, fences -------------------------------------------------------------

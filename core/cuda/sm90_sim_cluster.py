@@ -77,15 +77,27 @@ def clusters_of(size: int) -> Iterator[None]:
             sim.BlockManager, module.shared = original, shared_of_kernel
 
 
+def install_block_runner() -> None:
+    """Make Numba's simulator run each block as a cluster of one (`_run_together`)."""
+    from numba.cuda.simulator import kernel as sim
+
+    sim.BlockManager.run = _run_block
+
+
+def _run_block(manager: Any, grid_point: tuple[int, ...], *args: Any) -> None:
+    _run_together([(manager, grid_point, args)], B.register_cluster([manager]))
+
+
 def _run_together(
     held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], cluster: list[B.Block]
 ) -> None:
     """Run the held blocks' threads at once, as Numba's BlockManager.run runs one block's:
     release a block's ``syncthreads`` once all its live threads wait there, and on a thread's
     exception abort the cluster's threads and re-raise it; exits may release barrier.cluster
-    (`cluster`'s blocks, by rank, hear of them). The poll sleeps between rounds
-    (Numba's busy loop keeps the GIL: two of them, one per block, starved the kernel's threads,
-    a CTA-pair case taking 10 to 350 s)."""
+    (`cluster`'s blocks, by rank, hear of them). The poll sleeps between rounds: Numba's busy
+    loop keeps the GIL, so each wake-up of a kernel thread waited up to 5 ms for it (a
+    horizontal case with 64x256 tiles took 100 s, not 2 s; a CTA pair, two loops, 10 to 350 s).
+    """
     from numba.cuda.simulator.kernel import BlockThread
 
     blocks: list[set[Any]] = []
