@@ -6,7 +6,8 @@
  * belongs to the primary context 0x1234); handles 0, 1 and 2 mean the current context's default
  * stream. A CUfunction (cuKernelGetFunction) is its kernel in one context and launches only on
  * that context's streams (else 400, CUDA_ERROR_INVALID_HANDLE); a CUkernel launches anywhere.
- * Launches are counted: all (stub_launches), through a CUfunction, in clusters. */
+ * Launches are counted (atomically: launches from several threads run at once, without the GIL):
+ * all (stub_launches), through a CUfunction, in clusters. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
@@ -33,8 +34,8 @@ static CUresult launch(void* f, unsigned gx, void* stream){
   void* c = stream_ctx(stream); int i = function_index(f);
   if(!gx) return 1;  /* CUDA_ERROR_INVALID_VALUE, as for an empty grid */
   if(!c) return 201;
-  if(i >= 0){ if(functions[i].ctx != c) return 400; function_launches++; }
-  launches++; return 0;}
+  if(i >= 0){ if(functions[i].ctx != c) return 400; __atomic_add_fetch(&function_launches, 1, __ATOMIC_RELAXED); }
+  __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED); return 0;}
 CUresult cuInit(unsigned f){return 0;}
 CUresult cuDriverGetVersion(int* v){*v=13000;return 0;}
 CUresult cuGetErrorName(CUresult e, const char** s){*s = e==201?"CUDA_ERROR_INVALID_CONTEXT":"CUDA_ERROR_STUB";return 0;}
@@ -58,7 +59,7 @@ CUresult cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra)
   CUresult e = launch(f, c->grid[0], c->stream); unsigned i;
   if(e) return e;
   for(i = 0; i < c->nattrs; i++)
-    if(c->attrs[i].id == 4){ last_cluster = c->attrs[i].value[0]; cluster_launches++; }
+    if(c->attrs[i].id == 4){ last_cluster = c->attrs[i].value[0]; __atomic_add_fetch(&cluster_launches, 1, __ATOMIC_RELAXED); }
   return 0;}
 CUresult cuKernelGetFunction(void** f, void* k){
   int i;
