@@ -9,7 +9,7 @@ from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
 
 from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
-from .packed_epilogue import emit_packed_epilogue
+from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
 
 __all__ = ["emit_epilogue", "trivial_epilogue"]
 
@@ -150,7 +150,7 @@ def _emit_staged(
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
     per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per
     consumer warpgroup orders the writes and reads of its chunk buffer."""
-    wm, wn, _ = cfg.warp_tile
+    wn = cfg.warp_tile[1]
     h, stride = cfg.horizontal, cfg.epilogue_stride
     chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
     share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
@@ -159,20 +159,16 @@ def _emit_staged(
     em(f"while ch < {len(accs) * chunks}:")
     with em.indent():
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
-        for r, acc in enumerate(accs):
-            for index in range(chunks):
-                em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
-                with em.indent():
-                    for q in range(index * chunk // 8, (index + 1) * chunk // 8):
-                        for half in range(2):
-                            for e in range(2):
-                                off = 8 * half * stride + 8 * q - index * chunk + e
-                                for j in range(h):  # product j's column: share * j further
-                                    reg = 4 * (q + j * share // 8) + 2 * half + e
-                                    em(f"sf[wrow + {off + j * chunk}] = {acc}[{reg}]")
+        for acc, index in emit_step_branches(em, accs, chunks):
+            for q in range(index * chunk // 8, (index + 1) * chunk // 8):
+                for half in range(2):
+                    for e in range(2):
+                        off = 8 * half * stride + 8 * q - index * chunk + e
+                        for j in range(h):  # product j's column: share * j further
+                            reg = 4 * (q + j * share // 8) + 2 * half + e
+                            em(f"sf[wrow + {off + j * chunk}] = {acc}[{reg}]")
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
-        em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
-        em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
+        emit_step_origin(em, cfg, chunk, chunks)
         emit_staged_epilogue(
             em, prog, rows=STAGED_ROWS, cols=chunk, threads=WARPGROUP, stride=stride,
             tid="t", m0="em0", n0="en0", smem="sf", base="sbase", products=h,

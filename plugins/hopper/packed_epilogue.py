@@ -3,6 +3,8 @@ the output dtype by column chunks, then stored as coalesced 16-byte vectors."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mmaplug.codegen import (
     Emitter,
     cast_dtype,
@@ -25,7 +27,12 @@ from .config import (
     staging_row_bytes,
 )
 
-__all__ = ["emit_packed_epilogue", "emit_packed_setup"]
+__all__ = [
+    "emit_packed_epilogue",
+    "emit_packed_setup",
+    "emit_step_branches",
+    "emit_step_origin",
+]
 
 _PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragment's 8x8 group
 
@@ -39,6 +46,25 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
     em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
     em("ebuf = 0  # the chunk buffer written next (with two, they alternate across tiles)")
+
+
+def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tuple[str, int]]:
+    """The branches of the step loop both smem epilogues walk (``ch``: one 64-row block's
+    column chunk a step): yields (the block's accumulator, the chunk's index) with the emitter
+    inside that step's ``if ch == ...`` branch."""
+    for r, acc in enumerate(accs):
+        for index in range(chunks):
+            em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
+            with em.indent():
+                yield acc, index
+
+
+def emit_step_origin(em: Emitter, cfg: HopperKernelConfig, chunk: int, chunks: int) -> None:
+    """The output origin of step ``ch`` (*chunks* column chunks of *chunk* columns per row
+    block): rows from ``em0``, columns from ``en0``."""
+    wm, wn, _ = cfg.warp_tile
+    em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
+    em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
 
 
 def _roots(prog: EpilogueProgram) -> list[int]:
@@ -68,7 +94,7 @@ def emit_packed_epilogue(
 
     The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
     """
-    wm, wn, _ = cfg.warp_tile
+    wn = cfg.warp_tile[1]
     chunk = cfg.epilogue_chunk
     nbuf = cfg.packed_buffers
     dtypes: list[DType] = [o.dtype for o in prog.outputs]
@@ -83,21 +109,17 @@ def emit_packed_epilogue(
 
     for i in used_inputs:
         em(f"ib{i} = bt * in{i}_sb")
-    em("ch = 0  # row block ch // chunks, column chunk ch % chunks")
+    em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
     em(f"while ch < {len(accs) * chunks}:")
     with em.indent():
         if nbuf == 1:
             em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
         names = [(q, h, e) for q in range(groups) for h, e in _PAIRS]
-        for r, acc in enumerate(accs):
-            for index in range(chunks):
-                em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
-                with em.indent():
-                    for q, h, e in names:
-                        reg = 4 * (index * groups + q) + 2 * h + e
-                        em(f"f{q}_{h}_{e} = {acc}[{reg}]")
-        em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
-        em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
+        for acc, index in emit_step_branches(em, accs, chunks):
+            for q, h, e in names:
+                reg = 4 * (index * groups + q) + 2 * h + e
+                em(f"f{q}_{h}_{e} = {acc}[{reg}]")
+        emit_step_origin(em, cfg, chunk, chunks)
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
         for i in hoisted:
             for q in range(groups):
