@@ -20,6 +20,11 @@ class SimRun(NamedTuple):
     result: dict | None
     stderr: str
 
+    @property
+    def outcome(self) -> dict:
+        """The script's result, or ``{"failed": stderr}`` when it printed none."""
+        return self.result or {"failed": self.stderr}
+
 
 def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, SimRun]:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")

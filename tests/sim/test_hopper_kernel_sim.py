@@ -278,7 +278,7 @@ PROBES = ["probe_error_in_producer", "probe_all_threads_wait"]
 @pytest.fixture(scope="module")
 def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
     runs = simulate({name: [__file__, name] for name in [*CASES, *PROBES]})
-    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
+    return {name: run.outcome for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -248,7 +248,7 @@ SHARDS = {"property_seed1": ["property", "1", "8"], "property_seed2": ["property
 def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
     jobs = {name: [__file__, name] for name in CASES}
     runs = simulate({**jobs, **{name: [__file__, *args] for name, args in SHARDS.items()}})
-    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
+    return {name: run.outcome for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -118,7 +118,7 @@ PROBES = sorted(name[6:] for name in dir() if name.startswith("probe_"))
 @pytest.fixture(scope="module")
 def probe_results(simulate: Any) -> dict[str, dict[str, Any]]:
     runs = simulate({name: [__file__, name] for name in PROBES})
-    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
+    return {name: run.outcome for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", PROBES)

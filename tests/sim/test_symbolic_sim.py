@@ -131,7 +131,7 @@ def run_case(name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
     runs = simulate({name: [__file__, name] for name in CASES})
-    return {name: run.result or {"failed": run.stderr} for name, run in runs.items()}
+    return {name: run.outcome for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", CASES)
