@@ -367,12 +367,13 @@ def _emit_consumer(
             _advance(em, stages)
             em("scale = 1")
             em(f"k0 += {cfg.cta_tile[2]}")
+        if cfg.pingpong:  # every wgmma of this unit is issued: the other consumer's turn
+            # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
+            em(f"named_barrier_arrive(4 - c, {2 * WARPGROUP})")
         em("wgmma_wait_group(0)")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
         _emit_release(em, stages, "prev", cfg.cluster_m)
-        if cfg.pingpong:
-            em(f"named_barrier_arrive(4 - c, {2 * WARPGROUP})  # the other consumer's turn")
         em("if scale == 0:  # an empty K range (a trailing split): the product is zero")
         with em.indent():
             for acc in accs:
