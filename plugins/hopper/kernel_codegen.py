@@ -22,7 +22,7 @@ from .config import (
     kernel_params,
 )
 from .epilogue_codegen import emit_epilogue, trivial_epilogue
-from .packed_epilogue import emit_packed_setup
+from .packed_epilogue import emit_column_prefetch, emit_packed_setup
 
 # smem bytes of one 16-element (k16) step along K inside a K-major 128-byte row, and of the
 # 16 K-rows of one k16 step of an MN-major operand
@@ -341,6 +341,7 @@ def _emit_consumer(
             em("if c == 1 or turns > 0:")
             em(f"    named_barrier_sync(3 + c, {2 * WARPGROUP})")
             em("turns += 1")
+        emit_column_prefetch(em, cfg)
         em("scale = 0")
         em("prev = -1  # the stage whose wgmmas may still be reading it")
         em("k0 = kb")

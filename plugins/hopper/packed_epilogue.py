@@ -28,6 +28,8 @@ from .config import (
 )
 
 __all__ = [
+    "column_input",
+    "emit_column_prefetch",
     "emit_packed_epilogue",
     "emit_packed_setup",
     "emit_step_branches",
@@ -46,6 +48,31 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
     em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
     em("ebuf = 0  # the chunk buffer written next (with two, they alternate across tiles)")
+    if column_input(cfg) is not None:
+        regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)
+        em(f"scol = (stg - base + {regions}) // 4 + c * {wn}  # this consumer's column row")
+
+
+def column_input(cfg: HopperKernelConfig) -> int | None:
+    """The epilogue input the packed epilogue stages in its column row (the first N-only one it
+    reads, a bias), or None."""
+    if not cfg.packed_stores or cfg.splitk > 1:
+        return None
+    used = _used_inputs(cfg.epilogue)
+    return next((i for i in n_only_inputs(cfg.epilogue) if i in used), None)
+
+
+def emit_column_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Before a unit's main loop: load this consumer's columns of the staged N-only input into
+    registers (``WARPGROUP`` columns a load), as stored, so the loads are in flight during the
+    main loop; the epilogue widens them into the column row."""
+    i = column_input(cfg)
+    if i is None:
+        return
+    wn = cfg.warp_tile[1]
+    for j in range(-(-wn // WARPGROUP)):
+        col = f"min(n0 + cn * {wn} + t + {j * WARPGROUP}, N - 1)"
+        em(f"pc{j} = in{i}[bt * in{i}_sb + {col} * in{i}_sn]")
 
 
 def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tuple[str, int]]:
@@ -65,6 +92,12 @@ def emit_step_origin(em: Emitter, cfg: HopperKernelConfig, chunk: int, chunks: i
     wm, wn, _ = cfg.warp_tile
     em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
     em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
+
+
+def _used_inputs(prog: EpilogueProgram) -> list[int]:
+    """The inputs the packed outputs read, in order."""
+    live = live_instrs(prog, _roots(prog))
+    return sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
 
 
 def _roots(prog: EpilogueProgram) -> list[int]:
@@ -90,7 +123,9 @@ def emit_packed_epilogue(
     skipping rows past M and vectors past N (N * itemsize is a multiple of 16). With two
     buffers the next step writes the other one, so one barrier per step orders it all; with
     one, a second barrier waits for the reads. Global stores do not stall the thread: they
-    drain while the warpgroup goes on to the next step and tile.
+    drain while the warpgroup goes on to the next step and tile. The bias (see
+    :func:`column_input`) is read from the consumer's column row, written here from the
+    registers :func:`emit_column_prefetch` loaded before the main loop.
 
     The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
     """
@@ -103,12 +138,24 @@ def emit_packed_epilogue(
     buf_bytes = STAGED_ROWS * sum(rows)
     roots = _roots(prog)
     live = live_instrs(prog, roots)
-    used_inputs = sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
+    used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     chunks, groups = wn // chunk, chunk // 8
 
+    staged = column_input(cfg)
     for i in used_inputs:
-        em(f"ib{i} = bt * in{i}_sb")
+        if i != staged:
+            em(f"ib{i} = bt * in{i}_sb")
+    if staged is not None:
+        for j in range(-(-wn // WARPGROUP)):
+            store = f"sf[scol + t + {j * WARPGROUP}] = {widen(prog.inputs[staged].dtype, f'pc{j}')}"
+            if (j + 1) * WARPGROUP > wn:
+                em(f"if t + {j * WARPGROUP} < {wn}:")
+                em(f"    {store}")
+            else:
+                em(store)
+        if nbuf == 2:  # (with one buffer the step loop's first barrier orders it)
+            em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the column row is written")
     em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
     em(f"while ch < {len(accs) * chunks}:")
     with em.indent():
@@ -121,9 +168,14 @@ def emit_packed_epilogue(
                 em(f"f{q}_{h}_{e} = {acc}[{reg}]")
         emit_step_origin(em, cfg, chunk, chunks)
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
+        if staged is not None:
+            em(f"cw = scol + (ch % {chunks}) * {chunk} + fcol")
         for i in hoisted:
             for q in range(groups):
                 for e in (0, 1):
+                    if i == staged:
+                        em(f"h{i}_{q}_{e} = sf[cw + {8 * q + e}]")
+                        continue
                     col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
                     load = f"in{i}[ib{i} + {col} * in{i}_sn]"
                     em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")

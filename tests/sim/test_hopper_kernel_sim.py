@@ -176,6 +176,18 @@ def case_tn_f16_pingpong_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True, "cluster_dims": (2, 1)}  # fmt: skip
 
 
+def case_tt_bf16_batch2_pingpong_batched_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """Ping-pong over batch 2 with a bias per batch and column ([2, N]): the packed epilogue's
+    column row (one 128-column load per thread before the main loop, the batch's row); 8
+    units: M and N ragged across two tiles each."""
+    a, b = _operands(fd, mp, 70, 136, 64, "TT", mp.bfloat16, batch=2)
+    bias = fd.define_tensor([2, 136], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [2, 70, 136], [0, 2]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 128, 64), (64, 128, 64), 2), "tiling_strategy": "persistent_pingpong",
+            "use_smem_epilogue": True}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # the two storing from registers (use_smem_epilogue=False) and the staged one whose rows are
@@ -188,7 +200,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
          "tt_bf16_two_outputs_packed": 4,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
-         "tn_f16_pingpong_cluster_pairs": 3}  # fmt: skip
+         "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
