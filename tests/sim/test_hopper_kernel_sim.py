@@ -176,6 +176,15 @@ def case_tn_f16_pingpong_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True, "cluster_dims": (2, 1)}  # fmt: skip
 
 
+def case_tn_f16_splitk4_empty_split(fd: Any, mp: Any) -> dict[str, Any]:
+    """Split-K 4 over 5 K tiles (2 a split): the fourth split's K range is empty, so its
+    consumer skips the main loop and stores zero partials at its tile; ragged M."""
+    a, b = _operands(fd, mp, 70, 64, 320, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "splitk_factor": 4,
+            "use_smem_epilogue": False}  # fmt: skip
+
+
 def case_tt_bf16_batch2_pingpong_batched_bias(fd: Any, mp: Any) -> dict[str, Any]:
     """Ping-pong over batch 2 with a bias per batch and column ([2, N]): the packed epilogue's
     column row (one 128-column load per thread before the main loop, the batch's row); 8
@@ -190,9 +199,10 @@ def case_tt_bf16_batch2_pingpong_batched_bias(fd: Any, mp: Any) -> dict[str, Any
 
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
-# the two storing from registers (use_smem_epilogue=False) and the staged one whose rows are
+# the three storing from registers (use_smem_epilogue=False) and the staged one whose rows are
 # not 16-byte units (N = 90)
-PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux"}
+PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
+                       "tn_f16_splitk4_empty_split"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -200,7 +210,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
          "tt_bf16_two_outputs_packed": 4,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
-         "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8}  # fmt: skip
+         "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8,
+         "tn_f16_splitk4_empty_split": 8}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
