@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import UsageError
 from . import sm90_sim_block as B
 from .emulation import WARP_SIZE, warp_collective
-from .sm90_sim_cluster import install_block_runner
+from .sim_runner import install_block_runner
 from .sm90_sim_wgmma import (
     fence_operand,
     literal,
