@@ -222,7 +222,8 @@ def _host_float64(x: Any) -> np.ndarray:
 
 def rel_error(got: Any, ref: Any) -> float:
     """Relative Frobenius error of *got* against the reference *ref*, in float64; NaN when an
-    element of *got* is not finite (unwritten, or poisoned by :func:`poison_free_memory`).
+    element of *got* is not finite (unwritten, or poisoned by :func:`poison_free_memory`). An
+    all-zero reference divides by 1e-30 (an exact zero result scores 0).
 
     Two torch tensors are compared on their device; otherwise (NumPy arrays, or a mix) on the
     host.
@@ -231,11 +232,11 @@ def rel_error(got: Any, ref: Any) -> float:
         got, ref = got.double(), ref.double()
         if not bool(got.isfinite().all()):
             return float("nan")
-        return float((got - ref).norm() / ref.norm())
+        return float((got - ref).norm() / max(float(ref.norm()), 1e-30))
     got64, ref64 = _host_float64(got), _host_float64(ref)
     if not np.all(np.isfinite(got64)):
         return float("nan")
-    return float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64))
+    return float(np.linalg.norm(got64 - ref64) / max(float(np.linalg.norm(ref64)), 1e-30))
 
 
 def run(

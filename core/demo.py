@@ -10,6 +10,7 @@ from typing import TextIO
 
 import numpy as np
 
+from .bench import rel_error
 from .dtypes import DType
 from .evaluate import evaluate
 from .frontend import FusionDefinition
@@ -34,14 +35,6 @@ def float64_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndar
 
     y = x.astype(np.float64) @ w.astype(np.float64).T + bias.astype(np.float64)
     return 0.5 * y * (1.0 + np.vectorize(erf)(y / sqrt(2.0)))
-
-
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """``|out - ref| / |ref|`` in the Frobenius norm; NaN anywhere gives inf."""
-    out64 = out.astype(np.float64)
-    if not np.all(np.isfinite(out64)):
-        return float("inf")
-    return float(np.linalg.norm(out64 - ref) / np.linalg.norm(ref))
 
 
 def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: int = 0) -> int:
@@ -69,7 +62,7 @@ def run(out: TextIO, *, device: str | None = None, m: int = 0, n: int = 0, k: in
     ref = float64_reference(x, w, bias)
     ok = True
     for label, fus in (("as written", fusion), ("translated", translated)):
-        err = relative_error(evaluate(fus, [x, w, bias])[0], ref)
+        err = rel_error(evaluate(fus, [x, w, bias])[0], ref)
         ok &= err < TOLERANCE
         print(f"   mp.evaluate ({label}) vs numpy float64: rel. error {err:.2e}", file=out)
 
@@ -116,7 +109,7 @@ def _run_on_gpu(compiled, inputs, ref) -> float:  # noqa: ANN001
     from .cuda.tensors import to_host
 
     result = compiled.execute([cuda.to_device(a) for a in inputs])[0]
-    return relative_error(to_host(result), ref)
+    return rel_error(to_host(result), ref)
 
 
 def _run_in_simulator(m: int, n: int, k: int) -> float:
@@ -137,4 +130,4 @@ def simulate(m: int, n: int, k: int) -> float:
     x, w, bias = example_inputs(m, n, k)
     compiled = compile_fusion(example_fusion(m, n, k), "h200")
     result = compiled.execute([x, w, bias])[0]
-    return relative_error(to_host(result), float64_reference(x, w, bias))
+    return rel_error(to_host(result), float64_reference(x, w, bias))

@@ -20,6 +20,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.analysis import analyze
+from mmaplug.bench import rel_error
 from mmaplug.framework_ops import backend_for, run_ops
 from mmaplug.plan import plan_problem
 from mmaplug.segment import evaluate_segments, segment
@@ -52,11 +53,6 @@ def random_inputs(fusion: mp.Fusion, seed: int = 0) -> list[Any]:
     ]
 
 
-def relative_error(got: np.ndarray, ref: np.ndarray) -> float:
-    got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    return float(np.linalg.norm(got64 - ref64) / max(np.linalg.norm(ref64), 1e-30))
-
-
 def test_the_catalogue_covers_every_source() -> None:
     """Every source file of the port contributes scenarios, each naming where it comes from."""
     sources = {sc.source.split()[0] for sc in SCENARIOS.values()}
@@ -77,7 +73,7 @@ def test_evaluate_matches_the_source_reference(name: str) -> None:
     tolerance = max(TOLERANCE[t.dtype.label] for t in computed)
     for tv, g, r in zip(fusion.outputs, got, ref, strict=True):
         assert g.shape == r.shape, (tv.name, g.shape, r.shape)
-        assert relative_error(g, r) < tolerance, tv.name
+        assert rel_error(g, r) < tolerance, tv.name
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +118,7 @@ def test_documented_differences_segment_into_parts_that_compute_the_same(
     for got, want in zip(
         evaluate_segments(segments, fusion, inputs), mp.evaluate(fusion, inputs), strict=True
     ):
-        assert relative_error(np.asarray(got), want) < 1e-6
+        assert rel_error(np.asarray(got), want) < 1e-6
     for seg in segments:
         if seg.kind == "matmul":
             analyze(seg.fusion, pm=hermetic)
@@ -166,6 +162,6 @@ def test_framework_ops_compute_the_segments_kernels_do_not(name: str, hermetic: 
     for tv, ref in zip(fusion.outputs, want, strict=True):
         got = np.asarray(env[tv.name])
         assert got.shape == ref.shape and got.dtype == ref.dtype
-        assert relative_error(got, ref) < tolerance, tv.name
+        assert rel_error(got, ref) < tolerance, tv.name
         if tv.stride_order != sorted(tv.stride_order, reverse=True):  # laid out as asked
             assert np.argsort(got.strides).tolist() == np.argsort(ref.strides).tolist()

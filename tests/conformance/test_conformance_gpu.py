@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
+from mmaplug.bench import poison_free_memory, rel_error
 from mmaplug.errors import FallbackWarning
 from mmaplug.gpu import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 sys.path.insert(0, str(Path(__file__).parent))
-from test_conformance import SCENARIOS, build, random_inputs, relative_error  # noqa: E402
+from test_conformance import SCENARIOS, build, random_inputs  # noqa: E402
 
 
 def _cc() -> tuple[int, int]:
@@ -73,7 +74,7 @@ def test_scenario_on_the_gpu_matches_evaluate(name: str, scheduler: str) -> None
     mp.translate_matmul_patterns(translated, pm=pm)
     expected = mp.evaluate(translated, host)
     for _ in range(2):
-        torch.full(((64 << 20) // 4,), float("nan"), device="cuda")  # freed: the next blocks
+        poison_free_memory()  # the outputs are allocated in NaN
         with warnings.catch_warnings():  # a launch hopper declines (TMA alignment) falls
             warnings.simplefilter("ignore", FallbackWarning)  # back; that kernel is checked too
             outputs = compiled.execute(inputs)
@@ -81,7 +82,7 @@ def test_scenario_on_the_gpu_matches_evaluate(name: str, scheduler: str) -> None
         for tv, got, ref in zip(fusion.outputs, outputs, expected, strict=True):
             got64 = got.double().cpu().numpy()
             assert np.all(np.isfinite(got64)), f"{name} {tv.name}: unwritten elements"
-            err = relative_error(got64, ref)
+            err = rel_error(got64, ref)
             assert err < TOLERANCE[tv.dtype.label], f"{name} {tv.name}: relative error {err:.2e}"
     if scheduler == "ampere":
         assert compiled.spec.scheduler == "ampere"
@@ -109,7 +110,7 @@ def test_documented_difference_runs_segmented_on_torch(name: str) -> None:
     for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
         got64 = got.double().cpu().numpy()
         assert got64.shape == ref.shape
-        err = relative_error(got64, ref)
+        err = rel_error(got64, ref)
         assert err < TOLERANCE[tv.dtype.label] * 4, f"{name} {tv.name}: relative error {err:.2e}"
         order = sorted(range(got.dim()), key=lambda i: -got.stride(i))
         assert order == [tv.no_reduction_domain.index(tv.domain[i]) for i in tv.alloc_order]
@@ -148,5 +149,5 @@ def test_strided_inputs_with_padded_rows(name: str, scheduler: str) -> None:
         outputs = compiled.execute(inputs)
     torch.cuda.synchronize()
     for tv, got, ref in zip(fusion.outputs, outputs, mp.evaluate(fusion, host), strict=True):
-        err = relative_error(got.double().cpu().numpy(), ref)
+        err = rel_error(got.double().cpu().numpy(), ref)
         assert err < TOLERANCE[tv.dtype.label], f"{name} {tv.name}: relative error {err:.2e}"

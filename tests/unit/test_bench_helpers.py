@@ -33,6 +33,13 @@ def test_rel_error_is_the_relative_frobenius_error_and_nan_when_unwritten() -> N
         assert np.isnan(bench.rel_error(got, ref))  # never below a tolerance
 
 
+def test_rel_error_against_an_all_zero_reference_is_absolute() -> None:
+    """An exact zero result scores 0 and a wrong one fails any tolerance (no 0 / 0)."""
+    zeros = np.zeros((2, 3))
+    assert bench.rel_error(zeros, zeros) == 0.0
+    assert bench.rel_error(zeros + 1e-3, zeros) > 1e20
+
+
 def test_sample_summary_is_median_and_nearest_lower_ranks() -> None:
     assert bench.sample_summary([float(v) for v in range(100, -1, -1)]) == {
         "median": 50.0, "p10": 10.0, "p90": 90.0,
