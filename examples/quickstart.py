@@ -1,6 +1,6 @@
 """Quickstart: define a fusion, look at its matmul problem and plan, run it when there is a GPU.
 
-    python examples/quickstart.py            # plans for the local GPU, or for an H200 without one
+python examples/quickstart.py            # plans for the local GPU, or for an H200 without one
 """
 
 from __future__ import annotations

@@ -33,18 +33,35 @@ def _cases(quick: bool):
             continue
         key = (dt.label, ak, bk, epi, sk)
         for batch in (1, 3):
-            case = Case(dtype=dt, a_k_inner=ak, b_k_inner=bk, epilogue=epi, batch=batch,
-                        seed=batch, **MATRIX_SHAPE)
+            case = Case(
+                dtype=dt,
+                a_k_inner=ak,
+                b_k_inner=bk,
+                epilogue=epi,
+                batch=batch,
+                seed=batch,
+                **MATRIX_SHAPE,
+            )
             groups.setdefault(key, []).append((case, dict(DEFAULT_TILES, splitk=sk)))
     for dt, (ak, bk) in itertools.product(dtypes, layouts):
         case = Case(dtype=dt, a_k_inner=ak, b_k_inner=bk, epilogue="bias_gelu", **ODD_SHAPE)
         groups.setdefault(("odd", dt.label, ak, bk), []).append((case, dict(DEFAULT_TILES)))
     # misaligned strides: vec 1 (odd K), vec 2 / 4 (padded), grid swizzle + column-major order
-    groups[("vec1",)] = [(Case(m=77, n=45, k=51, epilogue="relu_aux"), dict(DEFAULT_TILES, cta_order="column_major"))]
-    groups[("vec2",)] = [(Case(m=130, n=66, k=98, pad=2, a_k_inner=False), dict(DEFAULT_TILES, grid_swizzle=3))]
-    groups[("vec4",)] = [(Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2),
-                          dict(DEFAULT_TILES, splitk=3))]
-    groups[("big_tile",)] = [(Case(m=300, n=520, k=200), dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=4))]
+    groups[("vec1",)] = [
+        (Case(m=77, n=45, k=51, epilogue="relu_aux"), dict(DEFAULT_TILES, cta_order="column_major"))
+    ]
+    groups[("vec2",)] = [
+        (Case(m=130, n=66, k=98, pad=2, a_k_inner=False), dict(DEFAULT_TILES, grid_swizzle=3))
+    ]
+    groups[("vec4",)] = [
+        (
+            Case(m=200, n=300, k=100, pad=4, b_k_inner=False, shared_b=True, batch=2),
+            dict(DEFAULT_TILES, splitk=3),
+        )
+    ]
+    groups[("big_tile",)] = [
+        (Case(m=300, n=520, k=200), dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=4))
+    ]
     return list(groups.values())
 
 
@@ -54,16 +71,21 @@ def _worker(groups):
     out = []
     for group in groups:
         for case, overrides in group:
-            label = f"{case.dtype.label} a_k_inner={case.a_k_inner} b_k_inner={case.b_k_inner} " \
-                    f"{case.epilogue} {case.m}x{case.n}x{case.k} batch={case.batch} " \
-                    f"splitk={overrides.get('splitk', 1)} tiles={overrides['cta_tile']}"
+            label = (
+                f"{case.dtype.label} a_k_inner={case.a_k_inner} b_k_inner={case.b_k_inner} "
+                f"{case.epilogue} {case.m}x{case.n}x{case.k} batch={case.batch} "
+                f"splitk={overrides.get('splitk', 1)} tiles={overrides['cta_tile']}"
+            )
             t0 = time.time()
             try:
                 cfg = config_for(case, **overrides)
                 res = run_case(case, cfg)
             except Exception as exc:  # noqa: BLE001 - report and keep going
-                res = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                       "trace": traceback.format_exc()[-1500:]}
+                res = {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "trace": traceback.format_exc()[-1500:],
+                }
             res["label"] = label
             res["seconds"] = round(time.time() - t0, 1)
             out.append(res)
@@ -78,11 +100,17 @@ def run_matrix(quick: bool, workers: int):
     with ctx.Pool(workers) as pool:
         results = [r for part in pool.map(_worker, chunks) for r in part]
     bad = [r for r in results if not r["ok"]]
-    print(f"\n== correctness: {len(results) - len(bad)}/{len(results)} passed "
-          f"({time.time() - t0:.0f} s, {workers} workers)")
+    print(
+        f"\n== correctness: {len(results) - len(bad)}/{len(results)} passed "
+        f"({time.time() - t0:.0f} s, {workers} workers)"
+    )
     for r in results:
         flag = "ok  " if r["ok"] else "FAIL"
-        extra = r.get("error", "") or f"max_err={r.get('max_err', 0):.3g} tol_ratio={r.get('tol_ratio', 0):.3f} nan={r.get('nan', 0)}"
+        extra = (
+            r.get("error", "")
+            or f"max_err={r.get('max_err', 0):.3g} tol_ratio={r.get('tol_ratio', 0):.3f} "
+            f"nan={r.get('nan', 0)}"
+        )
         print(f"{flag} {r['label']}: {extra} ({r['seconds']} s)")
         if not r["ok"] and "trace" in r:
             print(r["trace"])
@@ -117,7 +145,9 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     kern = build(cfg)
 
     def ours():
-        run_gemm(cfg, (u16(x), 0, k), (u16(w), 0, k), ins, [], [(u16(y), 0, n)], m=m, n=n, k=k, batch=1)
+        run_gemm(
+            cfg, (u16(x), 0, k), (u16(w), 0, k), ins, [], [(u16(y), 0, n)], m=m, n=n, k=k, batch=1
+        )
 
     ours()
     torch.cuda.synchronize()
@@ -131,15 +161,33 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     err = (y.float() - ref.float()).abs().max().item() / max(ref.float().abs().max().item(), 1e-6)
     t_ours = cuda_median_ms(ours, reps=7, inner=10, warmup=3)
     if epilogue == "bias_gelu":
-        t_torch = cuda_median_ms(lambda: torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)), reps=7, inner=10, warmup=3)
+        t_torch = cuda_median_ms(
+            lambda: torch.nn.functional.gelu(torch.nn.functional.linear(x, w, bias)),
+            reps=7,
+            inner=10,
+            warmup=3,
+        )
     else:
         t_torch = cuda_median_ms(lambda: torch.matmul(x, w.t()), reps=7, inner=10, warmup=3)
     tflops = 2 * m * n * k / t_ours / 1e9
-    row = dict(label=label, shape=f"{m}x{n}x{k}", dtype=dtype_name, epilogue=epilogue, config=cfg.name,
-               cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle,
-               ours_ms=round(t_ours, 4), torch_ms=round(t_torch, 4), ratio=round(t_torch / t_ours, 3),
-               tflops=round(tflops, 1), regs=regs, local_bytes=local, smem=cfg.smem_bytes,
-               compile_s=round(compile_s, 1), rel_err=float(f"{err:.3g}"))
+    row = dict(
+        label=label,
+        shape=f"{m}x{n}x{k}",
+        dtype=dtype_name,
+        epilogue=epilogue,
+        config=cfg.name,
+        cta_order=cfg.cta_order,
+        grid_swizzle=cfg.grid_swizzle,
+        ours_ms=round(t_ours, 4),
+        torch_ms=round(t_torch, 4),
+        ratio=round(t_torch / t_ours, 3),
+        tflops=round(tflops, 1),
+        regs=regs,
+        local_bytes=local,
+        smem=cfg.smem_bytes,
+        compile_s=round(compile_s, 1),
+        rel_err=float(f"{err:.3g}"),
+    )
     print("  ".join(f"{k_}={v}" for k_, v in row.items()), flush=True)
     return row
 
@@ -149,10 +197,22 @@ def run_bench(quick: bool):
     variants = [
         ("128x128x32 w64x64 s4 swz8", dict(t128, stages=4, grid_swizzle=8)),
         ("128x128x32 w64x64 s3 swz8", dict(t128, grid_swizzle=8)),
-        ("128x256x32 w64x64 s3 swz8", dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8)),
-        ("256x128x32 w64x64 s3 swz8", dict(cta_tile=(256, 128, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8)),
-        ("128x128x64 w64x64 s3 swz8", dict(cta_tile=(128, 128, 64), warp_tile=(64, 64, 64), stages=3, grid_swizzle=8)),
-        ("256x128x64 w64x64 s4 swz8", dict(cta_tile=(256, 128, 64), warp_tile=(64, 64, 64), stages=4, grid_swizzle=8)),
+        (
+            "128x256x32 w64x64 s3 swz8",
+            dict(cta_tile=(128, 256, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8),
+        ),
+        (
+            "256x128x32 w64x64 s3 swz8",
+            dict(cta_tile=(256, 128, 32), warp_tile=(64, 64, 32), stages=3, grid_swizzle=8),
+        ),
+        (
+            "128x128x64 w64x64 s3 swz8",
+            dict(cta_tile=(128, 128, 64), warp_tile=(64, 64, 64), stages=3, grid_swizzle=8),
+        ),
+        (
+            "256x128x64 w64x64 s4 swz8",
+            dict(cta_tile=(256, 128, 64), warp_tile=(64, 64, 64), stages=4, grid_swizzle=8),
+        ),
     ]
     if quick:
         variants = variants[:2]
@@ -164,11 +224,15 @@ def run_bench(quick: bool):
     best = min(ok, key=lambda r: r["ours_ms"]) if ok else None
     best_ov = dict(variants[rows.index(best)][1]) if best else t128
     print(f"best 4096^3 fp16 variant: {best and best['label']}")
-    rows.append(_safe(bench_one, "best, bias+gelu", 4096, 4096, 4096, "float16", best_ov, "bias_gelu"))
+    rows.append(
+        _safe(bench_one, "best, bias+gelu", 4096, 4096, 4096, "float16", best_ov, "bias_gelu")
+    )
     rows.append(_safe(bench_one, "best", 4096, 4096, 4096, "bfloat16", best_ov))
     rows.append(_safe(bench_one, "best", 8192, 8192, 8192, "float16", best_ov))
     rows.append(_safe(bench_one, "128x128 splitk1", 128, 4096, 4096, "float16", t128))
-    rows.append(_safe(bench_one, "128x128 splitk4", 128, 4096, 4096, "float16", dict(t128, splitk=4)))
+    rows.append(
+        _safe(bench_one, "128x128 splitk4", 128, 4096, 4096, "float16", dict(t128, splitk=4))
+    )
     return rows
 
 

@@ -16,7 +16,8 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 def test_example_runs(script: Path) -> None:
     """The example exits 0 and prints the problem it planned."""
     env = dict(os.environ, MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "precision=HSH" in done.stdout and "kernel" in done.stdout

@@ -271,8 +271,9 @@ def test_query_skips_unknown_gpus_and_huge_problems(monkeypatch):
         raise AssertionError("the library must not be consulted")
 
     monkeypatch.setattr(nvmmh, "_library", forbidden)
-    other = Device(name="rtx 2080", cc=(7, 5), sm_count=46, smem_per_block_optin=65536,
-                   smem_per_sm=65536)
+    other = Device(
+        name="rtx 2080", cc=(7, 5), sm_count=46, smem_per_block_optin=65536, smem_per_sm=65536
+    )
     assert nvmmh.query_configs(problem(), other) == ()
     assert nvmmh.query_configs(problem(m=2**32), H200) == ()
 

@@ -48,8 +48,11 @@ def test_default_kernel_ptxas_no_spills(default_ptx: str, tmp_path) -> None:
     ptx = re.sub(r"^\.version \d+\.\d+", ".version 8.0", default_ptx, flags=re.M)
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
-    out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["ptxas", "-arch=sm_80", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     regs = int(re.search(r"Used (\d+) registers", out.stderr + out.stdout).group(1))
     spill = re.search(r"(\d+) bytes spill stores", out.stderr + out.stdout)
@@ -59,9 +62,14 @@ def test_default_kernel_ptxas_no_spills(default_ptx: str, tmp_path) -> None:
 
 
 def test_transposed_operands_use_ldmatrix_trans() -> None:
-    cfg = AmpereKernelConfig(a_k_inner=False, b_k_inner=False, operand_dtype=DType.bfloat16,
-                             cta_tile=(64, 64, 32), warp_tile=(32, 32, 32),
-                             epilogue=epilogue_program("bias_gelu", DType.bfloat16))
+    cfg = AmpereKernelConfig(
+        a_k_inner=False,
+        b_k_inner=False,
+        operand_dtype=DType.bfloat16,
+        cta_tile=(64, 64, 32),
+        warp_tile=(32, 32, 32),
+        epilogue=epilogue_program("bias_gelu", DType.bfloat16),
+    )
     ptx = compile_ptx(cfg)
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
     assert MMA_BF16 in ptx and MMA_F16 not in ptx
@@ -69,8 +77,14 @@ def test_transposed_operands_use_ldmatrix_trans() -> None:
 
 
 def test_splitk_and_narrow_vectors_compile() -> None:
-    cfg = AmpereKernelConfig(splitk=2, vec_a=4, vec_b=1, cta_tile=(64, 64, 32), warp_tile=(32, 32, 32),  # noqa: E501
-                             epilogue=epilogue_program("alpha_beta", DType.float16))
+    cfg = AmpereKernelConfig(
+        splitk=2,
+        vec_a=4,
+        vec_b=1,
+        cta_tile=(64, 64, 32),
+        warp_tile=(32, 32, 32),  # noqa: E501
+        epilogue=epilogue_program("alpha_beta", DType.float16),
+    )
     main = compile_ptx(cfg)
     assert "cp.async.ca.shared.global" in main  # 8-byte copies for vec 4
     assert "cp.async.cg" not in main  # no 16-byte copies anywhere

@@ -19,10 +19,16 @@ SMALL = dict(cta_tile=(32, 32, 32), warp_tile=(16, 16, 32), stages=2)
 # bias + exact GELU to fp16, plus the float32 pre-activation (acc + bias) as an aux output
 BIAS_GELU_AUX = EpilogueProgram(
     inputs=(EpilogueInput(name="bias", dtype=DType.float16, axes=("n",)),),
-    instrs=(Instr(op="acc"), Instr(op="input", arg=0), Instr(op="add", srcs=(0, 1)),
-            Instr(op="gelu", srcs=(2,))),
-    outputs=(EpilogueOutput(name="d", src=3, dtype=DType.float16),
-             EpilogueOutput(name="pre", src=2, dtype=DType.float32)),
+    instrs=(
+        Instr(op="acc"),
+        Instr(op="input", arg=0),
+        Instr(op="add", srcs=(0, 1)),
+        Instr(op="gelu", srcs=(2,)),
+    ),
+    outputs=(
+        EpilogueOutput(name="d", src=3, dtype=DType.float16),
+        EpilogueOutput(name="pre", src=2, dtype=DType.float32),
+    ),
 )
 
 CASES = {
@@ -30,27 +36,44 @@ CASES = {
     "tn_f16": (Case(m=40, n=24, k=40), SMALL),
     "tt_f16": (Case(m=40, n=24, k=40, b_k_inner=False), SMALL),
     "nn_f16": (Case(m=40, n=24, k=40, a_k_inner=False), SMALL),
-    "nt_bf16": (Case(m=40, n=24, k=40, a_k_inner=False, b_k_inner=False, dtype=DType.bfloat16), SMALL),  # noqa: E501
-    "splitk2_alpha_beta": (Case(m=32, n=32, k=96, epilogue="alpha_beta", batch=2),
-                           dict(SMALL, splitk=2)),
-    "bias_gelu_bk16_s3": (Case(m=32, n=48, k=56, epilogue="bias_gelu"),
-                          dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3)),
-    "odd_vec1_relu_aux": (Case(m=37, n=19, k=45, epilogue="relu_aux", b_k_inner=False),
-                          dict(SMALL, cta_order="column_major", grid_swizzle=2)),
+    "nt_bf16": (
+        Case(m=40, n=24, k=40, a_k_inner=False, b_k_inner=False, dtype=DType.bfloat16),
+        SMALL,
+    ),  # noqa: E501
+    "splitk2_alpha_beta": (
+        Case(m=32, n=32, k=96, epilogue="alpha_beta", batch=2),
+        dict(SMALL, splitk=2),
+    ),
+    "bias_gelu_bk16_s3": (
+        Case(m=32, n=48, k=56, epilogue="bias_gelu"),
+        dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3),
+    ),
+    "odd_vec1_relu_aux": (
+        Case(m=37, n=19, k=45, epilogue="relu_aux", b_k_inner=False),
+        dict(SMALL, cta_order="column_major", grid_swizzle=2),
+    ),
     # regressions found on the H200: the K start of prologue stage s >= 1 lost its parentheses
     # (odd K with 3+ stages read past the tile; split-K of M/N-inner operands read wrong K).
-    "odd_k_stages3": (Case(m=37, n=21, k=21, epilogue="relu_aux"),
-                      dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3)),
+    "odd_k_stages3": (
+        Case(m=37, n=21, k=21, epilogue="relu_aux"),
+        dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3),
+    ),
     "splitk2_nt": (Case(m=40, n=24, k=96, a_k_inner=False, b_k_inner=False), dict(SMALL, splitk=2)),
     # the vector epilogue (4 columns per thread): N odd, so every row is misaligned and the
     # last group of each row is partial (scalar stores); then N % 4 == 0 with a partial N tile
     # (8- and 16-byte stores), batch 2
-    "odd_n_bias_gelu_aux": (Case(m=37, n=45, k=40),
-                            dict(SMALL, epilogue=BIAS_GELU_AUX, grid_swizzle=2)),
-    "n44_bias_gelu_aux_batch2": (Case(m=40, n=44, k=40, batch=2, b_k_inner=False),
-                                 dict(SMALL, epilogue=BIAS_GELU_AUX)),
-    "bk64_w32_pad_vec4": (Case(m=64, n=32, k=72, pad=4, a_k_inner=False, shared_b=True, batch=2),
-                          dict(cta_tile=(64, 32, 64), warp_tile=(32, 32, 64), stages=2)),
+    "odd_n_bias_gelu_aux": (
+        Case(m=37, n=45, k=40),
+        dict(SMALL, epilogue=BIAS_GELU_AUX, grid_swizzle=2),
+    ),
+    "n44_bias_gelu_aux_batch2": (
+        Case(m=40, n=44, k=40, batch=2, b_k_inner=False),
+        dict(SMALL, epilogue=BIAS_GELU_AUX),
+    ),
+    "bk64_w32_pad_vec4": (
+        Case(m=64, n=32, k=72, pad=4, a_k_inner=False, shared_b=True, batch=2),
+        dict(cta_tile=(64, 32, 64), warp_tile=(32, 32, 64), stages=2),
+    ),
 }
 
 

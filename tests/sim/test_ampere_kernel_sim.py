@@ -20,17 +20,33 @@ import pytest
 pytestmark = pytest.mark.sim
 
 RUNNER = Path(__file__).with_name("ampere_sim_cases.py")
-CASES = ["tn_f16", "tt_f16", "nn_f16", "nt_bf16", "splitk2_alpha_beta", "bias_gelu_bk16_s3",
-         "odd_vec1_relu_aux", "bk64_w32_pad_vec4", "odd_k_stages3", "splitk2_nt",
-         "odd_n_bias_gelu_aux", "n44_bias_gelu_aux_batch2"]
+CASES = [
+    "tn_f16",
+    "tt_f16",
+    "nn_f16",
+    "nt_bf16",
+    "splitk2_alpha_beta",
+    "bias_gelu_bk16_s3",
+    "odd_vec1_relu_aux",
+    "bk64_w32_pad_vec4",
+    "odd_k_stages3",
+    "splitk2_nt",
+    "odd_n_bias_gelu_aux",
+    "n44_bias_gelu_aux_batch2",
+]
 
 
 @pytest.fixture(scope="module")
 def sim_results() -> dict[str, dict]:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     procs = {
-        name: subprocess.Popen([sys.executable, str(RUNNER), name], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        name: subprocess.Popen(
+            [sys.executable, str(RUNNER), name],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for name in CASES
     }
     results = {}

@@ -85,9 +85,13 @@ SCRIPT = textwrap.dedent(
     """  # noqa: E501
 )
 
-TOLERANCE = {"linear_bias_gelu": 1e-2, "matmul_nn_bf16_alpha_beta": 2e-2,
-             "batched_splitk_relu_aux": 1e-2, "odd_shape_tt": 1e-2,
-             "bias_on_m_silu_sigmoid": 1e-2}
+TOLERANCE = {
+    "linear_bias_gelu": 1e-2,
+    "matmul_nn_bf16_alpha_beta": 2e-2,
+    "batched_splitk_relu_aux": 1e-2,
+    "odd_shape_tt": 1e-2,
+    "bias_on_m_silu_sigmoid": 1e-2,
+}
 
 
 @pytest.mark.parametrize("case", sorted(TOLERANCE))

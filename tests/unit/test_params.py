@@ -70,8 +70,12 @@ def test_tile_converter_is_idempotent() -> None:
 
 @pytest.mark.parametrize(
     ("value", "match"),
-    [((128, 128), "must be a TileShape or"), ("128x128x32", "must be a TileShape or"),
-     ((0, 128, 32), r"m=0 is not allowed"), ((128, -8, 32), r"n=-8 is not allowed")],
+    [
+        ((128, 128), "must be a TileShape or"),
+        ("128x128x32", "must be a TileShape or"),
+        ((0, 128, 32), r"m=0 is not allowed"),
+        ((128, -8, 32), r"n=-8 is not allowed"),
+    ],
     ids=["two_dims", "string", "zero", "negative"],
 )
 def test_bad_tiles_are_rejected(value: Any, match: str) -> None:
@@ -92,9 +96,19 @@ def test_defaults() -> None:
 def test_field_names_are_fixed() -> None:
     """MatmulParams has exactly the agreed fields, in order."""
     assert PARAM_NAMES == (
-        "cta_tile", "warp_tile", "instruction_tile", "stages", "prefetch_gap",
-        "async_gmem_load_operands", "cta_order", "grid_swizzle_factor", "splitk_factor",
-        "use_smem_epilogue", "cluster_dims", "tiling_strategy", "warp_specialized",
+        "cta_tile",
+        "warp_tile",
+        "instruction_tile",
+        "stages",
+        "prefetch_gap",
+        "async_gmem_load_operands",
+        "cta_order",
+        "grid_swizzle_factor",
+        "splitk_factor",
+        "use_smem_epilogue",
+        "cluster_dims",
+        "tiling_strategy",
+        "warp_specialized",
     )
 
 
@@ -128,8 +142,16 @@ def test_field_validators(changes: dict[str, Any], match: str) -> None:
 @pytest.mark.parametrize(
     ("changes", "field", "match"),
     [
-        ({"cta_tile": (96, 128, 32)}, "cta_tile", r"cta_tile=96x128x32 is not divisible by warp_tile=64x64x32 along m"),  # noqa: E501
-        ({"warp_tile": (64, 60, 32), "cta_tile": (128, 120, 32)}, "warp_tile", r"warp_tile=64x60x32 is not divisible by instruction_tile=16x8x16 along n"),  # noqa: E501
+        (
+            {"cta_tile": (96, 128, 32)},
+            "cta_tile",
+            r"cta_tile=96x128x32 is not divisible by warp_tile=64x64x32 along m",
+        ),  # noqa: E501
+        (
+            {"warp_tile": (64, 60, 32), "cta_tile": (128, 120, 32)},
+            "warp_tile",
+            r"warp_tile=64x60x32 is not divisible by instruction_tile=16x8x16 along n",
+        ),  # noqa: E501
         ({"warp_tile": (64, 64, 64)}, "warp_tile", r"warp_tile.k=64 differs from cta_tile.k=32"),
         ({"stages": 2, "prefetch_gap": 3}, "prefetch_gap", r"prefetch_gap=3 exceeds stages=2"),
     ],
@@ -166,7 +188,11 @@ def test_invalid_params_error_pickles() -> None:
 )
 def test_unknown_override_suggests_field(key: str, suggestion: str) -> None:
     """An unknown override key raises UnknownParamError with a near miss and the valid names."""
-    with pytest.raises(UnknownParamError, match=rf"unknown parameter '{key}'; did you mean '{suggestion}'\? valid: cta_tile, warp_tile"):  # noqa: E501
+    with pytest.raises(
+        UnknownParamError,
+        match=rf"unknown parameter '{key}'; did you mean '{suggestion}'\? valid: cta_tile, "
+        "warp_tile",
+    ):
         make().with_overrides(**{key: 3})
 
 
@@ -204,7 +230,9 @@ def test_enum_fields_accept_strings() -> None:
     assert p.cta_order is CtaOrder.column_major and p.tiling_strategy is TilingStrategy.persistent
 
 
-@pytest.mark.parametrize("p", [make(), FULL, make(stages=3)], ids=["defaults", "everything_set", "stages3"])  # noqa: E501
+@pytest.mark.parametrize(
+    "p", [make(), FULL, make(stages=3)], ids=["defaults", "everything_set", "stages3"]
+)  # noqa: E501
 def test_repr_round_trip(p: MatmulParams) -> None:
     """repr() evaluates back to an equal MatmulParams."""
     assert eval(repr(p), vars(params_module)) == p  # noqa: S307 - the point of the test
@@ -214,7 +242,10 @@ def test_repr_round_trip(p: MatmulParams) -> None:
     ("p", "name"),
     [
         (make(stages=3), "cta128x128x32_warp64x64x32_inst16x8x16_s3_k1"),
-        (FULL, "cta128x128x32_warp64x64x32_inst16x8x16_s4_k2_pg2_sync_col_sw8_smemepi_cl1x2_persistent_ws"),  # noqa: E501
+        (
+            FULL,
+            "cta128x128x32_warp64x64x32_inst16x8x16_s4_k2_pg2_sync_col_sw8_smemepi_cl1x2_persistent_ws",
+        ),  # noqa: E501
     ],
     ids=["plain", "everything_set"],
 )
@@ -252,7 +283,10 @@ def test_param_override_sorts_and_exposes_mapping() -> None:
 
 def test_param_override_rejects_unknown_key_naming_source() -> None:
     """An unknown key in a ParamOverride names the source and suggests a field."""
-    with pytest.raises(UnknownParamError, match=r"unknown parameter 'num_stages' from 'tuned'; did you mean 'stages'\?"):  # noqa: E501
+    with pytest.raises(
+        UnknownParamError,
+        match=r"unknown parameter 'num_stages' from 'tuned'; did you mean 'stages'\?",
+    ):  # noqa: E501
         ParamOverride(source="tuned", changes={"num_stages": 4})
 
 

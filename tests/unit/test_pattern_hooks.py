@@ -88,8 +88,10 @@ def test_translated_plugin_op_computes_the_same_values(pm: mp.PluginManager) -> 
     """mp.evaluate agrees before and after translation; the plugin op became an MmaOp."""
     fusion = nt_fusion()
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal((48, 32)).astype(np.float16),
-              rng.standard_normal((40, 32)).astype(np.float16)]
+    inputs = [
+        rng.standard_normal((48, 32)).astype(np.float16),
+        rng.standard_normal((40, 32)).astype(np.float16),
+    ]
     before = mp.evaluate(fusion, inputs)[0]
     with registered(pm, Recogniser(), Translator()):
         patterns = mp.translate_matmul_patterns(fusion, pm=pm)

@@ -22,8 +22,6 @@ M, N, K = 4, 6, 8
 ROW, COL = [1, 0], [0, 1]
 
 
-
-
 def _exact_inputs(fusion, seed=0):
     """Inputs in {-1, -0.5, 0, 0.5, 1} (exact in every dtype) and 0.5/2.0 for scalars."""
     rng = np.random.default_rng(seed)
@@ -47,15 +45,17 @@ def _translate_and_check(fusion, pm, expected=None, seed=0):
     for b, a in zip(before, after, strict=True):
         np.testing.assert_array_equal(a, b)
     if expected:
-        for got, want in zip(after, expected(*[np.asarray(x, np.float64) for x in inputs]),
-                             strict=True):
+        for got, want in zip(
+            after, expected(*[np.asarray(x, np.float64) for x in inputs]), strict=True
+        ):
             np.testing.assert_array_equal(got, np.asarray(want).astype(got.dtype))
     assert all(p.kind == "mma" for p in patterns)
     # the returned patterns are exactly what detection finds in the translated fusion: each
     # output is an MmaOp output and a/b are that MmaOp's operands
     refound = mp.find_matmul_patterns(fusion, pm=pm)
     assert [(p.kind, p.a, p.b, p.output) for p in refound] == [
-        (p.kind, p.a, p.b, p.output) for p in patterns]
+        (p.kind, p.a, p.b, p.output) for p in patterns
+    ]
     assert all(isinstance(p.output.definition, MmaOp) for p in patterns)
     if problem is not None:
         assert mp.matmul_problem(fusion, pm=pm) == problem
@@ -76,7 +76,10 @@ def _mm_fusion(a_order=ROW, b_order=ROW, dtype=H, epilogue=None, out_dtype=None)
 
 
 LAYOUTS = [  # (layout, A K-inner, B K-inner)
-    ("TN", True, True), ("TT", True, False), ("NT", False, False), ("NN", False, True),
+    ("TN", True, True),
+    ("TT", True, False),
+    ("NT", False, False),
+    ("NN", False, True),
 ]
 
 
@@ -185,7 +188,8 @@ def _casts(fusion):
 
 @pytest.mark.parametrize("kind", ["matmul", "linear"])
 @pytest.mark.parametrize(
-    ("epilogue", "raw", "before", "after", "dtypes"), CAST_CASES,
+    ("epilogue", "raw", "before", "after", "dtypes"),
+    CAST_CASES,
     ids=[f"{c[0]}{'_raw' if c[1] else ''}" for c in CAST_CASES],
 )
 def test_cast_count_after_translation(pm, kind, epilogue, raw, before, after, dtypes):
@@ -219,12 +223,16 @@ def test_cast_count_after_translation(pm, kind, epilogue, raw, before, after, dt
 # -- §7.6 MatmulOp node translation ----------------------------------------------------------
 
 BATCH_OK = [  # (rank of A, rank of B, batch, m)
-    (2, 2, 1, M), (3, 3, 3, M), (3, 2, 1, 3 * M), (4, 4, 6, M),
+    (2, 2, 1, M),
+    (3, 3, 3, M),
+    (3, 2, 1, 3 * M),
+    (4, 4, 6, M),
 ]
 
 
-@pytest.mark.parametrize(("ra", "rb", "batch", "m"), BATCH_OK,
-                         ids=[f"{x[0]}x{x[1]}" for x in BATCH_OK])
+@pytest.mark.parametrize(
+    ("ra", "rb", "batch", "m"), BATCH_OK, ids=[f"{x[0]}x{x[1]}" for x in BATCH_OK]
+)
 def test_matmul_ranks_accepted(pm, ra, rb, batch, m):
     """(2,2), (3,3), (3,2), (4,4) MatmulOps translate; A's extra dims fold into M for (3,2)."""
     lead = {2: [], 3: [3], 4: [2, 3]}
@@ -253,7 +261,8 @@ def test_matmul_b_of_higher_rank_rejected(pm, a_shape, b_shape):
 
 
 @pytest.mark.parametrize(
-    ("a_shape", "b_shape", "vec"), [([K], [K, N], "T0"), ([M, K], [K], "T1")],
+    ("a_shape", "b_shape", "vec"),
+    [([K], [K, N], "T0"), ([M, K], [K], "T1")],
     ids=["vec_mat", "mat_vec"],
 )
 def test_matmul_1d_operand_rejected_at_translation(pm, a_shape, b_shape, vec):
@@ -380,8 +389,11 @@ def test_alpha_beta_epilogue(pm):
     analysis = mp.analyze(fd.fusion, pm=pm)
     assert analysis.scalar_inputs == (3, 4)
     (ci,) = analysis.epilogue_inputs
-    assert (ci.name, ci.role, ci.dim_roles) == (c.name, TensorRole.EPILOGUE_INPUT,
-                                                (DimRole.M, DimRole.N))
+    assert (ci.name, ci.role, ci.dim_roles) == (
+        c.name,
+        TensorRole.EPILOGUE_INPUT,
+        (DimRole.M, DimRole.N),
+    )
     assert analysis.problem.precision == "HSH"
     assert analysis.problem.epilogue_ops == ("mul", "mul", "add", "cast")
     # inputs: alpha = 0.5 (index 3, odd), beta = 2.0 (index 4, even)
@@ -414,8 +426,9 @@ def test_llama_ffn_horizontal_fusion(pm):
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([M, K], H)
         b1, b2 = fd.define_tensor([K, N], H), fd.define_tensor([K, N], H)
-        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, b1)),
-                                             fd.ops.matmul(a, b2)), H))
+        fd.add_output(
+            fd.ops.cast(fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, b1)), fd.ops.matmul(a, b2)), H)
+        )
     fusion = fd.fusion
     found = mp.find_matmul_patterns(fusion, pm=pm)
     assert sorted(p.kind for p in found) == ["matmul", "matmul"]
@@ -459,9 +472,15 @@ def test_explicit_fms_equals_matmul_problem(pm, layout, a_k, b_k):
     assert x.problem == y.problem
     for bx, by in ((x.a, y.a), (x.b, y.b)):
         assert (bx.index, bx.name, bx.role, bx.shape, bx.dim_roles) == (
-            by.index, by.name, by.role, by.shape, by.dim_roles)
+            by.index,
+            by.name,
+            by.role,
+            by.shape,
+            by.dim_roles,
+        )
     assert [(o.shape, o.dim_roles, o.dtype) for o in x.outputs] == [
-        (o.shape, o.dim_roles, o.dtype) for o in y.outputs]
+        (o.shape, o.dim_roles, o.dtype) for o in y.outputs
+    ]
     _translate_and_check(fms, pm, lambda p, q: [p @ q])
 
 
@@ -481,10 +500,12 @@ def test_skip_intermediates_aliases_metadata_ops(pm, layout, a_k, b_k):
     for op, inp in ((a_op, a_in), (b_op, b_in)):
         inner = [d for d in op.allocation if not d.is_broadcast][-1]
         assert inner.extent == inp.allocation[-1].extent
-    assert ([d.extent for d in a_op.allocation if not d.is_broadcast]
-            == [d.extent for d in a_in.allocation])
-    assert ([d.extent for d in b_op.allocation if not d.is_broadcast]
-            == [d.extent for d in b_in.allocation])
+    assert [d.extent for d in a_op.allocation if not d.is_broadcast] == [
+        d.extent for d in a_in.allocation
+    ]
+    assert [d.extent for d in b_op.allocation if not d.is_broadcast] == [
+        d.extent for d in b_in.allocation
+    ]
 
 
 def test_translation_of_mma_is_a_no_op(pm):

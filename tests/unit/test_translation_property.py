@@ -29,8 +29,6 @@ NP = {H: np.float16, T: ml_dtypes.bfloat16, S: np.float32}
 SLOPE = {"neg": 1.0, "relu": 1.0, "sin": 1.0, "sigmoid": 0.25, "silu": 1.1, "gelu": 1.13}
 
 
-
-
 def _order(rank, swap=None):
     """Row-major stride_order, with the stride ranks of the two positions in *swap* exchanged."""
     order = list(range(rank))[::-1]
@@ -46,16 +44,20 @@ def matmul_cases(draw):
     return {
         "form": draw(st.sampled_from(["matmul", "linear", "mul_sum", "fms"])),
         "dtype": draw(st.sampled_from([H, T])),
-        "m": draw(st.integers(2, 16)), "n": draw(st.integers(2, 16)), "k": draw(st.integers(2, 16)),
+        "m": draw(st.integers(2, 16)),
+        "n": draw(st.integers(2, 16)),
+        "k": draw(st.integers(2, 16)),
         "batch": draw(st.lists(st.integers(2, 3), max_size=2)),
         # how the batch dims appear: "both", "a_only" (B lower rank), "b_broadcast" (B has 1s),
         # "a_broadcast" (A has 1s: batch only in B, a documented rejection for matmul)
         "batch_mode": draw(st.sampled_from(["both", "a_only", "b_broadcast", "a_broadcast"])),
-        "a_k_inner": draw(st.booleans()), "b_k_inner": draw(st.booleans()),
-        "cast_operands": draw(st.booleans()),          # mul_sum: explicit casts to float32
+        "a_k_inner": draw(st.booleans()),
+        "b_k_inner": draw(st.booleans()),
+        "cast_operands": draw(st.booleans()),  # mul_sum: explicit casts to float32
         "linear_bias": draw(st.booleans()),
-        "epilogue": draw(st.lists(st.sampled_from(
-            ["bias_n", "bias_m", "alpha_beta", *SLOPE]), max_size=3)),
+        "epilogue": draw(
+            st.lists(st.sampled_from(["bias_n", "bias_m", "alpha_beta", *SLOPE]), max_size=3)
+        ),
         "raw_output": draw(st.booleans()),
         "cast_output": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**16)),
@@ -73,21 +75,28 @@ def _build(case):
     with mp.FusionDefinition() as fd:
         if form == "matmul":
             ab = [1] * len(batch) if mode == "a_broadcast" else batch
-            bb = {"both": batch, "a_only": [], "b_broadcast": [1] * len(batch),
-                  "a_broadcast": batch}[mode]
+            bb = {
+                "both": batch,
+                "a_only": [],
+                "b_broadcast": [1] * len(batch),
+                "a_broadcast": batch,
+            }[mode]
             ra, rb = len(ab) + 2, len(bb) + 2
-            a = fd.define_tensor([*ab, m, k], dt,
-                                 _order(ra, None if case["a_k_inner"] else (ra - 2, ra - 1)))
-            b = fd.define_tensor([*bb, k, n], dt,
-                                 _order(rb, (rb - 2, rb - 1) if case["b_k_inner"] else None))
+            a = fd.define_tensor(
+                [*ab, m, k], dt, _order(ra, None if case["a_k_inner"] else (ra - 2, ra - 1))
+            )
+            b = fd.define_tensor(
+                [*bb, k, n], dt, _order(rb, (rb - 2, rb - 1) if case["b_k_inner"] else None)
+            )
             acc = fd.ops.matmul(a, b)
             pre = lambda x, y, *_: np.matmul(x, y)  # noqa: E731
             if mode == "a_broadcast":
                 reject = "non-consecutive"
         elif form == "linear":
             ra = len(batch) + 2
-            a = fd.define_tensor([*batch, m, k], dt,
-                                 _order(ra, None if case["a_k_inner"] else (ra - 2, ra - 1)))
+            a = fd.define_tensor(
+                [*batch, m, k], dt, _order(ra, None if case["a_k_inner"] else (ra - 2, ra - 1))
+            )
             w = fd.define_tensor([n, k], dt, _order(2, None if case["b_k_inner"] else (0, 1)))
             bias = fd.define_tensor([n], dt) if case["linear_bias"] else None
             acc = fd.ops.linear(a, w, bias)
@@ -98,10 +107,12 @@ def _build(case):
         else:
             r = len(batch) + 3
             bshape = [1] * len(batch) if mode in ("b_broadcast", "a_broadcast") else batch
-            a = fd.define_tensor([*bshape, m, 1, k], dt,
-                                 _order(r, None if case["a_k_inner"] else (r - 3, r - 1)))
-            b = fd.define_tensor([*bshape, 1, n, k], dt,
-                                 _order(r, None if case["b_k_inner"] else (r - 2, r - 1)))
+            a = fd.define_tensor(
+                [*bshape, m, 1, k], dt, _order(r, None if case["a_k_inner"] else (r - 3, r - 1))
+            )
+            b = fd.define_tensor(
+                [*bshape, 1, n, k], dt, _order(r, None if case["b_k_inner"] else (r - 2, r - 1))
+            )
             if form == "fms":
                 acc = fd.ops.fused_multiply_sum(a, b, [-1])
             else:
@@ -118,8 +129,9 @@ def _build(case):
                 out = fd.ops.add(out, fd.define_tensor([shape[-1]], dt))
             elif step == "bias_m":
                 bm = fd.define_tensor([shape[-2]], dt)
-                out = fd.ops.add(out, fd.ops.broadcast_in_dim(bm, [*shape[:-2], shape[-2], 1],
-                                                              [len(shape) - 2]))
+                out = fd.ops.add(
+                    out, fd.ops.broadcast_in_dim(bm, [*shape[:-2], shape[-2], 1], [len(shape) - 2])
+                )
             elif step == "alpha_beta":
                 alpha, beta = fd.define_scalar(), fd.define_scalar()
                 c = fd.define_tensor(list(shape), dt)
@@ -155,8 +167,12 @@ def _ulp(x, dtype):
     return np.abs(np.nextafter(ax, np.array(np.inf, t)).astype(np.float64) - ax.astype(np.float64))
 
 
-@settings(max_examples=300, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=matmul_cases())
 def test_translation_preserves_semantics(pm, case):
     """Translation succeeds, yields only MmaOp patterns, keeps the problem and the outputs."""
@@ -177,8 +193,9 @@ def test_translation_preserves_semantics(pm, case):
     assert kinds.count("mma") == 1
     assert not {"matmul", "linear", "sum"} & set(kinds)
     assert all(isinstance(p.a, mp.TensorView) and isinstance(p.b, mp.TensorView) for p in patterns)
-    assert any(isinstance(e, MmaOp) and e.inputs == [patterns[0].a, patterns[0].b]
-               for e in fusion.exprs())
+    assert any(
+        isinstance(e, MmaOp) and e.inputs == [patterns[0].a, patterns[0].b] for e in fusion.exprs()
+    )
     if problem is not None:
         assert mp.matmul_problem(fusion, pm=pm) == problem
 

@@ -237,9 +237,7 @@ def _query(
     return tuple(result["kernel"] for result in results)
 
 
-def query_configs(
-    problem: MatmulProblem, device: Device, *, count: int = COUNT
-) -> tuple[Any, ...]:
+def query_configs(problem: MatmulProblem, device: Device, *, count: int = COUNT) -> tuple[Any, ...]:
     """nvMatmulHeuristics' configs for *problem* on *device*, best first (``GemmConfig``\\ s).
 
     :returns: an empty tuple when the library is not installed, *device* is not a GPU it knows,
