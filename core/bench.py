@@ -215,6 +215,29 @@ def save_to_out(name: str, data: Any) -> None:
             json.dump(data, fh, indent=1, default=str)
 
 
+def probe_arguments(description: str, argv: Sequence[str] | None = None) -> Any:
+    """The command line of the variant probes (``scripts/cluster_probe.py``,
+    ``scripts/epilogue_probe.py``): ``--variant LABEL=JSON`` (repeatable; MatmulParams
+    overrides, parsed into ``args.variants`` as (label, dict) pairs) and ``--only MxNxK``
+    (repeatable; shape-name prefixes, see :func:`shape_wanted`)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON")
+    parser.add_argument("--only", action="append", default=[], metavar="MxNxK")
+    args = parser.parse_args(argv)
+    args.variants = [
+        (label, json.loads(text)) for label, text in (v.split("=", 1) for v in args.variant)
+    ]
+    return args
+
+
+def shape_wanted(m: int, n: int, k: int, only: Sequence[str]) -> bool:
+    """Whether ``MxNxK`` starts with one of the *only* prefixes (every shape without any)."""
+    return not only or any(f"{m}x{n}x{k}".startswith(o) for o in only)
+
+
 def _host_float64(x: Any) -> np.ndarray:
     """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
     return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)

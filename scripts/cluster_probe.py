@@ -11,7 +11,6 @@ name starts so (repeatable).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import warnings
@@ -21,7 +20,13 @@ import torch
 import torch.nn.functional as F
 
 import mmaplug as mp
-from mmaplug.bench import interleaved_ms, linear_fusion, rel_error
+from mmaplug.bench import (
+    interleaved_ms,
+    linear_fusion,
+    probe_arguments,
+    rel_error,
+    shape_wanted,
+)
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
@@ -66,19 +71,11 @@ def probe(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON")
-    parser.add_argument("--only", action="append", default=[], metavar="MxNxK")
-    args = parser.parse_args()
-    variants = VARIANTS
-    if args.variant:
-        own = [(label, json.loads(text)) for label, text in (v.split("=", 1) for v in args.variant)]
-        variants = (("default", None), *own)
+    args = probe_arguments(__doc__.split("\n\n")[0])
+    variants = (("default", None), *args.variants) if args.variants else VARIANTS
     warnings.simplefilter("ignore")
     for shape in SHAPES:
-        if args.only and not any(
-            f"{shape[0]}x{shape[1]}x{shape[2]}".startswith(o) for o in args.only
-        ):
+        if not shape_wanted(*shape[:3], args.only):
             continue
         try:
             print(json.dumps(probe(*shape, variants=variants)), flush=True)

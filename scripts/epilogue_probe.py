@@ -15,7 +15,6 @@ timed in interleaved rounds of CUDA-event medians in one process. One JSON line 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import warnings
@@ -94,17 +93,13 @@ def probe(m: int, n: int, k: int, name: str, variants: list[tuple[str, Any]]) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON")
-    parser.add_argument("--only", action="append", default=[], metavar="MxNxK")
-    args = parser.parse_args()
-    variants = [("d", None)]
-    variants += [(lab, json.loads(text)) for lab, text in (v.split("=", 1) for v in args.variant)]
+    from mmaplug.bench import probe_arguments, shape_wanted
+
+    args = probe_arguments(__doc__.split("\n\n")[0])
     warnings.simplefilter("ignore")
     for m, n, k, name in SHAPES:
-        if args.only and not any(f"{m}x{n}x{k}".startswith(o) for o in args.only):
-            continue
-        print(json.dumps(probe(m, n, k, name, variants)), flush=True)
+        if shape_wanted(m, n, k, args.only):
+            print(json.dumps(probe(m, n, k, name, [("d", None), *args.variants])), flush=True)
 
 
 if __name__ == "__main__":

@@ -89,3 +89,14 @@ def test_save_to_out_writes_json_only_where_out_is_set(
     assert json.loads((tmp_path / "rows.json").read_text()) == [
         {"shape": [8, 16, 32], "dtype": str(bench.DType.float16)}
     ]
+
+
+def test_probe_arguments_parse_variants_and_shapes() -> None:
+    args = bench.probe_arguments(
+        "x", ["--variant", 'pp={"stages": 6, "cta_tile": [128, 128, 64]}', "--only", "4096"]
+    )
+    assert args.variants == [("pp", {"stages": 6, "cta_tile": [128, 128, 64]})]
+    assert bench.probe_arguments("x", []).variants == []
+    assert bench.shape_wanted(4096, 4096, 512, args.only)
+    assert not bench.shape_wanted(16384, 1024, 512, args.only)
+    assert bench.shape_wanted(16384, 1024, 512, [])

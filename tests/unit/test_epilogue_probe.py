@@ -3,10 +3,10 @@ without a GPU: each kind's fusion computes what its name says."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -19,13 +19,8 @@ SCRIPT = Path(__file__).parents[2] / "scripts" / "epilogue_probe.py"
 
 
 @pytest.fixture(scope="module")
-def probe() -> ModuleType:
-    """The script as a module (importing it needs neither torch nor a GPU)."""
-    spec = importlib.util.spec_from_file_location("epilogue_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def probe(load_script: Callable[[str], ModuleType]) -> ModuleType:
+    return load_script("epilogue_probe")
 
 
 def _expected(kind: str, y: np.ndarray) -> np.ndarray:

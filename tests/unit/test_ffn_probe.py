@@ -3,9 +3,9 @@ its command line, its fusion and the plan it times."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -17,13 +17,8 @@ SCRIPT = Path(__file__).parents[2] / "scripts" / "ffn_probe.py"
 
 
 @pytest.fixture(scope="module")
-def probe() -> ModuleType:
-    """The script as a module (importing it needs neither torch nor a GPU)."""
-    spec = importlib.util.spec_from_file_location("ffn_probe", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def probe(load_script: Callable[[str], ModuleType]) -> ModuleType:
+    return load_script("ffn_probe")
 
 
 def test_help_runs_as_a_script() -> None:
