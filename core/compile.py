@@ -93,6 +93,9 @@ class KernelArtifact(Protocol):
     It is built once per kernel configuration (``mmaplug.specialize.kernel_key``) and then
     launched for every problem that differs from its spec's only in m, n, k and batch (a
     fusion with symbolic extents): read those from ``LaunchArgs.problem``.
+
+    Optional: ``cubin() -> bytes``, the main kernel's cubin as launches load it, which kernel
+    dumps disassemble (without it they link ``ptx()`` alone, which may not be what runs).
     """
 
     kernel_name: str
@@ -188,7 +191,8 @@ class CompiledFusion:
 
     @property
     def sass(self) -> str:
-        """SASS of ``ptx``: linked by nvJitLink, disassembled by ``cuobjdump`` or ``nvdisasm``.
+        """SASS of the main kernel as launches load it (the artifact's ``cubin()``; else
+        ``ptx`` linked by nvJitLink), disassembled by ``cuobjdump`` or ``nvdisasm``.
 
         :raises UnsupportedTargetError: neither tool is on PATH.
         """

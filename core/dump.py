@@ -162,14 +162,22 @@ def disassemble(binary: bytes, tool: str | None = None) -> str:
     return done.stdout
 
 
+def artifact_cubin(artifact: object) -> bytes:
+    """The cubin of *artifact*'s main kernel as launches load it (its ``cubin()``), or, for an
+    artifact without one, its ``ptx()`` linked alone by :func:`cubin`."""
+    own = getattr(artifact, "cubin", None)
+    return own() if callable(own) else cubin(artifact.ptx())  # type: ignore[attr-defined]
+
+
 def sass(artifact: object) -> str:
-    """SASS of *artifact*'s PTX; the tool is looked for before the PTX is compiled.
+    """SASS of *artifact*'s main kernel (:func:`artifact_cubin`); the tool is looked for
+    before anything is compiled.
 
     :raises UnsupportedTargetError: neither ``cuobjdump`` nor ``nvdisasm`` is on PATH.
     """
     if (tool := sass_tool()) is None:
         raise UnsupportedTargetError(_NO_TOOL)
-    return disassemble(cubin(artifact.ptx()), tool)  # type: ignore[attr-defined]
+    return disassemble(artifact_cubin(artifact), tool)
 
 
 def file_stem(spec: KernelSpec, kernel_name: str, source: str) -> str:
@@ -202,16 +210,14 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
     texts: dict[str, str | bytes] = {}
     if "source" in kinds:
         texts[".py"] = source
-    if "ptx" in kinds or "sass" in kinds:
-        ptx = artifact.ptx()  # type: ignore[attr-defined]
-        if "ptx" in kinds:
-            texts[".ptx"] = ptx
-        if "sass" in kinds:
-            if (tool := sass_tool()) is None:
-                texts[".sass-unavailable.txt"] = f"no SASS for {name}: {_NO_TOOL}\n"
-            else:
-                binary = texts[".cubin"] = cubin(ptx)
-                texts[".sass"] = disassemble(binary, tool)
+    if "ptx" in kinds:
+        texts[".ptx"] = artifact.ptx()  # type: ignore[attr-defined]
+    if "sass" in kinds:
+        if (tool := sass_tool()) is None:
+            texts[".sass-unavailable.txt"] = f"no SASS for {name}: {_NO_TOOL}\n"
+        else:
+            binary = texts[".cubin"] = artifact_cubin(artifact)
+            texts[".sass"] = disassemble(binary, tool)
     if "plan" in kinds:
         owner = spec.provenance.scheduler_plugin or "?"
         texts[".plan.txt"] = f"built kernel: {name} (plugin {owner})\n{explain(spec)}\n"

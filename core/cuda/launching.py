@@ -28,6 +28,7 @@ __all__ = [
     "DriverLaunch",
     "KernelParams",
     "compiled_kernel",
+    "kernel_binary",
     "launch_checked",
     "numba_binary",
 ]
@@ -141,6 +142,14 @@ def numba_binary(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> Binary
     return Binary(image, entry, slots)
 
 
+def kernel_binary(kernels: Any, name: str, cc: tuple[int, int]) -> Binary:
+    """Kernel *name* (a ``*_gemm`` or split-K reduce kernel) of *kernels* (a scheduler's
+    ``GeneratedKernels``) compiled for *cc* as :func:`generated_kernel` loads it (no GPU
+    needed): what a kernel dump disassembles, so its SASS is the SASS that runs."""
+    dispatcher = kernels.gemm if name.endswith("_gemm") else kernels.reduce
+    return numba_binary(dispatcher, kernels.signatures[name], cc)
+
+
 def generated_kernel(
     module: str, source: str, build: Callable[[], Any], name: str, smem: int, slots: int
 ) -> int:
@@ -151,10 +160,7 @@ def generated_kernel(
     from . import cubin
 
     def compile_it() -> Binary:
-        kernels = build()
-        dispatcher = kernels.gemm if name.endswith("_gemm") else kernels.reduce
-        cc = driver.device_attributes()["compute_capability"]
-        return numba_binary(dispatcher, kernels.signatures[name], cc)
+        return kernel_binary(build(), name, driver.device_attributes()["compute_capability"])
 
     return cubin.kernel(module, source, name, smem, slots, compile_it)
 

@@ -10,12 +10,13 @@ import attrs
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.compile import LaunchArgs
+from mmaplug.cuda.launching import kernel_binary
 from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
-from .kernel import AmpereKernelConfig, compile_ptx, generate_source
+from .kernel import AmpereKernelConfig, build, compile_ptx, generate_source
 from .launch import run_gemm
 from .limits import operand_vectors
 
@@ -64,6 +65,11 @@ def _ptx(config: AmpereKernelConfig, cc: tuple[int, ...]) -> str:
     return compile_ptx(config, cc=cc)
 
 
+@functools.cache
+def _cubin(config: AmpereKernelConfig, cc: tuple[int, int]) -> bytes:
+    return kernel_binary(build(config), "ampere_gemm", cc).cubin
+
+
 @attrs.frozen
 class AmpereArtifact:
     """A built ampere kernel: its config and the spec it was first planned for (each launch
@@ -80,6 +86,10 @@ class AmpereArtifact:
     def ptx(self) -> str:
         """PTX of the main kernel for the spec's compute capability (compiled once)."""
         return _ptx(self.config, tuple(self.spec.device.cc))
+
+    def cubin(self) -> bytes:
+        """The main kernel's cubin as launches load it, for the spec's compute capability."""
+        return _cubin(self.config, tuple(self.spec.device.cc)[:2])
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""

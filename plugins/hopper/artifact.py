@@ -18,6 +18,7 @@ from mmaplug.cuda.launching import (
     BoundKernels,
     DriverLaunch,
     KernelParams,
+    kernel_binary,
     launch_checked,
     simulating,
 )
@@ -29,7 +30,7 @@ from mmaplug.patterns import DimRole
 from mmaplug.problem import MatmulProblem
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
-from .kernel import build, compile_ptx, loaded
+from .kernel import SM90A, build, compile_ptx, loaded
 from .kernel_codegen import generate_source
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
@@ -76,6 +77,11 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
 @functools.cache
 def _ptx(config: HopperKernelConfig) -> str:
     return compile_ptx(config)
+
+
+@functools.cache
+def _cubin(config: HopperKernelConfig) -> bytes:
+    return kernel_binary(build(config), "hopper_gemm", SM90A[:2]).cubin
 
 
 def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> list[str]:
@@ -127,6 +133,12 @@ class HopperArtifact:
     def ptx(self) -> str:
         """PTX of the main kernel for sm_90a (compiled once)."""
         return _ptx(self.config)
+
+    def cubin(self) -> bytes:
+        """The main kernel's cubin as launches load it: NVVM IR linked whole-program by
+        nvJitLink (``ptx()`` linked alone is another kernel: setmaxnreg dropped, wgmmas
+        serialised, registers spilled)."""
+        return _cubin(self.config)
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -47,11 +49,67 @@ def test_cubin_links_without_a_gpu(case: tuple[mp.CompiledFusion, str, str, str]
     assert dump.cubin(case[0].ptx)[:4] == b"\x7fELF"
 
 
+def test_dump_disassembles_the_cubin_launches_load(
+    case: tuple[mp.CompiledFusion, str, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dumped cubin (and so its SASS) is the kernel launches load, built as
+    ``generated_kernel`` builds it. For hopper that differs from its PTX linked alone (which
+    drops setmaxnreg and serialises the wgmmas), so a dump of the PTX would show another
+    kernel."""
+    from mmaplug.cuda.launching import kernel_binary
+
+    compiled, scheduler, _, _ = case
+    seen: list[bytes] = []
+    monkeypatch.setattr(dump, "sass_tool", lambda: "nvdisasm")
+    monkeypatch.setattr(dump, "disassemble", lambda binary, tool: seen.append(binary) or "SASS")
+    files = compiled.dump(tmp_path, kinds=("sass",))
+    assert [f.suffix for f in files] == [".cubin", ".sass"] and files[1].read_text() == "SASS"
+    artifact = compiled._artifact
+    build = importlib.import_module(f"mmaplug.plugins.{scheduler}.kernel").build
+    cc = tuple(compiled.spec.device.cc)[:2]
+    runs = _code(kernel_binary(build(artifact.config), f"{scheduler}_gemm", cc).cubin)
+    assert len(seen) == 1 and _code(seen[0]) == runs and _code(files[0].read_bytes()) == runs
+    if scheduler == "hopper":
+        assert runs != _code(dump.cubin(compiled.ptx))
+
+
+def _code(cubin: bytes) -> bytes:
+    """The machine code of an ELF64 cubin: its ``.text.*`` sections' bytes in order (the
+    section names carry Numba's per-compilation version tag, the code does not)."""
+    (shoff,) = struct.unpack_from("<Q", cubin, 0x28)
+    entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
+    table = headers[names][4]
+
+    def name(header: tuple) -> bytes:
+        start = table + header[0]
+        return cubin[start : cubin.index(b"\0", start)]
+
+    code = b"".join(cubin[h[4] : h[4] + h[5]] for h in headers if name(h).startswith(b".text."))
+    assert code, "no .text section in the cubin"
+    return code
+
+
+def test_an_artifact_without_a_cubin_dumps_its_ptx_linked() -> None:
+    class PtxOnly:
+        kernel_name = "k"
+
+        def ptx(self) -> str:
+            return dump_ptx
+
+    dump_ptx = mp.compile(example_fusion(128, 128, 128), "a100").ptx
+    assert dump.artifact_cubin(PtxOnly()) == dump.cubin(dump_ptx)
+
+
 @pytest.mark.skipif(dump.sass_tool() is None, reason="no cuobjdump or nvdisasm on PATH")
 def test_sass_with_a_real_tool(case: tuple[mp.CompiledFusion, str, str, str]) -> None:
     """With a CUDA toolkit's tool on PATH the SASS holds the tensor-core instructions."""
     compiled, scheduler, _, _ = case
-    assert ("HGMMA" if scheduler == "hopper" else "HMMA") in compiled.sass
+    sass = compiled.sass
+    assert ("HGMMA" if scheduler == "hopper" else "HMMA") in sass
+    assert "STL" not in sass and "LDL" not in sass  # no local memory in the kernel that runs
+    if getattr(compiled._artifact.config, "consumers", 0) == 2:  # hopper: setmaxnreg kept
+        assert "USETMAXREG" in sass
 
 
 @pytest.mark.parametrize(
@@ -69,3 +127,15 @@ def test_explain_emit_ptx(
     assert main(argv) == 0
     out, err = capsys.readouterr()
     assert out.startswith("//") and all(text in out for text in expected) and err == ""
+
+
+@pytest.mark.skipif(dump.sass_tool() is None, reason="no cuobjdump or nvdisasm on PATH")
+def test_hopper_default_sass_is_the_whole_program_kernel() -> None:
+    """The default 4096^3 hopper kernel's SASS: two consumers' register hand-over kept, the
+    wgmmas pipelined, nothing in local memory (the PTX linked alone spills and serialises)."""
+    from mmaplug.bench import linear_fusion
+
+    compiled = mp.compile(linear_fusion(4096, 4096, 4096, mp.float16, True), "h200")
+    sass = compiled.sass
+    assert "USETMAXREG" in sass and "HGMMA.64x256x16" in sass
+    assert "STL" not in sass and "LDL" not in sass
