@@ -234,7 +234,9 @@ def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object |
         ``ptx()`` (PTX text, no GPU needed) and ``launch(args: LaunchArgs)``; else None. Raise
         ``KernelBuildError`` from the underlying compiler error when building fails. An
         optional ``source()`` (the generated source, a str) feeds ``compiled.source`` and
-        ``MMAPLUG_DUMP=source``.
+        ``MMAPLUG_DUMP=source``; an optional ``cubin()`` (bytes: the main kernel as launches
+        load it) feeds ``compiled.sass`` and ``MMAPLUG_DUMP=sass``, which otherwise link
+        ``ptx()`` alone.
 
     Implemented by scheduler plugins; no default.
     """
