@@ -5,18 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import arguments
+from . import frontend_dims as fdims
 from .dtypes import DType
 from .errors import FusionError
-from .frontend_shapes import (
-    Operand,
-    ShapeOps,
-    _agree,
-    _axis,
-    _copy_dim,
-    _extent,
-    _ints,
-    _merge_dims,
-)
+from .frontend_shapes import Operand, ShapeOps
 from .fusion import (
     BinaryOp,
     CastOp,
@@ -47,7 +39,7 @@ class Ops(ShapeOps):
             raise FusionError("matmul: operands must have at least one dim; got a 0-d tensor")
         k_a = ad[-1]
         k_b = bd[0] if len(bd) == 1 else bd[-2]
-        if not _agree(k_a, k_b):
+        if not fdims.agree(k_a, k_b):
             raise FusionError(
                 f"matmul: K of {a.name} is {k_a.extent} but K of {b.name} is {k_b.extent}; "
                 "A's last dim must equal B's second-to-last dim (its only dim when 1-D)"
@@ -57,10 +49,10 @@ class Ops(ShapeOps):
         batch = self._broadcast_batch("matmul", a_batch, b_batch)
         body = list(batch)
         if len(ad) > 1:
-            body.append(_copy_dim(ad[-2]))
+            body.append(fdims.copy_dim(ad[-2]))
         if len(bd) > 1:
-            body.append(_copy_dim(bd[-1]))
-        body.append(IterDomain(_extent(k_a, k_b), IterType.REDUCTION))
+            body.append(fdims.copy_dim(bd[-1]))
+        body.append(IterDomain(fdims.extent(k_a, k_b), IterType.REDUCTION))
         out = self._new(a.dtype, body)
         self._fusion.attach(MatmulOp([out], [a, b]))
         return out
@@ -77,25 +69,25 @@ class Ops(ShapeOps):
             raise FusionError(
                 f"linear: weight {w.name} has rank {len(wd)}; F.linear takes [N, K] or [K]"
             )
-        if not _agree(ad[-1], wd[-1]):
+        if not fdims.agree(ad[-1], wd[-1]):
             raise FusionError(
                 f"linear: K of input {a.name} is {ad[-1].extent} but K of weight {w.name} is "
                 f"{wd[-1].extent}; both must have K as their last dim"
             )
-        body = [_copy_dim(d) for d in ad[:-1]]
+        body = [fdims.copy_dim(d) for d in ad[:-1]]
         if len(wd) == 2:
-            body.append(_copy_dim(wd[0]))
+            body.append(fdims.copy_dim(wd[0]))
             if bias is not None:
                 bias_t = operands[2]
                 bd = bias_t.no_reduction_domain
-                if len(bd) != 1 or not _agree(bd[0], wd[0]):
+                if len(bd) != 1 or not fdims.agree(bd[0], wd[0]):
                     raise FusionError(
                         f"linear: bias {bias_t.name} has shape {list(bias_t.shape)}; "
                         f"it must be [N] = [{wd[0].extent}]"
                     )
         elif bias is not None:
             raise FusionError("linear: a bias needs a 2-D weight [N, K]")
-        body.append(IterDomain(_extent(ad[-1], wd[-1]), IterType.REDUCTION))
+        body.append(IterDomain(fdims.extent(ad[-1], wd[-1]), IterType.REDUCTION))
         out = self._new(a.dtype, body)
         self._fusion.attach(LinearOp([out], operands))
         return out
@@ -116,10 +108,10 @@ class Ops(ShapeOps):
                 f"fused_multiply_sum: {a.name} has rank {len(a.shape)} and {b.name} rank "
                 f"{len(b.shape)}; MmaOp operands must have the same rank (broadcast first)"
             )
-        dims = _ints(dims, "fused_multiply_sum: dims", scalar_ok=True)
+        dims = arguments.ints(dims, "fused_multiply_sum: dims", scalar_ok=True)
         if len(dims) != 1:
             raise FusionError(f"fused_multiply_sum: exactly one reduction dim; got {list(dims)}")
-        axis = _axis(a, dims[0], "fused_multiply_sum")
+        axis = fdims.axis(a, dims[0], "fused_multiply_sum")
         ad, bd = a.no_reduction_domain, b.no_reduction_domain
         if ad[axis].is_broadcast and bd[axis].is_broadcast:
             raise FusionError(
@@ -129,7 +121,7 @@ class Ops(ShapeOps):
         domain = []
         for i, (da, db) in enumerate(zip(ad, bd, strict=True)):
             where = f"dim {i} of {a.name} and {b.name}"
-            merged = _merge_dims("fused_multiply_sum", [da, db], where)
+            merged = fdims.merge_dims("fused_multiply_sum", [da, db], where)
             if i == axis:
                 merged = IterDomain(merged.extent, IterType.REDUCTION)
             domain.append(merged)
@@ -226,14 +218,14 @@ class Ops(ShapeOps):
         """Convert to *dtype*, rounding to nearest even."""
         x = self._tensor(x, "cast")
         dtype = arguments.dtype(dtype, f"cast of {x.name}: dtype")
-        out = self._new(dtype, [_copy_dim(d) for d in x.no_reduction_domain])
+        out = self._new(dtype, [fdims.copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(CastOp([out], [x]))
         return out
 
     def set(self, x: TensorView) -> TensorView:
         """A copy of *x*."""
         x = self._tensor(x, "set")
-        out = self._new(x.dtype, [_copy_dim(d) for d in x.no_reduction_domain])
+        out = self._new(x.dtype, [fdims.copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(SetOp([out], [x]))
         return out
 
@@ -242,8 +234,8 @@ class Ops(ShapeOps):
         x = self._tensor(x, "sum")
         if dtype is not None:
             dtype = arguments.dtype(dtype, f"sum of {x.name}: dtype")
-        dims = _ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
-        axes = sorted({_axis(x, d, "sum") for d in dims})
+        dims = arguments.ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
+        axes = sorted({fdims.axis(x, d, "sum") for d in dims})
         if not axes:
             raise FusionError(f"sum of {x.name}: give at least one dim to reduce; got {dims}")
         domain = [
@@ -275,7 +267,7 @@ class Ops(ShapeOps):
         for i, (da, db) in enumerate(zip(pa, pb, strict=True)):
             dims = [d for d in (da, db) if d is not None]
             try:
-                out.append(_merge_dims(what, dims))
+                out.append(fdims.merge_dims(what, dims))
             except FusionError:
                 raise FusionError(
                     f"{what}: batch dim {i} has extents {[d.extent for d in dims]}; batch dims "
@@ -305,7 +297,7 @@ class Ops(ShapeOps):
         xv, yv = self._promoted(xv), self._promoted(yv)
         aligned = [v for v in (xv, yv) if isinstance(v, TensorView)]
         domain = [
-            _merge_dims(op, [t.no_reduction_domain[i] for t in aligned], f"dim {i} of {names}")
+            fdims.merge_dims(op, [t.no_reduction_domain[i] for t in aligned], f"dim {i} of {names}")
             for i in range(rank)
         ]
         out = self._new(result_dtype(xv, yv), domain)
@@ -314,6 +306,6 @@ class Ops(ShapeOps):
 
     def _unary(self, op: str, x: TensorView) -> TensorView:
         x = self._promoted(self._tensor(x, op))  # type: ignore[assignment]
-        out = self._new(result_dtype(x), [_copy_dim(d) for d in x.no_reduction_domain])
+        out = self._new(result_dtype(x), [fdims.copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(UnaryOp(out, x, op))
         return out

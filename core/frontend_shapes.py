@@ -1,4 +1,4 @@
-"""Dim helpers and the shape ops of ``fd.ops``: broadcasts, permutes, slices, reshapes."""
+"""The shape ops of ``fd.ops``: broadcasts, permutes, slices, reshapes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
 from . import arguments, shapes
+from . import frontend_dims as fdims
 from .dtypes import DType
 from .errors import FusionError
 from .fusion import (
@@ -38,42 +39,6 @@ class Definition(Protocol):
 
 
 Operand = TensorView | Scalar | float | int
-_ints = arguments.ints
-
-
-def _agree(*dims: IterDomain) -> bool:
-    """Whether *dims* may be one dim: equal static extents; a symbolic one fits any."""
-    return len({d.extent for d in dims if not d.is_symbolic}) <= 1
-
-
-def _extent(*dims: IterDomain) -> int:
-    """The static extent among *dims* (which agree), else SYMBOLIC."""
-    return next((d.extent for d in dims if not d.is_symbolic), SYMBOLIC)
-
-
-def _copy_dim(d: IterDomain) -> IterDomain:
-    return IterDomain(d.extent, d.iter_type)
-
-
-def _merge_dims(name: str, dims: Sequence[IterDomain], where: str = "") -> IterDomain:
-    """Output dim of an element-wise op: concrete wins over broadcast; extents must agree
-    (a symbolic extent agrees with any: the call's inputs must then make them equal)."""
-    concrete = [d for d in dims if not d.is_broadcast]
-    if not _agree(*concrete):
-        raise FusionError(
-            f"{name}: {where or 'dims'} have extents {sorted({d.extent for d in concrete})}, "
-            "which cannot be combined; extents must match or be 1 (broadcast)"
-        )
-    if concrete:
-        return IterDomain(_extent(*concrete), IterType.ITERATION)
-    return IterDomain(max(d.extent for d in dims), IterType.BROADCAST)
-
-
-def _axis(t: TensorView, dim: int, what: str) -> int:
-    rank = len(t.shape)
-    if not -rank <= dim < rank:
-        raise FusionError(f"{what}: dim {dim} is out of range for {t.name} of rank {rank}")
-    return dim % rank
 
 
 class OpsBase:
@@ -123,7 +88,7 @@ class ShapeOps(OpsBase):
         x = self._tensor(x, "broadcast_in_dim")
         xd = x.no_reduction_domain
         shape = shapes.extents(shape, f"broadcast_in_dim of {x.name}: shape")
-        bdims = _ints(broadcast_dims, "broadcast_in_dim: broadcast_dims")
+        bdims = arguments.ints(broadcast_dims, "broadcast_in_dim: broadcast_dims")
         if len(bdims) != len(xd):
             raise FusionError(
                 f"broadcast_in_dim: {x.name} has rank {len(xd)} but broadcast_dims has "
@@ -139,7 +104,7 @@ class ShapeOps(OpsBase):
             if pos in bdims:
                 src = xd[bdims.index(pos)]
                 if extent == SYMBOLIC:  # -1: the input dim's extent, as it is
-                    domain.append(_copy_dim(src))
+                    domain.append(fdims.copy_dim(src))
                     continue
                 if not (src.is_broadcast or src.is_symbolic or src.extent == extent):
                     raise FusionError(
@@ -162,13 +127,13 @@ class ShapeOps(OpsBase):
         """Output dim ``j`` is input dim ``dims[j]``."""
         x = self._tensor(x, "permute")
         xd = x.no_reduction_domain
-        dims = _ints(dims, f"permute of {x.name}: dims")
+        dims = arguments.ints(dims, f"permute of {x.name}: dims")
         perm = [d % len(xd) if -len(xd) <= d < len(xd) else d for d in dims]
         if sorted(perm) != list(range(len(xd))):
             raise FusionError(
                 f"permute: dims {list(dims)} is not a permutation of the {len(xd)} dims of {x.name}"
             )
-        out = self._new(x.dtype, [_copy_dim(xd[p]) for p in perm])
+        out = self._new(x.dtype, [fdims.copy_dim(xd[p]) for p in perm])
         return self._emit(PermuteOp, out, x, perm)
 
     def squeeze(self, x: TensorView, dims: Sequence[int]) -> TensorView:
@@ -177,8 +142,8 @@ class ShapeOps(OpsBase):
         xd = x.no_reduction_domain
         axes = sorted(
             {
-                _axis(x, d, "squeeze")
-                for d in _ints(dims, f"squeeze of {x.name}: dims", scalar_ok=True)
+                fdims.axis(x, d, "squeeze")
+                for d in arguments.ints(dims, f"squeeze of {x.name}: dims", scalar_ok=True)
             }
         )
         for a in axes:
@@ -187,7 +152,7 @@ class ShapeOps(OpsBase):
                 raise FusionError(
                     f"squeeze: dim {a} of {x.name} has {what}; only size-1 dims can be squeezed"
                 )
-        out = self._new(x.dtype, [_copy_dim(d) for i, d in enumerate(xd) if i not in axes])
+        out = self._new(x.dtype, [fdims.copy_dim(d) for i, d in enumerate(xd) if i not in axes])
         return self._emit(SqueezeOp, out, x, axes)
 
     def broadcast(self, x: TensorView, is_broadcast_dim: Sequence[bool]) -> TensorView:
@@ -215,7 +180,7 @@ class ShapeOps(OpsBase):
         domain = []
         for i, (d, extent) in enumerate(zip(xd, shape, strict=True)):
             if extent == SYMBOLIC or extent == d.extent:
-                domain.append(_copy_dim(d))
+                domain.append(fdims.copy_dim(d))
             elif d.is_broadcast:
                 domain.append(IterDomain(extent, IterType.BROADCAST))
             else:
@@ -236,9 +201,13 @@ class ShapeOps(OpsBase):
         an end past the extent stops at it, strides are positive (default 1)."""
         x = self._tensor(x, "slice")
         xd = x.no_reduction_domain
-        starts = _ints(start_indices, f"slice of {x.name}: start_indices")
-        ends = _ints(end_indices, f"slice of {x.name}: end_indices")
-        steps = [1] * len(xd) if strides is None else _ints(strides, f"slice of {x.name}: strides")
+        starts = arguments.ints(start_indices, f"slice of {x.name}: start_indices")
+        ends = arguments.ints(end_indices, f"slice of {x.name}: end_indices")
+        steps = (
+            [1] * len(xd)
+            if strides is None
+            else arguments.ints(strides, f"slice of {x.name}: strides")
+        )
         if not len(starts) == len(ends) == len(steps) == len(xd):
             raise FusionError(
                 f"slice of {x.name}: start_indices {starts}, end_indices {ends} and strides "
@@ -261,7 +230,7 @@ class ShapeOps(OpsBase):
             ranges.append((start, end, step))
             extent = len(range(start, end, step))
             if (start, end, step) == (0, d.extent, 1):
-                domain.append(_copy_dim(d))
+                domain.append(fdims.copy_dim(d))
             else:
                 kind = IterType.BROADCAST if extent == 1 else IterType.ITERATION
                 domain.append(IterDomain(extent, kind))
@@ -299,7 +268,7 @@ class ShapeOps(OpsBase):
         the rank of dim i's stride, 0 innermost); as an output, it is returned so strided."""
         x = self._tensor(x, "stride_order")
         rank = len(x.shape)
-        order = _ints(stride_order, f"stride_order of {x.name}")
+        order = arguments.ints(stride_order, f"stride_order of {x.name}")
         if not order:
             order = list(range(rank - 1, -1, -1))
         if sorted(order) != list(range(rank)):
@@ -309,7 +278,7 @@ class ShapeOps(OpsBase):
             )
         out = self._fusion.new_tensor(
             x.dtype,
-            [_copy_dim(d) for d in x.no_reduction_domain],
+            [fdims.copy_dim(d) for d in x.no_reduction_domain],
             sorted(range(rank), key=lambda i: -order[i]),
         )
         return self._attach(SetOp, out, x)
