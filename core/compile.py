@@ -194,7 +194,7 @@ class CompiledFusion:
         """SASS of the main kernel as launches load it (the artifact's ``cubin()``; else
         ``ptx`` linked by nvJitLink), disassembled by ``cuobjdump`` or ``nvdisasm``.
 
-        :raises UnsupportedTargetError: neither tool is on PATH.
+        :raises UnsupportedTargetError: neither tool is on PATH nor pip-installed.
         """
         return kernel_dump.sass(self._artifact)
 

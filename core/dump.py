@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -49,8 +51,8 @@ DEFAULT_DIR: Final = "mmaplug_dump"
 SASS_TOOLS: Final = ("cuobjdump", "nvdisasm")
 _ACCEPTED: Final = "comma-separated source, ptx, sass, plan, or all (any case)"
 _NO_TOOL: Final = (
-    "SASS needs cuobjdump or nvdisasm on PATH (a CUDA toolkit's bin/, or "
-    "`pip install nvidia-cuda-cuobjdump`); neither was found"
+    "SASS needs cuobjdump or nvdisasm on PATH (a CUDA toolkit's bin/) or from "
+    "`pip install nvidia-cuda-cuobjdump`; neither was found"
 )
 
 
@@ -104,11 +106,27 @@ def kernel_source(spec: KernelSpec, artifact: object) -> str:
 
 
 def sass_tool() -> str | None:
-    """The path of ``cuobjdump`` (else ``nvdisasm``) on PATH; None when neither is there."""
+    """The path of ``cuobjdump`` (else ``nvdisasm``): on PATH, else from the pip wheels
+    ``nvidia-cuda-cuobjdump`` / ``nvidia-cuda-nvdisasm``, which install it under
+    ``nvidia/cu*/bin/`` without putting it on PATH; None when neither is found."""
     for name in SASS_TOOLS:
         if found := shutil.which(name):
             return found
+    for name in SASS_TOOLS:
+        for path in _wheel_tools(name):
+            if os.access(path, os.X_OK):
+                return str(path)
     return None
+
+
+def _wheel_tools(name: str) -> list[Path]:
+    """*name* under every ``nvidia/cu*/bin/`` of the installed ``nvidia`` namespace package."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):  # a broken or odd ``nvidia`` on the path: no wheel tool
+        return []
+    places = list(spec.submodule_search_locations or []) if spec else []
+    return sorted(p for place in places for p in Path(place).glob(f"cu*/bin/{name}"))
 
 
 def cubin(ptx: str) -> bytes:
@@ -145,7 +163,7 @@ def cubin(ptx: str) -> bytes:
 def disassemble(binary: bytes, tool: str | None = None) -> str:
     """SASS of a cubin, by *tool* (default :func:`sass_tool`): ``cuobjdump -sass``, ``nvdisasm``.
 
-    :raises UnsupportedTargetError: neither tool is on PATH.
+    :raises UnsupportedTargetError: neither tool is found (see :func:`sass_tool`).
     :raises KernelBuildError: the tool failed.
     """
     tool = tool or sass_tool()
@@ -173,7 +191,7 @@ def sass(artifact: object) -> str:
     """SASS of *artifact*'s main kernel (:func:`artifact_cubin`); the tool is looked for
     before anything is compiled.
 
-    :raises UnsupportedTargetError: neither ``cuobjdump`` nor ``nvdisasm`` is on PATH.
+    :raises UnsupportedTargetError: neither ``cuobjdump`` nor ``nvdisasm`` is found.
     """
     if (tool := sass_tool()) is None:
         raise UnsupportedTargetError(_NO_TOOL)

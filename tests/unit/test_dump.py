@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import attrs
@@ -26,10 +28,11 @@ def pm() -> mp.PluginManager:
 
 @pytest.fixture
 def no_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A PATH without cuobjdump or nvdisasm."""
+    """A PATH without cuobjdump or nvdisasm, and no pip-installed one."""
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(dump, "_wheel_tools", lambda name: [])
 
 
 def relu_linear(m: int, n: int, k: int) -> mp.Fusion:
@@ -219,6 +222,7 @@ def test_a_failing_tool_is_a_kernel_build_error(tmp_path: Path) -> None:
 def test_sass_tool_prefers_cuobjdump(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both on PATH: cuobjdump; only nvdisasm: nvdisasm; none: an error saying what to install."""
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(dump, "_wheel_tools", lambda name: [])
     assert dump.sass_tool() is None
     with pytest.raises(UnsupportedTargetError, match=r"pip install nvidia-cuda-cuobjdump"):
         dump.disassemble(b"")
@@ -226,6 +230,28 @@ def test_sass_tool_prefers_cuobjdump(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert dump.sass_tool() == nvdisasm
     cuobjdump = fake_tool(tmp_path, "cuobjdump", "true")
     assert dump.sass_tool() == cuobjdump
+
+
+def test_sass_tool_finds_the_pip_wheels_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip install nvidia-cuda-cuobjdump`` puts the tool under the ``nvidia`` namespace
+    package's ``cu13/bin/``, not on PATH: it is found there (after PATH), executable only."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    site = tmp_path / "site"
+    (site / "nvidia" / "cu13" / "bin").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    importlib.invalidate_caches()
+    tool = site / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    tool.write_text("#!/bin/sh\n")
+    assert dump.sass_tool() is None  # not executable
+    tool.chmod(0o755)
+    assert dump.sass_tool() == str(tool)
+    fake_tool(empty, "nvdisasm", "true")
+    assert dump.sass_tool() == str(empty / "nvdisasm")  # PATH first
 
 
 def test_cubin_needs_a_target_line() -> None:
