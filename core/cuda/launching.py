@@ -146,8 +146,7 @@ def kernel_binary(kernels: Any, name: str, cc: tuple[int, int]) -> Binary:
     """Kernel *name* (a ``*_gemm`` or split-K reduce kernel) of *kernels* (a scheduler's
     ``GeneratedKernels``) compiled for *cc* as :func:`generated_kernel` loads it (no GPU
     needed): what a kernel dump disassembles, so its SASS is the SASS that runs."""
-    dispatcher = kernels.gemm if name.endswith("_gemm") else kernels.reduce
-    return numba_binary(dispatcher, kernels.signatures[name], cc)
+    return numba_binary(kernels.dispatcher(name), kernels.signatures[name], cc)
 
 
 def generated_kernel(

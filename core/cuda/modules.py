@@ -30,6 +30,10 @@ class GeneratedKernels:
     source: str
     signatures: dict[str, Any]
 
+    def dispatcher(self, name: str) -> Any:
+        """The dispatcher of kernel *name*: the ``*_gemm`` kernel, else the split-K reduce."""
+        return self.gemm if name.endswith("_gemm") else self.reduce
+
 
 def require_numba() -> None:
     """Raise ``KernelBuildError`` (naming the extra to install) unless Numba can be imported.

@@ -40,10 +40,6 @@ def k_per_split(config: AmpereKernelConfig, k: int) -> int:
     return max(1, -(-k_tiles // config.splitk)) * bk
 
 
-def _dispatcher(kernels: GeneratedKernels, name: str) -> Any:
-    return kernels.gemm if name == "ampere_gemm" else kernels.reduce
-
-
 @functools.cache
 def _source(config: AmpereKernelConfig) -> str:
     return generate_source(config, sim=False)
@@ -60,7 +56,7 @@ def _launch(
     kernels: GeneratedKernels, name: str, args: list, grid, block, stream, smem: int
 ) -> None:  # noqa: ANN001
     sig = kernels.signatures[name]
-    launch_checked(_dispatcher(kernels, name), sig, args, grid, block, stream, smem)
+    launch_checked(kernels.dispatcher(name), sig, args, grid, block, stream, smem)
 
 
 def _workspace(size: int) -> Any:
