@@ -137,29 +137,63 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
 
 
 def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """Work unit ``u`` -> batch ``bt``, split ``sp``, tile origin ``m0``, ``n0``."""
-    bm = cfg.cta_tile[0]
-    em("tile = u % tiles")
-    em("rest = u // tiles")
-    em(f"sp = rest % {cfg.splitk}")
-    em(f"bt = rest // {cfg.splitk}")
-    major, minor = (
-        ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
-    )
-    g = cfg.grid_swizzle
-    em(f"group = {g} * {minor}")
-    em(f"first = (tile // group) * {g}")
-    em(f"gsz = min({major} - first, {g})")
-    em("t_major = first + (tile % group) % gsz")
-    em("t_minor = (tile % group) // gsz")
-    tm, tn = ("t_major", "t_minor") if cfg.cta_order == "row_major" else ("t_minor", "t_major")
-    if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
-        em(f"m0 = ({tm} * {cfg.cluster_m} + rank) * {bm}")
-    else:
-        em(f"m0 = {tm} * {bm}")
-    em(f"n0 = {tn} * {cfg.n_out}")
+    """Work unit ``u`` -> split ``sp``, its K range, batch ``bt``, tile origin ``m0``, ``n0``."""
+    _emit_k_range(em, cfg)
+    _emit_origin(em, cfg)
+
+
+def _emit_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Work unit ``u`` -> split ``sp`` and its K range [``kb``, ``ke``): all a main loop needs."""
+    if cfg.splitk == 1:
+        em("sp = 0")
+        em("kb = 0")
+        em("ke = K")
+        return
+    em(f"sp = int64(uint32(u) // tiles32 % uint32({cfg.splitk}))")
     em("kb = sp * k_split")
     em("ke = min(K, kb + k_split)")
+
+
+def _emit_grid_constants(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """The decode's divisors as uint32 (units < 2**31): unsigned 32-bit divisions are a third
+    of the code of Python's floored int64 ones (sign fix-ups, the INT64_MIN / -1 case)."""
+    major, minor = _major_minor(cfg)
+    em("tiles32 = uint32(tiles)")
+    em(f"major32 = uint32({major})")
+    em(f"minor32 = uint32({minor})")
+    em(f"group32 = uint32(uint32({cfg.grid_swizzle}) * minor32)")
+
+
+def _major_minor(cfg: HopperKernelConfig) -> tuple[str, str]:
+    """The tile counts along the grid's major and minor orders."""
+    return ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
+
+
+def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Work unit ``u`` -> batch ``bt`` and tile origin ``m0``, ``n0``: groups of
+    ``grid_swizzle`` tiles along the major order walk the minor one (a consumer decodes them
+    while its first wgmmas run)."""
+    bm = cfg.cta_tile[0]
+    g = cfg.grid_swizzle
+    # every intermediate is cast back to uint32 (Numba widens uint32 arithmetic to uint64):
+    # NVVM then divides in 32 bits
+    em("tile = uint32(uint32(u) % tiles32)")
+    em(f"bt = int64(uint32(u) // tiles32 // uint32({cfg.splitk}))")
+    if g == 1:
+        em("t_major = uint32(tile // minor32)")
+        em("t_minor = uint32(tile % minor32)")
+    else:
+        em(f"first = uint32(tile // group32 * uint32({g}))")
+        em(f"gsz = uint32(min(major32 - first, uint32({g})))")
+        em("within = uint32(tile % group32)")
+        em("t_major = uint32(first + within % gsz)")
+        em("t_minor = uint32(within // gsz)")
+    tm, tn = ("t_major", "t_minor") if cfg.cta_order == "row_major" else ("t_minor", "t_major")
+    if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
+        em(f"m0 = (int64({tm}) * {cfg.cluster_m} + rank) * {bm}")
+    else:
+        em(f"m0 = int64({tm}) * {bm}")
+    em(f"n0 = int64({tn}) * {cfg.n_out}")
 
 
 def _advance(em: Emitter, stages: int) -> None:
@@ -211,6 +245,7 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool, cache: bool) -> 
             em("u0 = cuda.blockIdx.x")
             em("ustep = cuda.gridDim.x")
         em("tiles = tiles_m * tiles_n")
+        _emit_grid_constants(em, cfg)
         em(f"wg = tid // {WARPGROUP}")
         em("if wg == 0:")
         with em.indent():
@@ -322,7 +357,7 @@ def _emit_consumer(
         em("turns = 0")
     em("while u < units:")
     with em.indent():
-        _emit_decode(em, cfg)
+        _emit_k_range(em, cfg)
         if cfg.pingpong:
             em("if mine != c:  # the other consumer's unit: skip its stages in the ring")
             with em.indent():
@@ -341,7 +376,6 @@ def _emit_consumer(
             em("if c == 1 or turns > 0:")
             em(f"    named_barrier_sync(3 + c, {2 * WARPGROUP})")
             em("turns += 1")
-        emit_column_prefetch(em, cfg)
         em("scale = 0")
         em("prev = -1  # the stage whose wgmmas may still be reading it")
         em("k0 = kb")
@@ -360,6 +394,10 @@ def _emit_consumer(
                     da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
                     em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}, {a.trans}, {b.trans})")
             em("wgmma_commit_group()")
+            em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
+            with em.indent():
+                _emit_origin(em, cfg)
+                emit_column_prefetch(em, cfg)
             em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
             for acc in accs:
                 em(f"{acc} = fence_operand({acc})")
@@ -379,6 +417,8 @@ def _emit_consumer(
         with em.indent():
             for acc in accs:
                 em(f"{acc} = wgmma_zeros({nacc})")
+            _emit_origin(em, cfg)
+            emit_column_prefetch(em, cfg)
         emit_epilogue(em, cfg, accs)
         em("u += ustep")
 

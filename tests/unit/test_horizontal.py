@@ -277,7 +277,7 @@ def test_generated_source_loads_every_b_and_combines_partner_registers() -> None
                        source)  # fmt: skip
     assert loads == [("0", "tmap_b", "0"), ("8192", "tmap_b", "64"),
                      ("16384", "tmap_b1", "0"), ("24576", "tmap_b1", "64")]  # fmt: skip
-    assert "n0 = t_minor * 128" in source or "n0 = t_major * 128" in source
+    assert "n0 = int64(t_minor) * 128" in source or "n0 = int64(t_major) * 128" in source
     # staged: product 1 (64 registers further in the fragment) 16 columns right of product 0
     assert "use_smem_epilogue=True" in repr(compiled.spec.params)
     assert "sf[wrow + 0] = acc0[0]" in source and "sf[wrow + 16] = acc0[64]" in source

@@ -1,0 +1,32 @@
+"""The hopper kernel decodes its work units in 32-bit unsigned arithmetic: no 64-bit division
+or remainder in its PTX (Python's floored int64 ones cost ~300 SASS a tile, BENCHMARKS run 57)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import mmaplug as mp
+from mmaplug.bench import linear_fusion
+
+PLANS = {
+    "default": None,
+    "cta_pairs": {"cluster_dims": (2, 1)},
+    "swizzle_4_column_major": {"grid_swizzle_factor": 4, "cta_order": "column_major"},
+    "splitk_3": {"splitk_factor": 3},
+    "pingpong": {"tiling_strategy": "persistent_pingpong", "cta_tile": (128, 128, 64),
+                 "warp_tile": (128, 128, 64), "instruction_tile": (64, 128, 16), "stages": 6},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_no_64_bit_division(plan: str) -> None:
+    compiled = mp.compile(
+        linear_fusion(4096, 4096, 4096, mp.float16, True), "h200", overrides=PLANS[plan]
+    )
+    assert compiled.kernel_name.startswith("hopper_")
+    main = compiled.ptx.split(".entry")[1]  # the main kernel (split-K's reduce comes after)
+    wide = re.findall(r"\b(?:div|rem)\.[su]64\b", main)
+    assert not wide, f"{plan}: {len(wide)} 64-bit divisions in the main kernel"
+    assert re.search(r"\bdiv\.u32\b", main), "the decode's 32-bit divisions are missing"
