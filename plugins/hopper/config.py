@@ -18,15 +18,17 @@ SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma fragment block
-# setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 24 + 256 * 240 = 64,512 registers.
-# ptxas allocates the consumers' code within CONSUMER_REGS: 232 spilled 92 bytes in the bias +
-# GELU epilogue at 128x256, 240 spills nothing; the producer's one issuing thread fits in 24.
-PRODUCER_REGS: Final = 24
+# setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 40 + 256 * 232 = 64,512 registers.
+# ptxas allocates each role's code within its count. The producer's loop (decode, multicast
+# boxes) spilled 164 bytes at 24 in the CTA-pair kernel; at 40 nothing spills, and the
+# consumers' epilogues fit 232 since they take one 64-row block per step and read the bias
+# from shared memory (at 232 the older bias + GELU epilogue spilled 92 bytes).
+PRODUCER_REGS: Final = 40
 # setmaxnreg.inc takes registers only from the pool the CTA's own setmaxnreg.dec released:
 # launched at 168 per thread (64K / 384, rounded down to 8), the producer's 128 threads free
-# (168 - 24) * 128 = 18432, exactly the (240 - 168) * 256 the consumers take. (With 32 for the
-# cluster producer the consumers waited for registers forever: run 33 hung.)
-CONSUMER_REGS: Final = 240
+# (168 - 40) * 128 = 16384, exactly the (232 - 168) * 256 the consumers take. (Taking more
+# than was freed waits forever: run 33 hung with 32 for the producer against 240.)
+CONSUMER_REGS: Final = 232
 CTA_ORDERS: Final = ("row_major", "column_major")
 
 # int64 parameters of the main kernel, in order

@@ -37,8 +37,8 @@ def test_hopper_ptx_holds_the_wgmma_pipeline(hopper_compiled: mp.CompiledFusion)
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
     assert "cp.async.bulk.tensor.3d" in ptx
     assert "mbarrier.try_wait.parity" in ptx
-    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx  # the TMA producer warpgroup
-    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx  # the two consumer warpgroups
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx  # the TMA producer warpgroup
+    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx  # the two consumer warpgroups
     assert "mma.sync" not in ptx and "cp.async.cg" not in ptx
 
 
@@ -65,9 +65,8 @@ def test_hopper_cluster_kernel_links_whole(
     b_layout: str, hopper_link_log: Callable[[object], str]
 ) -> None:
     """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
-    barriers) links like the default one: setmaxnreg kept and wgmmas pipelined. Its producer
-    spills (164 bytes in 24 registers: the K loop's multicast offsets; 32 would leave the
-    consumers short of registers, see config.PRODUCER_REGS), so the guard is a bound."""
+    barriers) links like the default one: setmaxnreg kept, wgmmas pipelined, nothing spilled
+    (its producer spilled 164 bytes in 24 registers, see config.PRODUCER_REGS)."""
     from mmaplug.bench import linear_fusion
 
     fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
@@ -84,8 +83,7 @@ def test_hopper_cluster_kernel_links_whole(
     assert "multicast::cluster" in ptx and "barrier.cluster.wait" in ptx and "mapa" in ptx
     text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text
-    spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", text)]
-    assert spills and max(spills) <= 192, text
+    assert re.search(r"\b0 bytes spill stores", text), text
 
 
 @pytest.mark.parametrize(
