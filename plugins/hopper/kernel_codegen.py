@@ -413,12 +413,13 @@ def _emit_consumer(
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
         _emit_release(em, stages, "prev", cfg.cluster_m)
-        em("if scale == 0:  # an empty K range (a trailing split): the product is zero")
-        with em.indent():
-            for acc in accs:
-                em(f"{acc} = wgmma_zeros({nacc})")
-            _emit_origin(em, cfg)
-            emit_column_prefetch(em, cfg)
+        if cfg.splitk > 1:  # (extents are >= 1: only a trailing split's K range is empty)
+            em("if scale == 0:  # an empty K range: the product is zero")
+            with em.indent():
+                for acc in accs:
+                    em(f"{acc} = wgmma_zeros({nacc})")
+                _emit_origin(em, cfg)
+                emit_column_prefetch(em, cfg)
         emit_epilogue(em, cfg, accs)
         em("u += ustep")
 
