@@ -18,17 +18,15 @@ SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma fragment block
-# setmaxnreg for 1 producer + 2 consumer warpgroups: 128 * 40 + 256 * 232 = 64,512 registers.
-# ptxas allocates each role's code within its count. The producer's loop (decode, multicast
-# boxes) spilled 164 bytes at 24 in the CTA-pair kernel; at 40 nothing spills, and the
-# consumers' epilogues fit 232 since they take one 64-row block per step and read the bias
-# from shared memory (at 232 the older bias + GELU epilogue spilled 92 bytes).
-PRODUCER_REGS: Final = 40
-# setmaxnreg.inc takes registers only from the pool the CTA's own setmaxnreg.dec released:
-# launched at 168 per thread (64K / 384, rounded down to 8), the producer's 128 threads free
-# (168 - 40) * 128 = 16384, exactly the (232 - 168) * 256 the consumers take. (Taking more
-# than was freed waits forever: run 33 hung with 32 for the producer against 240.)
-CONSUMER_REGS: Final = 232
+# setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
+# registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
+# the pool the CTA's own setmaxnreg.dec released, so each split frees exactly what it takes:
+# (168 - 24) * 128 = (240 - 168) * 256 and (168 - 40) * 128 = (232 - 168) * 256. (Taking more
+# than was freed waits forever: run 33 hung with 32 for the producer against 240.) ptxas
+# allocates each role's code within its count: the consumers' widest epilogues (bias + GELU
+# beside a residual) spill at 232, so 240 unless the producer needs more: a CTA pair's
+# producer (multicast boxes, remote releases) spilled 164 bytes at 24 and fits 40.
+REGISTER_SPLITS: Final = {False: (24, 240), True: (40, 232)}  # keyed by "in CTA pairs"
 CTA_ORDERS: Final = ("row_major", "column_major")
 
 # int64 parameters of the main kernel, in order
@@ -85,6 +83,11 @@ class HopperKernelConfig:
         """Consumer warpgroups: the tile's grid, or two taking alternate tiles (ping-pong)."""
         gm, gn = self.consumer_grid
         return 2 if self.pingpong else gm * gn
+
+    @property
+    def registers(self) -> tuple[int, int]:
+        """setmaxnreg of the producer and of the consumers (see ``REGISTER_SPLITS``)."""
+        return REGISTER_SPLITS[self.cluster_m > 1]
 
     @property
     def threads(self) -> int:

@@ -11,9 +11,7 @@ from mmaplug.dtypes import DType
 
 from .config import (
     BOX_INNER,
-    CONSUMER_REGS,
     MBARRIER_BYTES,
-    PRODUCER_REGS,
     SMEM_ALIGN,
     STAGED_ROWS,
     SWIZZLE_BYTES,
@@ -263,7 +261,7 @@ def _emit_producer(
 ) -> None:
     stages = cfg.stages
     if cfg.consumers == 2 and not sim:
-        em(f"setmaxnreg_dec({PRODUCER_REGS})")
+        em(f"setmaxnreg_dec({cfg.registers[0]})")
     em("if tid == 0:")
     with em.indent():
         tmaps = ["tmap_a", "tmap_b", *(f"tmap_b{j}" for j in range(1, cfg.horizontal))]
@@ -317,7 +315,7 @@ def _emit_consumer(
     nacc = wn // 2
     wgmma = "wgmma_bf16" if cfg.operand_dtype is DType.bfloat16 else "wgmma_f16"
     if cfg.consumers == 2 and not sim:
-        em(f"setmaxnreg_inc({CONSUMER_REGS})")
+        em(f"setmaxnreg_inc({cfg.registers[1]})")
     em("c = wg - 1")
     if cfg.pingpong:  # each consumer owns whole tiles
         em("cm = 0")

@@ -168,13 +168,15 @@ def emit_packed_epilogue(
                 em(f"f{q}_{h}_{e} = {acc}[{reg}]")
         emit_step_origin(em, cfg, chunk, chunks)
         em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
+        for j, dtype in enumerate(dtypes):  # the thread's first word in output j's rows
+            em(f"pw{j} = sw + frow * {rows[j] // 4} + {dtype.itemsize} * fcol // 4")
         if staged is not None:
             em(f"cw = scol + (ch % {chunks}) * {chunk} + fcol")
         for i in hoisted:
             for q in range(groups):
                 for e in (0, 1):
                     if i == staged:
-                        em(f"h{i}_{q}_{e} = sf[uint32(cw + {8 * q + e})]")
+                        em(f"h{i}_{q}_{e} = sf[uint64(cw + {8 * q + e})]")
                         continue
                     col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
                     load = f"in{i}[ib{i} + {col} * in{i}_sn]"
@@ -202,14 +204,13 @@ def emit_packed_epilogue(
                 if is16(dtype):
                     off = offsets[j] + lrow * rows[j] + 16 * q
                     em(
-                        f"su[uint32(sw + ({off} + frow * {rows[j]} + 2 * fcol) // 4)] = "
+                        f"su[uint64(pw{j} + {off // 4})] = "
                         f"uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))"
                     )
                 else:
                     off = offsets[j] + lrow * rows[j] + 32 * q
-                    em(f"sfw = sw + ({off} + frow * {rows[j]} + 4 * fcol) // 4")
-                    em(f"sf[uint32(sfw)] = o{j}_0")
-                    em(f"sf[uint32(sfw + 1)] = o{j}_1")
+                    em(f"sf[uint64(pw{j} + {off // 4})] = o{j}_0")
+                    em(f"sf[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
         em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
         for j, dtype in enumerate(dtypes):
             per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
@@ -225,7 +226,7 @@ def emit_packed_epilogue(
                 em(f"if {cond}:")
                 with em.indent():
                     word = f"sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (vi % {per_row}) * 4"
-                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, uint32({word})))")
+                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, uint64({word})))")
                     at = f"bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc"
                     em(f"st_global_v4_b32(out{j}, {at}, p0, p1, p2, p3)")
         if nbuf == 2:

@@ -37,8 +37,8 @@ def test_hopper_ptx_holds_the_wgmma_pipeline(hopper_compiled: mp.CompiledFusion)
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
     assert "cp.async.bulk.tensor.3d" in ptx
     assert "mbarrier.try_wait.parity" in ptx
-    assert "setmaxnreg.dec.sync.aligned.u32 40" in ptx  # the TMA producer warpgroup
-    assert "setmaxnreg.inc.sync.aligned.u32 232" in ptx  # the two consumer warpgroups
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx  # the TMA producer warpgroup
+    assert "setmaxnreg.inc.sync.aligned.u32 240" in ptx  # the two consumer warpgroups
     assert "mma.sync" not in ptx and "cp.async.cg" not in ptx
 
 
@@ -66,7 +66,7 @@ def test_hopper_cluster_kernel_links_whole(
 ) -> None:
     """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
     barriers) links like the default one: setmaxnreg kept, wgmmas pipelined, nothing spilled
-    (its producer spilled 164 bytes in 24 registers, see config.PRODUCER_REGS)."""
+    (its producer spilled 164 bytes in 24 registers, see config.REGISTER_SPLITS)."""
     from mmaplug.bench import linear_fusion
 
     fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
