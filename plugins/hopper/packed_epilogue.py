@@ -216,19 +216,23 @@ def emit_packed_epilogue(
             per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
             lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
             total = STAGED_ROWS * per_row  # the row block's vectors
+            rows_per_part = WARPGROUP // per_row  # (per_row divides the warpgroup)
+            # the thread's first vector: row t // per_row, column (t % per_row) * lanes; each
+            # further part is rows_per_part rows down (one 64-bit address step)
+            em(f"vr = t // {per_row}")
+            em(f"vc = en0 + (t % {per_row}) * {lanes}")
+            em(f"vw = uint64(sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (t % {per_row}) * 4)")
+            em(f"at = bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc")
             for part in range(-(-total // WARPGROUP)):
-                em(f"vi = t + {part * WARPGROUP}")
-                em(f"vr = vi // {per_row}")
-                em(f"vc = en0 + (vi % {per_row}) * {lanes}")
-                cond = "em0 + vr < M and vc < N"
+                cond = f"em0 + vr + {part * rows_per_part} < M and vc < N"
                 if (part + 1) * WARPGROUP > total:
-                    cond = f"vi < {total} and {cond}"
+                    cond = f"t + {part * WARPGROUP} < {total} and {cond}"
                 em(f"if {cond}:")
                 with em.indent():
-                    word = f"sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (vi % {per_row}) * 4"
-                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, uint64({word})))")
-                    at = f"bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc"
-                    em(f"st_global_v4_b32(out{j}, {at}, p0, p1, p2, p3)")
+                    word = f"vw + uint64({part * rows_per_part * rows[j] // 4})" if part else "vw"
+                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
+                    dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
+                    em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
         if nbuf == 2:
             em("ebuf ^= 1")
         em("ch += 1")

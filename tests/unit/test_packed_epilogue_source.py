@@ -28,5 +28,6 @@ def test_shared_memory_indices_are_unsigned(plan: str) -> None:
     step = compiled.source.split("while ch <", 1)[1]  # the step loop and what follows
     accesses = re.findall(r"\b(?:su|sf)\[([^\]]*)\]|smem_addr\(su, ([^)]*\)?)\)", step)
     assert accesses, "no shared-memory access in the step loop"
+    assert re.search(r"\bvw = uint64\(", step), "the store phase's vector word is not unsigned"
     for index in ("".join(a) for a in accesses):
-        assert index.startswith("uint64("), index
+        assert index.startswith(("uint64(", "vw")), index
