@@ -14,6 +14,8 @@ input ``i`` is the array ``in{i}`` with strides ``in{i}_sb``, ``in{i}_sm``, ``in
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -29,6 +31,7 @@ __all__ = [
     "epilogue_params",
     "cast_epilogue",
     "f32_literal",
+    "inline_exprs",
     "instr_expr",
     "is16",
     "jit_options",
@@ -224,6 +227,45 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
             return f"{op[:3]}({x}, {y})"
         return f"{x} {dict(add='+', sub='-', mul='*', div='/')[op]} {y}"
     raise ValueError(f"unknown epilogue op {op!r}")
+
+
+def inline_exprs(
+    prog: EpilogueProgram,
+    roots: list[int],
+    inputs: dict[int, str] | None = None,
+    acc: str = "v",
+) -> tuple[list[str], list[str]]:
+    """*prog*'s values for *roots* with every value used once written into its one user: the
+    lines (``x{i} = ...``) for values used more than once, and each root's expression. *acc*
+    replaces accumulator 0's ``v``. Fewer statements for Numba's front end to type, where an
+    unrolled epilogue repeats them for every element."""
+    live = sorted(live_instrs(prog, roots))
+    uses = Counter(src for i in live for src in prog.instrs[i].srcs) + Counter(roots)
+    exprs: dict[int, str] = {}
+    lines = []
+    for i in live:
+        ins = prog.instrs[i]
+        text = acc if ins.op == "acc" and not ins.arg else instr_expr(prog, ins, inputs)
+        text = re.sub(r"\bx(\d+)\b", lambda m: exprs[int(m.group(1))], text)
+        if uses[i] > 1:
+            lines.append(f"x{i} = {text}")
+            exprs[i] = f"x{i}"
+        else:
+            exprs[i] = text if _atomic(text) else f"({text})"
+    return lines, [exprs[r] for r in roots]
+
+
+def _atomic(text: str) -> bool:
+    """Whether *text* is a name, an element or a call: nothing an operator could bind into."""
+    head = re.match(r"[\w.]+", text)
+    if head is None:
+        return False
+    depth = 0
+    for pos in range(head.end(), len(text)):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(text[pos], 0)
+        if depth == 0 and pos < len(text) - 1:
+            return False  # a bracket closed before the end: more follows
+    return depth == 0
 
 
 def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:

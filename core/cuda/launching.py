@@ -59,13 +59,14 @@ def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
 
     from .pipeline import lean
 
-    key = (id(dispatcher), signature, cuda.get_current_device().id)
+    device = cuda.get_current_device()
+    key = (id(dispatcher), signature, device.id)
     kern = _COMPILED.get(key)
     if kern is None:
         with _compile_lock:  # two threads binding at once compile and configure it once
             kern = _COMPILED.get(key)
             if kern is None:
-                with lean(dispatcher.py_func):
+                with lean(dispatcher.py_func, device.compute_capability):
                     kern = dispatcher.compile(signature)
                 if smem > _DEFAULT_DYNAMIC_SMEM:
                     from numba.cuda.cudadrv.driver import binding, driver

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any, Final
 
 from numba.core.types.functions import BaseFunction
@@ -128,23 +129,38 @@ def _memoised(get_call_type: Any, memo: dict[tuple[Any, ...], Any]) -> Any:
 
 
 @contextlib.contextmanager
-def lean(func: Any) -> Iterator[None]:
-    """Inside the block, Numba compiles the Python function *func* (a generated kernel's)
-    through the lean pipeline, and every compilation resolves a function signature once per
-    question (``_memoised``). Holds Numba's compiler lock, so other threads' compilations
-    wait and never see the swapped compiler class."""
+def lean(func: Any, cc: tuple[int | str, ...]) -> Iterator[None]:
+    """Inside the block, Numba compiles the Python function *func* (a generated kernel's) and
+    the device functions of its module through the lean pipeline, every compilation resolves
+    a function signature once per question (``_memoised``), and device functions are compiled
+    for *cc* (Numba-CUDA asks the current GPU, which a build for another device, or on a
+    machine without one, lacks). Holds Numba's compiler lock, so other threads' compilations
+    wait and never see the swapped names."""
+    from numba.cuda import dispatcher
+
     with global_compiler_lock:
         saved = compiler.CUDACompiler  # compile_cuda reads this module global on every call
         resolve = BaseFunction.get_call_type
+        device = dispatcher.get_current_device
         compiler.CUDACompiler = _Compiler
         BaseFunction.get_call_type = _memoised(resolve, {})  # type: ignore[method-assign]
-        _lean_funcs.add(func)
+        target = SimpleNamespace(compute_capability=(int(cc[0]), int(cc[1])))
+        dispatcher.get_current_device = lambda: target
+        funcs = {func, *_device_functions(func)}
+        _lean_funcs.update(funcs)
         try:
             yield
         finally:
-            _lean_funcs.discard(func)
+            _lean_funcs.difference_update(funcs)
+            dispatcher.get_current_device = device
             BaseFunction.get_call_type = resolve  # type: ignore[method-assign]
             compiler.CUDACompiler = saved
+
+
+def _device_functions(func: Any) -> list[Any]:
+    """The Python functions of the device functions in *func*'s module (generated with it)."""
+    names = getattr(func, "__globals__", {}).values()
+    return [f.py_func for f in names if getattr(f, "targetoptions", {}).get("device")]
 
 
 def ptx(dispatcher: Any, signature: Any, cc: tuple[int | str, ...], threads: int) -> str:
@@ -152,7 +168,7 @@ def ptx(dispatcher: Any, signature: Any, cc: tuple[int | str, ...], threads: int
     (no GPU needed), launch bounds ``(threads, 1)``."""
     from numba import cuda
 
-    with lean(dispatcher.py_func):
+    with lean(dispatcher.py_func, cc):
         text, _ = cuda.compile_ptx(
             dispatcher.py_func, signature.args, cc=cc, launch_bounds=(threads, 1)
         )
@@ -184,7 +200,7 @@ def compile_cubin(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> tuple
     }
     if debug:
         nvvm_options["g"] = None
-    with lean(dispatcher.py_func):
+    with lean(dispatcher.py_func, cc):
         result = compiler.compile_cuda(
             dispatcher.py_func,
             types.void,

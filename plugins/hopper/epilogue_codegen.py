@@ -11,7 +11,7 @@ from mmaplug.staged_epilogue import emit_staged_epilogue
 from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
 from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
 
-__all__ = ["emit_epilogue", "trivial_epilogue"]
+__all__ = ["emit_epilogue", "staged_program", "trivial_epilogue"]
 
 # split-K partials: the accumulator stored as float32 (output 0 = the workspace)
 PARTIALS = EpilogueProgram(
@@ -130,16 +130,22 @@ def _emit_horizontal(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> N
         em("pr += 1")
 
 
-def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
+def staged_program(cfg: HopperKernelConfig) -> EpilogueProgram:
     """The program a staged epilogue applies: the fusion's, or with split-K the float32
-    partials stored into the workspace as output 0, indexed by split and batch."""
+    partials stored into the workspace."""
+    return cfg.epilogue if cfg.splitk == 1 else PARTIALS
+
+
+def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
+    """:func:`staged_program`, with split-K's workspace bound as output 0, indexed by split
+    and batch."""
     if cfg.splitk == 1:
         return cfg.epilogue
     em("out0 = ws")
     em("out0_sb = M * N")
     em("out0_sm = N")
     em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
-    return PARTIALS
+    return staged_program(cfg)
 
 
 def _emit_staged(

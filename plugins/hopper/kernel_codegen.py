@@ -19,8 +19,8 @@ from .config import (
     HopperKernelConfig,
     kernel_params,
 )
-from .epilogue_codegen import emit_epilogue, trivial_epilogue
-from .packed_epilogue import emit_column_prefetch, emit_packed_setup
+from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
+from .packed_epilogue import emit_column_prefetch, emit_packed_setup, emit_packed_step_function
 
 # smem bytes of one 16-element (k16) step along K inside a K-major 128-byte row, and of the
 # 16 K-rows of one k16 step of an MN-major operand
@@ -129,6 +129,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         )
     em()
     _emit_main(em, cfg, sim, cache)
+    if cfg.smem_epilogue and cfg.packed_stores:  # (resolved when the kernel is compiled)
+        emit_packed_step_function(em, cfg, staged_program(cfg), sim)
     if cfg.splitk > 1:
         emit_splitk_reduce(em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim, cache)
     return em.text()

@@ -3,12 +3,14 @@ the output dtype by column chunks, then stored as coalesced 16-byte vectors."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
+from typing import Final
 
 from mmaplug.codegen import (
     Emitter,
     cast_dtype,
-    instr_expr,
+    inline_exprs,
     is16,
     live_instrs,
     n_only_inputs,
@@ -32,6 +34,7 @@ __all__ = [
     "emit_column_prefetch",
     "emit_packed_epilogue",
     "emit_packed_setup",
+    "emit_packed_step_function",
     "emit_step_branches",
     "emit_step_origin",
 ]
@@ -111,39 +114,22 @@ def _roots(prog: EpilogueProgram) -> list[int]:
     return roots
 
 
+STEP_FUNCTION: Final = "packed_step"
+
+
 def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
-    """This consumer's tile, a 64-row block's chunk at a time: each thread applies *prog* to
-    its fragment registers of the chunk (inputs clamped into bounds) and packs the results into
-    the chunk buffer in the output dtype (``packed_row_bytes`` a row). One row block per step
-    keeps 16 values in flight whatever ``wm`` is (a 128-row tile's two blocks at once spilled
-    288 bytes with bias + GELU: ptxas scheduled all 32 chains together). After a warpgroup
-    barrier every thread loads 16-byte vectors of whole rows back and stores them coalesced,
-    skipping rows past M and vectors past N (N * itemsize is a multiple of 16). With two
-    buffers the next step writes the other one, so one barrier per step orders it all; with
-    one, a second barrier waits for the reads. Global stores do not stall the thread: they
-    drain while the warpgroup goes on to the next step and tile. The bias (see
-    :func:`column_input`) is read from the consumer's column row, written here from the
-    registers :func:`emit_column_prefetch` loaded before the main loop.
-
-    The outputs are ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
-    """
+    """This consumer's tile, a 64-row block's column chunk a step: before the steps the column
+    row is written (see :func:`column_input`, from the registers :func:`emit_column_prefetch`
+    loaded before the main loop); each step is a call of :func:`emit_packed_step_function`'s
+    device function with the step's accumulator registers, by constant index. (Unrolled: a
+    step loop picked them through a branch chain, 16 register moves a step. One function
+    typed once, inlined by NVVM, keeps Numba's front end to one step's code.)"""
     wn = cfg.warp_tile[1]
-    chunk = cfg.epilogue_chunk
-    nbuf = cfg.packed_buffers
-    dtypes: list[DType] = [o.dtype for o in prog.outputs]
-    rows = [packed_row_bytes(d, wn) for d in dtypes]
-    offsets = [STAGED_ROWS * sum(rows[:j]) for j in range(len(rows))]
-    buf_bytes = STAGED_ROWS * sum(rows)
-    roots = _roots(prog)
-    live = live_instrs(prog, roots)
-    used_inputs = _used_inputs(prog)
-    hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
-    chunks, groups = wn // chunk, chunk // 8
-
+    chunks, groups = wn // cfg.epilogue_chunk, cfg.epilogue_chunk // 8
     staged = column_input(cfg)
-    for i in used_inputs:
+    for i in _used_inputs(prog):
         if i != staged:
             em(f"ib{i} = bt * in{i}_sb")
     if staged is not None:
@@ -154,85 +140,148 @@ def emit_packed_epilogue(
                 em(f"    {store}")
             else:
                 em(store)
-        if nbuf == 2:  # (with one buffer the step loop's first barrier orders it)
+        if cfg.packed_buffers == 2:  # (with one buffer each step's first barrier orders it)
             em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the column row is written")
-    em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
-    em(f"while ch < {len(accs) * chunks}:")
-    with em.indent():
-        if nbuf == 1:
-            em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
-        names = [(q, h, e) for q in range(groups) for h, e in _PAIRS]
-        for acc, index in emit_step_branches(em, accs, chunks):
-            for q, h, e in names:
-                reg = 4 * (index * groups + q) + 2 * h + e
-                em(f"f{q}_{h}_{e} = {acc}[{reg}]")
-        emit_step_origin(em, cfg, chunk, chunks)
-        em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
-        for j, dtype in enumerate(dtypes):  # the thread's first word in output j's rows
-            em(f"pw{j} = sw + frow * {rows[j] // 4} + {dtype.itemsize} * fcol // 4")
-        if staged is not None:
-            em(f"cw = scol + (ch % {chunks}) * {chunk} + fcol")
-        for i in hoisted:
-            for q in range(groups):
-                for e in (0, 1):
-                    if i == staged:
-                        em(f"h{i}_{q}_{e} = sf[uint64(cw + {8 * q + e})]")
-                        continue
-                    col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
-                    load = f"in{i}[ib{i} + {col} * in{i}_sn]"
-                    em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
-        for q, h, e in names:
-            row = f"em0 + {8 * h} + frow"
-            col = f"en0 + {8 * q + e} + fcol"
-            inputs = {}
-            for i in used_inputs:
-                if i in hoisted:
-                    inputs[i] = f"h{i}_{q}_{e}"
-                else:
-                    at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
-                    inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")
-            em(f"v = f{q}_{h}_{e}")
-            for idx, ins in enumerate(prog.instrs):
-                if idx in live:
-                    em(f"x{idx} = {instr_expr(prog, ins, inputs)}")
-            for j, dtype in enumerate(dtypes):
-                em(f"o{j}_{e} = {narrow(dtype, f'x{roots[j]}')}")
-            if e == 0:
-                continue
-            for j, dtype in enumerate(dtypes):
-                lrow = 8 * h
-                if is16(dtype):
-                    off = offsets[j] + lrow * rows[j] + 16 * q
-                    em(
-                        f"su[uint64(pw{j} + {off // 4})] = "
-                        f"uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))"
-                    )
-                else:
-                    off = offsets[j] + lrow * rows[j] + 32 * q
-                    em(f"sf[uint64(pw{j} + {off // 4})] = o{j}_0")
-                    em(f"sf[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
-        for j, dtype in enumerate(dtypes):
-            per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
-            lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
-            total = STAGED_ROWS * per_row  # the row block's vectors
-            rows_per_part = WARPGROUP // per_row  # (per_row divides the warpgroup)
-            # the thread's first vector: row t // per_row, column (t % per_row) * lanes; each
-            # further part is rows_per_part rows down (one 64-bit address step)
-            em(f"vr = t // {per_row}")
-            em(f"vc = en0 + (t % {per_row}) * {lanes}")
-            em(f"vw = uint64(sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (t % {per_row}) * 4)")
-            em(f"at = bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc")
-            for part in range(-(-total // WARPGROUP)):
-                cond = f"em0 + vr + {part * rows_per_part} < M and vc < N"
-                if (part + 1) * WARPGROUP > total:
-                    cond = f"t + {part * WARPGROUP} < {total} and {cond}"
-                em(f"if {cond}:")
-                with em.indent():
-                    word = f"vw + uint64({part * rows_per_part * rows[j] // 4})" if part else "vw"
-                    em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
-                    dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
-                    em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
-        if nbuf == 2:
+    _, params = _step_source(cfg, prog)
+    for step, (acc, index) in enumerate((acc, index) for acc in accs for index in range(chunks)):
+        first = 4 * index * groups  # the step's first register in the block's fragment
+        args = [
+            str(step) if p == "ch" else f"{acc}[{first + int(p[1:])}]" if _is_value(p) else p
+            for p in params
+        ]
+        em(f"{STEP_FUNCTION}({', '.join(args)})  # row block {step // chunks}, chunk {index}")
+        if cfg.packed_buffers == 2:
             em("ebuf ^= 1")
-        em("ch += 1")
+
+
+def emit_packed_step_function(
+    em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, sim: bool
+) -> None:
+    """The module-level device function one step of :func:`emit_packed_epilogue` calls."""
+    body, params = _step_source(cfg, prog)
+    em("@cuda.jit(device=True)" if sim else "@cuda.jit(device=True, forceinline=True)")
+    em(f"def {STEP_FUNCTION}({', '.join(params)}):")
+    with em.indent():
+        for line in body:
+            em(line)
+    em()
+
+
+def _is_value(name: str) -> bool:
+    """Whether *name* is a step's accumulator value (``a0`` ... ``a15``)."""
+    return name[0] == "a" and name[1:].isdigit()
+
+
+def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[str], list[str]]:
+    """One step's code and its parameters, the free names it reads (first use first).
+
+    Step ``ch`` (row block ``ch // chunks``, column chunk ``ch % chunks``): each thread
+    applies *prog* to its fragment values of the chunk, ``a0`` ... (inputs clamped into
+    bounds), and packs the results into the chunk buffer ``ebuf`` in the output dtype
+    (``packed_row_bytes`` a row). One 64-row block a step keeps 16 values in flight whatever
+    ``wm`` is (a 128-row tile's two blocks at once spilled 288 bytes with bias + GELU: ptxas
+    scheduled all 32 chains together). After a warpgroup barrier every thread loads 16-byte
+    vectors of whole rows back and stores them coalesced, skipping rows past M and vectors past
+    N (N * itemsize is a multiple of 16). With two buffers the next step writes the other one,
+    so one barrier a step orders it all; with one, a second barrier waits for the reads. Global
+    stores do not stall the thread: they drain while the warpgroup goes on. The outputs are
+    ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
+    """
+    em = Emitter()
+    wn = cfg.warp_tile[1]
+    chunk = cfg.epilogue_chunk
+    chunks, groups = wn // chunk, chunk // 8
+    dtypes: list[DType] = [o.dtype for o in prog.outputs]
+    rows = [packed_row_bytes(d, wn) for d in dtypes]
+    offsets = [STAGED_ROWS * sum(rows[:j]) for j in range(len(rows))]
+    buf_bytes = STAGED_ROWS * sum(rows)
+    roots = _roots(prog)
+    used_inputs = _used_inputs(prog)
+    hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
+    staged = column_input(cfg)
+    if cfg.packed_buffers == 1:
+        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
+    emit_step_origin(em, cfg, chunk, chunks)
+    em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
+    for j, dtype in enumerate(dtypes):  # the thread's first word in output j's rows
+        em(f"pw{j} = sw + frow * {rows[j] // 4} + {dtype.itemsize} * fcol // 4")
+    if staged is not None:
+        em(f"cw = scol + (ch % {chunks}) * {chunk} + fcol")
+    for i in hoisted:
+        for q in range(groups):
+            for e in (0, 1):
+                if i == staged:
+                    em(f"h{i}_{q}_{e} = sf[uint64(cw + {8 * q + e})]")
+                    continue
+                col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
+                load = f"in{i}[ib{i} + {col} * in{i}_sn]"
+                em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
+    for q, h, e in [(q, h, e) for q in range(groups) for h, e in _PAIRS]:
+        row = f"em0 + {8 * h} + frow"
+        col = f"en0 + {8 * q + e} + fcol"
+        inputs = {}
+        for i in used_inputs:
+            if i in hoisted:
+                inputs[i] = f"h{i}_{q}_{e}"
+            else:
+                at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
+                inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")
+        lines, values = inline_exprs(prog, roots, inputs, f"a{4 * q + 2 * h + e}")
+        for line in lines:
+            em(line)
+        for j, dtype in enumerate(dtypes):
+            em(f"o{j}_{e} = {narrow(dtype, values[j])}")
+        if e == 0:
+            continue
+        for j, dtype in enumerate(dtypes):
+            lrow = 8 * h
+            if is16(dtype):
+                off = offsets[j] + lrow * rows[j] + 16 * q
+                em(
+                    f"su[uint64(pw{j} + {off // 4})] = "
+                    f"uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))"
+                )
+            else:
+                off = offsets[j] + lrow * rows[j] + 32 * q
+                em(f"sf[uint64(pw{j} + {off // 4})] = o{j}_0")
+                em(f"sf[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
+    em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+    for j, dtype in enumerate(dtypes):
+        per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
+        lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
+        total = STAGED_ROWS * per_row  # the row block's vectors
+        rows_per_part = WARPGROUP // per_row  # (per_row divides the warpgroup)
+        # the thread's first vector: row t // per_row, column (t % per_row) * lanes; each
+        # further part is rows_per_part rows down (one 64-bit address step)
+        em(f"vr = t // {per_row}")
+        em(f"vc = en0 + (t % {per_row}) * {lanes}")
+        em(f"vw = uint64(sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (t % {per_row}) * 4)")
+        em(f"at = bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc")
+        for part in range(-(-total // WARPGROUP)):
+            cond = f"em0 + vr + {part * rows_per_part} < M and vc < N"
+            if (part + 1) * WARPGROUP > total:
+                cond = f"t + {part * WARPGROUP} < {total} and {cond}"
+            em(f"if {cond}:")
+            with em.indent():
+                word = f"vw + uint64({part * rows_per_part * rows[j] // 4})" if part else "vw"
+                em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
+                dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
+                em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
+    return em.lines, _free_names(em.lines)
+
+
+def _free_names(lines: list[str]) -> list[str]:
+    """The variables *lines* read and never assign, first use first: names called or whose
+    attributes are taken (functions, modules) are the module's, not these."""
+    tree = ast.parse("\n".join(lines))
+    callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    owners = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    stored = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    loads = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    free = [n.id for n in loads if id(n) not in callees | owners and n.id not in stored]
+    return list(dict.fromkeys(free))

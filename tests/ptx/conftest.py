@@ -32,15 +32,18 @@ def _assemble(ptx: str, arch: str = "sm_90a") -> str:
 def _link_hopper(config: object) -> str:
     from numba import cuda
 
+    from mmaplug.cuda.pipeline import lean
     from mmaplug.plugins.hopper.kernel import kernel_signatures, load_module
 
     source = load_module(config, sim=False)
     assert "lto=True" in source["__source__"]
-    ltoir, _ = cuda.compile(
-        source["hopper_gemm"].py_func, kernel_signatures(config)["hopper_gemm"].args,
-        cc=(9, 0, "a"), output="ltoir", device=False, abi="numba",
-        launch_bounds=(config.threads, 1),  # type: ignore[attr-defined]
-    )  # fmt: skip
+    kernel = source["hopper_gemm"].py_func
+    with lean(kernel, (9, 0)):  # (the device functions it calls are built for sm_90 too)
+        ltoir, _ = cuda.compile(
+            kernel, kernel_signatures(config)["hopper_gemm"].args,
+            cc=(9, 0, "a"), output="ltoir", device=False, abi="numba",
+            launch_bounds=(config.threads, 1),  # type: ignore[attr-defined]
+        )  # fmt: skip
     return _link_log(ltoir, "LTOIR", ["-arch=sm_90a", "-verbose", "-lto"])
 
 

@@ -91,7 +91,7 @@ def test_only_the_named_function_is_compiled_lean() -> None:
         out[0] = 2.0
 
     arg = (types.float32[::1],)
-    with pipeline.lean(first):
+    with pipeline.lean(first, (8, 0)):
         lean = compiler.compile_cuda(first, types.void, arg, cc=(8, 0))
         full = compiler.compile_cuda(second, types.void, arg, cc=(8, 0))
     assert list(lean.metadata["pipeline_times"]) == ["mmaplug_lean"]
@@ -143,7 +143,7 @@ def test_a_failed_resolution_is_not_memoised() -> None:
     context = cuda_target.typing_context
     context.refresh()
     add = context.resolve_value_type(operator.add)
-    with pipeline.lean(None):
+    with pipeline.lean(None, (8, 0)):
         for _ in range(2):
             with pytest.raises(TypingError, match="add"):
                 add.get_call_type(context, (types.none, types.none), {})

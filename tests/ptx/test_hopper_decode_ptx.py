@@ -1,5 +1,6 @@
-"""The hopper kernel decodes its work units in 32-bit unsigned arithmetic: no 64-bit division
-or remainder in its PTX (Python's floored int64 ones cost ~300 SASS a tile, BENCHMARKS run 57)."""
+"""The hopper kernel's PTX: its work units decoded in 32-bit unsigned arithmetic (no 64-bit
+division or remainder: Python's floored int64 ones cost ~300 SASS a tile, BENCHMARKS run 57),
+its epilogue steps inlined."""
 
 from __future__ import annotations
 
@@ -30,3 +31,15 @@ def test_no_64_bit_division(plan: str) -> None:
     wide = re.findall(r"\b(?:div|rem)\.[su]64\b", main)
     assert not wide, f"{plan}: {len(wide)} 64-bit divisions in the main kernel"
     assert re.search(r"\bdiv\.u32\b", main), "the decode's 32-bit divisions are missing"
+
+
+@pytest.mark.parametrize("plan", ["default", "pingpong", "splitk_3"])
+def test_the_epilogue_step_function_is_inlined(plan: str) -> None:
+    """The packed epilogue's step is a device function (Numba types one step, not eight);
+    NVVM inlines every call (forceinline), so the kernel keeps its registers and constants."""
+    compiled = mp.compile(
+        linear_fusion(4096, 4096, 4096, mp.float16, True), "h200", overrides=PLANS[plan]
+    )
+    assert "def packed_step" in compiled.source
+    assert re.search(r"^\s*packed_step\(", compiled.source, re.MULTILINE)
+    assert not re.search(r"\bcall(\.uni)?\b", compiled.ptx), f"{plan}: a call is left"
