@@ -245,3 +245,4 @@ def test_gelu_runs_on_two_mufu_ops_and_no_division():
     ptx = _ptx(*_gelu_kernel())
     assert ptx.count("rcp.approx.ftz.f32") == 1 and ptx.count("ex2.approx.ftz.f32") == 1
     assert "div.rn.f32" not in ptx and "erf" not in ptx
+    assert "max.NaN.f32" in ptx  # a NaN input stays NaN (min/max return the other operand)

@@ -30,3 +30,11 @@ def test_the_float32_erf_form_it_replaces_cancels_in_the_negative_tail() -> None
     want = _exact(np.array([x]))[0]
     assert abs(erf_form - want) / abs(want) > 0.1
     assert abs(gelu_model(x) - want) / abs(want) < 2.5e-5
+
+
+def test_special_values() -> None:
+    """inf stays inf (|x| is capped before the erfc term, so no inf * 0), NaN stays NaN, and
+    -inf gives 0, GELU's limit there."""
+    got = gelu_model(np.array([np.inf, np.nan, -np.inf, 0.0, 3e38, -3e38], np.float32))
+    assert got[0] == np.inf and np.isnan(got[1])
+    np.testing.assert_array_equal(got[2:], np.array([0.0, 0.0, 3e38, 0.0], np.float32))
