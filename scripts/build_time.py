@@ -59,13 +59,14 @@ def _timed(owner: Any, name: str, spent: dict[str, float], phase: str) -> None:
 def _numbas_own_build() -> None:
     """Build as before ``mmaplug.cuda.pipeline``: Numba's pipeline, and the PTX that
     ``dispatcher.compile`` made (for a search) before the cubin was linked."""
-    import contextlib
-
+    from numba.cuda import compiler
     from numba.cuda.codegen import CUDACodeLibrary
 
     from mmaplug.cuda import pipeline
 
-    pipeline.lean = lambda func: contextlib.nullcontext()  # type: ignore[assignment]
+    # lean() then swaps in Numba's own compiler and resolution (it still names the cc)
+    pipeline._Compiler = compiler.CUDACompiler  # type: ignore[misc]
+    pipeline._memoised = lambda get_call_type, memo: get_call_type  # type: ignore[assignment]
     get_cubin = CUDACodeLibrary.get_cubin
 
     def with_ptx(library: Any, cc: Any = None) -> Any:

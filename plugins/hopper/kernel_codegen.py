@@ -20,7 +20,12 @@ from .config import (
     kernel_params,
 )
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
-from .packed_epilogue import emit_column_prefetch, emit_packed_setup, emit_packed_step_function
+from .packed_epilogue import (
+    emit_column_prefetch,
+    emit_packed_setup,
+    emit_packed_step_function,
+    steps_called,
+)
 
 # smem bytes of one 16-element (k16) step along K inside a K-major 128-byte row, and of the
 # 16 K-rows of one k16 step of an MN-major operand
@@ -129,8 +134,9 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool, cache: bool = False) 
         )
     em()
     _emit_main(em, cfg, sim, cache)
-    if cfg.smem_epilogue and cfg.packed_stores:  # (resolved when the kernel is compiled)
-        emit_packed_step_function(em, cfg, staged_program(cfg), sim)
+    prog = staged_program(cfg)
+    if cfg.smem_epilogue and cfg.packed_stores and steps_called(prog):  # (resolved at build)
+        emit_packed_step_function(em, cfg, prog, sim)
     if cfg.splitk > 1:
         emit_splitk_reduce(em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim, cache)
     return em.text()

@@ -35,6 +35,7 @@ __all__ = [
     "emit_packed_epilogue",
     "emit_packed_setup",
     "emit_packed_step_function",
+    "steps_called",
     "emit_step_branches",
     "emit_step_origin",
 ]
@@ -122,10 +123,12 @@ def emit_packed_epilogue(
 ) -> None:
     """This consumer's tile, a 64-row block's column chunk a step: before the steps the column
     row is written (see :func:`column_input`, from the registers :func:`emit_column_prefetch`
-    loaded before the main loop); each step is a call of :func:`emit_packed_step_function`'s
-    device function with the step's accumulator registers, by constant index. (Unrolled: a
-    step loop picked them through a branch chain, 16 register moves a step. One function
-    typed once, inlined by NVVM, keeps Numba's front end to one step's code.)"""
+    loaded before the main loop). With arithmetic (:func:`steps_called`) each step is a call
+    of :func:`emit_packed_step_function`'s device function with the step's accumulator
+    registers by constant index: a step loop picks them through a branch chain, 16 register
+    moves a step, and LLVM does not unroll a loop that large; one function typed once and
+    inlined by NVVM keeps Numba's front end to one step's code. Casts alone stay a loop over
+    the same step code (LLVM unrolls it; a function would only cost build time)."""
     wn = cfg.warp_tile[1]
     chunks, groups = wn // cfg.epilogue_chunk, cfg.epilogue_chunk // 8
     staged = column_input(cfg)
@@ -142,7 +145,20 @@ def emit_packed_epilogue(
                 em(store)
         if cfg.packed_buffers == 2:  # (with one buffer each step's first barrier orders it)
             em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the column row is written")
-    _, params = _step_source(cfg, prog)
+    body, params = _step_source(cfg, prog)
+    if not steps_called(prog):
+        em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
+        em(f"while ch < {len(accs) * chunks}:")
+        with em.indent():
+            for acc, index in emit_step_branches(em, accs, chunks):
+                for k in range(4 * groups):
+                    em(f"a{k} = {acc}[{4 * index * groups + k}]")
+            for line in body:
+                em(line)
+            if cfg.packed_buffers == 2:
+                em("ebuf ^= 1")
+            em("ch += 1")
+        return
     for step, (acc, index) in enumerate((acc, index) for acc in accs for index in range(chunks)):
         first = 4 * index * groups  # the step's first register in the block's fragment
         args = [
@@ -152,6 +168,12 @@ def emit_packed_epilogue(
         em(f"{STEP_FUNCTION}({', '.join(args)})  # row block {step // chunks}, chunk {index}")
         if cfg.packed_buffers == 2:
             em("ebuf ^= 1")
+
+
+def steps_called(prog: EpilogueProgram) -> bool:
+    """Whether the packed epilogue calls a step function (its program computes more than
+    casts of the accumulator), which :func:`emit_packed_step_function` then defines."""
+    return any(ins.op not in ("acc", "cast") for ins in prog.instrs)
 
 
 def emit_packed_step_function(

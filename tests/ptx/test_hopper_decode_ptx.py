@@ -33,7 +33,7 @@ def test_no_64_bit_division(plan: str) -> None:
     assert re.search(r"\bdiv\.u32\b", main), "the decode's 32-bit divisions are missing"
 
 
-@pytest.mark.parametrize("plan", ["default", "pingpong", "splitk_3"])
+@pytest.mark.parametrize("plan", ["default", "pingpong", "cta_pairs"])
 def test_the_epilogue_step_function_is_inlined(plan: str) -> None:
     """The packed epilogue's step is a device function (Numba types one step, not eight);
     NVVM inlines every call (forceinline), so the kernel keeps its registers and constants."""

@@ -25,7 +25,8 @@ def test_shared_memory_indices_are_unsigned(plan: str) -> None:
         linear_fusion(4096, 4096, 4096, mp.float16, True), "h200", overrides=PLANS[plan]
     )
     assert "_ps" in compiled.kernel_name  # the packed epilogue
-    step = compiled.source.split("def packed_step", 1)[1]  # the step function
+    marker = "def packed_step" if "def packed_step" in compiled.source else "while ch <"
+    step = compiled.source.split(marker, 1)[1]  # the step code (split-K's partials: a loop)
     accesses = re.findall(r"\b(?:su|sf)\[([^\]]*)\]|smem_addr\(su, ([^)]*\)?)\)", step)
     assert accesses, "no shared-memory access in the steps"
     assert re.search(r"\bvw = uint64\(", step), "the store phase's vector word is not unsigned"
@@ -33,7 +34,7 @@ def test_shared_memory_indices_are_unsigned(plan: str) -> None:
         assert index.startswith(("uint64(", "vw")), index
 
 
-@pytest.mark.parametrize("plan", sorted(PLANS))
+@pytest.mark.parametrize("plan", ["default", "pingpong"])
 def test_each_step_is_a_call_with_constant_accumulator_registers(plan: str) -> None:
     """The kernel calls the step function once a step, each call naming its accumulator
     registers by constant index: a step loop picked them through a branch chain, 16 register
@@ -50,3 +51,13 @@ def test_each_step_is_a_call_with_constant_accumulator_registers(plan: str) -> N
     blocks = len(set(re.findall(r"\b(acc\d+)\[", " ".join(calls))))
     assert len(registers) == 8 * 16 and len(set(registers)) == 8 * 16 // blocks
     assert not re.search(r"\bacc\d+", step)  # the step reads its parameters only
+
+
+def test_casts_alone_stay_a_step_loop() -> None:
+    """A bare matmul's packed epilogue is a loop over the same step code (LLVM unrolls it): a
+    step function would only add build time (BENCHMARKS runs 60-61)."""
+    compiled = mp.compile(linear_fusion(4096, 4096, 4096, mp.float16, False), "h200")
+    assert "_ps" in compiled.kernel_name
+    assert "while ch < 8:" in compiled.source and "packed_step" not in compiled.source
+    step = compiled.source.split("while ch < 8:", 1)[1]
+    assert re.search(r"\bo0_0 = f32_to_f16\(a0\)", step)  # the cast, read from the step's a0
