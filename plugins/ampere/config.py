@@ -113,16 +113,16 @@ class AmpereKernelConfig:
 
 
 # int64 parameters of the main kernel, in order (the launchers pass them in this order too)
-_SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
+SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_sb", "a_s1", "b_sb", "b_s1")
 
-_GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
+GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n")
 
 
 def kernel_params(cfg: AmpereKernelConfig) -> list[str]:
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
     if cfg.splitk > 1:
         pro_scal = scal if cfg.prologue_scalars else []
-        return ["a", "b", "ws", *pro_scal, *_SHAPE_PARAMS, *_GRID_PARAMS]
+        return ["a", "b", "ws", *pro_scal, *SHAPE_PARAMS, *GRID_PARAMS]
     return [
-        "a", "b", *ins, *outs, *scal, *_SHAPE_PARAMS, *in_strides, *out_strides, *_GRID_PARAMS
+        "a", "b", *ins, *outs, *scal, *SHAPE_PARAMS, *in_strides, *out_strides, *GRID_PARAMS
     ]  # fmt: skip

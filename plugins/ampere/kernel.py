@@ -69,7 +69,7 @@ from mmaplug.cuda.launching import simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 from mmaplug.dtypes import DType
 
-from .config import _GRID_PARAMS, _SHAPE_PARAMS, CTA_ORDERS, VECTOR_WIDTHS, AmpereKernelConfig
+from .config import CTA_ORDERS, GRID_PARAMS, SHAPE_PARAMS, VECTOR_WIDTHS, AmpereKernelConfig
 from .mainloop_codegen import emit_main_kernel
 
 __all__ = [
@@ -138,11 +138,11 @@ def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
     out_strides = [i64] * (2 * len(prog.outputs))
     if config.splitk > 1:
         pro_scal = scal if config.prologue_scalars else []
-        main = [u16, u16, f32a, *pro_scal] + [i64] * (len(_SHAPE_PARAMS) + len(_GRID_PARAMS))
+        main = [u16, u16, f32a, *pro_scal] + [i64] * (len(SHAPE_PARAMS) + len(GRID_PARAMS))
         red = [f32a, *ins, *outs, *scal, i64, i64, i64, *in_strides, *out_strides]
         return {"ampere_gemm": types.void(*main), "ampere_splitk_reduce": types.void(*red)}
-    main = [u16, u16, *ins, *outs, *scal, *[i64] * len(_SHAPE_PARAMS), *in_strides, *out_strides]
-    main += [i64] * len(_GRID_PARAMS)
+    main = [u16, u16, *ins, *outs, *scal, *[i64] * len(SHAPE_PARAMS), *in_strides, *out_strides]
+    main += [i64] * len(GRID_PARAMS)
     return {"ampere_gemm": types.void(*main)}
 
 
