@@ -238,6 +238,51 @@ def shape_wanted(m: int, n: int, k: int, only: Sequence[str]) -> bool:
     return not only or any(f"{m}x{n}x{k}".startswith(o) for o in only)
 
 
+def probe_variants(
+    m: int,
+    n: int,
+    k: int,
+    name: str,
+    fused: bool,
+    variants: Sequence[tuple[str, dict[str, object] | None]],
+    rounds: int = 2,
+) -> dict[str, object]:
+    """One :func:`linear_fusion` problem in dtype *name* for the probe scripts: each variant's
+    plan (a label and MatmulParams overrides, None for the default) checked against torch in
+    float64, then all timed in *rounds* interleaved rounds beside torch (``F.linear``, or
+    ``F.gelu(F.linear(x, w, b))`` when *fused*). The row holds ``<label>_err``, ``_kernel``,
+    ``_ms`` and ``_ratio`` (torch's time over ours) per variant, and ``torch_ms``."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from .compile import compile as compile_fusion
+
+    dtype, tdtype = DType[name], getattr(torch, name)
+    x = torch.randn(m, k, device="cuda", dtype=tdtype)
+    w = torch.randn(n, k, device="cuda", dtype=tdtype) / 64
+    bias = torch.randn(n, device="cuda", dtype=tdtype)
+    inputs = [x, w, bias] if fused else [x, w]
+
+    def reference() -> Any:
+        return F.gelu(F.linear(x, w, bias)) if fused else F.linear(x, w)
+
+    ref = reference().double()
+    row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
+    fns: dict[str, Callable[[], object]] = {"torch": reference}
+    for label, overrides in variants:
+        compiled = compile_fusion(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
+        row[f"{label}_err"] = rel_error(compiled.execute(inputs)[0], ref)
+        row[f"{label}_kernel"] = compiled.kernel_name
+        fns[label] = lambda compiled=compiled: compiled.execute(inputs)
+    times = interleaved_ms(fns, rounds, reps=20, inner=10)
+    torch_ms = statistics.median(times["torch"])
+    row["torch_ms"] = round(torch_ms, 4)
+    for label, _ in variants:
+        ms = statistics.median(times[label])
+        row[f"{label}_ms"], row[f"{label}_ratio"] = round(ms, 4), round(torch_ms / ms, 3)
+    return row
+
+
 def _host_float64(x: Any) -> np.ndarray:
     """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
     return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)

@@ -24,6 +24,7 @@ from .epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, In
 
 __all__ = [
     "cast_dtype",
+    "casts_only",
     "REDUCE_THREADS",
     "Emitter",
     "emit_epilogue_body",
@@ -174,6 +175,11 @@ def live_instrs(prog: EpilogueProgram, roots: Iterable[int] | None = None) -> se
 def cast_dtype(ins: Instr) -> DType:
     """The dtype a ``cast`` instruction rounds through (its arg: a DType or its name)."""
     return ins.arg if isinstance(ins.arg, DType) else DType[str(ins.arg)]
+
+
+def casts_only(prog: EpilogueProgram) -> bool:
+    """Whether *prog* computes nothing but casts of the accumulator."""
+    return all(ins.op in ("acc", "cast") for ins in prog.instrs)
 
 
 def n_only_inputs(prog: EpilogueProgram) -> list[int]:

@@ -12,21 +12,9 @@ name starts so (repeatable).
 from __future__ import annotations
 
 import json
-import statistics
 import warnings
-from collections.abc import Callable
 
-import torch
-import torch.nn.functional as F
-
-import mmaplug as mp
-from mmaplug.bench import (
-    interleaved_ms,
-    linear_fusion,
-    probe_arguments,
-    rel_error,
-    shape_wanted,
-)
+from mmaplug.bench import probe_arguments, probe_variants, shape_wanted
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),
@@ -39,37 +27,6 @@ SHAPES = (
 VARIANTS = (("default", None), ("c2", {"cluster_dims": (2, 1)}))
 
 
-def probe(
-    m: int, n: int, k: int, name: str, fused: bool, variants: tuple = VARIANTS
-) -> dict[str, object]:
-    """One problem: each variant checked against torch in float64, then timed beside it."""
-    dtype, tdtype = getattr(mp, name), getattr(torch, name)
-    x = torch.randn(m, k, device="cuda", dtype=tdtype)
-    w = torch.randn(n, k, device="cuda", dtype=tdtype) / 64
-    bias = torch.randn(n, device="cuda", dtype=tdtype)
-    inputs = [x, w, bias] if fused else [x, w]
-
-    def reference() -> torch.Tensor:
-        return F.gelu(F.linear(x, w, bias)) if fused else F.linear(x, w)
-
-    ref = reference().double()
-    row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
-    fns: dict[str, Callable[[], object]] = {"torch": reference}
-    for label, overrides in variants:
-        compiled = mp.compile(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
-        out = compiled.execute(inputs)[0]
-        row[f"{label}_err"] = rel_error(out, ref)
-        row[f"{label}_kernel"] = compiled.kernel_name
-        fns[label] = lambda compiled=compiled: compiled.execute(inputs)
-    times = interleaved_ms(fns, 2, reps=20, inner=10)
-    torch_ms = statistics.median(times["torch"])
-    row["torch_ms"] = round(torch_ms, 4)
-    for label, _ in variants:
-        ms = statistics.median(times[label])
-        row[f"{label}_ms"], row[f"{label}_ratio"] = round(ms, 4), round(torch_ms / ms, 3)
-    return row
-
-
 def main() -> None:
     args = probe_arguments(__doc__.split("\n\n")[0])
     variants = (("default", None), *args.variants) if args.variants else VARIANTS
@@ -78,7 +35,7 @@ def main() -> None:
         if not shape_wanted(*shape[:3], args.only):
             continue
         try:
-            print(json.dumps(probe(*shape, variants=variants)), flush=True)
+            print(json.dumps(probe_variants(*shape, variants)), flush=True)
         except Exception as exc:  # a variant limits refuse: say so and go on
             print(json.dumps({"shape": shape, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
 

@@ -22,8 +22,6 @@ ERFC_COEFFS: Final = (
 )  # fmt: skip
 LOG2_E: Final = 1.4426950408889634
 RSQRT2: Final = 0.7071067811865476
-
-
 # |x| is clamped here first: far below the float32 range, yet past every x whose erfc term is
 # not 0, so an infinite x makes that term 0 * BIG, not inf * 0
 MAGNITUDE_CAP: Final = 1.0e4

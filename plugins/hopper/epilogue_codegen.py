@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen import Emitter, emit_epilogue_body
+from mmaplug.codegen import Emitter, casts_only, emit_epilogue_body
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.staged_epilogue import emit_staged_epilogue
@@ -21,7 +21,7 @@ PARTIALS = EpilogueProgram(
 
 def trivial_epilogue(cfg: HopperKernelConfig) -> bool:
     """Only casts of one accumulator: the unrolled per-register code stays small."""
-    return cfg.horizontal == 1 and all(i.op in ("acc", "cast") for i in cfg.epilogue.instrs)
+    return cfg.horizontal == 1 and casts_only(cfg.epilogue)
 
 
 def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
@@ -139,12 +139,11 @@ def staged_program(cfg: HopperKernelConfig) -> EpilogueProgram:
 def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
     """:func:`staged_program`, with split-K's workspace bound as output 0, indexed by split
     and batch."""
-    if cfg.splitk == 1:
-        return cfg.epilogue
-    em("out0 = ws")
-    em("out0_sb = M * N")
-    em("out0_sm = N")
-    em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
+    if cfg.splitk > 1:
+        em("out0 = ws")
+        em("out0_sb = M * N")
+        em("out0_sm = N")
+        em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
     return staged_program(cfg)
 
 

@@ -10,6 +10,7 @@ from typing import Final
 from mmaplug.codegen import (
     Emitter,
     cast_dtype,
+    casts_only,
     inline_exprs,
     is16,
     live_instrs,
@@ -173,7 +174,7 @@ def emit_packed_epilogue(
 def steps_called(prog: EpilogueProgram) -> bool:
     """Whether the packed epilogue calls a step function (its program computes more than
     casts of the accumulator), which :func:`emit_packed_step_function` then defines."""
-    return any(ins.op not in ("acc", "cast") for ins in prog.instrs)
+    return not casts_only(prog)
 
 
 def emit_packed_step_function(
