@@ -6,6 +6,7 @@ reference before it is timed, so a fast wrong kernel cannot enter the table.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -110,7 +111,6 @@ def prewarm(
 
     :param on_done: Called as each fusion's kernels are built: (done, total, kernel names).
     """
-    import functools
     import multiprocessing
 
     jobs = _bench_fusions(shapes, dtypes)
@@ -273,7 +273,7 @@ def probe_variants(
         compiled = compile_fusion(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
         row[f"{label}_err"] = rel_error(compiled.execute(inputs)[0], ref)
         row[f"{label}_kernel"] = compiled.kernel_name
-        fns[label] = lambda compiled=compiled: compiled.execute(inputs)
+        fns[label] = functools.partial(compiled.execute, inputs)
     times = interleaved_ms(fns, rounds, reps=20, inner=10)
     torch_ms = statistics.median(times["torch"])
     row["torch_ms"] = round(torch_ms, 4)
