@@ -45,6 +45,7 @@ from .markers import hookimpl, hookspec
 from .params import CtaOrder, MatmulParams, ParamOverride, TileShape, TilingStrategy, Violation
 from .patterns import MatmulPattern
 from .plan import explain, matmul_params, plan_problem
+from .prebuild import Prebuilt, prebuild
 from .problem import Layout, MatmulProblem, VectorWidths
 from .translate import find_matmul_patterns, translate_matmul_patterns
 
@@ -79,6 +80,7 @@ __all__ = [
     "PluginManager",
     "PluginResultError",
     "PluginWarning",
+    "Prebuilt",
     "Provenance",
     "Rejection",
     "SchedulerChoice",
@@ -108,6 +110,7 @@ __all__ = [
     "matmul_params",
     "matmul_problem",
     "plan_problem",
+    "prebuild",
     "reset_plugin_manager",
     "testing",
     "translate_matmul_patterns",

@@ -73,52 +73,24 @@ def scheduler_managers() -> dict[str, Any]:
     }
 
 
-def _warm_one(
-    job: tuple[int, int, int, DType, bool], overrides: dict[str, object] | None = None
-) -> list[str]:
-    """Compile and launch one benchmark fusion once per scheduler (fills the disk cache)."""
-    import torch
-
-    from .compile import compile as compile_fusion
-
-    m, n, k, dtype, epilogue = job
-    tdt = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}[dtype]
-    names = []
-    for pm in scheduler_managers().values():
-        compiled = compile_fusion(
-            linear_fusion(m, n, k, dtype, epilogue), pm=pm, overrides=overrides
-        )
-        inputs = [
-            torch.zeros(m, k, device="cuda", dtype=tdt),
-            torch.zeros(n, k, device="cuda", dtype=tdt),
-        ]
-        if epilogue:
-            inputs.append(torch.zeros(n, device="cuda", dtype=tdt))
-        compiled.execute(inputs)
-        names.append(compiled.kernel_name)
-    torch.cuda.synchronize()
-    return names
-
-
 def prewarm(
     shapes: Sequence[tuple[int, int, int]],
     dtypes: Sequence[DType],
     workers: int,
     overrides: dict[str, object] | None = None,
-    on_done: Callable[[int, int, list[str]], None] | None = None,
-) -> None:
-    """Build the benchmark kernels in *workers* processes, so the timed run hits the disk cache.
+) -> Any:
+    """Build the benchmark kernels of every scheduler in *workers* processes (``mp.prebuild``),
+    so the timed run loads each in milliseconds; returns ``mp.prebuild``'s ``Prebuilt``."""
+    from .compile import compile as compile_fusion
+    from .prebuild import prebuild
 
-    :param on_done: Called as each fusion's kernels are built: (done, total, kernel names).
-    """
-    import multiprocessing
-
-    jobs = _bench_fusions(shapes, dtypes)
-    warm = functools.partial(_warm_one, overrides=overrides)
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        for done, names in enumerate(pool.imap_unordered(warm, jobs), 1):
-            if on_done is not None:
-                on_done(done, len(jobs), names)
+    managers = scheduler_managers().values()
+    compiled = [
+        compile_fusion(linear_fusion(m, n, k, dtype, epilogue), pm=pm, overrides=overrides)
+        for m, n, k, dtype, epilogue in _bench_fusions(shapes, dtypes)
+        for pm in managers
+    ]
+    return prebuild(compiled, workers=workers)
 
 
 def cuda_median_ms(

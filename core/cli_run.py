@@ -70,12 +70,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )
     overrides = parse_settings(args.set) or None
     if args.workers > 1:
-
-        def done(count: int, total: int, names: list[str]) -> None:
-            progress.say(f"prewarmed {count}/{total}: {', '.join(names)}")
-
         with progress.step(f"building the kernels in {args.workers} processes"):
-            bench.prewarm(shapes, dtypes, args.workers, overrides, on_done=done)
+            done = bench.prewarm(shapes, dtypes, args.workers, overrides)
+        progress.say(
+            f"built {len(done.built)} kernels in {done.seconds:.1f} s "
+            f"({len(done.cached)} were in the disk cache)"
+        )
     # with --json the table goes to stderr as progress (or nowhere), never into the JSON
     table = (
         sys.stdout if not args.json else (progress.stream if progress.enabled else io.StringIO())

@@ -30,6 +30,7 @@ from .errors import (
     LaunchError,
     MatmulError,
     NoSchedulerError,
+    PluginError,
     PluginResultError,
     UnsupportedFusionError,
 )
@@ -95,7 +96,9 @@ class KernelArtifact(Protocol):
     fusion with symbolic extents): read those from ``LaunchArgs.problem``.
 
     Optional: ``cubin() -> bytes``, the main kernel's cubin as launches load it, which kernel
-    dumps disassemble (without it they link ``ptx()`` alone, which may not be what runs).
+    dumps disassemble (without it they link ``ptx()`` alone, which may not be what runs);
+    ``kernel_jobs() -> list[KernelJob]``, the builds of the kernels its launches load, which
+    ``mp.prebuild`` runs in worker processes (without it they build at the first launch).
     """
 
     kernel_name: str
@@ -201,6 +204,26 @@ class CompiledFusion:
     def explain(self) -> str:
         """The plan: how the scheduler and every parameter were decided (``mmaplug explain``)."""
         return explain(self.spec)
+
+    def kernel_jobs(self) -> list[Any]:
+        """The builds of the planned kernel as picklable jobs (``mmaplug.prebuild`` runs them):
+        the artifact's optional ``kernel_jobs()``, else none (it builds at its first launch).
+
+        :raises PluginError: the scheduler plugin's ``kernel_jobs()`` raised.
+        """
+        jobs = getattr(self._artifact, "kernel_jobs", None)
+        if jobs is None:
+            return []
+        try:
+            return list(jobs())
+        except MatmulError:
+            raise
+        except Exception as error:
+            raise PluginError(
+                f"the {self.spec.scheduler} scheduler's kernel_jobs() of {self.kernel_name} "
+                f"raised {type(error).__name__}: {error}",
+                plugin=self.spec.scheduler, hook="mmaplug_build_kernel",
+            ) from error  # fmt: skip
 
     def dump(
         self, directory: str | Path | None = None, kinds: Sequence[str] = kernel_dump.KINDS

@@ -236,7 +236,10 @@ def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object |
         optional ``source()`` (the generated source, a str) feeds ``compiled.source`` and
         ``MMAPLUG_DUMP=source``; an optional ``cubin()`` (bytes: the main kernel as launches
         load it) feeds ``compiled.sass`` and ``MMAPLUG_DUMP=sass``, which otherwise link
-        ``ptx()`` alone.
+        ``ptx()`` alone. An optional ``kernel_jobs()`` (a list of
+        ``mmaplug.cuda.launching.KernelJob``: picklable, each builds one cubin your launches
+        load through ``generated_kernel``) lets ``mp.prebuild`` build them in worker
+        processes; without it your kernels build at their first launch.
 
     Implemented by scheduler plugins; no default.
     """

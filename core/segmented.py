@@ -121,6 +121,10 @@ class SegmentedFusion:
         """``CompiledFusion.dump`` of every kernel segment (files named by each kernel)."""
         return [path for k in self.kernels.values() for path in k.dump(directory, kinds)]
 
+    def kernel_jobs(self) -> list[Any]:
+        """``CompiledFusion.kernel_jobs`` of every kernel segment."""
+        return [job for k in self.kernels.values() for job in k.kernel_jobs()]
+
     def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]:
         """Run every segment in order on *inputs* (one per fusion input); returns the outputs.
 

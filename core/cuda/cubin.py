@@ -15,12 +15,24 @@ from ..errors import KernelBuildError
 from ..log import CACHE
 from . import driver
 
-__all__ = ["Binary", "entry_key", "kernel", "read", "target", "toolchain_key", "write"]
+__all__ = [
+    "Binary",
+    "arch",
+    "entry_key",
+    "keep",
+    "kernel",
+    "read",
+    "stored",
+    "target",
+    "toolchain_key",
+    "write",
+]
 
 _DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024
 _TOOLCHAIN: Final = ("cuda-bindings", "nvidia-nvjitlink", "nvidia-nvvm", "cuda-python")
 _FORMAT: Final = 1
 _loaded: dict[str, int] = {}  # entry key -> CUkernel, for the life of the process
+_kept: dict[str, Binary] = {}  # entry key -> built ahead of its first load (``keep``)
 _lock: Final = threading.RLock()
 
 
@@ -44,12 +56,17 @@ def toolchain_key() -> str:
     return ";".join(parts)
 
 
+def arch(cc: tuple[int | str, ...]) -> str:
+    """The architecture Numba compiles for at compute capability *cc*: ``sm_90a`` on 9.x and
+    later, else ``sm_XY`` (the ``a`` suffix as in numba-cuda's ``_ensure_cc``)."""
+    major, minor = int(cc[0]), int(cc[1])
+    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+
+
 @functools.cache
 def target(device: int) -> str:
-    """The architecture Numba compiles for on *device*: ``sm_90a`` on 9.x and later, else
-    ``sm_XY`` (the ``a`` suffix as in numba-cuda's ``_ensure_cc``)."""
-    major, minor = driver.device_attributes(device)["compute_capability"]
-    return f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+    """:func:`arch` of *device*'s compute capability."""
+    return arch(driver.device_attributes(device)["compute_capability"])
 
 
 def entry_key(module: str, source: str, name: str, arch: str) -> str:
@@ -61,9 +78,10 @@ def kernel(
     module: str, source: str, name: str, smem: int, slots: int, build: Callable[[], Binary]
 ) -> int:
     """The ``CUkernel`` of kernel *name* in *module*, allowed *smem* dynamic bytes on the
-    current device: loaded once per process, from the disk cache when there (no Numba: the
-    first process to need it stored it under ``cache_dir()/cubins``), else *build()* (Numba),
-    whose cubin the cache keeps. *slots*: the parameter block the caller fills.
+    current device: loaded once per process, from what :func:`keep` holds or the disk cache
+    when there (no Numba: ``mmaplug.prebuild``, or the first process to need it, stored it
+    under ``cache_dir()/cubins``), else *build()* (Numba), whose cubin the cache keeps.
+    *slots*: the parameter block the caller fills.
     """
     device = driver.ensure_context()
     key = entry_key(module, source, name, target(device))
@@ -71,21 +89,44 @@ def kernel(
         handle = _loaded.get(key)
         if handle is None:
             on_disk = cache.disk_cache_enabled()
-            binary = read(key, slots) if on_disk else None
+            binary = _kept.pop(key, None)
+            if binary is None and on_disk:
+                binary = read(key, slots)
             if binary is None:
                 binary = build()
-                if binary.slots != slots:
-                    raise KernelBuildError(
-                        f"kernel {name} of {module} takes {binary.slots} parameter slots but "
-                        f"its bound launch fills {slots}: the plugin's parameter layout and "
-                        "its kernel signature disagree (a bug in the scheduler plugin)"
-                    )
-                if on_disk:
+                if on_disk and binary.slots == slots:
                     write(key, binary)
+            if binary.slots != slots:
+                raise KernelBuildError(
+                    f"kernel {name} of {module} takes {binary.slots} parameter slots but "
+                    f"its bound launch fills {slots}: the plugin's parameter layout and "
+                    "its kernel signature disagree (a bug in the scheduler plugin)"
+                )
             handle = _loaded[key] = driver.load_kernel(binary.cubin, binary.entry)
     if smem > _DEFAULT_DYNAMIC_SMEM:
         driver.set_max_dynamic_smem(handle, smem, device)
     return handle
+
+
+def stored(key: str) -> bool:
+    """Whether the kernel under *key* needs no build: loaded, kept, or in the disk cache."""
+    if key in _loaded or key in _kept:
+        return True
+    if not cache.disk_cache_enabled():
+        return False
+    try:
+        return (cache.cache_dir() / "cubins" / f"{key}.cubin").is_file()
+    except OSError:
+        return False
+
+
+def keep(key: str, binary: Binary) -> None:
+    """Hold *binary*, built ahead of its first launch, for :func:`kernel` in this process, and
+    store it in the disk cache for later ones (when the cache is on)."""
+    with _lock:
+        _kept[key] = binary
+    if cache.disk_cache_enabled():
+        write(key, binary)
 
 
 def write(key: str, binary: Binary) -> None:

@@ -16,16 +16,17 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..errors import KernelBuildError
-from . import driver
+from . import cubin, driver
 from .cubin import Binary
 
 __all__ = [
     "ARRAY_SLOTS",
     "BoundKernels",
     "DriverLaunch",
+    "KernelJob",
     "KernelParams",
     "compiled_kernel",
     "kernel_binary",
@@ -150,6 +151,28 @@ def kernel_binary(kernels: Any, name: str, cc: tuple[int, int]) -> Binary:
     return numba_binary(kernels.dispatcher(name), kernels.signatures[name], cc)
 
 
+class KernelJob(NamedTuple):
+    """One generated kernel to build before its first launch (``mmaplug.prebuild``): plain
+    values and module-level functions, so it pickles into a worker process. Called, it
+    compiles the kernel with Numba for *cc* (no GPU needed) into the cubin that
+    :func:`generated_kernel` then loads for the same module, source and name."""
+
+    module: str  # the generated module's name, as the scheduler passes it to generated_kernel
+    source: str  # its source, part of the cache key
+    name: str  # the ``*_gemm`` or split-K reduce kernel
+    cc: tuple[int, int]
+    build: Callable[[Any], Any]  # config -> the scheduler's GeneratedKernels
+    config: Any
+
+    @property
+    def key(self) -> str:
+        """The cubin cache's key of the kernel (``cubin.entry_key``)."""
+        return cubin.entry_key(self.module, self.source, self.name, cubin.arch(self.cc))
+
+    def __call__(self) -> Binary:
+        return kernel_binary(self.build(self.config), self.name, self.cc)
+
+
 def generated_kernel(
     module: str, source: str, build: Callable[[], Any], name: str, smem: int, slots: int
 ) -> int:
@@ -157,7 +180,6 @@ def generated_kernel(
     ``CUkernel`` allowed *smem* bytes: from the cubin cache (no Numba), else compiled by Numba
     from *build()* (the scheduler's ``GeneratedKernels``) and cached. *slots*: its parameter
     block. Both schedulers load their kernels through it."""
-    from . import cubin
 
     def compile_it() -> Binary:
         return kernel_binary(build(), name, driver.device_attributes()["compute_capability"])

@@ -3,7 +3,7 @@
 A job is a plain dict (it crosses process and Ray boundaries): ``problem`` (TuneProblem fields),
 ``params`` (MatmulParams fields), ``params_name``, ``scheduler`` (default hopper), ``device`` (a
 preset for builds; timing uses the local GPU) and, for builds, ``launch`` (also launch once on
-zeros so the cubin lands in the disk cache, as ``bench.prewarm`` does).
+zeros so the cubin of the config launches pick lands in the disk cache).
 """
 
 from __future__ import annotations

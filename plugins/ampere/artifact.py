@@ -10,14 +10,14 @@ import attrs
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.launching import kernel_binary
+from mmaplug.cuda.launching import KernelJob, kernel_binary, simulating
 from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
 from .kernel import AmpereKernelConfig, build, compile_ptx, generate_source
-from .launch import run_gemm
+from .launch import kernel_jobs, run_gemm
 from .limits import operand_vectors
 
 _VECTORS: Final = (8, 4, 2)
@@ -94,6 +94,12 @@ class AmpereArtifact:
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
         return generate_source(self.config, sim=False)
+
+    def kernel_jobs(self) -> list[KernelJob]:
+        """The kernels launches of the planned config load (aligned operands), as jobs for
+        ``mmaplug.prebuild`` (none in the simulator, which builds no cubin)."""
+        cc = tuple(self.spec.device.cc)
+        return [] if simulating() else kernel_jobs(self.config, (int(cc[0]), int(cc[1])))
 
     def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
         """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""

@@ -17,6 +17,7 @@ from mmaplug.compile import LaunchArgs
 from mmaplug.cuda.launching import (
     BoundKernels,
     DriverLaunch,
+    KernelJob,
     KernelParams,
     kernel_binary,
     launch_checked,
@@ -30,7 +31,7 @@ from mmaplug.patterns import DimRole
 from mmaplug.problem import MatmulProblem
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
-from .kernel import SM90A, build, compile_ptx, loaded
+from .kernel import SM90A, build, compile_ptx, kernel_jobs, loaded
 from .kernel_codegen import generate_source
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
@@ -143,6 +144,11 @@ class HopperArtifact:
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
         return generate_source(self.config, sim=False)
+
+    def kernel_jobs(self) -> list[KernelJob]:
+        """The kernels launches of the planned config load, as jobs for ``mmaplug.prebuild``
+        (none in the simulator, which builds no cubin)."""
+        return [] if simulating() else kernel_jobs(self.config)
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
         """Check the operands against TMA's rules and work out grid and kernel arguments."""

@@ -27,13 +27,13 @@ import functools
 from typing import Any, Final
 
 from mmaplug.codegen import REDUCE_THREADS, is16
-from mmaplug.cuda.launching import generated_kernel, simulating
+from mmaplug.cuda.launching import KernelJob, generated_kernel, simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
 from .kernel_codegen import generate_source
 
-__all__ = ["build", "compile_ptx", "kernel_signatures", "load_module", "loaded"]
+__all__ = ["build", "compile_ptx", "kernel_jobs", "kernel_signatures", "load_module", "loaded"]
 
 SM90A: Final = (9, 0, "a")
 
@@ -118,3 +118,10 @@ def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
     return generated_kernel(
         f"hopper_{config.name}", _source(config), lambda: build(config), name, smem, slots
     )
+
+
+def kernel_jobs(config: HopperKernelConfig) -> list[KernelJob]:
+    """The kernels of *config* that :func:`loaded` will load, as jobs building them (sm_90a)."""
+    names = ["hopper_gemm"] + (["hopper_splitk_reduce"] if config.splitk > 1 else [])
+    source = _source(config)
+    return [KernelJob(f"hopper_{config.name}", source, n, (9, 0), build, config) for n in names]

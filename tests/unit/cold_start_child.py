@@ -6,7 +6,8 @@ replaced) or, for MODEs starting with ``stub-``, is ``stub_libcuda.c`` built as 
 (the real ctypes and cuda.bindings calls run), so the whole ``mp.compile`` + ``execute`` path
 runs without a GPU. MODE ``prepare`` builds the kernel (Numba imported; its cubin replaced by
 fake bytes named after the kernel; ``stub-prepare`` keeps Numba's real cubin) and stores it in
-the disk cache; ``hit`` must find it there. Prints one JSON line.
+the disk cache; ``hit`` must find it there; ``stub-prebuild`` builds it with ``mp.prebuild``
+in worker processes before the first call. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -119,6 +120,10 @@ def main(mode: str, scheduler: str) -> None:
         fd.add_output(fd.ops.linear(x, w, bias))
     pm = mp.make_plugin_manager(block=("hopper",)) if scheduler == "ampere" else None
     compiled = mp.compile(fd, pm=pm)  # the local GPU: the fake driver's
+    prebuilt = None
+    if mode == "stub-prebuild":  # two worker processes build for real; this one loads
+        report = mp.prebuild([compiled, compiled], workers=2)
+        prebuilt = {"built": list(report.built), "numba": "numba" in sys.modules}
     inputs = [torch.tensor((M, K)), torch.tensor((N, K)), torch.tensor((N,))]
     (out,) = compiled.execute(inputs)
     first = time.perf_counter()
@@ -126,6 +131,7 @@ def main(mode: str, scheduler: str) -> None:
     print(json.dumps({
         "scheduler": compiled.spec.scheduler,
         "numba": "numba" in sys.modules,
+        "prebuilt": prebuilt,
         "loads": loads,
         "launches": launches,
         "allowed": allowed,

@@ -77,6 +77,20 @@ def test_disk_hit_through_the_real_driver_calls(
     assert image[:4] == b"\x7fELF" and f"{scheduler}_gemm".encode() in header
 
 
+@pytest.mark.parametrize("disk", ["on", "off"])
+def test_prebuilt_kernel_loads_without_numba(tmp_path: Path, stub_libcuda: Path, disk: str) -> None:
+    """``mp.prebuild`` builds in worker processes (Numba there, not here); the first execute
+    loads their cubin, from the disk cache or from memory with the cache off."""
+    path = {"LD_LIBRARY_PATH": f"{stub_libcuda}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    run = _child("stub-prebuild", "hopper", tmp_path, MMAPLUG_DISK_CACHE=disk, **path)
+    assert run["prebuilt"]["numba"] is False and run["numba"] is False
+    (built,) = run["prebuilt"]["built"]  # one kernel, asked for twice
+    assert built.startswith("hopper_") and ".hopper_gemm (" in built
+    assert run["stub_launches"] == 2
+    stored = list((tmp_path / "cubins").iterdir()) if (tmp_path / "cubins").exists() else []
+    assert len(stored) == (1 if disk == "on" else 0)
+
+
 class FakeDriver:
     """The driver calls ``cubin.kernel`` makes, recorded."""
 
