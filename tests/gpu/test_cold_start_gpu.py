@@ -86,3 +86,75 @@ def test_disk_hit_first_result_without_numba(tmp_path: Path, scheduler: str, spl
     assert hit["numba"] is False, f"a disk-cache hit imported numba; {note}"
     assert hit["rel_error"] < 1e-2 and hit["same_again"], note
     assert hit["first_result_s"] <= FIRST_RESULT_S, note
+
+
+PREBUILD_CHILD = """
+import json, sys, time
+import torch
+import mmaplug as mp
+
+M, N, K = 200, 264, 256
+
+
+def fusions():
+    pms = {s: mp.make_plugin_manager(load_entrypoints=False, strict=True,
+                                     block=("hopper",) if s == "ampere" else ())
+           for s in ("hopper", "ampere")}
+    for scheduler, m, splitk in (("hopper", M, 1), ("hopper", M, 2), ("ampere", M, 1),
+                                 ("hopper", -1, 1)):
+        with mp.FusionDefinition() as fd:
+            xs, ws, bs = (fd.define_tensor(s, dtype=mp.float16) for s in ([m, K], [N, K], [N]))
+            fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(xs, ws, bs)), mp.float16))
+        yield mp.compile(fd, pm=pms[scheduler],
+                         overrides={"splitk_factor": splitk} if splitk > 1 else None)
+
+
+def main():
+    compiled = list(fusions())
+    decode = [(1, K), (N, K), (N,)]
+    done = mp.prebuild([*compiled[:3], (compiled[3], decode)], workers=4)
+    numba_after_prebuild = "numba" in sys.modules
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    errors, start = [], time.perf_counter()
+    for c, m in zip(compiled, (M, M, M, 1)):
+        x, w, b = (torch.randn(s, device="cuda", dtype=torch.float16, generator=gen)
+                   for s in ((m, K), (N, K), (N,)))
+        out = c.execute([x, w, b])[0]
+        ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double())
+        errors.append(float((out.double() - ref).norm() / ref.norm()))
+    torch.cuda.synchronize()
+    print(json.dumps({
+        "built": list(done.built), "cached": list(done.cached), "prebuild_s": done.seconds,
+        "first_results_s": time.perf_counter() - start, "rel_errors": errors,
+        "numba_after_prebuild": numba_after_prebuild, "numba": "numba" in sys.modules,
+    }))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.sm90
+@pytest.mark.parametrize("disk", ["on", "off"])
+def test_prebuilt_kernels_run_without_numba_here(tmp_path: Path, disk: str) -> None:
+    """``mp.prebuild`` builds four kernels in worker processes (hopper, hopper split-K gemm +
+    reduce, ampere; the decode shape class of a symbolic fusion plans the first one's kernel);
+    this process runs all four fusions against float64 without importing Numba, with the
+    disk cache on or off."""
+    script = tmp_path / "prebuild_child.py"  # spawned workers re-import the main module
+    script.write_text(PREBUILD_CHILD)
+    env = dict(os.environ, MMAPLUG_CACHE_DIR=str(tmp_path / "cache"), MMAPLUG_DISK_CACHE=disk)
+    env["MMAPLUG_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    for name in ("NUMBA_ENABLE_CUDASIM", "MMAPLUG_FAST_LAUNCH"):
+        env.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(run["built"]) == 4 and run["cached"] == [], run
+    assert run["numba_after_prebuild"] is False and run["numba"] is False, run
+    assert all(err < 1e-2 for err in run["rel_errors"]), run
+    cubins = list((tmp_path / "cache" / "cubins").glob("*.cubin")) if disk == "on" else []
+    assert len(cubins) == (4 if disk == "on" else 0), run
