@@ -17,6 +17,7 @@ import numpy as np
 from .dtypes import DType
 from .frontend import FusionDefinition
 from .fusion import Fusion
+from .prebuild import Prebuilt, prebuild
 
 EPILOGUE_SHAPES: Final = ((4096, 4096, 4096), (2048, 14336, 5120))
 SHAPES: Final = (
@@ -78,11 +79,10 @@ def prewarm(
     dtypes: Sequence[DType],
     workers: int,
     overrides: dict[str, object] | None = None,
-) -> Any:
+) -> Prebuilt:
     """Build the benchmark kernels of every scheduler in *workers* processes (``mp.prebuild``),
     so the timed run loads each in milliseconds; returns ``mp.prebuild``'s ``Prebuilt``."""
     from .compile import compile as compile_fusion
-    from .prebuild import prebuild
 
     managers = scheduler_managers().values()
     compiled = [

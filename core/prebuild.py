@@ -64,17 +64,17 @@ def prebuild(
         for job in _jobs(item):
             jobs.setdefault(job.key, job)
     todo = {key: job for key, job in jobs.items() if not cubin.stored(key)}
-    cached = tuple(_name(job) for key, job in jobs.items() if key not in todo)
+    cached = tuple(_name(key, job) for key, job in jobs.items() if key not in todo)
     count = min(len(todo), workers or os.cpu_count() or 1)
     failures = []
     for key, job, outcome in _run(list(todo.items()), count):
         if isinstance(outcome, BaseException):
-            failures.append(f"{_name(job)}: {type(outcome).__name__}: {outcome}")
+            failures.append(f"{_name(key, job)}: {type(outcome).__name__}: {outcome}")
         else:
             cubin.keep(key, outcome)
     if failures:
         raise KernelBuildError("prebuild could not build " + "; ".join(failures))
-    built = tuple(_name(job) for job in todo.values())
+    built = tuple(_name(key, job) for key, job in todo.items())
     return Prebuilt(built=built, cached=cached, seconds=time.perf_counter() - start)
 
 
@@ -131,7 +131,7 @@ def _attempt(job: Any) -> cubin.Binary | MatmulError:
         return KernelBuildError(f"{type(error).__name__}: {error}")
 
 
-def _name(job: Any) -> str:
+def _name(key: str, job: Any) -> str:
     """``<module>.<kernel> (<cache key>)``: configs differing only in their epilogue share a
     module name; the key is the cubin's file name in the cache."""
-    return f"{job.module}.{job.name} ({job.key})"
+    return f"{job.module}.{job.name} ({key})"

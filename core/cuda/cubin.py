@@ -89,19 +89,18 @@ def kernel(
         handle = _loaded.get(key)
         if handle is None:
             on_disk = cache.disk_cache_enabled()
-            binary = _kept.pop(key, None)
-            if binary is None and on_disk:
-                binary = read(key, slots)
+            binary = _kept.pop(key, None) or (read(key, slots) if on_disk else None)
+            fresh = binary is None
             if binary is None:
                 binary = build()
-                if on_disk and binary.slots == slots:
-                    write(key, binary)
             if binary.slots != slots:
                 raise KernelBuildError(
                     f"kernel {name} of {module} takes {binary.slots} parameter slots but "
                     f"its bound launch fills {slots}: the plugin's parameter layout and "
                     "its kernel signature disagree (a bug in the scheduler plugin)"
                 )
+            if fresh and on_disk:
+                write(key, binary)
             handle = _loaded[key] = driver.load_kernel(binary.cubin, binary.entry)
     if smem > _DEFAULT_DYNAMIC_SMEM:
         driver.set_max_dynamic_smem(handle, smem, device)

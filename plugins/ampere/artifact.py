@@ -10,7 +10,7 @@ import attrs
 from mmaplug.analysis import MatmulAnalysis
 from mmaplug.choices import KernelSpec
 from mmaplug.compile import LaunchArgs
-from mmaplug.cuda.launching import KernelJob, kernel_binary, simulating
+from mmaplug.cuda.launching import KernelJob, kernel_binary
 from mmaplug.cuda.modules import require_numba
 from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
 from mmaplug.patterns import DimRole
@@ -97,9 +97,9 @@ class AmpereArtifact:
 
     def kernel_jobs(self) -> list[KernelJob]:
         """The kernels launches of the planned config load (aligned operands), as jobs for
-        ``mmaplug.prebuild`` (none in the simulator, which builds no cubin)."""
-        cc = tuple(self.spec.device.cc)
-        return [] if simulating() else kernel_jobs(self.config, (int(cc[0]), int(cc[1])))
+        ``mmaplug.prebuild``, for the spec's compute capability."""
+        major, minor = self.spec.device.cc[:2]
+        return kernel_jobs(self.config, (major, minor))
 
     def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
         """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""

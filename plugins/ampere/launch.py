@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda.launching import KernelJob, generated_kernel, launch_checked
+from mmaplug.cuda.launching import (
+    KernelJob,
+    generated_kernel,
+    generated_kernel_jobs,
+    launch_checked,
+)
 from mmaplug.cuda.modules import GeneratedKernels
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build, generate_source
@@ -54,9 +59,7 @@ def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
 
 def kernel_jobs(config: AmpereKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
     """The kernels of *config* that :func:`loaded` will load, as jobs building them for *cc*."""
-    names = ["ampere_gemm"] + (["ampere_splitk_reduce"] if config.splitk > 1 else [])
-    source = _source(config)
-    return [KernelJob(f"ampere_{config.name}", source, n, cc, build, config) for n in names]
+    return generated_kernel_jobs("ampere", config, _source(config), build, cc)
 
 
 def _launch(

@@ -146,9 +146,8 @@ class HopperArtifact:
         return generate_source(self.config, sim=False)
 
     def kernel_jobs(self) -> list[KernelJob]:
-        """The kernels launches of the planned config load, as jobs for ``mmaplug.prebuild``
-        (none in the simulator, which builds no cubin)."""
-        return [] if simulating() else kernel_jobs(self.config)
+        """The kernels launches of the planned config load, as jobs for ``mmaplug.prebuild``."""
+        return kernel_jobs(self.config)
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
         """Check the operands against TMA's rules and work out grid and kernel arguments."""

@@ -27,7 +27,7 @@ import functools
 from typing import Any, Final
 
 from mmaplug.codegen import REDUCE_THREADS, is16
-from mmaplug.cuda.launching import KernelJob, generated_kernel, simulating
+from mmaplug.cuda.launching import KernelJob, generated_kernel, generated_kernel_jobs, simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
@@ -122,6 +122,4 @@ def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
 
 def kernel_jobs(config: HopperKernelConfig) -> list[KernelJob]:
     """The kernels of *config* that :func:`loaded` will load, as jobs building them (sm_90a)."""
-    names = ["hopper_gemm"] + (["hopper_splitk_reduce"] if config.splitk > 1 else [])
-    source = _source(config)
-    return [KernelJob(f"hopper_{config.name}", source, n, (9, 0), build, config) for n in names]
+    return generated_kernel_jobs("hopper", config, _source(config), build, SM90A[:2])

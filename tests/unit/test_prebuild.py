@@ -111,3 +111,11 @@ def test_attempt_turns_any_error_into_a_kernel_build_error() -> None:
 
     outcome = _attempt(job)
     assert isinstance(outcome, KernelBuildError) and "ValueError: bad config" in str(outcome)
+
+
+def test_the_simulator_has_no_kernels_to_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmaplug.cuda import launching
+
+    monkeypatch.setattr(launching, "simulating", lambda: True)
+    assert _compiled().kernel_jobs() == [] and _compiled("a100").kernel_jobs() == []
+    assert mp.prebuild([_compiled()]).built == ()
