@@ -62,11 +62,11 @@ def _numbas_own_build() -> None:
     from numba.cuda import compiler
     from numba.cuda.codegen import CUDACodeLibrary
 
-    from mmaplug.cuda import pipeline
+    from mmaplug.cuda import numba_internals
 
     # lean() then swaps in Numba's own compiler and resolution (it still names the cc)
-    pipeline._Compiler = compiler.CUDACompiler  # type: ignore[misc]
-    pipeline._memoised = lambda get_call_type, memo: get_call_type  # type: ignore[assignment]
+    numba_internals.machinery().compiler = compiler.CUDACompiler
+    numba_internals._memoised = lambda get_call_type, memo: get_call_type  # type: ignore[assignment]
     get_cubin = CUDACodeLibrary.get_cubin
 
     def with_ptx(library: Any, cc: Any = None) -> Any:

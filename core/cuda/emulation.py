@@ -13,6 +13,8 @@ import numpy as np
 
 from mmaplug.errors import UsageError
 
+from .sim_internals import block_dim, current_manager, host_array
+
 __all__ = [
     "bf16_to_f32",
     "cp_async_4",
@@ -125,14 +127,14 @@ def _lane_and_warp(op: str) -> tuple[int, Warp]:
     """Find the calling simulator thread's lane and its warp's exchange.
 
     Numba's simulator runs each CUDA thread as a `BlockThread`, which carries `thread_id` (the
-    linear id x + X * (y + Y * z)) and `_manager`, the BlockManager of its block.
+    linear id x + X * (y + Y * z)) and the BlockManager of its block (``current_manager``).
     """
-    thread = threading.current_thread()
-    manager = getattr(thread, "_manager", None)
+    thread: Any = threading.current_thread()
+    manager = current_manager()
     if manager is None or not hasattr(thread, "thread_id"):
         raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
     warp_id, lane = divmod(thread.thread_id, WARP_SIZE)
-    nthreads = int(np.prod(manager._block_dim))
+    nthreads = int(np.prod(block_dim(manager)))
     size = min(WARP_SIZE, nthreads - warp_id * WARP_SIZE)
     if size != WARP_SIZE:
         raise UsageError(f"{op} needs full warps of 32 threads; this block has {nthreads} threads")
@@ -150,17 +152,6 @@ def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) ->
 
 
 # --- Memory helpers ------------------------------------------------------------------------------
-
-
-def host_array(obj: Any) -> np.ndarray:
-    """Unwrap the simulator's array wrappers (FakeWithinKernelCUDAArray, FakeCUDAArray)."""
-    while not isinstance(obj, np.ndarray):
-        attrs = getattr(obj, "__dict__", {})
-        inner = attrs.get("_item", attrs.get("_ary"))
-        if inner is None:
-            raise UsageError(f"expected an array, got {type(obj).__name__}")
-        obj = inner
-    return obj
 
 
 def _bytes_at(array: Any, index: int, nbytes: int, align: int, what: str) -> np.ndarray:

@@ -573,9 +573,7 @@ def _instantiate() -> dict[str, Any]:
 if config.ENABLE_CUDASIM:
     # The simulator cannot run inline PTX: the same names bind to Python emulations.
     from . import emulation as _emulation
-    from .sim_runner import install_block_runner
 
-    install_block_runner()  # every simulated block polled with a sleep (not a GIL-bound loop)
     globals().update({name: getattr(_emulation, name) for name in __all__})
 else:
     globals().update(_instantiate())

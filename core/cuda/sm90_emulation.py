@@ -11,7 +11,6 @@ import numpy as np
 from ..errors import UsageError
 from . import sm90_sim_block as B
 from .emulation import WARP_SIZE, warp_collective
-from .sim_runner import install_block_runner
 from .sm90_sim_wgmma import (
     fence_operand,
     literal,
@@ -67,8 +66,6 @@ __all__ = [
 ]
 
 CHUNK = 16  # swizzling moves 16-byte chunks inside 128-byte lines
-
-install_block_runner()  # simulated blocks polled without Numba's busy loop
 
 
 # --- Shared memory, barriers, fences -------------------------------------------------------------

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .emulation import Warp, host_array
+from .emulation import Warp
+from .sim_internals import block_dim, current_manager, host_array
 
 WARPGROUP_SIZE = 128
 # The first shared array of a block starts here: deliberately not 1024-byte aligned, so that a
@@ -367,7 +368,7 @@ _LOCK = threading.Lock()
 
 def block_threads(manager: Any) -> int:
     """Threads per block of a simulator BlockManager."""
-    return int(np.prod(manager._block_dim))
+    return int(np.prod(block_dim(manager)))
 
 
 def register_cluster(managers: list[Any]) -> list[Block]:
@@ -388,8 +389,8 @@ def register_cluster(managers: list[Any]) -> list[Block]:
 
 def current(op: str) -> tuple[Block, int]:
     """The calling simulator thread's Block and its linear thread id."""
-    thread = threading.current_thread()
-    manager = getattr(thread, "_manager", None)
+    thread: Any = threading.current_thread()
+    manager = current_manager()
     if manager is None or not hasattr(thread, "thread_id"):
         raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
     with _LOCK:

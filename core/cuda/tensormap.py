@@ -150,8 +150,10 @@ def device_address(arr: Any) -> int:
     iface = getattr(arr, "__cuda_array_interface__", None)
     if iface is not None:
         return int(iface["data"][0])
-    host = getattr(arr, "_ary", None)
-    if isinstance(host, np.ndarray):
+    from .sim_internals import host_of
+
+    host = host_of(arr)
+    if host is not None:
         return int(host.__array_interface__["data"][0])
     raise UsageError(f"expected a CUDA device array, got {type(arr).__name__}")
 

@@ -19,7 +19,7 @@ from numba.core.errors import TypingError  # noqa: E402
 from numba.core.types.functions import BaseFunction  # noqa: E402
 from numba.cuda import compiler, lowering  # noqa: E402
 
-from mmaplug.cuda import launching, pipeline  # noqa: E402
+from mmaplug.cuda import launching, numba_internals, pipeline  # noqa: E402
 
 SMALL = AmpereKernelConfig(cta_tile=(64, 64, 32), warp_tile=(32, 32, 32), splitk=2)
 
@@ -76,7 +76,7 @@ def test_build_path_compiles_lean_and_links_a_cubin(monkeypatch: pytest.MonkeyPa
     assert name == "ampere_gemm"
     assert any("mmaplug_lean_lowering" in p for p in passes)
     assert not any(re.search("reconstruct_ssa|strip_phis|inline_closure_likes", p) for p in passes)
-    assert compiler.CUDACompiler is not pipeline._Compiler  # restored after the build
+    assert compiler.CUDACompiler is not numba_internals.machinery().compiler  # restored after
 
 
 def test_only_the_named_function_is_compiled_lean() -> None:
@@ -96,14 +96,15 @@ def test_only_the_named_function_is_compiled_lean() -> None:
         full = compiler.compile_cuda(second, types.void, arg, cc=(8, 0))
     assert list(lean.metadata["pipeline_times"]) == ["mmaplug_lean"]
     assert list(full.metadata["pipeline_times"]) == ["cuda"]
-    assert pipeline._lean_funcs == set()
+    assert numba_internals._lean_funcs == set()
 
 
 def test_singly_assigned_variables_match_numbas_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """The linear scan finds the variables Numba's quadratic one finds (the set lowering
     keeps out of stack slots), on a kernel with loops, branches and re-assigned scalars."""
     checked: list[int] = []
-    lean_scan = pipeline._LeanLower._find_singly_assigned_variable
+    lean_lower = numba_internals.machinery().lower
+    lean_scan = lean_lower._find_singly_assigned_variable
 
     def both(self: Any) -> None:
         lowering.Lower._find_singly_assigned_variable(self)
@@ -112,7 +113,7 @@ def test_singly_assigned_variables_match_numbas_rule(monkeypatch: pytest.MonkeyP
         assert self._singly_assigned_vars == numbas
         checked.append(len(numbas))
 
-    monkeypatch.setattr(pipeline._LeanLower, "_find_singly_assigned_variable", both)
+    monkeypatch.setattr(lean_lower, "_find_singly_assigned_variable", both)
     dispatcher, sig = _kernel()
     pipeline.ptx(dispatcher, sig, (8, 0), SMALL.threads)
     assert checked and checked[0] > 100
