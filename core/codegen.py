@@ -93,17 +93,14 @@ def cast_epilogue() -> EpilogueProgram:
     )
 
 
-def jit_options(threads: int, sim: bool, cache: bool, lto: bool = False) -> str:
-    """``cuda.jit`` options: the simulator takes none; ``cache`` only for on-disk modules;
-    ``lto`` links NVVM IR through nvJitLink as one whole program (docs/decisions.md: PTX input
-    is compiled as a separate compilation unit by recent nvJitLink, which ignores setmaxnreg)."""
+def jit_options(threads: int, sim: bool, lto: bool = False) -> str:
+    """``cuda.jit`` options: the simulator takes none; ``lto`` links NVVM IR through nvJitLink
+    as one whole program (docs/decisions.md: PTX input is compiled as a separate compilation
+    unit by recent nvJitLink, which ignores setmaxnreg). Never ``cache``: Numba's cache
+    unpickles its index, and kernels are cached as cubins (``mmaplug.cuda.cubin``)."""
     if sim:
         return ""
-    return (
-        f"launch_bounds=({threads}, 1)"
-        + (", cache=True" if cache else "")
-        + (", lto=True" if lto else "")
-    )
+    return f"launch_bounds=({threads}, 1)" + (", lto=True" if lto else "")
 
 
 def f32_literal(value: float) -> str:
@@ -286,11 +283,11 @@ def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
 
 
 def emit_splitk_reduce(
-    em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool, cache: bool
+    em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
     apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each)."""
-    em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim, cache)})")
+    em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
         em("i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")

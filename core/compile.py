@@ -161,7 +161,7 @@ class CompiledFusion:
         self._bound: dict[tuple, _Bound] = {}
         self._lock = threading.RLock()  # binding and fallback planning, once per signature
         self._simulate = simulating()
-        # MMAPLUG_FAST_LAUNCH=0 checks every call and launches through Numba (debugging aid)
+        # MMAPLUG_FAST_LAUNCH=0 checks every call and kernel argument (debugging aid)
         self._checked_only = self._simulate or not env.flag("MMAPLUG_FAST_LAUNCH", default=True)
 
     @property

@@ -42,8 +42,8 @@ def _patch(variant: str) -> None:
     if variant in ("no-tma", "neither"):
         generate = kernel.generate_source
 
-        def stale_loads(cfg, *, sim, cache=False):  # noqa: ANN001, ANN202
-            return _load_once(generate(cfg, sim=sim, cache=cache), cfg.stages)
+        def stale_loads(cfg, *, sim):  # noqa: ANN001, ANN202
+            return _load_once(generate(cfg, sim=sim), cfg.stages)
 
         kernel.generate_source = stale_loads
 

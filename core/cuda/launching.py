@@ -1,4 +1,4 @@
-"""Launching generated kernels, shared by the schedulers: compiled overloads with their dynamic
+"""Launching generated kernels, shared by the schedulers: cubins loaded with their dynamic
 shared-memory limit raised, parameter blocks prepared once, and the driver's launch called directly.
 
 Numba's own launch path re-checks and re-wraps every argument on every call, which costs
@@ -6,6 +6,8 @@ hundreds of microseconds of host time; a bound launch patches data pointers into
 parameter block instead. Numba passes a 1-D C-contiguous array argument as seven kernel
 parameters (meminfo, parent, nitems, itemsize, data, shape[0], strides[0]) and an int64 or
 float32 scalar as one parameter each. Every launch takes the raw handle of the caller's stream.
+The checked path (``MMAPLUG_FAST_LAUNCH=0``) launches the same cubins with a parameter block
+made per call from arguments checked against the kernel's Numba signature.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from ..errors import KernelBuildError
+import numpy as np
+
+from ..errors import KernelBuildError, LaunchError
 from . import cubin, driver
 from .cubin import Binary
 
@@ -28,8 +32,8 @@ __all__ = [
     "DriverLaunch",
     "KernelJob",
     "KernelParams",
-    "compiled_kernel",
     "generated_kernel_jobs",
+    "kernel_arguments",
     "kernel_binary",
     "launch_checked",
     "numba_binary",
@@ -37,9 +41,7 @@ __all__ = [
 
 ARRAY_SLOTS: Final = 7
 _DATA: Final = 4
-_DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024
-_COMPILED: dict[Any, Any] = {}
-_compile_lock: Final = threading.RLock()
+_INT64: Final = (-(1 << 63), 1 << 63)
 
 
 def simulating() -> bool:
@@ -50,52 +52,114 @@ def simulating() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
-def compiled_kernel(dispatcher: Any, signature: Any, smem: int) -> Any:
-    """The compiled overload of *dispatcher* for *signature*, allowed *smem* dynamic bytes.
-
-    None in the simulator (launch through the dispatcher there).
-    """
-    if simulating():
-        return None
-    from numba import cuda
-
-    from .pipeline import lean
-
-    device = cuda.get_current_device()
-    key = (id(dispatcher), signature, device.id)
-    kern = _COMPILED.get(key)
-    if kern is None:
-        with _compile_lock:  # two threads binding at once compile and configure it once
-            kern = _COMPILED.get(key)
-            if kern is None:
-                with lean(dispatcher.py_func, device.compute_capability):
-                    kern = dispatcher.compile(signature)
-                if smem > _DEFAULT_DYNAMIC_SMEM:
-                    from numba.cuda.cudadrv.driver import binding, driver
-
-                    cufunc = kern._codelibrary.get_cufunc()
-                    attrs = binding.CUfunction_attribute
-                    attr = attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                    driver.cuKernelSetAttribute(attr, smem, cufunc.handle, cufunc.device.id)
-                _COMPILED[key] = kern
-    return kern
-
-
 def launch_checked(
-    dispatcher: Any, signature: Any, args: list, grid: tuple, block: tuple, stream: int, smem: int
+    kernels: Any,
+    name: str,
+    args: Sequence[Any],
+    grid: tuple,
+    block: tuple,
+    stream: int,
+    smem: int,
+    cluster: int = 1,
 ) -> None:
-    """Launch through Numba (argument checks on every call; the simulator's path).
+    """Launch kernel *name* of *kernels* (a scheduler's ``GeneratedKernels``) once on *args*,
+    each checked against the kernel's Numba signature (:func:`kernel_arguments`): the path of
+    ``MMAPLUG_FAST_LAUNCH=0`` and of the simulator.
 
-    *stream* is a raw ``CUstream`` handle (0: the legacy default stream).
+    Outside the simulator the kernel is the cubin the bound launches load
+    (:func:`generated_kernel`: the cubin cache, else built with Numba) and the arguments go into
+    a fresh parameter block, launched through the driver on the raw ``CUstream`` handle
+    *stream* (0: the legacy default stream) in clusters of *cluster* CTAs along x. The
+    simulator launches the dispatcher (every launch runs in order; the caller arranges its
+    clusters).
     """
-    kern = compiled_kernel(dispatcher, signature, smem)
-    if kern is None:
-        dispatcher[grid, block, 0, smem](*args)  # the simulator runs every launch in order
-        return
-    # numba-cuda 0.30 launches through cuda.core, which wants a Stream object, not a handle
-    from numba.cuda.cudadrv import driver as nb_driver
+    dispatcher = kernels.dispatcher(name)
+    code = getattr(getattr(dispatcher, "py_func", None), "__code__", None)
+    names = code.co_varnames[: code.co_argcount] if code is not None else ()
+    values = kernel_arguments(name, kernels.signatures[name], args, names)
+    if simulating():
+        from .sim_internals import simulated_launch
 
-    kern.launch(args, grid, block, nb_driver.ExperimentalStream.from_handle(int(stream)), smem)
+        with simulated_launch():  # the simulator's patches, for this launch only
+            dispatcher[grid, block, 0, smem](*args)
+        return
+    params = KernelParams(values)
+    kernel = generated_kernel(
+        kernels.module, kernels.source, lambda: kernels, name, smem, len(params.slots)
+    )
+    DriverLaunch(kernel, grid, block, smem, params, cluster)(stream)
+
+
+def kernel_arguments(
+    kernel: str, signature: Any, args: Sequence[Any], names: Sequence[str] = ()
+) -> list[int | float | tuple[int, int, int]]:
+    """*args* of *kernel* as :class:`KernelParams` values, each checked against *signature*
+    (its Numba ``void(...)``): an array parameter takes a 1-D C-contiguous device array of its
+    dtype (``__cuda_array_interface__``; a host array under the simulator) as ``(address,
+    nitems, itemsize)``, an int64 one a Python or numpy integer, a float32 one a Python or
+    numpy float. ``LaunchError`` names the parameter (position, and name from *names*), what
+    was given and what it takes."""
+    from numba import types
+
+    params = signature.args
+    if len(args) != len(params):
+        raise LaunchError(
+            f"kernel {kernel} takes {len(params)} arguments ({signature}), got {len(args)}; the "
+            "scheduler plugin must pass one per parameter"
+        )
+    values: list[int | float | tuple[int, int, int]] = []
+    for i, (value, param) in enumerate(zip(args, params, strict=True)):
+        where = f"kernel {kernel} parameter {i}" + (f" ({names[i]})" if i < len(names) else "")
+        if isinstance(param, types.Array) and param.ndim == 1:
+            values.append(_array_argument(where, value, param))
+        elif isinstance(param, types.Integer) and param.bitwidth == 64 and param.signed:
+            if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
+                raise LaunchError(f"{where}: given {_given(value)}, expected an int64 integer")
+            if not _INT64[0] <= int(value) < _INT64[1]:
+                raise LaunchError(f"{where}: given {int(value)}, outside int64's range")
+            values.append(int(value))
+        elif isinstance(param, types.Float) and param.bitwidth == 32:
+            if not isinstance(value, float | np.floating):
+                raise LaunchError(f"{where}: given {_given(value)}, expected a float32 number")
+            values.append(float(value))
+        else:
+            raise KernelBuildError(
+                f"{where} is of type {param}; the checked launch passes 1-D arrays, int64 and "
+                "float32 only (generate kernels with those parameter types)"
+            )
+    return values
+
+
+def _array_argument(where: str, value: Any, param: Any) -> tuple[int, int, int]:
+    """``(address, nitems, itemsize)`` of *value*, checked against Numba array type *param*."""
+    from numba.np.numpy_support import as_dtype
+
+    dtype = as_dtype(param.dtype)
+    layout = {"C": "C-contiguous ", "F": "F-contiguous "}.get(param.layout, "")
+    expected = f"a {param.ndim}-D {layout}{dtype} device array"
+    face = getattr(value, "__cuda_array_interface__", None)
+    if face is None and simulating():  # the simulator's arrays live on the host
+        face = getattr(value, "__array_interface__", None)
+    if face is None:
+        raise LaunchError(f"{where}: given {_given(value)}, expected {expected}")
+    shape, given_dtype = tuple(face["shape"]), np.dtype(face["typestr"])
+    strides = face.get("strides")
+    contiguous = strides is None or all(
+        n <= 1 or s == given_dtype.itemsize * int(np.prod(shape[j + 1 :], dtype=np.int64))
+        for j, (n, s) in enumerate(zip(shape, strides, strict=True))
+    )
+    if given_dtype != dtype or len(shape) != param.ndim or (param.layout == "C" and not contiguous):
+        kind = "" if contiguous else " non-contiguous (strides " + str(list(strides)) + ")"
+        raise LaunchError(
+            f"{where}: given a{kind} {len(shape)}-D {given_dtype} array of shape {list(shape)}, "
+            f"expected {expected}"
+        )
+    nitems = int(np.prod(shape, dtype=np.int64))
+    return int(face["data"][0] or 0), nitems, given_dtype.itemsize
+
+
+def _given(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"[:120]
 
 
 class KernelParams:

@@ -1,10 +1,14 @@
-"""Generated kernel modules: executed from memory, or from the disk cache beside Numba's code."""
+"""Generated kernel modules: source this process generated, executed from memory.
+
+Nothing of a kernel module is read from the disk cache: no module file, no bytecode, and no
+Numba ``cache=True`` index (which Numba unpickles). Compiled kernels are cached as cubins
+(``mmaplug.cuda.cubin``), which the driver loads as data.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import linecache
-from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -29,6 +33,8 @@ class GeneratedKernels:
     reduce: Any | None
     source: str
     signatures: dict[str, Any]
+    #: the module name the scheduler loads the kernels' cubins under (``generated_kernel``)
+    module: str
 
     def dispatcher(self, name: str) -> Any:
         """The dispatcher of kernel *name*: the ``*_gemm`` kernel, else the split-K reduce."""
@@ -45,25 +51,15 @@ def require_numba() -> None:
         raise KernelBuildError(_NO_NUMBA.format(why="No module named 'numba'"))
 
 
-def load_generated(key: str, render: Callable[[bool], str], *, on_disk: bool) -> dict[str, Any]:
-    """Exec generated source; return its namespace, with the source under ``__source__``.
-
-    *render(cache)* gives the source, with ``cache=True`` kernels when it will be a module in
-    the disk cache (*on_disk*, named after *key*), so Numba keeps their compiled code beside it
-    for the next process. When the cache cannot be used (a ``CacheWarning`` says why), or
-    without *on_disk*, the source runs from memory under a ``linecache`` name for tracebacks.
+def load_generated(key: str, source: str) -> dict[str, Any]:
+    """Exec generated *source* from memory; return its namespace, the source under
+    ``__source__``. It runs under a ``linecache`` name made of *key* (tracebacks show the
+    generated lines), never as a file: nothing of it is written to or read from the disk.
     """
     try:  # the first Numba import on the way to a built kernel
         import numba.cuda  # noqa: F401
     except ImportError as missing:
         raise KernelBuildError(_NO_NUMBA.format(why=missing)) from missing
-    if on_disk:
-        from ..cache import kernel_module
-
-        source = render(True)
-        if (module := kernel_module(key, source)) is not None:
-            return {**vars(module), "__source__": source}
-    source = render(False)
     filename = f"<mmaplug {key} #{abs(hash(source)):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict[str, Any] = {"__name__": f"mmaplug_generated_{key}"}

@@ -88,9 +88,7 @@ __all__ = [
 INTRINSICS_MODULE: Final = "mmaplug.cuda.intrinsics"
 
 
-def generate_source(
-    config: AmpereKernelConfig, *, sim: bool | None = None, cache: bool = False
-) -> str:
+def generate_source(config: AmpereKernelConfig, *, sim: bool | None = None) -> str:
     """Python source of the kernels for *config*: ``ampere_gemm`` (+ ``ampere_splitk_reduce``).
 
     *sim* (default: whether Numba's CUDA simulator is on) drops the options the simulator's
@@ -111,9 +109,9 @@ def generate_source(
         "st_global_v4_b32)"
     )
     em()
-    emit_main_kernel(em, config, sim, cache)
+    emit_main_kernel(em, config, sim)
     if config.splitk > 1:
-        emit_splitk_reduce(em, config.epilogue, config.splitk, "ampere_splitk_reduce", sim, cache)
+        emit_splitk_reduce(em, config.epilogue, config.splitk, "ampere_splitk_reduce", sim)
     return em.text()
 
 
@@ -146,13 +144,9 @@ def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
     return {"ampere_gemm": types.void(*main)}
 
 
-def load_module(
-    config: AmpereKernelConfig, *, sim: bool | None = None, on_disk: bool = False
-) -> dict[str, Any]:
-    """Exec the generated source (see ``mmaplug.cuda.modules.load_generated``)."""
-    return load_generated(
-        config.name, lambda cache: generate_source(config, sim=sim, cache=cache), on_disk=on_disk
-    )
+def load_module(config: AmpereKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
+    """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
+    return load_generated(config.name, generate_source(config, sim=sim))
 
 
 def compile_ptx(
@@ -174,15 +168,14 @@ def build(config: AmpereKernelConfig) -> GeneratedKernels:
     hit = _BUILD_CACHE.get(config)
     if hit is not None:
         return hit
-    from mmaplug.cache import disk_cache_enabled
-
-    ns = load_module(config, on_disk=disk_cache_enabled() and not simulating())
+    ns = load_module(config)
     kernels = GeneratedKernels(
         config=config,
         gemm=ns["ampere_gemm"],
         reduce=ns.get("ampere_splitk_reduce"),
         source=ns["__source__"],
         signatures=kernel_signatures(config),
+        module=f"ampere_{config.name}",
     )
     _BUILD_CACHE[config] = kernels
     return kernels

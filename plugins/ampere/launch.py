@@ -27,7 +27,6 @@ from mmaplug.cuda.launching import (
     generated_kernel_jobs,
     launch_checked,
 )
-from mmaplug.cuda.modules import GeneratedKernels
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig, build, generate_source
 
@@ -60,13 +59,6 @@ def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
 def kernel_jobs(config: AmpereKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
     """The kernels of *config* that :func:`loaded` will load, as jobs building them for *cc*."""
     return generated_kernel_jobs("ampere", config, _source(config), build, cc)
-
-
-def _launch(
-    kernels: GeneratedKernels, name: str, args: list, grid, block, stream, smem: int
-) -> None:  # noqa: ANN001
-    sig = kernels.signatures[name]
-    launch_checked(kernels.dispatcher(name), sig, args, grid, block, stream, smem)
 
 
 def _workspace(size: int) -> Any:
@@ -116,13 +108,14 @@ def run_gemm(
     tail = [int(ksplit), tiles_m, tiles_n]
     if config.splitk == 1:
         args = [a_arr, b_arr, *ins, *outs, *scal, *dims, *in_strides, *out_strides, *tail]
-        _launch(kernels, "ampere_gemm", args, grid, block, stream, smem)
+        launch_checked(kernels, "ampere_gemm", args, grid, block, stream, smem)
         return
     ws = _workspace(config.splitk * batch * m * n)
     pro_scal = scal if config.prologue_scalars else []
     main = [a_arr, b_arr, ws, *pro_scal, *dims, *tail]
-    _launch(kernels, "ampere_gemm", main, grid, block, stream, smem)
+    launch_checked(kernels, "ampere_gemm", main, grid, block, stream, smem)
     total = batch * m * n
     rgrid = (-(-total // REDUCE_THREADS), 1, 1)
     rargs = [ws, *ins, *outs, *scal, int(m), int(n), int(batch), *in_strides, *out_strides]
-    _launch(kernels, "ampere_splitk_reduce", rargs, rgrid, (REDUCE_THREADS, 1, 1), stream, 0)
+    reduce_block = (REDUCE_THREADS, 1, 1)
+    launch_checked(kernels, "ampere_splitk_reduce", rargs, rgrid, reduce_block, stream, 0)

@@ -293,7 +293,7 @@ def _emit_mma(em: Emitter, cfg: AmpereKernelConfig, buf: int) -> None:
             )
 
 
-def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: bool) -> None:
+def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool) -> None:
     bm, bn, bk = cfg.cta_tile
     wmt, wnt, _ = cfg.warp_tile
     warps_m, _warps_n = cfg.warps
@@ -303,7 +303,7 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool, cache: boo
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
     b_off = stages * a.elems
 
-    em(f"@cuda.jit({jit_options(threads, sim, cache)})")
+    em(f"@cuda.jit({jit_options(threads, sim)})")
     em(f"def ampere_gemm({', '.join(kernel_params(cfg))}):")
     with em.indent():
         em("smem = cuda.shared.array(0, dtype=uint16)")

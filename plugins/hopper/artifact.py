@@ -232,10 +232,7 @@ class HopperArtifact:
         plan = self._plan_launch(args)
         cfg = plan.config
         clustered: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if cfg.cluster_m > 1:
-            if not simulating():  # Numba launches no clusters: the driver's launch
-                self._launch_bound(plan, args)
-                return
+        if cfg.cluster_m > 1 and simulating():
             from mmaplug.cuda.sm90_sim_cluster import clusters_of
 
             clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
@@ -246,38 +243,22 @@ class HopperArtifact:
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
         scal32 = [np.float32(s) for s in args.scalars]
-        sig = kernels.signatures["hopper_gemm"]
+        grid, smem, stream, cluster = plan.grid, cfg.smem_bytes, args.stream, cfg.cluster_m
         if cfg.splitk == 1:
             main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]
-            grid, smem = plan.grid, cfg.smem_bytes
-            with clustered:
-                launch_checked(
-                    kernels.gemm, sig, [*main, *plan.grid_args], grid, block, args.stream, smem
-                )
-            return
-        ws = self._workspace(plan)
+        else:
+            ws = self._workspace(plan)
+            main = [maps, ws, *plan.shape]
         with clustered:
-            launch_checked(
-                kernels.gemm, sig, [maps, ws, *plan.shape, *plan.grid_args], plan.grid, block,
-                args.stream, cfg.smem_bytes,
-            )  # fmt: skip
+            main += plan.grid_args
+            launch_checked(kernels, "hopper_gemm", main, grid, block, stream, smem, cluster)
+        if cfg.splitk == 1:
+            return
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
         rargs += [*plan.epi_strides, *plan.out_strides]
-        launch_checked(
-            kernels.reduce, kernels.signatures["hopper_splitk_reduce"], rargs, rgrid,
-            (REDUCE_THREADS, 1, 1), args.stream, 0,
-        )  # fmt: skip
-
-    def _launch_bound(self, plan: _Launch, args: LaunchArgs) -> None:
-        """Run once through a bound (driver) launch, with a workspace of its own."""
-        bound = BoundHopper(self, plan, args)
-        tensors = [args.a, args.b, *args.more_b, *args.epilogue_inputs, *args.outputs]
-        addresses = [t.address for t in tensors]
-        workspace = self._workspace(plan) if bound.workspace else None
-        if workspace is not None:
-            addresses.append(workspace.__cuda_array_interface__["data"][0])
-        bound(addresses, args.scalars, args.stream)
+        reduce_block = (REDUCE_THREADS, 1, 1)
+        launch_checked(kernels, "hopper_splitk_reduce", rargs, rgrid, reduce_block, stream, 0)
 
     def bind(self, args: LaunchArgs) -> BoundHopper:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""

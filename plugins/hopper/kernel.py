@@ -65,16 +65,10 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
     return {"hopper_gemm": types.void(*main)}
 
 
-def load_module(
-    config: HopperKernelConfig, *, sim: bool | None = None, on_disk: bool = False
-) -> dict[str, Any]:
-    """Exec the generated source (see ``mmaplug.cuda.modules.load_generated``)."""
+def load_module(config: HopperKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
+    """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
     sim = simulating() if sim is None else sim
-    return load_generated(
-        f"hopper_{config.name}",
-        lambda cache: generate_source(config, sim=sim, cache=cache),
-        on_disk=on_disk,
-    )
+    return load_generated(f"hopper_{config.name}", generate_source(config, sim=sim))
 
 
 def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
@@ -94,15 +88,14 @@ def build(config: HopperKernelConfig) -> GeneratedKernels:
     hit = _BUILD_CACHE.get(config)
     if hit is not None:
         return hit
-    from mmaplug.cache import disk_cache_enabled
-
-    ns = load_module(config, on_disk=disk_cache_enabled() and not simulating())
+    ns = load_module(config)
     kernels = GeneratedKernels(
         config=config,
         gemm=ns["hopper_gemm"],
         reduce=ns.get("hopper_splitk_reduce"),
         source=ns["__source__"],
         signatures=kernel_signatures(config),
+        module=f"hopper_{config.name}",
     )
     _BUILD_CACHE[config] = kernels
     return kernels

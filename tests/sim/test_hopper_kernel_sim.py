@@ -232,10 +232,9 @@ def run_case(name: str) -> dict[str, Any]:
     launches: list[tuple[str, int, int]] = []  # (kernel, CTAs, last argument) of each launch
     real_launch = artifact.launch_checked
 
-    def recording_launch(kernel: Any, sig: Any, args: list, grid: tuple, *rest: Any) -> None:
-        name = getattr(getattr(kernel, "py_func", kernel), "__name__", "?")
+    def recording_launch(kernels: Any, name: str, args: list, grid: tuple, *rest: Any) -> None:
         launches.append((name, int(grid[0]), int(args[-1])))
-        real_launch(kernel, sig, args, grid, *rest)
+        real_launch(kernels, name, args, grid, *rest)
 
     artifact.launch_checked = recording_launch
     rng = np.random.default_rng(5)

@@ -173,9 +173,9 @@ def run_case(name: str) -> dict[str, Any]:
     launches: list[str] = []
     real_launch = artifact.launch_checked
 
-    def launch(kernel: Any, *rest: Any) -> None:
-        launches.append(getattr(getattr(kernel, "py_func", kernel), "__name__", "?"))
-        real_launch(kernel, *rest)
+    def launch(kernels: Any, name: str, *rest: Any) -> None:
+        launches.append(name)
+        real_launch(kernels, name, *rest)
 
     artifact.launch_checked = launch
     rng = np.random.default_rng(11)
