@@ -1,30 +1,55 @@
-"""The kernel cache: generated modules on disk, verified before use; any fault only warns."""
+"""The kernel cache: a directory only its owner can write, whose files are checked before use.
+
+Under :func:`cache_dir`: ``cubins/<key>.cubin`` (one compiled kernel each, laid out by
+``mmaplug.cuda.cubin``), ``manifest.json`` (each key's record: sha256, size, entry, slots) and
+``manifest.lock`` (``flock``ed: shared to read an entry, exclusive to change anything).
+docs/threat-model.md says what is trusted and why. Any fault only warns (``CacheWarning``);
+the kernel is then built or kept in memory.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import importlib.metadata
-import logging
+import json
 import os
+import re
+import shlex
 import stat
 import sys
 import tempfile
-import threading
+import time
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final
 
 from . import env
 from .errors import CacheWarning
 from .log import CACHE
 
-_HEADER: Final = "# mmaplug generated kernel; digest {digest}\n"
 _ENV_KEYS: Final = ("NUMBA_OPT", "NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DEFAULT_PTX_CC")
-FIX: Final = "set MMAPLUG_CACHE_DIR to a writable directory, or MMAPLUG_DISK_CACHE=off"
-_lock: Final = threading.Lock()
+FIX: Final = (
+    "set MMAPLUG_CACHE_DIR to a directory of your own (created 0700 when missing), "
+    "or MMAPLUG_DISK_CACHE=off"
+)
+ENTRIES: Final = "cubins"
+SUFFIX: Final = ".cubin"
+MANIFEST: Final = "manifest.json"
+LOCK: Final = "manifest.lock"
+MAX_ENTRY_BYTES: Final = 256 << 20
+MAX_MANIFEST_BYTES: Final = 16 << 20
+DEFAULT_MAX_BYTES: Final = 2 << 30
+STALE_SECONDS: Final = 3600  # a temporary file this old was left by a killed writer
+_MANIFEST_FORMAT: Final = 1
+_SIZE: Final = re.compile(r"(\d+)\s*(?:([kmgt])i?)?b?")
+_UNITS: Final = {None: 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_KINDS: Final = {"d": "a directory", "p": "a FIFO", "c": "a character device",
+                 "b": "a block device", "s": "a socket"}  # fmt: skip
+_refused: set[str] = set()  # directories refused in this process (warned once)
 
 
 def cache_dir() -> Path:
@@ -49,6 +74,24 @@ def disk_cache_enabled() -> bool:
     return env.flag("MMAPLUG_DISK_CACHE", default=True)
 
 
+def max_bytes() -> int:
+    """``MMAPLUG_CACHE_MAX_BYTES``: the bound on the entries' total size (default 2 GiB).
+
+    A positive integer with an optional ``K``/``M``/``G``/``T`` suffix (powers of 1024; ``KiB``,
+    ``MB``... also read so); anything else is an ``EnvWarning`` and the default.
+    """
+    value = env.text("MMAPLUG_CACHE_MAX_BYTES")
+    if not value:
+        return DEFAULT_MAX_BYTES
+    if (found := _SIZE.fullmatch(value.lower())) and int(found[1]) > 0:
+        return int(found[1]) * _UNITS[found[2]]
+    env.complain(
+        f"MMAPLUG_CACHE_MAX_BYTES={value!r} is not a size; it accepts a positive number of "
+        "bytes with an optional K, M, G or T suffix (powers of 1024); using the default (2G)"
+    )
+    return DEFAULT_MAX_BYTES
+
+
 def versions_key() -> str:
     """Versions and environment every compiled artifact depends on."""
     parts = []
@@ -70,120 +113,265 @@ def digest(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
-def kernel_module(key: str, source: str) -> ModuleType | None:
-    """*source* as a module stored in the cache directory; None (and a ``CacheWarning``) on a fault.
+# ------------------------------------------------------------------------------------------------
+# trust: directories and files
+# ------------------------------------------------------------------------------------------------
 
-    The file name is a digest of *key*, *source* and :func:`versions_key`. A file is used only
-    when its bytes equal the text this call would write; otherwise it is rewritten atomically
-    (temporary file + rename, safe against concurrent writers). The module runs from that
-    in-memory text, never from ``__pycache__`` bytecode. Numba's ``cache=True`` kernels keep their
-    machine code beside the file; a damaged Numba cache entry is reported, replaced by an empty
-    index, and the kernel compiled afresh. On None the caller builds the kernel in memory.
+
+def trusted_dir(*parts: str) -> Path | None:
+    """The cache directory, or its subfolder *parts*, ready for use: each level created 0700
+    when missing, then checked by :func:`distrust` (as ssh checks ``~/.ssh``).
+
+    None when a level cannot be created or is not trusted: one ``CacheWarning`` per directory
+    and process names it and the fix, and the caller keeps its kernels in memory.
     """
-    name = digest(key, source, versions_key())
-    module_name = f"mmaplug_kernels.mm_{name}"
-    with _lock:
-        if (hit := sys.modules.get(module_name)) is not None:
-            CACHE.debug("kernel module %s: already loaded in this process", module_name)
-            return hit
-        text = _HEADER.format(digest=name) + source
-        where: Any = "the kernel cache"
-        try:
-            where = cache_dir() / "kernels" / f"mm_{name}.py"
-            wrote = store_file(where, text.encode())
-            code = compile(text, str(where), "exec")
-            module = ModuleType(module_name)
-            module.__file__ = str(where)
-            exec(code, vars(module))  # Numba raises RuntimeError when it finds no cache directory
-        except (OSError, RuntimeError, UnicodeError) as error:
-            warn(
-                f"mmaplug's kernel cache cannot be used at {where}: {_describe(error)}; "
-                f"building the kernel in memory ({FIX})"
-            )
-            return None
-        CACHE.debug(
-            "kernel module %s: %s %s", module_name, "miss, wrote" if wrote else "hit,", where
-        )
-        _guard_numba_caches(module)
-        sys.modules[module_name] = module
-        return module
-
-
-def store_file(path: Path, data: bytes) -> bool:
-    """Make *path* hold exactly *data*: keep a matching file, else write it atomically (True)."""
     try:
-        info = path.stat()
-    except FileNotFoundError:
-        info = None
-    if info and stat.S_ISREG(info.st_mode) and info.st_size == len(data):
-        if path.read_bytes() == data:
-            return False
-    path.parent.mkdir(parents=True, exist_ok=True)
+        path = cache_dir()
+    except OSError as error:
+        warn(f"mmaplug has no kernel cache directory ({_describe(error)}); {FIX}")
+        return None
+    for level, part in enumerate(("", *parts)):
+        path = path / part
+        if str(path) in _refused:
+            return None
+        if why := _prepare(path, parents=level == 0):
+            _refused.add(str(path))
+            warn(f"mmaplug does not use the kernel cache directory {path}: it {why}; "
+                 "this process builds its kernels in memory")  # fmt: skip
+            return None
+    return path
+
+
+def _prepare(path: Path, *, parents: bool) -> str | None:
+    """Create *path* 0700 when missing; then why it is not to be trusted, or None."""
+    try:
+        path.mkdir(mode=0o700, parents=parents)
+        os.chmod(path, 0o700)  # the umask may have taken the owner's own bits
+    except FileExistsError:
+        pass
+    except OSError as error:
+        return f"cannot be created ({_describe(error)}); {FIX}"
+    return distrust(path)
+
+
+def distrust(path: Path) -> str | None:
+    """Why the directory *path* is not to be used, with the fix; None when it is a directory
+    (not a symlink) that the current user owns and that neither group nor others can write."""
+    try:
+        info = os.lstat(path)
+    except OSError as error:
+        return f"cannot be inspected ({_describe(error)}); {FIX}"
+    quoted, me = shlex.quote(str(path)), os.geteuid()
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symlink; set MMAPLUG_CACHE_DIR to the directory itself"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"is not a directory; {FIX}"
+    if info.st_uid != me:
+        return (f"is owned by uid {info.st_uid}, not by you (uid {me}); fix: "
+                f"chown {me} {quoted}, or {FIX}")  # fmt: skip
+    if info.st_mode & 0o022:
+        return (f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}); "
+                f"fix: chmod 700 {quoted}")  # fmt: skip
+    return None
+
+
+def read_file(path: Path, limit: int, *, touch: bool = False) -> bytes:
+    """The bytes of *path*, a regular file that the current user owns, that neither group nor
+    others can write and that holds at most *limit* bytes; *touch* sets its mtime to now (a
+    use, for eviction). Never blocks: a FIFO is refused before anything is read.
+
+    :raises FileNotFoundError: there is no such file.
+    :raises OSError: it cannot be read, or is not such a file (a symlink, a FIFO, a device,
+        another user's, writable by others, too large).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise OSError("it is a symlink, not a regular file") from None
+        raise
+    with open(fd, "rb") as handle:
+        _check_file(os.fstat(fd), limit)
+        data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(f"it grew past the {limit:,}-byte limit while read")
+        if touch:
+            os.utime(fd)
+    return data
+
+
+def _check_file(info: os.stat_result, limit: int) -> None:
+    """Raise ``OSError`` saying why a file with *info* is not to be read."""
+    if not stat.S_ISREG(info.st_mode):
+        kind = _KINDS.get(stat.filemode(info.st_mode)[0], "not a regular file")
+        raise OSError(f"it is {kind}, not a regular file")
+    if info.st_uid != os.geteuid():
+        raise OSError(f"it is owned by uid {info.st_uid}, not by you (uid {os.geteuid()})")
+    if info.st_mode & 0o022:
+        raise OSError(f"it is writable by {_writers(info.st_mode)}")
+    if info.st_size > limit:
+        raise OSError(f"it holds {info.st_size:,} bytes, over the {limit:,}-byte limit")
+
+
+def _writers(mode: int) -> str:
+    return " and ".join(who for who, bit in (("group", 0o020), ("others", 0o002)) if mode & bit)
+
+
+def store_file(path: Path, data: bytes) -> None:
+    """Make *path* hold *data*, atomically: a temporary file (mode 0600) renamed over it."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return True
 
 
-def _guard_numba_caches(module: ModuleType) -> None:
-    """Make every Numba dispatcher's disk cache in *module* warn instead of raise."""
-    for obj in vars(module).values():
-        cache: Any = getattr(obj, "_cache", None) if hasattr(obj, "py_func") else None
-        if callable(getattr(cache, "load_overload", None)) and hasattr(cache, "save_overload"):
-            cache.load_overload = _guarded_load(cache, cache.load_overload)
-            cache.save_overload = _guarded_save(cache, cache.save_overload)
+@contextlib.contextmanager
+def locked(root: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the cache's ``flock``: shared to read an entry, exclusive to change the cache."""
+    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(root / LOCK, flags, 0o600)  # flock needs no write access
+    try:
+        _check_file(os.fstat(fd), sys.maxsize)  # never read: any size
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
-def _guarded_load(cache: Any, load: Any) -> Any:
-    def load_overload(sig: Any, target_context: Any) -> Any:
+# ------------------------------------------------------------------------------------------------
+# entries and the manifest
+# ------------------------------------------------------------------------------------------------
+
+
+def entry(key: str) -> Path | None:
+    """The path of entry *key*; None when the cache cannot be used (:func:`trusted_dir`)."""
+    folder = trusted_dir(ENTRIES)
+    return None if folder is None else folder / f"{key}{SUFFIX}"
+
+
+def fetch(path: Path) -> tuple[bytes, dict[str, Any] | None] | None:
+    """The bytes of the entry at *path* (from :func:`entry`; read as a use) and its manifest
+    record (None when unlisted); None when there is no such entry.
+
+    :raises OSError: the entry or the manifest cannot be read or trusted.
+    """
+    with locked(path.parent.parent, exclusive=False):
         try:
-            loaded = load(sig, target_context)
-        except Exception as error:  # a truncated index, corrupt data: Numba does not catch them
-            where = _numba_index(cache)
-            try:
-                cache.flush()  # an empty index replaces the damaged one; the next save refills it
-                done = "replaced by an empty index; compiling the kernel afresh"
-            except Exception as flush_error:
-                cache.disable()
-                done = f"could not be reset ({_describe(flush_error)}); compiling in memory"
-            warn(
-                f"Numba's cache entry {where} (index and .nbc data) is damaged "
-                f"({_describe(error)}); {done}"
-            )
+            data = read_file(path, MAX_ENTRY_BYTES, touch=True)
+        except FileNotFoundError:
             return None
-        if CACHE.isEnabledFor(logging.DEBUG):
-            found = "miss (Numba compiles it)" if loaded is None else "hit"
-            CACHE.debug("Numba machine code %s: %s", _numba_index(cache), found)
-        return loaded
-
-    return load_overload
+        return data, manifest(path.parent.parent).get(path.stem)
 
 
-def _guarded_save(cache: Any, save: Any) -> Any:
-    def save_overload(sig: Any, data: Any) -> None:
+def listed(path: Path) -> bool:
+    """Whether the entry at *path* (from :func:`entry`) is a regular file the manifest lists."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode) and path.stem in manifest(path.parent.parent)
+    except OSError:
+        return False
+
+
+def put(path: Path, data: bytes, record: Mapping[str, Any]) -> None:
+    """Store *data* at *path* (from :func:`entry`) and *record* in the manifest, then evict the
+    least recently used entries past :func:`max_bytes` (all under the exclusive lock).
+
+    :raises OSError: the entry or the manifest cannot be written.
+    """
+    root, bound = path.parent.parent, max_bytes()
+    with locked(root, exclusive=True):
+        store_file(path, data)
         try:
-            save(sig, data)
-        except Exception as error:  # a full disk, a directory that turned read-only
-            cache.disable()
-            warn(
-                f"Numba's cache file {_numba_index(cache)} cannot be written "
-                f"({_describe(error)}); this process keeps the kernel in memory"
-            )
+            records = manifest(root)
+        except OSError as error:  # damaged: replaced; the entries it listed are rebuilt
+            CACHE.debug("%s; writing a new one", error)
+            records = {}
+        records[path.stem] = dict(record)
+        _sweep(root, records, bound)
+        document = {"format": _MANIFEST_FORMAT, "entries": records}
+        store_file(root / MANIFEST, json.dumps(document, indent=1, sort_keys=True).encode())
 
-    return save_overload
+
+def manifest(root: Path) -> dict[str, Any]:
+    """The manifest's records by key; empty when there is none.
+
+    :raises OSError: it cannot be read or trusted, or is damaged.
+    """
+    try:
+        data = read_file(root / MANIFEST, MAX_MANIFEST_BYTES)
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise OSError(f"the cache manifest {root / MANIFEST} cannot be used: {error}") from None
+    try:
+        document = json.loads(data)
+        records = document["entries"]
+        if document["format"] == _MANIFEST_FORMAT and isinstance(records, dict):
+            return records
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise OSError(f"the cache manifest {root / MANIFEST} is damaged")
 
 
-def _numba_index(cache: Any) -> str:
-    return str(getattr(getattr(cache, "_cache_file", None), "_index_path", cache.cache_path))
+def _sweep(root: Path, records: dict[str, Any], bound: int) -> None:
+    """Remove stale temporary files, the entries *records* (the manifest) does not list (from
+    another cache format, or not mmaplug's), then the least recently used entries while their
+    total passes *bound*; *records* keeps only the keys of the entries left."""
+    remove_stale(root)
+    found = sorted(entries(root), key=lambda pair: pair[1].st_mtime)
+    total, kept = sum(info.st_size for _, info in found), set()
+    for path, info in found:  # oldest first
+        if path.stem in records and total <= bound:
+            kept.add(path.stem)
+            continue
+        path.unlink()
+        total -= info.st_size
+        CACHE.debug("cubin %s: removed (unlisted, or the cache past %d bytes)", path, bound)
+    for key in set(records) - kept:
+        del records[key]
+
+
+def entries(root: Path) -> list[tuple[Path, os.stat_result]]:
+    """Each regular ``*.cubin`` file under ``root/cubins`` with its ``lstat``."""
+    found = []
+    for path in named(root / ENTRIES, SUFFIX):
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISREG((info := os.lstat(path)).st_mode):
+                found.append((path, info))
+    return found
+
+
+def named(folder: Path, suffix: str, prefix: str = "") -> list[Path]:
+    """The names in *folder* with *prefix* and *suffix* that are not directories."""
+    try:
+        with os.scandir(folder) as listing:
+            return sorted(
+                folder / item.name
+                for item in listing
+                if item.name.startswith(prefix) and item.name.endswith(suffix)
+                and not item.is_dir(follow_symlinks=False)
+            )  # fmt: skip
+    except FileNotFoundError:
+        return []
+
+
+def remove_stale(root: Path) -> list[Path]:
+    """Remove the temporary files a killed writer left (older than an hour); the paths removed."""
+    removed = []
+    for path in [*named(root, ".tmp", "."), *named(root / ENTRIES, ".tmp", ".")]:
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - os.lstat(path).st_mtime > STALE_SECONDS:
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def _describe(error: BaseException) -> str:
+    """``ExceptionName: message``."""
     return f"{type(error).__name__}: {error}"
 
 

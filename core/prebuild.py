@@ -42,7 +42,9 @@ def prebuild(
     A kernel otherwise builds at its fusion's first ``execute`` (1-3 s each, one at a time:
     Numba's compiler lock serialises builds in a process). After this, that first call loads
     the cubin through the driver in milliseconds, without importing Numba; so does any later
-    process while the disk cache (``MMAPLUG_CACHE_DIR``) holds it. No GPU is needed: kernels
+    process while the disk cache (``MMAPLUG_CACHE_DIR``) holds it. Each cubin is listed in the
+    cache's manifest, so a copy of the directory (0700, the user's own) carries what it needs
+    to be loaded (docs/threat-model.md). No GPU is needed: kernels
     build for each plan's device (``mp.compile(..., device="h200")`` prepares a cache for a
     GPU machine elsewhere). The workers are spawned: a script calling this runs its work
     under ``if __name__ == "__main__":``.

@@ -7,7 +7,7 @@ import hashlib
 import importlib.metadata
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
 
 from .. import cache
@@ -19,6 +19,7 @@ __all__ = [
     "Binary",
     "arch",
     "entry_key",
+    "flaw",
     "keep",
     "kernel",
     "read",
@@ -30,7 +31,7 @@ __all__ = [
 
 _DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024
 _TOOLCHAIN: Final = ("cuda-bindings", "nvidia-nvjitlink", "nvidia-nvvm", "cuda-python")
-_FORMAT: Final = 1
+_FORMAT: Final = 2  # 2: every entry is listed in the cache manifest (issue 22)
 _loaded: dict[str, int] = {}  # entry key -> CUkernel, for the life of the process
 _kept: dict[str, Binary] = {}  # entry key -> built ahead of its first load (``keep``)
 _lock: Final = threading.RLock()
@@ -108,15 +109,14 @@ def kernel(
 
 
 def stored(key: str) -> bool:
-    """Whether the kernel under *key* needs no build: loaded, kept, or in the disk cache."""
+    """Whether the kernel under *key* needs no build: loaded, kept, or in the disk cache (a
+    file the cache manifest lists)."""
     if key in _loaded or key in _kept:
         return True
     if not cache.disk_cache_enabled():
         return False
-    try:
-        return (cache.cache_dir() / "cubins" / f"{key}.cubin").is_file()
-    except OSError:
-        return False
+    where = cache.entry(key)
+    return where is not None and cache.listed(where)
 
 
 def keep(key: str, binary: Binary) -> None:
@@ -129,17 +129,16 @@ def keep(key: str, binary: Binary) -> None:
 
 
 def write(key: str, binary: Binary) -> None:
-    """Store *binary* under *key* (atomically); a fault only warns (``CacheWarning``)."""
-    meta = {
-        "format": _FORMAT,
-        "entry": binary.entry,
-        "slots": binary.slots,
-        "sha256": hashlib.sha256(binary.cubin).hexdigest(),
-    }
-    where: Any = "the kernel cache"
+    """Store *binary* under *key*, listed in the cache manifest (atomically; least recently
+    used entries past ``MMAPLUG_CACHE_MAX_BYTES`` are evicted); a fault only warns."""
+    where = cache.entry(key)
+    if where is None:
+        return  # the cache directory is not used in this process (it warned once)
+    record = _record(binary)
+    meta = {"format": _FORMAT, "entry": binary.entry, "slots": binary.slots}
+    header = json.dumps({**meta, "sha256": record["sha256"]}).encode()
     try:
-        where = cache.cache_dir() / "cubins" / f"{key}.cubin"
-        cache.store_file(where, json.dumps(meta).encode() + b"\n" + binary.cubin)
+        cache.put(where, header + b"\n" + binary.cubin, record)
     except OSError as error:
         cache.warn(f"mmaplug cannot store the compiled kernel at {where}: {error}; {cache.FIX}")
         return
@@ -148,27 +147,70 @@ def write(key: str, binary: Binary) -> None:
 
 def read(key: str, slots: int) -> Binary | None:
     """The binary stored under *key*; None when there is none, or (with a ``CacheWarning``)
-    when it is damaged or laid out for another parameter block than *slots*."""
-    where: Any = "the kernel cache"
-    try:
-        where = cache.cache_dir() / "cubins" / f"{key}.cubin"
-        data = where.read_bytes()
-    except FileNotFoundError:
-        CACHE.debug("cubin %s: miss", where)
+    when it cannot be trusted (see :func:`flaw`) or is laid out for another parameter block
+    than *slots*."""
+    where = cache.entry(key)
+    if where is None:
         return None
+    try:
+        found = cache.fetch(where)
     except OSError as error:
         cache.warn(f"mmaplug cannot read the compiled kernel {where}: {error}; rebuilding it")
         return None
-    head, _, cubin = data.partition(b"\n")
+    if found is None:
+        CACHE.debug("cubin %s: miss", where)
+        return None
     try:
-        meta = json.loads(head)
-        entry, stored = str(meta["entry"]), int(meta["slots"])
-        intact = meta["format"] == _FORMAT and meta["sha256"] == hashlib.sha256(cubin).hexdigest()
-    except (ValueError, KeyError, TypeError):
-        intact, entry, stored = False, "", -1
-    if not intact or stored != slots:
-        why = "is damaged" if not intact else f"takes {stored} parameter slots, not {slots}"
+        binary = _trusted(*found)
+        if binary.slots != slots:
+            raise ValueError(f"takes {binary.slots} parameter slots, not {slots}")
+    except ValueError as why:
         cache.warn(f"the compiled kernel {where} {why}; rebuilding and replacing it")
         return None
     CACHE.debug("cubin %s: hit", where)
-    return Binary(cubin, entry, stored)
+    return binary
+
+
+def flaw(data: bytes, record: Mapping[str, Any] | None) -> str | None:
+    """Why the stored entry *data*, listed in the cache manifest as *record* (None when not
+    listed), must not be loaded; None when it is intact and exactly what the manifest lists."""
+    try:
+        _trusted(data, record)
+    except ValueError as why:
+        return str(why)
+    return None
+
+
+def _trusted(data: bytes, record: Mapping[str, Any] | None) -> Binary:
+    """The binary an entry's *data* holds, checked against its header's sha256 and against
+    its manifest *record*.
+
+    :raises ValueError: why it must not be loaded.
+    """
+    head, _, image = data.partition(b"\n")
+    try:
+        meta = json.loads(head)
+        binary = Binary(image, str(meta["entry"]), int(meta["slots"]))
+        layout, intact = meta["format"], meta["sha256"] == hashlib.sha256(image).hexdigest()
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("is damaged") from None
+    if layout != _FORMAT:
+        raise ValueError(f"is of cache format {layout!r}, not {_FORMAT} (another mmaplug's)")
+    if not intact:
+        raise ValueError("is damaged")
+    if record is None:
+        raise ValueError("is not listed in the cache manifest (mmaplug's writer did not store it)")
+    if record != _record(binary):
+        raise ValueError("does not match its record in the cache manifest")
+    return binary
+
+
+def _record(binary: Binary) -> dict[str, Any]:
+    """*binary*'s record in the cache manifest."""
+    digest = hashlib.sha256(binary.cubin).hexdigest()
+    return {
+        "sha256": digest,
+        "size": len(binary.cubin),
+        "entry": binary.entry,
+        "slots": binary.slots,
+    }

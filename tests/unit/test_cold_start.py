@@ -171,10 +171,10 @@ def test_target_follows_numbas_arch_rule(monkeypatch: pytest.MonkeyPatch, cc: tu
         (lambda data: b"not json\n" + data, "is damaged"),
         (
             lambda data: data.replace(b'"slots": 21', b'"slots": 19'),
-            "takes 19 parameter slots, not 21",
+            "does not match its record in the cache manifest",
         ),
     ],
-    ids=["truncated", "no_header", "other_layout"],
+    ids=["truncated", "no_header", "header_edited"],
 )
 def test_damaged_or_stale_entry_warns_and_is_rebuilt(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch, damage: Any, why: str
@@ -197,7 +197,7 @@ def test_layout_disagreement_at_build_is_a_plugin_bug(
     FakeDriver(monkeypatch)
     with pytest.raises(KernelBuildError, match="takes 19 parameter slots but its bound launch"):
         cubin.kernel("m", "src", "k", 0, 21, _builder([], slots=19))
-    assert not (cache_dir / "cubins").exists()
+    assert not list((cache_dir / "cubins").iterdir())
 
 
 def test_disk_cache_off_neither_reads_nor_writes(
@@ -216,9 +216,9 @@ def test_unwritable_cache_warns_and_loads_from_memory(
     blocker.write_text("")
     monkeypatch.setenv("MMAPLUG_CACHE_DIR", str(blocker))  # a file: no directory under it
     fake, calls = FakeDriver(monkeypatch), []
-    with pytest.warns(CacheWarning, match="cannot (read|store) the compiled kernel") as caught:
+    with pytest.warns(CacheWarning, match=f"cache directory {blocker}: it is not a dir") as caught:
         cubin.kernel("m", "src", "k", 0, 21, _builder(calls))
-    assert [str(w.message).split()[2] for w in caught] == ["read", "store"]
+    assert len(caught) == 1  # once: the process keeps its kernels in memory from then on
     assert calls == [1] and len(fake.loads) == 1
 
 

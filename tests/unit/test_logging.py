@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import io
 import logging
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import mmaplug as mp
-from mmaplug import cache, log
+from mmaplug import log
 from mmaplug import plan as plan_module
+from mmaplug.cuda import cubin
 from mmaplug.demo import example_fusion
 from mmaplug.errors import ParamAdjustedWarning
-
-NJIT_SOURCE = "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
 
 
 @pytest.fixture
@@ -27,14 +24,6 @@ def pm() -> mp.PluginManager:
 @pytest.fixture
 def problem(pm: mp.PluginManager) -> mp.MatmulProblem:
     return mp.matmul_problem(example_fusion(256, 512, 128), pm=pm)
-
-
-@pytest.fixture
-def fresh_modules() -> Iterator[None]:
-    """Generated kernel modules imported by a test are forgotten after it."""
-    yield
-    for name in [n for n in sys.modules if n.startswith("mmaplug_kernels.")]:
-        del sys.modules[name]
 
 
 def messages(caplog: pytest.LogCaptureFixture, name: str, level: int) -> list[str]:
@@ -117,45 +106,22 @@ def test_compile_reports_the_build_and_its_time(
     assert [r.name for r in caplog.records] == ["mmaplug.plan", "mmaplug.build"]
 
 
-def test_kernel_module_cache_misses_and_hits_at_debug(
-    caplog: pytest.LogCaptureFixture,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    fresh_modules: None,
+def test_cubin_cache_misses_and_hits_at_debug(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Disk cache: written (miss), found in a fresh process (hit), then already loaded."""
+    """Disk cache: a miss, the entry stored, then a hit in a later read."""
     monkeypatch.setenv("MMAPLUG_CACHE_DIR", str(tmp_path))
+    binary = cubin.Binary(b"\x7fELF log", "_Z", 3)
     with caplog.at_level(logging.DEBUG, logger="mmaplug.cache"):
-        first = cache.kernel_module("log1", "A = 1\n")
-        del sys.modules[first.__name__]  # as a fresh process
-        cache.kernel_module("log1", "A = 1\n")
-        cache.kernel_module("log1", "A = 1\n")
-    where = str(tmp_path / "kernels" / Path(first.__file__).name)
+        assert cubin.read("log1", 3) is None
+        cubin.write("log1", binary)
+        assert cubin.read("log1", 3) == binary
+    where = tmp_path / "cubins" / "log1.cubin"
     assert messages(caplog, "mmaplug.cache", logging.DEBUG) == [
-        f"kernel module {first.__name__}: miss, wrote {where}",
-        f"kernel module {first.__name__}: hit, {where}",
-        f"kernel module {first.__name__}: already loaded in this process",
+        f"cubin {where}: miss",
+        f"cubin {where}: stored (8 bytes)",
+        f"cubin {where}: hit",
     ]
-
-
-def test_numba_machine_code_misses_and_hits_at_debug(
-    caplog: pytest.LogCaptureFixture,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    fresh_modules: None,
-) -> None:
-    """Numba's cache beside a kernel module: a miss compiles, a fresh process then hits."""
-    monkeypatch.setenv("MMAPLUG_CACHE_DIR", str(tmp_path))
-    module = cache.kernel_module("log2", NJIT_SOURCE)
-    with caplog.at_level(logging.DEBUG, logger="mmaplug.cache"):
-        assert module.f(1) == 2
-        del sys.modules[module.__name__]
-        assert cache.kernel_module("log2", NJIT_SOURCE).f(2) == 3
-    numba_lines = [m for m in messages(caplog, "mmaplug.cache", logging.DEBUG) if "Numba" in m]
-    assert len(numba_lines) == 2
-    assert numba_lines[0].startswith("Numba machine code ") and ".nbi" in numba_lines[0]
-    assert numba_lines[0].endswith(": miss (Numba compiles it)")
-    assert numba_lines[1].endswith(": hit")
 
 
 def test_to_stream_prints_mmaplug_records(pm: mp.PluginManager, problem: mp.MatmulProblem) -> None:
