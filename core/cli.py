@@ -1,4 +1,5 @@
-"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo, bench, tuning."""
+"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo, bench, tuning,
+cache."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .cli_args import (
     requires,
     setting,
 )
+from .cli_cache import add_cache
 from .cli_run import add_bench, add_demo
 from .device import PRESET_NAMES, Device, get_device
 from .dtypes import DType
@@ -36,7 +38,7 @@ from .manager import get_plugin_manager
 from .plan import explain, plan_problem
 from .problem import Layout, MatmulProblem, VectorWidths
 from .progress import Progress
-from .records import plan_record, plugins_record
+from .records import plan_record, plugins_record, precedence_text
 from .tune.cli import add_db, add_tune
 from .tune.cli_report import add_diff, add_report
 
@@ -47,7 +49,8 @@ Compile matmul fusions into tensor-core GPU kernels, and see how each kernel is 
 
 explain and plugins need no GPU; demo runs on a GPU or in Numba's CUDA simulator;
 bench needs a CUDA GPU and torch; tune times on GPUs (--plan-only and --build-only need
-none); db, report and diff read the tuning database (docs/tuning.md)."""
+none); db, report and diff read the tuning database (docs/tuning.md); cache shows,
+clears and verifies the kernel cache."""
 
 EPILOG = """\
 examples:
@@ -55,6 +58,7 @@ examples:
   mmaplug explain --m 128 --n 4096 --k 4096 --device a100 --layout nt --json
   mmaplug explain --m 4096 --n 4096 --k 4096 --emit ptx > kernel.ptx
   mmaplug plugins --json
+  mmaplug cache verify                                 check every cached kernel
   mmaplug -v demo                                      with mmaplug's log lines on stderr
   MMAPLUG_DUMP=all python script.py                    every kernel's source, PTX, SASS, plan
 
@@ -256,6 +260,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print_json(record)
         return 0
+    ranks = {h["name"]: precedence_text(h, record["heuristic"]) for h in record["heuristics"]}
     print("registered plugins:")
     for plugin in record["plugins"]:
         origin = f"{plugin['distribution']} {plugin['version']}".strip()
@@ -263,7 +268,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             f"  {plugin['name']:<12} {origin or '(registered at run time)':<20} {plugin['module']}"
         )
         print(f"  {'':<12} hooks: {', '.join(plugin['hooks']) or '(none)'}")
-    print(f"selected heuristic: {record['heuristic'] or '(any; default last)'}")
+        if plugin["name"] in ranks:
+            print(f"  {'':<12} heuristic: {ranks[plugin['name']]}")
+    asked = ", ".join(h["name"] for h in record["heuristics"] if h["rank"] is not None)
+    print(f"heuristics asked, in order: {asked} (selected: {record['heuristic'] or 'any'})")
     print(f"blocked: {', '.join(record['blocked']) or '(none)'}")
     print(
         f"policy: {'strict (raise)' if record['strict'] else 'warn and use the default heuristic'}"
@@ -276,8 +284,8 @@ def _add_plugins(sub: Any) -> None:
         "plugins",
         help="list the registered plugins, their hooks and distributions",
         description="List every registered plugin (built-in and installed through the 'mmaplug' "
-        "entry point), the distribution it came from, the hooks it implements, then the "
-        "selected heuristic, the blocked names and the policy (MMAPLUG_* variables apply).",
+        "entry point), its distribution, its hooks, a heuristic's rank and what shadows it, "
+        "then the selected heuristic, the blocked names and the policy (MMAPLUG_* apply).",
     )
     add_json(p, "the same as JSON")
     p.set_defaults(func=cmd_plugins)
@@ -298,6 +306,7 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
     add_db,
     add_report,
     add_diff,
+    add_cache,
 ]
 
 

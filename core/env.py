@@ -15,6 +15,9 @@ TRUE_WORDS: Final = ("1", "true", "yes", "on")
 FALSE_WORDS: Final = ("0", "false", "no", "off")
 SWITCH: Final = "switch: " + "/".join(f"`{w}`" for w in FALSE_WORDS + TRUE_WORDS)
 STRICT: Final = "MMAPLUG_STRICT"
+#: Switches that decide which code runs (the policy, which plugins load): a value that is no
+#: switch word is always a ``UsageError``, since mmaplug cannot tell what was asked for.
+EXACT_SWITCHES: Final = (STRICT, "MMAPLUG_DISABLE_PLUGIN_AUTOLOAD")
 
 
 class Variable(NamedTuple):
@@ -29,9 +32,18 @@ class Variable(NamedTuple):
 VARIABLES: Final = (
     Variable(
         "MMAPLUG_CACHE_DIR",
-        "Directory of the on-disk kernel cache (generated modules, Numba's machine code)",
-        "a directory path; created if missing, `~` expanded, relative to the working directory",
+        "Directory of the on-disk kernel cache (compiled cubins and their manifest); used only "
+        "while you own it and only you can write it (docs/threat-model.md)",
+        "a directory path; created 0700 if missing, `~` expanded, relative to the working "
+        "directory",
         "`$XDG_CACHE_HOME/mmaplug`, else `~/.cache/mmaplug`",
+    ),
+    Variable(
+        "MMAPLUG_CACHE_MAX_BYTES",
+        "Bound on the cached kernels' total size; past it the least recently used are removed",
+        "a positive number of bytes, with an optional `K`, `M`, `G` or `T` suffix (powers of "
+        "1024, any case)",
+        "`2G`",
     ),
     Variable(
         "MMAPLUG_DISK_CACHE",
@@ -65,7 +77,8 @@ VARIABLES: Final = (
     ),
     Variable(
         "MMAPLUG_FAST_LAUNCH",
-        "`off` checks every `execute()` and launches through Numba (a debugging aid)",
+        "`off` checks every `execute()` and each kernel argument against its signature, then "
+        "launches the same cached kernel (a debugging aid)",
         SWITCH,
         "`on`",
     ),
@@ -112,19 +125,31 @@ def text(name: str, environ: Mapping[str, str] | None = None) -> str:
 
 def strict(environ: Mapping[str, str] | None = None) -> bool:
     """``MMAPLUG_STRICT``: any value but a switch word is a ``UsageError``."""
-    value = _environ(environ).get(STRICT, "")
+    return _exact(STRICT, False, _environ(environ))
+
+
+def switch(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """The switch *name* read as ``MMAPLUG_STRICT`` is: unset or blank gives *default*, and any
+    other value than a switch word is a ``UsageError`` (in every mode)."""
+    text(name, environ)  # the name is known; complain about unknown MMAPLUG_* names
+    return _exact(name, default, _environ(environ))
+
+
+def _exact(name: str, default: bool, environ: Mapping[str, str]) -> bool:
+    value = environ.get(name, "")
     if (word := value.strip().lower()) and word not in TRUE_WORDS + FALSE_WORDS:
-        raise UsageError(f"{STRICT}={value!r} is not a switch; {_accepted(STRICT)}")
-    return word in TRUE_WORDS
+        raise UsageError(f"{name}={value!r} is not a switch; {_accepted(name)}")
+    return word in TRUE_WORDS if word else default
 
 
 def flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
-    """The switch *name*: unset or blank gives *default*; other words warn (raise when strict)."""
+    """The switch *name*: unset or blank gives *default*; other words warn (raise when strict),
+    except for ``EXACT_SWITCHES``, where they always raise (:func:`switch`)."""
+    if name in EXACT_SWITCHES:
+        return switch(name, default, environ)
     word = text(name, environ).lower()
     if not word:
         return default
-    if name == STRICT:
-        return strict(environ)
     if word in TRUE_WORDS + FALSE_WORDS:
         return word in TRUE_WORDS
     value = _environ(environ)[name]

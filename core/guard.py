@@ -114,6 +114,7 @@ class Guard:
             fallback=fallback,
             cls=cls,
             cause=cause,
+            pm=self.pm,  # a warning points at the plugin's implementation of the hook
         )
         self.dropped.add(plugin)
 

@@ -6,7 +6,6 @@ import difflib
 import importlib.metadata
 import os
 import threading
-import warnings
 from collections.abc import Iterable, Mapping
 from typing import Final, TypedDict, final
 
@@ -14,7 +13,9 @@ import attrs
 import pluggy
 
 from . import env, hookspecs
+from .attribution import warn_about, warn_at
 from .errors import PluginError, PluginWarning, UsageError
+from .hookcheck import near_hooks, undecorated, unknown_arguments, unknown_hooks
 from .markers import PROJECT
 
 ENTRY_POINT_GROUP: Final = "mmaplug"
@@ -58,6 +59,64 @@ class PluginManager(pluggy.PluginManager):
         self.blocked: tuple[str, ...] = ()
         self.plugin_info: dict[str, PluginInfo] = {}
 
+    def register(self, plugin: object, name: str | None = None) -> str | None:
+        """Register *plugin* as pluggy does (None when *name* is blocked), checking its hooks.
+
+        :raises PluginError: A hook implementation takes an argument its hook does not have
+            (naming plugin, hook, argument and the hook's arguments); strict mode: the plugin
+            has ``mmaplug_*`` functions without ``@mmaplug.hookimpl`` (a ``PluginWarning``
+            otherwise: pluggy ignores such functions).
+        """
+        try:
+            registered = super().register(plugin, name)
+        except pluggy.PluginValidationError as error:
+            name = name or self.get_canonical_name(plugin)
+            raise self._invalid(plugin, name, error) from error
+        if registered is not None:
+            if functions := undecorated(self, plugin):
+                self._undecorated(plugin, registered, functions)
+        return registered
+
+    def _invalid(
+        self, plugin: object, name: str, error: pluggy.PluginValidationError
+    ) -> PluginError:
+        """pluggy's refusal of *plugin* as a ``PluginError``: for an argument a hook does not
+        pass, naming the plugin, the hook, the argument and the hook's arguments."""
+        found = unknown_arguments(self, plugin)
+        if found is None:
+            what = f"plugin {describe(self, name)} cannot be registered: {error}"
+            return PluginError(what, plugin=name)
+        hook, unknown, accepted = found
+        near = [m for arg in unknown for m in difflib.get_close_matches(arg, accepted, n=1)]
+        return PluginError(
+            f"plugin {describe(self, name)} implements {hook} with "
+            f"{'argument' if len(unknown) == 1 else 'arguments'} {', '.join(map(repr, unknown))}"
+            ", which the hook does not have"
+            + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
+            + f"\nhook: {hook}\naccepted arguments: {', '.join(accepted)} (take any of them, by "
+            "these names)",
+            plugin=name,
+            hook=hook,
+        )
+
+    def _undecorated(self, plugin: object, name: str, functions: list[str]) -> None:
+        """Warn (strict: unregister and raise) about *plugin*'s undecorated *functions*."""
+        them = "it" if len(functions) == 1 else "them"
+        try:
+            fault(
+                f"plugin {describe(self, name)} has {', '.join(functions)}, named like "
+                f"mmaplug hooks but not decorated with @mmaplug.hookimpl, so pluggy never "
+                f"calls {them}; decorate {them} with @mmaplug.hookimpl (or rename {them})",
+                strict=self.strict,
+                plugin=name,
+                hook=functions[0],
+                fallback=f"the plugin is registered without {them}",
+                at=getattr(plugin, functions[0], None),
+            )
+        except PluginError:
+            self.unregister(plugin)
+            raise
+
     def check_heuristic(self) -> None:
         """Raise ``UsageError`` unless the selected heuristic is a registered plugin."""
         if self.heuristic is None or self.has_plugin(self.heuristic):
@@ -77,37 +136,22 @@ class PluginManager(pluggy.PluginManager):
                 return
             except pluggy.PluginValidationError as error:
                 name = self.get_name(error.plugin) or repr(error.plugin)
-                hooks = _unknown_hooks(self, error.plugin)
+                hooks = unknown_hooks(self, error.plugin)
                 info = self.plugin_info.get(name)
                 installed = info is not None and info.distribution not in ("", "mmaplug")
                 fault(
                     f"plugin {describe(self, name)} implements {', '.join(hooks)}, which "
                     f"{'is no hook' if len(hooks) == 1 else 'are no hooks'} of mmaplug; "
-                    f"check the spelling against mmaplug.hookspecs{_near_hooks(hooks)}",
+                    f"check the spelling against mmaplug.hookspecs{near_hooks(hooks)}",
                     strict=self.strict or not installed,
                     plugin=name,
                     hook=hooks[0],
                     fallback="the plugin is not registered",
                     cause=error,
+                    pm=self,
                 )
                 self.unregister(error.plugin)
                 self.plugin_info.pop(name, None)
-
-
-def _unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
-    return sorted(
-        name
-        for name, caller in vars(pm.hook).items()
-        if not name.startswith("_")
-        and not caller.has_spec()
-        and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls())
-    )
-
-
-def _near_hooks(hooks: list[str]) -> str:
-    known = [name for name in dir(hookspecs) if name.startswith("mmaplug_")]
-    near = [m for hook in hooks for m in difflib.get_close_matches(hook, known, n=1)]
-    return f" (did you mean {', '.join(near)}?)" if near else ""
 
 
 def describe(pm: pluggy.PluginManager, name: str, *, quote: bool = True) -> str:
@@ -138,22 +182,26 @@ def fault(
     fallback: str | None,
     cls: type[Exception] = PluginError,
     cause: BaseException | None = None,
+    pm: pluggy.PluginManager | None = None,
+    at: object = None,
 ) -> None:
     """The plugin-fault policy: raise *cls* when *strict* or without *fallback*, else warn.
 
-    The warning is a ``PluginWarning`` ending with the *fallback* taken; the error (a
-    ``PluginError`` unless *cls* says otherwise) is raised from *cause*.
+    The warning is a ``PluginWarning`` ending with the *fallback* taken, issued at the line of
+    the function *at*, else of *plugin*'s implementation of *hook* in *pm* (``warn_at``); the
+    error (a ``PluginError`` unless *cls* says otherwise) is raised from *cause*.
     """
     if strict or fallback is None:
         if issubclass(cls, PluginError):
             raise cls(message, plugin=plugin, hook=hook) from cause
         raise cls(message) from cause
-    warnings.warn(
-        PluginWarning(
-            f"{message}\n{fallback} (MMAPLUG_STRICT=1 raises instead)", plugin=plugin, hook=hook
-        ),
-        stacklevel=4,
+    warning = PluginWarning(
+        f"{message}\n{fallback} (MMAPLUG_STRICT=1 raises instead)", plugin=plugin, hook=hook
     )
+    if at is not None:
+        warn_at(warning, at, stacklevel=4)
+    else:
+        warn_about(warning, pm, plugin, hook, stacklevel=4)
 
 
 def plugin_name(plugin: object) -> str | None:
@@ -176,12 +224,14 @@ def make_plugin_manager(
     :param block: Plugin names never to register (built-in short names or entry-point names).
     :param heuristic: The only plugin (besides the default) asked for ``mmaplug_matmul_params``.
     :param load_entrypoints: Load the ``mmaplug`` entry points of installed distributions.
-    :param strict: Raise on a misbehaving plugin (True) or warn and fall back (False, default).
+    :param strict: Raise on a misbehaving plugin (True) or warn and fall back (False); None
+        (the default) follows ``MMAPLUG_STRICT``.
     :raises UsageError: An essential plugin is blocked; strict: a blocked name or the heuristic
         is unknown (a ``PluginWarning`` otherwise, and the default heuristic is used).
     :raises PluginError: An explicit plugin implements an unknown hook; strict: an installed
         plugin does, cannot be registered, or clashes with a built-in's name.
     """
+    strict = env.strict() if strict is None else strict
     pm = PluginManager(strict=bool(strict), heuristic=heuristic or None)
     blocked = tuple(dict.fromkeys(name.strip() for name in block if name.strip()))
     for name in blocked:
@@ -268,44 +318,74 @@ def _entry_point_names() -> list[str]:
     ]
 
 
+def heuristic_order(pm: pluggy.PluginManager) -> list[str]:
+    """The plugins implementing ``mmaplug_matmul_params``, in the order planning asks them; the
+    first answer that is not None is the base (docs/decisions.md, "Heuristic precedence").
+
+    pluggy's call order: ``tryfirst``, then plain, then ``trylast`` implementations (the
+    default heuristic), each group last registered first. With a selected heuristic
+    (``MMAPLUG_HEURISTIC``) only it and the default are asked.
+    """
+    impls = pm.hook.mmaplug_matmul_params.get_hookimpls()
+    order = [i.plugin_name for i in reversed(impls) if not (i.hookwrapper or i.wrapper)]
+    selected = getattr(pm, "heuristic", None)
+    if selected is not None:
+        order = [name for name in order if name in (selected, DEFAULT_HEURISTIC)]
+    return order
+
+
+def _entry_points() -> list[tuple[importlib.metadata.EntryPoint, importlib.metadata.Distribution]]:
+    """The ``mmaplug`` entry points in registration order: names reverse-alphabetically, so that
+    pluggy (the last registered is asked first) asks installed heuristics alphabetically; one
+    name's distributions alphabetically, then in ``sys.path`` order (the first keeps the name)."""
+    found = [
+        (ep, dist)
+        for dist in importlib.metadata.distributions()
+        for ep in dist.entry_points
+        if ep.group == ENTRY_POINT_GROUP
+    ]
+    found.sort(key=lambda pair: pair[1].metadata["name"] or "")  # stable: sys.path order kept
+    found.sort(key=lambda pair: pair[0].name, reverse=True)  # stable too
+    return found
+
+
 def _load_entrypoints(pm: PluginManager) -> None:
     """Register each ``mmaplug`` entry point; a faulty one is skipped with a warning (strict:
     raised): an import error, a built-in's or another distribution's name, an invalid hookimpl."""
-    for dist in list(importlib.metadata.distributions()):
-        for ep in dist.entry_points:
-            if ep.group != ENTRY_POINT_GROUP or pm.is_blocked(ep.name):
-                continue
-            dist_name = dist.metadata["name"] or "?"
-            origin = f"plugin {ep.name!r} from distribution {dist_name} {dist.version}"
-            info = pm.plugin_info.get(ep.name)
-            if info is not None and (info.distribution, info.module) == (dist_name, ep.value):
-                continue  # the same distribution found twice on sys.path
-            if info is not None:
-                _skip(
-                    pm,
-                    ep.name,
-                    f"{origin} has the name of the plugin {describe(pm, ep.name)}"
-                    "; rename its entry point, or block one of them (MMAPLUG_DISABLE)",
-                )
-                continue
-            try:
-                plugin = ep.load()
-            except Exception as error:
-                _skip(
-                    pm,
-                    ep.name,
-                    f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error}",
-                    error,
-                )
-                continue
-            if pm.is_registered(plugin):
-                continue
-            try:
-                pm.register(plugin, name=ep.name)
-            except Exception as error:  # pluggy's PluginValidationError: a bad hookimpl
-                _skip(pm, ep.name, f"{origin} cannot be registered: {error}", error)
-                continue
-            pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
+    for ep, dist in _entry_points():
+        if pm.is_blocked(ep.name):
+            continue
+        dist_name = dist.metadata["name"] or "?"
+        origin = f"plugin {ep.name!r} from distribution {dist_name} {dist.version}"
+        info = pm.plugin_info.get(ep.name)
+        if info is not None and (info.distribution, info.module) == (dist_name, ep.value):
+            continue  # the same distribution found twice on sys.path
+        if info is not None:
+            _skip(
+                pm,
+                ep.name,
+                f"{origin} has the name of the plugin {describe(pm, ep.name)}"
+                "; rename its entry point, or block one of them (MMAPLUG_DISABLE)",
+            )
+            continue
+        try:
+            plugin = ep.load()
+        except Exception as error:
+            _skip(
+                pm,
+                ep.name,
+                f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error}",
+                error,
+            )
+            continue
+        if pm.is_registered(plugin):
+            continue
+        pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
+        try:  # with its info already, so that warnings name the distribution
+            pm.register(plugin, name=ep.name)
+        except Exception as error:  # a bad hookimpl (PluginManager.register's PluginError)
+            del pm.plugin_info[ep.name]
+            _skip(pm, ep.name, f"{origin} cannot be registered: {error}", error)
 
 
 def _skip(pm: PluginManager, name: str, message: str, cause: BaseException | None = None) -> None:
@@ -313,7 +393,9 @@ def _skip(pm: PluginManager, name: str, message: str, cause: BaseException | Non
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
-    return env.flag(name, default=False, environ=environ)
+    """A switch the manager reads: a value that is no switch word is a ``UsageError``, as for
+    ``MMAPLUG_STRICT`` (both decide which code runs)."""
+    return env.switch(name, default=False, environ=environ)
 
 
 class EnvOptions(TypedDict):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 import attrs
 
+from .attribution import warn_about
 from .choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from .device import Device, get_device
 from .errors import (
@@ -20,6 +20,7 @@ from .errors import (
     PluginResultError,
     PluginWarning,
     UnknownParamError,
+    UsageError,
 )
 from .guard import Guard, wrong
 from .log import PLAN
@@ -53,6 +54,8 @@ class _Planner:
     problem: MatmulProblem
     device: Device
     declined: Mapping[str, str] = attrs.field(factory=dict)  # scheduler -> why, at launch
+    # field -> (plugin, hook) that supplied its value: where a warning about it points
+    owners: dict[str, tuple[str, str]] = attrs.field(factory=dict)
 
     def choose(self) -> tuple[SchedulerChoice, str, tuple[SchedulerChoice | Rejection, ...]]:
         answers: list[tuple[str, SchedulerChoice | Rejection]] = []
@@ -93,7 +96,7 @@ class _Planner:
                 if not isinstance(params, MatmulParams):
                     expected = "MatmulParams or None"
                     self.guard.fault(plugin, hook, wrong(params, expected), cls=PluginResultError)
-                elif not self.check(params, scheduler, plugin, [], retry=False):
+                elif not self.check(params, scheduler, plugin, [], hook, retry=False):
                     return plugin, params
                 break
         raise PluginResultError(
@@ -156,6 +159,7 @@ class _Planner:
         scheduler: str,
         base_plugin: str,
         layers: Sequence[Layer],
+        hook: str,
         *,
         retry: bool,
         found: list[tuple[str, Violation]] | None = None,
@@ -164,7 +168,8 @@ class _Planner:
 
         Each violation is blamed on the plugins whose layer alone, applied to *base*, breaks
         the same field (the base's plugin when there are no layers). Strict mode, a built-in
-        or the caller raise ``InvalidParamsError``; in warning mode the culprits are dropped.
+        or the caller raise ``InvalidParamsError``; in warning mode the culprits are dropped,
+        with a warning at the culprit's implementation of *hook* (which gave the values).
         """
         if found is None:
             found = self.violations(base, scheduler)
@@ -181,16 +186,14 @@ class _Planner:
             raise InvalidParamsError("\n".join(lines), tuple(v for _, v in found))
         fields = ", ".join(sorted({v.field for _, v in found}))
         names = ", ".join(describe(pm, c, quote=False) for c in sorted(culprits))
-        warnings.warn(
-            PluginWarning(
-                f"invalid {fields} from {names}:\n"
-                + "\n".join(lines)
-                + "\nignored; using the default heuristic (MMAPLUG_STRICT=1 raises instead)",
-                plugin=", ".join(sorted(culprits)),
-                hook="mmaplug_validate_params",
-            ),
-            stacklevel=4,
+        warning = PluginWarning(
+            f"invalid {fields} from {names}:\n"
+            + "\n".join(lines)
+            + "\nignored; using the default heuristic (MMAPLUG_STRICT=1 raises instead)",
+            plugin=", ".join(sorted(culprits)),
+            hook="mmaplug_validate_params",
         )
+        warn_about(warning, pm, min(culprits), hook, stacklevel=4)
         self.guard.dropped |= culprits
         if retry:
             raise _Retry
@@ -241,6 +244,7 @@ class _Planner:
                     merged[key] = (value, override.source)
                     layers.setdefault(plugin, {})[key] = value
                     sources[key.partition(".")[0]] = override.source
+                    self.owners[key.partition(".")[0]] = (plugin, "mmaplug_matmul_overrides")
         check_param_names(overrides, source=CALLER)
         for key, value in overrides.items():
             for changes in layers.values():  # the caller wins: drop what it replaces
@@ -248,15 +252,18 @@ class _Planner:
                     del changes[other]
             layers.setdefault(CALLER, {})[key] = value
             sources[key.partition(".")[0]] = CALLER
+            self.owners.pop(key.partition(".")[0], None)
         return [(p, c) for p, c in layers.items() if c], sources
 
     def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
         choice, scheduler_plugin, candidates = self.choose()
         base_plugin, base = self.base(choice.name)
+        self.owners = dict.fromkeys(PARAM_NAMES, (base_plugin, "mmaplug_matmul_params"))
         layers, sources = self.merge(base, overrides)
         sources = {k: v or base_plugin for k, v in sources.items()}
         params, found = self.apply(base, layers, choice.name)
-        self.check(base, choice.name, base_plugin, layers, retry=True, found=found)
+        hook = "mmaplug_matmul_overrides"
+        self.check(base, choice.name, base_plugin, layers, hook, retry=True, found=found)
         if params is None:  # unreachable: check raised or retried on core's violations
             raise _Retry
         params, adjustments = self.adjust(params, choice.name, sources)
@@ -300,7 +307,7 @@ class _Planner:
             return params, ()
         _check_agree(layers, "adjust")
         adjusted, found = self.apply(params, layers, scheduler)
-        self.check(params, scheduler, scheduler, layers, retry=True, found=found)
+        self.check(params, scheduler, scheduler, layers, hook, retry=True, found=found)
         if adjusted is None:  # unreachable: check raised or retried on core's violations
             raise _Retry
         done = []
@@ -309,12 +316,11 @@ class _Planner:
                 old, new = getattr(params, adj.field), getattr(adjusted, adj.field)
                 done.append(Adjustment(adj.field, old, new, f"{adj.reason} [by {plugin}]"))
                 if sources[adj.field] != DEFAULT_HEURISTIC:
-                    warnings.warn(
-                        ParamAdjustedWarning(
-                            f"{plugin} changed {sources[adj.field]}'s {done[-1].describe()}"
-                        ),
-                        stacklevel=4,
-                    )
+                    warning = ParamAdjustedWarning(
+                        f"{plugin} changed {sources[adj.field]}'s {done[-1].describe()}"
+                    )  # at the hookimpl that chose the value; for the caller's, its line
+                    owner, chose = self.owners.get(adj.field, (CALLER, ""))
+                    warn_about(warning, self.guard.pm, owner, chose, stacklevel=4)
         return adjusted, tuple(done)
 
 
@@ -368,7 +374,7 @@ def _part(key: str, value: object, other: str) -> object:
 
 def plan_problem(
     problem: MatmulProblem,
-    device: Device,
+    device: Device | str | None,
     *,
     pm: PluginManager | None = None,
     overrides: Mapping[str, object] | None = None,
@@ -378,6 +384,8 @@ def plan_problem(
 ) -> KernelSpec:
     """Choose the scheduler and params for *problem* on *device* through the plugin hooks.
 
+    :param device: A ``Device``, a preset name (``"h200"``) or None (the local GPU), as
+        ``mp.compile`` takes it (``get_device``).
     :param pm: The plugin manager; ``get_plugin_manager()`` when None.
     :param overrides: Caller changes to MatmulParams fields; applied last, they always win.
     :param strict: Raise on a misbehaving plugin (True) or warn and use the default heuristic
@@ -391,7 +399,14 @@ def plan_problem(
         plugin whose value broke it.
     :raises OverrideConflictError: Two plugins set one field differently.
     :raises PluginError: A plugin raised or answered wrongly (strict mode).
+    :raises UsageError: *device* is no preset name or Device.
     """
+    device = get_device(device)
+    if not isinstance(problem, MatmulProblem):
+        raise UsageError(
+            "plan_problem's problem must be a MatmulProblem (mp.matmul_problem(fusion) makes "
+            f"one), not a {type(problem).__name__}"
+        )
     pm = get_plugin_manager() if pm is None else pm
     pm.check_heuristic()
     planner = _Planner(
@@ -425,7 +440,7 @@ def _log_plan(spec: KernelSpec) -> None:
 
 def matmul_params(problem: MatmulProblem, device: Device | str | None = None) -> MatmulParams:
     """The final MatmulParams for *problem* on *device* (a preset name, or the local GPU)."""
-    return plan_problem(problem, get_device(device)).params
+    return plan_problem(problem, device).params
 
 
 def explain(spec: KernelSpec) -> str:

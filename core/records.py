@@ -6,6 +6,7 @@ import enum
 from typing import TYPE_CHECKING, Any, Final
 
 from .choices import SchedulerChoice
+from .manager import heuristic_order
 from .params import TileShape
 
 if TYPE_CHECKING:
@@ -99,7 +100,49 @@ def plugins_record(pm: PluginManager) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "plugins": plugins,
+        "heuristics": heuristics_record(pm),
         "heuristic": pm.heuristic,
         "blocked": list(pm.blocked),
         "strict": pm.strict,
     }
+
+
+def heuristics_record(pm: PluginManager) -> list[dict[str, Any]]:
+    """Each plugin implementing ``mmaplug_matmul_params``, in the order planning asks them:
+    ``rank`` (1 answers first; None when ``MMAPLUG_HEURISTIC`` selects another), ``order``
+    (``tryfirst``, ``trylast`` or ``""``) and ``shadowed_by``, the heuristic asked just before
+    it: this one answers only for problems that one declines (returns None)."""
+    asked = heuristic_order(pm)
+    impls = {
+        impl.plugin_name: impl
+        for impl in reversed(pm.hook.mmaplug_matmul_params.get_hookimpls())
+        if not (impl.hookwrapper or impl.wrapper)
+    }
+    records = []
+    for name in [*asked, *(name for name in impls if name not in asked)]:
+        rank = asked.index(name) + 1 if name in asked else None
+        impl = impls[name]
+        records.append(
+            {
+                "name": name,
+                "rank": rank,
+                "order": "tryfirst" if impl.tryfirst else "trylast" if impl.trylast else "",
+                "shadowed_by": asked[rank - 2] if rank is not None and rank > 1 else None,
+            }
+        )
+    return records
+
+
+def precedence_text(heuristic: dict[str, Any], selected: str | None) -> str:
+    """A ``heuristics_record`` entry in words, for ``mmaplug plugins`` (*selected*: the
+    ``MMAPLUG_HEURISTIC`` selection)."""
+    if heuristic["rank"] is None:
+        return f"not asked (MMAPLUG_HEURISTIC selects {selected!r})"
+    order = f", {heuristic['order']}" if heuristic["order"] else ""
+    shadow = heuristic["shadowed_by"]
+    if shadow is None:
+        return f"rank {heuristic['rank']}{order}: answers first"
+    return (
+        f"rank {heuristic['rank']}{order}: shadowed by {shadow!r} (asked only for problems "
+        f"{shadow!r} declines)"
+    )

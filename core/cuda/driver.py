@@ -16,6 +16,7 @@ __all__ = [
     "copy_to_device",
     "device_attributes",
     "ensure_context",
+    "ensure_driver",
     "kernel_launcher",
     "load_kernel",
     "set_max_dynamic_smem",
@@ -66,6 +67,12 @@ _SIGNATURES: Final = {
     "cuStreamSynchronize": (_P,),
     "cuThreadExchangeStreamCaptureMode": (ctypes.POINTER(ctypes.c_int),),
 }
+#: What still works on a machine without a CUDA driver (or GPU): the end of that error.
+WITHOUT_DRIVER: Final = (
+    "without one mmaplug still plans and emits PTX for a named device "
+    '(mp.compile(fusion, device="h200"), mmaplug explain --device h200), computes reference '
+    "results (mp.evaluate) and runs kernels in Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
+)
 _lock: Final = threading.Lock()
 _state: dict[str, Any] = {}  # "lib": the loaded libcuda, "upload": a private stream
 _smem_set: set[tuple[int, int, int]] = set()  # (kernel, device, bytes) already allowed
@@ -82,8 +89,9 @@ def _lib() -> Any:
                     lib = ctypes.CDLL("libcuda.so.1")
                 except OSError as error:
                     raise LaunchError(
-                        f"the CUDA driver (libcuda.so.1) cannot be loaded ({error}); install an "
-                        "NVIDIA driver, or run under Numba's simulator (NUMBA_ENABLE_CUDASIM=1)"
+                        f"the CUDA driver (libcuda.so.1) cannot be loaded ({error}): there is "
+                        "no CUDA driver here; install an NVIDIA driver to run kernels; "
+                        f"{WITHOUT_DRIVER}"
                     ) from None
                 for name, argtypes in _SIGNATURES.items():
                     try:
@@ -94,16 +102,33 @@ def _lib() -> Any:
                             "install NVIDIA driver R525 or newer (R580 for CUDA 13)"
                         ) from None
                     function.argtypes, function.restype = argtypes, ctypes.c_int
-                _check(lib, lib.cuInit(0), "cuInit")
+                if err := lib.cuInit(0):
+                    raise LaunchError(
+                        f"the CUDA driver finds no usable GPU ({_error_name(lib, err)} from "
+                        f"cuInit); {WITHOUT_DRIVER}"
+                    )
                 _state["lib"] = lib
     return lib
 
 
+def ensure_driver() -> None:
+    """Load and initialise the CUDA driver unless done: call before any ``cuda.bindings`` or
+    Numba driver call, so that a machine without one gets a ``LaunchError`` saying so and what
+    works without it (cuda.bindings would raise cuda.pathfinder's ``DynamicLibNotFoundError``).
+    """
+    if "lib" not in _state:
+        _lib()
+
+
+def _error_name(lib: Any, err: int) -> str:
+    name = ctypes.c_char_p()
+    found = name.value if lib.cuGetErrorName(err, ctypes.byref(name)) == _SUCCESS else None
+    return f"{found.decode() if found else 'CUresult'} ({err})"
+
+
 def _check(lib: Any, err: int, what: str) -> None:
     if err != _SUCCESS:
-        name = ctypes.c_char_p()
-        found = name.value if lib.cuGetErrorName(err, ctypes.byref(name)) == _SUCCESS else None
-        raise LaunchError(f"{what} failed: {found.decode() if found else 'CUresult'} ({err})")
+        raise LaunchError(f"{what} failed: {_error_name(lib, err)}")
 
 
 def ensure_context() -> int:

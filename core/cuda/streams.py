@@ -113,6 +113,10 @@ _capture_query: list[Any] = []  # cuStreamIsCapturing and the status meaning "ca
 def _load_capture_query() -> Any:
     from cuda.bindings import driver
 
+    from .driver import ensure_driver
+
+    ensure_driver()  # no driver: mmaplug's LaunchError, not cuda.pathfinder's
+
     active = driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
     _capture_query[:] = [driver.cuStreamIsCapturing, active]
     return driver.cuStreamIsCapturing
@@ -130,6 +134,9 @@ def relaxed_capture() -> Iterator[None]:
         return
     from cuda.bindings import driver
 
+    from .driver import ensure_driver
+
+    ensure_driver()  # the first driver call of execute: no driver is mmaplug's LaunchError
     err, previous = driver.cuThreadExchangeStreamCaptureMode(
         driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
     )

@@ -292,7 +292,9 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str], hermetic_env: pytest.M
     hermetic_env.setenv("MMAPLUG_DISABLE", "hopper")
     status, out, _ = run(capsys, "plugins", "--json")
     record = json.loads(out)
-    assert status == 0 and set(record) == {"schema", "plugins", "heuristic", "blocked", "strict"}
+    assert status == 0 and set(record) == {
+        "schema", "plugins", "heuristics", "heuristic", "blocked", "strict"
+    }  # fmt: skip
     ampere = next(p for p in record["plugins"] if p["name"] == "ampere")
     assert set(ampere) == {"name", "distribution", "version", "module", "hooks"}
     assert ampere["distribution"] == "mmaplug" and ampere["module"] == "mmaplug.plugins.ampere"
