@@ -240,29 +240,44 @@ def _fmt(value: float | None) -> str:
 
 
 def plot(result: dict[str, Any], sets: Sequence[str], path: str) -> None:
-    """Bar chart of each plugin set's fraction of the best time, per problem (matplotlib)."""
+    """Write ``plot_figure`` of *result* to the PNG *path*, trimmed to what it draws."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_figure(result, sets)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def plot_figure(result: dict[str, Any], sets: Sequence[str]) -> Any:
+    """Horizontal bar chart of each plugin set's fraction of the best time, one group of bars
+    per problem (a matplotlib Figure). Problems read down the y axis, so their names never
+    overlap; the figure grows with their number, and the legend sits outside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.6), 4.5))
-    width = 0.8 / max(1, len(sets))
+    count = max(1, len(sets))
+    bar = 0.8 / count  # one problem's group of bars spans 0.8 of its row
+    per_row = 0.16 * count + 0.12  # inches: readable bars and one label line per problem
+    fig, ax = plt.subplots(figsize=(9.0, 1.4 + per_row * max(1, len(rows))))
     for i, name in enumerate(sets):
-        xs = [j + i * width for j in range(len(rows))]
-        ax.bar(xs, [r[name]["of_best"] or 0 for r in rows], width, label=name)
-    ax.set_xticks(
-        [j + 0.4 - width / 2 for j in range(len(rows))],
-        [r["problem"].replace("_", "\n", 3) for r in rows],
-        fontsize=6,
-    )
-    ax.axhline(1.0, color="gray", linewidth=0.5)
-    ax.set_ylabel("best time / heuristic's time")
+        ys = [j - 0.4 + bar * (i + 0.5) for j in range(len(rows))]
+        values = [r[name]["of_best"] or 0.0 for r in rows]
+        ax.barh(ys, values, bar, label=name)
+        for y, r in zip(ys, rows, strict=True):
+            if not r[name]["of_best"]:
+                ax.text(0.01, y, "not measured", va="center", fontsize=6, color="dimgray")
+    ax.set_yticks(range(len(rows)), [r["problem"] for r in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first problem on top, as in the table
+    ax.axvline(1.0, color="gray", linewidth=0.8, linestyle="--")
+    ax.set_xlim(0, 1.05)
+    ax.set_xlabel("best time / the time of the heuristic's choice (1.0: the best measured)")
     ax.set_title(f"{result['device']}: heuristic quality against the tuning database")
-    ax.legend()
+    ax.legend(title="plugin set", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    return fig
 
 
 def diff(

@@ -9,6 +9,7 @@ nvMatmulHeuristics = pytest.importorskip(
 )
 
 import mmaplug_nvmmh as nvmmh  # noqa: E402
+
 from mmaplug.device import get_device  # noqa: E402
 from mmaplug.dtypes import DType  # noqa: E402
 from mmaplug.plan import plan_problem  # noqa: E402
