@@ -253,7 +253,7 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
             f"cannot write the kernel dump to {where}: {type(error).__name__}: {error}; set "
             "MMAPLUG_DUMP_DIR to a writable directory"
         ) from error
-    DUMP.info("%s: wrote %s{%s} in %s", spec.name, stem, ",".join(texts), where)
+    DUMP.info("%s: wrote %s{%s} in %s", name, stem, ",".join(texts), where)
     return files
 
 

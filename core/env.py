@@ -60,7 +60,7 @@ VARIABLES: Final = (
     Variable(
         "MMAPLUG_DISABLE_PLUGIN_AUTOLOAD",
         "Do not load plugins from installed packages' entry points",
-        SWITCH,
+        SWITCH + "; any other value is an error",
         "`off`",
     ),
     Variable(

@@ -447,7 +447,7 @@ def explain(spec: KernelSpec) -> str:
     """A readable account of how *spec* was decided: inputs, candidates, sources, adjustments."""
     p, d, prov = spec.problem, spec.device, spec.provenance
     lines = [
-        f"kernel:     {spec.name}",
+        f"plan:       {spec.name}",
         f"problem:    {p.describe()}",
         f"            operands {p.operand_dtype.label}, output {p.output_dtype.label}, "
         f"vector widths a={p.vector_widths.a} b={p.vector_widths.b} "

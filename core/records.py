@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .manager import PluginManager
 
 #: Bumped when a key is renamed or removed (adding keys keeps the number).
-SCHEMA: Final = 1
+SCHEMA: Final = 2
 
 
 def plain(value: object) -> Any:
@@ -35,7 +35,7 @@ def plan_record(spec: KernelSpec) -> dict[str, Any]:
     p, d, prov = spec.problem, spec.device, spec.provenance
     return {
         "schema": SCHEMA,
-        "kernel": spec.name,
+        "plan": spec.name,
         "scheduler": spec.scheduler,
         "scheduler_plugin": prov.scheduler_plugin,
         "problem": {

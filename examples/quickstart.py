@@ -36,4 +36,4 @@ if gpu:
     error = np.linalg.norm(out.astype(np.float64) - reference) / np.linalg.norm(reference)
     print(f"ran {compiled.kernel_name}: relative error vs mp.evaluate {error:.1e}")
 else:
-    print(f"no GPU: planned {compiled.kernel_name} for {compiled.spec.device.target}")
+    print(f"no GPU: planned kernel {compiled.kernel_name} for {compiled.spec.device.target}")

@@ -242,14 +242,13 @@ def generated_kernel_jobs(
     scheduler: str, config: Any, source: str, build: Callable[[Any], Any], cc: tuple[int, int]
 ) -> list[KernelJob]:
     """The kernels a scheduler's launches of *config* load through :func:`generated_kernel`
-    (module ``<scheduler>_<config.name>``: ``<scheduler>_gemm`` and, with split-K,
+    (module ``config.kernel_name``: ``<scheduler>_gemm`` and, with split-K,
     ``<scheduler>_splitk_reduce``) as jobs building them for *cc* from *source*; none in the
     simulator, which builds no cubin."""
     if simulating():
         return []
     names = [f"{scheduler}_gemm"] + ([f"{scheduler}_splitk_reduce"] if config.splitk > 1 else [])
-    module = f"{scheduler}_{config.name}"
-    return [KernelJob(module, source, name, cc, build, config) for name in names]
+    return [KernelJob(config.kernel_name, source, name, cc, build, config) for name in names]
 
 
 def generated_kernel(

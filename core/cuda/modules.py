@@ -52,7 +52,8 @@ def require_numba() -> None:
 
 
 def load_generated(key: str, source: str) -> dict[str, Any]:
-    """Exec generated *source* from memory; return its namespace, the source under
+    """Exec generated *source* from memory as module *key* (the kernel's name, so its PTX
+    ``.entry`` demangles to ``<key>::<kernel>``); return its namespace, the source under
     ``__source__``. It runs under a ``linecache`` name made of *key* (tracebacks show the
     generated lines), never as a file: nothing of it is written to or read from the disk.
     """
@@ -62,7 +63,7 @@ def load_generated(key: str, source: str) -> dict[str, Any]:
         raise KernelBuildError(_NO_NUMBA.format(why=missing)) from missing
     filename = f"<mmaplug {key} #{abs(hash(source)):x}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": f"mmaplug_generated_{key}"}
+    namespace: dict[str, Any] = {"__name__": key}
     exec(compile(source, filename, "exec"), namespace)
     namespace["__source__"] = source
     return namespace

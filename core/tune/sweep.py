@@ -62,7 +62,7 @@ def make_job(
         "scheduler": scheduler,
         "params": params.as_dict(),
         "params_name": params.name,
-        "kernel": f"{scheduler}/{shape_class}/{params.name}",
+        "build_key": f"{scheduler}/{shape_class}/{params.name}",  # one build per key
         "model_us": estimate_us(params, mp, device),
     }
 
@@ -100,7 +100,7 @@ def estimate(
     """The sweep's expected wall time: one build per distinct kernel (not per job) spread over
     *build_workers*, then every job timed on *gpus* (its fixed cost plus ``TIMED_CALLS`` calls at
     twice the model's time: the model assumes peak throughput)."""
-    kernels = len({j["kernel"] for j in jobs})
+    kernels = len({j["build_key"] for j in jobs})
     build = (WORKER_START_S + math.ceil(kernels / build_workers) * BUILD_S) if jobs else 0.0
     calls = sum(TIMING_S + TIMED_CALLS * 2e-6 * j["model_us"] for j in jobs)
     timing = (WORKER_START_S + calls / gpus) if jobs else 0.0
@@ -117,7 +117,7 @@ def distinct_kernels(jobs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
     """The first job of each distinct kernel, by kernel."""
     first: dict[str, dict[str, Any]] = {}
     for job in jobs:
-        first.setdefault(job["kernel"], job)
+        first.setdefault(job["build_key"], job)
     return first
 
 
@@ -281,17 +281,17 @@ def build_and_time(
         on_result=lambda j, r: progress.say(f"built {j['key']} {j['params_name']}: {r['status']}"),
         deadline=None if deadline is None else start + BUILD_SHARE * (deadline - start),
     ):
-        results[job["kernel"]] = result
+        results[job["build_key"]] = result
     built: list[dict[str, Any]] = []
     for job in todo:
-        if job["kernel"] not in results:
+        if job["build_key"] not in results:
             continue  # not built in time: no row, so the next run takes it
-        failed = results[job["kernel"]]
+        failed = results[job["build_key"]]
         if failed["status"] == "ok":
             built.append(job)
             continue
-        if job is not first[job["kernel"]]:
-            via = first[job["kernel"]]["key"]
+        if job is not first[job["build_key"]]:
+            via = first[job["build_key"]]["key"]
             failed = {**failed, "error": f"(its kernel, built for {via}) {failed['error']}"}
         counts[failed["status"]] = counts.get(failed["status"], 0) + 1
         db.record(conn, row(job, failed, key, plugins))

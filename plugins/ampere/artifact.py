@@ -80,8 +80,8 @@ class AmpereArtifact:
 
     @property
     def kernel_name(self) -> str:
-        """``ampere_<config name>``."""
-        return f"ampere_{self.config.name}"
+        """The config's ``kernel_name``."""
+        return self.config.kernel_name
 
     def ptx(self) -> str:
         """PTX of the main kernel for the spec's compute capability (compiled once)."""

@@ -94,6 +94,12 @@ class AmpereKernelConfig:
         return max(self.stages * (bm + bn) * bk * 2, bm * (bn + 8) * 4)
 
     @property
+    def kernel_name(self) -> str:
+        """The kernel's one name (``ampere_<name>``): logs, dumps, the tuning database, the
+        generated module and so the PTX ``.entry``, ``ampere_gemm`` inside it."""
+        return f"ampere_{self.name}"
+
+    @property
     def name(self) -> str:
         """A short readable id: dtype, layout, tiles, stages, split-K."""
         bm, bn, bk = self.cta_tile

@@ -146,7 +146,7 @@ def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
 
 def load_module(config: AmpereKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
     """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
-    return load_generated(config.name, generate_source(config, sim=sim))
+    return load_generated(config.kernel_name, generate_source(config, sim=sim))
 
 
 def compile_ptx(
@@ -175,7 +175,7 @@ def build(config: AmpereKernelConfig) -> GeneratedKernels:
         reduce=ns.get("ampere_splitk_reduce"),
         source=ns["__source__"],
         signatures=kernel_signatures(config),
-        module=f"ampere_{config.name}",
+        module=config.kernel_name,
     )
     _BUILD_CACHE[config] = kernels
     return kernels

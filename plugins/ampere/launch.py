@@ -52,7 +52,7 @@ def _source(config: AmpereKernelConfig) -> str:
 def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
     """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
     return generated_kernel(
-        f"ampere_{config.name}", _source(config), lambda: build(config), name, smem, slots
+        config.kernel_name, _source(config), lambda: build(config), name, smem, slots
     )
 
 

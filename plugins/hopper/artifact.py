@@ -128,8 +128,8 @@ class HopperArtifact:
 
     @property
     def kernel_name(self) -> str:
-        """``hopper_<config name>``."""
-        return f"hopper_{self.config.name}"
+        """The config's ``kernel_name``."""
+        return self.config.kernel_name
 
     def ptx(self) -> str:
         """PTX of the main kernel for sm_90a (compiled once)."""

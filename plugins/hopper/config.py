@@ -151,6 +151,12 @@ class HopperKernelConfig:
         return wm * wn // WARPGROUP
 
     @property
+    def kernel_name(self) -> str:
+        """The kernel's one name (``hopper_<name>``): logs, dumps, the tuning database, the
+        generated module and so the PTX ``.entry``, ``hopper_gemm`` inside it."""
+        return f"hopper_{self.name}"
+
+    @property
     def name(self) -> str:
         """A short readable id: dtype, layout, tiles, stages, split-K."""
         bm, bn, bk = self.cta_tile

@@ -68,7 +68,7 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
 def load_module(config: HopperKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
     """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
     sim = simulating() if sim is None else sim
-    return load_generated(f"hopper_{config.name}", generate_source(config, sim=sim))
+    return load_generated(config.kernel_name, generate_source(config, sim=sim))
 
 
 def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
@@ -95,7 +95,7 @@ def build(config: HopperKernelConfig) -> GeneratedKernels:
         reduce=ns.get("hopper_splitk_reduce"),
         source=ns["__source__"],
         signatures=kernel_signatures(config),
-        module=f"hopper_{config.name}",
+        module=config.kernel_name,
     )
     _BUILD_CACHE[config] = kernels
     return kernels
@@ -109,7 +109,7 @@ def _source(config: HopperKernelConfig) -> str:
 def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
     """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
     return generated_kernel(
-        f"hopper_{config.name}", _source(config), lambda: build(config), name, smem, slots
+        config.kernel_name, _source(config), lambda: build(config), name, smem, slots
     )
 
 

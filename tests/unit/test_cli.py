@@ -22,7 +22,7 @@ ENV_VARS = ("MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC", "MMAPLUG_STRICT", "MMAPLUG_D
 EXPLAIN = ["explain", "--device", "h200", "--m", "4096", "--n", "4096", "--k", "4096"]
 SMALL = ["explain", "--m", "64", "--n", "64", "--k", "64"]
 PLAN_KEYS = {
-    "schema", "kernel", "scheduler", "scheduler_plugin", "problem", "device", "candidates",
+    "schema", "plan", "scheduler", "scheduler_plugin", "problem", "device", "candidates",
     "consulted", "dropped", "base", "params", "sources", "adjustments",
 }  # fmt: skip
 
@@ -200,7 +200,7 @@ def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, *EXPLAIN, "--device", "a100", "--json", "--set", "stages=3")
     assert status == 0 and err == ""
     record = json.loads(out)
-    assert set(record) == PLAN_KEYS and record["schema"] == 1
+    assert set(record) == PLAN_KEYS and record["schema"] == 2
     assert record["scheduler"] == "ampere" and record["problem"]["layout"] == "TN"
     assert record["problem"]["a_k_inner"] is True and record["device"]["cc"] == [8, 0]
     assert record["params"]["stages"] == 3 and record["sources"]["stages"] == "caller"
@@ -231,7 +231,7 @@ def test_explain_fusion_shows_the_segments_and_each_cut(
     assert out.startswith("segmented (no single kernel takes this fusion): T5 = slice(T4)")
     assert "segment 1 (matmul): T0, T1 -> T4" in out and "segment 2 (pointwise): T4 -> T5" in out
     assert "    cut: the matmul kernel's epilogue cannot take what follows" in out
-    assert "plan of segment 1:\nkernel:     mm_sm80_ampere" in out
+    assert "plan of segment 1:\nplan:       mm_sm80_ampere" in out
     status, out, _ = run(capsys, "explain", "--fusion", f"{script}:fd", "--json")
     record = json.loads(out)
     assert status == 0 and record["segmented"].startswith("T5 = slice(T4)")
@@ -248,7 +248,7 @@ def test_explain_fusion_of_one_kernel_prints_its_plan(
     script = tmp_path / "mm.py"
     script.write_text(FUSION_FILE.replace("fd.ops.slice(", "(").replace(", [0, 0], [8, 8]", ""))
     status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
-    assert status == 0 and out.startswith("kernel:     mm_sm80_ampere") and "segment" not in out
+    assert status == 0 and out.startswith("plan:       mm_sm80_ampere") and "segment" not in out
 
 
 FUSION_ERRORS = {
@@ -371,7 +371,7 @@ def test_verbose_logs_on_stderr(capsys: pytest.CaptureFixture[str], where: str) 
     """-v (before or after the command) prints mmaplug's INFO lines; the handler goes after."""
     argv = ["-v", *SMALL] if where == "before" else [*SMALL, "-v"]
     status, out, err = run(capsys, *argv)
-    assert status == 0 and out.startswith("kernel:")
+    assert status == 0 and out.startswith("plan:")
     assert err.startswith("mmaplug.plan: m=64 n=64 k=64 layout=TN") and err.count("\n") == 1
     assert [type(h) for h in log.LOGGER.handlers] == [logging.NullHandler]
     assert run(capsys, *SMALL)[2] == ""

@@ -35,7 +35,8 @@ class Lines:
 
 def _job(tp: TuneProblem, name: str, ms: float = 1.0) -> dict[str, Any]:
     return {"problem": tp.as_dict(), "key": tp.key, "device": "h200", "params": {},
-            "params_name": name, "kernel": f"class/{name}", "model_us": 10.0, "ms": ms}  # fmt: skip
+            "params_name": name, "build_key": f"class/{name}", "model_us": 10.0,
+            "ms": ms}  # fmt: skip
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_problems_alike_but_for_extents_share_kernels() -> None:
     odd = TuneProblem(m=4095, n=4097, k=4096, dtype="bfloat16")
     half = TuneProblem(m=4096, n=4096, k=4096, dtype="float16")
     jobs = sweep.plan_jobs([P1, P2, odd, half], H200, limit=8)
-    kernel: dict[tuple[str, str], str] = {(j["key"], j["params_name"]): j["kernel"] for j in jobs}
+    kernel = {(j["key"], j["params_name"]): j["build_key"] for j in jobs}
     shared = [name for key, name in kernel if key == P1.key and (P2.key, name) in kernel]
     assert shared, "the two square-ish problems share no candidate"
     for name in shared:
@@ -110,7 +111,7 @@ def test_ampere_jobs_come_after_the_hopper_ones_and_resume_apart() -> None:
     kernels and database keys are their own."""
     jobs = sweep.plan_jobs([P1], H200, limit=3, ampere=2)
     assert [j["scheduler"] for j in jobs] == ["hopper"] * 3 + ["ampere"] * 2
-    assert all(j["kernel"].startswith(j["scheduler"] + "/") for j in jobs)
+    assert all(j["build_key"].startswith(j["scheduler"] + "/") for j in jobs)
     pm = sweep.work.tuning_manager("ampere")
     assert jobs[3]["params_name"] == sweep.heuristic_choice(P1, H200, pm, "ampere").name  # type: ignore[union-attr]
     assert sweep.heuristic_choice(P1, H200, pm) is None  # not a hopper decision

@@ -49,7 +49,7 @@ def fake_build(job: dict[str, Any]) -> dict[str, Any]:
     """A build that fails for params named ``bad`` and succeeds otherwise (no compiler)."""
     if job["params_name"] == "bad":
         return {"status": "error", "error": "ValueError: no such tile"}
-    return {"status": "ok", "kernel": job["kernel"]}
+    return {"status": "ok", "kernel": job["build_key"]}
 
 
 def fake_measure(job: dict[str, Any]) -> dict[str, Any]:
