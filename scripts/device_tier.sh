@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call proving a change: install, the whole GPU tier in SHARDS shards side by side,
+# the lean-vs-stock build check when .door_check/ is carried, `mmaplug bench` on the issue-8
+# shapes (hopper against cuBLAS) and decode / skinny / deep-K problems timed as CUDA-graph
+# replays. On the device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT).
+set -o pipefail
+. "$(dirname "$0")/device_install.sh"
+SHARDS=${SHARDS:-8}
+echo "== GPU tier ($SHARDS shards)"
+for i in $(seq 0 $((SHARDS - 1))); do
+  PYTEST_SHARD="$i/$SHARDS" timeout "${TIER_TIMEOUT:-330}" python -m pytest -q -m gpu tests \
+      -p no:randomly > "$OUT/tier_$i.log" 2>&1 &
+done
+wait
+grep -hE "^(FAILED|ERROR)" "$OUT"/tier_*.log | head -40
+grep -hE "(passed|failed|error)" "$OUT"/tier_*.log | grep -E " in [0-9.]+s" 
+if [ -d .door_check ]; then
+  echo "== lean and stock Numba pipelines"
+  for m in lean stock; do MMAPLUG_CACHE_DIR=/tmp/mm_$m timeout 60 python .door_check/gpu_door.py $m 2>&1 | tail -4; done
+fi
+echo "== bench (hopper vs cuBLAS, per-call CUDA events)"
+MMAPLUG_DISABLE=ampere timeout "${BENCH_TIMEOUT:-150}" mmaplug bench --workers 14 --reps 20 \
+    --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 2048x14336x5120 \
+    --shape 16384x1024x512 --shape 128x4096x4096 --shape 1x4096x4096 2>&1 | tee "$OUT/bench.txt"
+echo "== CUDA-graph replays (bf16)"
+timeout "${GRAPH_TIMEOUT:-90}" python scripts/graph_decode.py 2>&1 | tee "$OUT/graph.txt"
