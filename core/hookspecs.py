@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .params import MatmulParams, ParamOverride, Violation
     from .patterns import MatmulPattern
     from .problem import MatmulProblem
+    from .scheduler import Scheduler
 
 
 # -------------------------------------------------------------------------------------------------
@@ -107,6 +108,25 @@ def mmaplug_fusion_translated(fusion: Fusion, patterns: Sequence[MatmulPattern])
 # -------------------------------------------------------------------------------------------------
 # Scheduling: choose a scheduler, then its MatmulParams
 # -------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def mmaplug_schedulers() -> Sequence[Scheduler] | Scheduler | None:
+    """Return your scheduler objects: one per kernel family (``mmaplug.scheduler.Scheduler``).
+
+    Called once per plugin manager. Each scheduler owns its kernels: whether it takes a
+    problem (``accepts``), the legal values of each field (``space``), the rules between them
+    (``rules``), its resource model (``resources``), the changes it must force
+    (``adjustments``) and the kernel (``build``). Core plans with them; the default heuristic,
+    the tuner, ``mmaplug explain`` and ``docs/plugin-reference.md`` ask them. Two schedulers of
+    one name are a ``PluginError`` naming both plugins.
+
+    Implemented by scheduler plugins (built in: ``ampere``, ``hopper``). It replaces
+    ``mmaplug_scheduler_candidates`` and ``mmaplug_build_kernel``, which still work for one
+    release with a ``DeprecationWarning`` naming the plugin. A scheduler's own rules and
+    adjustments are its object's; ``mmaplug_validate_params`` and ``mmaplug_adjust_params``
+    stay for plugins that add rules to any scheduler (a site's policy).
+    """
 
 
 @hookspec
