@@ -255,7 +255,8 @@ def _add_explain(sub: Any) -> None:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    """List registered plugins, their hooks and distributions, then the blocked names."""
+    """List registered plugins, their hooks and distributions, the schedulers, then the
+    heuristics' order, the blocked names and the policy."""
     record = plugins_record(get_plugin_manager())
     if args.json:
         print_json(record)
@@ -270,6 +271,14 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         print(f"  {'':<12} hooks: {', '.join(plugin['hooks']) or '(none)'}")
         if plugin["name"] in ranks:
             print(f"  {'':<12} heuristic: {ranks[plugin['name']]}")
+    print("schedulers, highest priority first:")
+    for scheduler in record["schedulers"]:
+        print(
+            f"  {scheduler['name']:<12} priority {scheduler['priority']:<8} "
+            f"from plugin {scheduler['plugin']}"
+        )
+    if not record["schedulers"]:
+        print("  (none registered as objects)")
     asked = ", ".join(h["name"] for h in record["heuristics"] if h["rank"] is not None)
     print(f"heuristics asked, in order: {asked} (selected: {record['heuristic'] or 'any'})")
     print(f"blocked: {', '.join(record['blocked']) or '(none)'}")
@@ -285,7 +294,8 @@ def _add_plugins(sub: Any) -> None:
         help="list the registered plugins, their hooks and distributions",
         description="List every registered plugin (built-in and installed through the 'mmaplug' "
         "entry point), its distribution, its hooks, a heuristic's rank and what shadows it, "
-        "then the selected heuristic, the blocked names and the policy (MMAPLUG_* apply).",
+        "the scheduler objects (name, priority, plugin), then the selected heuristic, the "
+        "blocked names and the policy (MMAPLUG_* apply).",
     )
     add_json(p, "the same as JSON")
     p.set_defaults(func=cmd_plugins)

@@ -35,10 +35,11 @@ from .errors import (
     UnsupportedFusionError,
 )
 from .fusion import Fusion, as_fusion
-from .guard import Guard, wrong
+from .guard import SKIPPED, Guard, scheduler_label, wrong
 from .log import BUILD, LAUNCH
 from .manager import describe, get_plugin_manager
 from .plan import explain, plan_problem
+from .scheduler_registry import schedulers, warn_deprecated
 from .shapes import symbolic_dims
 from .specialize import KernelPool, SymbolicFusion
 from .translate import find_matmul_patterns
@@ -484,19 +485,32 @@ def compiled(
 
 
 def _build(guard: Guard, spec: KernelSpec, analysis: MatmulAnalysis) -> KernelArtifact:
-    """The first valid artifact; the plugin that offered the scheduler must give one."""
+    """The chosen scheduler object's artifact; else (deprecated) the first valid artifact of
+    ``mmaplug_build_kernel``, where the plugin that offered the scheduler must give one."""
     hook = "mmaplug_build_kernel"
     owner = spec.provenance.scheduler_plugin
+    own = schedulers(guard.pm, guard=guard).get(spec.scheduler)
+    if own is not None and owner in ("", own[0]):
+        plugin, scheduler = own
+        label = scheduler_label(spec.scheduler, "build")
+        artifact = guard.ask(plugin, label, scheduler.build, spec, analysis)
+        if artifact is not SKIPPED:  # a fault raised: building has no fallback
+            fault = _artifact_fault(artifact)
+            if not fault:
+                return artifact  # type: ignore[return-value]
+            guard.fault(plugin, label, fault, cls=PluginResultError, fallback=None)
     for plugin, artifact in guard.call(hook, needed=owner, spec=spec, analysis=analysis):
         fault = _artifact_fault(artifact)
         if not fault:
+            warn_deprecated(guard.pm, plugin, hook)
             return artifact  # type: ignore[return-value]
         fallback = None if plugin == owner else ""
         guard.fault(plugin, hook, fault, cls=PluginResultError, fallback=fallback)
     who = f"plugin {describe(guard.pm, owner)}" if owner else "the plugin that offered it"
     raise KernelBuildError(
         f"no plugin built a kernel for scheduler {spec.scheduler!r}; {who} must implement "
-        f"{hook} and answer for it"
+        f"{hook} and answer for it (deprecated: a scheduler object returned from "
+        "mmaplug_schedulers builds its own kernels)"
     )
 
 

@@ -114,12 +114,18 @@ def mmaplug_fusion_translated(fusion: Fusion, patterns: Sequence[MatmulPattern])
 def mmaplug_schedulers() -> Sequence[Scheduler] | Scheduler | None:
     """Return your scheduler objects: one per kernel family (``mmaplug.scheduler.Scheduler``).
 
-    Called once per plugin manager. Each scheduler owns its kernels: whether it takes a
+    Called when planning first needs the schedulers, and again after a plugin is registered
+    or unregistered (``mmaplug.scheduler_registry.schedulers`` keeps the answers; ``mmaplug
+    plugins`` lists them). Each scheduler owns its kernels: whether it takes a
     problem (``accepts``), the legal values of each field (``space``), the rules between them
     (``rules``), its resource model (``resources``), the changes it must force
     (``adjustments``) and the kernel (``build``). Core plans with them; the default heuristic,
     the tuner, ``mmaplug explain`` and ``docs/plugin-reference.md`` ask them. Two schedulers of
-    one name are a ``PluginError`` naming both plugins.
+    one name are a ``PluginError`` naming both plugins. A scheduler method that raises, or
+    answers something of the wrong kind, is a fault named ``mmaplug_schedulers (<name>.<method>)``
+    with the usual policy; ``build`` has no fallback, and its ``KernelBuildError`` propagates.
+
+    :returns: A ``Scheduler``, a list of them, or None.
 
     Implemented by scheduler plugins (built in: ``ampere``, ``hopper``). It replaces
     ``mmaplug_scheduler_candidates`` and ``mmaplug_build_kernel``, which still work for one
@@ -133,10 +139,13 @@ def mmaplug_schedulers() -> Sequence[Scheduler] | Scheduler | None:
 def mmaplug_scheduler_candidates(
     problem: MatmulProblem, device: Device
 ) -> SchedulerChoice | Rejection | None:
-    """Say whether your scheduler can take *problem* on *device*.
+    """Deprecated: say whether your scheduler can take *problem* on *device*.
 
-    Called first when planning. Core picks the accepting scheduler with the highest priority,
-    ties broken by name; when none accepts, ``NoSchedulerError`` lists every rejection.
+    Asked for one more release, with a ``DeprecationWarning`` naming the plugin, and only of
+    plugins that return no scheduler objects from ``mmaplug_schedulers`` (whose ``accepts``
+    replaces it). Called first when planning. Core picks the accepting scheduler with the
+    highest priority, ties broken by name; when none accepts, ``NoSchedulerError`` lists every
+    rejection.
 
     :param problem: Shape, layout, precision and epilogue of the matmul.
     :param device: The target GPU (``device.cc``, ``device.target``).
@@ -163,7 +172,8 @@ def mmaplug_matmul_params(
         > 1 is a horizontal fusion, whose ``cta_tile.n`` is the MMA width of all its B tiles
         (h x the output tile's n; see ``MatmulParams``).
     :param device: The target GPU.
-    :param scheduler: Name chosen by ``mmaplug_scheduler_candidates`` (``"ampere"``, ...).
+    :param scheduler: Name of the chosen scheduler (``"ampere"``, ...); while planning,
+        ``mmaplug.scheduler.active(scheduler)`` is its object (None for a deprecated one).
     :returns: A complete, valid ``MatmulParams``; partial changes belong in
         ``mmaplug_matmul_overrides``. Anything else than ``MatmulParams`` or None is a
         ``PluginResultError``.
@@ -205,12 +215,14 @@ def mmaplug_validate_params(
     the plugin that supplied the offending value (or, in warning mode, drops that plugin's
     contribution and falls back to the default heuristic).
 
-    :param scheduler: The chosen scheduler. Answer only when it is yours; return an empty list
-        otherwise.
+    :param scheduler: The chosen scheduler's name; return an empty list for one your rules
+        do not cover.
     :returns: ``Violation(field, value, limit, message)`` values; the message says what the
         target allows and what to change.
 
-    Implemented by scheduler plugins, delegating to ``plugins/<arch>/limits.py``.
+    The chosen scheduler object's own ``rules`` are checked first, without this hook (they are
+    blamed on the plugin that registered it). Implement this to add rules to any scheduler: a
+    site's policy, a limit of your deployment.
     """
 
 
@@ -225,11 +237,13 @@ def mmaplug_adjust_params(
     ``ParamAdjustedWarning`` is issued when the old value came from a plugin other than the
     default heuristic. The result is validated again.
 
-    :param scheduler: The chosen scheduler; answer only when it is yours.
+    :param scheduler: The chosen scheduler's name.
     :returns: ``Adjustment(field, old, new, reason)`` values, ``old`` being the current value.
 
-    Implemented by scheduler plugins that cannot honour a legal value (e.g. stages capped by the
-    K-loop length). Prefer a validation error: an adjustment is a last resort, never silent.
+    The chosen scheduler object's own ``adjustments`` are applied with these answers (a
+    scheduler that cannot honour a legal value, e.g. stages capped by the K-loop length).
+    Implement this to force a change on any scheduler's plans. Prefer a validation error: an
+    adjustment is a last resort, never silent.
     """
 
 
@@ -240,11 +254,13 @@ def mmaplug_adjust_params(
 
 @hookspec(firstresult=True)
 def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object | None:
-    """Build the kernel described by *spec* for the fusion described by *analysis*.
+    """Deprecated: build the kernel described by *spec* for the fusion described by *analysis*.
 
     Stops at first non-None result.
 
-    Called by ``mp.compile`` after planning.
+    Called by ``mp.compile`` after planning, for one more release, only when the chosen
+    scheduler is no scheduler object (whose ``build`` replaces this hook, with the same
+    artifact); an answer used gives a ``DeprecationWarning`` naming the plugin.
 
     :param spec: The plan: ``spec.scheduler``, ``spec.params``, ``spec.problem``,
         ``spec.device``.
@@ -261,7 +277,7 @@ def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object |
         load through ``generated_kernel``) lets ``mp.prebuild`` build them in worker
         processes; without it your kernels build at their first launch.
 
-    Implemented by scheduler plugins; no default.
+    Implemented by scheduler plugins of the deprecated form; no default.
     """
 
 
@@ -269,7 +285,8 @@ def mmaplug_build_kernel(spec: KernelSpec, analysis: MatmulAnalysis) -> object |
 def mmaplug_kernel_built(spec: KernelSpec, artifact: object) -> None:
     """Notify that *artifact* was built for *spec*.
 
-    Called after every successful ``mmaplug_build_kernel``; the return value is ignored.
+    Called after every kernel built (by a scheduler's ``build`` or ``mmaplug_build_kernel``); the
+    return value is ignored.
 
     :param spec: The plan the kernel was built from.
     :param artifact: What the scheduler returned.

@@ -58,6 +58,9 @@ class PluginManager(pluggy.PluginManager):
         self.heuristic = heuristic
         self.blocked: tuple[str, ...] = ()
         self.plugin_info: dict[str, PluginInfo] = {}
+        #: Counts registrations and unregistrations: what depends on the registered plugins
+        #: (``mmaplug.scheduler_registry``) is cached until it changes.
+        self.generation = 0
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         """Register *plugin* as pluggy does (None when *name* is blocked), checking its hooks.
@@ -73,9 +76,16 @@ class PluginManager(pluggy.PluginManager):
             name = name or self.get_canonical_name(plugin)
             raise self._invalid(plugin, name, error) from error
         if registered is not None:
+            self.generation += 1
             if functions := undecorated(self, plugin):
                 self._undecorated(plugin, registered, functions)
         return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> object | None:
+        """Unregister *plugin* (or the plugin called *name*) as pluggy does."""
+        removed = super().unregister(plugin, name)
+        self.generation += 1
+        return removed
 
     def _invalid(
         self, plugin: object, name: str, error: pluggy.PluginValidationError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -22,11 +22,14 @@ from .errors import (
     UnknownParamError,
     UsageError,
 )
-from .guard import Guard, wrong
+from .guard import SKIPPED, Guard, scheduler_label, wrong
 from .log import PLAN
 from .manager import DEFAULT_HEURISTIC, PluginManager, describe, get_plugin_manager, is_builtin
 from .params import PARAM_NAMES, MatmulParams, ParamOverride, Violation, check_param_names, to_tile
 from .problem import MatmulProblem
+from .scheduler import Scheduler, planning_with
+from .scheduler import violations as rule_violations
+from .scheduler_registry import Registry, owners, schedulers, warn_deprecated
 
 __all__ = [
     "CALLER",
@@ -54,21 +57,18 @@ class _Planner:
     problem: MatmulProblem
     device: Device
     declined: Mapping[str, str] = attrs.field(factory=dict)  # scheduler -> why, at launch
+    schedulers: Registry = attrs.field(factory=dict)  # the registered scheduler objects
+    chosen: tuple[str, Scheduler] | None = None  # the chosen one's plugin and object, if any
     # field -> (plugin, hook) that supplied its value: where a warning about it points
     owners: dict[str, tuple[str, str]] = attrs.field(factory=dict)
 
     def choose(self) -> tuple[SchedulerChoice, str, tuple[SchedulerChoice | Rejection, ...]]:
         answers: list[tuple[str, SchedulerChoice | Rejection]] = []
-        hook = "mmaplug_scheduler_candidates"
-        for plugin, answer in self.guard.call(hook, problem=self.problem, device=self.device):
+        for plugin, answer in [*self.accepting(), *self.legacy_candidates()]:
             if isinstance(answer, SchedulerChoice) and answer.name in self.declined:
                 reason = f"its kernel declined the tensors: {self.declined[answer.name]}"
-                answers.append((plugin, Rejection(answer.name, reason)))
-            elif isinstance(answer, SchedulerChoice | Rejection):
-                answers.append((plugin, answer))
-            else:
-                expected = "SchedulerChoice, Rejection or None"
-                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+                answer = Rejection(answer.name, reason)
+            answers.append((plugin, answer))
         candidates = tuple(sorted((a for _, a in answers), key=lambda a: a.name))
         accepted = sorted(
             ((p, a) for p, a in answers if isinstance(a, SchedulerChoice)),
@@ -84,6 +84,32 @@ class _Planner:
             )
         plugin, choice = accepted[0]
         return choice, plugin, candidates
+
+    def accepting(self) -> Iterator[tuple[str, SchedulerChoice | Rejection]]:
+        """Each scheduler object's answer: whether it takes the problem."""
+        for name, (plugin, scheduler) in sorted(self.schedulers.items()):
+            label = scheduler_label(name, "accepts")
+            reason = self.guard.ask(plugin, label, scheduler.accepts, self.problem, self.device)
+            if reason is None:
+                yield plugin, SchedulerChoice(name, scheduler.priority)
+            elif isinstance(reason, str) and reason:
+                yield plugin, Rejection(name, reason)
+            elif reason is not SKIPPED:
+                expected = "None (it accepts) or the reason it declines (a str)"
+                self.guard.fault(plugin, label, wrong(reason, expected), cls=PluginResultError)
+
+    def legacy_candidates(self) -> Iterator[tuple[str, SchedulerChoice | Rejection]]:
+        """The deprecated hook's answers, of plugins without scheduler objects."""
+        hook = "mmaplug_scheduler_candidates"
+        for plugin, answer in self.guard.call(
+            hook, skip=owners(self.schedulers), problem=self.problem, device=self.device
+        ):
+            if isinstance(answer, SchedulerChoice | Rejection):
+                warn_deprecated(self.guard.pm, plugin, hook)
+                yield plugin, answer
+            else:
+                expected = "SchedulerChoice, Rejection or None"
+                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
 
     def base(self, scheduler: str) -> tuple[str, MatmulParams]:
         hook = "mmaplug_matmul_params"
@@ -128,10 +154,25 @@ class _Planner:
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
         return sorted(found, key=lambda item: (item[1].source, item[0]))
 
+    def own(self, scheduler: str) -> tuple[str, Scheduler] | None:
+        """The chosen scheduler's plugin and object, when it is *scheduler* and has one."""
+        if self.chosen is not None and self.chosen[1].name == scheduler:
+            return self.chosen
+        return None
+
     def violations(self, params: MatmulParams, scheduler: str) -> list[tuple[str, Violation]]:
-        """Every rule *params* break, each with the plugin whose rule it is."""
+        """Every rule *params* break, each with the plugin whose rule it is: the scheduler
+        object's rules, then the ``mmaplug_validate_params`` answers (one rule once)."""
         hook = "mmaplug_validate_params"
         found: list[tuple[str, Violation]] = []
+        if (own := self.own(scheduler)) is not None:
+            plugin, obj = own
+            label = scheduler_label(scheduler, "rules")
+            broken = self.guard.ask(
+                plugin, label, rule_violations, obj, params, self.problem, self.device, at=obj.rules
+            )
+            if broken is not SKIPPED:
+                found.extend((plugin, v) for v in broken)
         for plugin, answer in self.guard.call(
             hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
         ):
@@ -140,7 +181,11 @@ class _Planner:
             else:
                 expected = "list[Violation]"
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
-        return found
+        unique: list[tuple[str, Violation]] = []  # a plugin answering both ways: each rule once
+        for item in found:
+            if item not in unique:
+                unique.append(item)
+        return unique
 
     def apply(
         self, base: MatmulParams, layers: Sequence[Layer], scheduler: str
@@ -257,6 +302,8 @@ class _Planner:
 
     def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
         choice, scheduler_plugin, candidates = self.choose()
+        own = self.schedulers.get(choice.name)
+        self.chosen = own if own is not None and own[0] == scheduler_plugin else None
         base_plugin, base = self.base(choice.name)
         self.owners = dict.fromkeys(PARAM_NAMES, (base_plugin, "mmaplug_matmul_params"))
         layers, sources = self.merge(base, overrides)
@@ -287,21 +334,38 @@ class _Planner:
     def adjust(
         self, params: MatmulParams, scheduler: str, sources: dict[str, str]
     ) -> tuple[MatmulParams, tuple[Adjustment, ...]]:
-        """Apply the adjustments; an invalid one is blamed on the plugin that made it."""
+        """Apply the adjustments (the scheduler object's, then the ``mmaplug_adjust_params``
+        answers); an invalid one is blamed on the plugin that made it."""
         hook = "mmaplug_adjust_params"
-        answers: list[tuple[str, list[Adjustment]]] = []
-        for plugin, answer in self.guard.call(
-            hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
-        ):
+        asked: list[tuple[str, str, object]] = []  # (plugin, hook or label, answer)
+        if (own := self.own(scheduler)) is not None:
+            plugin, obj = own
+            label = scheduler_label(scheduler, "adjustments")
+            forced: object = self.guard.ask(
+                plugin, label, obj.adjustments, params, self.problem, self.device
+            )
+            if forced is not SKIPPED and forced is not None:  # None: nothing to force
+                asked.append((plugin, label, forced))
+        asked.extend(
+            (plugin, hook, answer)
+            for plugin, answer in self.guard.call(
+                hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
+            )
+        )
+        answers: dict[str, list[Adjustment]] = {}
+        for plugin, label, answer in asked:
             if isinstance(answer, list | tuple) and all(
                 isinstance(a, Adjustment) and a.field in PARAM_NAMES for a in answer
             ):
-                answers.append((plugin, list(answer)))
+                mine = answers.setdefault(plugin, [])  # answering both ways: each change once
+                mine += [a for a in answer if a not in mine]
             else:
                 expected = "list[Adjustment] of MatmulParams fields"
-                self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+                self.guard.fault(plugin, label, wrong(answer, expected), cls=PluginResultError)
         layers = [
-            (plugin, {a.field: a.new for a in answer}) for plugin, answer in answers if answer
+            (plugin, {a.field: a.new for a in answer})
+            for plugin, answer in answers.items()
+            if answer
         ]
         if not layers:
             return params, ()
@@ -311,7 +375,7 @@ class _Planner:
         if adjusted is None:  # unreachable: check raised or retried on core's violations
             raise _Retry
         done = []
-        for plugin, answer in answers:
+        for plugin, answer in answers.items():
             for adj in answer:
                 old, new = getattr(params, adj.field), getattr(adjusted, adj.field)
                 done.append(Adjustment(adj.field, old, new, f"{adj.reason} [by {plugin}]"))
@@ -409,20 +473,28 @@ def plan_problem(
         )
     pm = get_plugin_manager() if pm is None else pm
     pm.check_heuristic()
+    guard = Guard(pm, strict=strict)
+    registry = schedulers(pm, guard=guard)
     planner = _Planner(
-        guard=Guard(pm, strict=strict), problem=problem, device=device, declined=declined or {}
+        guard=guard,
+        problem=problem,
+        device=device,
+        declined=declined or {},
+        schedulers=registry,
     )
-    while True:  # each retry drops at least one more plugin, so this ends
-        try:
-            spec = planner.plan(dict(overrides or {}))
-        except _Retry:
-            continue
-        if shape_class:
-            spec = attrs.evolve(
-                spec, provenance=attrs.evolve(spec.provenance, shape_class=shape_class)
-            )
-        _log_plan(spec)
-        return spec
+    # heuristics are told the scheduler's name: mmaplug.scheduler.active(name) is its object
+    with planning_with({name: scheduler for name, (_, scheduler) in registry.items()}):
+        while True:  # each retry drops at least one more plugin, so this ends
+            try:
+                spec = planner.plan(dict(overrides or {}))
+            except _Retry:
+                continue
+            if shape_class:
+                spec = attrs.evolve(
+                    spec, provenance=attrs.evolve(spec.provenance, shape_class=shape_class)
+                )
+            _log_plan(spec)
+            return spec
 
 
 def _log_plan(spec: KernelSpec) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .choices import SchedulerChoice
 from .manager import heuristic_order
 from .params import TileShape
+from .scheduler_registry import schedulers
 
 if TYPE_CHECKING:
     from .choices import KernelSpec
@@ -82,7 +83,8 @@ def plan_record(spec: KernelSpec) -> dict[str, Any]:
 
 
 def plugins_record(pm: PluginManager) -> dict[str, Any]:
-    """What ``mmaplug plugins --json`` prints: registered plugins, selection, blocks, policy."""
+    """What ``mmaplug plugins --json`` prints: registered plugins, scheduler objects (highest
+    priority first), heuristics, selection, blocks, policy."""
     plugins = []
     for name, plugin in sorted(pm.list_name_plugin(), key=lambda item: item[0]):
         if plugin is None:
@@ -100,6 +102,12 @@ def plugins_record(pm: PluginManager) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "plugins": plugins,
+        "schedulers": [
+            {"name": name, "priority": scheduler.priority, "plugin": plugin}
+            for name, (plugin, scheduler) in sorted(
+                schedulers(pm).items(), key=lambda item: (-item[1][1].priority, item[0])
+            )
+        ],
         "heuristics": heuristics_record(pm),
         "heuristic": pm.heuristic,
         "blocked": list(pm.blocked),

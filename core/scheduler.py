@@ -31,7 +31,7 @@ import attrs
 from .params import MatmulParams, Violation
 
 if TYPE_CHECKING:
-    from .analysis import MatmulAnalysis
+    from .bindings import MatmulAnalysis
     from .choices import Adjustment, KernelSpec
     from .device import Device
     from .problem import MatmulProblem

@@ -15,6 +15,9 @@ import os
 import sys
 import time
 import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # ampere_harness
 
 MATRIX_SHAPE = dict(m=256, n=192, k=320)
 ODD_SHAPE = dict(m=504, n=136, k=248)
@@ -22,8 +25,9 @@ DEFAULT_TILES = dict(cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), stages=3)
 
 
 def _cases(quick: bool):
+    from ampere_harness import EPILOGUES, Case
+
     from mmaplug.dtypes import DType
-    from mmaplug.plugins.ampere.harness import EPILOGUES, Case
 
     groups = {}  # config key -> list of (label, case, overrides)
     dtypes = (DType.float16, DType.bfloat16)
@@ -66,7 +70,7 @@ def _cases(quick: bool):
 
 
 def _worker(groups):
-    from mmaplug.plugins.ampere.harness import config_for, run_case
+    from ampere_harness import config_for, run_case
 
     out = []
     for group in groups:
@@ -120,11 +124,11 @@ def run_matrix(quick: bool, workers: int):
 def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     import numpy as np
     import torch
+    from ampere_harness import epilogue_program
     from numba import cuda
 
     from mmaplug.bench import cuda_median_ms
     from mmaplug.dtypes import DType
-    from mmaplug.plugins.ampere.harness import epilogue_program
     from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, build
     from mmaplug.plugins.ampere.launch import _prepared, run_gemm
 

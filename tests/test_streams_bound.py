@@ -8,7 +8,9 @@ caller allocates; scalars as float32; every launch on the caller's stream.
 from __future__ import annotations
 
 import struct
+import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +19,11 @@ from mmaplug.cuda.launching import ARRAY_SLOTS
 from mmaplug.dtypes import DType
 from mmaplug.plugins.ampere import bound as ampere_bound
 from mmaplug.plugins.ampere.config import AmpereKernelConfig
-from mmaplug.plugins.ampere.harness import epilogue_program
 from mmaplug.plugins.hopper import artifact as hopper_artifact
 from mmaplug.plugins.hopper.config import HopperKernelConfig
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/: ampere_harness
+from ampere_harness import epilogue_program  # noqa: E402
 
 A, B, C, OUT, WS, MAPS, STREAM = 0xA00, 0xB00, 0xC00, 0xD00, 0xE00, 0xF00, 77
 

@@ -26,7 +26,7 @@ _VECTORS: Final = (8, 4, 2)
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelConfig:
     """The generated kernel's configuration for *spec* (vectors narrowed again at launch).
 
-    ``spec.params`` are planned ones: ``limits.adjustments`` already applied (stages >= 2).
+    ``spec.params`` are planned ones: the scheduler's adjustments applied (stages >= 2).
     """
     require_numba()  # a plan-only install stops here, with the extra to install
     params, problem = spec.params, spec.problem

@@ -10,6 +10,8 @@ from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueProgram, Prologue
 
+from .resources import cta_threads, smem_bytes
+
 CTA_ORDERS: Final = ("row_major", "column_major")
 
 VECTOR_WIDTHS: Final = (8, 4, 2, 1)
@@ -83,15 +85,13 @@ class AmpereKernelConfig:
 
     @property
     def threads(self) -> int:
-        """Threads per CTA."""
-        wm, wn = self.warps
-        return 32 * wm * wn
+        """Threads per CTA (``resources.cta_threads``)."""
+        return cta_threads(self.cta_tile, self.warp_tile)
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory per CTA."""
-        bm, bn, bk = self.cta_tile
-        return max(self.stages * (bm + bn) * bk * 2, bm * (bn + 8) * 4)
+        """Dynamic shared memory per CTA (``resources.smem_bytes``, the scheduler's model)."""
+        return smem_bytes(self.cta_tile, self.stages, self.operand_dtype.itemsize)
 
     @property
     def kernel_name(self) -> str:

@@ -11,6 +11,13 @@ from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueProgram
 
 WARPGROUP: Final = 128
+WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16)
+WGMMA_K: Final = 16  # K of one 16-bit wgmma
+MAX_WGMMA_N: Final = 256
+MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
+MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
+MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
+MIN_STAGES: Final = 2  # the producer fills one stage while the consumers read another
 # One 128-byte swizzle atom row holds 64 16-bit elements: the K (or MN) extent of one TMA box.
 BOX_INNER: Final = 64
 SWIZZLE_BYTES: Final = 128
@@ -81,8 +88,7 @@ class HopperKernelConfig:
     @property
     def consumers(self) -> int:
         """Consumer warpgroups: the tile's grid, or two taking alternate tiles (ping-pong)."""
-        gm, gn = self.consumer_grid
-        return 2 if self.pingpong else gm * gn
+        return consumer_count(self.cta_tile, self.warp_tile, self.pingpong)
 
     @property
     def registers(self) -> tuple[int, int]:
@@ -92,17 +98,7 @@ class HopperKernelConfig:
     @property
     def threads(self) -> int:
         """Threads per CTA: the producer warpgroup and the consumers."""
-        return WARPGROUP * (1 + self.consumers)
-
-    @property
-    def a_stage_bytes(self) -> int:
-        """Bytes of one A stage (a multiple of 1024)."""
-        return self.cta_tile[0] * self.cta_tile[2] * 2
-
-    @property
-    def b_stage_bytes(self) -> int:
-        """Bytes of one B stage (a multiple of 1024)."""
-        return self.cta_tile[1] * self.cta_tile[2] * 2
+        return kernel_threads(self.consumers)
 
     @property
     def epilogue_chunk(self) -> int:
@@ -139,10 +135,10 @@ class HopperKernelConfig:
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging."""
-        stage = self.a_stage_bytes + self.b_stage_bytes
-        barriers = 2 * self.stages * MBARRIER_BYTES
-        return SMEM_ALIGN + self.stages * stage + barriers + self.staging_bytes
+        """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging
+        (:func:`kernel_smem_bytes`, the scheduler's one model)."""
+        itemsize = self.operand_dtype.itemsize
+        return kernel_smem_bytes(self.cta_tile, itemsize, self.stages, self.staging_bytes)
 
     @property
     def accumulators(self) -> int:
@@ -170,6 +166,33 @@ class HopperKernelConfig:
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
             f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
         )
+
+
+def consumer_count(
+    cta_tile: tuple[int, int, int], warp_tile: tuple[int, int, int], pingpong: bool
+) -> int:
+    """Consumer warpgroups: the CTA tile's grid of warp tiles, or two taking turns (ping-pong)."""
+    if pingpong:
+        return 2
+    return (cta_tile[0] // warp_tile[0]) * (cta_tile[1] // warp_tile[1])
+
+
+def kernel_threads(consumers: int) -> int:
+    """Threads per CTA: one producer warpgroup and *consumers* consumer warpgroups."""
+    return WARPGROUP * (1 + consumers)
+
+
+def kernel_smem_bytes(
+    cta_tile: tuple[int, int, int], itemsize: int, stages: int, staging: int
+) -> int:
+    """Dynamic shared memory of the generated kernel, the hopper scheduler's one model (its
+    rules, its ``resources``, :attr:`HopperKernelConfig.smem_bytes` and so the launch, the
+    default heuristic): ``SMEM_ALIGN`` bytes of alignment slack; per stage the A and B tiles
+    and a full and an empty mbarrier; then *staging* bytes of epilogue staging
+    (:func:`staging_bytes`, 0 without the smem epilogue)."""
+    bm, bn, bk = cta_tile
+    per_stage = (bm + bn) * bk * itemsize + 2 * MBARRIER_BYTES
+    return SMEM_ALIGN + stages * per_stage + staging
 
 
 def epilogue_chunk(wn: int) -> int:
@@ -233,18 +256,18 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     problems = []
     if cfg.operand_dtype not in (DType.float16, DType.bfloat16):
         problems.append(f"operand_dtype must be float16 or bfloat16, got {cfg.operand_dtype}")
-    if wm <= 0 or wm % 64:
-        problems.append(f"warp_tile m must be a positive multiple of 64, got {wm}")
+    if wm <= 0 or wm % WGMMA_M:
+        problems.append(f"warp_tile m must be a positive multiple of {WGMMA_M}, got {wm}")
     n_unit = 8 if cfg.b_k_inner else BOX_INNER
-    if not (0 < wn <= 256 and wn % n_unit == 0):
+    if not (0 < wn <= MAX_WGMMA_N and wn % n_unit == 0):
         problems.append(
-            f"warp_tile n must be a multiple of {n_unit} in {n_unit}..256 (the wgmma N"
+            f"warp_tile n must be a multiple of {n_unit} in {n_unit}..{MAX_WGMMA_N} (the wgmma N"
             f"{'' if cfg.b_k_inner else ' of an N-major B, one 128-byte swizzle row'}), got {wn}"
         )
-    if bk <= 0 or bk % BOX_INNER or bk > 256 or wk != bk:
+    if bk <= 0 or bk % BOX_INNER or bk > MAX_TMA_BOX or wk != bk:
         problems.append(
             f"cta_tile k must be 64, 128, 192 or 256 (whole 128-byte swizzle rows, one TMA box "
-            f"<= 256) and equal warp_tile k, got {bk}, {wk}"
+            f"<= {MAX_TMA_BOX}) and equal warp_tile k, got {bk}, {wk}"
         )
     if not problems and cfg.pingpong and (bm, bn) != (wm, wn):
         problems.append(
@@ -253,21 +276,26 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         )
     if not problems and (bm % wm or bn % wn):
         problems.append(f"cta_tile {cfg.cta_tile} is not a multiple of warp_tile {cfg.warp_tile}")
-    if not problems and (bm > 256 or bn > 256):
-        problems.append(f"cta_tile m and n must be <= 256 (one TMA box), got {cfg.cta_tile}")
-    if not problems and cfg.consumers > 2:
+    if not problems and max(bm, bn) > MAX_TMA_BOX:
         problems.append(
-            f"{cfg.consumers} consumer warpgroups; the kernel has at most 2 (register budget)"
+            f"cta_tile m and n must be <= {MAX_TMA_BOX} (one TMA box), got {cfg.cta_tile}"
         )
-    if not problems and wm * wn // WARPGROUP > 128:
+    if not problems and cfg.consumers > MAX_CONSUMERS:
         problems.append(
-            f"warp_tile {wm}x{wn} needs {wm * wn // WARPGROUP} accumulator registers per "
-            "thread; at most 128 fit beside the addressing registers"
+            f"{cfg.consumers} consumer warpgroups; the kernel has at most {MAX_CONSUMERS} "
+            "(register budget)"
+        )
+    if not problems and cfg.accumulators > MAX_ACCUMULATORS:
+        problems.append(
+            f"warp_tile {wm}x{wn} needs {cfg.accumulators} accumulator registers per thread; "
+            f"at most {MAX_ACCUMULATORS} fit beside the addressing registers"
         )
     problems += cluster_problems(cfg)
     problems += horizontal_problems(cfg)
-    if cfg.stages < 2:
-        problems.append(f"stages must be >= 2 (the producer runs ahead), got {cfg.stages}")
+    if cfg.stages < MIN_STAGES:
+        problems.append(
+            f"stages must be >= {MIN_STAGES} (the producer runs ahead), got {cfg.stages}"
+        )
     if cfg.splitk < 1:
         problems.append(f"splitk must be >= 1, got {cfg.splitk}")
     if cfg.cta_order not in CTA_ORDERS:

@@ -1,8 +1,11 @@
-"""What the Hopper scheduler (TMA, mbarriers, wgmma m64nNk16, sm_90a) builds, as Violations.
+"""What the Hopper scheduler (TMA, mbarriers, wgmma m64nNk16, sm_90a) builds: every rule
+between fields and with the problem and the device (``rules``), and the kernel's one resource
+model (``resources``).
 
 Every MatmulParams field is either honoured by the generated kernel or refused here: the
 rules mirror ``config.config_problems`` (what the generator can emit) plus the device and the
-fields the kernel has no variant for yet.
+fields the kernel has no variant for yet. A rule about one field's values asks that field's
+``Space`` (``space.py``) or the predicate it is made of, so each legal value is written once.
 """
 
 from __future__ import annotations
@@ -10,224 +13,315 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.device import Device
-from mmaplug.params import MatmulParams, TilingStrategy, Violation, Violations
+from mmaplug.params import MatmulParams, TilingStrategy, Violation
 from mmaplug.problem import MatmulProblem
+from mmaplug.scheduler import Resources, Rule
 
 from .config import (
-    BOX_INNER,
-    MBARRIER_BYTES,
-    SMEM_ALIGN,
-    WARPGROUP,
+    MAX_ACCUMULATORS,
+    MAX_CONSUMERS,
+    MAX_TMA_BOX,
+    MIN_STAGES,
+    REGISTER_SPLITS,
+    consumer_count,
     epilogue_chunk,
     horizontal_chunk,
     horizontal_unit,
+    kernel_smem_bytes,
+    kernel_threads,
     pair_n_unit,
     staging_bytes,
 )
+from .space import (
+    CLUSTER,
+    CLUSTERS,
+    HORIZONTAL_CLUSTER,
+    HORIZONTAL_SPLIT_K,
+    PREFETCH_GAP,
+    STAGES,
+    TMA_LOADS,
+    WARP_SPECIALIZED,
+    accumulators,
+    box_k,
+    box_mn,
+    n_unit,
+    stacked_n,
+    wgmma_instruction,
+    wgmma_tile,
+)
 
-__all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "smem_bytes", "violations"]
+__all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "resources", "rules", "smem_bytes", "violations"]
 
-MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
-MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
-MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
 MAX_UNITS: Final = 2**31 - 1  # work units are walked with int64, the grid x with int32
+
+
+def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
+    """What one CTA of the kernel for *params* takes: shared memory (:func:`smem_bytes`), the
+    producer's and the consumers' threads, and the consumers' ``setmaxnreg`` registers (the
+    producer's count is lower, ``config.REGISTER_SPLITS``)."""
+    consumers = _consumers(params)
+    warp = params.warp_tile
+    staged = params.use_smem_epilogue and warp.n % 8 == 0
+    staging = staging_bytes(consumers, warp.n) if staged else 0
+    smem = kernel_smem_bytes(
+        params.cta_tile.as_tuple(), problem.operand_dtype.itemsize, params.stages, staging
+    )
+    pair = params.cluster_dims[0] > 1
+    return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[pair][1])
 
 
 def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
     """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers and,
-    with ``use_smem_epilogue``, the epilogue staging buffers."""
-    cta, warp = params.cta_tile, params.warp_tile
-    per_stage = (cta.m + cta.n) * cta.k * problem.operand_dtype.itemsize + 2 * MBARRIER_BYTES
-    total = SMEM_ALIGN + params.stages * per_stage
-    if params.use_smem_epilogue and warp.m and warp.n % 8 == 0:
-        total += staging_bytes(_consumers(params), warp.n)
-    return total
-
-
-def _consumers(params: MatmulParams) -> int:
-    """Consumer warpgroups: the CTA tile's grid of warp tiles, or two taking turns (ping-pong)."""
-    if params.tiling_strategy is TilingStrategy.persistent_pingpong:
-        return 2
-    cta, warp = params.cta_tile, params.warp_tile
-    return max(1, cta.m // max(warp.m, 1)) * max(1, cta.n // max(warp.n, 1))
+    with ``use_smem_epilogue``, the epilogue staging buffers (``config.kernel_smem_bytes``)."""
+    return resources(params, problem).smem_bytes
 
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
-    """Every reason the Hopper scheduler cannot build *params* for *problem* on *device*.
+    """Every reason the Hopper scheduler cannot build *params* for *problem* on *device*: its
+    rules, checked by ``mmaplug.scheduler.violations``.
 
     :returns: an empty list when the parameters are legal.
     """
-    found = Violations()
-    check = found.check
-    cta, warp, inst = params.cta_tile, params.warp_tile, params.instruction_tile
-    target = device.target
-    check(
-        device.cc == (9, 0) and device.arch_suffix == "a",
-        "device",
-        target,
-        "sm_90a",
-        f"the hopper scheduler emits wgmma and setmaxnreg, which need sm_90a; {device.name} is "
-        f"{target}. Use an H100/H200 (or preset 'h100'/'h200'), or the ampere scheduler.",
-    )
-    n_unit = 8 if problem.b_k_inner else BOX_INNER
-    check(
-        warp.m % 64 == 0 and warp.n % n_unit == 0 and warp.n <= 256,
-        "warp_tile",
-        warp,
-        f"m % 64 == 0, n % {n_unit} == 0, n <= 256",
-        f"warp_tile={warp}: a consumer warpgroup issues m64nNk16 wgmmas (N = warp_tile.n), "
-        f"so m must be a multiple of 64 and n a multiple of {n_unit} up to 256"
-        + ("" if problem.b_k_inner else " (an N-major B is read in 64-column swizzle rows)")
-        + ". Round the warp tile.",
-    )
-    check(
-        inst.m == 64 and inst.k == 16 and inst.n == warp.n,
-        "instruction_tile",
-        inst,
-        f"64x{warp.n}x16",
-        f"instruction_tile={inst}; the kernel issues one m64nNk16 wgmma per 64 rows with N the "
-        f"warp tile's n. Set instruction_tile=(64, {warp.n}, 16).",
-    )
-    check(
-        cta.k == warp.k and cta.k % BOX_INNER == 0 and cta.k <= MAX_TMA_BOX,
-        "cta_tile",
-        cta,
-        "k in 64, 128, 192, 256 and equal to warp_tile.k",
-        f"cta_tile={cta}: k must be a multiple of 64 (whole 128-byte swizzle rows) up to "
-        f"{MAX_TMA_BOX} and equal warp_tile.k={warp.k}. Set cta_tile.k=64.",
-    )
-    check(
-        cta.m % warp.m == 0 and cta.n % warp.n == 0 and max(cta.m, cta.n) <= MAX_TMA_BOX,
-        "cta_tile",
-        cta,
-        f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}",
-        f"cta_tile={cta} must be a multiple of warp_tile={warp} with m and n at most "
-        f"{MAX_TMA_BOX} (one TMA box). Change either tile.",
-    )
-    consumers = _consumers(params)
+    from mmaplug.scheduler import violations as check
+
+    from .scheduler import SCHEDULER  # the scheduler reads this module
+
+    return check(SCHEDULER, params, problem, device)
+
+
+def _consumers(params: MatmulParams) -> int:
+    """Consumer warpgroups of *params* (``config.consumer_count``)."""
     pingpong = params.tiling_strategy is TilingStrategy.persistent_pingpong
-    check(
-        not pingpong or (cta.m, cta.n) == (warp.m, warp.n),
-        "cta_tile",
-        cta,
-        "equal to warp_tile with ping-pong",
-        f"cta_tile={cta} with tiling_strategy='persistent_pingpong': each of the two consumer "
-        f"warpgroups owns a whole tile, so cta_tile must equal warp_tile={warp}. Set both alike.",
-    )
-    check(
-        consumers <= MAX_CONSUMERS,
-        "cta_tile",
-        cta,
-        f"<= {MAX_CONSUMERS} warp tiles",
-        f"cta_tile={cta} over warp_tile={warp} makes {consumers} consumer warpgroups; the kernel "
-        f"runs at most {MAX_CONSUMERS} (their registers share the SM's 64K). Grow the warp tile.",
-    )
-    accs = warp.m * warp.n // WARPGROUP
-    check(
-        accs <= MAX_ACCUMULATORS,
-        "warp_tile",
-        warp,
-        f"m * n / 128 <= {MAX_ACCUMULATORS}",
-        f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
-        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256 or 128x128.",
-    )
-    smem = smem_bytes(params, problem)
-    check(
-        smem <= device.smem_per_block_optin,
-        "stages",
-        params.stages,
-        f"<= {device.smem_per_block_optin:,} B shared memory",
-        f"stages={params.stages} needs {smem:,} B of shared memory per block; {target} allows "
-        f"{device.smem_per_block_optin:,} B. Lower stages or the CTA tile.",
-    )
-    check(
-        params.stages >= 2,
-        "stages",
-        params.stages,
-        ">= 2",
-        f"stages={params.stages}: the producer fills one stage while the consumers read "
-        "another, so at least 2 are needed. Raise stages.",
-    )
-    check(
-        params.prefetch_gap == 1,
-        "prefetch_gap",
-        params.prefetch_gap,
-        "1",
-        f"prefetch_gap={params.prefetch_gap}: the TMA producer refills a stage as soon as "
-        "the consumers release it; there is no other gap to choose. Set prefetch_gap=1.",
-    )
-    check(
-        params.async_gmem_load_operands,
-        "async_gmem_load_operands",
-        False,
-        "True",
-        "the hopper scheduler always loads operands with TMA; set "
-        "async_gmem_load_operands=True or use the ampere scheduler.",
-    )
-    check(
-        params.warp_specialized,
-        "warp_specialized",
-        False,
-        "True",
-        "the hopper kernel is always warp-specialized (a TMA producer warpgroup and consumer "
-        "warpgroups); set warp_specialized=True or use the ampere scheduler.",
-    )
-    cluster = tuple(params.cluster_dims)
-    check(
-        cluster in ((1, 1), (2, 1)),
-        "cluster_dims",
-        params.cluster_dims,
-        "(1, 1) or (2, 1)",
-        f"cluster_dims={params.cluster_dims}: the kernel pairs CTAs along M, the pair sharing "
-        "one multicast B tile; other cluster shapes are not generated. Set (1, 1) or (2, 1).",
-    )
-    pair_unit = pair_n_unit(problem.b_k_inner)
-    check(
-        cluster != (2, 1) or cta.n % pair_unit == 0,
-        "cluster_dims",
-        params.cluster_dims,
-        "(1, 1) with a cta_tile n that does not halve into whole boxes",
-        f"cluster_dims=(2, 1) with cta_tile={cta}: each CTA of a pair multicasts half of the "
-        f"B tile, so n must be a multiple of {pair_unit} for this layout. Set cluster_dims=(1, 1) "
-        f"or n to a multiple of {pair_unit}.",
-    )
-    k_tiles = -(-problem.k // cta.k) if cta.k else 0
-    check(
-        params.splitk_factor <= max(1, k_tiles),
-        "splitk_factor",
-        params.splitk_factor,
-        f"<= ceil(k / cta_k) = {k_tiles}",
-        f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
-        f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k.",
-    )
-    _check_horizontal(found, params, problem)
-    n_out = cta.n // problem.horizontal
-    tiles = -(-problem.m // cta.m) * -(-problem.n // n_out) if cta.m and n_out else 0
-    units = problem.batch * params.splitk_factor * tiles
-    check(
-        units <= MAX_UNITS,
-        "cta_tile",
-        cta,
-        f"batch * splitk * tiles <= {MAX_UNITS:,}",
-        f"{units:,} work units (batch x split-K x tiles) exceed the grid's {MAX_UNITS:,}. "
-        "Grow the CTA tile.",
-    )
+    return consumer_count(params.cta_tile.as_tuple(), params.warp_tile.as_tuple(), pingpong)
+
+
+# -- the rules ------------------------------------------------------------------------------
+
+
+def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
+    """Every rule of the hopper kernel for *problem* on *device*, in the order its violations
+    are reported; each limit in words (numbers of this problem and device)."""
+    unit, optin = n_unit(problem), device.smem_per_block_optin
+    found = [
+        Rule("device", "sm_90a", _device),
+        Rule("warp_tile", f"m % 64 == 0, n % {unit} == 0, n <= 256", _warp_wgmma),
+        Rule("instruction_tile", "64xNx16, N = warp_tile.n", _instruction_tile),
+        Rule("cta_tile", "k in 64, 128, 192, 256 and equal to warp_tile.k", _cta_k),
+        Rule("cta_tile", f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}", _cta_box),
+        Rule("cta_tile", "equal to warp_tile with ping-pong", _pingpong),
+        Rule("cta_tile", f"<= {MAX_CONSUMERS} warp tiles", _consumer_limit),
+        Rule("warp_tile", f"m * n / 128 <= {MAX_ACCUMULATORS}", _accumulator_limit),
+        Rule("stages", f"<= {optin:,} B shared memory", _smem),
+        Rule("stages", f">= {MIN_STAGES}", _min_stages),
+        Rule("prefetch_gap", PREFETCH_GAP.text, _prefetch_gap),
+        Rule("async_gmem_load_operands", TMA_LOADS.text, _tma_loads),
+        Rule("warp_specialized", WARP_SPECIALIZED.text, _warp_specialized),
+        Rule("cluster_dims", CLUSTER.text, _cluster),
+        Rule(
+            "cluster_dims",
+            "(1, 1) with a cta_tile n that does not halve into whole boxes",
+            _cluster_pair,
+        ),
+        Rule("splitk_factor", "<= ceil(k / cta_k)", _k_tiles),
+    ]
+    if problem.horizontal > 1:
+        found += _horizontal_rules(problem)
+    found.append(Rule("cta_tile", f"batch * splitk * tiles <= {MAX_UNITS:,}", _units))
     return found
 
 
-def _check_horizontal(found: Violations, params: MatmulParams, problem: MatmulProblem) -> None:
-    """A horizontal fusion's h B tiles stacked along N in one wgmma (docs/decisions.md,
-    "Horizontal fusion"): what the generated kernel supports of it."""
-    h, check = problem.horizontal, found.check
-    if h == 1:
-        return
+def _device(_params: MatmulParams, _problem: MatmulProblem, device: Device) -> str | None:
+    if device.cc == (9, 0) and device.arch_suffix == "a":
+        return None
+    return (
+        f"the hopper scheduler emits wgmma and setmaxnreg, which need sm_90a; {device.name} is "
+        f"{device.target}. Use an H100/H200 (or preset 'h100'/'h200'), or the ampere scheduler."
+    )
+
+
+def _warp_wgmma(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    warp = params.warp_tile
+    if wgmma_tile(warp, problem):
+        return None
+    return (
+        f"warp_tile={warp}: a consumer warpgroup issues m64nNk16 wgmmas (N = warp_tile.n), "
+        f"so m must be a multiple of 64 and n a multiple of {n_unit(problem)} up to 256"
+        + ("" if problem.b_k_inner else " (an N-major B is read in 64-column swizzle rows)")
+        + ". Round the warp tile."
+    )
+
+
+def _instruction_tile(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    inst, warp = params.instruction_tile, params.warp_tile
+    if wgmma_instruction(inst) and inst.n == warp.n:
+        return None
+    return (
+        f"instruction_tile={inst}; the kernel issues one m64nNk16 wgmma per 64 rows with N the "
+        f"warp tile's n. Set instruction_tile=(64, {warp.n}, 16)."
+    )
+
+
+def _cta_k(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     cta, warp = params.cta_tile, params.warp_tile
-    unit = h * horizontal_unit(problem.b_k_inner)
-    check(
-        cta.n % unit == 0,
-        "cta_tile",
-        cta,
-        f"n a multiple of {unit}",
+    if cta.k == warp.k and box_k(cta.k):
+        return None
+    return (
+        f"cta_tile={cta}: k must be a multiple of 64 (whole 128-byte swizzle rows) up to "
+        f"{MAX_TMA_BOX} and equal warp_tile.k={warp.k}. Set cta_tile.k=64."
+    )
+
+
+def _cta_box(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    cta, warp = params.cta_tile, params.warp_tile
+    if cta.m % warp.m == 0 and cta.n % warp.n == 0 and box_mn(cta):
+        return None
+    return (
+        f"cta_tile={cta} must be a multiple of warp_tile={warp} with m and n at most "
+        f"{MAX_TMA_BOX} (one TMA box). Change either tile."
+    )
+
+
+def _pingpong(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    cta, warp = params.cta_tile, params.warp_tile
+    pingpong = params.tiling_strategy is TilingStrategy.persistent_pingpong
+    if not pingpong or (cta.m, cta.n) == (warp.m, warp.n):
+        return None
+    return (
+        f"cta_tile={cta} with tiling_strategy='persistent_pingpong': each of the two consumer "
+        f"warpgroups owns a whole tile, so cta_tile must equal warp_tile={warp}. Set both alike."
+    )
+
+
+def _consumer_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    if (consumers := _consumers(params)) <= MAX_CONSUMERS:
+        return None
+    return (
+        f"cta_tile={params.cta_tile} over warp_tile={params.warp_tile} makes {consumers} "
+        f"consumer warpgroups; the kernel runs at most {MAX_CONSUMERS} (their registers share "
+        "the SM's 64K). Grow the warp tile."
+    )
+
+
+def _accumulator_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    warp = params.warp_tile
+    if (accs := accumulators(warp)) <= MAX_ACCUMULATORS:
+        return None
+    return (
+        f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
+        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256 or 128x128."
+    )
+
+
+def _smem(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    optin = device.smem_per_block_optin
+    if (smem := smem_bytes(params, problem)) <= optin:
+        return None
+    return (
+        f"stages={params.stages} needs {smem:,} B of shared memory per block; {device.target} "
+        f"allows {optin:,} B. Lower stages or the CTA tile."
+    )
+
+
+def _min_stages(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    if STAGES.allows(params.stages):
+        return None
+    return (
+        f"stages={params.stages}: the producer fills one stage while the consumers read "
+        "another, so at least 2 are needed. Raise stages."
+    )
+
+
+def _prefetch_gap(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    if PREFETCH_GAP.allows(params.prefetch_gap):
+        return None
+    return (
+        f"prefetch_gap={params.prefetch_gap}: the TMA producer refills a stage as soon as "
+        "the consumers release it; there is no other gap to choose. Set prefetch_gap=1."
+    )
+
+
+def _tma_loads(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    if TMA_LOADS.allows(params.async_gmem_load_operands):
+        return None
+    return (
+        "the hopper scheduler always loads operands with TMA; set "
+        "async_gmem_load_operands=True or use the ampere scheduler."
+    )
+
+
+def _warp_specialized(params: MatmulParams, _pr: MatmulProblem, _d: Device) -> str | None:
+    if WARP_SPECIALIZED.allows(params.warp_specialized):
+        return None
+    return (
+        "the hopper kernel is always warp-specialized (a TMA producer warpgroup and consumer "
+        "warpgroups); set warp_specialized=True or use the ampere scheduler."
+    )
+
+
+def _cluster(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    if CLUSTER.allows(tuple(params.cluster_dims)):
+        return None
+    return (
+        f"cluster_dims={params.cluster_dims}: the kernel pairs CTAs along M, the pair sharing "
+        "one multicast B tile; other cluster shapes are not generated. Set (1, 1) or (2, 1)."
+    )
+
+
+def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    cta, unit = params.cta_tile, pair_n_unit(problem.b_k_inner)
+    if tuple(params.cluster_dims) != CLUSTERS[1] or cta.n % unit == 0:
+        return None
+    return (
+        f"cluster_dims=(2, 1) with cta_tile={cta}: each CTA of a pair multicasts half of the "
+        f"B tile, so n must be a multiple of {unit} for this layout. Set cluster_dims=(1, 1) "
+        f"or n to a multiple of {unit}."
+    )
+
+
+def _k_tiles(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    cta = params.cta_tile
+    k_tiles = -(-problem.k // cta.k)
+    if params.splitk_factor <= max(1, k_tiles):
+        return None
+    return (
+        f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
+        f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k."
+    )
+
+
+def _units(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    cta = params.cta_tile
+    n_out = cta.n // problem.horizontal
+    tiles = -(-problem.m // cta.m) * -(-problem.n // n_out) if n_out else 0
+    if (units := problem.batch * params.splitk_factor * tiles) <= MAX_UNITS:
+        return None
+    return (
+        f"{units:,} work units (batch x split-K x tiles) exceed the grid's {MAX_UNITS:,}. "
+        "Grow the CTA tile."
+    )
+
+
+# -- a horizontal fusion (docs/decisions.md, "Horizontal fusion") ---------------------------
+
+
+def _horizontal_rules(problem: MatmulProblem) -> list[Rule]:
+    """What the generated kernel supports of a horizontal fusion's h B tiles stacked along N
+    in one wgmma."""
+    unit = problem.horizontal * horizontal_unit(problem.b_k_inner)
+    return [
+        Rule("cta_tile", f"n a multiple of {unit}", _stacked_n),
+        Rule("warp_tile", "n == cta_tile.n", _whole_rows),
+        Rule("splitk_factor", HORIZONTAL_SPLIT_K.text, _horizontal_split_k),
+        Rule("cluster_dims", HORIZONTAL_CLUSTER.text, _horizontal_cluster),
+        Rule("use_smem_epilogue", "False for this warp_tile", _horizontal_staging),
+    ]
+
+
+def _stacked_n(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    cta, h = params.cta_tile, problem.horizontal
+    if stacked_n(cta, problem):
+        return None
+    return (
         f"cta_tile={cta} for a horizontal fusion of {h} matmuls: cta_tile.n is the wgmma's N, "
         f"{h} B tiles of n/{h} columns each, and each must be whole "
         + (
@@ -235,43 +329,50 @@ def _check_horizontal(found: Violations, params: MatmulParams, problem: MatmulPr
             if problem.b_k_inner
             else "64-column swizzle rows (N-major B)"
         )
-        + f". Use a cta_tile.n of {h} x the output tile's n, a multiple of {unit}.",
+        + f". Use a cta_tile.n of {h} x the output tile's n, a multiple of "
+        f"{h * horizontal_unit(problem.b_k_inner)}."
     )
-    check(
-        warp.n == cta.n,
-        "warp_tile",
-        warp,
-        f"n == cta_tile.n ({cta.n})",
+
+
+def _whole_rows(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    cta, warp = params.cta_tile, params.warp_tile
+    if warp.n == cta.n:
+        return None
+    return (
         f"warp_tile={warp} for a horizontal fusion: each consumer thread must hold column c of "
         f"every product, so consumers split the CTA tile along M only. Set warp_tile.n = "
-        f"{cta.n}.",
+        f"{cta.n}."
     )
-    check(
-        params.splitk_factor == 1,
-        "splitk_factor",
-        params.splitk_factor,
-        "1",
+
+
+def _horizontal_split_k(params: MatmulParams, _pr: MatmulProblem, _d: Device) -> str | None:
+    if HORIZONTAL_SPLIT_K.allows(params.splitk_factor):
+        return None
+    return (
         f"splitk_factor={params.splitk_factor} with a horizontal fusion: the products are "
         "combined in the epilogue, which a split-K reduce of one workspace cannot do. Set "
-        "splitk_factor=1.",
+        "splitk_factor=1."
     )
-    check(
-        tuple(params.cluster_dims) == (1, 1),
-        "cluster_dims",
-        params.cluster_dims,
-        "(1, 1)",
+
+
+def _horizontal_cluster(params: MatmulParams, _pr: MatmulProblem, _d: Device) -> str | None:
+    if HORIZONTAL_CLUSTER.allows(tuple(params.cluster_dims)):
+        return None
+    return (
         f"cluster_dims={params.cluster_dims} with a horizontal fusion: B multicast per tensor "
-        "map is not generated. Set cluster_dims=(1, 1).",
+        "map is not generated. Set cluster_dims=(1, 1)."
     )
-    chunk = horizontal_chunk(warp.n, h)
-    check(
-        not params.use_smem_epilogue or chunk > 0,
-        "use_smem_epilogue",
-        True,
-        "False for this warp_tile",
+
+
+def _horizontal_staging(params: MatmulParams, problem: MatmulProblem, _d: Device) -> str | None:
+    warp, h = params.warp_tile, problem.horizontal
+    # a warp tile n that is not whole 8-column chunks breaks the wgmma rule already
+    if not params.use_smem_epilogue or warp.n % 8 or horizontal_chunk(warp.n, h) > 0:
+        return None
+    return (
         f"use_smem_epilogue=True with a horizontal fusion and warp_tile={warp}: the staged "
         f"epilogue puts the {h} products' chunks side by side in one staged row of "
         f"{epilogue_chunk(warp.n)} columns, each chunk 32, 16 or 8 columns dividing "
         f"warp_tile.n / {h} = {warp.n // h}; none fits. Set use_smem_epilogue=False, or a "
-        f"cta_tile n whose share per product is a multiple of 8 no wider than 1/{h} of the row.",
+        f"cta_tile n whose share per product is a multiple of 8 no wider than 1/{h} of the row."
     )

@@ -3,17 +3,21 @@
 {fp16, bf16} x {TN, TT, NT, NN} x {no epilogue, bias+gelu, alpha*acc+beta*C, relu + fp32 aux}
 x {split-K 1, 2} x {batch 1, 3}, plus the odd shape 504x136x248 and misaligned (vec 1/2/4)
 cases. Random data, outputs poisoned with NaN before each launch, float64 reference, tolerance
-by output dtype (harness.run_case).
+by output dtype (tests/ampere_harness.py, run_case).
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
 
 import pytest
 
 from mmaplug.dtypes import DType
-from mmaplug.plugins.ampere.harness import EPILOGUES, Case, config_for, run_case
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
+from ampere_harness import EPILOGUES, Case, config_for, run_case  # noqa: E402
 
 pytestmark = pytest.mark.sm80
 

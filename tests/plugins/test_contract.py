@@ -8,7 +8,6 @@ import pluggy
 import pytest
 
 from mmaplug import hookspecs
-from mmaplug.choices import Rejection, SchedulerChoice
 from mmaplug.device import PRESET_NAMES, get_device
 from mmaplug.dtypes import DType
 from mmaplug.manager import DEFAULT_PLUGINS
@@ -16,6 +15,7 @@ from mmaplug.markers import PROJECT
 from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
 from mmaplug.plugins import ampere, hopper
 from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.scheduler import violations
 
 SCHEDULERS = {"ampere": ampere, "hopper": hopper}
 SHAPES = [
@@ -67,17 +67,14 @@ def test_registers_cleanly(module):
 
 
 @pytest.mark.parametrize("name", SCHEDULERS)
-def test_validators_answer_only_for_their_scheduler(name):
-    """A scheduler's validator returns nothing when another scheduler was chosen."""
+def test_rules_refuse_what_the_kernel_cannot_build(name):
+    """A scheduler's rules refuse parameters its kernel cannot build (core asks only the chosen
+    scheduler's rules)."""
     broken = MatmulParams(
         cta_tile=(4096, 4096, 16), warp_tile=(16, 16, 16), instruction_tile=(16, 16, 16), stages=8
     )
     problem = make_problem(4096, 4096, 4096, (True, True), DType.float16)
-    other = "hopper" if name == "ampere" else "ampere"
-    plugin = SCHEDULERS[name]
-    kwargs = {"params": broken, "problem": problem, "device": get_device("h200")}
-    assert plugin.mmaplug_validate_params(scheduler=other, **kwargs) == []
-    assert plugin.mmaplug_validate_params(scheduler=name, **kwargs)
+    assert violations(SCHEDULERS[name].SCHEDULER, broken, problem, get_device("h200"))
 
 
 @pytest.mark.parametrize(("scheduler", "device"), TARGETS, ids=lambda v: v)
@@ -89,13 +86,7 @@ def test_default_answers_pass_validators(scheduler, device, problem):
     gpu = get_device(device)
     params = default.mmaplug_matmul_params(problem=problem, device=gpu, scheduler=scheduler)
     assert isinstance(params, MatmulParams)
-    plugin = SCHEDULERS[scheduler]
-    assert (
-        plugin.mmaplug_validate_params(
-            params=params, problem=problem, device=gpu, scheduler=scheduler
-        )
-        == []
-    )
+    assert violations(SCHEDULERS[scheduler].SCHEDULER, params, problem, gpu) == []
     for field, sentinel in SENTINELS.items():
         if scheduler in SENTINEL_SCHEDULERS[field]:
             assert getattr(params, field) != sentinel, f"default chose sentinel {field}"
@@ -107,15 +98,15 @@ def test_candidates(device):
     gpu = get_device(device)
     f16 = make_problem(256, 256, 256, (True, True), DType.float16)
     f32 = make_problem(256, 256, 256, (True, True), DType.float32)
-    assert ampere.mmaplug_scheduler_candidates(problem=f16, device=gpu).priority == 10
-    assert "float32" in ampere.mmaplug_scheduler_candidates(problem=f32, device=gpu).reason
-    answer = hopper.mmaplug_scheduler_candidates(problem=f16, device=gpu)
+    assert ampere.SCHEDULER.accepts(f16, gpu) is None and ampere.SCHEDULER.priority == 10
+    assert "float32" in (ampere.SCHEDULER.accepts(f32, gpu) or "")
+    assert hopper.SCHEDULER.priority == 20
+    reason = hopper.SCHEDULER.accepts(f16, gpu)
     if gpu.target == "sm_90a":
-        assert answer == SchedulerChoice("hopper", 20)
+        assert reason is None
     else:
-        assert answer == Rejection("hopper", hopper.rejection(f16, gpu))
-        assert f"{device} is {gpu.target}" in answer.reason
-    assert isinstance(hopper.mmaplug_scheduler_candidates(problem=f32, device=gpu), Rejection)
+        assert f"{device} is {gpu.target}" in (reason or "")
+    assert hopper.SCHEDULER.accepts(f32, gpu)
 
 
 def test_ampere_rejects_pre_sm80():
@@ -126,8 +117,7 @@ def test_ampere_rejects_pre_sm80():
         name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536
     )
     problem = make_problem(256, 256, 256, (True, True), DType.float16)
-    rejection = ampere.mmaplug_scheduler_candidates(problem=problem, device=turing)
-    assert rejection.name == "ampere" and "t4 is sm_75" in rejection.reason
+    assert "t4 is sm_75" in (ampere.SCHEDULER.accepts(problem, turing) or "")
 
 
 def test_tile_shape_is_used_for_tiles():

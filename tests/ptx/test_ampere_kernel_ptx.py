@@ -5,12 +5,16 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from mmaplug.dtypes import DType
-from mmaplug.plugins.ampere.harness import epilogue_program
 from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, compile_ptx, generate_source
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
+from ampere_harness import epilogue_program  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 

@@ -4,15 +4,19 @@ NVVM unrolls; nothing of them reaches local memory, and the mma order is the unr
 from __future__ import annotations
 
 import re
+import sys
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mmaplug.dtypes import DType
-from mmaplug.plugins.ampere.harness import epilogue_program
 from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, compile_ptx, generate_source
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
+from ampere_harness import epilogue_program  # noqa: E402
 
 pytestmark = pytest.mark.ptx
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
-from mmaplug.plugins.ampere.harness import Case, config_for, run_case
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
+from ampere_harness import Case, config_for, run_case  # noqa: E402
 
 SMALL = dict(cta_tile=(32, 32, 32), warp_tile=(16, 16, 32), stages=2)
 

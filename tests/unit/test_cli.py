@@ -280,10 +280,8 @@ def test_plugins_lists_builtins_and_blocked(
     status, out, _ = run(capsys, "plugins")
     assert status == 0
     assert "ampere       mmaplug " in out
-    assert (
-        "hooks: mmaplug_adjust_params, mmaplug_build_kernel, mmaplug_scheduler_candidates, "
-        "mmaplug_validate_params"
-    ) in out
+    assert "hooks: mmaplug_schedulers\n" in out
+    assert "  ampere       priority 10       from plugin ampere" in out
     assert "blocked: hopper" in out and "  hopper " not in out
 
 
@@ -293,12 +291,14 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str], hermetic_env: pytest.M
     status, out, _ = run(capsys, "plugins", "--json")
     record = json.loads(out)
     assert status == 0 and set(record) == {
-        "schema", "plugins", "heuristics", "heuristic", "blocked", "strict"
+        "schema", "plugins", "schedulers", "heuristics", "heuristic", "blocked", "strict"
     }  # fmt: skip
+    assert all(set(s) == {"name", "priority", "plugin"} for s in record["schedulers"])
     ampere = next(p for p in record["plugins"] if p["name"] == "ampere")
     assert set(ampere) == {"name", "distribution", "version", "module", "hooks"}
     assert ampere["distribution"] == "mmaplug" and ampere["module"] == "mmaplug.plugins.ampere"
-    assert "mmaplug_build_kernel" in ampere["hooks"]
+    assert ampere["hooks"] == ["mmaplug_schedulers"]
+    assert {"name": "ampere", "priority": 10, "plugin": "ampere"} in record["schedulers"]
     assert record["blocked"] == ["hopper"] and record["heuristic"] is None
     assert record["strict"] is False
 

@@ -1,4 +1,4 @@
-"""The hopper scheduler plugin's hooks: which problems it takes on which GPU, and its build hook."""
+"""The hopper scheduler object: which problems it takes on which GPU, and its build step."""
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ def matmul(pm, m: int, n: int, k: int, dtype: DType = DType.float16) -> MatmulPr
 
 
 def candidate(problem: MatmulProblem, device: str | Device) -> SchedulerChoice | Rejection:
+    """The scheduler's answer for *problem*, as a plan's provenance records it."""
     gpu = get_device(device) if isinstance(device, str) else device
-    return hopper.mmaplug_scheduler_candidates(problem=problem, device=gpu)
+    reason = hopper.SCHEDULER.accepts(problem, gpu)
+    if reason is None:
+        return SchedulerChoice(hopper.SCHEDULER.name, hopper.SCHEDULER.priority)
+    return Rejection(hopper.SCHEDULER.name, reason)
 
 
 @pytest.mark.parametrize("device", ["h100", "h200"])
@@ -46,7 +50,7 @@ def test_accepts_16bit_single_matmul_tma_aligned_on_sm90a(pm, device, dtype, bui
     problem = build(pm, 256, 512, 128, dtype)
     assert min(problem.vector_widths.a, problem.vector_widths.b) >= 8
     assert candidate(problem, device) == SchedulerChoice("hopper", 20)
-    assert hopper.rejection(problem, get_device(device)) is None
+    assert hopper.SCHEDULER.accepts(problem, get_device(device)) is None
 
 
 @pytest.mark.parametrize(
@@ -122,24 +126,15 @@ def test_unaligned_problem_is_planned_on_ampere(pm):
     assert spec.scheduler == "ampere"
     assert spec.provenance.candidates == (
         SchedulerChoice("ampere", 10),
-        Rejection("hopper", hopper.rejection(problem, get_device("h200"))),
+        Rejection("hopper", hopper.SCHEDULER.accepts(problem, get_device("h200"))),
     )
 
 
-def test_build_kernel_defers_for_other_schedulers(pm):
-    """mmaplug_build_kernel returns None for a spec another scheduler was chosen for."""
-    fusion = example_fusion(256, 512, 128)
-    analysis = mp.analyze(fusion, pm=pm)
-    spec = plan_problem(analysis.problem, get_device("a100"), pm=pm)
-    assert spec.scheduler == "ampere"
-    assert hopper.mmaplug_build_kernel(spec=spec, analysis=analysis) is None
-
-
-def test_build_kernel_builds_the_planned_config(pm):
+def test_build_builds_the_planned_config(pm):
     """For a hopper spec it returns an artifact configured with the planned tiles and stages."""
     analysis = mp.analyze(example_fusion(256, 512, 128), pm=pm)
     spec = plan_problem(analysis.problem, get_device("h200"), pm=pm)
-    artifact = hopper.mmaplug_build_kernel(spec=spec, analysis=analysis)
+    artifact = hopper.SCHEDULER.build(spec, analysis)
     config = artifact.config
     assert (config.cta_tile, config.warp_tile) == (
         spec.params.cta_tile.as_tuple(),
@@ -149,13 +144,13 @@ def test_build_kernel_builds_the_planned_config(pm):
     assert artifact.kernel_name == f"hopper_{config.name}"
 
 
-def test_build_kernel_wraps_generator_refusals(pm):
+def test_build_wraps_generator_refusals(pm):
     """Params the generator cannot emit (planning bypassed) raise KernelBuildError naming them."""
     analysis = mp.analyze(example_fusion(256, 512, 128), pm=pm)
     spec = plan_problem(analysis.problem, get_device("h200"), pm=pm)
     bad = attrs.evolve(spec, params=spec.params.with_overrides(stages=1))
     with pytest.raises(KernelBuildError, match=r"hopper kernel for .*stages must be >= 2"):
-        hopper.mmaplug_build_kernel(spec=bad, analysis=analysis)
+        hopper.SCHEDULER.build(bad, analysis)
 
 
 def test_smem_epilogue_counts_its_staging(pm) -> None:

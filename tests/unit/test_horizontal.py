@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Rejection
 from mmaplug.epilogue import Instr
 from mmaplug.heuristics.default import hopper_params
 from mmaplug.params import MatmulParams, TileShape, TilingStrategy
-from mmaplug.plugins.ampere import mmaplug_scheduler_candidates as ampere_candidates
+from mmaplug.plugins.ampere.scheduler import SCHEDULER as AMPERE
 from mmaplug.plugins.hopper import limits
-from mmaplug.plugins.hopper import mmaplug_scheduler_candidates as hopper_candidates
+from mmaplug.plugins.hopper.scheduler import SCHEDULER as HOPPER
 from mmaplug.segmented import SegmentedFusion
 
 H = mp.float16
@@ -127,20 +126,18 @@ def test_matmuls_that_are_not_horizontal_keep_no_program(case: str) -> None:
 
 def test_ampere_declines_horizontal_and_hopper_takes_it() -> None:
     problem = mp.matmul_problem(ffn(), pm=PM)
-    refused = ampere_candidates(problem=problem, device=mp.get_device("h200"))
-    assert isinstance(refused, Rejection)
+    refused = AMPERE.accepts(problem, mp.get_device("h200"))
     assert "horizontal fusion of 2 matmuls sharing operand A is built by the hopper" in (
-        refused.reason
+        refused or ""
     )
-    assert hopper_candidates(problem=problem, device=mp.get_device("h200")).name == "hopper"
+    assert HOPPER.accepts(problem, mp.get_device("h200")) is None
 
 
 def test_too_many_n_major_products_for_one_wgmma_are_declined() -> None:
     problem = attrs.evolve(mp.matmul_problem(ffn(b_k_inner=False), pm=PM), horizontal=5,
                            num_patterns=5)  # fmt: skip
-    refused = hopper_candidates(problem=problem, device=mp.get_device("h200"))
-    assert isinstance(refused, Rejection)
-    assert re.search(r"5 matmuls: one wgmma of N <= 256 .* at most 4 fit", refused.reason)
+    refused = HOPPER.accepts(problem, mp.get_device("h200"))
+    assert re.search(r"5 matmuls: one wgmma of N <= 256 .* at most 4 fit", refused or "")
 
 
 def test_hopper_preset_compiles_one_kernel() -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Adjustment, SchedulerChoice
+from mmaplug.choices import Adjustment
 from mmaplug.errors import (
     InvalidParamsError,
     KernelBuildError,
@@ -31,6 +31,7 @@ from mmaplug.fusion import Expr, IterDomain, IterType, LinearOp
 from mmaplug.manager import make_plugin_manager, reset_plugin_manager
 from mmaplug.params import MatmulParams, Violation
 from mmaplug.patterns import MatmulPattern
+from mmaplug.scheduler import Resources
 from mmaplug.testing import registered
 from mmaplug.translate import translate_as
 
@@ -133,13 +134,43 @@ class Hostile:
         raise ValueError("no repr either")
 
 
-def own_scheduler(name: str, build: Callable[[], object]) -> object:
+@attrs.define
+class OwnScheduler:
+    """A third-party scheduler object (priority 100) taking what *accept* accepts."""
+
+    name: str
+    make: Callable[[], object]
+    accept: Callable[[], str | None] = lambda: None
+    priority: int = 100
+
+    def accepts(self, problem: object, device: object) -> str | None:
+        return self.accept()
+
+    def space(self, problem: object, device: object) -> list[object]:
+        return []
+
+    def rules(self, problem: object, device: object) -> list[object]:
+        return []
+
+    def resources(self, params: object, problem: object) -> Resources:
+        return Resources(smem_bytes=0, threads=128)
+
+    def adjustments(self, params: object, problem: object, device: object) -> list[object]:
+        return []
+
+    def build(self, spec: object, analysis: object) -> object:
+        return self.make()
+
+
+def own_scheduler(
+    name: str, build: Callable[[], object], accept: Callable[[], str | None] = lambda: None
+) -> object:
     """A third-party scheduler *name* (priority 100) with its own base params and builder."""
+    own = OwnScheduler(name, build, accept)
     return plugin(
         name,
-        scheduler_candidates=lambda self: SchedulerChoice(name, 100),
+        schedulers=lambda self: [own],
         matmul_params=lambda self, scheduler: BASE if scheduler == name else None,
-        build_kernel=lambda self, spec: build() if spec.scheduler == name else None,
     )
 
 
@@ -174,7 +205,7 @@ def case(id: str, plugins: Callable[[], tuple[object, ...]], *rest: Any, **kw: A
 
 P = "mmaplug_matmul_patterns: plugin 'bad'"
 T = "mmaplug_translate_pattern: plugin 'bad'"
-B = "mmaplug_build_kernel: plugin 'bad'"
+B = r"mmaplug_schedulers \(bad.build\): plugin 'bad'"
 CASES = [
     # -- translation ---------------------------------------------------------------------------
     case(
@@ -285,6 +316,30 @@ CASES = [
         lambda: (plugin("bad", scheduler_candidates=lambda self: mp.get_device("nope")),),
         PluginError,
         "mmaplug_scheduler_candidates: plugin 'bad' raised UsageError",
+    ),
+    case(
+        "scheduler_accepts_raise",
+        lambda: (own_scheduler("bad", Artifact, accept=boom),),
+        PluginError,
+        r"mmaplug_schedulers \(bad.accepts\): plugin 'bad' raised RuntimeError: boom",
+    ),
+    case(
+        "scheduler_accepts_answer_int",
+        lambda: (own_scheduler("bad", Artifact, accept=lambda: 42),),
+        PluginResultError,
+        r"mmaplug_schedulers \(bad.accepts\): plugin 'bad' returned 42 .*expected None",
+    ),
+    case(
+        "schedulers_answer_str",
+        lambda: (plugin("bad", schedulers=lambda self: "ampere"),),
+        PluginResultError,
+        "mmaplug_schedulers: plugin 'bad' returned 'ampere' .*expected a mmaplug.scheduler",
+    ),
+    case(
+        "schedulers_raise",
+        lambda: (plugin("bad", schedulers=boom),),
+        PluginError,
+        "mmaplug_schedulers: plugin 'bad' raised RuntimeError: boom",
     ),
     case(
         "candidates_answer_str",
@@ -445,28 +500,25 @@ CASES = [
     ),
     # -- building ------------------------------------------------------------------------------
     case(
-        "build_raise_for_other_scheduler",
-        lambda: (plugin("bad", build_kernel=boom),),
-        PluginError,
-        f"{B} raised RuntimeError: boom",
-    ),
-    case(
         "build_answer_str",
-        lambda: (plugin("bad", build_kernel=lambda self: "kernel"),),
+        lambda: (own_scheduler("bad", lambda: "kernel"),),
         PluginResultError,
         f"{B} returned 'kernel' .*lacks ptx, launch, bind",
+        None,
     ),
     case(
-        "build_partial_artifact",  # was blamed on the scheduler
-        lambda: (plugin("bad", build_kernel=lambda self: attrs.make_class("A", {})()),),
+        "build_partial_artifact",
+        lambda: (own_scheduler("bad", lambda: attrs.make_class("A", {})()),),
         PluginResultError,
         f"{B} returned .*lacks ptx, launch, bind, kernel_name",
+        None,
     ),
     case(
         "build_hostile_artifact",
-        lambda: (plugin("bad", build_kernel=lambda self: Hostile()),),
+        lambda: (own_scheduler("bad", Hostile),),
         PluginResultError,
         f"{B} returned an artifact that raised ValueError",
+        None,
     ),
     case(
         "build_own_scheduler_raise",
@@ -485,15 +537,15 @@ CASES = [
     case(
         "build_own_scheduler_nothing",
         lambda: (own_scheduler("bad", lambda: None),),
-        KernelBuildError,
-        "scheduler 'bad'; plugin 'bad' must implement mmaplug_build_kernel",
+        PluginResultError,
+        f"{B} returned None",
         None,
     ),
     case(
         "build_own_scheduler_verdict",
         lambda: (own_scheduler("bad", lambda: (_ for _ in ()).throw(KernelBuildError("nvvm"))),),
         KernelBuildError,
-        "nvvm\nraised by plugin 'bad' in mmaplug_build_kernel",
+        r"nvvm\nraised by plugin 'bad' in mmaplug_schedulers \(bad.build\)",
         None,
     ),
     case(
@@ -512,7 +564,7 @@ def test_strict_mode_raises_naming_the_plugin(case: Case) -> None:
     with registered(pm, *case.plugins()), pytest.raises(case.error, match=case.match) as info:
         mp.compile(case.fusion(), DEVICE, pm=pm)
     if isinstance(info.value, PluginError):
-        assert info.value.plugin == "bad" and info.value.hook in case.match
+        assert info.value.plugin == "bad" and info.value.hook in case.match.replace("\\", "")
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -556,11 +608,12 @@ def test_agreeing_tile_and_dim_overrides_do_not_conflict() -> None:
 
 def test_a_broken_builtin_always_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     """A built-in plugin that raises is a PluginError naming it, in warning mode too."""
-    from mmaplug.plugins import ampere
+    from mmaplug.plugins.ampere.scheduler import SCHEDULER
 
-    monkeypatch.setattr(ampere, "mmaplug_adjust_params", mp.hookimpl(boom))
+    monkeypatch.setattr(SCHEDULER, "adjustments", boom)
     pm = make_plugin_manager(load_entrypoints=False, strict=False)
-    with pytest.raises(PluginError, match="mmaplug_adjust_params: plugin 'ampere' \\(built in\\)"):
+    match = r"mmaplug_schedulers \(ampere.adjustments\): plugin 'ampere' \(built in\)"
+    with pytest.raises(PluginError, match=match):
         mp.compile(linear_fusion(), DEVICE, pm=pm)
 
 

@@ -13,6 +13,7 @@ from mmaplug.device import Device, get_device
 from mmaplug.dtypes import DType
 from mmaplug.errors import (
     InvalidParamsError,
+    KernelBuildError,
     NoSchedulerError,
     OverrideConflictError,
     ParamAdjustedWarning,
@@ -35,6 +36,7 @@ from mmaplug.params import (
 )
 from mmaplug.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
 from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.scheduler import Resources
 from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
 
 A100 = get_device("a100")  # ampere is the only scheduler here: planning tests use it
@@ -124,12 +126,11 @@ def test_sentinels_reach_final_params(mmaplug_pm, mmaplug_recorder, problem):
     assert "fake" in spec.provenance.consulted
     mmaplug_recorder.assert_order(
         [
-            "mmaplug_scheduler_candidates",
+            "mmaplug_schedulers",  # asked once per set of registered plugins
             "mmaplug_matmul_params",
             "mmaplug_matmul_overrides",
-            "mmaplug_validate_params",
         ]
-    )
+    )  # the scheduler objects' methods are no hooks: the recorder does not see them
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3], ids=lambda s: f"seed{s}")
@@ -315,6 +316,38 @@ def test_no_scheduler_lists_every_rejection(mmaplug_pm):
 
 
 class Scheduler:
+    """A scheduler object accepting every problem, registered by itself (its own plugin)."""
+
+    def __init__(self, name: str, priority: int) -> None:
+        self.name = name
+        self.priority = priority
+
+    @hookimpl
+    def mmaplug_schedulers(self):
+        return [self]
+
+    def accepts(self, problem, device):
+        return None
+
+    def space(self, problem, device):
+        return []
+
+    def rules(self, problem, device):
+        return []
+
+    def resources(self, params, problem):
+        return Resources(smem_bytes=0, threads=128)
+
+    def adjustments(self, params, problem, device):
+        return []
+
+    def build(self, spec, analysis):
+        raise KernelBuildError("not built here")
+
+
+class LegacyScheduler:
+    """The same in the deprecated form (``mmaplug_scheduler_candidates``)."""
+
     def __init__(self, name: str, priority: int) -> None:
         self.name = name
         self.priority = priority
@@ -324,6 +357,7 @@ class Scheduler:
         return SchedulerChoice(self.name, self.priority)
 
 
+@pytest.mark.parametrize("form", [Scheduler, LegacyScheduler], ids=["object", "legacy"])
 @pytest.mark.parametrize(
     ("priorities", "winner"),
     [
@@ -333,12 +367,18 @@ class Scheduler:
     ],
     ids=["tie_by_name", "priority", "ampere_higher"],
 )
-def test_highest_priority_scheduler_wins(mmaplug_pm, problem, default_spec, priorities, winner):
+def test_highest_priority_scheduler_wins(
+    mmaplug_pm, problem, default_spec, priorities, winner, form
+):
     """The highest priority wins and ties go to the alphabetically first name."""
-    schedulers = [Scheduler(name, p) for name, p in priorities.items()]
+    schedulers = [form(name, p) for name, p in priorities.items()]
     base = FakeHeuristic("base", {}, base=default_spec.params)
     with registered(mmaplug_pm, *schedulers, base):
-        assert plan_problem(problem, A100, pm=mmaplug_pm).scheduler == winner
+        if form is Scheduler:
+            assert plan_problem(problem, A100, pm=mmaplug_pm).scheduler == winner
+            return
+        with pytest.warns(DeprecationWarning, match="mmaplug_scheduler_candidates"):
+            assert plan_problem(problem, A100, pm=mmaplug_pm).scheduler == winner
 
 
 class StageCap:
@@ -390,13 +430,16 @@ def test_heuristic_leaving_the_register_epilogue_is_adjusted_with_warning(mmaplu
 
 
 def test_hopper_plan_is_not_adjusted_by_ampere(mmaplug_pm, problem):
-    """The ampere adjustment answers only for ampere: a hopper plan is not adjusted."""
-    from mmaplug.plugins import ampere
+    """Only the chosen scheduler adjusts: a hopper plan with a register epilogue, which ampere
+    would change, is not adjusted."""
+    from mmaplug.plugins.ampere.scheduler import SCHEDULER as AMPERE
 
-    spec = plan_problem(problem, H200, pm=mmaplug_pm)
+    register = {"use_smem_epilogue": False}
+    spec = plan_problem(problem, H200, pm=mmaplug_pm, overrides=register)
     assert (spec.scheduler, spec.provenance.adjustments) == ("hopper", ())
-    register_epilogue = spec.params.with_overrides(use_smem_epilogue=False)
-    assert ampere.mmaplug_adjust_params(register_epilogue, "hopper") == []
+    assert [a.field for a in AMPERE.adjustments(spec.params, problem, H200)] == [
+        "use_smem_epilogue"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -146,15 +146,12 @@ def test_recorder_calls(mmaplug_pm):
         plan_problem(make_problem(), A100, pm=mmaplug_pm)
     plan_problem(make_problem(), A100, pm=mmaplug_pm)  # after finish: not recorded
     assert recorder.hook_names() == [
-        "mmaplug_scheduler_candidates",
+        "mmaplug_schedulers",
         "mmaplug_matmul_params",
-        "mmaplug_validate_params",
         "mmaplug_matmul_overrides",
-        "mmaplug_validate_params",
-        "mmaplug_adjust_params",
-    ]  # ampere answers the adjust hook (with no change here)
-    candidates = recorder.getcalls("mmaplug_scheduler_candidates")
-    assert sorted(c.plugins[0] for c in candidates) == ["ampere", "hopper"]
+    ]  # the chosen scheduler's rules and adjustments are its object's methods, not hooks
+    schedulers = recorder.getcalls("mmaplug_schedulers")
+    assert sorted(c.plugins[0] for c in schedulers) == ["ampere", "hopper"]
     call = recorder.popcall("mmaplug_matmul_params")
     assert (call.scheduler, call.device) == ("ampere", A100)
     assert not recorder.getcalls(["mmaplug_matmul_params"])
@@ -163,7 +160,7 @@ def test_recorder_calls(mmaplug_pm):
 def test_recorder_assert_order_failure(mmaplug_recorder, mmaplug_pm):
     """assert_order fails with the recorded sequence when the order differs."""
     plan_problem(make_problem(), A100, pm=mmaplug_pm)
-    with pytest.raises(AssertionError, match="recorded: \\['mmaplug_scheduler_candidates'"):
+    with pytest.raises(AssertionError, match="recorded: \\['mmaplug_schedulers'"):
         mmaplug_recorder.assert_order(["mmaplug_matmul_overrides", "mmaplug_matmul_params"])
     with pytest.raises(AssertionError, match="no call of 'mmaplug_build_kernel'"):
         mmaplug_recorder.popcall("mmaplug_build_kernel")

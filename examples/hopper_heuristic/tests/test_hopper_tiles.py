@@ -87,15 +87,11 @@ def test_no_split_where_tiles_fill_the_gpu_or_on_ampere(mmaplug_pm, fd, device):
 
 
 def test_hooks_are_asked_in_plan_order(mmaplug_pm, mmaplug_recorder):
-    """The scheduler is chosen first; then params, overrides and validation."""
+    """The scheduler is chosen first (from the scheduler objects); then params and overrides
+    (the chosen scheduler's rules validate them, no hook)."""
     plan(mmaplug_pm, linear(4096, 4096, 4096))
     mmaplug_recorder.assert_order(
-        [
-            "mmaplug_scheduler_candidates",
-            "mmaplug_matmul_params",
-            "mmaplug_matmul_overrides",
-            "mmaplug_validate_params",
-        ]
+        ["mmaplug_schedulers", "mmaplug_matmul_params", "mmaplug_matmul_overrides"]
     )
     (call,) = [c for c in mmaplug_recorder.getcalls("mmaplug_matmul_params") if NAME in c.plugins]
     assert call.scheduler == "hopper"

@@ -62,12 +62,12 @@ def test_defers_on_hopper(mmaplug_pm):
 
 
 def test_square_params_pass_ampere_limits(mmaplug_pm, mmaplug_recorder):
-    """The answer passes the ampere validators and is asked after the scheduler is chosen."""
+    """The answer passes the ampere scheduler's rules (it is the plan's base) and is asked after
+    the schedulers are collected."""
     with registered(mmaplug_pm, square_tiles):
-        plan_problem(problem(), get_device("a100"), pm=mmaplug_pm)
-    mmaplug_recorder.assert_order(
-        ["mmaplug_scheduler_candidates", "mmaplug_matmul_params", "mmaplug_validate_params"]
-    )
+        spec = plan_problem(problem(), get_device("a100"), pm=mmaplug_pm)
+    assert (spec.scheduler, spec.provenance.base) == ("ampere", "mmaplug_square_tiles")
+    mmaplug_recorder.assert_order(["mmaplug_schedulers", "mmaplug_matmul_params"])
 
 
 def test_override_still_wins(mmaplug_pm):

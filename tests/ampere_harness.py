@@ -1,8 +1,9 @@
 """Correctness harness for the Ampere kernels: random problems, float64 reference, comparison.
 
-Shared by the simulator tests, the GPU tests and ``scripts/device_ampere.py``. Builds operands in
-every layout (optionally with padded leading dimensions), the standard epilogues, and checks the
-outputs (poisoned with NaN before the launch) against a NumPy float64 reference.
+Shared by the PTX, simulator and GPU tests and ``scripts/device_ampere.py``, which put tests/ on
+``sys.path``. Builds operands in every layout (optionally with padded leading dimensions), the
+standard epilogues, and checks the outputs (poisoned with NaN before the launch) against a NumPy
+float64 reference.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import numpy as np
 
 from mmaplug.dtypes import DType
 from mmaplug.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
-
-from .kernel import AmpereKernelConfig
+from mmaplug.plugins.ampere.kernel import AmpereKernelConfig
 
 EPILOGUES = ("none", "bias_gelu", "alpha_beta", "relu_aux")
 _NAN_BITS = {DType.float16: 0x7E00, DType.bfloat16: 0x7FC0}
@@ -195,7 +195,7 @@ def run_case(case: Case, config: AmpereKernelConfig, *, stream: Any = 0) -> dict
     """Run *config* on *case*; return ``{"ok", "max_err", "tol_ratio", "nan", ...}``."""
     from numba import cuda
 
-    from .launch import run_gemm
+    from mmaplug.plugins.ampere.launch import run_gemm
 
     rng = np.random.default_rng(case.seed)
     dt = case.dtype

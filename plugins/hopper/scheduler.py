@@ -1,0 +1,112 @@
+"""The ``hopper`` scheduler as one object: the problems it takes, its fields' legal values and
+rules, its resource model and its build step (``mmaplug.scheduler.Scheduler``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, final
+
+from mmaplug.analysis import MatmulAnalysis
+from mmaplug.choices import KernelSpec
+from mmaplug.device import Device
+from mmaplug.errors import KernelBuildError
+from mmaplug.params import MatmulParams
+from mmaplug.problem import MatmulProblem
+from mmaplug.scheduler import Resources, Rule, Space
+
+from . import limits, space
+
+if TYPE_CHECKING:
+    from mmaplug.choices import Adjustment
+
+__all__ = ["NAME", "PRIORITY", "SCHEDULER", "HopperScheduler"]
+
+NAME: Final = "hopper"
+PRIORITY: Final = 20  # above ampere's: on sm_90a wgmma is the faster instruction
+TMA_VECTOR: Final = 8  # TMA needs 16-byte row pitches: 8 half-precision elements
+# horizontal products per wgmma (N <= 256): 8-row groups of a K-major B, 64-column swizzle
+# rows of an N-major one
+MAX_HORIZONTAL: Final = {True: 32, False: 4}
+
+
+@final
+class HopperScheduler:
+    """TMA + mbarrier + wgmma, warp-specialized, for sm_90a: 16-bit single matmuls and
+    horizontal fusions whose operands TMA can load."""
+
+    __slots__ = ()
+    name: str = NAME
+    priority: int = PRIORITY
+
+    def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
+        """None when the hopper kernel can take *problem* on *device*, else why not."""
+        if tuple(device.cc) != (9, 0) or device.arch_suffix != "a":
+            return f"needs wgmma and TMA (sm_90a); {device.name} is {device.target}"
+        if not problem.operand_dtype.is_half:
+            return (
+                "wgmma here takes float16 or bfloat16 operands, not "
+                f"{problem.operand_dtype.label}; cast the operands in the fusion"
+            )
+        if problem.num_patterns > problem.horizontal:
+            return (
+                f"the fusion holds {problem.num_patterns} matmuls that are not a horizontal "
+                "fusion (one shared operand A, B operands of one shape, dtype and layout, "
+                "products combined element-wise into the outputs); this scheduler runs one "
+                "MmaOp or a horizontal group"
+            )
+        if problem.horizontal > MAX_HORIZONTAL[problem.b_k_inner]:
+            return (
+                f"a horizontal fusion of {problem.horizontal} matmuls: one wgmma of N <= 256 "
+                f"covers all products, so at most {MAX_HORIZONTAL[problem.b_k_inner]} fit with "
+                f"a {'K' if problem.b_k_inner else 'N'}-major B"
+            )
+        ops = [*problem.a_prologue_ops, *problem.b_prologue_ops]
+        if ops:
+            return (
+                f"an operand prologue ({', '.join(ops)}) must run between an operand's load and "
+                "the mma; this kernel's TMA loads land in the shared memory wgmma reads with no "
+                "step between them (docs/decisions.md, 'Operand prologues'); the ampere "
+                "scheduler takes it"
+            )
+        vec = problem.vector_widths
+        if min(vec.a, vec.b) < TMA_VECTOR:
+            return (
+                "TMA needs 16-byte aligned row pitches (a multiple of 8 elements) for A and B; "
+                f"this problem's operand rows allow {vec.a}- and {vec.b}-element vectors "
+                f"(m={problem.m}, n={problem.n}, k={problem.k}); the ampere scheduler takes it"
+            )
+        return None
+
+    def space(self, problem: MatmulProblem, device: Device) -> Sequence[Space]:
+        """The legal values of each field the kernel reads (``space.space``)."""
+        return space.space(problem, device)
+
+    def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
+        """Every rule between fields and with *problem* and *device* (``limits.rules``)."""
+        return limits.rules(problem, device)
+
+    def resources(self, params: MatmulParams, problem: MatmulProblem) -> Resources:
+        """Shared memory, threads and consumer registers of one CTA (``limits.resources``)."""
+        return limits.resources(params, problem)
+
+    def adjustments(
+        self, params: MatmulParams, problem: MatmulProblem, device: Device
+    ) -> Sequence[Adjustment]:
+        """None: the kernel builds every value its rules allow as asked."""
+        return ()
+
+    def build(self, spec: KernelSpec, analysis: MatmulAnalysis) -> object:
+        """The wgmma kernel for *spec* (Numba is imported only here).
+
+        :raises KernelBuildError: the generator cannot emit *spec*'s params (planning bypassed).
+        """
+        from .artifact import HopperArtifact, kernel_config
+
+        try:
+            config = kernel_config(spec, analysis)
+        except ValueError as error:
+            raise KernelBuildError(f"hopper kernel for {spec.params.name}: {error}") from error
+        return HopperArtifact(config, spec)
+
+
+SCHEDULER: Final = HopperScheduler()

@@ -1,0 +1,160 @@
+"""The legal values of each MatmulParams field the hopper kernel reads, one field at a time
+(``mmaplug.scheduler.Space``), and the values the tuner tries.
+
+Each legal value is written once, here: the scheduler's rules (``limits``) ask these spaces,
+or the predicates they are made of, and the rules between fields build on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from mmaplug.device import Device
+from mmaplug.params import CtaOrder, TileShape, TilingStrategy
+from mmaplug.problem import MatmulProblem
+from mmaplug.scheduler import Space
+
+from .config import (
+    BOX_INNER,
+    MAX_ACCUMULATORS,
+    MAX_TMA_BOX,
+    MAX_WGMMA_N,
+    MIN_STAGES,
+    WARPGROUP,
+    WGMMA_K,
+    WGMMA_M,
+    horizontal_unit,
+)
+
+__all__ = ["CLUSTERS", "space"]
+
+CLUSTERS: Final = ((1, 1), (2, 1))  # one CTA, or a pair along M multicasting one B tile
+# What the tuner tries: warp tiles (m, n) at each cta_k, one or two consumer warpgroups along
+# M or N, stages 2-6, split-K 1-8 and every tiling strategy (only the legal ones are listed).
+WARP_EXAMPLES: Final = (
+    (64, 64),
+    (64, 96),
+    (64, 128),
+    (64, 160),
+    (64, 192),
+    (64, 256),
+    (128, 64),
+    (128, 96),
+    (128, 128),
+)
+CTA_K_EXAMPLES: Final = (64, 128, 256)
+CONSUMER_GRIDS: Final = ((1, 1), (2, 1), (1, 2))
+STAGE_EXAMPLES: Final = (2, 3, 4, 5, 6)
+SPLIT_EXAMPLES: Final = (1, 2, 4, 8)
+
+
+def _int_at_least(low: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+STAGES: Final = Space(
+    "stages",
+    f">= {MIN_STAGES}, as many as shared memory holds",
+    accepts=_int_at_least(MIN_STAGES),
+    examples=STAGE_EXAMPLES,
+)
+PREFETCH_GAP: Final = Space("prefetch_gap", "1", values=(1,))
+TMA_LOADS: Final = Space("async_gmem_load_operands", "True", values=(True,))
+WARP_SPECIALIZED: Final = Space("warp_specialized", "True", values=(True,))
+CLUSTER: Final = Space("cluster_dims", " or ".join(map(str, CLUSTERS)), values=CLUSTERS)
+SPLIT_K: Final = Space(
+    "splitk_factor", ">= 1, at most the K tiles", accepts=_int_at_least(1), examples=SPLIT_EXAMPLES
+)
+# a horizontal fusion's products are combined in the epilogue, and each B has its own map
+HORIZONTAL_CLUSTER: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
+HORIZONTAL_SPLIT_K: Final = Space("splitk_factor", "1", values=(1,))
+FLAGS: Final = (
+    Space("tiling_strategy", "any", values=tuple(TilingStrategy), examples=tuple(TilingStrategy)),
+    Space("use_smem_epilogue", "either", values=(False, True)),
+    Space("cta_order", "either", values=tuple(CtaOrder)),
+    Space("grid_swizzle_factor", ">= 1", accepts=_int_at_least(1)),
+)
+
+
+def n_unit(problem: MatmulProblem) -> int:
+    """What a wgmma's N must be a multiple of: 8-row groups of a K-major B, 64-column swizzle
+    rows of an N-major one."""
+    return 8 if problem.b_k_inner else BOX_INNER
+
+
+def wgmma_tile(warp: TileShape, problem: MatmulProblem) -> bool:
+    """m64nNk16 wgmmas cover *warp*: whole 64-row blocks, N whole units up to 256."""
+    return warp.m % WGMMA_M == 0 and warp.n % n_unit(problem) == 0 and warp.n <= MAX_WGMMA_N
+
+
+def accumulators(warp: TileShape) -> int:
+    """float32 accumulator registers per consumer thread."""
+    return warp.m * warp.n // WARPGROUP
+
+
+def wgmma_instruction(inst: TileShape) -> bool:
+    """One m64nNk16 wgmma (its N is the warp tile's: a rule between the two)."""
+    return (inst.m, inst.k) == (WGMMA_M, WGMMA_K)
+
+
+def box_k(k: int) -> bool:
+    """cta_tile.k is whole 128-byte swizzle rows within one TMA box."""
+    return k % BOX_INNER == 0 and k <= MAX_TMA_BOX
+
+
+def box_mn(cta: TileShape) -> bool:
+    """cta_tile's m and n fit one TMA box each."""
+    return max(cta.m, cta.n) <= MAX_TMA_BOX
+
+
+def stacked_n(cta: TileShape, problem: MatmulProblem) -> bool:
+    """cta_tile.n holds a horizontal fusion's h B tiles side by side, each whole swizzle units."""
+    return cta.n % (problem.horizontal * horizontal_unit(problem.b_k_inner)) == 0
+
+
+def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
+    """The legal values of each field the hopper kernel reads, for *problem*; ``examples`` are
+    what the tuner tries (the legal ones of ``WARP_EXAMPLES`` and the rest)."""
+    h = problem.horizontal
+
+    def warp_tile(v: object) -> bool:
+        if not isinstance(v, TileShape):
+            return False
+        return wgmma_tile(v, problem) and accumulators(v) <= MAX_ACCUMULATORS
+
+    def cta_tile(v: object) -> bool:
+        if not isinstance(v, TileShape):
+            return False
+        return box_k(v.k) and box_mn(v) and (h == 1 or stacked_n(v, problem))
+
+    def instruction_tile(v: object) -> bool:
+        return isinstance(v, TileShape) and wgmma_instruction(v)
+
+    warps = [TileShape(m, n, k) for m, n in WARP_EXAMPLES for k in CTA_K_EXAMPLES]
+    warps = [w for w in warps if warp_tile(w)]
+    ctas = [TileShape(w.m * gm, w.n * gn, w.k) for w in warps for gm, gn in CONSUMER_GRIDS]
+    insts = [TileShape(WGMMA_M, n, WGMMA_K) for n in dict.fromkeys(w.n for w in warps)]
+    stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
+    return (
+        Space(
+            "cta_tile",
+            f"{stacked}m and n <= {MAX_TMA_BOX} (one TMA box each), k in 64, 128, 192, 256",
+            accepts=cta_tile,
+            examples=tuple(c for c in dict.fromkeys(ctas) if cta_tile(c)),
+        ),
+        Space(
+            "warp_tile",
+            f"m % 64 == 0, n % {n_unit(problem)} == 0, n <= 256, m * n / 128 <= {MAX_ACCUMULATORS}",
+            accepts=warp_tile,
+            examples=tuple(warps),
+        ),
+        Space("instruction_tile", "64xNx16", accepts=instruction_tile, examples=tuple(insts)),
+        STAGES,
+        PREFETCH_GAP,
+        TMA_LOADS,
+        WARP_SPECIALIZED,
+        HORIZONTAL_CLUSTER if h > 1 else CLUSTER,
+        HORIZONTAL_SPLIT_K if h > 1 else SPLIT_K,
+        *FLAGS,
+    )
