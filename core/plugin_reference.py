@@ -1,53 +1,50 @@
 """The generated parts of ``docs/plugin-reference.md``: every MatmulParams field with what each
 scheduler accepts, the rules the schedulers state, the test sentinels and what a hook receives.
 
-Nothing here restates a rule. Fields, types and defaults come from ``attrs.fields``; the values a
-scheduler accepts come from planning a representative problem with each candidate value as a
-caller override (the public validation path: ``plan_problem``, strict); the rules are every check
-the chosen scheduler's ``limits`` module makes while validating that plan, in its own words.
-Descriptions of fields are the only hand-written text, and a field without one is an error.
+Nothing here restates a rule, and nothing is probed: fields, types and defaults come from
+``attrs.fields``; what each registered scheduler accepts of a field is its ``space`` (in its
+words, with the legal values where it lists them) and the rules it states are its ``rules``
+(field and limit, as data), both asked for a representative problem on the preset device the
+scheduler is chosen for. Descriptions of fields are the only hand-written text, and a field
+without one is an error.
 
     python -m mmaplug.plugin_reference docs/plugin-reference.md          # refresh in place
     python -m mmaplug.plugin_reference --check docs/plugin-reference.md  # exit 1 when stale
 
 Only the text between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->`` is
-rewritten; the rest of the page is written by hand.
+rewritten; the rest of the page is written by hand. The schedulers are those of a plugin
+manager: the built-in plugins only unless ``refresh`` is given another.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import enum
 import functools
 import inspect
 import re
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
-from unittest import mock
+from typing import Final
 
 import attrs
 
 from . import hookspecs
 from .choices import KernelSpec, Provenance
-from .device import Device, get_device
+from .device import PRESET_NAMES, Device, get_device
 from .dtypes import DType
-from .errors import InvalidParamsError, MatmulError, ParamAdjustedWarning, UsageError
+from .errors import MatmulError, UsageError
 from .manager import PluginManager, make_plugin_manager
-from .params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape, Violations
+from .params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
 from .plan import plan_problem
 from .problem import MatmulProblem, VectorWidths
+from .scheduler import Scheduler, Space
+from .scheduler_registry import schedulers
 
-__all__ = ["SECTIONS", "TARGETS", "main", "refresh", "representative_problem"]
+__all__ = ["SECTIONS", "main", "refresh", "representative_problem", "targets"]
 
-#: (scheduler, device preset) pairs the reference plans for: each scheduler on the GPU it is
-#: chosen for (ampere also runs on an H200 whenever hopper declines a problem).
-TARGETS: Final = (("ampere", "a100"), ("hopper", "h200"))
-INT_PROBES: Final = range(0, 257)
-CLUSTER_PROBES: Final = tuple((m, n) for m in (1, 2, 4) for n in (1, 2, 4))
+MAX_SHOWN: Final = 12  # examples listed one by one; more are counted
 
 #: What each MatmulParams field means (the rules are generated; this is the only prose).
 FIELD_DOCS: Final = {
@@ -133,7 +130,7 @@ ATTRIBUTE_DOCS: Final[dict[type, dict[str, str]]] = {
 def representative_problem(
     *, a_k_inner: bool = True, b_k_inner: bool = True, horizontal: int = 1
 ) -> MatmulProblem:
-    """A 4096x4096x4096 float16 problem (TN unless told), the one the reference plans."""
+    """A 4096x4096x4096 float16 problem (TN unless told), the one the reference asks about."""
     return MatmulProblem(
         m=4096,
         n=4096,
@@ -148,7 +145,7 @@ def representative_problem(
     )
 
 
-#: Problems whose rules are listed (for the hopper scheduler, a horizontal fusion too).
+#: Problems whose rules are listed (a horizontal fusion where a scheduler takes one).
 RULE_PROBLEMS: Final = (
     ("TN", representative_problem()),
     ("NT", representative_problem(a_k_inner=False, b_k_inner=False)),
@@ -162,49 +159,37 @@ def _manager() -> PluginManager:
     return make_plugin_manager(load_entrypoints=False, strict=True)
 
 
-def _plan(problem: MatmulProblem, scheduler: str, preset: str, **overrides: object) -> KernelSpec:
-    """Plan with the built-in plugins only, strict; adjustments of probes are expected."""
-    pm = _manager()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ParamAdjustedWarning)
-        spec = plan_problem(problem, get_device(preset), pm=pm, overrides=overrides)
-    if spec.scheduler != scheduler:
-        raise UsageError(f"{preset} planned {spec.scheduler}, not {scheduler}, for the reference")
-    return spec
+def targets(pm: PluginManager) -> list[tuple[Scheduler, Device]]:
+    """Each registered scheduler (by name) with the preset it is asked about: the last preset
+    on which it outranks every other scheduler taking the representative problem, else the
+    last that it takes, else the last preset (where its space and rules still answer)."""
+    found = [scheduler for _, scheduler in schedulers(pm).values()]
+    problem = representative_problem()
+    devices = [get_device(name) for name in PRESET_NAMES]
+    takes = {(s.name, d.name): s.accepts(problem, d) is None for s in found for d in devices}
+
+    def chosen(scheduler: Scheduler, device: Device) -> bool:
+        rivals = [s for s in found if takes[s.name, device.name]]
+        return rivals != [] and min(rivals, key=lambda s: (-s.priority, s.name)) is scheduler
+
+    out = []
+    for scheduler in sorted(found, key=lambda s: s.name):
+        picks = (
+            [d for d in devices if chosen(scheduler, d)]
+            or [d for d in devices if takes[scheduler.name, d.name]]
+            or devices
+        )
+        out.append((scheduler, picks[-1]))
+    return out
 
 
-def _probe(field: str, value: object, scheduler: str, preset: str) -> tuple[str, str]:
-    """(verdict, detail) of planning the representative problem with *field* = *value*."""
+def _default_plan(pm: PluginManager, scheduler: Scheduler, device: Device) -> MatmulParams | None:
+    """The plan of the representative problem on *device*, when it is *scheduler*'s."""
     try:
-        spec = _plan(representative_problem(), scheduler, preset, **{field: value})
-    except InvalidParamsError as error:
-        limits = [v.limit for v in error.violations if v.field == field] or [
-            f"{v.field}: {v.limit}" for v in error.violations
-        ]
-        return "refused", "; ".join(f"`{limit}`" for limit in dict.fromkeys(limits))
-    except MatmulError as error:
-        return "refused", f"`{str(error).splitlines()[0]}`"
-    for adjustment in spec.provenance.adjustments:
-        if adjustment.field == field:
-            reason = adjustment.reason.rsplit(" [by ", 1)[0]
-            return "adjusted", f"to {_show(adjustment.new)}: {reason}"
-    return "accepted", ""
-
-
-def _candidates(field: attrs.Attribute[Any]) -> Sequence[object]:
-    """Values to probe for *field*, by the type of its default (none for the tiles)."""
-    default = field.default
-    if default is attrs.NOTHING:
-        return ()
-    if isinstance(default, bool):
-        return (False, True)
-    if isinstance(default, enum.Enum):
-        return tuple(type(default))
-    if isinstance(default, int):
-        return INT_PROBES
-    if isinstance(default, tuple):
-        return CLUSTER_PROBES
-    return ()
+        spec = plan_problem(representative_problem(), device, pm=pm)
+    except MatmulError:
+        return None
+    return spec.params if spec.scheduler == scheduler.name else None
 
 
 def _show(value: object) -> str:
@@ -219,7 +204,8 @@ def _show(value: object) -> str:
 
 
 def _runs(values: Sequence[object]) -> str:
-    """``0, 2–8`` for ints (consecutive ones as a range); the values joined otherwise."""
+    """``0, 2–8`` for ints (three or more consecutive ones as a range); the values joined
+    otherwise."""
     ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
     if len(ints) != len(values):
         return ", ".join(_show(v) for v in values)
@@ -229,71 +215,42 @@ def _runs(values: Sequence[object]) -> str:
             spans[-1][1] = value
         else:
             spans.append([value, value])
-    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
+    return ", ".join(
+        f"{a}–{b}" if b - a >= 2 else ", ".join(map(str, range(a, b + 1))) for a, b in spans
+    )
 
 
-def _verdicts(field: attrs.Attribute[Any], scheduler: str, preset: str) -> list[str]:
-    """Each probed outcome of *field*, with the values that got it."""
-    groups: dict[tuple[str, str], list[object]] = {}
-    for value in _candidates(field):
-        groups.setdefault(_probe(field.name, value, scheduler, preset), []).append(value)
-    lines = []
-    for verdict in ("accepted", "adjusted", "refused"):
-        found = [(detail, values) for (v, detail), values in groups.items() if v == verdict]
-        if verdict == "refused" and found:
-            lines.append(
-                "refused " + ", ".join(f"{_runs(values)} ({detail})" for detail, values in found)
-            )
-        for detail, values in found if verdict != "refused" else ():
-            lines.append(f"{verdict} {_runs(values)} {detail}".strip())
-    return lines
+def _space_line(space: Space | None) -> list[str]:
+    """What a field's space says: its words, its values where listed, what the tuner tries."""
+    if space is None:
+        return ["not read (any value)"]
+    bits = [f"accepts `{space.text}`"]
+    if space.values and _runs(space.values) not in space.text:
+        bits.append(f"values {_runs(space.values)}")
+    if space.examples:
+        shown = len(space.examples) <= MAX_SHOWN
+        tries = _runs(space.examples) if shown else f"{len(space.examples)} values"
+        bits.append(f"tuner tries {tries}")
+    return bits
 
 
-@contextlib.contextmanager
-def _recording_checks() -> Iterator[list[tuple[str, str]]]:
-    """Record every ``Violations.check`` (field, limit) made in the block, passing or not."""
-    checks: list[tuple[str, str]] = []
-    original = Violations.check
-
-    def check(
-        self: Violations, ok: bool, field: str, value: object, limit: str, message: str
-    ) -> None:
-        checks.append((field, limit))
-        original(self, ok, field, value, limit, message)
-
-    with mock.patch.object(Violations, "check", check):
-        yield checks
-
-
-def _rules(scheduler: str, preset: str, problem: MatmulProblem) -> list[tuple[str, str]]:
-    """The (field, limit) of every check the scheduler makes validating *problem*'s plan."""
-    with _recording_checks() as checks:
-        try:
-            _plan(problem, scheduler, preset)
-        except MatmulError:  # the scheduler does not take this problem
-            return []
-    return list(dict.fromkeys(checks))
-
-
-def _problem_line(problem: MatmulProblem) -> str:
-    return f"`{problem.describe()}`"
-
-
-def section_accepted() -> str:
-    """Per field: meaning, type, default, sentinel, and per scheduler the default heuristic's
-    choice, the probed verdicts and the rules it states."""
+def section_accepted(pm: PluginManager) -> str:
+    """Per field: meaning, type, default, sentinel, and per scheduler its space, the default
+    heuristic's choice and the rules about the field."""
     problem = representative_problem()
-    plans = {s: _plan(problem, s, p).params for s, p in TARGETS}
-    rules = {s: _rules(s, p, problem) for s, p in TARGETS}
+    asked = targets(pm)
     out = [
-        f"Planned for {_problem_line(problem)}: "
-        + ", ".join(f"**{s}** on the `{p}` preset" for s, p in TARGETS)
-        + f". Integers are probed {INT_PROBES.start}–{INT_PROBES.stop - 1}, cluster shapes "
-        f"{', '.join(map(str, CLUSTER_PROBES))}, one field at a time over the default "
-        "heuristic's plan; a refusal quotes the rule's limit as the scheduler states it. "
-        "Limits with numbers hold for this problem and plan (shared memory, K tiles).",
+        f"Asked for {_problem_line(problem)}: "
+        + ", ".join(f"**{s.name}** on the `{d.name}` preset" for s, d in asked)
+        + ". Each scheduler says what it accepts of a field (its space, with the values the "
+        "tuner tries) and the rules about it, in its own words; rules between fields are "
+        "listed under each field they blame. Limits with numbers hold for this problem and "
+        "device (shared memory, K tiles).",
         "",
     ]
+    spaces = {s.name: {sp.field: sp for sp in s.space(problem, d)} for s, d in asked}
+    rules = {s.name: s.rules(problem, d) for s, d in asked}
+    plans = {s.name: _default_plan(pm, s, d) for s, d in asked}
     for field in attrs.fields(MatmulParams):
         if field.name not in FIELD_DOCS:
             raise UsageError(f"MatmulParams.{field.name} has no description in FIELD_DOCS")
@@ -305,32 +262,42 @@ def section_accepted() -> str:
             where = ", ".join(sorted(SENTINEL_SCHEDULERS[field.name]))
             out.append(f"Test sentinel: `{_show(SENTINELS[field.name])}` ({where}).")
         out.append("")
-        for scheduler, preset in TARGETS:
-            bits = [f"default heuristic: `{_show(getattr(plans[scheduler], field.name))}`"]
-            bits += _verdicts(field, scheduler, preset)
-            stated = [f"`{limit}`" for f, limit in rules[scheduler] if f == field.name]
+        for scheduler, device in asked:
+            bits = _space_line(spaces[scheduler.name].get(field.name))
+            if (plan := plans[scheduler.name]) is not None:
+                bits.append(f"default heuristic `{_show(getattr(plan, field.name))}`")
+            stated = [f"`{r.limit}`" for r in rules[scheduler.name] if r.field == field.name]
             if stated:
-                bits.append("rules: " + "; ".join(stated))
-            out.append(f"- **{scheduler}** ({preset}): " + "; ".join(bits) + ".")
+                bits.append("rules: " + "; ".join(dict.fromkeys(stated)))
+            out.append(f"- **{scheduler.name}** ({device.name}): " + "; ".join(bits) + ".")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
-def section_rules() -> str:
-    """Every check each scheduler makes, per representative problem it takes."""
+def _problem_line(problem: MatmulProblem) -> str:
+    return f"`{problem.describe()}`"
+
+
+def section_rules(pm: PluginManager) -> str:
+    """Every rule each scheduler states, per representative problem it takes."""
     out = []
-    for scheduler, preset in TARGETS:
-        names = [name for name, p in RULE_PROBLEMS if _rules(scheduler, preset, p)]
+    for scheduler, device in targets(pm):
+        taken = [(n, p) for n, p in RULE_PROBLEMS if scheduler.accepts(p, device) is None]
         rows: dict[tuple[str, str], set[str]] = {}
-        for name, problem in RULE_PROBLEMS:
-            for rule in _rules(scheduler, preset, problem):
-                rows.setdefault(rule, set()).add(name)
-        out.append(f"**{scheduler}** ({preset}; `plugins/{scheduler}/limits.py`):")
+        for name, problem in taken:
+            for rule in scheduler.rules(problem, device):
+                rows.setdefault((rule.field, rule.limit), set()).add(name)
+        where = type(scheduler).__module__
+        out.append(f"**{scheduler.name}** ({device.name}; `{where}`):")
         out.append("")
-        out.append("| field | limit | " + " | ".join(names) + " |")
-        out.append("|---|---|" + "---|" * len(names))
+        if not taken:
+            out.append(f"takes none of {', '.join(n for n, _ in RULE_PROBLEMS)} on {device.name}.")
+            out.append("")
+            continue
+        out.append("| field | limit | " + " | ".join(n for n, _ in taken) + " |")
+        out.append("|---|---|" + "---|" * len(taken))
         for (field, limit), seen in rows.items():
-            marks = " | ".join("✓" if n in seen else "" for n in names)
+            marks = " | ".join("✓" if n in seen else "" for n, _ in taken)
             out.append(f"| `{field}` | {limit.replace('|', '/')} | {marks} |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
@@ -354,7 +321,7 @@ def _attributes(cls: type) -> list[tuple[str, str, str]]:
     return rows
 
 
-def section_receives() -> str:
+def section_receives(pm: PluginManager) -> str:
     """The hooks (arguments, call style) and the attributes of what they receive."""
     out = ["| hook | arguments | answers |", "|---|---|---|"]
     for name, spec in inspect.getmembers(hookspecs, inspect.isfunction):
@@ -372,7 +339,7 @@ def section_receives() -> str:
     return "\n".join(out) + "\n"
 
 
-def section_sentinels() -> str:
+def section_sentinels(pm: PluginManager) -> str:
     """``mp.testing.SENTINELS``: a legal value per field that the defaults never choose."""
     out = ["| field | sentinel | legal on |", "|---|---|---|"]
     for name, value in SENTINELS.items():
@@ -382,7 +349,7 @@ def section_sentinels() -> str:
     return "\n".join(out) + "\n"
 
 
-SECTIONS: Final[dict[str, Callable[[], str]]] = {
+SECTIONS: Final[dict[str, Callable[[PluginManager], str]]] = {
     "accepted": section_accepted,
     "rules": section_rules,
     "sentinels": section_sentinels,
@@ -396,13 +363,15 @@ _BLOCK: Final = re.compile(
 
 
 @functools.cache
-def _section(name: str) -> str:
-    """The text of section *name* (the code cannot change while a process runs)."""
-    return SECTIONS[name]()
+def _builtin_section(name: str) -> str:
+    """Section *name* for the built-in plugins (their code cannot change while a process runs)."""
+    return SECTIONS[name](_manager())
 
 
-def refresh(text: str) -> str:
+def refresh(text: str, pm: PluginManager | None = None) -> str:
     """*text* with every generated section rewritten; each of ``SECTIONS`` must be there once.
+
+    :param pm: Whose schedulers the page describes; the built-in plugins only when None.
 
     :raises UsageError: a section is missing, repeated or unknown.
     """
@@ -415,7 +384,11 @@ def refresh(text: str) -> str:
             f"{missing or 'none'}; each of {', '.join(SECTIONS)} goes once between "
             "'<!-- generated: NAME (...) -->' and '<!-- end generated: NAME -->'"
         )
-    return _BLOCK.sub(lambda m: f"{m.group(1)}\n{_section(m.group('name'))}\n{m.group(4)}", text)
+
+    def write(name: str) -> str:
+        return _builtin_section(name) if pm is None else SECTIONS[name](pm)
+
+    return _BLOCK.sub(lambda m: f"{m.group(1)}\n{write(m.group('name'))}\n{m.group(4)}", text)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,50 +1,62 @@
-"""The built-in default heuristic: nvFuser's Ampere and Hopper rules, adapted to our kernels."""
+"""The built-in default heuristic: nvFuser's Ampere and Hopper choices, adapted to our kernels.
+
+Only preferences live here: which tiles to try and in which order, when to split K, shrink a CTA
+or pair CTAs, how many stages to aim for. What a kernel allows and what it takes are its
+scheduler object's (``mmaplug.scheduler``): a field the scheduler allows one value of takes it
+(its ``space``), and a choice is a list of candidates in order of preference of which the
+first that the scheduler's rules about the chosen fields allow wins (``violations``, whose
+shared-memory rules count with the scheduler's one resource model). The object is the plan's
+(``mmaplug.scheduler.active``) or, for a heuristic called outside planning, the one registered
+with the process-wide plugin manager.
+"""
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from collections.abc import Collection
+from typing import Any, Final, NamedTuple
 
 from mmaplug.device import Device
+from mmaplug.errors import UsageError
 from mmaplug.markers import hookimpl
 from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.plugins.hopper.config import (
-    horizontal_chunk,
-    horizontal_unit,
-    pair_n_unit,
-    staging_bytes,
-)
 from mmaplug.problem import MatmulProblem
+from mmaplug.scheduler import Scheduler, active, violations
+from mmaplug.scheduler_registry import schedulers
 
 __all__ = [
     "ampere_params",
     "hopper_horizontal_params",
     "hopper_params",
     "mmaplug_matmul_params",
+    "scheduler_object",
 ]
 
-AMPERE_INSTRUCTION: Final = TileShape(16, 8, 16)  # our kernel issues mma.sync m16n8k16 only
 AMPERE_WARP: Final = TileShape(64, 64, 32)
 AMPERE_NARROW_WARP: Final = TileShape(64, 32, 32)
 SMALL_N: Final = 32  # at or below this N a 64-column warp tile is mostly padding
 MIN_WARPS_PER_CTA: Final = 2  # shrinking for SM fill stops here
-AMPERE_MAX_STAGES: Final = 4
+AMPERE_MAX_STAGES: Final = 4  # nvFuser's cap; the kernel takes more where they fit
 HOPPER_MAX_STAGES: Final = 6  # more stages only hide latency already hidden; keeps stages=7 free
 SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
-CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
-MBARRIER_BYTES: Final = 16  # a full and an empty mbarrier per Hopper stage
-HOPPER_SMEM_SLACK: Final = 1024  # the kernel aligns its stages to 1024 bytes (128B swizzle)
+# nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups (coopA, coopB, single) and
+# the wgmma N of m64 warp tiles, each from the most preferred; the rules drop what is illegal
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
-HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))  # (m, n) warp groups: coopA, coopB, single
+HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
-MAX_TMA_BOX: Final = 256
+HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
+HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
+HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback; fits any sm_90 budget
+HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
 # -10%), BENCHMARKS.md run 35; no shape in between was measured.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
-INT32_MAX: Final = 2**31 - 1
+CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
+STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
+TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
 @hookimpl(trylast=True)
@@ -57,6 +69,60 @@ def mmaplug_matmul_params(
     if scheduler == "hopper":
         return hopper_params(problem, device)
     return None
+
+
+# --- what the scheduler says ---------------------------------------------------------------------
+
+
+def scheduler_object(name: str) -> Scheduler:
+    """The scheduler called *name*: the plan's (``mmaplug.scheduler.active``), or outside
+    planning (a test calling ``hopper_params``) the one registered with the process-wide
+    plugin manager.
+
+    :raises UsageError: no scheduler of that name is registered.
+    """
+    found = active(name)
+    if found is not None:
+        return found
+    registered = schedulers()
+    if name not in registered:
+        raise UsageError(
+            f"the default heuristic needs the {name!r} scheduler, which is not registered "
+            f"(registered: {', '.join(sorted(registered)) or 'none'}); unblock its plugin"
+        )
+    return registered[name][1]
+
+
+class _Asker:
+    """One scheduler asked about one problem on one device (its space is read once)."""
+
+    def __init__(self, scheduler: Scheduler, problem: MatmulProblem, device: Device) -> None:
+        self.scheduler, self.problem, self.device = scheduler, problem, device
+        self.spaces = {space.field: space for space in scheduler.space(problem, device)}
+        #: the fields the scheduler allows a single value of, with that value
+        self.pinned = {f: s.values[0] for f, s in self.spaces.items() if len(s.values) == 1}
+
+    def params(self, **chosen: Any) -> MatmulParams:
+        """*chosen*, every field the scheduler allows a single value of set to that value."""
+        return MatmulParams(**{**chosen, **self.pinned})
+
+    def allows(self, params: MatmulParams, fields: Collection[str]) -> bool:
+        """Whether the scheduler's rules about *fields* hold for *params*."""
+        broken = violations(self.scheduler, params, self.problem, self.device)
+        return not any(v.field in fields for v in broken)
+
+    def fewest_stages(self) -> int:
+        """The fewest stages the scheduler's space allows."""
+        space = self.spaces["stages"]
+        return next((s for s in range(1, STAGE_PROBES) if space.allows(s)), 1)
+
+    def most_stages(self, params: MatmulParams, cap: int) -> int:
+        """The most stages up to *cap* the rules about stages allow (shared memory above all);
+        the fewest the space allows when none do."""
+        for stages in range(cap, 0, -1):
+            if self.allows(params.with_overrides(stages=stages), ("stages",)):
+                return stages
+        return self.fewest_stages()
 
 
 def _ceil(a: int, b: int) -> int:
@@ -111,12 +177,6 @@ def fill_sms(
     return wm, wn
 
 
-def ampere_async(problem: MatmulProblem) -> bool:
-    """cp.async copies 4, 8 or 16 bytes: operand itemsize x the narrower vector width must match."""
-    widths = problem.vector_widths
-    return problem.operand_dtype.itemsize * min(widths.a, widths.b) in CP_ASYNC_BYTES
-
-
 def ampere_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
     """A power of two when the tiles fill under a quarter of the SMs and K keeps 8 tiles a split."""
     m_tiles, n_tiles = tile_grid(problem, cta)
@@ -130,18 +190,6 @@ def ampere_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
     return factor
 
 
-def ampere_stages(
-    problem: MatmulProblem, device: Device, cta: TileShape, splitk: int, use_async: bool
-) -> int:
-    """As many stages as the opt-in smem holds, capped at 4 and the K loop; 2 without cp.async."""
-    per_stage = problem.operand_dtype.itemsize * (cta.m + cta.n) * cta.k
-    k_loop = _ceil(_ceil(problem.k, cta.k), splitk)
-    stages = min(AMPERE_MAX_STAGES, device.smem_per_block_optin // per_stage, k_loop)
-    if not use_async:
-        stages = min(stages, 2)
-    return max(1, stages)
-
-
 def ampere_swizzle(m_tiles: int, n_tiles: int, device: Device) -> int:
     """8 when the grid spans two or more waves with 8+ tiles on both axes (L2 reuse), else 1."""
     large = m_tiles * n_tiles >= 2 * device.sm_count and min(m_tiles, n_tiles) >= SWIZZLE
@@ -149,24 +197,24 @@ def ampere_swizzle(m_tiles: int, n_tiles: int, device: Device) -> int:
 
 
 def ampere_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Ampere parameters; the epilogue goes through smem, as the kernel always does."""
+    """The default Ampere parameters: as many stages as the rules allow up to 4 and the K loop,
+    the epilogue through smem (the kernel always stages it: nothing to adjust)."""
+    ask = _Asker(scheduler_object("ampere"), problem, device)
     warp = ampere_warp_tile(problem)
     wm, wn = fill_sms(problem, device, warp, ampere_warp_grid(problem))
     cta = TileShape(warp.m * wm, warp.n * wn, warp.k)
     splitk = ampere_splitk(problem, device, cta)
-    use_async = ampere_async(problem)
     m_tiles, n_tiles = tile_grid(problem, cta)
-    return MatmulParams(
+    params = ask.params(
         cta_tile=cta,
         warp_tile=warp,
-        instruction_tile=AMPERE_INSTRUCTION,
-        stages=ampere_stages(problem, device, cta, splitk, use_async),
-        async_gmem_load_operands=use_async,
         cta_order=cta_order_for(m_tiles, n_tiles),
         grid_swizzle_factor=ampere_swizzle(m_tiles, n_tiles, device),
         splitk_factor=splitk,
         use_smem_epilogue=True,
     )
+    k_loop = _ceil(_ceil(problem.k, cta.k), splitk)
+    return params.with_overrides(stages=ask.most_stages(params, min(AMPERE_MAX_STAGES, k_loop)))
 
 
 # --- Hopper (TMA, wgmma m64nNk16, warp-specialized persistent kernel) ----------------------------
@@ -182,9 +230,9 @@ class HopperTiles(NamedTuple):
     k_stages_per_sm: int
 
 
-def hopper_stage_bytes(problem: MatmulProblem, cta: TileShape) -> int:
-    """Shared memory of one operand stage, including its two mbarriers."""
-    return problem.operand_dtype.itemsize * (cta.m + cta.n) * cta.k + MBARRIER_BYTES
+def wgmma(n: int) -> TileShape:
+    """The m64nNk16 instruction of a searched warp tile of *n* columns."""
+    return TileShape(HOPPER_ROWS, n, 16)
 
 
 def hopper_tile_score(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
@@ -204,120 +252,121 @@ def _hopper_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
     return STAGE_TIE_TARGET <= candidate.k_stages_per_sm < best.k_stages_per_sm
 
 
+def _hopper_candidate(ask: _Asker, cta: TileShape, warp: TileShape, stages: int) -> MatmulParams:
+    """Persistent, the epilogue staged through smem (1.1-1.5x faster than storing from
+    registers on the H200 at 4096^3 and the llama FFN shape, BENCHMARKS.md run 17)."""
+    return ask.params(
+        cta_tile=cta,
+        warp_tile=warp,
+        instruction_tile=wgmma(warp.n),
+        stages=stages,
+        use_smem_epilogue=True,
+        tiling_strategy=TilingStrategy.persistent,
+    )
+
+
 def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
-    """nvFuser's exhaustive tile search, requiring two stages to fit (the epilogue writes from
-    registers, so no output tile sits in shared memory)."""
+    """nvFuser's exhaustive tile search over the tiles the hopper scheduler's rules allow with
+    nvFuser's minimum of stages (3, or the K stages per SM, but what the kernel needs at
+    least) in shared memory beside the staged epilogue."""
+    return _hopper_tiles(_Asker(scheduler_object("hopper"), problem, device))
+
+
+def _hopper_tiles(ask: _Asker) -> HopperTiles:
+    problem, device = ask.problem, ask.device
+    fewest = ask.fewest_stages()
     best: HopperTiles | None = None
     for cta_k in HOPPER_CTA_K:
         for rm, rn in HOPPER_WARP_GRIDS:
             for instr_n in HOPPER_INSTR_N:
-                cta = TileShape(64 * rm, instr_n * rn, cta_k)
-                if max(cta.m, cta.n, cta.k) > MAX_TMA_BOX:
-                    continue
+                cta = TileShape(HOPPER_ROWS * rm, instr_n * rn, cta_k)
+                warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
                 score, k_stages = hopper_tile_score(problem, device, cta)
-                # Our kernel is always warp-specialized, so it needs at least two stages.
-                min_stages = max(2, min(3, k_stages))
-                warp = TileShape(64, instr_n, cta_k)
-                smem = hopper_stage_bytes(problem, cta) * min_stages
-                smem += HOPPER_SMEM_SLACK + hopper_staging_bytes(cta, warp)
-                if smem > device.smem_per_block_optin:
+                stages = max(fewest, min(HOPPER_MIN_STAGES, k_stages))
+                if not ask.allows(_hopper_candidate(ask, cta, warp, stages), TILES | {"stages"}):
                     continue
-                candidate = HopperTiles(
-                    cta, TileShape(64, instr_n, cta_k), TileShape(64, instr_n, 16), score, k_stages
-                )
+                candidate = HopperTiles(cta, warp, wgmma(instr_n), score, k_stages)
                 if _hopper_better(candidate, best):
                     best = candidate
-    if best is None:  # nvFuser's fallback; fits any sm_90 budget
-        cta = TileShape(64, 64, 64)
-        return HopperTiles(cta, cta, TileShape(64, 64, 16), 0, 0)
+    if best is None:
+        return HopperTiles(HOPPER_FALLBACK, HOPPER_FALLBACK, wgmma(HOPPER_FALLBACK.n), 0, 0)
     return best
 
 
-def hopper_staging_bytes(cta: TileShape, warp: TileShape) -> int:
-    """Shared memory of the hopper kernel's staged epilogue (one chunk per consumer)."""
-    return staging_bytes((cta.m // warp.m) * (cta.n // warp.n), warp.n)
-
-
-def hopper_stages(problem: MatmulProblem, device: Device, cta: TileShape, warp: TileShape) -> int:
-    """Fill shared memory beside the epilogue staging, capped at 6 and the K loops a CTA
-    runs; >= 2."""
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    tiles_per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
-    budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK - hopper_staging_bytes(cta, warp)
-    stages = budget // hopper_stage_bytes(problem, cta)
-    stages = min(stages, HOPPER_MAX_STAGES, _ceil(problem.k, cta.k) * tiles_per_cta)
-    return max(2, stages)
-
-
-def hopper_cluster(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
+def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams) -> tuple[int, int]:
     """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
-    waves of tiles and B's tile halves into whole boxes; one CTA per cluster otherwise."""
-    m_tiles, n_tiles = tile_grid(problem, cta)
+    waves of tiles and the scheduler's rules allow the pair; one CTA per cluster otherwise."""
+    return _hopper_cluster(_Asker(scheduler_object("hopper"), problem, device), params)
+
+
+def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
+    problem, device = ask.problem, ask.device
+    m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
-    halves = cta.n % pair_n_unit(problem.b_k_inner) == 0
-    if m_tiles >= 2 and halves and waves >= HOPPER_CLUSTER_MIN_WAVES:
-        return (2, 1)
+    if m_tiles >= 2 and waves >= HOPPER_CLUSTER_MIN_WAVES:
+        if ask.allows(params.with_overrides(cluster_dims=CTA_PAIR), ("cluster_dims",)):
+            return CTA_PAIR
     return (1, 1)
 
 
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, CTA pairs on
-    large grids (``hopper_cluster``), the epilogue staged through shared memory (1.1-1.5x
-    faster than storing from registers on the H200 at 4096^3 and the llama FFN shape,
-    BENCHMARKS.md run 17)."""
+    large grids (``hopper_cluster``), the epilogue staged through shared memory, stages filling
+    it up to 6 and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
-    tiles = hopper_tiles(problem, device)
+    ask = _Asker(scheduler_object("hopper"), problem, device)
+    tiles = _hopper_tiles(ask)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
-    return MatmulParams(
-        cta_tile=tiles.cta,
-        warp_tile=tiles.warp,
-        instruction_tile=tiles.instruction,
-        stages=hopper_stages(problem, device, tiles.cta, tiles.warp),
-        async_gmem_load_operands=True,
+    params = _hopper_candidate(ask, tiles.cta, tiles.warp, ask.fewest_stages())
+    params = params.with_overrides(
         cta_order=cta_order_for(m_tiles, n_tiles),
-        use_smem_epilogue=True,
-        tiling_strategy=TilingStrategy.persistent,
-        warp_specialized=True,
-        cluster_dims=hopper_cluster(problem, device, tiles.cta),
+        cluster_dims=_hopper_cluster(ask, params),
     )
+    tiles_per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
+    k_loops = _ceil(problem.k, tiles.cta.k) * tiles_per_cta
+    return params.with_overrides(stages=ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops)))
 
 
 def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """A horizontal fusion of h matmuls: one wgmma of N = h x the output tile's n (128
-    columns for two, whole swizzle units of each B otherwise) per 64 rows, the epilogue staged
-    through shared memory where the products' chunks fit a staged row (else from registers),
-    no split-K or cluster (docs/decisions.md, "Horizontal fusion"). Ping-pong consumers on 64-row
-    tiles where every CTA gets two or more (their epilogues overlap the other's main loop:
-    1.02-1.04x faster than cooperative on the bf16/fp16 llama FFN, run 38); else two consumers
-    along M (one when M fits 64 rows), persistent."""
-    h, unit = problem.horizontal, horizontal_unit(problem.b_k_inner)
-    widest = min(128, MAX_TMA_BOX // h // unit * unit)
-    # the widest output tile whose products' chunks fit a staged row (the register epilogue
-    # is ~3x slower per tile: run 37), else the widest
-    fits = [n for n in range(widest, 0, -unit) if horizontal_chunk(h * n, h)]
-    n_out = fits[0] if fits else widest
-    n_tiles = _ceil(problem.n, n_out)
-    pingpong = problem.batch * _ceil(problem.m, 64) * n_tiles >= 2 * device.sm_count
-    cta = TileShape(64 if pingpong or problem.m <= 64 else 128, h * n_out, 64)
-    warp = TileShape(64, cta.n, cta.k)
-    m_tiles = _ceil(problem.m, cta.m)
-    per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
-    staged = horizontal_chunk(warp.n, h) > 0  # the products combined in a staged chunk
-    consumers = 2 if pingpong else cta.m // warp.m  # a staging region each
-    budget = device.smem_per_block_optin - HOPPER_SMEM_SLACK
-    budget -= staging_bytes(consumers, warp.n) if staged else 0
-    stages = min(budget // hopper_stage_bytes(problem, cta), HOPPER_MAX_STAGES)
-    return MatmulParams(
-        cta_tile=cta,
-        warp_tile=warp,
-        instruction_tile=TileShape(64, cta.n, 16),
-        stages=max(2, min(stages, _ceil(problem.k, cta.k) * per_cta)),
-        async_gmem_load_operands=True,
-        cta_order=cta_order_for(m_tiles, n_tiles),
-        use_smem_epilogue=staged,
-        tiling_strategy=(
-            TilingStrategy.persistent_pingpong if pingpong else TilingStrategy.persistent
-        ),
-        warp_specialized=True,
-    )
+    """A horizontal fusion of h matmuls: one wgmma of N = h x the output tile's n per 64 rows,
+    the widest output tile up to 128 columns that the rules allow, preferring one whose
+    products' chunks the staged epilogue takes (the register epilogue is ~3x slower per tile:
+    run 37), no split-K or cluster (docs/decisions.md, "Horizontal fusion"). Ping-pong
+    consumers on 64-row tiles where every CTA gets two or more (their epilogues overlap the
+    other's main loop: 1.02-1.04x faster than cooperative on the bf16/fp16 llama FFN, run 38);
+    else two consumers along M (one when M fits 64 rows), persistent."""
+    ask = _Asker(scheduler_object("hopper"), problem, device)
+    h = problem.horizontal
+
+    def shaped(n_out: int) -> MatmulParams:
+        n_tiles = _ceil(problem.n, n_out)
+        pingpong = problem.batch * _ceil(problem.m, HOPPER_ROWS) * n_tiles >= 2 * device.sm_count
+        rows = HOPPER_ROWS if pingpong or problem.m <= HOPPER_ROWS else 2 * HOPPER_ROWS
+        cta = TileShape(rows, h * n_out, 64)
+        strategy = TilingStrategy.persistent_pingpong if pingpong else TilingStrategy.persistent
+        return ask.params(
+            cta_tile=cta,
+            warp_tile=TileShape(HOPPER_ROWS, cta.n, cta.k),
+            instruction_tile=wgmma(cta.n),
+            stages=ask.fewest_stages(),
+            cta_order=cta_order_for(_ceil(problem.m, cta.m), n_tiles),
+            use_smem_epilogue=True,
+            tiling_strategy=strategy,
+        )
+
+    widest: MatmulParams | None = None
+    for n_out in range(HORIZONTAL_MAX_N, 0, -1):
+        params = shaped(n_out)
+        broken = {v.field for v in violations(ask.scheduler, params, problem, device)}
+        if broken & TILES:
+            continue
+        if "use_smem_epilogue" not in broken:
+            break
+        widest = widest or params.with_overrides(use_smem_epilogue=False)
+    else:  # no width's chunks fit a staged row: the widest, from registers
+        params = widest or params
+    cta = params.cta_tile
+    tiles = problem.batch * _ceil(problem.m, cta.m) * _ceil(problem.n, cta.n // h)
+    k_loops = _ceil(problem.k, cta.k) * _ceil(tiles, device.sm_count)
+    return params.with_overrides(stages=ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops)))

@@ -1,56 +1,64 @@
-"""Tuning candidates: hopper and ampere configurations ranked by a cheap model, each planned.
+"""Tuning candidates: each scheduler's configurations ranked by a cheap model, each planned.
+
+A scheduler's configurations are the combinations of the values its ``space`` offers the tuner
+(``Space.examples``; ``docs/plugin-reference.md`` lists them) that its ``rules`` allow: the
+search fixes one field after another, in the order of the space, and drops a partial
+combination as soon as a rule that read only fields already fixed fails, so the whole product
+is never built. A field without examples takes the tuner's preference (``PREFERRED``) or the
+``MatmulParams`` default where its space allows it, else its first legal value. Of those the
+tuner tries CTAs of at most ``MAX_WARP_TILES`` warp tiles (``MAX_WARP_GRID`` along M or N) and
+split-K where each split keeps ``MIN_SPLIT_K_TILES`` K tiles. Any registered scheduler is tuned
+this way (``scheduler_names``).
 
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
 quantization) and its memory time (each work unit streams its A and B panels through L2, HBM
 reads each operand once), with a small penalty for shallow pipelines, plus split-K's reading
-back of its float32 partials. Only the best-ranked
-configurations are planned; a candidate is kept when ``plan_problem`` takes it as caller
-overrides (every scheduler validator ran on it) and the plan changed nothing: illegal
-configurations never reach a build. Searched on hopper: warp tiles, one or two consumer
-warpgroups along M or N, cta_k 64/128/256, stages 2-6, split-K 1/2/4/8 and the three tiling
-strategies; on ampere: warp tiles 32-128 in grids of 1-8 warps, cta_k 32/64, stages 2-5, split-K
-1/2/4 (mma.sync priced at ``MMA_SYNC_SHARE`` of the peak). cta_order and grid_swizzle_factor
-only as the heuristics choose them.
+back of its float32 partials (mma.sync priced at ``MMA_SYNC_SHARE`` of the peak). Only the
+best-ranked configurations are planned; a candidate is kept when ``plan_problem`` takes it as
+caller overrides (every validator ran on it) and the plan changed nothing: illegal
+configurations never reach a build. cta_order and grid_swizzle_factor vary only as the
+heuristics choose them (``include``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final, cast
+
+import attrs
 
 from ..device import Device
-from ..errors import InvalidParamsError
-from ..params import MatmulParams, TileShape, TilingStrategy
+from ..errors import InvalidParamsError, PluginResultError, UsageError
+from ..params import MatmulParams, TileShape
 from ..plan import plan_problem
 from ..problem import MatmulProblem
+from ..scheduler import Rule, Scheduler, Space
+from ..scheduler_registry import schedulers
+
+__all__ = ["candidates", "configurations", "estimate_us", "legal", "scheduler_names"]
 
 PEAK_TFLOPS: Final = 989.0  # dense 16-bit tensor-core peak of an H100/H200 SXM
 PEAK_GBPS: Final = 4800.0  # H200 HBM3e
 L2_GBPS: Final = 12000.0  # L2 to SMs, roughly (the model only ranks)
-WARP_TILES: Final = (
-    (64, 64),
-    (64, 96),
-    (64, 128),
-    (64, 160),
-    (64, 192),
-    (64, 256),
-    (128, 64),
-    (128, 96),
-    (128, 128),
-)
-CTA_K: Final = (64, 128, 256)
-STAGES: Final = (2, 3, 4, 5, 6)
-SPLITS: Final = (1, 2, 4, 8)
-STRATEGIES: Final = tuple(TilingStrategy)
-AMPERE_WARP_TILES: Final = ((32, 32), (32, 64), (64, 32), (64, 64), (64, 128), (128, 64))
-AMPERE_GRIDS: Final = ((1, 1), (2, 1), (1, 2), (2, 2), (4, 1), (1, 4), (4, 2), (2, 4))
-AMPERE_CTA_K: Final = (32, 64)
-AMPERE_STAGES: Final = (2, 3, 4, 5)
-AMPERE_SPLITS: Final = (1, 2, 4)
 MMA_SYNC_SHARE: Final = 0.6  # of the wgmma peak that mma.sync reaches on sm_90 (ranking only)
-SCHEDULERS: Final = ("hopper", "ampere")
+MIN_SPLIT_K_TILES: Final = 4  # K tiles each split keeps, at least (shorter splits never paid)
+# CTAs tried: at most 4 warp tiles along M or N and 8 in all (more, smaller warp tiles only
+# give up operand reuse)
+MAX_WARP_GRID: Final = 4
+MAX_WARP_TILES: Final = 8
+#: Values tried for a field the scheduler offers no examples of, where its space allows them:
+#: the staged epilogue beat the register one on the H200 (BENCHMARKS.md run 17).
+PREFERRED: Final[Mapping[str, object]] = {"use_smem_epilogue": True}
+_FIELDS: Final = attrs.fields_dict(MatmulParams)
+
+
+def scheduler_names(pm: Any = None) -> tuple[str, ...]:
+    """The registered schedulers of *pm* (``get_plugin_manager()`` when None), highest
+    priority first, then by name: what the tuner can tune."""
+    found = schedulers(pm)
+    return tuple(sorted(found, key=lambda name: (-found[name][1].priority, name)))
 
 
 def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) -> float:
@@ -79,51 +87,159 @@ def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) ->
     return 1e6 * (max(compute, memory) * shallow + reduce / (PEAK_GBPS * 1e9))
 
 
-def _raw(problem: MatmulProblem) -> Iterator[MatmulParams]:
-    """Every combination of the searched fields (the model and the validators prune)."""
-    grid = itertools.product(
-        WARP_TILES, ((1, 1), (2, 1), (1, 2)), CTA_K, STAGES, SPLITS, STRATEGIES
-    )
-    for (wm, wn), (gm, gn), ck, stages, split, strategy in grid:
-        if strategy is TilingStrategy.persistent_pingpong and (gm, gn) != (1, 1):
-            continue
-        if split > 1 and math.ceil(problem.k / ck) < 4 * split:
-            continue
-        try:
-            yield MatmulParams(
-                cta_tile=TileShape(wm * gm, wn * gn, ck),
-                warp_tile=TileShape(wm, wn, ck),
-                instruction_tile=TileShape(64, wn, 16),
-                stages=stages,
-                splitk_factor=split,
-                tiling_strategy=strategy,
-                warp_specialized=True,
-                use_smem_epilogue=True,
-            )
-        except InvalidParamsError:
-            continue
+# --- a scheduler's configurations -----------------------------------------------------------
 
 
-def _raw_ampere(problem: MatmulProblem) -> Iterator[MatmulParams]:
-    """Every combination of the ampere scheduler's searched fields."""
-    grid = itertools.product(
-        AMPERE_WARP_TILES, AMPERE_GRIDS, AMPERE_CTA_K, AMPERE_STAGES, AMPERE_SPLITS
-    )
-    for (wm, wn), (gm, gn), ck, stages, split in grid:
-        if split > 1 and math.ceil(problem.k / ck) < 4 * split:
-            continue
+class _Reading:
+    """Params as a rule sees them during the search: the fields' values (the first example of
+    a field not fixed yet), recording the fields the rule reads."""
+
+    __slots__ = ("_values", "read")
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self._values = values
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> object:
         try:
-            yield MatmulParams(
-                cta_tile=TileShape(wm * gm, wn * gn, ck),
-                warp_tile=TileShape(wm, wn, ck),
-                instruction_tile=TileShape(16, 8, 16),
-                stages=stages,
-                splitk_factor=split,
-                async_gmem_load_operands=True,
-                use_smem_epilogue=True,
+            value = self._values[name]
+        except KeyError:  # a method or property: the rule is asked again on real params
+            raise AttributeError(name) from None
+        self.read.add(name)
+        return value
+
+
+def _convert(name: str, value: object) -> object:
+    """*value* as the ``MatmulParams`` field *name* holds it (tuples to tiles, strings to enums)."""
+    converter = _FIELDS[name].converter
+    return converter(value) if callable(converter) else value
+
+
+def _examples(scheduler: Scheduler, space: Space) -> tuple[object, ...]:
+    """*space*'s examples as field values, each once.
+
+    :raises PluginResultError: an example its own space does not allow (naming the scheduler,
+        the field and the value).
+    """
+    found = []
+    for example in space.examples:
+        value = _convert(space.field, example)
+        if not space.allows(value):
+            raise PluginResultError(
+                f"scheduler {scheduler.name!r} offers the tuner {space.field}={example!r}, "
+                f"which its space does not allow ({space.text}); give examples that are legal "
+                f"values of {space.field}",
+                hook="mmaplug_schedulers",
             )
+        found.append(value)
+    return tuple(dict.fromkeys(found))
+
+
+def _untuned(scheduler: Scheduler, space: Space | None, name: str) -> object:
+    """The value of field *name*, which *space* offers no examples of (None: not in the space)."""
+    field = _FIELDS[name]
+    choices = [PREFERRED[name]] if name in PREFERRED else []
+    choices += [] if field.default is attrs.NOTHING else [field.default]
+    for value in choices:
+        if space is None or space.allows(value):
+            return value
+    if space is not None and space.values:
+        return space.values[0]
+    raise UsageError(
+        f"scheduler {scheduler.name!r} gives the tuner no value of {name}: its space has no "
+        f"examples{'' if space is None else ' or values'} of it and MatmulParams no default; "
+        f"add examples to the {name} Space"
+    )
+
+
+def _open_rules(
+    rules: Sequence[Rule],
+    values: Mapping[str, object],
+    fixed: frozenset[str],
+    problem: MatmulProblem,
+    device: Device,
+) -> tuple[Rule, ...] | None:
+    """The rules that read a field not *fixed* yet; None when one that read only fixed fields
+    fails (no choice of the other fields can mend it)."""
+    still = []
+    for rule in rules:
+        view = _Reading(values)
+        try:
+            broken = rule.check(cast(MatmulParams, view), problem, device) is not None
+        except Exception:  # a rule that needs real params: asked again once all are fixed
+            still.append(rule)
+            continue
+        if not view.read <= fixed:
+            still.append(rule)
+        elif broken:
+            return None
+    return tuple(still)
+
+
+def configurations(
+    scheduler: Scheduler, problem: MatmulProblem, device: Device
+) -> Iterator[MatmulParams]:
+    """Every combination of *scheduler*'s examples that its rules allow (see the module
+    docstring) and the tuner tries (``_preferred``).
+
+    :raises PluginResultError: the scheduler's space offers an example it does not allow.
+    :raises UsageError: a required field has neither examples nor values.
+    """
+    spaces = {space.field: space for space in scheduler.space(problem, device)}
+    searched = {name: _examples(scheduler, s) for name, s in spaces.items() if s.examples}
+    untuned = {
+        name: _untuned(scheduler, spaces.get(name), name)
+        for name in _FIELDS
+        if name not in searched
+    }
+    search = _Search(problem, device, tuple(searched.items()), frozenset(untuned))
+    start = {**untuned, **{name: examples[0] for name, examples in searched.items()}}
+    for values, still in search.walk(0, start, tuple(scheduler.rules(problem, device))):
+        try:
+            params = MatmulParams(**values)
         except InvalidParamsError:
             continue
+        if any(rule.check(params, problem, device) is not None for rule in still):
+            continue
+        if _preferred(params, problem):
+            yield params
+
+
+def _preferred(params: MatmulParams, problem: MatmulProblem) -> bool:
+    """Whether the tuner tries *params*: CTAs of a few warp tiles, split-K only where every
+    split keeps ``MIN_SPLIT_K_TILES`` K tiles."""
+    cta, warp = params.cta_tile, params.warp_tile
+    grid = (cta.m // warp.m, cta.n // warp.n)
+    if max(grid) > MAX_WARP_GRID or grid[0] * grid[1] > MAX_WARP_TILES:
+        return False
+    k_tiles = math.ceil(problem.k / cta.k)
+    return params.splitk_factor == 1 or k_tiles >= MIN_SPLIT_K_TILES * params.splitk_factor
+
+
+@attrs.frozen
+class _Search:
+    """The depth-first walk over the searched fields' examples, in the order of the space."""
+
+    problem: MatmulProblem
+    device: Device
+    searched: tuple[tuple[str, tuple[object, ...]], ...]
+    untuned: frozenset[str]
+
+    def walk(
+        self, depth: int, values: dict[str, Any], rules: tuple[Rule, ...]
+    ) -> Iterator[tuple[dict[str, Any], tuple[Rule, ...]]]:
+        """(values, the rules still to ask on real params) of each combination below
+        *depth* that no rule refused."""
+        if depth == len(self.searched):
+            yield values, rules
+            return
+        name, examples = self.searched[depth]
+        fixed = self.untuned.union(n for n, _ in self.searched[: depth + 1])
+        for value in examples:
+            here = {**values, name: value}
+            still = _open_rules(rules, here, fixed, self.problem, self.device)
+            if still is not None:
+                yield from self.walk(depth + 1, here, still)
 
 
 def legal(
@@ -134,7 +250,7 @@ def legal(
     scheduler: str = "hopper",
 ) -> bool:
     """Whether planning takes *params* unchanged as caller overrides on *scheduler* (*pm*
-    blocks the other one)."""
+    blocks the schedulers that would outrank it)."""
     try:
         spec = plan_problem(problem, device, pm=pm, overrides=params.as_dict(), strict=True)
     except InvalidParamsError:
@@ -152,12 +268,21 @@ def candidates(
     include: Sequence[MatmulParams] = (),
     scheduler: str = "hopper",
 ) -> list[MatmulParams]:
-    """Up to *limit* legal configurations, best-modelled first; *include* (the heuristics'
-    choices) come first whatever the model says, when legal. A first pass keeps at most
-    *per_tile* variants of each CTA/warp tile pair, so the model's favourite tile cannot fill
-    the list with stage and strategy variants; a second pass fills what is left in model order.
+    """Up to *limit* legal configurations of *scheduler* (any registered with *pm*),
+    best-modelled first; *include* (the heuristics' choices) come first whatever the model
+    says, when legal. A first pass keeps at most *per_tile* variants of each CTA/warp tile
+    pair, so the model's favourite tile cannot fill the list with stage and strategy variants;
+    a second pass fills what is left in model order.
+
+    :raises UsageError: *scheduler* is not registered with *pm*.
     """
-    raw = _raw_ampere(problem) if scheduler == "ampere" else _raw(problem)
+    registered = schedulers(pm)
+    if scheduler not in registered:
+        raise UsageError(
+            f"no scheduler {scheduler!r} to tune; registered: "
+            f"{', '.join(scheduler_names(pm)) or 'none'}"
+        )
+    raw = configurations(registered[scheduler][1], problem, device)
     ranked = sorted(raw, key=lambda p: (estimate_us(p, problem, device), p.name))
     chosen: dict[str, MatmulParams] = {}
     per: dict[tuple[TileShape, TileShape], int] = {}

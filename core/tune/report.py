@@ -28,7 +28,7 @@ from ..manager import make_plugin_manager
 from ..params import MatmulParams
 from ..records import plugins_record
 from . import db
-from .candidates import SCHEDULERS
+from .candidates import scheduler_names
 from .corpus import TuneProblem
 from .sweep import heuristic_choice
 
@@ -52,10 +52,10 @@ def split_set(plugin_set: str) -> tuple[str, str]:
     base, at, scheduler = plugin_set.rpartition("@")
     if not at:
         return plugin_set, "hopper"
-    if scheduler not in SCHEDULERS:
+    if scheduler not in (names := scheduler_names()):
         raise UsageError(
             f"plugin set {plugin_set!r} names scheduler {scheduler!r}; end it with "
-            f"{' or '.join('@' + s for s in SCHEDULERS)}, or with neither (hopper)"
+            f"{' or '.join('@' + s for s in names)}, or with neither (hopper)"
         )
     return base, scheduler
 

@@ -12,8 +12,8 @@ from mmaplug.dtypes import DType
 from mmaplug.heuristics import default
 from mmaplug.heuristics.default import mmaplug_matmul_params
 from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, CtaOrder, TileShape, TilingStrategy
-from mmaplug.plugins import ampere
 from mmaplug.plugins.ampere import limits as ampere_limits
+from mmaplug.plugins.ampere.scheduler import SCHEDULER
 from mmaplug.plugins.hopper import limits as hopper_limits
 from mmaplug.problem import Layout, MatmulProblem, VectorWidths
 
@@ -249,7 +249,8 @@ def test_ampere_defaults_ask_for_the_smem_epilogue(
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     params = mmaplug_matmul_params(prob, get_device(device), scheduler)
     assert params is not None and params.use_smem_epilogue
-    adjusted = [a.field for a in ampere.mmaplug_adjust_params(params, scheduler)]
+    adjustments = SCHEDULER.adjustments(params, prob, get_device(device))
+    adjusted = [a.field for a in adjustments]
     assert adjusted in ([], ["stages"])
 
 
