@@ -5,13 +5,12 @@ from __future__ import annotations
 #: The distribution's version; pyproject.toml reads it from here (its one source).
 __version__ = "0.1.0"
 
-from . import testing
-from .analysis import MatmulAnalysis, analyze, matmul_problem
-from .choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
-from .compile import CompiledFusion, compile
-from .device import Device, get_device
-from .dtypes import DType, bfloat16, float16, float32, float64
-from .errors import (
+from mmaplug import moved, testing
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis, analyze, matmul_problem
+from mmaplug.analysis.patterns import MatmulPattern
+from mmaplug.analysis.problem import Layout, MatmulProblem, VectorWidths
+from mmaplug.analysis.translate import find_matmul_patterns, translate_matmul_patterns
+from mmaplug.errors import (
     DeclinedLaunchError,
     FallbackWarning,
     FusionError,
@@ -30,10 +29,14 @@ from .errors import (
     UnsupportedTargetError,
     UsageError,
 )
-from .evaluate import evaluate
-from .frontend import FusionDefinition
-from .fusion import Fusion, TensorView
-from .manager import (
+from mmaplug.ir.dtypes import DType, bfloat16, float16, float32, float64
+from mmaplug.ir.evaluate import evaluate
+from mmaplug.ir.frontend import FusionDefinition
+from mmaplug.ir.fusion import Fusion, TensorView
+from mmaplug.markers import hookimpl, hookspec
+from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.manager import (
     DEFAULT_PLUGINS,
     ESSENTIAL_PLUGINS,
     PluginManager,
@@ -41,13 +44,17 @@ from .manager import (
     make_plugin_manager,
     reset_plugin_manager,
 )
-from .markers import hookimpl, hookspec
-from .params import CtaOrder, MatmulParams, ParamOverride, TileShape, TilingStrategy, Violation
-from .patterns import MatmulPattern
-from .plan import explain, matmul_params, plan_problem
-from .prebuild import Prebuilt, prebuild
-from .problem import Layout, MatmulProblem, VectorWidths
-from .translate import find_matmul_patterns, translate_matmul_patterns
+from mmaplug.planning.params import (
+    CtaOrder,
+    MatmulParams,
+    ParamOverride,
+    TileShape,
+    TilingStrategy,
+    Violation,
+)
+from mmaplug.planning.plan import explain, matmul_params, plan_problem
+from mmaplug.runtime.compile import CompiledFusion, compile
+from mmaplug.runtime.prebuild import Prebuilt, prebuild
 
 __all__ = [
     "DEFAULT_PLUGINS",
@@ -115,3 +122,5 @@ __all__ = [
     "testing",
     "translate_matmul_patterns",
 ]
+
+moved.install()

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from .errors import EnvWarning, UsageError
+from mmaplug.errors import EnvWarning, UsageError
 
 TRUE_WORDS: Final = ("1", "true", "yes", "on")
 FALSE_WORDS: Final = ("0", "false", "no", "off")

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from .manager import PluginManager
-    from .testing import HookRecorder
+    from mmaplug.planning.manager import PluginManager
+    from mmaplug.testing import HookRecorder
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,16 +20,18 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a test marked ``gpu`` on a machine without a CUDA GPU."""
     if item.get_closest_marker("gpu") is not None:
-        from . import gpu  # ctypes only: no Numba
+        from mmaplug.cuda import presence
 
-        if gpu.cuda_device_count() == 0:
+        if presence.cuda_device_count() == 0:
             pytest.skip("marked gpu: needs a CUDA GPU; the driver reports none")
 
 
 @pytest.fixture
 def mmaplug_pm() -> PluginManager:
     """A hermetic, strict plugin manager: the built-in plugins only, no entry points."""
-    from .manager import make_plugin_manager  # imported late: pytest loads this plugin early
+    from mmaplug.planning.manager import (
+        make_plugin_manager,  # imported late: pytest loads this plugin early
+    )
 
     return make_plugin_manager(load_entrypoints=False, strict=True)
 
@@ -37,7 +39,7 @@ def mmaplug_pm() -> PluginManager:
 @pytest.fixture
 def mmaplug_recorder(mmaplug_pm: PluginManager) -> Iterator[HookRecorder]:
     """A ``HookRecorder`` on ``mmaplug_pm``, recording for the whole test."""
-    from .testing import HookRecorder
+    from mmaplug.testing import HookRecorder
 
     with HookRecorder(mmaplug_pm) as recorder:
         yield recorder

@@ -11,10 +11,10 @@ from typing import Final, final
 import attrs
 import pluggy
 
-from .manager import make_plugin_manager, plugin_name
-from .markers import hookimpl
-from .params import SENTINELS, MatmulParams, ParamOverride, check_param_names
-from .problem import MatmulProblem
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.markers import hookimpl
+from mmaplug.planning.manager import make_plugin_manager, plugin_name
+from mmaplug.planning.params import SENTINELS, MatmulParams, ParamOverride, check_param_names
 
 __all__ = [
     "OVERRIDE_SOURCE",

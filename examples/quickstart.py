@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 import mmaplug as mp
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cuda.presence import cuda_device_count
 
 M, N, K = 512, 384, 256
 

@@ -2,12 +2,12 @@
 
 Only preferences live here: which tiles to try and in which order, when to split K, shrink a CTA
 or pair CTAs, how many stages to aim for. What a kernel allows and what it takes are its
-scheduler object's (``mmaplug.scheduler``): a field the scheduler allows one value of takes it
-(its ``space``), and a choice is a list of candidates in order of preference of which the
-first that the scheduler's rules about the chosen fields allow wins (``violations``, whose
+scheduler object's (``mmaplug.planning.scheduler``): a field the scheduler allows one value of
+takes it (its ``space``), and a choice is a list of candidates in order of preference of which
+the first that the scheduler's rules about the chosen fields allow wins (``violations``, whose
 shared-memory rules count with the scheduler's one resource model). The object is the plan's
-(``mmaplug.scheduler.active``) or, for a heuristic called outside planning, the one registered
-with the process-wide plugin manager.
+(``mmaplug.planning.scheduler.active``) or, for a heuristic called outside planning, the one
+registered with the process-wide plugin manager.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Final, NamedTuple
 
-from mmaplug.device import Device
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import UsageError
 from mmaplug.markers import hookimpl
-from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Scheduler, active, violations
-from mmaplug.scheduler_registry import schedulers
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
+from mmaplug.planning.scheduler import Scheduler, active, violations
+from mmaplug.planning.scheduler_registry import schedulers
 
 __all__ = [
     "ampere_params",
@@ -75,7 +75,7 @@ def mmaplug_matmul_params(
 
 
 def scheduler_object(name: str) -> Scheduler:
-    """The scheduler called *name*: the plan's (``mmaplug.scheduler.active``), or outside
+    """The scheduler called *name*: the plan's (``mmaplug.planning.scheduler.active``), or outside
     planning (a test calling ``hopper_params``) the one registered with the process-wide
     plugin manager.
 

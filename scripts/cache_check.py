@@ -26,7 +26,7 @@ b = torch.randn(N, device="cuda", dtype=torch.float16)
 torch.cuda.synchronize()
 t_start = time.perf_counter()
 import mmaplug as mp  # noqa: E402
-from mmaplug.demo import example_fusion  # noqa: E402
+from mmaplug.cli.demo import example_fusion  # noqa: E402
 from mmaplug.errors import CacheWarning  # noqa: E402
 
 t_import = time.perf_counter() - t_start
@@ -40,7 +40,7 @@ out = compiled.execute([x, w, b])[0]
 torch.cuda.synchronize()
 t_first = time.perf_counter() - t0
 numba = "numba" in sys.modules
-from mmaplug.bench import host_call_us, rel_error, sample_summary  # noqa: E402 (after timing)
+from mmaplug.cli.bench import host_call_us, rel_error, sample_summary  # noqa: E402 (after timing)
 
 err = rel_error(out, torch.nn.functional.gelu(x.double() @ w.double().T + b.double()))
 us = sample_summary(host_call_us(lambda: compiled.execute([x, w, b]), 300, block=300))

@@ -27,7 +27,7 @@ DEFAULT_TILES = dict(cta_tile=(128, 128, 32), warp_tile=(64, 64, 32), stages=3)
 def _cases(quick: bool):
     from ampere_harness import EPILOGUES, Case
 
-    from mmaplug.dtypes import DType
+    from mmaplug.ir.dtypes import DType
 
     groups = {}  # config key -> list of (label, case, overrides)
     dtypes = (DType.float16, DType.bfloat16)
@@ -127,8 +127,8 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     from ampere_harness import epilogue_program
     from numba import cuda
 
-    from mmaplug.bench import cuda_median_ms
-    from mmaplug.dtypes import DType
+    from mmaplug.cli.bench import cuda_median_ms
+    from mmaplug.ir.dtypes import DType
     from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, build
     from mmaplug.plugins.ampere.launch import _prepared, run_gemm
 
@@ -271,7 +271,7 @@ def main() -> int:
         report["matrix"] = run_matrix(args.quick, args.workers)
     if not args.no_bench:
         report["bench"] = run_bench(args.quick)
-    from mmaplug.bench import save_to_out
+    from mmaplug.cli.bench import save_to_out
 
     save_to_out("ampere_results.json", report)
     failed = sum(1 for r in report.get("matrix", []) if not r["ok"])

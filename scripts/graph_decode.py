@@ -18,7 +18,7 @@ import statistics
 import torch
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.cli.bench import linear_fusion
 
 SHAPES = ("1x4096x4096", "1x8192x8192", "1x4096x14336", "16x8192x8192", "64x8192x8192",
           "256x256x16384")  # fmt: skip

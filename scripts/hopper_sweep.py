@@ -37,7 +37,7 @@ CANDIDATES = {
 
 def _compile(shape: tuple, name: str | None):  # noqa: ANN202
     import mmaplug as mp
-    from mmaplug.bench import linear_fusion
+    from mmaplug.cli.bench import linear_fusion
 
     overrides = CANDIDATES[name] if name else None
     return mp.compile(linear_fusion(*shape, mp.float16, False), overrides=overrides)
@@ -68,7 +68,7 @@ def main() -> int:
 
     import torch
 
-    from mmaplug.bench import cuda_median_ms, rel_error, save_to_out
+    from mmaplug.cli.bench import cuda_median_ms, rel_error, save_to_out
 
     rows = []
     for shape in SHAPES:

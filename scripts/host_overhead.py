@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 import mmaplug as mp
-from mmaplug.bench import host_call_us, linear_fusion, rel_error, sample_summary
+from mmaplug.cli.bench import host_call_us, linear_fusion, rel_error, sample_summary
 from mmaplug.cuda.frameworks import probe_all
 from mmaplug.cuda.streams import is_capturing
 

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import torch
 
 import mmaplug as mp
-from mmaplug.bench import host_call_us, linear_fusion, rel_error
+from mmaplug.cli.bench import host_call_us, linear_fusion, rel_error
 
 M, N, K = 512, 512, 256
 TOLERANCE = 2e-3  # relative Frobenius error against float64 (fp32 accumulation of fp16)

@@ -147,9 +147,7 @@ class _Builder:
         sym = {rank - 2} if self.sym_m else set()
         if self.sym_b and rank == 3:
             sym.add(0)
-        return [
-            (-1 if i in kept else 1) if i in sym else e for i, e in enumerate(self.out_shape)
-        ]
+        return [(-1 if i in kept else 1) if i in sym else e for i, e in enumerate(self.out_shape)]
 
     def tensor(self, shape: list[int], dtype: mp.DType | None = None, order: Any = None) -> Any:
         return self.fd.define_tensor(shape, dtype=dtype or self.dt, stride_order=order)
@@ -612,6 +610,7 @@ def _hopper_plans() -> Iterator[Plan]:
 
 def _horizontal_plans() -> Iterator[Plan]:
     """Horizontal fusions (hopper: one wgmma over the stacked B tiles; ampere: segmented)."""
+
     def g(layout: str, h: int, epilogue: str, dtype: str = "bfloat16", m: int = 256,
           n: int = 256, k: int = 128, **kw: Any) -> Gemm:  # fmt: skip
         return Gemm(layout, dtype, m, n, k, op="linear", h=h, epilogue=epilogue, **kw)
@@ -998,7 +997,8 @@ def check(
             diff = difflib.unified_diff(
                 kept.read_text().splitlines(keepends=True),
                 sources[first].splitlines(keepends=True),
-                f"snapshot/{first}", f"now/{first}",
+                f"snapshot/{first}",
+                f"now/{first}",
             )
             print(f"\nfirst difference, {first}:")
             sys.stdout.writelines(diff)

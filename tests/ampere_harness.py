@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.ir.dtypes import DType
 from mmaplug.plugins.ampere.kernel import AmpereKernelConfig
 
 EPILOGUES = ("none", "bias_gelu", "alpha_beta", "relu_aux")

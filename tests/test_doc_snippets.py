@@ -15,7 +15,7 @@ Every fenced block is one of these; anything else fails the test:
   ``...`` stands for any number of lines and ``...`` within a line for any text on that line.
   Without prompts every line is a command whose output is not shown; it must exit 0. Commands
   may start with ``NAME=value`` assignments and end with ``> FILE`` and a ``# comment``:
-  ``mmaplug ...`` runs in this process (``mmaplug.cli.main``), ``python ...`` in a subprocess,
+  ``mmaplug ...`` runs in this process (``mmaplug.cli.main.main``), ``python ...`` in a subprocess,
   ``pip install ...`` never (see below). Any other program or shell syntax fails.
 * ``text``: shown, never run (diagrams, output that no command here prints).
 
@@ -209,7 +209,7 @@ class DocumentRun:
 
     def run(self, block: Block, *, update: bool = False) -> None:
         """Run *block* as its language says; AssertionError names the block on a mismatch."""
-        from mmaplug.manager import reset_plugin_manager
+        from mmaplug.planning.manager import reset_plugin_manager
 
         if block.marker == "no-test":
             assert block.reason, f"{block.where}: <!-- no-test: REASON --> needs a reason"
@@ -298,8 +298,8 @@ class DocumentRun:
     def mmaplug(
         self, args: list[str], env: dict[str, str], redirect: str | None
     ) -> tuple[int, str]:
-        from mmaplug.cli import main
-        from mmaplug.manager import reset_plugin_manager
+        from mmaplug.cli.main import main
+        from mmaplug.planning.manager import reset_plugin_manager
 
         out, err = io.StringIO(), io.StringIO()
         with pytest.MonkeyPatch.context() as mp:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mmaplug.cli import main
-from mmaplug.device import get_device
-from mmaplug.dtypes import DType
-from mmaplug.manager import get_plugin_manager, make_plugin_manager, reset_plugin_manager
-from mmaplug.plan import plan_problem
-from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.cli.main import main
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import get_device
+from mmaplug.planning.manager import get_plugin_manager, make_plugin_manager, reset_plugin_manager
+from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import FakeHeuristic, override_matmul_params
 
 square_tiles = pytest.importorskip(

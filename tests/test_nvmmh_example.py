@@ -15,12 +15,12 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
-from mmaplug.params import CtaOrder, MatmulParams, TileShape
-from mmaplug.plan import plan_problem
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape
+from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins.ampere import limits
-from mmaplug.problem import MatmulProblem, VectorWidths
 from mmaplug.testing import registered
 
 _SOURCE = Path(__file__).parents[1] / "examples/nvmmh_heuristic/src/mmaplug_nvmmh/__init__.py"

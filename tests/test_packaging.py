@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug import gpu
-from mmaplug.cli import main
+from mmaplug.cli.main import main
+from mmaplug.cuda import presence as gpu
 
 pytest_plugins = ["pytester"]
 

@@ -52,10 +52,10 @@ reveal_type(mp.__version__)
 
 #: What mypy must reveal for each ``reveal_type`` line of USER_SCRIPT, in order.
 REVEALED = [
-    "mmaplug.fusion.TensorView",
-    "mmaplug.problem.MatmulProblem",
-    "mmaplug.params.MatmulParams",
-    "mmaplug.params.TileShape",
+    "mmaplug.ir.fusion.TensorView",
+    "mmaplug.analysis.problem.MatmulProblem",
+    "mmaplug.planning.params.MatmulParams",
+    "mmaplug.planning.params.TileShape",
     "str",
     "str",
     r"def \(inputs: typing.Sequence\[object\].*\) -> list\[object\]",

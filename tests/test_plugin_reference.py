@@ -10,15 +10,15 @@ import pytest
 
 import mmaplug
 from mmaplug import MatmulParams
-from mmaplug.choices import Adjustment, KernelSpec
-from mmaplug.device import Device
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import UsageError
-from mmaplug.plugin_reference import SECTIONS, main, refresh
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources, Rule, Space
+from mmaplug.planning.choices import Adjustment, KernelSpec
+from mmaplug.planning.device import Device
+from mmaplug.planning.plugin_reference import SECTIONS, main, refresh
+from mmaplug.planning.scheduler import Resources, Rule, Space
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "plugin-reference.md"
-COMMAND = "python -m mmaplug.plugin_reference docs/plugin-reference.md"
+COMMAND = "python -m mmaplug.planning.plugin_reference docs/plugin-reference.md"
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_check_mode_names_the_command(tmp_path: Path, capsys: pytest.CaptureFixt
         )
     )
     assert main(["--check", str(page)]) == 1
-    assert f"python -m mmaplug.plugin_reference {page}" in capsys.readouterr().out
+    assert f"python -m mmaplug.planning.plugin_reference {page}" in capsys.readouterr().out
     assert main([str(page)]) == 0
     assert main(["--check", str(page)]) == 0
     assert "STALE-TEXT" not in page.read_text()

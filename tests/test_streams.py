@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
-from mmaplug.compile import CompiledFusion
+from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.cuda import streams
 from mmaplug.cuda.launching import BoundKernels, KernelParams
-from mmaplug.plan import plan_problem
+from mmaplug.planning.plan import plan_problem
+from mmaplug.runtime.compile import CompiledFusion
 
-compile_module = importlib.import_module("mmaplug.compile")  # mmaplug.compile is mp.compile
+compile_module = importlib.import_module("mmaplug.runtime.compile")
 _TYPESTR = {"float16": "<f2", "float32": "<f4", "int16": "<i2", "bfloat16": "<V2"}
 
 

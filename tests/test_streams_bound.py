@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mmaplug.cuda.launching import ARRAY_SLOTS
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 from mmaplug.plugins.ampere import bound as ampere_bound
 from mmaplug.plugins.ampere.config import AmpereKernelConfig
 from mmaplug.plugins.hopper import artifact as hopper_artifact

@@ -10,10 +10,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple
 
-from .. import cache
-from ..errors import KernelBuildError
-from ..log import CACHE
-from . import driver
+from mmaplug.cuda import cache, driver
+from mmaplug.errors import KernelBuildError
+from mmaplug.log import CACHE
 
 __all__ = [
     "Binary",
@@ -80,7 +79,7 @@ def kernel(
 ) -> int:
     """The ``CUkernel`` of kernel *name* in *module*, allowed *smem* dynamic bytes on the
     current device: loaded once per process, from what :func:`keep` holds or the disk cache
-    when there (no Numba: ``mmaplug.prebuild``, or the first process to need it, stored it
+    when there (no Numba: ``mp.prebuild``, or the first process to need it, stored it
     under ``cache_dir()/cubins``), else *build()* (Numba), whose cubin the cache keeps.
     *slots*: the parameter block the caller fills.
     """

@@ -8,8 +8,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from ..errors import LaunchError
-from ..log import LAUNCH
+from mmaplug.errors import LaunchError
+from mmaplug.log import LAUNCH
 
 __all__ = [
     "DeviceBuffer",
@@ -29,7 +29,7 @@ _DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024  # what a kernel may take without the a
 _KEPT: Final = 64  # streams (contexts) a launcher remembers before it starts over
 _NON_BLOCKING: Final = 1  # CU_STREAM_NON_BLOCKING
 _RELAXED: Final = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
-#: cuDeviceGetAttribute codes for what ``mmaplug.device`` reads.
+#: cuDeviceGetAttribute codes for what ``mmaplug.planning.device`` reads.
 ATTRIBUTES: Final = {
     "MAX_THREADS_PER_BLOCK": 1,
     "MAX_SHARED_MEMORY_PER_BLOCK": 8,

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import LaunchError
-from .streams import current_stream
+from mmaplug.cuda.streams import current_stream
+from mmaplug.errors import LaunchError
+from mmaplug.ir.dtypes import DType
 
 __all__ = ["allocate", "allocator", "kind_of", "probe", "probe_all", "stream_reader"]
 

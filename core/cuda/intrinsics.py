@@ -572,7 +572,7 @@ def _instantiate() -> dict[str, Any]:
 
 if config.ENABLE_CUDASIM:
     # The simulator cannot run inline PTX: the same names bind to Python emulations.
-    from . import emulation as _emulation
+    from mmaplug.sim import intrinsics as _emulation
 
     globals().update({name: getattr(_emulation, name) for name in __all__})
 else:

@@ -22,9 +22,9 @@ from typing import Any, Final, NamedTuple
 
 import numpy as np
 
-from ..errors import KernelBuildError, LaunchError
-from . import cubin, driver
-from .cubin import Binary
+from mmaplug.cuda import cubin, driver
+from mmaplug.cuda.cubin import Binary
+from mmaplug.errors import KernelBuildError, LaunchError
 
 __all__ = [
     "ARRAY_SLOTS",
@@ -78,7 +78,7 @@ def launch_checked(
     names = code.co_varnames[: code.co_argcount] if code is not None else ()
     values = kernel_arguments(name, kernels.signatures[name], args, names)
     if simulating():
-        from .sim_internals import simulated_launch
+        from mmaplug.sim.simulator import simulated_launch
 
         with simulated_launch():  # the simulator's patches, for this launch only
             dispatcher[grid, block, 0, smem](*args)
@@ -202,7 +202,7 @@ def numba_binary(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> Binary
     cache (``mmaplug.cuda.pipeline.compile_cubin``: no device needed)."""
     from numba import types
 
-    from .pipeline import compile_cubin
+    from mmaplug.cuda.pipeline import compile_cubin
 
     image, entry = compile_cubin(dispatcher, signature, cc)
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
@@ -217,7 +217,7 @@ def kernel_binary(kernels: Any, name: str, cc: tuple[int, int]) -> Binary:
 
 
 class KernelJob(NamedTuple):
-    """One generated kernel to build before its first launch (``mmaplug.prebuild``): plain
+    """One generated kernel to build before its first launch (``mp.prebuild``): plain
     values and module-level functions, so it pickles into a worker process. Called, it
     compiles the kernel with Numba for *cc* (no GPU needed) into the cubin that
     :func:`generated_kernel` then loads for the same module, source and name."""

@@ -10,7 +10,7 @@ from numba.core.errors import TypingError
 from numba.cuda import types
 from numba.cuda.core import config
 
-from .intrinsics import implements, inline_asm
+from mmaplug.cuda.intrinsics import implements, inline_asm
 
 __all__ = ["gelu"]
 

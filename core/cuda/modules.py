@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..errors import KernelBuildError
+from mmaplug.errors import KernelBuildError
 
 __all__ = ["GeneratedKernels", "load_generated", "require_numba"]
 

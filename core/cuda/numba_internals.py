@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, Final
 
-from ..errors import KernelBuildError
-from ..log import BUILD
+from mmaplug.errors import KernelBuildError
+from mmaplug.log import BUILD
 
 __all__ = ["LEAN", "SKIPPED_PASSES", "STOCK", "TESTED", "lean", "lean_cubin", "mode", "tested"]
 

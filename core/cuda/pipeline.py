@@ -18,10 +18,10 @@ import struct
 from collections.abc import Iterator
 from typing import Any, Final
 
-from ..errors import KernelBuildError
-from . import numba_internals
-from .cubin import arch
-from .numba_internals import lean
+from mmaplug.cuda import numba_internals
+from mmaplug.cuda.cubin import arch
+from mmaplug.cuda.numba_internals import lean
+from mmaplug.errors import KernelBuildError
 
 __all__ = ["compile_cubin", "lean", "ptx"]
 

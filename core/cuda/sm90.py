@@ -7,7 +7,7 @@ from typing import Any, Final
 from numba.cuda import types
 from numba.cuda.core import config
 
-from . import sm90_factories as F
+from mmaplug.cuda import sm90_factories as F
 
 # Docs references (PTX ISA):
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-mbarrier
@@ -429,7 +429,7 @@ def _instantiate() -> dict[str, Any]:
 
 if config.ENABLE_CUDASIM:
     # The simulator cannot run inline PTX: the same names bind to Python emulations.
-    from . import sm90_emulation as _emulation
+    from mmaplug.sim import sm90 as _emulation
 
     globals().update({name: getattr(_emulation, name) for name in __all__})
 else:

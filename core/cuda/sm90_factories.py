@@ -10,7 +10,13 @@ from llvmlite import ir
 from numba.cuda import types
 from numba.cuda.core.errors import NumbaTypeError, RequireLiteralValue
 
-from .intrinsics import SHARED_ADDRSPACE, casts, implements, inline_asm, validate_integer
+from mmaplug.cuda.intrinsics import (
+    SHARED_ADDRSPACE,
+    casts,
+    implements,
+    inline_asm,
+    validate_integer,
+)
 
 # N of wgmma.mma_async m64nNk16 with 16-bit inputs: 8, 16, ..., 256 (N/2 f32 registers).
 WGMMA_N: Final = tuple(range(8, 257, 8))

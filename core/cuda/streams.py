@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from ..errors import UsageError
-from .launching import simulating
+from mmaplug.cuda.launching import simulating
+from mmaplug.errors import UsageError
 
 __all__ = [
     "current_stream",
@@ -113,7 +113,7 @@ _capture_query: list[Any] = []  # cuStreamIsCapturing and the status meaning "ca
 def _load_capture_query() -> Any:
     from cuda.bindings import driver
 
-    from .driver import ensure_driver
+    from mmaplug.cuda.driver import ensure_driver
 
     ensure_driver()  # no driver: mmaplug's LaunchError, not cuda.pathfinder's
 
@@ -134,7 +134,7 @@ def relaxed_capture() -> Iterator[None]:
         return
     from cuda.bindings import driver
 
-    from .driver import ensure_driver
+    from mmaplug.cuda.driver import ensure_driver
 
     ensure_driver()  # the first driver call of execute: no driver is mmaplug's LaunchError
     err, previous = driver.cuThreadExchangeStreamCaptureMode(
@@ -157,11 +157,11 @@ def upload(host: np.ndarray) -> tuple[Any, int]:
     if simulating():
         from numba import cuda
 
-        from .tensormap import device_address
+        from mmaplug.cuda.tensormap import device_address
 
         array = cuda.to_device(host)
         return array, device_address(array)
-    from .driver import DeviceBuffer, copy_to_device
+    from mmaplug.cuda.driver import DeviceBuffer, copy_to_device
 
     host = np.ascontiguousarray(host).reshape(-1)
     with relaxed_capture():

@@ -8,9 +8,9 @@ from typing import Any, Final
 import attrs
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import LaunchError, UsageError
-from .launching import simulating
+from mmaplug.cuda.launching import simulating
+from mmaplug.errors import LaunchError, UsageError
+from mmaplug.ir.dtypes import DType
 
 __all__ = ["MAP_WORDS", "TensorMapSpec", "device_address", "encode", "sim_lookup"]
 
@@ -150,7 +150,7 @@ def device_address(arr: Any) -> int:
     iface = getattr(arr, "__cuda_array_interface__", None)
     if iface is not None:
         return int(iface["data"][0])
-    from .sim_internals import host_of
+    from mmaplug.sim.simulator import host_of
 
     host = host_of(arr)
     if host is not None:

@@ -29,13 +29,13 @@ from typing import Any, Final, cast
 
 import attrs
 
-from ..device import Device
-from ..errors import InvalidParamsError, PluginResultError, UsageError
-from ..params import MatmulParams, TileShape
-from ..plan import plan_problem
-from ..problem import MatmulProblem
-from ..scheduler import Rule, Scheduler, Space
-from ..scheduler_registry import schedulers
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.errors import InvalidParamsError, PluginResultError, UsageError
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams, TileShape
+from mmaplug.planning.plan import plan_problem
+from mmaplug.planning.scheduler import Rule, Scheduler, Space
+from mmaplug.planning.scheduler_registry import schedulers
 
 __all__ = ["candidates", "configurations", "estimate_us", "legal", "scheduler_names"]
 

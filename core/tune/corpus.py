@@ -22,10 +22,10 @@ from typing import Any, Final
 
 import attrs
 
-from ..dtypes import DType
-from ..errors import UsageError
-from ..fusion import Fusion
-from ..problem import Layout, MatmulProblem
+from mmaplug.analysis.problem import Layout, MatmulProblem
+from mmaplug.errors import UsageError
+from mmaplug.ir.dtypes import DType
+from mmaplug.ir.fusion import Fusion
 
 EPILOGUES: Final = ("none", "bias_gelu")
 DTYPES: Final = ("float16", "bfloat16")
@@ -62,7 +62,7 @@ class TuneProblem:
 
     def fusion(self) -> Fusion:
         """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``)."""
-        from ..frontend import FusionDefinition
+        from mmaplug.ir.frontend import FusionDefinition
 
         layout, dtype = Layout(self.layout), DType[self.dtype]
         batch = [self.batch] if self.batch > 1 else []
@@ -84,7 +84,7 @@ class TuneProblem:
 
     def problem(self) -> MatmulProblem:
         """The ``MatmulProblem`` heuristics see for this entry."""
-        from ..analysis import matmul_problem
+        from mmaplug.analysis.matmul_analysis import matmul_problem
 
         return matmul_problem(self.fusion())
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .. import env
-from ..cache import cache_dir
-from ..device import PRESET_NAMES, Device
-from ..errors import UsageError
+from mmaplug import env
+from mmaplug.cuda.cache import cache_dir
+from mmaplug.errors import UsageError
+from mmaplug.planning.device import PRESET_NAMES, Device
 
 STATUSES: Final = ("ok", "wrong", "error", "crash", "timeout")
 MIGRATIONS: Final = (

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import UsageError
+from mmaplug.errors import UsageError
 
 Pair = tuple[dict[str, Any], dict[str, Any]]
 
 
 def _task(jobs: list[dict[str, Any]], kind: str, timeout: float) -> list[Pair]:
-    from .runner import run_jobs
-    from .sweep import WORK
+    from mmaplug.tune.runner import run_jobs
+    from mmaplug.tune.work import WORK
 
     return run_jobs(jobs, WORK[kind], timeout=timeout)
 

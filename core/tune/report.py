@@ -22,15 +22,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ..device import Device
-from ..errors import UsageError
-from ..manager import make_plugin_manager
-from ..params import MatmulParams
-from ..records import plugins_record
-from . import db
-from .candidates import scheduler_names
-from .corpus import TuneProblem
-from .sweep import heuristic_choice
+from mmaplug.errors import UsageError
+from mmaplug.planning.device import Device
+from mmaplug.planning.manager import make_plugin_manager
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.records import plugins_record
+from mmaplug.tune import db
+from mmaplug.tune.candidates import scheduler_names
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.sweep import heuristic_choice
 
 LOO: Final = "/loo"  # the suffix of a leave-one-out column
 Choice = tuple[str, MatmulParams] | None  # (scheduler, params) a plugin set chooses

@@ -10,22 +10,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from ..device import Device, get_device
-from ..errors import MatmulError
-from ..params import MatmulParams
-from ..plan import plan_problem
-from ..problem import MatmulProblem
-from ..progress import Progress
-from ..records import plugins_record
-from . import db, work
-from .candidates import candidates, estimate_us
-from .corpus import TuneProblem
-from .runner import gpu_slots, run_jobs
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.errors import MatmulError
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.plan import plan_problem
+from mmaplug.planning.records import plugins_record
+from mmaplug.progress import Progress
+from mmaplug.tune import db, work
+from mmaplug.tune.candidates import candidates, estimate_us
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.runner import gpu_slots, run_jobs
 
-WORK: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "build": work.build,
-    "measure": work.measure,
-}
 BUILD_S: Final = 4.0  # one kernel's Numba build and first launch on one core (H200 host: 3-4 s)
 TIMING_S: Final = 0.4  # a timing job's own cost: planning, cubin load, inputs, the check
 TIMED_CALLS: Final = 37  # the checked call, 5 warm-up calls and 30 timed ones
@@ -159,10 +155,10 @@ def run(
     on_result: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
     deadline: float | None = None,
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Run *jobs* with ``WORK[kind]`` in local supervised workers, or as Ray tasks (no
+    """Run *jobs* with ``work.WORK[kind]`` in local supervised workers, or as Ray tasks (no
     *deadline* there: Ray runs every task)."""
     if ray_address:
-        from .ray_tasks import run_on_ray
+        from mmaplug.tune.ray_tasks import run_on_ray
 
         return run_on_ray(
             jobs,
@@ -173,7 +169,7 @@ def run(
             on_result=on_result,
         )
     return run_jobs(
-        jobs, WORK[kind], slots=slots, timeout=timeout, on_result=on_result, deadline=deadline
+        jobs, work.WORK[kind], slots=slots, timeout=timeout, on_result=on_result, deadline=deadline
     )
 
 

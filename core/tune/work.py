@@ -12,10 +12,11 @@ import importlib.metadata
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
-from ..errors import MatmulError
-from .corpus import TuneProblem
+from mmaplug.errors import MatmulError
+from mmaplug.tune.corpus import TuneProblem
 
 TOLERANCE: Final = 2e-2  # relative Frobenius error of a 16-bit kernel against float32 torch
 _VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "torch")
@@ -24,7 +25,7 @@ _VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-
 def tuning_manager(scheduler: str = "hopper") -> Any:
     """The plugin manager tuning compiles with for *scheduler*: built-ins only, the other
     scheduler blocked, strict."""
-    from ..manager import make_plugin_manager
+    from mmaplug.planning.manager import make_plugin_manager
 
     other = "hopper" if scheduler == "ampere" else "ampere"
     return make_plugin_manager(block=[other], load_entrypoints=False, strict=True)
@@ -48,7 +49,7 @@ def worker_name() -> str:
 
 
 def _compiled(job: dict[str, Any], device: str | None) -> Any:
-    from ..compile import compile as compile_fusion
+    from mmaplug.runtime.compile import compile as compile_fusion
 
     problem = TuneProblem(**job["problem"])
     pm = tuning_manager(job.get("scheduler", "hopper"))
@@ -80,7 +81,7 @@ def _inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU."""
     import torch
 
-    from ..problem import Layout
+    from mmaplug.analysis.problem import Layout
 
     dtype = getattr(torch, problem.dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -110,7 +111,7 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F  # noqa: N812
 
-    from ..bench import cuda_median_ms
+    from mmaplug.cli.bench import cuda_median_ms
 
     problem = TuneProblem(**job["problem"])
     compiled = _compiled(job, None)
@@ -125,3 +126,10 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
         return {**result, "status": "wrong", "error": f"relative error {err:.3g} > {TOLERANCE}"}
     ms = cuda_median_ms(lambda: compiled.execute(inputs), reps=int(job.get("reps", 30)))
     return {**result, "status": "ok", "time_ms": ms, "tflops": problem.flops / ms / 1e9}
+
+
+#: The work of each kind of job, by the name jobs carry across process and Ray boundaries.
+WORK: Final[dict[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "build": build,
+    "measure": measure,
+}

@@ -7,7 +7,7 @@ its space and rules (``limits``), its resource model (``resources``), its adjust
 from __future__ import annotations
 
 from mmaplug.markers import hookimpl
-from mmaplug.scheduler import Scheduler
+from mmaplug.planning.scheduler import Scheduler
 
 from .scheduler import SCHEDULER
 

@@ -7,13 +7,13 @@ from typing import Final
 
 import attrs
 
-from mmaplug.analysis import MatmulAnalysis
-from mmaplug.choices import KernelSpec
-from mmaplug.compile import LaunchArgs
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.patterns import DimRole
+from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import KernelJob, kernel_binary
 from mmaplug.cuda.modules import require_numba
-from mmaplug.cuda.tensors import DeviceTensor, require_unit_stride
-from mmaplug.patterns import DimRole
+from mmaplug.planning.choices import KernelSpec
+from mmaplug.runtime.compile import LaunchArgs
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
 from .kernel import AmpereKernelConfig, build, compile_ptx, generate_source
@@ -97,7 +97,7 @@ class AmpereArtifact:
 
     def kernel_jobs(self) -> list[KernelJob]:
         """The kernels launches of the planned config load (aligned operands), as jobs for
-        ``mmaplug.prebuild``, for the spec's compute capability."""
+        ``mp.prebuild``, for the spec's compute capability."""
         major, minor = self.spec.device.cc[:2]
         return kernel_jobs(self.config, (major, minor))
 

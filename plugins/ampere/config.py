@@ -6,9 +6,9 @@ from typing import Any, Final
 
 import attrs
 
-from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueProgram, Prologue
+from mmaplug.analysis.epilogue import EpilogueProgram, Prologue
+from mmaplug.codegen.emitter import cast_epilogue, epilogue_params, tile3
+from mmaplug.ir.dtypes import DType
 
 from .resources import cta_threads, smem_bytes
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmaplug.staged_epilogue import fits_staged
+from mmaplug.codegen.staged_epilogue import fits_staged
 
 from .config import AmpereKernelConfig
 

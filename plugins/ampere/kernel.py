@@ -64,10 +64,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mmaplug.codegen import REDUCE_THREADS, Emitter, emit_splitk_reduce, is16
+from mmaplug.codegen.emitter import REDUCE_THREADS, Emitter, emit_splitk_reduce, is16
 from mmaplug.cuda.launching import simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 
 from .config import CTA_ORDERS, GRID_PARAMS, SHAPE_PARAMS, VECTOR_WIDTHS, AmpereKernelConfig
 from .mainloop_codegen import emit_main_kernel

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from mmaplug.device import Device
-from mmaplug.params import CtaOrder, MatmulParams, TileShape, TilingStrategy, Violation
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Rule, Space
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy, Violation
+from mmaplug.planning.scheduler import Rule, Space
 
 from .resources import (
     EPILOGUE_PAD,
@@ -215,11 +215,11 @@ def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
     """Every reason the ampere scheduler cannot build *params* for *problem* on *device*
-    (``mmaplug.scheduler.violations`` on it).
+    (``mmaplug.planning.scheduler.violations`` on it).
 
     :returns: an empty list when the parameters are legal.
     """
-    from mmaplug.scheduler import violations as broken
+    from mmaplug.planning.scheduler import violations as broken
 
     from .scheduler import SCHEDULER  # the scheduler module imports this one
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen import Emitter, emit_epilogue_body, jit_options
-from mmaplug.dtypes import DType
-from mmaplug.staged_epilogue import emit_staged_epilogue
+from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, jit_options
+from mmaplug.codegen.staged_epilogue import emit_staged_epilogue
+from mmaplug.ir.dtypes import DType
 
 from .config import AmpereKernelConfig, kernel_params
 from .epilogue_codegen import c_stride, vector_epilogue

@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
-from mmaplug.codegen import Emitter, instr_expr, live_instrs, narrow, widen
-from mmaplug.epilogue import Prologue
+from mmaplug.analysis.epilogue import Prologue
+from mmaplug.codegen.emitter import Emitter, instr_expr, live_instrs, narrow, widen
 
 from .config import AmpereKernelConfig
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from mmaplug.params import MatmulParams
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.scheduler import Resources
 
 __all__ = [
     "EPILOGUE_PAD",

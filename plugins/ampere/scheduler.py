@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Final, final
 
-from mmaplug.analysis import MatmulAnalysis
-from mmaplug.choices import Adjustment, KernelSpec
-from mmaplug.device import Device
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import KernelBuildError
-from mmaplug.params import MatmulParams
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources, Rule, Space
+from mmaplug.planning.choices import Adjustment, KernelSpec
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.scheduler import Resources, Rule, Space
 
 from . import limits, resources
 
@@ -32,7 +32,7 @@ SMEM_EPILOGUE_REASON: Final = (
 @final
 class AmpereScheduler:
     """mma.sync m16n8k16 with a cp.async pipeline, for half-precision operands on sm_80+
-    (see ``mmaplug.scheduler.Scheduler``)."""
+    (see ``mmaplug.planning.scheduler.Scheduler``)."""
 
     name: str = NAME
     priority: int = PRIORITY

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mmaplug.markers import hookimpl
-from mmaplug.scheduler import Scheduler
+from mmaplug.planning.scheduler import Scheduler
 
 from .scheduler import SCHEDULER
 

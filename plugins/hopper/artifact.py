@@ -10,10 +10,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from mmaplug.analysis import MatmulAnalysis
-from mmaplug.choices import KernelSpec
-from mmaplug.codegen import REDUCE_THREADS
-from mmaplug.compile import LaunchArgs
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.patterns import DimRole
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.codegen.emitter import REDUCE_THREADS
+from mmaplug.cuda.kernel_views import require_unit_stride
 from mmaplug.cuda.launching import (
     BoundKernels,
     DriverLaunch,
@@ -24,11 +25,10 @@ from mmaplug.cuda.launching import (
     simulating,
 )
 from mmaplug.cuda.modules import require_numba
-from mmaplug.cuda.tensors import require_unit_stride
 from mmaplug.errors import DeclinedLaunchError
-from mmaplug.params import MatmulParams, TilingStrategy
-from mmaplug.patterns import DimRole
-from mmaplug.problem import MatmulProblem
+from mmaplug.planning.choices import KernelSpec
+from mmaplug.planning.params import MatmulParams, TilingStrategy
+from mmaplug.runtime.compile import LaunchArgs
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
 from .kernel import SM90A, build, compile_ptx, kernel_jobs, loaded
@@ -146,7 +146,7 @@ class HopperArtifact:
         return generate_source(self.config, sim=False)
 
     def kernel_jobs(self) -> list[KernelJob]:
-        """The kernels launches of the planned config load, as jobs for ``mmaplug.prebuild``."""
+        """The kernels launches of the planned config load, as jobs for ``mp.prebuild``."""
         return kernel_jobs(self.config)
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
@@ -233,7 +233,7 @@ class HopperArtifact:
         cfg = plan.config
         clustered: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         if cfg.cluster_m > 1 and simulating():
-            from mmaplug.cuda.sm90_sim_cluster import clusters_of
+            from mmaplug.sim.cluster import clusters_of
 
             clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
         kernels = build(cfg)

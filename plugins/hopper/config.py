@@ -6,9 +6,9 @@ from typing import Final
 
 import attrs
 
-from mmaplug.codegen import cast_epilogue, epilogue_params, tile3
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueProgram
+from mmaplug.analysis.epilogue import EpilogueProgram
+from mmaplug.codegen.emitter import cast_epilogue, epilogue_params, tile3
+from mmaplug.ir.dtypes import DType
 
 WARPGROUP: Final = 128
 WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16)

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen import Emitter, casts_only, emit_epilogue_body
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueOutput, EpilogueProgram, Instr
-from mmaplug.staged_epilogue import emit_staged_epilogue
+from mmaplug.analysis.epilogue import EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.codegen.emitter import Emitter, casts_only, emit_epilogue_body
+from mmaplug.codegen.staged_epilogue import emit_staged_epilogue
+from mmaplug.ir.dtypes import DType
 
 from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
 from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
@@ -153,7 +153,7 @@ def _emit_staged(
     """The consumer's tile through shared memory, a 64-row fragment block's column chunk at a
     time (``STAGED_ROWS`` rows staged whatever the warp tile's height): its registers are
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
-    per thread and stores coalesced (``mmaplug.staged_epilogue``). A named barrier per
+    per thread and stores coalesced (``mmaplug.codegen.staged_epilogue``). A named barrier per
     consumer warpgroup orders the writes and reads of its chunk buffer."""
     wn = cfg.warp_tile[1]
     h, stride = cfg.horizontal, cfg.epilogue_stride

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Final
 
-from mmaplug.codegen import REDUCE_THREADS, is16
+from mmaplug.codegen.emitter import REDUCE_THREADS, is16
 from mmaplug.cuda.launching import KernelJob, generated_kernel, generated_kernel_jobs, simulating
 from mmaplug.cuda.modules import GeneratedKernels, load_generated
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen import (
+from mmaplug.codegen.emitter import (
     Emitter,
     emit_splitk_reduce,
     jit_options,
 )
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 
 from .config import (
     BOX_INNER,

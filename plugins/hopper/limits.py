@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from mmaplug.device import Device
-from mmaplug.params import MatmulParams, TilingStrategy, Violation
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources, Rule
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams, TilingStrategy, Violation
+from mmaplug.planning.scheduler import Resources, Rule
 
 from .config import (
     MAX_ACCUMULATORS,
@@ -78,11 +78,11 @@ def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
 
 def violations(params: MatmulParams, problem: MatmulProblem, device: Device) -> list[Violation]:
     """Every reason the Hopper scheduler cannot build *params* for *problem* on *device*: its
-    rules, checked by ``mmaplug.scheduler.violations``.
+    rules, checked by ``mmaplug.planning.scheduler.violations``.
 
     :returns: an empty list when the parameters are legal.
     """
-    from mmaplug.scheduler import violations as check
+    from mmaplug.planning.scheduler import violations as check
 
     from .scheduler import SCHEDULER  # the scheduler reads this module
 

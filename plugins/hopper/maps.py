@@ -7,10 +7,10 @@ from typing import Any, Final
 
 import numpy as np
 
+from mmaplug.analysis.patterns import DimRole
+from mmaplug.cuda.kernel_views import DeviceTensor
 from mmaplug.cuda.streams import is_capturing, upload
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
-from mmaplug.cuda.tensors import DeviceTensor
-from mmaplug.patterns import DimRole
 
 from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig
 

@@ -7,7 +7,8 @@ import ast
 from collections.abc import Iterator
 from typing import Final
 
-from mmaplug.codegen import (
+from mmaplug.analysis.epilogue import EpilogueProgram
+from mmaplug.codegen.emitter import (
     Emitter,
     cast_dtype,
     casts_only,
@@ -18,8 +19,7 @@ from mmaplug.codegen import (
     narrow,
     widen,
 )
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueProgram
+from mmaplug.ir.dtypes import DType
 
 from .config import (
     STAGED_ROWS,

@@ -1,23 +1,23 @@
 """The ``hopper`` scheduler as one object: the problems it takes, its fields' legal values and
-rules, its resource model and its build step (``mmaplug.scheduler.Scheduler``)."""
+rules, its resource model and its build step (``mmaplug.planning.scheduler.Scheduler``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, final
 
-from mmaplug.analysis import MatmulAnalysis
-from mmaplug.choices import KernelSpec
-from mmaplug.device import Device
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import KernelBuildError
-from mmaplug.params import MatmulParams
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources, Rule, Space
+from mmaplug.planning.choices import KernelSpec
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.scheduler import Resources, Rule, Space
 
 from . import limits, space
 
 if TYPE_CHECKING:
-    from mmaplug.choices import Adjustment
+    from mmaplug.planning.choices import Adjustment
 
 __all__ = ["NAME", "PRIORITY", "SCHEDULER", "HopperScheduler"]
 

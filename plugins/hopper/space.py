@@ -1,5 +1,5 @@
 """The legal values of each MatmulParams field the hopper kernel reads, one field at a time
-(``mmaplug.scheduler.Space``), and the values the tuner tries.
+(``mmaplug.planning.scheduler.Space``), and the values the tuner tries.
 
 Each legal value is written once, here: the scheduler's rules (``limits``) ask these spaces,
 or the predicates they are made of, and the rules between fields build on them.
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from mmaplug.device import Device
-from mmaplug.params import CtaOrder, TileShape, TilingStrategy
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Space
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import CtaOrder, TileShape, TilingStrategy
+from mmaplug.planning.scheduler import Space
 
 from .config import (
     BOX_INNER,

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
-from mmaplug.bench import rel_error
-from mmaplug.framework_ops import backend_for, run_ops
-from mmaplug.plan import plan_problem
-from mmaplug.segment import evaluate_segments, segment
-from mmaplug.segmented import SegmentedFusion
+from mmaplug.analysis.matmul_analysis import analyze
+from mmaplug.cli.bench import rel_error
+from mmaplug.planning.plan import plan_problem
+from mmaplug.runtime.framework_segments import backend_for, run_ops
+from mmaplug.runtime.segmentation import evaluate_segments, segment
+from mmaplug.runtime.segmented_fusion import SegmentedFusion
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvf_scenarios  # noqa: E402

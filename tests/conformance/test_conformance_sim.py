@@ -73,7 +73,7 @@ def run_case(name: str) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).parent))
     from test_conformance import SCENARIOS, random_inputs
 
-    from mmaplug.segmented import SegmentedFusion
+    from mmaplug.runtime.segmented_fusion import SegmentedFusion
 
     scenario, device, sizes = {**CASES, **SEGMENTED}[name]
     sc = SCENARIOS[scenario]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import poison_free_memory, rel_error
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cli.bench import poison_free_memory, rel_error
+from mmaplug.cuda.presence import cuda_device_count
 
 HERE = Path(__file__).parent
 NUMBA_PERFORMANCE = "numba.core.errors.NumbaPerformanceWarning"  # small grids, on purpose
@@ -29,7 +29,7 @@ def compute_capability() -> tuple[int, int]:
     """The current GPU's compute capability; (0, 0) without a GPU."""
     if not cuda_device_count():
         return (0, 0)
-    from mmaplug.device import get_device
+    from mmaplug.planning.device import get_device
 
     major, minor = get_device().cc
     return (major, minor)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
 from ampere_harness import EPILOGUES, Case, config_for, run_case  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cuda.presence import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cuda.presence import cuda_device_count
 
 if TYPE_CHECKING:
     from .conftest import Checks

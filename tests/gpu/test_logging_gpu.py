@@ -7,8 +7,8 @@ import logging
 import pytest
 
 import mmaplug as mp
-from mmaplug.demo import example_fusion
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cli.demo import example_fusion
+from mmaplug.cuda.presence import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 

@@ -1,11 +1,11 @@
-"""GPU tier: the probe scripts' shared measurement (``mmaplug.bench.probe_variants``)."""
+"""GPU tier: the probe scripts' shared measurement (``mmaplug.cli.bench.probe_variants``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mmaplug.bench import probe_variants
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cli.bench import probe_variants
+from mmaplug.cuda.presence import cuda_device_count
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 pytestmark = pytest.mark.sm80

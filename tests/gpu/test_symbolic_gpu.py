@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import poison_free_memory, rel_error
-from mmaplug.gpu import cuda_device_count
-from mmaplug.specialize import SymbolicFusion
+from mmaplug.cli.bench import poison_free_memory, rel_error
+from mmaplug.cuda.presence import cuda_device_count
+from mmaplug.runtime.specialize import SymbolicFusion
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 

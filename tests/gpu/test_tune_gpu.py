@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug.cli import main
-from mmaplug.gpu import cuda_device_count
+from mmaplug.cli.main import main
+from mmaplug.cuda.presence import cuda_device_count
 from mmaplug.tune import db
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None

@@ -7,15 +7,15 @@ import importlib
 import pluggy
 import pytest
 
-from mmaplug import hookspecs
-from mmaplug.device import PRESET_NAMES, get_device
-from mmaplug.dtypes import DType
-from mmaplug.manager import DEFAULT_PLUGINS
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.ir.dtypes import DType
 from mmaplug.markers import PROJECT
-from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
+from mmaplug.planning import hookspecs
+from mmaplug.planning.device import PRESET_NAMES, get_device
+from mmaplug.planning.manager import DEFAULT_PLUGINS
+from mmaplug.planning.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
+from mmaplug.planning.scheduler import violations
 from mmaplug.plugins import ampere, hopper
-from mmaplug.problem import MatmulProblem, VectorWidths
-from mmaplug.scheduler import violations
 
 SCHEDULERS = {"ampere": ampere, "hopper": hopper}
 SHAPES = [
@@ -111,7 +111,7 @@ def test_candidates(device):
 
 def test_ampere_rejects_pre_sm80():
     """ampere declines a Turing GPU with a reason naming the target."""
-    from mmaplug.device import Device
+    from mmaplug.planning.device import Device
 
     turing = Device(
         name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536

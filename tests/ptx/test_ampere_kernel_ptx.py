@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, compile_ptx, generate_source
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
-from mmaplug.demo import example_fusion
+from mmaplug.cli.bench import linear_fusion
+from mmaplug.cli.demo import example_fusion
 
 pytestmark = pytest.mark.ptx
 

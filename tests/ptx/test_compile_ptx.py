@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 import mmaplug as mp
-from mmaplug.demo import example_fusion
+from mmaplug.cli.demo import example_fusion
 
 pytestmark = pytest.mark.ptx
 
@@ -51,7 +51,7 @@ def test_hopper_default_kernel_links_whole(
     links it (NVVM IR through nvJitLink with -lto): ptxas keeps setmaxnreg (no C7504), keeps
     the wgmmas pipelined (no C7509) and spills nothing. Linked from PTX instead, nvJitLink 13.5
     compiles a separate unit: setmaxnreg ignored, every wgmma serialised, 220 bytes spilled."""
-    from mmaplug.bench import linear_fusion
+    from mmaplug.cli.bench import linear_fusion
 
     compiled = mp.compile(linear_fusion(4096, 4096, 4096, getattr(mp, dtype), epilogue), "h200")
     assert compiled.params.cta_tile.as_tuple() == (128, 256, 64)
@@ -67,7 +67,7 @@ def test_hopper_cluster_kernel_links_whole(
     """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
     barriers) links like the default one: setmaxnreg kept, wgmmas pipelined, nothing spilled
     (its producer spilled 164 bytes in 24 registers, see config.REGISTER_SPLITS)."""
-    from mmaplug.bench import linear_fusion
+    from mmaplug.cli.bench import linear_fusion
 
     fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
     if b_layout == "n_inner":  # x @ W with W [K, N]: an N-major B
@@ -100,7 +100,7 @@ def test_packed_epilogue_128_rows_spills_nothing(
     """Consumers of 128-row warp tiles (two 64-row fragment blocks) with bias + GELU: the packed
     epilogue takes one block's chunk per step, so ptxas keeps everything in registers (both
     blocks at once spilled 288 / 192 bytes, the ping-pong kernel 1.30x its bare time, run 43)."""
-    from mmaplug.bench import linear_fusion
+    from mmaplug.cli.bench import linear_fusion
 
     tiles = {"warp_tile": (128, 128, 64), "instruction_tile": (64, 128, 16)}
     fusion = linear_fusion(4096, 4096, 4096, mp.float16, True)

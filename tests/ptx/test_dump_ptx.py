@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug import dump
-from mmaplug.cli import main
-from mmaplug.demo import example_fusion
+from mmaplug.cli.demo import example_fusion
+from mmaplug.cli.main import main
+from mmaplug.runtime import dump
 
 pytestmark = pytest.mark.ptx
 
@@ -133,7 +133,7 @@ def test_explain_emit_ptx(
 def test_hopper_default_sass_is_the_whole_program_kernel() -> None:
     """The default 4096^3 hopper kernel's SASS: two consumers' register hand-over kept, the
     wgmmas pipelined, nothing in local memory (the PTX linked alone spills and serialises)."""
-    from mmaplug.bench import linear_fusion
+    from mmaplug.cli.bench import linear_fusion
 
     compiled = mp.compile(linear_fusion(4096, 4096, 4096, mp.float16, True), "h200")
     sass = compiled.sass

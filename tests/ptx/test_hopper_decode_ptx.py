@@ -9,7 +9,7 @@ import re
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.cli.bench import linear_fusion
 
 PLANS = {
     "default": None,

@@ -9,8 +9,8 @@ from numba import cuda
 from numba.core.errors import TypingError
 from numba.cuda import types
 
-from mmaplug.cuda import emulation
 from mmaplug.cuda import intrinsics as I
+from mmaplug.sim import intrinsics as emulation
 
 pytestmark = pytest.mark.ptx
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.cli.bench import linear_fusion
 from mmaplug.cuda import cubin
 
 pytestmark = pytest.mark.ptx

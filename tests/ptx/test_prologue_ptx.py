@@ -7,7 +7,7 @@ import re
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
+from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.plugins.ampere.kernel import (
     AmpereKernelConfig,
     compile_ptx,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mmaplug.cli import main
-from mmaplug.device import get_device
+from mmaplug.cli.main import main
+from mmaplug.planning.device import get_device
 from mmaplug.tune import corpus, sweep
 
 pytestmark = pytest.mark.ptx
@@ -52,8 +52,8 @@ def test_ray_path_builds_on_a_local_instance(
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # ray's own imports
 def test_ray_timing_needs_gpus(local_ray: None) -> None:
     """Timing tasks on a cluster without GPUs are refused at once instead of waiting forever."""
+    from mmaplug.cuda.presence import cuda_device_count
     from mmaplug.errors import UsageError
-    from mmaplug.gpu import cuda_device_count
 
     if cuda_device_count():
         pytest.skip("this machine has a GPU, so the local Ray instance has one")

@@ -24,7 +24,7 @@ from limits_fusions import fusion_for  # tests/sim is the script's folder
 
 import mmaplug as mp
 from mmaplug.errors import InvalidParamsError, ParamAdjustedWarning
-from mmaplug.params import PARAM_NAMES, MatmulParams
+from mmaplug.planning.params import PARAM_NAMES, MatmulParams
 from mmaplug.plugins.ampere import limits
 
 A100 = mp.get_device("a100")  # sm_80: only the ampere scheduler applies

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.ir.dtypes import DType
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
 from ampere_harness import Case, config_for, run_case  # noqa: E402

@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from limits_fusions import fusion_for  # tests/sim is the script's folder
 
 import mmaplug as mp
-from mmaplug.codegen import REDUCE_THREADS
+from mmaplug.codegen.emitter import REDUCE_THREADS
 from mmaplug.errors import InvalidParamsError, MatmulWarning, NoSchedulerError
-from mmaplug.params import PARAM_NAMES, MatmulParams
+from mmaplug.planning.params import PARAM_NAMES, MatmulParams
 from mmaplug.plugins.hopper import artifact, limits
 
 # sm_90a with 2 SMs of 48 KiB shared memory: persistent grids of 2-4 CTAs

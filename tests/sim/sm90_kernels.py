@@ -21,7 +21,7 @@ from numba.cuda import types
 from mmaplug.cuda import intrinsics as I
 from mmaplug.cuda import sm90 as H
 from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
-from mmaplug.dtypes import DType
+from mmaplug.ir.dtypes import DType
 
 NUMPY = {DType.float16: np.float16, DType.bfloat16: ml_dtypes.bfloat16}
 _MASK = {0: 0, 32: 1, 64: 3, 128: 7}

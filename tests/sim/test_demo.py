@@ -15,7 +15,7 @@ def test_mmaplug_demo_passes_every_check() -> None:
     """`mmaplug demo` translates, plans, emits PTX and runs the kernel in the simulator."""
     env = dict(os.environ, MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run(
-        [sys.executable, "-m", "mmaplug.cli", "demo"],
+        [sys.executable, "-m", "mmaplug.cli.main", "demo"],
         env=env,
         capture_output=True,
         text=True,

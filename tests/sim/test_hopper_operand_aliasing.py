@@ -133,7 +133,7 @@ def run_case(name: str) -> dict[str, Any]:
     from numba import cuda
 
     import mmaplug as mp
-    from mmaplug.cuda import tensors
+    from mmaplug.cuda import kernel_views as tensors
     from mmaplug.plugins.hopper import artifact, maps
 
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)

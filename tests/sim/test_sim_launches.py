@@ -27,12 +27,17 @@ def probe_imports_patch_nothing() -> dict[str, Any]:
 
     manager, run, shared = sim.BlockManager, sim.BlockManager.run, sim.FakeCUDAModule.shared
     import mmaplug.cuda
+    import mmaplug.sim
 
-    modules = sorted(m.name for m in pkgutil.iter_modules(mmaplug.cuda.__path__))
+    modules = sorted(
+        f"{package.__name__}.{m.name}"
+        for package in (mmaplug.cuda, mmaplug.sim)
+        for m in pkgutil.iter_modules(package.__path__)
+    )
     for name in modules:
-        importlib.import_module(f"mmaplug.cuda.{name}")
+        importlib.import_module(name)
     untouched = sim.BlockManager is manager and sim.BlockManager.run is run
-    from mmaplug.cuda.sim_internals import simulated_launch
+    from mmaplug.sim.simulator import simulated_launch
 
     seen: list[Any] = []
 
@@ -108,7 +113,12 @@ def probe_results(simulate: Any) -> dict[str, dict[str, Any]]:
 def test_simulator_is_patched_only_while_a_launch_runs(probe_results: dict) -> None:
     res = probe_results["imports_patch_nothing"]
     assert "failed" not in res, res.get("failed")
-    assert {"intrinsics", "sm90", "sm90_emulation", "emulation"} <= set(res["modules"])
+    assert {
+        "mmaplug.cuda.intrinsics",
+        "mmaplug.cuda.sm90",
+        "mmaplug.sim.intrinsics",
+        "mmaplug.sim.sm90",
+    } <= set(res["modules"])
     assert res["untouched_after_import"], res
     assert res["swapped_while_running"] and res["restored_after"] and res["ran"], res
 

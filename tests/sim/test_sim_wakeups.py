@@ -28,7 +28,7 @@ FAST_S = 10.0  # what a probe whose waits are all notified stays under, on a loa
 def probe_cluster_barrier_across_blocks() -> dict[str, Any]:
     """barrier.cluster twice over a CTA pair: the last arrival, in one block, releases the
     waiters of both blocks."""
-    from mmaplug.cuda.sm90_sim_cluster import clusters_of
+    from mmaplug.sim.cluster import clusters_of
 
     @cuda.jit
     def kernel(out):
@@ -42,7 +42,7 @@ def probe_cluster_barrier_across_blocks() -> dict[str, Any]:
 def probe_cluster_barrier_after_exits() -> dict[str, Any]:
     """Half of block 1 exits late without arriving: barrier.cluster releases the others when
     those threads exit (live threads only), not at a waiter's scan."""
-    from mmaplug.cuda.sm90_sim_cluster import clusters_of
+    from mmaplug.sim.cluster import clusters_of
 
     @cuda.jit
     def kernel(out):
@@ -131,7 +131,7 @@ def test_waits_end_when_notified_not_at_their_scan(probe_results: dict, name: st
 
 
 if __name__ == "__main__":
-    from mmaplug.cuda import sm90_sim_block as B
+    from mmaplug.sim import block as B
 
     B._CHECK_S = B.CLUSTER_SCAN_S = SCAN_S
     print(json.dumps(globals()["probe_" + sys.argv[1]]()), flush=True)

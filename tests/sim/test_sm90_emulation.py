@@ -20,8 +20,8 @@ from numba.cuda import types
 
 from mmaplug.cuda import intrinsics as I
 from mmaplug.cuda import sm90 as H
-from mmaplug.cuda import sm90_emulation as E
-from mmaplug.cuda import sm90_sim_wgmma as W
+from mmaplug.sim import sm90 as E
+from mmaplug.sim import wgmma as W
 
 pytestmark = pytest.mark.sim
 
@@ -124,8 +124,8 @@ def in_simulator(body):
 @in_simulator
 def test_wrong_parity_is_a_deadlock_error():
     """Waiting for a phase that never completes raises a deadlock UsageError with the state."""
-    from mmaplug.cuda import sm90_sim_block
     from mmaplug.errors import UsageError
+    from mmaplug.sim import block as sm90_sim_block
 
     @cuda.jit
     def kernel(out):
@@ -190,8 +190,8 @@ def test_expect_tx_counts_bytes():
 def test_shared_base_is_not_1024_aligned_and_tma_checks_alignment():
     """shared_base gives a fake base that is not 1024-aligned; a swizzled TMA there fails."""
     from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
-    from mmaplug.dtypes import DType
     from mmaplug.errors import UsageError
+    from mmaplug.ir.dtypes import DType
 
     @cuda.jit
     def kernel(maps, out):
@@ -214,8 +214,8 @@ def test_tma_inner_coordinate_must_be_16_byte_aligned():
     """An innermost TMA coordinate 40 bytes into a row is an illegal instruction on the H200
     (run 32), and so is a store at a negative one (run 34); the simulator refuses both."""
     from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
-    from mmaplug.dtypes import DType
     from mmaplug.errors import UsageError
+    from mmaplug.ir.dtypes import DType
 
     @cuda.jit
     def kernel(maps, c0, store):

@@ -45,7 +45,7 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
     from mmaplug.cuda import driver, streams
     from mmaplug.plugins.hopper import maps
 
-    compile_module = sys.modules["mmaplug.compile"]
+    compile_module = sys.modules["mmaplug.runtime.compile"]
     driver.ensure_context = lambda: 0
     driver.device_attributes = lambda ordinal=None: {
         "name": f"fake {preset.name}",
@@ -89,7 +89,7 @@ def main(mode: str, scheduler: str) -> None:
     sys.modules["torch"] = torch
     start = time.perf_counter()
     import mmaplug as mp
-    from mmaplug.device import get_device
+    from mmaplug.planning.device import get_device
 
     imported = time.perf_counter()
     preset = get_device(PRESET[scheduler])

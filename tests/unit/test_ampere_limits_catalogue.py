@@ -12,13 +12,13 @@ import re
 
 import pytest
 
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import InvalidParamsError
-from mmaplug.params import MatmulParams, Violation
-from mmaplug.plan import plan_problem
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import MatmulParams, Violation
+from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins.ampere import limits
-from mmaplug.problem import MatmulProblem, VectorWidths
 
 T4 = Device(name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65_536, smem_per_sm=65_536)
 SMALL_BLOCKS = Device(

@@ -1,4 +1,4 @@
-"""mmaplug.bench's timing and float64-check helpers (the scripts and the GPU tier share them),
+"""mmaplug.cli.bench's timing and float64-check helpers (the scripts and the GPU tier share them),
 here with a stand-in torch: what is timed, synchronised and compared."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmaplug import bench
+from mmaplug.cli import bench
 
 
 @pytest.fixture

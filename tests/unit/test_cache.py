@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug import cache
-from mmaplug.cuda import cubin
+from mmaplug.cuda import cache, cubin
 
 
 @pytest.fixture

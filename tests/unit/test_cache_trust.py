@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 
 import mmaplug as mp
-from mmaplug import cache
-from mmaplug.cli import main
-from mmaplug.cuda import cubin, driver
+from mmaplug.cli.main import main
+from mmaplug.cuda import cache, cubin, driver
 from mmaplug.errors import CacheWarning, EnvWarning
 
 BUILT = cubin.Binary(b"\x7fELF built by mmaplug", "_Zk", 21)
@@ -148,7 +147,7 @@ def test_prebuild_lists_what_it_built_in_the_manifest(
             yield key, job, BUILT
 
     monkeypatch.setattr(cubin, "_kept", {})
-    monkeypatch.setattr(sys.modules["mmaplug.prebuild"], "_run", run)
+    monkeypatch.setattr(sys.modules["mmaplug.runtime.prebuild"], "_run", run)
     assert mp.prebuild([Compiled()]).built == ("hopper_x.hopper_gemm (pre)",)
     assert _manifest(root)["pre"]["sha256"] == hashlib.sha256(BUILT.cubin).hexdigest()
     cubin._kept.clear()  # a later process

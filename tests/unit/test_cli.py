@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug import bench, cli, gpu, log
-from mmaplug.cli import main, parse_settings
+from mmaplug import log
+from mmaplug.cli import bench
+from mmaplug.cli import main as cli
+from mmaplug.cli.main import main, parse_settings
+from mmaplug.cuda import presence as gpu
 from mmaplug.errors import UsageError
-from mmaplug.manager import reset_plugin_manager
+from mmaplug.planning.manager import reset_plugin_manager
 
 ENV_VARS = ("MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC", "MMAPLUG_STRICT", "MMAPLUG_DUMP")
 EXPLAIN = ["explain", "--device", "h200", "--m", "4096", "--n", "4096", "--k", "4096"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.heuristics.default import hopper_params
-from mmaplug.params import MatmulParams
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.scheduler import Rule, planning_with, violations
 from mmaplug.plugins.hopper.scheduler import SCHEDULER
-from mmaplug.problem import MatmulProblem, VectorWidths
-from mmaplug.scheduler import Rule, planning_with, violations
 
 H200 = get_device("h200")
 

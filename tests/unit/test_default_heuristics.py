@@ -7,15 +7,21 @@ from typing import NamedTuple
 
 import pytest
 
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import Layout, MatmulProblem, VectorWidths
 from mmaplug.heuristics import default
 from mmaplug.heuristics.default import mmaplug_matmul_params
-from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, CtaOrder, TileShape, TilingStrategy
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import (
+    SENTINEL_SCHEDULERS,
+    SENTINELS,
+    CtaOrder,
+    TileShape,
+    TilingStrategy,
+)
 from mmaplug.plugins.ampere import limits as ampere_limits
 from mmaplug.plugins.ampere.scheduler import SCHEDULER
 from mmaplug.plugins.hopper import limits as hopper_limits
-from mmaplug.problem import Layout, MatmulProblem, VectorWidths
 
 
 def problem(

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from mmaplug.device import PRESET_NAMES, Device, get_device
 from mmaplug.errors import UnsupportedTargetError, UsageError
+from mmaplug.planning.device import PRESET_NAMES, Device, get_device
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_presets_are_listed() -> None:
 def test_planning_modules_import_without_numba() -> None:
     """device, params and the default heuristic import without pulling in numba."""
     code = (
-        "import sys, mmaplug.device, mmaplug.params, mmaplug.heuristics.default; "
+        "import sys, mmaplug.planning.device, mmaplug.planning.params, mmaplug.heuristics.default; "
         "sys.exit(1 if 'numba' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -13,10 +13,10 @@ import attrs
 import pytest
 
 import mmaplug as mp
-from mmaplug import dump
-from mmaplug.demo import example_fusion
+from mmaplug.cli.demo import example_fusion
 from mmaplug.errors import EnvWarning, KernelBuildError, UnsupportedTargetError, UsageError
-from mmaplug.records import plan_record
+from mmaplug.planning.records import plan_record
+from mmaplug.runtime import dump
 
 FAKE_PTX = "//\n.version 8.0\n.target sm_80\n.address_size 64\n"
 

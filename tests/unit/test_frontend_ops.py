@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
+from mmaplug.analysis.matmul_analysis import analyze
 
 RNG = np.random.default_rng(11)
 

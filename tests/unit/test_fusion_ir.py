@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import mmaplug as mp
-from mmaplug.fusion import (
+from mmaplug.ir.fusion import (
     BinaryOp,
     BroadcastOp,
     CastOp,

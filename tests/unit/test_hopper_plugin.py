@@ -6,14 +6,14 @@ import attrs
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Rejection, SchedulerChoice
-from mmaplug.demo import example_fusion
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.cli.demo import example_fusion
 from mmaplug.errors import KernelBuildError
-from mmaplug.plan import plan_problem
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.choices import Rejection, SchedulerChoice
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins import hopper
-from mmaplug.problem import MatmulProblem
 
 H100_NO_A = Device(
     name="h100-plain", cc=(9, 0), sm_count=132, smem_per_block_optin=232_448, smem_per_sm=233_472
@@ -190,11 +190,11 @@ def test_packed_misfits_names_unaligned_output_rows(pm) -> None:
     """A launch whose outputs cannot take 16-byte vector stores (a strided or offset output,
     another shape class reusing the kernel) gets the reasons, and the artifact then launches
     the staged twin of its config; aligned rows give none."""
-    from mmaplug.compile import LaunchArgs
-    from mmaplug.cuda.tensors import DeviceTensor
-    from mmaplug.patterns import DimRole
+    from mmaplug.analysis.patterns import DimRole
+    from mmaplug.cuda.kernel_views import DeviceTensor
     from mmaplug.plugins.hopper.artifact import packed_misfits
     from mmaplug.plugins.hopper.config import HopperKernelConfig
+    from mmaplug.runtime.compile import LaunchArgs
 
     def tensor(address: int, sm: int, sb: int) -> DeviceTensor:
         strides = {DimRole.BATCH: sb, DimRole.M: sm, DimRole.N: 1, DimRole.K: 0}

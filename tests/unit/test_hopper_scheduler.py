@@ -5,15 +5,15 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from mmaplug.device import get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.heuristics.default import hopper_params
-from mmaplug.params import PARAM_NAMES, MatmulParams, TileShape
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import get_device
+from mmaplug.planning.params import PARAM_NAMES, MatmulParams, TileShape
+from mmaplug.planning.scheduler import Scheduler, violations
 from mmaplug.plugins.hopper import limits, space
 from mmaplug.plugins.hopper.config import HopperKernelConfig
 from mmaplug.plugins.hopper.scheduler import SCHEDULER
-from mmaplug.problem import MatmulProblem, VectorWidths
-from mmaplug.scheduler import Scheduler, violations
 
 H200 = get_device("h200")
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.epilogue import Instr
+from mmaplug.analysis.epilogue import Instr
 from mmaplug.heuristics.default import hopper_params
-from mmaplug.params import MatmulParams, TileShape, TilingStrategy
+from mmaplug.planning.params import MatmulParams, TileShape, TilingStrategy
 from mmaplug.plugins.ampere.scheduler import SCHEDULER as AMPERE
 from mmaplug.plugins.hopper import limits
 from mmaplug.plugins.hopper.scheduler import SCHEDULER as HOPPER
-from mmaplug.segmented import SegmentedFusion
+from mmaplug.runtime.segmented_fusion import SegmentedFusion
 
 H = mp.float16
 PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
@@ -290,9 +290,9 @@ def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPa
     holds A's, B's and B1's maps in that order (encoded per address triple) and the output's
     address lands in its pointer slot."""
     pytest.importorskip("numba")
-    from mmaplug.compile import LaunchArgs
-    from mmaplug.cuda.tensors import adapt
+    from mmaplug.cuda.kernel_views import adapt
     from mmaplug.plugins.hopper import artifact, maps
+    from mmaplug.runtime.compile import LaunchArgs
 
     class Cai:  # a device tensor as far as adapt reads one: its CUDA array interface
         def __init__(self, shape: tuple, address: int) -> None:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.epilogue import EpilogueInput
-from mmaplug.fusion import Fusion, TensorView
+from mmaplug.analysis.epilogue import EpilogueInput
+from mmaplug.ir.fusion import Fusion, TensorView
 
 H, T, S, D = mp.float16, mp.bfloat16, mp.float32, mp.float64
 M, N, K = 16, 24, 32

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mmaplug import cache, env
-from mmaplug.cuda import cubin
+from mmaplug import env
+from mmaplug.cuda import cache, cubin
 from mmaplug.errors import CacheWarning, EnvWarning, UsageError
-from mmaplug.manager import options_from_environ
+from mmaplug.planning.manager import options_from_environ
 
 Case = Callable[[Path, pytest.MonkeyPatch], tuple[Callable[[], object], str]]
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Adjustment
+from mmaplug.analysis.patterns import MatmulPattern
+from mmaplug.analysis.translate import translate_as
 from mmaplug.errors import (
     InvalidParamsError,
     KernelBuildError,
@@ -27,13 +28,12 @@ from mmaplug.errors import (
     UnknownParamError,
     UsageError,
 )
-from mmaplug.fusion import Expr, IterDomain, IterType, LinearOp
-from mmaplug.manager import make_plugin_manager, reset_plugin_manager
-from mmaplug.params import MatmulParams, Violation
-from mmaplug.patterns import MatmulPattern
-from mmaplug.scheduler import Resources
+from mmaplug.ir.fusion import Expr, IterDomain, IterType, LinearOp
+from mmaplug.planning.choices import Adjustment
+from mmaplug.planning.manager import make_plugin_manager, reset_plugin_manager
+from mmaplug.planning.params import MatmulParams, Violation
+from mmaplug.planning.scheduler import Resources
 from mmaplug.testing import registered
-from mmaplug.translate import translate_as
 
 DEVICE = "a100"  # the ampere scheduler plans and builds it without a GPU
 BASE = MatmulParams(
@@ -333,7 +333,8 @@ CASES = [
         "schedulers_answer_str",
         lambda: (plugin("bad", schedulers=lambda self: "ampere"),),
         PluginResultError,
-        "mmaplug_schedulers: plugin 'bad' returned 'ampere' .*expected a mmaplug.scheduler",
+        "mmaplug_schedulers: plugin 'bad' returned 'ampere' .*expected a "
+        "mmaplug.planning.scheduler",
     ),
     case(
         "schedulers_raise",
@@ -778,7 +779,7 @@ def test_same_distribution_found_twice_is_quiet(installed) -> None:
 
 def test_cli_plugins_survives_a_misspelt_entry_point(installed, monkeypatch, capsys) -> None:
     """`mmaplug plugins` lists the plugins with a warning instead of a pluggy traceback."""
-    from mmaplug import cli
+    from mmaplug.cli import main as cli
 
     for var in ("MMAPLUG_STRICT", "MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC"):
         monkeypatch.delenv(var, raising=False)

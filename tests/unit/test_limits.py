@@ -8,12 +8,12 @@ from typing import Any
 import attrs
 import pytest
 
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
-from mmaplug.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams
 from mmaplug.plugins.ampere import limits as ampere
 from mmaplug.plugins.hopper import limits as hopper
-from mmaplug.problem import MatmulProblem, VectorWidths
 
 T4 = Device(name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65_536, smem_per_sm=65_536)
 H100_NO_A = Device(
@@ -521,7 +521,7 @@ def test_sentinels_are_legal_where_scoped(scheduler: str, base: MatmulParams, de
 def test_one_stage_is_adjusted_to_two_and_recorded(pm) -> None:
     """stages=1 is built as 2: the ampere scheduler records the change (and warns the caller)."""
     from mmaplug.errors import ParamAdjustedWarning
-    from mmaplug.plan import plan_problem
+    from mmaplug.planning.plan import plan_problem
 
     with pytest.warns(ParamAdjustedWarning, match=r"ampere changed caller's stages: 1 -> 2"):
         spec = plan_problem(problem(k=32), get_device("a100"), pm=pm, overrides={"stages": 1})
@@ -533,7 +533,7 @@ def test_one_stage_is_adjusted_to_two_and_recorded(pm) -> None:
 
 def test_default_one_stage_plan_is_recorded_without_warning(pm) -> None:
     """The default heuristic picks 1 stage for a single K tile; the change shows in provenance."""
-    from mmaplug.plan import plan_problem
+    from mmaplug.planning.plan import plan_problem
 
     spec = plan_problem(problem(m=256, n=256, k=32), get_device("a100"), pm=pm)
     assert spec.params.stages == 2
@@ -543,7 +543,7 @@ def test_default_one_stage_plan_is_recorded_without_warning(pm) -> None:
 def test_register_epilogue_is_adjusted_to_smem_and_recorded(pm) -> None:
     """use_smem_epilogue=False is built through smem: ampere records the change and warns."""
     from mmaplug.errors import ParamAdjustedWarning
-    from mmaplug.plan import explain, plan_problem
+    from mmaplug.planning.plan import explain, plan_problem
 
     with pytest.warns(
         ParamAdjustedWarning, match=r"ampere changed caller's use_smem_epilogue: False -> True"
@@ -563,7 +563,7 @@ def test_register_epilogue_is_adjusted_to_smem_and_recorded(pm) -> None:
 
 def test_default_plan_stages_the_epilogue_without_adjustment(pm) -> None:
     """The default heuristic asks ampere for the smem epilogue it builds: nothing is adjusted."""
-    from mmaplug.plan import plan_problem
+    from mmaplug.planning.plan import plan_problem
 
     spec = plan_problem(problem(), get_device("a100"), pm=pm)
     assert spec.params.use_smem_epilogue
@@ -586,8 +586,8 @@ def test_operand_vectors_are_what_the_kernel_is_built_with(
     """The kernel is built with the widest of 8/4/2/1 dividing each operand's width."""
     from types import SimpleNamespace
 
-    from mmaplug.choices import KernelSpec, Provenance
-    from mmaplug.epilogue import EpilogueProgram
+    from mmaplug.analysis.epilogue import EpilogueProgram
+    from mmaplug.planning.choices import KernelSpec, Provenance
     from mmaplug.plugins.ampere.artifact import kernel_config
 
     prob = MatmulProblem(

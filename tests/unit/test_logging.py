@@ -10,10 +10,10 @@ import pytest
 
 import mmaplug as mp
 from mmaplug import log
-from mmaplug import plan as plan_module
+from mmaplug.cli.demo import example_fusion
 from mmaplug.cuda import cubin
-from mmaplug.demo import example_fusion
 from mmaplug.errors import ParamAdjustedWarning
+from mmaplug.planning import plan as plan_module
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import pluggy
 import pytest
 
 from mmaplug.errors import PluginError, PluginWarning, UsageError
-from mmaplug.manager import (
+from mmaplug.markers import hookimpl
+from mmaplug.planning.manager import (
     DEFAULT_PLUGINS,
     ESSENTIAL_PLUGINS,
     PluginInfo,
@@ -17,7 +18,6 @@ from mmaplug.manager import (
     options_from_environ,
     reset_plugin_manager,
 )
-from mmaplug.markers import hookimpl
 
 ENV_VARS = (
     "MMAPLUG_DISABLE",
@@ -120,8 +120,8 @@ def test_explicit_plugins_by_object_and_module_name():
     class Named(ExternalPlugin):
         name = "named"
 
-    pm = make_plugin_manager(plugins=[Named(), "mmaplug.choices"], load_entrypoints=False)
-    assert pm.has_plugin("named") and pm.has_plugin("mmaplug.choices")
+    pm = make_plugin_manager(plugins=[Named(), "mmaplug.planning.choices"], load_entrypoints=False)
+    assert pm.has_plugin("named") and pm.has_plugin("mmaplug.planning.choices")
 
 
 def test_entry_point_loaded_with_distribution(entry_points):

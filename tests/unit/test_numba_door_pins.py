@@ -26,7 +26,7 @@ def test_the_extras_pin_the_tested_numba_cuda_releases() -> None:
 def test_importing_the_doors_imports_no_numba() -> None:
     """Both doors (compiler and simulator) are importable without Numba; nothing is patched."""
     code = (
-        "import sys; import mmaplug.cuda.numba_internals, mmaplug.cuda.sim_internals; "
+        "import sys; import mmaplug.cuda.numba_internals, mmaplug.sim.simulator; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -9,9 +9,9 @@ import attrs
 import numpy as np
 import pytest
 
-import mmaplug.params as params_module
+import mmaplug.planning.params as params_module
 from mmaplug.errors import InvalidParamsError, UnknownParamError
-from mmaplug.params import (
+from mmaplug.planning.params import (
     PARAM_NAMES,
     SENTINEL_SCHEDULERS,
     SENTINELS,

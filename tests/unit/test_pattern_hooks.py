@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.fusion import Expr, IterDomain, IterType, LinearOp, MmaOp
-from mmaplug.patterns import MatmulPattern
+from mmaplug.analysis.patterns import MatmulPattern
+from mmaplug.analysis.translate import translate_as
+from mmaplug.ir.fusion import Expr, IterDomain, IterType, LinearOp, MmaOp
 from mmaplug.testing import registered
-from mmaplug.translate import translate_as
 
 
 class NTMatmulOp(Expr):

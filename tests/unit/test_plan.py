@@ -7,10 +7,7 @@ import random
 import pytest
 
 import mmaplug
-from mmaplug import hookspecs
-from mmaplug.choices import Adjustment, Rejection, SchedulerChoice
-from mmaplug.device import Device, get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import (
     InvalidParamsError,
     KernelBuildError,
@@ -24,9 +21,13 @@ from mmaplug.errors import (
     UsageError,
 )
 from mmaplug.heuristics.default import ampere_params, hopper_params
-from mmaplug.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
+from mmaplug.ir.dtypes import DType
 from mmaplug.markers import hookimpl
-from mmaplug.params import (
+from mmaplug.planning import hookspecs
+from mmaplug.planning.choices import Adjustment, Rejection, SchedulerChoice
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
+from mmaplug.planning.params import (
     SENTINEL_SCHEDULERS,
     SENTINELS,
     CtaOrder,
@@ -34,9 +35,8 @@ from mmaplug.params import (
     TileShape,
     TilingStrategy,
 )
-from mmaplug.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
-from mmaplug.problem import MatmulProblem, VectorWidths
-from mmaplug.scheduler import Resources
+from mmaplug.planning.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
+from mmaplug.planning.scheduler import Resources
 from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
 
 A100 = get_device("a100")  # ampere is the only scheduler here: planning tests use it
@@ -539,7 +539,8 @@ def test_spec_name_and_repr_round_trip(mmaplug_pm, problem, device, prefix):
 def test_matmul_params_convenience(monkeypatch, problem, default_spec):
     """matmul_params(problem, 'h200') returns the planned params from the global manager."""
     monkeypatch.setattr(
-        "mmaplug.plan.get_plugin_manager", lambda: make_plugin_manager(load_entrypoints=False)
+        "mmaplug.planning.plan.get_plugin_manager",
+        lambda: make_plugin_manager(load_entrypoints=False),
     )
     assert matmul_params(problem, "a100") == default_spec.params
 

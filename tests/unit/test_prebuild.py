@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import mmaplug as mp
-from mmaplug.bench import linear_fusion
+from mmaplug.cli.bench import linear_fusion
 from mmaplug.cuda import cubin
 from mmaplug.errors import KernelBuildError, PluginError, UsageError
 from mmaplug.plugins.hopper.artifact import HopperArtifact
@@ -81,7 +81,7 @@ def test_nothing_to_build_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> N
 def test_a_failing_build_is_a_kernel_build_error_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    module = sys.modules["mmaplug.prebuild"]  # the attribute is the function
+    module = sys.modules["mmaplug.runtime.prebuild"]  # the attribute is the function
 
     def broken(todo: list, count: int) -> Any:
         for key, job in todo:
@@ -104,7 +104,7 @@ def test_a_raising_scheduler_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_attempt_turns_any_error_into_a_kernel_build_error() -> None:
-    _attempt = sys.modules["mmaplug.prebuild"]._attempt
+    _attempt = sys.modules["mmaplug.runtime.prebuild"]._attempt
 
     def job() -> Any:
         raise ValueError("bad config")

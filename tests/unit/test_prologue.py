@@ -9,15 +9,15 @@ import attrs
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
-from mmaplug.choices import Rejection
+from mmaplug.analysis.epilogue import Instr
+from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.cuda.launching import ARRAY_SLOTS
-from mmaplug.dtypes import DType
-from mmaplug.epilogue import Instr
-from mmaplug.plan import plan_problem
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.choices import Rejection
+from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins.ampere import bound
 from mmaplug.plugins.ampere.config import AmpereKernelConfig, kernel_params
-from mmaplug.specialize import kernel_key
+from mmaplug.runtime.specialize import kernel_key
 
 H, T, S = mp.float16, mp.bfloat16, mp.float32
 M, N, K = 64, 48, 32

@@ -463,7 +463,7 @@ REFUSED = [c for c in CASES if hasattr(c[1], "build") and c[2] is mp.Unsupported
 def test_compile_runs_what_analysis_refuses_as_segments(pm, action):
     """mp.compile refuses none of these well-formed fusions (issue 10 item 4): it segments
     them, and the segments chained compute what mp.evaluate computes."""
-    from mmaplug.segment import evaluate_segments
+    from mmaplug.runtime.segmentation import evaluate_segments
 
     with mp.FusionDefinition() as fd:
         action.build(fd)

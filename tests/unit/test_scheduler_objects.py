@@ -9,8 +9,7 @@ import attrs
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Adjustment, KernelSpec, Rejection, SchedulerChoice
-from mmaplug.device import Device, get_device
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import (
     InvalidParamsError,
     KernelBuildError,
@@ -19,13 +18,14 @@ from mmaplug.errors import (
     PluginResultError,
     PluginWarning,
 )
-from mmaplug.manager import PluginManager, make_plugin_manager
-from mmaplug.params import MatmulParams, TileShape
-from mmaplug.plan import explain, plan_problem
-from mmaplug.problem import MatmulProblem, VectorWidths
-from mmaplug.records import plugins_record
-from mmaplug.scheduler import Resources, Rule, Scheduler, Space, active
-from mmaplug.scheduler_registry import schedulers
+from mmaplug.planning.choices import Adjustment, KernelSpec, Rejection, SchedulerChoice
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.manager import PluginManager, make_plugin_manager
+from mmaplug.planning.params import MatmulParams, TileShape
+from mmaplug.planning.plan import explain, plan_problem
+from mmaplug.planning.records import plugins_record
+from mmaplug.planning.scheduler import Resources, Rule, Scheduler, Space, active
+from mmaplug.planning.scheduler_registry import schedulers
 from mmaplug.testing import FakeHeuristic, registered
 
 H200 = get_device("h200")
@@ -302,8 +302,8 @@ def test_a_faulty_toy_method_is_named(
 @pytest.mark.parametrize(
     ("answer", "match"),
     [
-        ("toy", "returned 'toy' \\(str\\); expected a mmaplug.scheduler.Scheduler"),
-        ([object()], "expected mmaplug.scheduler.Scheduler items"),
+        ("toy", "returned 'toy' \\(str\\); expected a mmaplug.planning.scheduler.Scheduler"),
+        ([object()], "expected mmaplug.planning.scheduler.Scheduler items"),
         ([Toy(priority="high")], "priority is 'high'; expected an int"),  # type: ignore[arg-type]
         ([Toy(name="")], "whose name is ''"),
     ],

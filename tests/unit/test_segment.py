@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.analysis import analyze
-from mmaplug.compile import CompiledFusion
-from mmaplug.segment import Segment, evaluate_segments, explain_segments, segment
-from mmaplug.segmented import SegmentedFusion, SymbolicSegments
+from mmaplug.analysis.matmul_analysis import analyze
+from mmaplug.runtime.compile import CompiledFusion
+from mmaplug.runtime.segmentation import Segment, evaluate_segments, explain_segments, segment
+from mmaplug.runtime.segmented_fusion import SegmentedFusion, SymbolicSegments
 
 RNG = np.random.default_rng(5)
 PM = mp.make_plugin_manager(load_entrypoints=False, strict=True)
@@ -288,14 +288,14 @@ def test_several_matmuls_no_scheduler_takes_are_segmented_one_kernel_each() -> N
 
 
 def test_framework_segments_refuse_arrays_without_array_ops() -> None:
-    from mmaplug.framework_ops import backend_for
+    from mmaplug.runtime.framework_segments import backend_for
 
     with pytest.raises(mp.UsageError, match="pass torch tensors or CuPy arrays \\(got numba"):
         backend_for("numba")
 
 
 def test_framework_ops_take_scalar_inputs_given_as_ints() -> None:
-    from mmaplug.framework_ops import backend_for, run_ops
+    from mmaplug.runtime.framework_segments import backend_for, run_ops
 
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([3, 4])

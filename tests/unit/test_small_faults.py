@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Adjustment
-from mmaplug.cli import main
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.cli.main import main
 from mmaplug.cuda import driver
 from mmaplug.cuda.launching import simulating
 from mmaplug.errors import (
@@ -32,15 +32,15 @@ from mmaplug.errors import (
     PluginWarning,
     UsageError,
 )
-from mmaplug.manager import (
+from mmaplug.markers import hookimpl
+from mmaplug.planning.choices import Adjustment
+from mmaplug.planning.manager import (
     heuristic_order,
     make_plugin_manager,
     options_from_environ,
     reset_plugin_manager,
 )
-from mmaplug.markers import hookimpl
-from mmaplug.plan import plan_problem
-from mmaplug.problem import MatmulProblem
+from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import registered
 
 A100 = mp.get_device("a100")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.shapes import concretize
-from mmaplug.specialize import SymbolicFusion
+from mmaplug.ir.symbolic import concretize
+from mmaplug.runtime.specialize import SymbolicFusion
 from mmaplug.testing import HookRecorder, registered
 
 H = mp.float16
@@ -161,7 +161,7 @@ def test_tied_symbolic_extents_must_agree():
 
 def test_matmul_problem_of_a_symbolic_fusion_says_how():
     """analysis refuses symbolic extents, naming them and the way to concrete ones."""
-    with pytest.raises(mp.UsageError, match=r"leaves T0 dim 0 symbolic.*shapes\.concretize"):
+    with pytest.raises(mp.UsageError, match=r"leaves T0 dim 0 symbolic.*symbolic\.concretize"):
         mp.matmul_problem(_linear())
 
 
@@ -226,7 +226,7 @@ def test_nothing_is_planned_before_a_call(a100_fusion: SymbolicFusion):
 def test_compile_checks_the_definition_eagerly(pm: mp.PluginManager):
     """mp.compile analyses a symbolic fusion at once: one no kernel takes is segmented per
     call's shapes (issue 10 item 4), the refusal its reason."""
-    from mmaplug.segmented import SymbolicSegments
+    from mmaplug.runtime.segmented_fusion import SymbolicSegments
 
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([-1, K], dtype=mp.float32)

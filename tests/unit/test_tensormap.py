@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mmaplug.cuda import tensormap as T
-from mmaplug.dtypes import DType
 from mmaplug.errors import LaunchError, UsageError
+from mmaplug.ir.dtypes import DType
 
 # A row-major 100 x 200 fp16 matrix with a 208-element pitch, K-major 64 x 128 boxes, SW128.
 GOOD = T.TensorMapSpec(DType.float16, (200, 100), (416,), (64, 128), 128)

@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from mmaplug import params as params_module
-from mmaplug.device import get_device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import UnknownParamError
-from mmaplug.plan import plan_problem
-from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning import params as params_module
+from mmaplug.planning.device import get_device
+from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import (
     SENTINELS,
     FakeHeuristic,
@@ -42,7 +42,7 @@ def make_problem(m: int = 4096) -> MatmulProblem:
 
 def test_reexports():
     """SENTINELS and make_plugin_manager are the core objects, re-exported."""
-    from mmaplug import manager
+    from mmaplug.planning import manager
 
     assert SENTINELS is params_module.SENTINELS
     assert make_plugin_manager is manager.make_plugin_manager
@@ -171,10 +171,10 @@ def test_pytest_plugin_fixtures(pytester):
     pytester.makepyfile(
         """
         from mmaplug.testing import FakeHeuristic, registered
-        from mmaplug.device import get_device
-        from mmaplug.dtypes import DType
-        from mmaplug.plan import plan_problem
-        from mmaplug.problem import MatmulProblem, VectorWidths
+        from mmaplug.planning.device import get_device
+        from mmaplug.ir.dtypes import DType
+        from mmaplug.planning.plan import plan_problem
+        from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 
         PROBLEM = MatmulProblem(m=256, n=256, k=256, a_k_inner=True, b_k_inner=True,
                                 operand_dtype=DType.float16, output_dtype=DType.float16,

@@ -8,14 +8,14 @@ from collections.abc import Sequence
 import pytest
 
 import mmaplug as mp
-from mmaplug.choices import Adjustment, KernelSpec
-from mmaplug.device import Device, get_device
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import PluginResultError, UsageError
-from mmaplug.manager import PluginManager
-from mmaplug.params import MatmulParams, TileShape
-from mmaplug.problem import MatmulProblem
-from mmaplug.scheduler import Resources, Rule, Space, violations
-from mmaplug.scheduler_registry import schedulers
+from mmaplug.planning.choices import Adjustment, KernelSpec
+from mmaplug.planning.device import Device, get_device
+from mmaplug.planning.manager import PluginManager
+from mmaplug.planning.params import MatmulParams, TileShape
+from mmaplug.planning.scheduler import Resources, Rule, Space, violations
+from mmaplug.planning.scheduler_registry import schedulers
 from mmaplug.tune import candidates, work
 from mmaplug.tune.corpus import TuneProblem
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug.device import get_device
 from mmaplug.errors import UsageError
-from mmaplug.params import TileShape
-from mmaplug.plan import plan_problem
+from mmaplug.planning.device import get_device
+from mmaplug.planning.params import TileShape
+from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins.hopper import limits
 from mmaplug.tune import candidates, corpus
 from mmaplug.tune.corpus import TuneProblem

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli import main
-from mmaplug.device import get_device
+from mmaplug.cli.main import main
 from mmaplug.errors import UsageError
-from mmaplug.plan import plan_problem
-from mmaplug.tune import db, report
+from mmaplug.planning.device import get_device
+from mmaplug.planning.plan import plan_problem
+from mmaplug.tune import db, report, work
 from mmaplug.tune.corpus import TuneProblem
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -24,7 +24,7 @@ SQUARE = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16")
 SKINNY = TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16")
 PLUGIN = '''
 from mmaplug.markers import hookimpl
-from mmaplug.params import MatmulParams
+from mmaplug.planning.params import MatmulParams
 
 @hookimpl
 def mmaplug_matmul_params(problem, device, scheduler):
@@ -169,12 +169,12 @@ def test_report_measure_times_the_missing_choices_first(
     lacks, the ampere one with its scheduler, then reports them; the others are not re-run."""
     import tune_workers
 
-    from mmaplug.tune import cli_report, sweep
+    from mmaplug.cli import report as cli_report
 
     monkeypatch.setattr(cli_report, "requires", lambda *args: None)
     monkeypatch.setattr(cli_report, "get_device", lambda name: H200)
-    monkeypatch.setitem(sweep.WORK, "build", tune_workers.fake_build)
-    monkeypatch.setitem(sweep.WORK, "measure", tune_workers.fake_measure)
+    monkeypatch.setitem(work.WORK, "build", tune_workers.fake_build)
+    monkeypatch.setitem(work.WORK, "measure", tune_workers.fake_measure)
     argv = ["report", "--db", str(recorded), "--shape", "4096x4096x4096", "--device", "h200",
             "--heuristic", "default@ampere", "--measure", "--workers", "1", "--json"]  # fmt: skip
     assert main(argv) == 0

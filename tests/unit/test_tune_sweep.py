@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mmaplug.device import get_device
-from mmaplug.tune import db, sweep
+from mmaplug.planning.device import get_device
+from mmaplug.tune import db, sweep, work
 from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.runner import run_jobs
 
@@ -44,8 +44,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Five jobs of two problems over three kernels (one fails to build); no compiler, no GPU."""
     jobs = [_job(P1, "a"), _job(P1, "bad"), _job(P2, "a", 2.0), _job(P2, "bad"), _job(P2, "c")]
     monkeypatch.setattr(sweep, "plan_jobs", lambda *args, **kw: [dict(j) for j in jobs])
-    monkeypatch.setitem(sweep.WORK, "build", tune_workers.fake_build)
-    monkeypatch.setitem(sweep.WORK, "measure", tune_workers.fake_measure)
+    monkeypatch.setitem(work.WORK, "build", tune_workers.fake_build)
+    monkeypatch.setitem(work.WORK, "measure", tune_workers.fake_measure)
     return jobs
 
 

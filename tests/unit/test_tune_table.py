@@ -10,9 +10,9 @@ from types import ModuleType
 import pytest
 
 import mmaplug as mp
-from mmaplug.device import get_device
-from mmaplug.params import MatmulParams
-from mmaplug.plan import plan_problem
+from mmaplug.planning.device import get_device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import registered
 from mmaplug.tune import db
 from mmaplug.tune.corpus import TuneProblem
@@ -128,7 +128,7 @@ def test_report_leave_one_out(
     """In the database, each problem's best is the tuned table's own answer (1.0, trivially);
     left out, each problem gets its neighbour's best: SLOWER on the square (2.0 ms of a best
     1.0) and TUNED on the deep one (3.0 of 1.0). $MMAPLUG_TUNING_DB is restored after."""
-    from mmaplug.cli import main
+    from mmaplug.cli.main import main
     from mmaplug.tune import report
 
     monkeypatch.setenv("MMAPLUG_TUNING_DB", str(tmp_path / "other.sqlite"))

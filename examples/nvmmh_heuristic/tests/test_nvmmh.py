@@ -10,11 +10,11 @@ nvMatmulHeuristics = pytest.importorskip(
 
 import mmaplug_nvmmh as nvmmh  # noqa: E402
 
-from mmaplug.device import get_device  # noqa: E402
-from mmaplug.dtypes import DType  # noqa: E402
-from mmaplug.plan import plan_problem  # noqa: E402
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths  # noqa: E402
+from mmaplug.ir.dtypes import DType  # noqa: E402
+from mmaplug.planning.device import get_device  # noqa: E402
+from mmaplug.planning.plan import plan_problem  # noqa: E402
 from mmaplug.plugins.ampere.limits import violations  # noqa: E402
-from mmaplug.problem import MatmulProblem, VectorWidths  # noqa: E402
 from mmaplug.testing import registered  # noqa: E402
 
 H200 = get_device("h200")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import mmaplug_square_tiles as square_tiles
 import pytest
 
-from mmaplug.device import get_device
-from mmaplug.dtypes import DType
-from mmaplug.plan import plan_problem
-from mmaplug.problem import MatmulProblem, VectorWidths
+from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.ir.dtypes import DType
+from mmaplug.planning.device import get_device
+from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import override_matmul_params, registered
 
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from mmaplug import MatmulParams, TilingStrategy, hookimpl
-from mmaplug.device import Device
-from mmaplug.problem import MatmulProblem
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.device import Device
 
 __all__ = ["DEEP_K", "LARGE", "PAIRS", "mmaplug_matmul_overrides", "mmaplug_matmul_params"]
 

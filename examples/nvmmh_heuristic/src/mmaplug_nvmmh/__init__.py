@@ -20,12 +20,12 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import Any, Final
 
-from mmaplug.device import Device
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import InvalidParamsError
 from mmaplug.markers import hookimpl
-from mmaplug.params import CtaOrder, MatmulParams, TileShape
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape
 from mmaplug.plugins.ampere import limits
-from mmaplug.problem import MatmulProblem
 
 __all__ = [
     "COUNT",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from mmaplug.device import Device
-from mmaplug.dtypes import DType
+from mmaplug.analysis.problem import Layout, MatmulProblem
+from mmaplug.ir.dtypes import DType
 from mmaplug.markers import hookimpl
-from mmaplug.params import MatmulParams, TileShape
-from mmaplug.problem import Layout, MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams, TileShape
 
 __all__ = ["MIN_EXTENT", "SQUARE", "applies", "mmaplug_matmul_params"]
 

@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 from typing import Any, Final
 
-from mmaplug.device import Device
+from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.markers import hookimpl
-from mmaplug.params import MatmulParams
-from mmaplug.problem import MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams
 from mmaplug.tune import db
 
 __all__ = ["MAX_DISTANCE", "Table", "epilogue_of", "mmaplug_matmul_params", "table"]

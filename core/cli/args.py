@@ -1,0 +1,173 @@
+"""Argument types and output of the ``mmaplug`` subcommands: one-line errors, any-case choices."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mmaplug.errors import UsageError
+from mmaplug.ir.arguments import MAX_EXTENT
+
+_TILE = re.compile(r"^\d+x\d+x\d+$")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``mmaplug explain: error: ... (see --help)``, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def extent(text: str, *, zero: bool = False) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not (0 if zero else 1) <= value < MAX_EXTENT:
+        low = "0 (the default) or 1" if zero else "1"
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an extent; extents are ints from {low} to 2**31 - 1"
+        )
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive int")
+    return value
+
+
+def one_of(names: Sequence[str], what: str) -> Callable[[str], str]:
+    """A type that takes any case of *names* and gives the canonical spelling."""
+    canonical = {name.lower(): name for name in names}
+
+    def parse(text: str) -> str:
+        try:
+            return canonical[text.strip().lower()]
+        except KeyError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {what}; choose from {', '.join(names)} (any case)"
+            ) from None
+
+    return parse
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    """``FIELD=VALUE`` -> (field, value): ``true``/``false``, tiles ``MxNxK`` or ``m,n,k``,
+    Python literals (ints, tuples), else text (enum names, any case)."""
+    field, sep, raw = text.partition("=")
+    field, raw = field.strip(), raw.strip()
+    if not sep or not field or not raw:
+        raise UsageError(f"--set {text!r}: expected FIELD=VALUE, e.g. stages=3")
+    if raw.lower() in ("true", "false"):
+        return field, raw.lower() == "true"
+    if _TILE.match(raw.lower()):
+        return field, tuple(int(p) for p in raw.lower().split("x"))
+    try:
+        value: object = ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = raw.lower()  # enum values such as column_major
+    return field, value
+
+
+def parse_settings(items: Sequence[str]) -> dict[str, object]:
+    """``["stages=3", "cta_tile=128x128x32"]`` -> ``{"stages": 3, "cta_tile": (128, 128, 32)}``."""
+    changes: dict[str, object] = {}
+    for item in items:
+        field, value = parse_setting(item)
+        if field in changes:
+            raise UsageError(f"--set {field} is given twice; give each field once")
+        changes[field] = value
+    return changes
+
+
+def setting(text: str) -> str:
+    try:
+        parse_setting(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix(f"--set {text!r}: ")) from None
+    return text
+
+
+def shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` -> (m, n, k)."""
+    if not _TILE.match(text.strip().lower()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not MxNxK with positive ints")
+    m, n, k = (extent(p) for p in text.strip().lower().split("x"))
+    return m, n, k
+
+
+def png(text: str) -> str:
+    folder = Path(text).expanduser().absolute().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: the folder {folder} does not exist")
+    return text
+
+
+def fusion_file(text: str) -> str:
+    """``FILE`` or ``FILE:NAME``: a Python file that builds a fusion (NAME: which variable)."""
+    path, _, name = text.partition(":")
+    if not Path(path).is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: {path} is not a file")
+    if name and not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r}: {name!r} is not a Python variable name")
+    return text
+
+
+def load_fusion(text: str) -> Any:
+    """Run the Python file of ``--fusion FILE[:NAME]`` (not as ``__main__``) and return its
+    variable NAME, else the one FusionDefinition or Fusion it defines at top level."""
+    import runpy
+
+    from mmaplug.ir.frontend import FusionDefinition
+    from mmaplug.ir.fusion import Fusion
+
+    path, _, name = text.partition(":")
+    try:
+        namespace = runpy.run_path(path, run_name="__mmaplug_fusion__")
+    except Exception as error:  # noqa: BLE001 - the user's script; said in one line
+        raise UsageError(
+            f"--fusion {text}: running {path} raised {type(error).__name__}: {error}"
+        ) from error
+    if name:
+        if name not in namespace:
+            raise UsageError(f"--fusion {text}: {path} defines no variable {name!r}")
+        return namespace[name]
+    kinds = FusionDefinition | Fusion
+    found = sorted(k for k, v in namespace.items() if isinstance(v, kinds) and k[0] != "_")
+    if len(found) != 1:
+        which = f" ({', '.join(found)})" if found else ""
+        raise UsageError(
+            f"--fusion {text}: {path} defines {len(found)} fusions{which} at top level; "
+            f"name the one to explain: --fusion {path}:NAME"
+        )
+    return namespace[found[0]]
+
+
+def requires(module: str, purpose: str, extra: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise UsageError(f"{purpose} needs {module}, which is not installed: {extra}")
+
+
+def add_json(p: argparse.ArgumentParser, help_text: str) -> None:
+    p.add_argument("--json", action="store_true", help=help_text)
+
+
+def finite(row: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no inf/NaN: such floats become null."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+
+
+def print_json(value: object, as_json: bool = True) -> None:
+    print(json.dumps(value, indent=2) if as_json else value)

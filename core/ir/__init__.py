@@ -1,0 +1,3 @@
+"""The fusion IR and its frontend: tensors, dtypes, ops, ``FusionDefinition``, symbolic extents,
+and ``evaluate`` (the oracle).
+"""

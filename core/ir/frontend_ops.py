@@ -1,0 +1,311 @@
+"""``fd.ops``: the matmul family, element-wise ops and reductions (shape ops in frontend_shapes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mmaplug.errors import FusionError
+from mmaplug.ir import arguments
+from mmaplug.ir import frontend_dims as fdims
+from mmaplug.ir.dtypes import DType
+from mmaplug.ir.frontend_shape_ops import Operand, ShapeOps
+from mmaplug.ir.fusion import (
+    BinaryOp,
+    CastOp,
+    IterDomain,
+    IterType,
+    LinearOp,
+    MatmulOp,
+    MmaOp,
+    ReductionOp,
+    SetOp,
+    TensorView,
+    UnaryOp,
+    Val,
+    result_dtype,
+)
+
+
+class Ops(ShapeOps):
+    """``fd.ops``: every operation a fusion may contain."""
+
+    # -- matmul family ------------------------------------------------------------------------
+    def matmul(self, a: TensorView, b: TensorView) -> TensorView:
+        """``torch.matmul``: A ``[*, M, K]`` or ``[K]`` times B ``[*, K, N]`` or ``[K]``."""
+        a, b = self._tensor(a, "matmul"), self._tensor(b, "matmul")
+        self._same_dtype("matmul", a, b)
+        ad, bd = a.no_reduction_domain, b.no_reduction_domain
+        if not ad or not bd:
+            raise FusionError("matmul: operands must have at least one dim; got a 0-d tensor")
+        k_a = ad[-1]
+        k_b = bd[0] if len(bd) == 1 else bd[-2]
+        if not fdims.agree(k_a, k_b):
+            raise FusionError(
+                f"matmul: K of {a.name} is {k_a.extent} but K of {b.name} is {k_b.extent}; "
+                "A's last dim must equal B's second-to-last dim (its only dim when 1-D)"
+            )
+        a_batch = ad[:-2] if len(ad) > 1 else []
+        b_batch = bd[:-2] if len(bd) > 1 else []
+        batch = self._broadcast_batch("matmul", a_batch, b_batch)
+        body = list(batch)
+        if len(ad) > 1:
+            body.append(fdims.copy_dim(ad[-2]))
+        if len(bd) > 1:
+            body.append(fdims.copy_dim(bd[-1]))
+        body.append(IterDomain(fdims.extent(k_a, k_b), IterType.REDUCTION))
+        out = self._new(a.dtype, body)
+        self._fusion.attach(MatmulOp([out], [a, b]))
+        return out
+
+    def linear(self, a: TensorView, w: TensorView, bias: TensorView | None = None) -> TensorView:
+        """``F.linear``: input ``[*, K]``, weight ``[N, K]`` (or ``[K]``), optional bias ``[N]``."""
+        a, w = self._tensor(a, "linear"), self._tensor(w, "linear")
+        operands = [a, w] + ([self._tensor(bias, "linear bias")] if bias is not None else [])
+        self._same_dtype("linear", *operands)
+        ad, wd = a.no_reduction_domain, w.no_reduction_domain
+        if not ad:
+            raise FusionError(f"linear: input {a.name} must have at least one dim")
+        if len(wd) not in (1, 2):
+            raise FusionError(
+                f"linear: weight {w.name} has rank {len(wd)}; F.linear takes [N, K] or [K]"
+            )
+        if not fdims.agree(ad[-1], wd[-1]):
+            raise FusionError(
+                f"linear: K of input {a.name} is {ad[-1].extent} but K of weight {w.name} is "
+                f"{wd[-1].extent}; both must have K as their last dim"
+            )
+        body = [fdims.copy_dim(d) for d in ad[:-1]]
+        if len(wd) == 2:
+            body.append(fdims.copy_dim(wd[0]))
+            if bias is not None:
+                bias_t = operands[2]
+                bd = bias_t.no_reduction_domain
+                if len(bd) != 1 or not fdims.agree(bd[0], wd[0]):
+                    raise FusionError(
+                        f"linear: bias {bias_t.name} has shape {list(bias_t.shape)}; "
+                        f"it must be [N] = [{wd[0].extent}]"
+                    )
+        elif bias is not None:
+            raise FusionError("linear: a bias needs a 2-D weight [N, K]")
+        body.append(IterDomain(fdims.extent(ad[-1], wd[-1]), IterType.REDUCTION))
+        out = self._new(a.dtype, body)
+        self._fusion.attach(LinearOp([out], operands))
+        return out
+
+    def fused_multiply_sum(
+        self, a: TensorView, b: TensorView, dims: Sequence[int] = (-1,)
+    ) -> TensorView:
+        """nvFuser's ``fusedMultiplySum``: an MmaOp on same-rank half operands, float32 out."""
+        a, b = self._tensor(a, "fused_multiply_sum"), self._tensor(b, "fused_multiply_sum")
+        self._same_dtype("fused_multiply_sum", a, b)
+        if not a.dtype.is_half:
+            raise FusionError(
+                f"fused_multiply_sum: operands are {a.dtype.label}; MmaOp takes float16 or "
+                "bfloat16 operands (cast them first)"
+            )
+        if len(a.shape) != len(b.shape):
+            raise FusionError(
+                f"fused_multiply_sum: {a.name} has rank {len(a.shape)} and {b.name} rank "
+                f"{len(b.shape)}; MmaOp operands must have the same rank (broadcast first)"
+            )
+        dims = arguments.ints(dims, "fused_multiply_sum: dims", scalar_ok=True)
+        if len(dims) != 1:
+            raise FusionError(f"fused_multiply_sum: exactly one reduction dim; got {list(dims)}")
+        axis = fdims.axis(a, dims[0], "fused_multiply_sum")
+        ad, bd = a.no_reduction_domain, b.no_reduction_domain
+        if ad[axis].is_broadcast and bd[axis].is_broadcast:
+            raise FusionError(
+                f"fused_multiply_sum: the reduction dim {axis} is a broadcast (size 1) in both "
+                f"{a.name} and {b.name}; K must be a real dim of both operands"
+            )
+        domain = []
+        for i, (da, db) in enumerate(zip(ad, bd, strict=True)):
+            where = f"dim {i} of {a.name} and {b.name}"
+            merged = fdims.merge_dims("fused_multiply_sum", [da, db], where)
+            if i == axis:
+                merged = IterDomain(merged.extent, IterType.REDUCTION)
+            domain.append(merged)
+        return self._emit(MmaOp, self._new(DType.float32, domain), a, b, [axis])
+
+    # -- element-wise ---------------------------------------------------------------------------
+    def add(self, x: Operand, y: Operand) -> TensorView:
+        """``x + y`` with broadcasting; either side may be a Python number or a scalar."""
+        return self._binary("add", x, y)
+
+    def sub(self, x: Operand, y: Operand) -> TensorView:
+        """``x - y`` with broadcasting."""
+        return self._binary("sub", x, y)
+
+    def mul(self, x: Operand, y: Operand) -> TensorView:
+        """``x * y`` with broadcasting."""
+        return self._binary("mul", x, y)
+
+    def neg(self, x: TensorView) -> TensorView:
+        """``-x``."""
+        return self._unary("neg", x)
+
+    def relu(self, x: TensorView) -> TensorView:
+        """``max(x, 0)``."""
+        return self._unary("relu", x)
+
+    def gelu(self, x: TensorView) -> TensorView:
+        """GELU, exact (erf) form."""
+        return self._unary("gelu", x)
+
+    def silu(self, x: TensorView) -> TensorView:
+        """``x * sigmoid(x)``."""
+        return self._unary("silu", x)
+
+    def sigmoid(self, x: TensorView) -> TensorView:
+        """``1 / (1 + exp(-x))``."""
+        return self._unary("sigmoid", x)
+
+    def sin(self, x: TensorView) -> TensorView:
+        """``sin(x)``."""
+        return self._unary("sin", x)
+
+    def cos(self, x: TensorView) -> TensorView:
+        """``cos(x)``."""
+        return self._unary("cos", x)
+
+    def exp(self, x: TensorView) -> TensorView:
+        """``e**x``."""
+        return self._unary("exp", x)
+
+    def log(self, x: TensorView) -> TensorView:
+        """Natural logarithm."""
+        return self._unary("log", x)
+
+    def tanh(self, x: TensorView) -> TensorView:
+        """``tanh(x)``."""
+        return self._unary("tanh", x)
+
+    def abs(self, x: TensorView) -> TensorView:
+        """``|x|``."""
+        return self._unary("abs", x)
+
+    def reciprocal(self, x: TensorView) -> TensorView:
+        """``1 / x``."""
+        return self._unary("reciprocal", x)
+
+    def sqrt(self, x: TensorView) -> TensorView:
+        """``sqrt(x)``."""
+        return self._unary("sqrt", x)
+
+    def rsqrt(self, x: TensorView) -> TensorView:
+        """``1 / sqrt(x)``."""
+        return self._unary("rsqrt", x)
+
+    def erf(self, x: TensorView) -> TensorView:
+        """The error function."""
+        return self._unary("erf", x)
+
+    def div(self, x: Operand, y: Operand) -> TensorView:
+        """``x / y`` (true division: the ops here compute in floating point)."""
+        return self._binary("div", x, y)
+
+    truediv = div
+
+    def maximum(self, x: Operand, y: Operand) -> TensorView:
+        """Element-wise ``max(x, y)``."""
+        return self._binary("maximum", x, y)
+
+    def minimum(self, x: Operand, y: Operand) -> TensorView:
+        """Element-wise ``min(x, y)``."""
+        return self._binary("minimum", x, y)
+
+    def cast(self, x: TensorView, dtype: DType) -> TensorView:
+        """Convert to *dtype*, rounding to nearest even."""
+        x = self._tensor(x, "cast")
+        dtype = arguments.dtype(dtype, f"cast of {x.name}: dtype")
+        out = self._new(dtype, [fdims.copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(CastOp([out], [x]))
+        return out
+
+    def set(self, x: TensorView) -> TensorView:
+        """A copy of *x*."""
+        x = self._tensor(x, "set")
+        out = self._new(x.dtype, [fdims.copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(SetOp([out], [x]))
+        return out
+
+    def sum(self, x: TensorView, dims: Sequence[int], dtype: DType | None = None) -> TensorView:
+        """Sum over *dims*; half inputs accumulate and return in float32."""
+        x = self._tensor(x, "sum")
+        if dtype is not None:
+            dtype = arguments.dtype(dtype, f"sum of {x.name}: dtype")
+        dims = arguments.ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
+        axes = sorted({fdims.axis(x, d, "sum") for d in dims})
+        if not axes:
+            raise FusionError(f"sum of {x.name}: give at least one dim to reduce; got {dims}")
+        domain = [
+            IterDomain(d.extent, IterType.REDUCTION if i in axes else d.iter_type)
+            for i, d in enumerate(x.no_reduction_domain)
+        ]
+        x = self._promoted(x)  # type: ignore[assignment]
+        return self._emit(ReductionOp, self._new(dtype or x.dtype, domain), x, axes)
+
+    # -- internals --------------------------------------------------------------------------------
+    def _promoted(self, x: Val) -> Val:
+        """Half tensors enter arithmetic through an explicit cast to float32, as in nvFuser."""
+        if isinstance(x, TensorView) and x.dtype.is_half:
+            return self.cast(x, DType.float32)
+        return x
+
+    def _same_dtype(self, what: str, *tensors: TensorView) -> None:
+        if len({t.dtype for t in tensors}) > 1:
+            found = ", ".join(f"{t.name}: {t.dtype.label}" for t in tensors)
+            raise FusionError(f"{what}: operands must share one dtype; found {found}")
+
+    def _broadcast_batch(
+        self, what: str, a: Sequence[IterDomain], b: Sequence[IterDomain]
+    ) -> list[IterDomain]:
+        n = max(len(a), len(b))
+        pa = [None] * (n - len(a)) + list(a)
+        pb = [None] * (n - len(b)) + list(b)
+        out = []
+        for i, (da, db) in enumerate(zip(pa, pb, strict=True)):
+            dims = [d for d in (da, db) if d is not None]
+            try:
+                out.append(fdims.merge_dims(what, dims))
+            except FusionError:
+                raise FusionError(
+                    f"{what}: batch dim {i} has extents {[d.extent for d in dims]}; batch dims "
+                    "must match or be 1"
+                ) from None
+        return out
+
+    def _align(self, what: str, x: TensorView, rank: int) -> TensorView:
+        if len(x.shape) == rank:
+            return x
+        extra = rank - len(x.shape)
+        shape = [1] * extra + list(x.shape)
+        return self.broadcast_in_dim(x, shape, list(range(extra, rank)))
+
+    def _binary(self, op: str, x: Operand, y: Operand) -> TensorView:
+        xv, yv = self._value(x, op), self._value(y, op)
+        tensors = [v for v in (xv, yv) if isinstance(v, TensorView)]
+        if not tensors:
+            raise FusionError(f"{op}: at least one operand must be a tensor")
+        tensors = [self._tensor(t, op) for t in tensors]
+        rank = max(len(t.shape) for t in tensors)
+        if isinstance(xv, TensorView):
+            xv = self._align(op, self._tensor(xv, op), rank)
+        if isinstance(yv, TensorView):
+            yv = self._align(op, self._tensor(yv, op), rank)
+        names = " and ".join(t.name for t in tensors)
+        xv, yv = self._promoted(xv), self._promoted(yv)
+        aligned = [v for v in (xv, yv) if isinstance(v, TensorView)]
+        domain = [
+            fdims.merge_dims(op, [t.no_reduction_domain[i] for t in aligned], f"dim {i} of {names}")
+            for i in range(rank)
+        ]
+        out = self._new(result_dtype(xv, yv), domain)
+        self._fusion.attach(BinaryOp(out, xv, yv, op))
+        return out
+
+    def _unary(self, op: str, x: TensorView) -> TensorView:
+        x = self._promoted(self._tensor(x, op))  # type: ignore[assignment]
+        out = self._new(result_dtype(x), [fdims.copy_dim(d) for d in x.no_reduction_domain])
+        self._fusion.attach(UnaryOp(out, x, op))
+        return out

@@ -1,0 +1,3 @@
+"""Planning: MatmulParams, the hookspecs (the plugin author's manual), the plugin manager, the
+Scheduler protocol and the planner (the only caller of ``pm.hook``).
+"""

@@ -1,0 +1,150 @@
+"""Schedulers: one object per kernel family, owning everything about its kernels.
+
+A scheduler plugin registers its schedulers through the ``mmaplug_schedulers`` hook. Each one
+answers, for its kernels only:
+
+- ``accepts(problem, device)``: None, or the reason it declines (a user can act on it);
+- ``space(problem, device)``: the legal values of each ``MatmulParams`` field it reads, one
+  field at a time (``Space``), which the tuner enumerates and the plugin reference prints;
+- ``rules(problem, device)``: every constraint, on one field's values or between fields and
+  with the problem and device, each a ``Rule`` with its limit in words and a check that
+  returns the message (what is wrong, what to change) when broken;
+- ``resources(params, problem)``: its one resource model (shared memory, threads, registers);
+- ``adjustments(params, problem, device)``: values it must change, each recorded and explained;
+- ``build(spec, analysis)``: the ``KernelArtifact`` (config, build, launch, ``kernel_jobs``).
+
+Core plans with them (candidates, validation, adjustments, build), and the default heuristic,
+the tuner, ``explain`` and ``docs/plugin-reference.md`` ask them: nothing outside a scheduler's
+folder restates one of its rules. ``violations`` turns a scheduler's rules into ``Violation``
+values, the one place that checks them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import attrs
+
+from mmaplug.planning.params import MatmulParams, Violation
+
+if TYPE_CHECKING:
+    from mmaplug.analysis.bindings import MatmulAnalysis
+    from mmaplug.analysis.problem import MatmulProblem
+    from mmaplug.planning.choices import Adjustment, KernelSpec
+    from mmaplug.planning.device import Device
+
+__all__ = [
+    "Resources",
+    "Rule",
+    "Scheduler",
+    "Space",
+    "active",
+    "planning_with",
+    "violations",
+]
+
+
+@attrs.frozen
+class Resources:
+    """What one CTA of a kernel takes: dynamic shared memory, threads, registers per thread."""
+
+    smem_bytes: int
+    threads: int
+    registers: int = 0  # per thread, when the kernel sets it (0: the compiler's choice)
+
+
+@attrs.frozen
+class Space:
+    """The legal values of one ``MatmulParams`` field, before the rules between fields.
+
+    ``values`` lists them when they are few (an enum, a flag, stages); otherwise ``accepts``
+    decides and ``text`` says it in words. ``examples`` are values the tuner may try.
+    """
+
+    field: str
+    text: str
+    values: tuple[object, ...] = ()
+    accepts: Callable[[object], bool] | None = attrs.field(default=None, eq=False)
+    examples: tuple[object, ...] = ()
+
+    def allows(self, value: object) -> bool:
+        """Whether *value* is one of this field's legal values."""
+        if self.accepts is not None:
+            return self.accepts(value)
+        return value in self.values
+
+
+@attrs.frozen
+class Rule:
+    """One constraint: the *field* it blames, its *limit* in words, and *check*, which returns
+    the message (what is wrong, what to change) when *params* break it, else None."""
+
+    field: str
+    limit: str
+    check: Callable[[MatmulParams, MatmulProblem, Device], str | None] = attrs.field(eq=False)
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """A kernel family (see the module docstring); ``name`` is unique, ``priority`` ranks it
+    among the schedulers that accept a problem (higher wins, ties by name)."""
+
+    name: str
+    priority: int
+
+    def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
+        """None when this scheduler can take *problem* on *device*, else why not."""
+
+    def space(self, problem: MatmulProblem, device: Device) -> Sequence[Space]:
+        """The legal values of each field this scheduler reads."""
+
+    def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
+        """Every constraint between fields, and with the problem and the device."""
+
+    def resources(self, params: MatmulParams, problem: MatmulProblem) -> Resources:
+        """What one CTA of the kernel for *params* takes."""
+
+    def adjustments(
+        self, params: MatmulParams, problem: MatmulProblem, device: Device
+    ) -> Sequence[Adjustment]:
+        """Changes the scheduler must force on valid *params* (a last resort, never silent)."""
+
+    def build(self, spec: KernelSpec, analysis: MatmulAnalysis) -> object:
+        """The kernel artifact for *spec* (``mmaplug.runtime.compile.KernelArtifact``)."""
+
+
+def violations(
+    scheduler: Scheduler, params: MatmulParams, problem: MatmulProblem, device: Device
+) -> list[Violation]:
+    """Every rule of *scheduler* that *params* break, in the order of its rules (a rule about
+    one field's legal values checks that field's ``Space``, so each value is written once)."""
+    found = []
+    for rule in scheduler.rules(problem, device):
+        if (message := rule.check(params, problem, device)) is not None:
+            value = getattr(params, rule.field, None)
+            found.append(Violation(rule.field, value, rule.limit, message))
+    return found
+
+
+_ACTIVE: contextvars.ContextVar[Mapping[str, Scheduler] | None] = contextvars.ContextVar(
+    "mmaplug_schedulers", default=None
+)
+
+
+@contextlib.contextmanager
+def planning_with(schedulers: Mapping[str, Scheduler]) -> Iterator[None]:
+    """Make *schedulers* (by name) what :func:`active` answers while a plan is made."""
+    token = _ACTIVE.set(schedulers)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active(name: str) -> Scheduler | None:
+    """The scheduler called *name* of the plan being made (heuristic hooks are told only the
+    name); None outside planning or for an unknown name."""
+    return (_ACTIVE.get() or {}).get(name)

@@ -1,0 +1,1 @@
+"""The runtime: ``mp.compile``, segmentation, symbolic-shape specialization, prebuild and dumps."""

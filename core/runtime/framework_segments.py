@@ -1,0 +1,187 @@
+"""Running a fusion segment with the caller's framework ops (torch, CuPy; numpy as the model)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mmaplug.errors import UsageError
+from mmaplug.ir.dtypes import DType
+from mmaplug.ir.fusion import (
+    BinaryOp,
+    BroadcastOp,
+    CastOp,
+    Fusion,
+    LinearOp,
+    MatmulOp,
+    MmaOp,
+    PermuteOp,
+    ReductionOp,
+    Scalar,
+    SetOp,
+    SqueezeOp,
+    UnaryOp,
+)
+from mmaplug.ir.view_ops import ExpandOp, ReshapeOp, SliceOp
+
+
+class Backend:
+    """One framework's array ops; each op computes in its inputs' type, then the result is cast
+    to the IR's dtype (the IR casts half values to float32 explicitly, so this matches kernels)."""
+
+    def __init__(self, xp: Any, dtypes: dict[DType, Any], erf: Callable[[Any], Any]) -> None:
+        self.xp, self.dtypes, self.erf = xp, dtypes, erf
+
+    def cast(self, x: Any, dtype: DType) -> Any:
+        return x.astype(self.dtypes[dtype])
+
+    def scalar(self, value: float, like: Any, dtype: DType) -> Any:
+        """*value* as a 0-d array of *dtype* where *like* lives."""
+        return self.xp.asarray(value, dtype=self.dtypes[dtype])
+
+    def permute(self, x: Any, perm: Sequence[int]) -> Any:
+        return self.xp.transpose(x, tuple(perm))
+
+    def layout(self, x: Any, order: Sequence[int]) -> Any:
+        """A copy of *x* stored in memory order *order* (outermost first), viewed logically."""
+        stored = self.xp.array(self.permute(x, order), copy=True, order="C")
+        return self.permute(stored, [int(i) for i in np.argsort(order)])
+
+    def sum(self, x: Any, axes: Sequence[int]) -> Any:
+        return self.xp.sum(x, axis=tuple(axes))
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        """``a @ b``, 16-bit operands accumulated in float32 (as torch and cuBLAS do)."""
+        if a.dtype.itemsize == 2:
+            a, b = a.astype(self.xp.float32), b.astype(self.xp.float32)
+        return a @ b
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return self.xp.broadcast_to(x, tuple(shape))
+
+
+class TorchBackend(Backend):
+    """torch's spellings of the few ops whose names differ from numpy's."""
+
+    def cast(self, x: Any, dtype: DType) -> Any:
+        return x.to(self.dtypes[dtype])
+
+    def scalar(self, value: float, like: Any, dtype: DType) -> Any:
+        return self.xp.tensor(value, dtype=self.dtypes[dtype], device=like.device)
+
+    def permute(self, x: Any, perm: Sequence[int]) -> Any:
+        return x.permute(*perm)
+
+    def layout(self, x: Any, order: Sequence[int]) -> Any:
+        stored = x.permute(*order).clone(memory_format=self.xp.contiguous_format)
+        return stored.permute(*[int(i) for i in np.argsort(order)])
+
+    def sum(self, x: Any, axes: Sequence[int]) -> Any:
+        return x.sum(dim=tuple(axes))
+
+    def matmul(self, a: Any, b: Any) -> Any:
+        return a @ b
+
+    def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
+        return x.expand(*shape)
+
+
+def backend_for(kind: str) -> Backend:
+    """The backend of arrays of *kind* (``mmaplug.cuda.frameworks.kind_of``)."""
+    if kind == "torch":
+        torch = sys.modules["torch"]
+        dtypes = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
+                  DType.float32: torch.float32, DType.float64: torch.float64}  # fmt: skip
+        return TorchBackend(torch, dtypes, torch.special.erf)
+    if kind == "cupy":
+        special = importlib.import_module("cupyx.scipy.special")
+        dtypes = {d: np.dtype(d.numpy) for d in DType if d is not DType.bfloat16}
+        return Backend(sys.modules["cupy"], dtypes, special.erf)
+    if kind == "numpy":
+        erf = np.vectorize(math.erf, otypes=[np.float64])
+        return Backend(np, {d: np.dtype(d.numpy) for d in DType}, lambda x: erf(x).astype(x.dtype))
+    raise UsageError(
+        f"a segment that is not a matmul kernel runs with the framework's own ops: pass torch "
+        f"tensors or CuPy arrays (got {kind} arrays, which have no array operations)"
+    )
+
+
+def run_ops(fusion: Fusion, args: Sequence[Any], be: Backend) -> list[Any]:
+    """Compute *fusion*'s outputs from *args* (one per input) with backend *be*'s ops."""
+    env: dict[int, Any] = {id(v): a for v, a in zip(fusion.inputs, args, strict=True)}
+    for expr in fusion.exprs():
+        vals = [
+            float(v.value) if isinstance(v, Scalar) and v.is_constant else env[id(v)]  # type: ignore[arg-type]
+            for v in expr.inputs
+        ]
+        out = expr.output
+        value = be.cast(_one(expr, vals, be), out.dtype)
+        same = tuple(value.shape) == tuple(out.shape)
+        env[id(out)] = value if same else be.broadcast_to(value, out.shape)
+    results = []
+    for tv in fusion.outputs:
+        order = [tv.no_reduction_domain.index(tv.domain[i]) for i in tv.alloc_order]
+        value = env[id(tv)]  # a new, writable array laid out as declared (kernels may read it)
+        results.append(be.layout(value, order) if order else value)
+    return results
+
+
+def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
+    xp = be.xp
+    if isinstance(expr, UnaryOp):
+        return _unary(expr.op, vals[0], be)
+    if isinstance(expr, BinaryOp):
+        scalar = [isinstance(v, Scalar) for v in expr.inputs]
+        like = next(v for v, s in zip(vals, scalar, strict=True) if not s)
+        x, y = (be.scalar(float(v), like, expr.output.dtype) if s else v
+                for v, s in zip(vals, scalar, strict=True))  # fmt: skip
+        ops = {"add": xp.add, "sub": xp.subtract, "mul": xp.multiply, "div": xp.divide,
+               "maximum": xp.maximum, "minimum": xp.minimum}  # fmt: skip
+        return ops[expr.op](x, y)
+    if isinstance(expr, CastOp | SetOp | ExpandOp):
+        return vals[0]
+    if isinstance(expr, BroadcastOp):  # kept dims keep their extents, new ones are 1
+        kept = iter(vals[0].shape)
+        return vals[0].reshape(tuple(1 if new else next(kept) for new in expr.flags))
+    if isinstance(expr, SqueezeOp | ReshapeOp):
+        return vals[0].reshape(tuple(expr.output.shape))
+    if isinstance(expr, PermuteOp):
+        return be.permute(vals[0], expr.perm)
+    if isinstance(expr, SliceOp):
+        return vals[0][tuple(slice(*r) for r in expr.ranges)]
+    if isinstance(expr, ReductionOp):
+        return be.sum(vals[0], expr.axes)
+    if isinstance(expr, MmaOp):
+        axis, rank = expr.axes[0], len(vals[0].shape)
+        order = [i for i in range(rank) if i != axis] + [axis]
+        a, b = (be.permute(v, order) for v in vals)
+        return be.matmul(a[..., None, :], b[..., :, None])[..., 0, 0]
+    if isinstance(expr, MatmulOp):
+        return be.matmul(vals[0], vals[1])
+    if isinstance(expr, LinearOp):
+        w = vals[1]
+        y = be.matmul(vals[0], be.permute(w, [1, 0]) if len(w.shape) == 2 else w)
+        return y + vals[2] if len(vals) > 2 else y
+    raise UsageError(f"no framework op for {expr.kind!r} ({expr!r})")
+
+
+def _unary(op: str, x: Any, be: Backend) -> Any:
+    xp = be.xp
+    if op == "gelu":
+        return x * 0.5 * (1.0 + be.erf(x * (1.0 / math.sqrt(2.0))))
+    if op in ("silu", "sigmoid"):
+        sig = 1.0 / (1.0 + xp.exp(-x))
+        return x * sig if op == "silu" else sig
+    if op == "relu":
+        return xp.maximum(x, xp.zeros_like(x))
+    if op in ("reciprocal", "rsqrt"):
+        return 1.0 / (xp.sqrt(x) if op == "rsqrt" else x)
+    if op == "erf":
+        return be.erf(x)
+    return {"neg": xp.negative, "sin": xp.sin, "cos": xp.cos, "exp": xp.exp, "log": xp.log,
+            "tanh": xp.tanh, "abs": xp.abs, "sqrt": xp.sqrt}[op](x)  # fmt: skip

@@ -1,0 +1,287 @@
+"""Fusions with symbolic extents: one plan per shape class, one kernel per kernel configuration."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+
+from mmaplug.analysis.matmul_analysis import analyze
+from mmaplug.errors import LaunchError, UsageError
+from mmaplug.ir.arguments import is_int
+from mmaplug.ir.fusion import Fusion, TensorView
+from mmaplug.ir.symbolic import Binding, concretize, shape_of, symbolic_dims
+from mmaplug.planning.plan import plan_problem
+from mmaplug.runtime import dump as kernel_dump
+
+if TYPE_CHECKING:
+    from mmaplug.analysis.bindings import MatmulAnalysis
+    from mmaplug.analysis.problem import MatmulProblem
+    from mmaplug.planning.choices import KernelSpec
+    from mmaplug.planning.device import Device
+    from mmaplug.planning.manager import PluginManager
+    from mmaplug.planning.params import MatmulParams
+
+#: Input shapes (and shape classes) remembered per fusion; the oldest goes first beyond this.
+MAX_SHAPES: Final = 1024
+#: The extent an unconstrained symbolic dim takes when ``mp.compile`` checks the definition.
+PROBE_EXTENT: Final = 64
+
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+_A = TypeVar("_A")
+
+
+class Compiled(Protocol):
+    """What a SymbolicFusion keeps per shape class: ``mmaplug.runtime.compile.CompiledFusion``."""
+
+    spec: KernelSpec
+
+    @property
+    def params(self) -> MatmulParams: ...
+    @property
+    def provenance(self) -> Any: ...
+    @property
+    def kernel_name(self) -> str: ...
+    @property
+    def ptx(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    def explain(self) -> str: ...
+    def dump(self, directory: str | Path | None, kinds: Sequence[str]) -> list[Path]: ...
+    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]: ...
+
+
+#: Makes the Compiled of an analysis planned as a spec, its kernel from a pool (compile.py).
+Specializer = Callable[["MatmulAnalysis", "KernelSpec", "KernelPool"], Compiled]
+
+
+def kernel_key(spec: KernelSpec, analysis: MatmulAnalysis) -> tuple[Hashable, ...]:
+    """What a built kernel depends on: scheduler, device, params, the problem but for its
+    extents, the epilogue program and the operand prologues. Two plans with one key share one
+    kernel."""
+    return (
+        spec.scheduler,
+        spec.device,
+        spec.params,
+        spec.problem.without_extents(),
+        analysis.epilogue,
+        analysis.prologue_a,
+        analysis.prologue_b,
+    )
+
+
+class KernelPool:
+    """The kernels of one compiled fusion, each built once per ``kernel_key``."""
+
+    def __init__(self) -> None:
+        self._artifacts: dict[tuple[Hashable, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def builds(self) -> int:
+        """How many kernels were built (calls of ``mmaplug_build_kernel`` that answered)."""
+        return len(self._artifacts)
+
+    def get(
+        self, spec: KernelSpec, analysis: MatmulAnalysis, build: Callable[[KernelSpec], _A]
+    ) -> _A:
+        """The kernel for *spec*: one built before with its key, else ``build(spec)``."""
+        key = kernel_key(spec, analysis)
+        with self._lock:
+            artifact: _A | None = self._artifacts.get(key)
+            if artifact is None:
+                artifact = self._artifacts[key] = build(spec)
+        return artifact
+
+
+def _remember(table: dict[_K, _V], key: _K, value: _V) -> _V:
+    """Store *value* under *key*, dropping the oldest entry beyond ``MAX_SHAPES``."""
+    table[key] = value
+    if len(table) > MAX_SHAPES:
+        del table[next(iter(table))]
+    return value
+
+
+class SymbolicFusion:
+    """A fusion with symbolic extents compiled for one device; ``execute`` takes any extents.
+
+    ``mp.compile`` returns one for a definition with -1 extents (nvFuser's
+    ``FusionExecutorCache`` is the model). Each call's input shapes bind the symbolic extents
+    (``mmaplug.ir.symbolic``); the fusion so concretized is analysed once per distinct input shapes
+    and planned once per shape class, its ``MatmulProblem`` (the hooks see nothing else of a
+    call, so one problem gets one answer). Kernels take m, n, k and batch at launch: a plan
+    asking for a kernel configuration already built (``kernel_key``) reuses that kernel.
+
+    ``spec``, ``params``, ``provenance`` (its ``shape_class``), ``kernel_name``, ``ptx``,
+    ``source``, ``explain()`` and ``dump()`` describe the shape class of the latest call
+    (``specialize(shapes)`` picks one without running). ``builds`` counts the kernels built.
+    """
+
+    def __init__(
+        self,
+        fusion: Fusion,
+        device: Device,
+        *,
+        pm: PluginManager,
+        overrides: Mapping[str, object] | None,
+        specialize: Specializer,
+    ) -> None:
+        self.fusion = copy.deepcopy(fusion)  # later changes to the caller's fusion stay out
+        self.device = device
+        self._pm = pm
+        self._overrides = overrides
+        self._compiled = specialize
+        self._kernels = KernelPool()
+        self._by_shapes: dict[tuple[Any, ...], Compiled] = {}
+        self._plans: dict[MatmulProblem, KernelSpec] = {}
+        self._lock = threading.RLock()
+        self._latest: Compiled | None = None
+        inputs = self.fusion.inputs
+        self._tensors = tuple(i for i, v in enumerate(inputs) if isinstance(v, TensorView))
+        self._symbolic = ", ".join(f"{tv.name} dim {i}" for tv, i in symbolic_dims(self.fusion))
+        analyze(concretize(self.fusion, self._probe_shapes(), where="mp.compile"), pm=pm)
+
+    def _probe_shapes(self) -> list[tuple[int, ...] | None]:
+        """Shapes that fit the definition, to analyse it once at ``mp.compile``."""
+        binding = Binding(self.fusion, where="mp.compile")
+        shapes: list[tuple[int, ...] | None] = []
+        for tv in self.fusion.inputs:
+            if not isinstance(tv, TensorView):
+                shapes.append(None)
+                continue
+            shape = tuple(
+                binding.extent(d) or PROBE_EXTENT if d.is_symbolic else d.extent for d in tv.domain
+            )
+            binding.read(tv, shape)
+            shapes.append(shape)
+        return shapes
+
+    # -- running -----------------------------------------------------------------------------
+    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]:
+        """Run on *inputs* with the kernel of their shape class (see ``CompiledFusion.execute``).
+
+        The first call with given input shapes binds the symbolic extents, checking every
+        input against the definition (``LaunchError`` naming input, dim, expected and given
+        extent), analyses the fusion and plans its shape class unless planned before.
+        """
+        if len(inputs) != len(self.fusion.inputs):
+            raise LaunchError(
+                f"the fusion takes {len(self.fusion.inputs)} inputs; got {len(inputs)}"
+            )
+        key = tuple([_shape_key(inputs[i]) for i in self._tensors])
+        compiled = self._by_shapes.get(key)
+        if compiled is None:
+            compiled = self._specialize(key)
+        self._latest = compiled
+        return compiled.execute(inputs, stream)
+
+    def specialize(self, shapes: Sequence[object]) -> Compiled:
+        """The compiled fusion of the shape class *shapes* fall in, planned (and its kernel
+        built) if it was not yet; no GPU needed.
+
+        :param shapes: One entry per fusion input: a shape (sequence of ints) or an array
+            with a ``shape`` for each tensor input; anything (it is ignored) for a scalar.
+        """
+        if len(shapes) != len(self.fusion.inputs):
+            raise UsageError(
+                f"specialize takes one shape per fusion input ({len(self.fusion.inputs)}); "
+                f"got {len(shapes)}"
+            )
+        key = tuple(_as_shape(shapes[i]) for i in self._tensors)
+        compiled = self._by_shapes.get(key) or self._specialize(key)
+        self._latest = compiled
+        return compiled
+
+    def _specialize(self, key: tuple[Any, ...]) -> Compiled:
+        with self._lock:
+            hit = self._by_shapes.get(key)
+            if hit is not None:
+                return hit
+            shapes: list[Sequence[int] | None] = [None] * len(self.fusion.inputs)
+            for pos, shape in zip(self._tensors, key, strict=True):
+                shapes[pos] = tuple(int(e) for e in shape)
+            work = concretize(self.fusion, shapes, error=LaunchError, where="execute")
+            analysis = analyze(work, pm=self._pm)
+            problem = analysis.problem
+            spec = self._plans.get(problem)
+            if spec is None:
+                spec = plan_problem(
+                    problem,
+                    self.device,
+                    pm=self._pm,
+                    overrides=self._overrides,
+                    shape_class=problem.shape_class,
+                )
+                _remember(self._plans, problem, spec)
+            return _remember(self._by_shapes, key, self._compiled(analysis, spec, self._kernels))
+
+    # -- what the latest call ran ------------------------------------------------------------
+    @property
+    def builds(self) -> int:
+        """How many kernels this fusion built; shape classes planned alike share one."""
+        return self._kernels.builds
+
+    @property
+    def latest(self) -> Compiled:
+        """The compiled fusion of the latest call's shape class."""
+        if self._latest is None:
+            raise UsageError(
+                f"{self.fusion.origin} has symbolic extents ({self._symbolic}): nothing is "
+                "planned before a call; run execute(inputs) or specialize(shapes) first"
+            )
+        return self._latest
+
+    @property
+    def spec(self) -> KernelSpec:
+        """The latest call's KernelSpec (its provenance names the shape class)."""
+        return self.latest.spec
+
+    @property
+    def params(self) -> MatmulParams:
+        """The latest call's final parameters."""
+        return self.latest.params
+
+    @property
+    def provenance(self) -> Any:
+        """Who chose the latest call's parameters; ``shape_class`` says which class it was."""
+        return self.latest.provenance
+
+    @property
+    def kernel_name(self) -> str:
+        """The latest call's kernel name."""
+        return self.latest.kernel_name
+
+    @property
+    def ptx(self) -> str:
+        """PTX of the latest call's kernel."""
+        return self.latest.ptx
+
+    @property
+    def source(self) -> str:
+        """Generated source of the latest call's kernel."""
+        return self.latest.source
+
+    def explain(self) -> str:
+        """How the latest call's plan was decided, its shape class first."""
+        return self.latest.explain()
+
+    def dump(
+        self, directory: str | Path | None = None, kinds: Sequence[str] = kernel_dump.KINDS
+    ) -> list[Path]:
+        """``CompiledFusion.dump`` of the latest call's kernel."""
+        return self.latest.dump(directory, kinds)
+
+
+def _shape_key(value: object) -> Any:
+    """The shape of an input as cheaply as it reads (``torch.Size`` hashes as a tuple)."""
+    shape = getattr(value, "shape", None)
+    return shape if shape is not None else shape_of(value)
+
+
+def _as_shape(value: object) -> tuple[int, ...]:
+    if isinstance(value, Sequence) and all(is_int(e) for e in value):
+        return tuple(int(e) for e in value)
+    return shape_of(value)

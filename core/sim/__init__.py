@@ -1,0 +1,1 @@
+"""Numba's CUDA simulator, opt-in: Python emulations of the intrinsics and the simulated launch."""

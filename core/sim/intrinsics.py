@@ -1,0 +1,356 @@
+"""Python emulations of mmaplug.cuda.intrinsics for Numba's CUDA simulator."""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from mmaplug.errors import UsageError
+from mmaplug.sim.simulator import block_dim, current_manager, host_array
+
+__all__ = [
+    "bf16_to_f32",
+    "cp_async_4",
+    "cp_async_8",
+    "cp_async_16",
+    "cp_async_commit",
+    "cp_async_wait_all",
+    "cp_async_wait_group",
+    "ex2_approx",
+    "f16_to_f32",
+    "f32_to_bf16",
+    "f32_to_f16",
+    "global_addr",
+    "ld_shared_v4_f32",
+    "ldmatrix_x1",
+    "ldmatrix_x1_trans",
+    "ldmatrix_x2",
+    "ldmatrix_x2_trans",
+    "ldmatrix_x4",
+    "ldmatrix_x4_trans",
+    "mma_m16n8k16_bf16",
+    "mma_m16n8k16_f16",
+    "rcp_approx",
+    "smem_addr",
+    "st_global_v2_b32",
+    "st_global_v4_b32",
+]
+
+WARP_SIZE = 32
+LDMATRIX_ROW_BYTES = 16
+# A lane stuck this long at a warp-collective op means the warp diverged (or a lane is in
+# syncthreads): fail instead of hanging the simulator.
+EXCHANGE_TIMEOUT_S = 60.0
+_POLL_S = 0.05
+
+_LANES = np.arange(WARP_SIZE)
+_G, _T = _LANES >> 2, _LANES & 3  # PTX groupID and threadID_in_group
+
+
+class SmemAddr(NamedTuple):
+    """Handle standing in for a shared-memory address: the array and a flat element offset."""
+
+    array: np.ndarray
+    offset: int
+
+
+# --- Lane identity and the per-warp exchange -----------------------------------------------------
+
+
+class Warp:
+    """Scratch slots and a generation barrier shared by the lanes of one simulated warp."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.cond = threading.Condition()
+        self.slots: list[Any] = [None] * size
+        self.arrived = 0
+        self.generation = 0
+        self.result: Any = None
+
+    def exchange(self, lane: int, op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+        """Deposit `value`; the last lane runs `combine` over all lanes; return this lane's part."""
+        with self.cond:
+            generation = self.generation
+            self.slots[lane] = (op, value)
+            self.arrived += 1
+            if self.arrived == self.size:
+                self.result = self._combine(op, combine)
+                self.slots, self.arrived = [None] * self.size, 0
+                self.generation += 1
+                self.cond.notify_all()
+            else:
+                self._wait(generation, op)
+            if isinstance(self.result, BaseException):
+                raise self.result
+            return self.result[lane]
+
+    def _combine(self, op: str, combine: Callable[[list[Any]], Any]) -> Any:
+        ops = sorted({slot[0] for slot in self.slots})
+        if len(ops) > 1:
+            return UsageError(
+                f"warp lanes diverged: they reached {ops} together; keep warps converged"
+            )
+        try:
+            return combine([slot[1] for slot in self.slots])
+        except Exception as exc:  # raised in every lane, not only the one that combined
+            return exc
+
+    def _wait(self, generation: int, op: str) -> None:
+        thread = threading.current_thread()
+        deadline = time.monotonic() + EXCHANGE_TIMEOUT_S
+        while self.generation == generation:
+            if getattr(thread, "abort", False):
+                raise RuntimeError("simulated kernel aborted by another thread")
+            if time.monotonic() > deadline:
+                missing = [i for i, slot in enumerate(self.slots) if slot is None]
+                raise UsageError(
+                    f"{op}: lanes {missing} never arrived within {EXCHANGE_TIMEOUT_S:.0f} s; "
+                    "every lane of the warp must execute the same warp-collective op"
+                )
+            self.cond.wait(_POLL_S)
+
+
+# BlockManager (one per simulated block) -> {warp id: Warp}; entries vanish with the block.
+_BLOCKS: weakref.WeakKeyDictionary[Any, dict[int, Warp]] = weakref.WeakKeyDictionary()
+_BLOCKS_LOCK = threading.Lock()
+
+
+def _lane_and_warp(op: str) -> tuple[int, Warp]:
+    """Find the calling simulator thread's lane and its warp's exchange.
+
+    Numba's simulator runs each CUDA thread as a `BlockThread`, which carries `thread_id` (the
+    linear id x + X * (y + Y * z)) and the BlockManager of its block (``current_manager``).
+    """
+    thread: Any = threading.current_thread()
+    manager = current_manager()
+    if manager is None or not hasattr(thread, "thread_id"):
+        raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
+    warp_id, lane = divmod(thread.thread_id, WARP_SIZE)
+    nthreads = int(np.prod(block_dim(manager)))
+    size = min(WARP_SIZE, nthreads - warp_id * WARP_SIZE)
+    if size != WARP_SIZE:
+        raise UsageError(f"{op} needs full warps of 32 threads; this block has {nthreads} threads")
+    with _BLOCKS_LOCK:
+        warps = _BLOCKS.setdefault(manager, {})
+        warp = warps.get(warp_id)
+        if warp is None:
+            warp = warps[warp_id] = Warp(size)
+    return lane, warp
+
+
+def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+    lane, warp = _lane_and_warp(op)
+    return warp.exchange(lane, op, value, combine)
+
+
+# --- Memory helpers ------------------------------------------------------------------------------
+
+
+def _bytes_at(array: Any, index: int, nbytes: int, align: int, what: str) -> np.ndarray:
+    """Writable uint8 view of `nbytes` bytes of a 1-D contiguous array from element `index`."""
+    arr = host_array(array)
+    if arr.ndim != 1 or not arr.flags.c_contiguous:
+        raise UsageError(f"{what} needs a 1-D contiguous array, got shape {arr.shape}")
+    raw = arr.view(np.uint8)
+    start = int(index) * arr.itemsize
+    if start % align:
+        raise UsageError(f"{what}: byte offset {start} is not a multiple of {align}")
+    if start < 0 or start + nbytes > raw.size:
+        raise IndexError(
+            f"{what}: bytes [{start}, {start + nbytes}) outside an array of {raw.size}"
+        )
+    return raw[start : start + nbytes]
+
+
+def _pack(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+
+
+def _unpack(words: Sequence[Any], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    w = np.asarray([int(x) for x in words], dtype=np.uint32)
+    lo, hi = (w & 0xFFFF).astype(np.uint16), (w >> 16).astype(np.uint16)
+    return lo.view(dtype).astype(np.float64), hi.view(dtype).astype(np.float64)
+
+
+# --- Emulations ----------------------------------------------------------------------------------
+
+
+def smem_addr(arr: Any, i: int) -> SmemAddr:
+    """Emulate smem_addr: a handle for element `i` of shared array `arr`."""
+    return SmemAddr(host_array(arr), int(i))
+
+
+def global_addr(arr: Any, i: int) -> np.uint64:
+    """Emulate global_addr: the host address of element `i` (simulator arrays live on the host)."""
+    a = host_array(arr)
+    return np.uint64(a.__array_interface__["data"][0] + int(i) * a.itemsize)
+
+
+def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
+    """Emulate ld.shared.v4.f32: four float32 from a 16-byte aligned smem handle."""
+    if not isinstance(addr, SmemAddr):
+        raise UsageError(f"ld.shared.v4: pass an address from smem_addr, got {type(addr).__name__}")
+    raw = _bytes_at(addr.array, addr.offset, 16, 16, "ld.shared.v4.f32")
+    return tuple(raw.copy().view(np.float32))
+
+
+def _st_global(count: int) -> Callable[..., None]:
+    op = f"st.global.v{count}.b32"
+
+    def emulate(arr: Any, index: int, *words: Any) -> None:
+        if len(words) != count:
+            raise UsageError(f"{op}: expected {count} words, got {len(words)}")
+        if all(isinstance(w, np.floating | float) for w in words):
+            data = np.asarray(words, dtype=np.float32).view(np.uint8)
+        else:
+            data = np.asarray([int(w) for w in words], dtype=np.uint32).view(np.uint8)
+        a = host_array(arr)
+        if a.__array_interface__["data"][0] % (4 * count):
+            raise UsageError(f"{op}: the array base is not {4 * count}-byte aligned")
+        _bytes_at(arr, index, 4 * count, 4 * count, op)[:] = data
+
+    emulate.__name__ = emulate.__qualname__ = f"st_global_v{count}_b32"
+    emulate.__doc__ = f"Emulate `{op}`: {4 * count} bytes, lowest word first (little-endian)."
+    return emulate
+
+
+def _ldmatrix(count: int, trans: bool) -> Callable[[SmemAddr], Any]:
+    op = f"ldmatrix.x{count}{'.trans' if trans else ''}"
+
+    def combine(addrs: list[Any]) -> list[Any]:
+        rows = [
+            _bytes_at(a.array, a.offset, LDMATRIX_ROW_BYTES, LDMATRIX_ROW_BYTES, op).view(np.uint16)
+            for a in addrs[: 8 * count]
+        ]
+        mats = np.stack(rows).reshape(count, 8, 8)
+        if trans:
+            mats = mats.transpose(0, 2, 1)
+        words = _pack(mats[:, :, 0::2], mats[:, :, 1::2]).reshape(count, WARP_SIZE)
+        if count == 1:
+            return [np.uint32(w) for w in words[0]]
+        return [tuple(np.uint32(w) for w in words[:, lane]) for lane in range(WARP_SIZE)]
+
+    def emulate(addr: SmemAddr) -> Any:
+        if not isinstance(addr, SmemAddr):
+            raise UsageError(f"{op}: pass an address from smem_addr, got {type(addr).__name__}")
+        return warp_collective(op, addr, combine)
+
+    emulate.__name__ = emulate.__qualname__ = f"ldmatrix_x{count}{'_trans' if trans else ''}"
+    emulate.__doc__ = f"Emulate `{op}` across the warp (PTX fragment layout)."
+    return emulate
+
+
+def _mma(dtype: Any, name: str) -> Callable[..., tuple[np.float32, ...]]:
+    op = f"mma.m16n8k16.{name}"
+
+    def combine(frags: list[Any]) -> list[tuple[np.float32, ...]]:
+        regs = list(zip(*frags, strict=True))  # regs[j][lane]
+        a = np.zeros((16, 16))
+        for j, (row, col) in enumerate(((_G, 0), (_G + 8, 0), (_G, 8), (_G + 8, 8))):
+            a[row, col + 2 * _T], a[row, col + 2 * _T + 1] = _unpack(regs[j], dtype)
+        b = np.zeros((16, 8))
+        for j, k0 in enumerate((0, 8)):
+            b[k0 + 2 * _T, _G], b[k0 + 2 * _T + 1, _G] = _unpack(regs[4 + j], dtype)
+        c = np.zeros((16, 8))
+        for j, (c_row, c_col) in enumerate(
+            ((_G, 2 * _T), (_G, 2 * _T + 1), (_G + 8, 2 * _T), (_G + 8, 2 * _T + 1))
+        ):
+            c[c_row, c_col] = np.asarray(regs[6 + j], dtype=np.float32)
+        # Products of 16-bit floats are exact in float64; round the sum once to float32.
+        d = (a @ b + c).astype(np.float32)
+        rows, cols = (_G, _G, _G + 8, _G + 8), (2 * _T, 2 * _T + 1, 2 * _T, 2 * _T + 1)
+        parts = [d[r, col] for r, col in zip(rows, cols, strict=True)]
+        return [tuple(p[lane] for p in parts) for lane in range(WARP_SIZE)]
+
+    def emulate(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):  # noqa: ANN001, ANN202
+        return warp_collective(op, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), combine)
+
+    emulate.__name__ = emulate.__qualname__ = f"mma_m16n8k16_{name}"
+    emulate.__doc__ = (
+        f"Emulate `mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32` (float64 sums)."
+    )
+    return emulate
+
+
+def _cp_async(size: int) -> Callable[[SmemAddr, Any, int, int], None]:
+    op = f"cp.async ({size} bytes)"
+
+    def emulate(dst: SmemAddr, src: Any, index: int, src_bytes: int) -> None:
+        n = int(src_bytes)
+        if not 0 <= n <= size:
+            raise UsageError(f"{op}: src_bytes must be in [0, {size}], got {n}")
+        out = _bytes_at(dst.array, dst.offset, size, size, f"{op} destination")
+        out[n:] = 0
+        if n:  # src_bytes == 0 reads nothing, as on the GPU
+            out[:n] = _bytes_at(src, index, n, 1, f"{op} source")
+
+    emulate.__name__ = emulate.__qualname__ = f"cp_async_{size}"
+    emulate.__doc__ = f"Emulate a {size}-byte cp.async: copy now, zero-fill past `src_bytes`."
+    return emulate
+
+
+ldmatrix_x1 = _ldmatrix(1, False)
+ldmatrix_x2 = _ldmatrix(2, False)
+ldmatrix_x4 = _ldmatrix(4, False)
+ldmatrix_x1_trans = _ldmatrix(1, True)
+ldmatrix_x2_trans = _ldmatrix(2, True)
+ldmatrix_x4_trans = _ldmatrix(4, True)
+mma_m16n8k16_f16 = _mma(np.float16, "f16")
+mma_m16n8k16_bf16 = _mma(ml_dtypes.bfloat16, "bf16")
+st_global_v2_b32 = _st_global(2)
+st_global_v4_b32 = _st_global(4)
+cp_async_16 = _cp_async(16)
+cp_async_8 = _cp_async(8)
+cp_async_4 = _cp_async(4)
+
+
+def cp_async_commit() -> None:
+    """Emulate cp.async.commit_group: a no-op, copies already happened."""
+
+
+def cp_async_wait_group(n: int) -> None:
+    """Emulate cp.async.wait_group: a no-op; `n` must be a non-negative int as on the GPU."""
+    if not isinstance(n, int | np.integer) or n < 0:
+        raise UsageError(f"cp_async_wait_group needs a non-negative literal int, got {n!r}")
+
+
+def cp_async_wait_all() -> None:
+    """Emulate cp.async.wait_all: a no-op."""
+
+
+def ex2_approx(x: float) -> np.float32:
+    """Emulate ex2.approx.f32 (exactly rounded here: the hardware is within ~2 ulp)."""
+    return np.float32(np.exp2(np.float32(x)))
+
+
+def rcp_approx(x: float) -> np.float32:
+    """Emulate rcp.approx.f32 (exactly rounded here: the hardware is within ~1 ulp)."""
+    with np.errstate(divide="ignore"):
+        return np.float32(np.float32(1.0) / np.float32(x))
+
+
+def f16_to_f32(bits: int) -> np.float32:
+    """Emulate cvt.f32.f16 on the float16 bits in `bits`."""
+    return np.float32(np.uint16(bits).view(np.float16))
+
+
+def f32_to_f16(x: float) -> np.uint16:
+    """Emulate cvt.rn.f16.f32: round to nearest even, return the bits."""
+    return np.float32(x).astype(np.float16).view(np.uint16)
+
+
+def bf16_to_f32(bits: int) -> np.float32:
+    """Widen the bfloat16 bits in `bits` to float32."""
+    return (np.uint32(np.uint16(bits)) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(x: float) -> np.uint16:
+    """Emulate cvt.rn.bf16.f32: round to nearest even, return the bits."""
+    return np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16)

@@ -1,0 +1,431 @@
+"""Python emulations of mmaplug.cuda.sm90 for Numba's CUDA simulator (TMA, mbarrier, wgmma)."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+from mmaplug.cuda.tensormap import MAP_WORDS, TensorMapSpec, sim_lookup
+from mmaplug.errors import UsageError
+from mmaplug.sim import block as B
+from mmaplug.sim.intrinsics import WARP_SIZE, warp_collective
+from mmaplug.sim.wgmma import (
+    fence_operand,
+    literal,
+    swizzle,
+    wgmma_bf16,
+    wgmma_desc,
+    wgmma_f16,
+    wgmma_zeros,
+)
+
+__all__ = [
+    "bulk_commit_group",
+    "bulk_store",
+    "bulk_wait_group",
+    "bulk_wait_group_read",
+    "cluster_ctarank",
+    "cluster_id",
+    "cluster_sync",
+    "fence_mbarrier_init",
+    "fence_operand",
+    "fence_proxy_async",
+    "fence_tensormap_acquire",
+    "ld_shared_b32",
+    "mapa_shared",
+    "mbarrier_arrive",
+    "mbarrier_arrive_cluster",
+    "mbarrier_arrive_expect_tx",
+    "mbarrier_init",
+    "mbarrier_try_wait",
+    "mbarrier_wait",
+    "named_barrier_arrive",
+    "named_barrier_sync",
+    "prefetch_tensormap",
+    "setmaxnreg_dec",
+    "setmaxnreg_inc",
+    "shared_base",
+    "st_shared_b32",
+    "stmatrix_x4",
+    "stmatrix_x4_trans",
+    "tma_load_2d",
+    "tma_load_3d",
+    "tma_load_3d_multicast",
+    "tma_store_2d",
+    "tma_store_3d",
+    "wgmma_bf16",
+    "wgmma_commit_group",
+    "wgmma_desc",
+    "wgmma_f16",
+    "wgmma_fence",
+    "wgmma_wait_group",
+    "wgmma_zeros",
+]
+
+CHUNK = 16  # swizzling moves 16-byte chunks inside 128-byte lines
+
+
+# --- Shared memory, barriers, fences -------------------------------------------------------------
+
+
+def shared_base(arr: Any) -> int:
+    """Register `arr` as this block's shared window; return its fake (not 1024-aligned) base."""
+    block, _ = B.current("shared_base")
+    return block.register(arr)
+
+
+def mbarrier_init(bar: Any, count: Any) -> None:
+    """Emulate mbarrier.init: phase 0, `count` pending arrivals, tx-count 0."""
+    B.current("mbarrier_init")[0].init_mbarrier(bar, count)
+
+
+def mbarrier_arrive(bar: Any) -> None:
+    """Emulate mbarrier.arrive: one arrival; the phase completes at 0 arrivals and 0 tx."""
+    B.current("mbarrier_arrive")[0].update_mbarrier(bar, 1, 0, "mbarrier_arrive")
+
+
+def mbarrier_arrive_expect_tx(bar: Any, nbytes: Any) -> None:
+    """Emulate mbarrier.arrive.expect_tx: raise the tx-count by `nbytes`, then arrive."""
+    op = "mbarrier_arrive_expect_tx"
+    B.current(op)[0].update_mbarrier(bar, 1, int(nbytes), op)
+
+
+def mbarrier_wait(bar: Any, parity: Any) -> None:
+    """Emulate the try_wait.parity loop: block until the phase of `parity` completed."""
+    B.current("mbarrier_wait")[0].wait_mbarrier(bar, int(parity), "mbarrier_wait")
+
+
+def mbarrier_try_wait(bar: Any, parity: Any) -> np.uint32:
+    """Emulate one try_wait.parity: 1 when the phase of `parity` completed, else 0."""
+    block, _ = B.current("mbarrier_try_wait")
+    with block.cond:
+        done = block.mbarrier(bar, "mbarrier_try_wait").completed(int(parity))
+    return np.uint32(done)
+
+
+def named_barrier_sync(barrier_id: Any, nthreads: Any) -> None:
+    """Emulate bar.sync: wait until `nthreads` threads reached barrier `barrier_id`."""
+    B.current("named_barrier_sync")[0].named_barrier(barrier_id, nthreads, True, "bar.sync")
+
+
+def named_barrier_arrive(barrier_id: Any, nthreads: Any) -> None:
+    """Emulate bar.arrive: count this thread at `barrier_id` without waiting."""
+    B.current("named_barrier_arrive")[0].named_barrier(barrier_id, nthreads, False, "bar.arrive")
+
+
+def ld_shared_b32(addr: Any) -> np.uint32:
+    """Emulate ld.shared.b32 at a 4-byte aligned shared address."""
+    block, _ = B.current("ld_shared_b32")
+    return block.smem(addr, 4, 4, "ld.shared.b32").view(np.uint32)[0]
+
+
+def st_shared_b32(addr: Any, value: Any) -> None:
+    """Emulate st.shared.b32: an integer (as uint32) or a float32."""
+    block, _ = B.current("st_shared_b32")
+    dtype = np.float32 if isinstance(value, float | np.floating) else np.uint32
+    word = np.array([value if dtype is np.float32 else int(value) & 0xFFFFFFFF], dtype)
+    block.smem(addr, 4, 4, "st.shared.b32")[:] = word.view(np.uint8)
+
+
+def _stmatrix(trans: bool):
+    op = f"stmatrix.x4{'.trans' if trans else ''}"
+
+    def combine(items: list[Any]) -> list[None]:
+        block = items[0][0]
+        words = np.array([[int(r) for r in regs] for _, _, regs in items], np.uint32)
+        halves = np.stack([words & 0xFFFF, words >> 16], axis=-1).astype(np.uint16)  # [lane,j,h]
+        lane = np.arange(WARP_SIZE)
+        for j in range(4):
+            mat = np.empty((8, 8), np.uint16)  # mat[row, col] as stored
+            rows, cols = lane >> 2, 2 * (lane & 3)
+            if trans:
+                rows, cols = cols, rows
+                mat[rows, cols], mat[rows + 1, cols] = halves[:, j, 0], halves[:, j, 1]
+            else:
+                mat[rows, cols], mat[rows, cols + 1] = halves[:, j, 0], halves[:, j, 1]
+            for r in range(8):
+                dst = block.smem(items[8 * j + r][1], CHUNK, CHUNK, op)
+                dst[:] = mat[r].view(np.uint8)
+        return [None] * WARP_SIZE
+
+    def emulate(addr: Any, r0: Any, r1: Any, r2: Any, r3: Any) -> None:
+        block, _ = B.current(op)
+        warp_collective(op, (block, int(addr), (r0, r1, r2, r3)), combine)
+
+    emulate.__name__ = emulate.__qualname__ = f"stmatrix_x4{'_trans' if trans else ''}"
+    emulate.__doc__ = f"Emulate `{op}` across the warp (lanes 8j+r address row r of matrix j)."
+    return emulate
+
+
+stmatrix_x4 = _stmatrix(False)
+stmatrix_x4_trans = _stmatrix(True)
+
+
+def _no_op(name: str, doc: str):
+    def emulate() -> None:
+        B.current(name)
+
+    emulate.__name__ = emulate.__qualname__ = name
+    emulate.__doc__ = doc
+    return emulate
+
+
+fence_mbarrier_init = _no_op("fence_mbarrier_init", "Emulate fence.mbarrier_init: a no-op.")
+fence_proxy_async = _no_op("fence_proxy_async", "Emulate fence.proxy.async: a no-op.")
+wgmma_fence = _no_op("wgmma_fence", "Emulate wgmma.fence: a no-op.")
+wgmma_commit_group = _no_op("wgmma_commit_group", "A no-op: emulated wgmmas complete at once.")
+
+
+def bulk_store(dst: Any, src: Any, nbytes: Any) -> None:
+    """Emulate cp.async.bulk shared -> global: the copy joins this thread's open bulk group and
+    happens when a bulk wait retires the group, reading shared memory then. A kernel that
+    rewrites `src` before waiting stores the new bytes, and one that never waits stores nothing:
+    both bugs show in the simulator (TMA stores, by contrast, complete at once)."""
+    block, tid = B.current("bulk_store")
+    dst, n = int(dst), int(nbytes)
+    if n <= 0 or n % 16 or dst % 16:
+        raise UsageError(
+            f"bulk_store: {n} bytes to global {dst:#x}; the size must be a positive multiple "
+            "of 16 and the address 16-byte aligned"
+        )
+    block.smem(src, n, 16, "bulk_store")  # the source must be this block's shared memory now
+    with block.cond:
+        block.bulk.setdefault(tid, [[]])[-1].append((dst, int(src), n))
+
+
+def bulk_commit_group() -> None:
+    """Emulate cp.async.bulk.commit_group: close this thread's open group of bulk copies."""
+    block, tid = B.current("bulk_commit_group")
+    with block.cond:
+        block.bulk.setdefault(tid, [[]]).append([])
+
+
+def _retire_bulk(op: str, n: Any) -> None:
+    """Do the copies of this thread's oldest committed bulk groups until at most `n` remain."""
+    literal(op, n, range(1 << 16), "n >= 0")
+    block, tid = B.current(op)
+    with block.cond:
+        groups = block.bulk.setdefault(tid, [[]])
+        while len(groups) - 1 > int(n):
+            for dst, src, nbytes in groups.pop(0):
+                ctypes.memmove(dst, block.smem(src, nbytes, 16, op).ctypes.data, nbytes)
+
+
+def bulk_wait_group_read(n: Any) -> None:
+    """Emulate cp.async.bulk.wait_group.read: copy the groups beyond the newest `n` now (a
+    literal `n` >= 0, as on the GPU)."""
+    _retire_bulk("bulk_wait_group_read", n)
+
+
+def bulk_wait_group(n: Any) -> None:
+    """Emulate cp.async.bulk.wait_group; see bulk_wait_group_read."""
+    _retire_bulk("bulk_wait_group", n)
+
+
+def wgmma_wait_group(n: Any) -> None:
+    """A no-op (computing eagerly is a legal schedule); `n` a non-negative literal."""
+    literal("wgmma_wait_group", n, range(1 << 16), "n >= 0")
+
+
+def setmaxnreg_inc(n: Any) -> None:
+    """A no-op; `n` must be a multiple of 8 in 24..256 as on the GPU."""
+    literal("setmaxnreg_inc", n, range(24, 257, 8), "(a multiple of 8 in 24..256)")
+
+
+def setmaxnreg_dec(n: Any) -> None:
+    """A no-op; `n` must be a multiple of 8 in 24..256 as on the GPU."""
+    literal("setmaxnreg_dec", n, range(24, 257, 8), "(a multiple of 8 in 24..256)")
+
+
+# --- TMA -----------------------------------------------------------------------------------------
+
+
+def _tensor_map(tmap: Any) -> tuple[TensorMapSpec, int]:
+    words = (ctypes.c_uint64 * MAP_WORDS).from_address(int(tmap))
+    return sim_lookup(np.frombuffer(memoryview(words), np.uint64))
+
+
+def prefetch_tensormap(tmap: Any) -> None:
+    """Emulate prefetch.tensormap: check that `tmap` holds a simulator map."""
+    _tensor_map(tmap)
+
+
+def fence_tensormap_acquire(tmap: Any) -> None:
+    """Emulate fence.proxy.tensormap::generic.acquire: check that `tmap` holds a map."""
+    _tensor_map(tmap)
+
+
+def _global_view(spec: TensorMapSpec, address: int) -> np.ndarray:
+    """The tensor as a strided uint8 array [dims reversed..., itemsize] at `address`."""
+    size = spec.dtype.itemsize
+    extent = size + sum(
+        (d - 1) * s for d, s in zip(spec.dims, (size, *spec.strides_bytes), strict=True)
+    )
+    raw = np.frombuffer(memoryview((ctypes.c_uint8 * extent).from_address(address)), np.uint8)
+    shape = (*spec.dims[::-1], size)
+    strides = (*spec.strides_bytes[::-1], size, 1)
+    return np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=True)
+
+
+def _box_region(spec: TensorMapSpec, coords: tuple[int, ...]):
+    """(slices into the tensor, slices into the box) of the in-bounds part, or None."""
+    tensor, box = [], []
+    for c, d, b in zip(coords[::-1], spec.dims[::-1], spec.box[::-1], strict=True):
+        lo, hi = max(c, 0), min(c + b, d)
+        if lo >= hi:
+            return None
+        tensor.append(slice(lo, hi))
+        box.append(slice(lo - c, hi - c))
+    return tuple(tensor), tuple(box)
+
+
+def _box_chunks(spec: TensorMapSpec, addr: int, op: str) -> np.ndarray:
+    """Where the box's 16-byte chunks land: chunk indices from `addr` after the swizzle."""
+    span, row = spec.swizzle, spec.box[0] * spec.dtype.itemsize
+    need = 8 * span if span else 128
+    if addr % need:
+        raise UsageError(
+            f"{op}: the shared address {addr:#x} is not {need}-byte aligned, as TMA with "
+            f"{span or 'no'}-byte swizzle needs (round shared_base up)"
+        )
+    if span and row != span:
+        raise UsageError(
+            f"{op}: a {span}-byte swizzled box row of {row} bytes is not emulated; make the "
+            f"box row exactly {span} bytes"
+        )
+    logical = addr + CHUNK * np.arange(spec.box_bytes // CHUNK)
+    return (swizzle(logical, span) - addr) // CHUNK
+
+
+def _tma(rank: int, store: bool):
+    op = f"tma_{'store' if store else 'load'}_{rank}d"
+
+    def run(tmap: Any, coords: tuple[Any, ...], smem_addr: Any, bar: Any, into: Any = None) -> None:
+        """The copy; a load lands in block *into* (a cluster peer) when given."""
+        block = into or B.current(op)[0]
+        spec, address = _tensor_map(tmap)
+        if spec.rank != rank:
+            raise UsageError(f"{op}: the tensor map has rank {spec.rank}, not {rank}")
+        chunks = _box_chunks(spec, int(smem_addr), op)
+        smem = block.smem(smem_addr, spec.box_bytes, 1, op).reshape(-1, CHUNK)
+        box_shape = (*spec.box[::-1], spec.dtype.itemsize)
+        signed = tuple((int(c) + 2**31) % 2**32 - 2**31 for c in coords)
+        if (signed[0] * spec.dtype.itemsize) % CHUNK:
+            raise UsageError(
+                f"{op}: the innermost coordinate {signed[0]} starts "
+                f"{signed[0] * spec.dtype.itemsize} bytes into a row; TMA needs a multiple of "
+                f"{CHUNK} bytes (the H200 raises an illegal instruction)"
+            )
+        if store and min(signed) < 0:
+            raise UsageError(
+                f"{op}: coordinates {signed}: a TMA store starts inside the tensor (a negative "
+                "innermost coordinate faulted on the H200); it clips only past the far edges"
+            )
+        region = _box_region(spec, signed)
+        if store:
+            box = smem[chunks].reshape(box_shape)
+            if region is not None:
+                _global_view(spec, address)[region[0]] = box[region[1]]
+            return
+        box = np.zeros(box_shape, np.uint8)
+        if region is not None:
+            box[region[1]] = _global_view(spec, address)[region[0]]
+        smem[chunks] = box.reshape(-1, CHUNK)
+        block.update_mbarrier(bar, 0, -spec.box_bytes, op)
+
+    return run
+
+
+_load2, _load3, _store2, _store3 = _tma(2, False), _tma(3, False), _tma(2, True), _tma(3, True)
+
+
+def tma_load_2d(dst: Any, tmap: Any, c0: Any, c1: Any, bar: Any) -> None:
+    """Emulate the 2-D TMA load: the box, zero-filled out of bounds, swizzled by absolute
+    shared address; complete_tx of the full box bytes on `bar`."""
+    _load2(tmap, (c0, c1), dst, bar)
+
+
+def tma_load_3d(dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any) -> None:
+    """Emulate the 3-D TMA load; see tma_load_2d."""
+    _load3(tmap, (c0, c1, c2), dst, bar)
+
+
+def tma_store_2d(tmap: Any, c0: Any, c1: Any, src: Any) -> None:
+    """Emulate the 2-D TMA store: un-swizzle the box and write its in-bounds part."""
+    _store2(tmap, (c0, c1), src, None)
+
+
+def tma_store_3d(tmap: Any, c0: Any, c1: Any, c2: Any, src: Any) -> None:
+    """Emulate the 3-D TMA store; see tma_store_2d."""
+    _store3(tmap, (c0, c1, c2), src, None)
+
+
+# --- Clusters (sm90_sim_cluster runs a cluster's blocks together; alone, a block is one) ------
+
+# mapa's result: the shared address with (rank + 1) above every simulated window
+_PEER_SHIFT = 28
+_OFFSET_MASK = (1 << _PEER_SHIFT) - 1
+
+
+def _peer(block: B.Block, rank: int, op: str) -> B.Block:
+    if not 0 <= rank < len(block.cluster):
+        raise UsageError(
+            f"{op}: cluster rank {rank} does not exist in a cluster of {len(block.cluster)} "
+            "(launch with clusters: mmaplug.sim.cluster.clusters_of in the simulator)"
+        )
+    return block.cluster[rank]
+
+
+def _rank(block: B.Block) -> int:
+    return block.cluster.index(block)
+
+
+def cluster_ctarank() -> np.uint32:
+    """Emulate %cluster_ctarank: this block's rank in its cluster."""
+    return np.uint32(_rank(B.current("cluster_ctarank")[0]))
+
+
+def cluster_id() -> np.uint32:
+    """Emulate %clusterid.x: blockIdx.x over the cluster size (1-D clusters along x)."""
+    block, _ = B.current("cluster_id")
+    thread: Any = threading.current_thread()  # a simulator BlockThread
+    return np.uint32(thread.blockIdx.x // len(block.cluster))
+
+
+def mapa_shared(addr: Any, rank: Any) -> Any:
+    """Emulate mapa: the same shared offset in the block of cluster rank `rank` (tagged)."""
+    block, _ = B.current("mapa_shared")
+    _peer(block, int(rank), "mapa_shared")
+    return int(addr) & _OFFSET_MASK | (int(rank) + 1) << _PEER_SHIFT
+
+
+def mbarrier_arrive_cluster(bar: Any) -> None:
+    """Emulate a remote arrive: on the barrier of the block a mapa_shared address names."""
+    op = "mbarrier_arrive_cluster"
+    block, _ = B.current(op)
+    tag = int(bar) >> _PEER_SHIFT
+    target = _peer(block, tag - 1, op) if tag else block
+    target.update_mbarrier(int(bar) & _OFFSET_MASK, 1, 0, op)
+
+
+def tma_load_3d_multicast(
+    dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any, mask: Any
+) -> None:
+    """Emulate the multicast 3-D TMA load: the box lands at `dst` in every block of the
+    cluster whose rank bit is set in `mask`, completing its bytes on `bar` in each."""
+    op = "tma_load_3d_multicast"
+    block, _ = B.current(op)
+    bits = int(mask)
+    if not 0 < bits < 1 << len(block.cluster):
+        raise UsageError(f"{op}: mask {bits:#x} names no rank or a rank past the cluster's")
+    for rank in range(len(block.cluster)):
+        if bits >> rank & 1:
+            _load3(tmap, (c0, c1, c2), dst, bar, block.cluster[rank])
+
+
+def cluster_sync() -> None:
+    """Emulate barrier.cluster arrive + wait: every non-exited thread of the cluster."""
+    B.current("cluster_sync")[0].sync_cluster("cluster_sync")
