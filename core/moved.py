@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 from types import ModuleType
@@ -127,7 +128,8 @@ def package_getattr(package: str, name: str) -> Any:
     old = package
     holder = BECAME_PACKAGES[old]
     module = importlib.import_module(holder)
-    if name.startswith("__") or not hasattr(module, name):
+    submodule = importlib.util.find_spec(f"{package}.{name}") is not None
+    if name.startswith("__") or submodule or not hasattr(module, name):
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
     _warn(f"{old}.{name}", f"{holder}.{name}", stacklevel=3)
     value = getattr(module, name)

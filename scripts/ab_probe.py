@@ -5,7 +5,7 @@ one beside (``pip install --target /tmp/old <checkout>``) and alternate fresh pr
     PYTHONPATH=... MMAPLUG_CACHE_DIR=/tmp/c_new python scripts/ab_probe.py new
     PYTHONPATH=/tmp/old:... MMAPLUG_CACHE_DIR=/tmp/c_old python scripts/ab_probe.py old
 
-Each row is ``mmaplug.cli.bench.probe_variants`` of the default plan (3 interleaved rounds): the
+Each row is ``probes.probe_variants`` of the default plan (3 interleaved rounds): the
 kernel checked against torch in float64, then timed beside ``F.linear`` or eager
 ``F.gelu(F.linear(...))``. Both installs need that function (this repository from the commit
 that added it on; runs 58-60 ran its predecessor, the same measurement inlined).
@@ -17,8 +17,9 @@ import json
 import sys
 import warnings
 
+from probes import probe_variants
+
 import mmaplug as mp
-from mmaplug.cli.bench import probe_variants
 
 PROBLEMS = (  # m, n, k, dtype, with bias + GELU
     (16384, 1024, 512, "float16", False), (16384, 1024, 512, "bfloat16", False),

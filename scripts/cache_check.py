@@ -40,7 +40,7 @@ out = compiled.execute([x, w, b])[0]
 torch.cuda.synchronize()
 t_first = time.perf_counter() - t0
 numba = "numba" in sys.modules
-from mmaplug.cli.bench import host_call_us, rel_error, sample_summary  # noqa: E402 (after timing)
+from mmaplug.tune.measure import host_call_us, rel_error, sample_summary  # noqa: E402 (after timing)
 
 err = rel_error(out, torch.nn.functional.gelu(x.double() @ w.double().T + b.double()))
 us = sample_summary(host_call_us(lambda: compiled.execute([x, w, b]), 300, block=300))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import warnings
 
-from mmaplug.cli.bench import probe_arguments, probe_variants, shape_wanted
+from probes import probe_arguments, probe_variants, shape_wanted
 
 SHAPES = (
     (4096, 4096, 4096, "float16", False), (4096, 4096, 4096, "float16", True),

@@ -127,10 +127,10 @@ def bench_one(label, m, n, k, dtype_name, overrides, epilogue="none"):
     from ampere_harness import epilogue_program
     from numba import cuda
 
-    from mmaplug.cli.bench import cuda_median_ms
     from mmaplug.ir.dtypes import DType
     from mmaplug.plugins.ampere.kernel import AmpereKernelConfig, build
     from mmaplug.plugins.ampere.launch import _prepared, run_gemm
+    from mmaplug.tune.measure import cuda_median_ms
 
     dt = DType[dtype_name]
     tdt = torch.float16 if dt is DType.float16 else torch.bfloat16
@@ -271,7 +271,7 @@ def main() -> int:
         report["matrix"] = run_matrix(args.quick, args.workers)
     if not args.no_bench:
         report["bench"] = run_bench(args.quick)
-    from mmaplug.cli.bench import save_to_out
+    from probes import save_to_out
 
     save_to_out("ampere_results.json", report)
     failed = sum(1 for r in report.get("matrix", []) if not r["ok"])

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One device call proving a change: install, the whole GPU tier in SHARDS shards side by side,
 # the lean-vs-stock build check when .door_check/ is carried, `mmaplug bench` on the issue-8
-# shapes (hopper against cuBLAS) and decode / skinny / deep-K problems timed as CUDA-graph
-# replays. On the device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT).
+# shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
+# fused) per call and as CUDA-graph replays. On the device machine (carry .whl):
+# bash scripts/device_tier.sh (logs under $OUT).
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 SHARDS=${SHARDS:-8}
@@ -22,5 +23,7 @@ echo "== bench (hopper vs cuBLAS, per-call CUDA events)"
 MMAPLUG_DISABLE=ampere timeout "${BENCH_TIMEOUT:-150}" mmaplug bench --workers 14 --reps 20 \
     --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 2048x14336x5120 \
     --shape 16384x1024x512 --shape 128x4096x4096 --shape 1x4096x4096 2>&1 | tee "$OUT/bench.txt"
-echo "== CUDA-graph replays (bf16)"
-timeout "${GRAPH_TIMEOUT:-90}" python scripts/graph_decode.py 2>&1 | tee "$OUT/graph.txt"
+echo "== the serving corpus, per call and as CUDA-graph replays (ours vs cuBLAS)"
+MMAPLUG_DISABLE=ampere timeout "${GRAPH_TIMEOUT:-240}" mmaplug bench --corpus serving --graph \
+    --workers 14 --reps 20 --json > "$OUT/serving.json" 2> "$OUT/serving.txt"
+tail -60 "$OUT/serving.txt"

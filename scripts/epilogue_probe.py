@@ -58,7 +58,7 @@ def probe(m: int, n: int, k: int, name: str, variants: list[tuple[str, Any]]) ->
     import torch
     import torch.nn.functional as F
 
-    from mmaplug.cli.bench import interleaved_ms, rel_error
+    from mmaplug.tune.measure import interleaved_ms, rel_error
 
     dtype, tdtype = getattr(mp, name), getattr(torch, name)
     x = torch.randn(m, k, device="cuda", dtype=tdtype)
@@ -93,7 +93,7 @@ def probe(m: int, n: int, k: int, name: str, variants: list[tuple[str, Any]]) ->
 
 
 def main() -> None:
-    from mmaplug.cli.bench import probe_arguments, shape_wanted
+    from probes import probe_arguments, shape_wanted
 
     args = probe_arguments(__doc__.split("\n\n")[0])
     warnings.simplefilter("ignore")

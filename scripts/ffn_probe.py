@@ -5,7 +5,7 @@ On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. 
 each fused variant (the default plan; cooperative consumers; ``--overrides``) is first checked
 against a float64 reference on a smaller ragged shape and on the timed one (outputs poisoned
 with NaN first); a wrong or unwritten result is reported and not timed. Then the variants and
-torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.cli.bench.interleaved_ms``).
+torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.tune.measure.interleaved_ms``).
 One JSON line per dtype: per variant its kernel, errors, milliseconds, TFLOP/s and speedup.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import mmaplug as mp
-from mmaplug.cli.bench import interleaved_ms, poison_free_memory, rel_error
+from mmaplug.tune.measure import interleaved_ms, poison_free_memory, rel_error
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
 COOPERATIVE = {  # the default before ping-pong (run 38): two consumers share 128 x 256 tiles

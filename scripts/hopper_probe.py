@@ -98,7 +98,7 @@ def time_variant(variant: str, reps: int, rounds: int) -> list[dict]:
 
     import torch
 
-    from mmaplug.cli.bench import interleaved_ms
+    from mmaplug.tune.measure import interleaved_ms
 
     _patch(variant)
     rows = []
@@ -137,7 +137,7 @@ def main() -> int:
         with open(os.environ["PROBE_JSON"], "w") as fh:
             json.dump(rows, fh)
         return 0
-    from mmaplug.cli.bench import save_to_out
+    from probes import save_to_out
 
     cache_root = tempfile.mkdtemp(prefix="hopper_probe_")
     variants = [v for v in VARIANTS if v in args.variants.split(",")]

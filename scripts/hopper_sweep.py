@@ -67,8 +67,9 @@ def main() -> int:
         pool.map(_warm, jobs)
 
     import torch
+    from probes import save_to_out
 
-    from mmaplug.cli.bench import cuda_median_ms, rel_error, save_to_out
+    from mmaplug.tune.measure import cuda_median_ms, rel_error
 
     rows = []
     for shape in SHAPES:

@@ -27,9 +27,10 @@ from typing import Any
 import torch
 
 import mmaplug as mp
-from mmaplug.cli.bench import host_call_us, linear_fusion, rel_error, sample_summary
+from mmaplug.cli.bench import linear_fusion
 from mmaplug.cuda.frameworks import probe_all
 from mmaplug.cuda.streams import is_capturing
+from mmaplug.tune.measure import host_call_us, rel_error, sample_summary
 
 TARGET_US = {2: 12.0, 3: 15.0}
 

@@ -145,7 +145,8 @@ def fake_cubins() -> None:
 
 def case(mp: Any, torch: StandInTorch, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Bind case *name* (``scheduler-inputs-extents``), then time and optionally profile it."""
-    from mmaplug.cli.bench import host_call_us, linear_fusion, sample_summary
+    from mmaplug.cli.bench import linear_fusion
+    from mmaplug.tune.measure import host_call_us, sample_summary
 
     scheduler, inputs, extents = name.split("-")
     block = () if scheduler == "hopper" else ("hopper",)
@@ -213,7 +214,7 @@ def main() -> int:
         torch.current = args.stream
         sys.modules["torch"] = torch
         import mmaplug as mp
-        from mmaplug.cli.bench import host_call_us, sample_summary
+        from mmaplug.tune.measure import host_call_us, sample_summary
 
         fake_cubins()
         null = ctypes.c_void_p(0)

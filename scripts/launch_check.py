@@ -25,7 +25,8 @@ from typing import Any, NamedTuple
 import torch
 
 import mmaplug as mp
-from mmaplug.cli.bench import host_call_us, linear_fusion, rel_error
+from mmaplug.cli.bench import linear_fusion
+from mmaplug.tune.measure import host_call_us, rel_error
 
 M, N, K = 512, 512, 256
 TOLERANCE = 2e-3  # relative Frobenius error against float64 (fp32 accumulation of fp16)

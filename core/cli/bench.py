@@ -6,10 +6,7 @@ reference before it is timed, so a fast wrong kernel cannot enter the table.
 
 from __future__ import annotations
 
-import functools
-import statistics
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, TextIO
 
 import numpy as np
@@ -18,6 +15,8 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.ir.frontend import FusionDefinition
 from mmaplug.ir.fusion import Fusion
 from mmaplug.runtime.prebuild import Prebuilt, prebuild
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.measure import cuda_median_ms, graph_us, host_dispatch_us, rel_error
 
 EPILOGUE_SHAPES: Final = ((4096, 4096, 4096), (2048, 14336, 5120))
 SHAPES: Final = (
@@ -91,192 +90,6 @@ def prewarm(
         for pm in managers
     ]
     return prebuild(compiled, workers=workers)
-
-
-def cuda_median_ms(
-    fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30, inner: int = 1
-) -> float:
-    """Median of *reps* CUDA-event timings of *fn* after *warmup* calls; each timing spans
-    *inner* back-to-back calls and is divided by it (keeps launch gaps of tiny kernels out)."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
-
-
-def interleaved_ms(
-    fns: Mapping[str, Callable[[], Any]], rounds: int, **timing: int
-) -> dict[str, list[float]]:
-    """:func:`cuda_median_ms` of each of *fns* in turn, *rounds* times over: per name, its
-    median of every round (interleaving spreads clock and temperature drift over all alike).
-
-    :param timing: ``warmup``, ``reps`` and ``inner`` of each :func:`cuda_median_ms`.
-    """
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name].append(cuda_median_ms(fn, **timing))
-    return times
-
-
-def host_call_us(fn: Callable[[], Any], reps: int, block: int = 0) -> list[float]:
-    """Host microseconds of each of *reps* calls of *fn* (none synchronised).
-
-    :param block: With a *block*, ``torch.cuda.synchronize()`` before every *block* calls and
-        after the last, so the launch queue never fills; with 0, torch is not imported (a
-        stand-in torch may be in its place).
-    """
-    sync = None
-    if block:
-        import torch
-
-        sync = torch.cuda.synchronize
-    samples: list[float] = []
-    clock = time.perf_counter
-    while len(samples) < reps:
-        if sync is not None:
-            sync()
-        for _ in range(block or reps):
-            t0 = clock()
-            fn()
-            samples.append((clock() - t0) * 1e6)
-    if sync is not None:
-        sync()
-    return samples
-
-
-def sample_summary(samples: Sequence[float]) -> dict[str, float]:
-    """The median, 10th and 90th percentile of *samples* (the nearest lower rank)."""
-    ordered = sorted(samples)
-    rank = lambda q: ordered[int(q * (len(ordered) - 1))]  # noqa: E731
-    return {"median": statistics.median(ordered), "p10": rank(0.1), "p90": rank(0.9)}
-
-
-def host_dispatch_us(fn: Callable[[], Any], reps: int = 200) -> float:
-    """Median host time of one call of *fn* (no synchronisation), in microseconds."""
-    return statistics.median(host_call_us(fn, reps, block=reps))
-
-
-def poison_free_memory(nbytes: int = 64 << 20) -> None:
-    """Fill *nbytes* of torch's caching allocator with NaN and free them: the next outputs are
-    allocated there, so an element a kernel leaves unwritten reads NaN."""
-    import torch
-
-    torch.full((nbytes // 4,), float("nan"), device="cuda")
-
-
-def save_to_out(name: str, data: Any) -> None:
-    """Write *data* as JSON to ``$OUT/name`` when ``$OUT`` is set (the folder a device run's
-    files come back from); values JSON cannot hold are written as their ``str``."""
-    import json
-    import os
-
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], name), "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
-
-
-def probe_arguments(description: str, argv: Sequence[str] | None = None) -> Any:
-    """The command line of the variant probes (``scripts/cluster_probe.py``,
-    ``scripts/epilogue_probe.py``): ``--variant LABEL=JSON`` (repeatable; MatmulParams
-    overrides, parsed into ``args.variants`` as (label, dict) pairs) and ``--only MxNxK``
-    (repeatable; shape-name prefixes, see :func:`shape_wanted`)."""
-    import argparse
-    import json
-
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=JSON")
-    parser.add_argument("--only", action="append", default=[], metavar="MxNxK")
-    args = parser.parse_args(argv)
-    args.variants = [
-        (label, json.loads(text)) for label, text in (v.split("=", 1) for v in args.variant)
-    ]
-    return args
-
-
-def shape_wanted(m: int, n: int, k: int, only: Sequence[str]) -> bool:
-    """Whether ``MxNxK`` starts with one of the *only* prefixes (every shape without any)."""
-    return not only or any(f"{m}x{n}x{k}".startswith(o) for o in only)
-
-
-def probe_variants(
-    m: int,
-    n: int,
-    k: int,
-    name: str,
-    fused: bool,
-    variants: Sequence[tuple[str, dict[str, object] | None]],
-    rounds: int = 2,
-) -> dict[str, object]:
-    """One :func:`linear_fusion` problem in dtype *name* for the probe scripts: each variant's
-    plan (a label and MatmulParams overrides, None for the default) checked against torch in
-    float64, then all timed in *rounds* interleaved rounds beside torch (``F.linear``, or
-    ``F.gelu(F.linear(x, w, b))`` when *fused*). The row holds ``<label>_err``, ``_kernel``,
-    ``_ms`` and ``_ratio`` (torch's time over ours) per variant, and ``torch_ms``."""
-    import torch
-    import torch.nn.functional as F  # noqa: N812
-
-    from mmaplug.runtime.compile import compile as compile_fusion
-
-    dtype, tdtype = DType[name], getattr(torch, name)
-    x = torch.randn(m, k, device="cuda", dtype=tdtype)
-    w = torch.randn(n, k, device="cuda", dtype=tdtype) / 64
-    bias = torch.randn(n, device="cuda", dtype=tdtype)
-    inputs = [x, w, bias] if fused else [x, w]
-
-    def reference() -> Any:
-        return F.gelu(F.linear(x, w, bias)) if fused else F.linear(x, w)
-
-    ref = reference().double()
-    row: dict[str, object] = {"shape": f"{m}x{n}x{k}", "dtype": name, "fused": fused}
-    fns: dict[str, Callable[[], object]] = {"torch": reference}
-    for label, overrides in variants:
-        compiled = compile_fusion(linear_fusion(m, n, k, dtype, fused), overrides=overrides)
-        row[f"{label}_err"] = rel_error(compiled.execute(inputs)[0], ref)
-        row[f"{label}_kernel"] = compiled.kernel_name
-        fns[label] = functools.partial(compiled.execute, inputs)
-    times = interleaved_ms(fns, rounds, reps=20, inner=10)
-    torch_ms = statistics.median(times["torch"])
-    row["torch_ms"] = round(torch_ms, 4)
-    for label, _ in variants:
-        ms = statistics.median(times[label])
-        row[f"{label}_ms"], row[f"{label}_ratio"] = round(ms, 4), round(torch_ms / ms, 3)
-    return row
-
-
-def _host_float64(x: Any) -> np.ndarray:
-    """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
-    return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)
-
-
-def rel_error(got: Any, ref: Any) -> float:
-    """Relative Frobenius error of *got* against the reference *ref*, in float64; NaN when an
-    element of *got* is not finite (unwritten, or poisoned by :func:`poison_free_memory`). An
-    all-zero reference divides by 1e-30 (an exact zero result scores 0).
-
-    Two torch tensors are compared on their device; otherwise (NumPy arrays, or a mix) on the
-    host.
-    """
-    if hasattr(got, "double") and hasattr(ref, "double"):
-        got, ref = got.double(), ref.double()
-        if not bool(got.isfinite().all()):
-            return float("nan")
-        return float((got - ref).norm() / max(float(ref.norm()), 1e-30))
-    got64, ref64 = _host_float64(got), _host_float64(ref)
-    if not np.all(np.isfinite(got64)):
-        return float("nan")
-    return float(np.linalg.norm(got64 - ref64) / max(float(np.linalg.norm(ref64)), 1e-30))
 
 
 def run(
@@ -368,6 +181,114 @@ def run(
             f"{fused['ours_ms'] / bare['ours_ms']:.3f}x our bare matmul, "
             f"{fused['torch_ms'] / fused['ours_ms']:.2f}x as fast as torch eager",
             file=out,
+        )
+    return rows
+
+
+def shape_problems(
+    shapes: Sequence[tuple[int, int, int]], dtypes: Sequence[DType]
+) -> list[TuneProblem]:
+    """The benchmark's shapes as TN corpus problems (bias+GELU too where EPILOGUE_SHAPES says)."""
+    return [
+        TuneProblem(m=m, n=n, k=k, dtype=dtype.name, epilogue="bias_gelu" if fused else "none")
+        for m, n, k, dtype, fused in _bench_fusions(shapes, dtypes)
+    ]
+
+
+def prewarm_problems(
+    problems: Sequence[TuneProblem], workers: int, overrides: dict[str, object] | None = None
+) -> Prebuilt:
+    """``prewarm`` for corpus problems: their kernels built in *workers* processes."""
+    from mmaplug.runtime.compile import compile as compile_fusion
+
+    compiled = [compile_fusion(p.fusion(), overrides=overrides) for p in problems]
+    return prebuild(compiled, workers=workers)
+
+
+#: Relative Frobenius error above which a corpus row is wrong and is not timed (16-bit outputs).
+CORPUS_TOLERANCE: Final = 1e-2
+
+
+def min_bytes(problem: TuneProblem) -> int:
+    """The bytes one call must move at least: A, B, the output and a bias, once each."""
+    itemsize = DType[problem.dtype].itemsize
+    elems = problem.batch * (problem.m * problem.k + problem.k * problem.n + problem.m * problem.n)
+    return (elems + (problem.n if problem.epilogue == "bias_gelu" else 0)) * itemsize
+
+
+def run_corpus(
+    out: TextIO,
+    problems: Sequence[TuneProblem],
+    *,
+    reps: int = 30,
+    graph: bool = False,
+    overrides: dict[str, object] | None = None,
+) -> list[dict]:
+    """Each problem of a tuning corpus (any layout, batch, epilogue) checked against float64, then
+    timed per call (CUDA events) and, with *graph*, as CUDA-graph replays (GPU time only), ours
+    beside torch (cuBLAS, and torch's GELU when fused) in the same run; TF/s and TB/s (the
+    least bytes a call moves). Prints and returns the rows; a wrong row is not timed."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    from mmaplug.runtime.compile import compile as compile_fusion
+    from mmaplug.tune.work import problem_inputs
+
+    head = f"{'problem':<36}{'sched':<7}{'ours ms':>9}{'torch ms':>9}{'ratio':>7}"
+    if graph:
+        head += f"{'ours us':>9}{'torch us':>9}{'ratio':>7}{'ours TB/s':>10}{'torch TB/s':>11}"
+    print(f"{head}{'TF/s':>8}{'rel.err':>9}  kernel", file=out, flush=True)
+    rows: list[dict] = []
+    for problem in problems:
+        inputs = problem_inputs(problem)
+        fused = problem.epilogue == "bias_gelu"
+
+        def theirs(i: Sequence[Any] = inputs, fused: bool = fused) -> Any:
+            product = torch.matmul(i[0], i[1])
+            return F.gelu(product + i[2]) if fused else product
+
+        ref = torch.matmul(inputs[0].double(), inputs[1].double())
+        if fused:
+            ref = F.gelu(ref + inputs[2].double())
+        compiled = compile_fusion(problem.fusion(), overrides=overrides)
+        row: dict[str, Any] = {
+            "problem": problem.key,
+            **problem.as_dict(),
+            "scheduler": compiled.spec.scheduler,
+            "params": compiled.params.name,
+            "kernel_name": compiled.kernel_name,
+            "rel_err": rel_error(compiled.execute(inputs)[0], ref),
+            "bytes": min_bytes(problem),
+        }
+        rows.append(row)
+        if not row["rel_err"] <= CORPUS_TOLERANCE:
+            print(f"{problem.key:<36}WRONG: relative error {row['rel_err']:.2e}", file=out)
+            continue
+        ours_call = lambda c=compiled, i=inputs: c.execute(i)  # noqa: E731
+        row["ours_ms"] = cuda_median_ms(ours_call, reps=reps)
+        row["torch_ms"] = cuda_median_ms(theirs, reps=reps)
+        row["ratio"] = row["torch_ms"] / row["ours_ms"]
+        line = (
+            f"{problem.key:<36}{row['scheduler']:<7}{row['ours_ms']:>9.4f}"
+            f"{row['torch_ms']:>9.4f}{row['ratio']:>7.2f}"
+        )
+        best_ms = row["ours_ms"]
+        if graph:
+            row["ours_graph_us"] = graph_us(ours_call)
+            row["torch_graph_us"] = graph_us(theirs)
+            row["graph_ratio"] = row["torch_graph_us"] / row["ours_graph_us"]
+            row["ours_tbps"] = row["bytes"] / row["ours_graph_us"] / 1e6
+            row["torch_tbps"] = row["bytes"] / row["torch_graph_us"] / 1e6
+            best_ms = row["ours_graph_us"] / 1e3
+            line += (
+                f"{row['ours_graph_us']:>9.1f}{row['torch_graph_us']:>9.1f}"
+                f"{row['graph_ratio']:>7.2f}{row['ours_tbps']:>10.2f}{row['torch_tbps']:>11.2f}"
+            )
+        row["ours_tflops"] = problem.flops / best_ms / 1e9
+        print(
+            f"{line}{row['ours_tflops']:>8.1f}{row['rel_err']:>9.1e}  {compiled.kernel_name}",
+            file=out,
+            flush=True,
         )
     return rows
 

@@ -10,12 +10,12 @@ from typing import TextIO
 
 import numpy as np
 
-from mmaplug.cli.bench import rel_error
 from mmaplug.cuda.presence import cuda_device_count
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.evaluate import evaluate
 from mmaplug.ir.frontend import FusionDefinition
 from mmaplug.ir.fusion import Fusion
+from mmaplug.tune.measure import rel_error
 
 
 def example_fusion(m: int, n: int, k: int, dtype: DType = DType.float16) -> Fusion:

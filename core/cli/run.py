@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from mmaplug.cli.args import (
@@ -20,7 +21,7 @@ from mmaplug.cli.args import (
     setting,
     shape,
 )
-from mmaplug.errors import UnsupportedTargetError
+from mmaplug.errors import UnsupportedTargetError, UsageError
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning.device import get_device
 from mmaplug.progress import Progress
@@ -54,6 +55,8 @@ def add_demo(sub: Any) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Time our kernels against torch.matmul on the local GPU (CUDA-event medians)."""
+    if args.plot and (args.corpus or args.graph):
+        raise UsageError("--plot draws the per-call shape table: not with --corpus or --graph")
     requires("torch", "mmaplug bench", "pip install 'mmaplug[bench]'")
     if args.plot:
         requires("matplotlib", "--plot", "pip install 'mmaplug[bench]'")
@@ -69,6 +72,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         DType.bfloat16,
     )
     overrides = parse_settings(args.set) or None
+    if args.corpus or args.graph:
+        return _bench_problems(args, progress, shapes, dtypes, overrides)
     if args.workers > 1:
         with progress.step(f"building the kernels in {args.workers} processes"):
             done = bench.prewarm(shapes, dtypes, args.workers, overrides)
@@ -87,6 +92,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"schema": 1, "rows": [finite(r) for r in rows], "dispatch_us": dispatch_us})
     return 0
+
+
+def _bench_problems(
+    args: argparse.Namespace,
+    progress: Progress,
+    shapes: Sequence[tuple[int, int, int]],
+    dtypes: Sequence[DType],
+    overrides: dict[str, object] | None,
+) -> int:
+    """``bench --corpus`` / ``--graph``: corpus problems (or the shapes), per call and replays."""
+    from mmaplug.cli import bench
+    from mmaplug.tune.corpus import load_all
+
+    problems = load_all(args.corpus) if args.corpus else bench.shape_problems(shapes, dtypes)
+    if args.workers > 1:
+        with progress.step(f"building the kernels in {args.workers} processes"):
+            done = bench.prewarm_problems(problems, args.workers, overrides)
+        progress.say(f"built {len(done.built)} kernels in {done.seconds:.1f} s")
+    table = (
+        sys.stdout if not args.json else (progress.stream if progress.enabled else io.StringIO())
+    )
+    rows = bench.run_corpus(table, problems, reps=args.reps, graph=args.graph, overrides=overrides)
+    if args.json:
+        print_json({"schema": 1, "rows": [finite(r) for r in rows]})
+    return 0 if all(r["rel_err"] <= bench.CORPUS_TOLERANCE for r in rows) else 1
 
 
 def add_bench(sub: Any) -> None:
@@ -113,6 +143,10 @@ def add_bench(sub: Any) -> None:
         metavar="DTYPE",
         help="float16 or bfloat16 (repeatable; default both)",
     )
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME|FILE",
+                   help="time a tuning corpus's problems (e.g. serving; repeatable)")  # fmt: skip
+    p.add_argument("--graph", action="store_true",
+                   help="also time CUDA-graph replays (GPU time; TB/s beside TF/s)")  # fmt: skip
     p.add_argument("--plot", default="", type=png, metavar="PNG",
                    help="also write a bar chart here (needs matplotlib)")  # fmt: skip
     p.add_argument("--workers", type=positive, default=1,

@@ -133,6 +133,47 @@ def _shapes(shapes: Sequence[tuple[int, ...]], **fields: Any) -> tuple[TuneProbl
     )
 
 
+#: Llama-3 weights as (N, K) of each projection: 8B and 70B, qkv, o, gate+up, down.
+LLAMA_WEIGHTS: Final = {
+    "8b_qkv": (6144, 4096),
+    "8b_o": (4096, 4096),
+    "8b_gate_up": (28672, 4096),
+    "8b_down": (4096, 14336),
+    "70b_qkv": (10240, 8192),
+    "70b_o": (8192, 8192),
+    "70b_gate_up": (57344, 8192),
+    "70b_down": (8192, 28672),
+}
+
+
+def _serving() -> tuple[TuneProblem, ...]:
+    w = LLAMA_WEIGHTS
+    decode = [(1, *w[name]) for name in w if name != "8b_o"]  # 1x4096x4096 bf16 is in skinny
+    for m in (2, 4, 8):
+        decode += [(m, *w["8b_gate_up"]), (m, *w["70b_o"])]
+    decode += [(16, *w["70b_gate_up"]), (16, *w["8b_down"]), (16, *w["70b_qkv"])]
+    decode += [(32, *w["8b_qkv"]), (32, *w["70b_down"]), (64, *w["8b_gate_up"])]
+    decode += [(64, *w["70b_o"])]
+    skinny = [(96, *w["8b_qkv"]), (192, *w["8b_down"]), (256, *w["70b_o"])]
+    skinny += [(384, *w["8b_gate_up"]), (512, *w["70b_qkv"]), (512, *w["8b_o"])]
+    deep_k = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536)]
+    return (
+        _shapes(decode + skinny + deep_k, dtype="bfloat16")
+        + _shapes([(1, 4096, 4096), (16, 8192, 8192), (2048, 2048, 2048)], dtype="float16")
+        + _shapes([(3333, 4444, 5632), (1000, 1000, 1000), (8192, 8192, 8192)], dtype="bfloat16")
+        + tuple(
+            TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16", layout=layout)
+            for layout in ("TT", "NT", "NN")
+        )
+        + (TuneProblem(m=1, n=4096, k=4096, dtype="bfloat16", layout="NN"),)
+        + _shapes(
+            [(32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 2048, 2048, 128)], dtype="bfloat16"
+        )
+        + _shapes([(4096, 4096, 4096), (1, 14336, 4096)], dtype="bfloat16", epilogue="bias_gelu")
+        + _shapes([(4096, 4096, 4096)], dtype="float16", epilogue="bias_gelu")
+    )
+
+
 # Llama-3 8B / 70B projections at 4096 tokens (qkv, o, gate+up, down), plus bias+GELU MLP shapes
 BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     "llm": _shapes(
@@ -176,12 +217,17 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
         [(8, 2048, 2048, 128), (32, 512, 512, 64), (16, 1024, 128, 1024), (64, 256, 256, 256)],
         dtype="bfloat16",
     ),
+    # LLM serving as an H200 runs it (issue 25): decode M = 1..64 against llama-3 8B and 70B
+    # weights (qkv, o, gate+up, down), skinny prefill chunks, deep K, squares and odd extents,
+    # every layout, batched decode-like products and fused bias+GELU; time it with
+    # `mmaplug bench --corpus serving --graph`
+    "serving": _serving(),
 }
 
 
 def load(spec: str) -> list[TuneProblem]:
-    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``) or a ``.json`` /
-    ``.toml`` file."""
+    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``, ``serving``) or a
+    ``.json`` / ``.toml`` file."""
     if spec in BUILTIN:
         return list(BUILTIN[spec])
     path = Path(spec)

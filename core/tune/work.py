@@ -66,7 +66,7 @@ def build(job: dict[str, Any]) -> dict[str, Any]:
     compiled = _compiled(job, None if job.get("launch") else job["device"])
     ptx = compiled.ptx
     if job.get("launch"):
-        inputs = _inputs(TuneProblem(**job["problem"]), zeros=True)
+        inputs = problem_inputs(TuneProblem(**job["problem"]), zeros=True)
         compiled.execute(inputs)
     return {
         "status": "ok",
@@ -77,7 +77,7 @@ def build(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
+def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU."""
     import torch
 
@@ -111,11 +111,11 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F  # noqa: N812
 
-    from mmaplug.cli.bench import cuda_median_ms
+    from mmaplug.tune.measure import cuda_median_ms
 
     problem = TuneProblem(**job["problem"])
     compiled = _compiled(job, None)
-    inputs = _inputs(problem)
+    inputs = problem_inputs(problem)
     ref = torch.matmul(inputs[0].float(), inputs[1].float())
     if problem.epilogue == "bias_gelu":
         ref = F.gelu(ref + inputs[2].float())

@@ -20,11 +20,11 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.analysis.matmul_analysis import analyze
-from mmaplug.cli.bench import rel_error
 from mmaplug.planning.plan import plan_problem
 from mmaplug.runtime.framework_segments import backend_for, run_ops
 from mmaplug.runtime.segmentation import evaluate_segments, segment
 from mmaplug.runtime.segmented_fusion import SegmentedFusion
+from mmaplug.tune.measure import rel_error
 
 sys.path.insert(0, str(Path(__file__).parent))
 import nvf_scenarios  # noqa: E402

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import poison_free_memory, rel_error
 from mmaplug.cuda.presence import cuda_device_count
 from mmaplug.errors import FallbackWarning
+from mmaplug.tune.measure import poison_free_memory, rel_error
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 sys.path.insert(0, str(Path(__file__).parent))

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import poison_free_memory, rel_error
 from mmaplug.cuda.presence import cuda_device_count
+from mmaplug.tune.measure import poison_free_memory, rel_error
 
 HERE = Path(__file__).parent
 NUMBA_PERFORMANCE = "numba.core.errors.NumbaPerformanceWarning"  # small grids, on purpose

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import rel_error
 from mmaplug.cuda.presence import cuda_device_count
+from mmaplug.tune.measure import rel_error
 
 if TYPE_CHECKING:
     from .conftest import Checks

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import poison_free_memory
 from mmaplug.cuda.presence import cuda_device_count
+from mmaplug.tune.measure import poison_free_memory
 
 if TYPE_CHECKING:
     from .conftest import Checks

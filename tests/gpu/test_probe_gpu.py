@@ -1,11 +1,16 @@
-"""GPU tier: the probe scripts' shared measurement (``mmaplug.cli.bench.probe_variants``)."""
+"""GPU tier: the probe scripts' shared measurement (``scripts/probes.py``)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from mmaplug.cli.bench import probe_variants
 from mmaplug.cuda.presence import cuda_device_count
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from probes import probe_variants  # noqa: E402 (scripts/ is not a package)
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 pytestmark = pytest.mark.sm80

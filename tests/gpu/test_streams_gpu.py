@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import rel_error
 from mmaplug.cuda.presence import cuda_device_count
+from mmaplug.tune.measure import rel_error
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import mmaplug as mp
-from mmaplug.cli.bench import poison_free_memory, rel_error
 from mmaplug.cuda.presence import cuda_device_count
 from mmaplug.runtime.specialize import SymbolicFusion
+from mmaplug.tune.measure import poison_free_memory, rel_error
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 

@@ -1,5 +1,6 @@
-"""mmaplug.cli.bench's timing and float64-check helpers (the scripts and the GPU tier share them),
-here with a stand-in torch: what is timed, synchronised and compared."""
+"""mmaplug.tune.measure's timing and float64-check helpers (bench, the tuner, the scripts and the
+GPU tier share them) and scripts/probes.py, here with a stand-in torch: what is timed,
+synchronised and compared."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmaplug.cli import bench
+from mmaplug.ir.dtypes import DType
+from mmaplug.tune import measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import probes  # noqa: E402 (scripts/ is not a package)
 
 
 @pytest.fixture
@@ -26,22 +31,22 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_rel_error_is_the_relative_frobenius_error_and_nan_when_unwritten() -> None:
     ref = np.arange(1.0, 7.0).reshape(2, 3)
     got = ref + np.array([[0.1, 0, 0], [0, 0, -0.2]])
-    assert bench.rel_error(got, ref) == pytest.approx(np.sqrt(0.05) / np.linalg.norm(ref))
-    assert bench.rel_error(ref.astype(np.float16), ref) == 0.0
+    assert measure.rel_error(got, ref) == pytest.approx(np.sqrt(0.05) / np.linalg.norm(ref))
+    assert measure.rel_error(ref.astype(np.float16), ref) == 0.0
     for bad in (np.nan, np.inf):
         got[1, 1] = bad
-        assert np.isnan(bench.rel_error(got, ref))  # never below a tolerance
+        assert np.isnan(measure.rel_error(got, ref))  # never below a tolerance
 
 
 def test_rel_error_against_an_all_zero_reference_is_absolute() -> None:
     """An exact zero result scores 0 and a wrong one fails any tolerance (no 0 / 0)."""
     zeros = np.zeros((2, 3))
-    assert bench.rel_error(zeros, zeros) == 0.0
-    assert bench.rel_error(zeros + 1e-3, zeros) > 1e20
+    assert measure.rel_error(zeros, zeros) == 0.0
+    assert measure.rel_error(zeros + 1e-3, zeros) > 1e20
 
 
 def test_sample_summary_is_median_and_nearest_lower_ranks() -> None:
-    assert bench.sample_summary([float(v) for v in range(100, -1, -1)]) == {
+    assert measure.sample_summary([float(v) for v in range(100, -1, -1)]) == {
         "median": 50.0, "p10": 10.0, "p90": 90.0,
     }  # fmt: skip
 
@@ -49,16 +54,16 @@ def test_sample_summary_is_median_and_nearest_lower_ranks() -> None:
 def test_host_call_us_without_a_block_never_imports_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     calls: list[int] = []
-    samples = bench.host_call_us(lambda: calls.append(1), 7)
+    samples = measure.host_call_us(lambda: calls.append(1), 7)
     assert len(samples) == len(calls) == 7 and all(us >= 0 for us in samples)
 
 
 def test_host_call_us_synchronises_between_blocks(synced: list[str]) -> None:
-    samples = bench.host_call_us(lambda: synced.append("call"), 6, block=3)
+    samples = measure.host_call_us(lambda: synced.append("call"), 6, block=3)
     assert len(samples) == 6
     assert synced == ["sync", "call", "call", "call", "sync", "call", "call", "call", "sync"]
     synced.clear()
-    assert bench.host_dispatch_us(lambda: synced.append("call"), reps=4) >= 0
+    assert measure.host_dispatch_us(lambda: synced.append("call"), reps=4) >= 0
     assert synced == ["sync", "call", "call", "call", "call", "sync"]
 
 
@@ -71,8 +76,8 @@ def test_interleaved_ms_times_each_function_in_turn_every_round(
         timed.append((fn(), timing))
         return float(len(timed))
 
-    monkeypatch.setattr(bench, "cuda_median_ms", median_ms)
-    times = bench.interleaved_ms({"torch": lambda: "torch", "ours": lambda: "ours"}, 2, reps=5)
+    monkeypatch.setattr(measure, "cuda_median_ms", median_ms)
+    times = measure.interleaved_ms({"torch": lambda: "torch", "ours": lambda: "ours"}, 2, reps=5)
     assert times == {"torch": [1.0, 3.0], "ours": [2.0, 4.0]}
     assert timed == [(name, {"reps": 5}) for name in ("torch", "ours", "torch", "ours")]
 
@@ -82,21 +87,21 @@ def test_save_to_out_writes_json_only_where_out_is_set(
 ) -> None:
     monkeypatch.delenv("OUT", raising=False)
     monkeypatch.chdir(tmp_path)  # a stray relative write would land here
-    bench.save_to_out("rows.json", [1])
+    probes.save_to_out("rows.json", [1])
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv("OUT", str(tmp_path))
-    bench.save_to_out("rows.json", [{"shape": (8, 16, 32), "dtype": bench.DType.float16}])
+    probes.save_to_out("rows.json", [{"shape": (8, 16, 32), "dtype": DType.float16}])
     assert json.loads((tmp_path / "rows.json").read_text()) == [
-        {"shape": [8, 16, 32], "dtype": str(bench.DType.float16)}
+        {"shape": [8, 16, 32], "dtype": str(DType.float16)}
     ]
 
 
 def test_probe_arguments_parse_variants_and_shapes() -> None:
-    args = bench.probe_arguments(
+    args = probes.probe_arguments(
         "x", ["--variant", 'pp={"stages": 6, "cta_tile": [128, 128, 64]}', "--only", "4096"]
     )
     assert args.variants == [("pp", {"stages": 6, "cta_tile": [128, 128, 64]})]
-    assert bench.probe_arguments("x", []).variants == []
-    assert bench.shape_wanted(4096, 4096, 512, args.only)
-    assert not bench.shape_wanted(16384, 1024, 512, args.only)
-    assert bench.shape_wanted(16384, 1024, 512, [])
+    assert probes.probe_arguments("x", []).variants == []
+    assert probes.shape_wanted(4096, 4096, 512, args.only)
+    assert not probes.shape_wanted(16384, 1024, 512, args.only)
+    assert probes.shape_wanted(16384, 1024, 512, [])

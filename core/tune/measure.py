@@ -1,0 +1,153 @@
+"""Measuring kernels: CUDA-event medians, host call times, and the checks a timing needs first
+(outputs poisoned before a call, the error against a float64 reference).
+
+``mmaplug bench`` and the tuner's timing jobs use these; so do the device probes in scripts/.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def cuda_median_ms(
+    fn: Callable[..., Any], *, warmup: int = 5, reps: int = 30, inner: int = 1
+) -> float:
+    """Median of *reps* CUDA-event timings of *fn* after *warmup* calls; each timing spans
+    *inner* back-to-back calls and is divided by it (keeps launch gaps of tiny kernels out)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / inner)
+    return statistics.median(times)
+
+
+def interleaved_ms(
+    fns: Mapping[str, Callable[[], Any]], rounds: int, **timing: int
+) -> dict[str, list[float]]:
+    """:func:`cuda_median_ms` of each of *fns* in turn, *rounds* times over: per name, its
+    median of every round (interleaving spreads clock and temperature drift over all alike).
+
+    :param timing: ``warmup``, ``reps`` and ``inner`` of each :func:`cuda_median_ms`.
+    """
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(cuda_median_ms(fn, **timing))
+    return times
+
+
+def host_call_us(fn: Callable[[], Any], reps: int, block: int = 0) -> list[float]:
+    """Host microseconds of each of *reps* calls of *fn* (none synchronised).
+
+    :param block: With a *block*, ``torch.cuda.synchronize()`` before every *block* calls and
+        after the last, so the launch queue never fills; with 0, torch is not imported (a
+        stand-in torch may be in its place).
+    """
+    sync = None
+    if block:
+        import torch
+
+        sync = torch.cuda.synchronize
+    samples: list[float] = []
+    clock = time.perf_counter
+    while len(samples) < reps:
+        if sync is not None:
+            sync()
+        for _ in range(block or reps):
+            t0 = clock()
+            fn()
+            samples.append((clock() - t0) * 1e6)
+    if sync is not None:
+        sync()
+    return samples
+
+
+def sample_summary(samples: Sequence[float]) -> dict[str, float]:
+    """The median, 10th and 90th percentile of *samples* (the nearest lower rank)."""
+    ordered = sorted(samples)
+    rank = lambda q: ordered[int(q * (len(ordered) - 1))]  # noqa: E731
+    return {"median": statistics.median(ordered), "p10": rank(0.1), "p90": rank(0.9)}
+
+
+def host_dispatch_us(fn: Callable[[], Any], reps: int = 200) -> float:
+    """Median host time of one call of *fn* (no synchronisation), in microseconds."""
+    return statistics.median(host_call_us(fn, reps, block=reps))
+
+
+def poison_free_memory(nbytes: int = 64 << 20) -> None:
+    """Fill *nbytes* of torch's caching allocator with NaN and free them: the next outputs are
+    allocated there, so an element a kernel leaves unwritten reads NaN."""
+    import torch
+
+    torch.full((nbytes // 4,), float("nan"), device="cuda")
+
+
+def _host_float64(x: Any) -> np.ndarray:
+    """A torch tensor (any device or dtype) or an array-like as a float64 NumPy array."""
+    return np.asarray(x.double().cpu() if hasattr(x, "double") else x, np.float64)
+
+
+def rel_error(got: Any, ref: Any) -> float:
+    """Relative Frobenius error of *got* against the reference *ref*, in float64; NaN when an
+    element of *got* is not finite (unwritten, or poisoned by :func:`poison_free_memory`). An
+    all-zero reference divides by 1e-30 (an exact zero result scores 0).
+
+    Two torch tensors are compared on their device; otherwise (NumPy arrays, or a mix) on the
+    host.
+    """
+    if hasattr(got, "double") and hasattr(ref, "double"):
+        got, ref = got.double(), ref.double()
+        if not bool(got.isfinite().all()):
+            return float("nan")
+        return float((got - ref).norm() / max(float(ref.norm()), 1e-30))
+    got64, ref64 = _host_float64(got), _host_float64(ref)
+    if not np.all(np.isfinite(got64)):
+        return float("nan")
+    return float(np.linalg.norm(got64 - ref64) / max(float(np.linalg.norm(ref64)), 1e-30))
+
+
+def graph_us(fn: Callable[[], Any], *, calls: int = 20, reps: int = 50, warmup: int = 3) -> float:
+    """GPU microseconds of one call of *fn* as a server runs it: *calls* calls captured in one
+    CUDA graph (after one eager call on the capture stream binds the launch), the graph replayed
+    *warmup* times, then the median of *reps* replays divided by *calls*.
+
+    A per-call event pair around a problem under ~0.1 ms measures the host's call path; a graph
+    replay leaves only the GPU's time (and the launches' gaps the graph keeps).
+    """
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    for _ in range(warmup):
+        graph.replay()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
