@@ -53,7 +53,8 @@ from mmaplug.planning.params import (
     Violation,
 )
 from mmaplug.planning.plan import explain, matmul_params, plan_problem
-from mmaplug.runtime.compile import CompiledFusion, compile
+from mmaplug.runtime.compile import compile
+from mmaplug.runtime.compiled_fusion import CompiledFusion
 from mmaplug.runtime.prebuild import Prebuilt, prebuild
 
 __all__ = [

@@ -23,9 +23,9 @@ from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.cuda import streams
 from mmaplug.cuda.launching import BoundKernels, KernelParams
 from mmaplug.planning.plan import plan_problem
-from mmaplug.runtime.compile import CompiledFusion
+from mmaplug.runtime.compiled_fusion import CompiledFusion
 
-compile_module = importlib.import_module("mmaplug.runtime.compile")
+compile_module = importlib.import_module("mmaplug.runtime.compiled_fusion")
 _TYPESTR = {"float16": "<f2", "float32": "<f4", "int16": "<i2", "bfloat16": "<V2"}
 
 

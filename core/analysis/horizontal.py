@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 from mmaplug.analysis.patterns import MatmulPattern
 from mmaplug.errors import UnsupportedFusionError
-from mmaplug.ir.fusion import METADATA_OPS, TensorView
+from mmaplug.ir.fusion import TensorView
+from mmaplug.ir.ops import METADATA_OPS
 
 
 def horizontal_operands(

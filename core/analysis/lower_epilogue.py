@@ -12,19 +12,17 @@ from mmaplug.analysis.epilogue import (
 )
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.errors import UnsupportedFusionError
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import Scalar, TensorView, Val
+from mmaplug.ir.ops import (
     METADATA_OPS,
     BinaryOp,
     BroadcastOp,
     CastOp,
     MmaOp,
     PermuteOp,
-    Scalar,
     SetOp,
     SqueezeOp,
-    TensorView,
     UnaryOp,
-    Val,
 )
 from mmaplug.ir.view_ops import ExpandOp
 

@@ -27,19 +27,8 @@ from mmaplug.analysis.translate import skip_intermediates, translate_matmul_patt
 from mmaplug.errors import UnsupportedFusionError
 from mmaplug.ir.arguments import MAX_EXTENT
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import (
-    METADATA_OPS,
-    CastOp,
-    Fusion,
-    IterDomain,
-    IterType,
-    LinearOp,
-    MatmulOp,
-    Scalar,
-    TensorView,
-    Val,
-    as_fusion,
-)
+from mmaplug.ir.fusion import Fusion, IterDomain, IterType, Scalar, TensorView, Val, as_fusion
+from mmaplug.ir.ops import METADATA_OPS, CastOp, LinearOp, MatmulOp
 from mmaplug.ir.symbolic import require_concrete
 from mmaplug.ir.view_ops import ReshapeOp, SliceOp
 

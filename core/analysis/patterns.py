@@ -9,18 +9,8 @@ import attrs
 
 from mmaplug.errors import UnsupportedFusionError
 from mmaplug.ir.dim_graph import DimGraph
-from mmaplug.ir.fusion import (
-    BinaryOp,
-    CastOp,
-    Expr,
-    Fusion,
-    IterDomain,
-    LinearOp,
-    MatmulOp,
-    MmaOp,
-    ReductionOp,
-    TensorView,
-)
+from mmaplug.ir.fusion import Expr, Fusion, IterDomain, TensorView
+from mmaplug.ir.ops import BinaryOp, CastOp, LinearOp, MatmulOp, MmaOp, ReductionOp
 from mmaplug.markers import hookimpl
 
 

@@ -11,22 +11,18 @@ import attrs
 from mmaplug.analysis.patterns import MatmulPattern
 from mmaplug.errors import PluginResultError, UnsupportedFusionError
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import Fusion, IterDomain, IterType, TensorView, as_fusion
+from mmaplug.ir.ops import (
     METADATA_OPS,
     BinaryOp,
     BroadcastOp,
     CastOp,
-    Fusion,
-    IterDomain,
-    IterType,
     LinearOp,
     MatmulOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
     SqueezeOp,
-    TensorView,
-    as_fusion,
 )
 from mmaplug.planning.guard import Guard, wrong
 from mmaplug.planning.manager import get_plugin_manager

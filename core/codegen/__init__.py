@@ -1,5 +1,6 @@
 """Kernel-source emission both schedulers share: the line emitter, epilogue programs, the staged
-epilogue.
+epilogue, the CTA tile order's decode (``grid``) and the fields every kernel config takes from a
+plan (``kernel_config``).
 """
 
 from typing import Any

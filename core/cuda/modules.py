@@ -3,19 +3,40 @@
 Nothing of a kernel module is read from the disk cache: no module file, no bytecode, and no
 Numba ``cache=True`` index (which Numba unpickles). Compiled kernels are cached as cubins
 (``mmaplug.cuda.cubin``), which the driver loads as data.
+
+Both schedulers load their kernels through a :class:`KernelFamily`: one module per kernel
+config, its kernels' Numba signatures built from the shared parts below
+(:func:`epilogue_types`, :func:`reduce_signature`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import linecache
-from typing import Any, Final
+from collections.abc import Callable, Hashable, MutableMapping
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
 
 import attrs
 
+from mmaplug.codegen.emitter import REDUCE_THREADS, is16
+from mmaplug.cuda.launching import KernelJob, generated_kernel, generated_kernel_jobs, simulating
 from mmaplug.errors import KernelBuildError
 
-__all__ = ["GeneratedKernels", "load_generated", "require_numba"]
+if TYPE_CHECKING:
+    from mmaplug.analysis.epilogue import EpilogueProgram
+    from mmaplug.ir.dtypes import DType
+
+__all__ = [
+    "GeneratedKernels",
+    "KernelConfig",
+    "KernelFamily",
+    "array_type",
+    "epilogue_types",
+    "load_generated",
+    "reduce_signature",
+    "require_numba",
+]
 
 _NO_NUMBA: Final = (
     "building or running a kernel needs Numba-CUDA, which cannot be imported ({why}); install "
@@ -67,3 +88,139 @@ def load_generated(key: str, source: str) -> dict[str, Any]:
     exec(compile(source, filename, "exec"), namespace)
     namespace["__source__"] = source
     return namespace
+
+
+class KernelConfig(Hashable, Protocol):
+    """What :class:`KernelFamily` reads of a scheduler's kernel config (hashable: a cache key)."""
+
+    @property
+    def kernel_name(self) -> str:
+        """The generated module's name."""
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA of the ``*_gemm`` kernel."""
+
+    @property
+    def splitk(self) -> int:
+        """K splits: more than one adds the split-K reduce kernel."""
+
+
+ConfigT = TypeVar("ConfigT", bound=KernelConfig)
+
+
+@final
+class KernelFamily(Generic[ConfigT]):
+    """One scheduler's generated kernels: per config, a module named ``config.kernel_name``
+    holding ``<scheduler>_gemm`` and, with split-K, ``<scheduler>_splitk_reduce``; loaded,
+    built, compiled to PTX and handed to the driver the one way both schedulers do.
+
+    :param scheduler: The scheduler's name, the prefix of its kernels' names.
+    :param generate: ``generate(config, sim=...)``: the module's source (``sim``: for Numba's
+        CUDA simulator).
+    :param signatures: ``signatures(config)``: each kernel's Numba signature, by name.
+    """
+
+    __slots__ = ("gemm", "reduce", "scheduler", "source", "_generate", "_signatures")
+
+    def __init__(
+        self,
+        scheduler: str,
+        generate: Callable[..., str],
+        signatures: Callable[[ConfigT], dict[str, Any]],
+    ) -> None:
+        self.scheduler = scheduler
+        self.gemm = f"{scheduler}_gemm"
+        self.reduce = f"{scheduler}_splitk_reduce"
+        self._generate = generate
+        self._signatures = signatures
+        #: ``source(config)``: the source launches compile (not the simulator's), made once
+        self.source: Callable[[ConfigT], str] = functools.cache(self._launch_source)
+
+    def _launch_source(self, config: ConfigT) -> str:
+        return self._generate(config, sim=False)
+
+    def load(self, config: ConfigT, *, sim: bool | None = None) -> dict[str, Any]:
+        """Exec *config*'s generated source from memory (:func:`load_generated`); *sim*
+        (default: whether Numba's CUDA simulator is on) is passed to ``generate``."""
+        sim = simulating() if sim is None else sim
+        return load_generated(config.kernel_name, self._generate(config, sim=sim))
+
+    def ptx(self, config: ConfigT, kernel: str, cc: tuple[int | str, ...]) -> str:
+        """PTX of *config*'s *kernel* for compute capability *cc* (no GPU needed)."""
+        from mmaplug.cuda.pipeline import ptx
+
+        namespace = self.load(config, sim=False)
+        threads = config.threads if kernel == self.gemm else REDUCE_THREADS
+        return ptx(namespace[kernel], self._signatures(config)[kernel], cc, threads)
+
+    def build(
+        self, config: ConfigT, cache: MutableMapping[ConfigT, GeneratedKernels]
+    ) -> GeneratedKernels:
+        """*config*'s kernels (Numba compiles them on first launch), kept in *cache*."""
+        hit = cache.get(config)
+        if hit is not None:
+            return hit
+        namespace = self.load(config)
+        kernels = GeneratedKernels(
+            config=config,
+            gemm=namespace[self.gemm],
+            reduce=namespace.get(self.reduce),
+            source=namespace["__source__"],
+            signatures=self._signatures(config),
+            module=config.kernel_name,
+        )
+        cache[config] = kernels
+        return kernels
+
+    def loaded(
+        self,
+        config: ConfigT,
+        build: Callable[[ConfigT], GeneratedKernels],
+        name: str,
+        smem: int,
+        slots: int,
+    ) -> int:
+        """Kernel *name* of *config* as a driver ``CUkernel`` (``generated_kernel``): from the
+        cubin cache, else compiled from ``build(config)``."""
+        return generated_kernel(
+            config.kernel_name, self.source(config), lambda: build(config), name, smem, slots
+        )
+
+    def jobs(
+        self, config: ConfigT, build: Callable[[ConfigT], Any], cc: tuple[int, int]
+    ) -> list[KernelJob]:
+        """The kernels :meth:`loaded` loads for *config*, as jobs building them for *cc*
+        (``mp.prebuild``); *build* is module-level, so that a job pickles."""
+        return generated_kernel_jobs(self.scheduler, config, self.source(config), build, cc)
+
+
+def array_type(dtype: DType) -> Any:
+    """The Numba type of an epilogue array of *dtype*: uint16 bits (16-bit floats) or float32."""
+    from numba import types
+
+    return types.Array(types.uint16 if is16(dtype) else types.float32, 1, "C")
+
+
+def epilogue_types(
+    prog: EpilogueProgram,
+) -> tuple[list[Any], list[Any], list[Any], list[Any], list[Any]]:
+    """Numba types of *prog*'s parameters (``codegen.emitter.epilogue_params``): inputs,
+    outputs, scalars, input strides, output strides."""
+    from numba import types
+
+    ins = [array_type(i.dtype) for i in prog.inputs]
+    outs = [array_type(o.dtype) for o in prog.outputs]
+    scalars = [types.float32] * len(prog.scalars)
+    in_strides = [types.int64] * (3 * len(prog.inputs))
+    out_strides = [types.int64] * (2 * len(prog.outputs))
+    return ins, outs, scalars, in_strides, out_strides
+
+
+def reduce_signature(prog: EpilogueProgram) -> Any:
+    """Numba signature of the split-K reduce kernel (``codegen.emitter.reduce_params``)."""
+    from numba import types
+
+    ins, outs, scalars, in_strides, out_strides = epilogue_types(prog)
+    workspace, i64 = types.Array(types.float32, 1, "C"), types.int64
+    return types.void(workspace, *ins, *outs, *scalars, i64, i64, i64, *in_strides, *out_strides)

@@ -11,24 +11,19 @@ import numpy as np
 from mmaplug.errors import FusionError
 from mmaplug.ir.arguments import is_number
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import Expr, Fusion, Scalar, TensorView, Val, as_fusion
+from mmaplug.ir.ops import (
     BinaryOp,
     BroadcastOp,
     CastOp,
-    Expr,
-    Fusion,
     LinearOp,
     MatmulOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
-    Scalar,
     SetOp,
     SqueezeOp,
-    TensorView,
     UnaryOp,
-    Val,
-    as_fusion,
 )
 from mmaplug.ir.symbolic import concretize, shape_of, symbolic_dims
 from mmaplug.ir.view_ops import ExpandOp, ReshapeOp, SliceOp

@@ -9,19 +9,16 @@ from mmaplug.ir import arguments
 from mmaplug.ir import frontend_dims as fdims
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.frontend_shape_ops import Operand, ShapeOps
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import IterDomain, IterType, TensorView, Val
+from mmaplug.ir.ops import (
     BinaryOp,
     CastOp,
-    IterDomain,
-    IterType,
     LinearOp,
     MatmulOp,
     MmaOp,
     ReductionOp,
     SetOp,
-    TensorView,
     UnaryOp,
-    Val,
     result_dtype,
 )
 

@@ -10,19 +10,8 @@ from mmaplug.errors import FusionError
 from mmaplug.ir import arguments
 from mmaplug.ir import frontend_dims as fdims
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import (
-    SYMBOLIC,
-    BroadcastOp,
-    Fusion,
-    IterDomain,
-    IterType,
-    PermuteOp,
-    Scalar,
-    SetOp,
-    SqueezeOp,
-    TensorView,
-    Val,
-)
+from mmaplug.ir.fusion import SYMBOLIC, Fusion, IterDomain, IterType, Scalar, TensorView, Val
+from mmaplug.ir.ops import BroadcastOp, PermuteOp, SetOp, SqueezeOp
 from mmaplug.ir.view_ops import ExpandOp, ReshapeOp, SliceOp
 
 _V = TypeVar("_V", bound=Val)

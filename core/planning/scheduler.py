@@ -11,7 +11,8 @@ answers, for its kernels only:
   returns the message (what is wrong, what to change) when broken;
 - ``resources(params, problem)``: its one resource model (shared memory, threads, registers);
 - ``adjustments(params, problem, device)``: values it must change, each recorded and explained;
-- ``build(spec, analysis)``: the ``KernelArtifact`` (config, build, launch, ``kernel_jobs``).
+- ``build(spec, analysis)``: the ``KernelArtifact`` (config, build, launch, ``kernel_jobs``;
+  ``mmaplug.planning.artifact``), which the runtime launches with ``LaunchArgs``.
 
 Core plans with them (candidates, validation, adjustments, build), and the default heuristic,
 the tuner, ``explain`` and ``docs/plugin-reference.md`` ask them: nothing outside a scheduler's
@@ -113,7 +114,7 @@ class Scheduler(Protocol):
         """Changes the scheduler must force on valid *params* (a last resort, never silent)."""
 
     def build(self, spec: KernelSpec, analysis: MatmulAnalysis) -> object:
-        """The kernel artifact for *spec* (``mmaplug.runtime.compile.KernelArtifact``)."""
+        """The kernel artifact for *spec* (``mmaplug.planning.artifact.KernelArtifact``)."""
 
 
 def violations(

@@ -1,1 +1,2 @@
-"""The runtime: ``mp.compile``, segmentation, symbolic-shape specialization, prebuild and dumps."""
+"""The runtime: ``mp.compile``, compiled fusions and their kernels, segmentation, symbolic-shape
+specialization, prebuild and dumps."""

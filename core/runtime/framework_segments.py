@@ -12,17 +12,16 @@ import numpy as np
 
 from mmaplug.errors import UsageError
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import Fusion, Scalar
+from mmaplug.ir.ops import (
     BinaryOp,
     BroadcastOp,
     CastOp,
-    Fusion,
     LinearOp,
     MatmulOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
-    Scalar,
     SetOp,
     SqueezeOp,
     UnaryOp,

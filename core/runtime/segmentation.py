@@ -11,19 +11,8 @@ from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.analysis.patterns import MatmulPattern
 from mmaplug.analysis.translate import find_matmul_patterns
 from mmaplug.errors import MatmulError, UnsupportedFusionError
-from mmaplug.ir.fusion import (
-    METADATA_OPS,
-    BinaryOp,
-    CastOp,
-    Expr,
-    Fusion,
-    MemoryType,
-    Scalar,
-    TensorView,
-    UnaryOp,
-    Val,
-    as_fusion,
-)
+from mmaplug.ir.fusion import Expr, Fusion, MemoryType, Scalar, TensorView, Val, as_fusion
+from mmaplug.ir.ops import METADATA_OPS, BinaryOp, CastOp, UnaryOp
 from mmaplug.ir.symbolic import require_concrete
 from mmaplug.ir.view_ops import ExpandOp
 

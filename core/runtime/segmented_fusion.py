@@ -1,22 +1,32 @@
-"""SegmentedFusion: a fusion's segments run in order, matmul kernels and framework ops between."""
+"""SegmentedFusion: a fusion's segments run in order, matmul kernels and framework ops between;
+and compiling a concrete fusion: one kernel where one takes it whole, else its segments."""
 
 from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.cuda.frameworks import kind_of
-from mmaplug.errors import LaunchError, MatmulError, UsageError
+from mmaplug.errors import (
+    LaunchError,
+    MatmulError,
+    NoSchedulerError,
+    UnsupportedFusionError,
+    UsageError,
+)
 from mmaplug.ir.arguments import is_int
 from mmaplug.ir.fusion import Fusion, TensorView
 from mmaplug.ir.symbolic import concretize, shape_of, symbolic_dims
 from mmaplug.log import PLAN
 from mmaplug.planning.params import check_param_names
+from mmaplug.planning.plan import plan_problem
 from mmaplug.runtime import dump as kernel_dump
 from mmaplug.runtime.framework_segments import backend_for, run_ops
+from mmaplug.runtime.kernels import compile_planned
 from mmaplug.runtime.segmentation import Segment, explain_segments, segment
 from mmaplug.runtime.specialize import MAX_SHAPES
 
@@ -25,9 +35,7 @@ if TYPE_CHECKING:
     from mmaplug.planning.device import Device
     from mmaplug.planning.manager import PluginManager
     from mmaplug.planning.params import MatmulParams
-
-#: ``mp.compile``, passed in by it (this module does not import ``mmaplug.compile``).
-Compile = Callable[..., Any]
+    from mmaplug.runtime.compiled_fusion import CompiledFusion
 
 
 class SegmentedFusion:
@@ -171,11 +179,10 @@ class SymbolicSegments:
         pm: PluginManager,
         overrides: Mapping[str, object] | None,
         reason: str,
-        compile_fusion: Compile,
     ) -> None:
         check_param_names(overrides or {}, source="caller")
         self.fusion, self.device, self.reason = copy.deepcopy(fusion), device, reason
-        self._pm, self._overrides, self._compile_fusion = pm, overrides, compile_fusion
+        self._pm, self._overrides = pm, overrides
         self._by_shapes: dict[tuple[tuple[int, ...], ...], Any] = {}
         self._latest: Any = None
         self._lock = threading.Lock()
@@ -211,9 +218,7 @@ class SymbolicSegments:
             for pos, shape in zip(self._tensors, key, strict=True):
                 shapes[pos] = shape
             work = concretize(self.fusion, shapes, error=LaunchError, where="execute")
-            compiled = self._compile_fusion(
-                work, self.device, pm=self._pm, overrides=self._overrides
-            )
+            compiled = compile_concrete(work, self.device, pm=self._pm, overrides=self._overrides)
             if len(self._by_shapes) >= MAX_SHAPES:
                 del self._by_shapes[next(iter(self._by_shapes))]
             self._by_shapes[key] = compiled
@@ -289,9 +294,8 @@ def segmented(
     pm: PluginManager,
     overrides: Mapping[str, object] | None,
     refused: MatmulError | None,
-    compile_fusion: Compile,
 ) -> SegmentedFusion | SymbolicSegments:
-    """``mp.compile`` (*compile_fusion*) of a *fusion* no kernel takes whole: *refused* says why
+    """``mp.compile`` of a *fusion* no kernel takes whole: *refused* says why
     (None: a symbolic fusion of several matmuls, segmented per call's shapes). *overrides*
     apply to every kernel; their names are checked even when there is none."""
     if refused is None:
@@ -299,14 +303,12 @@ def segmented(
     else:
         reason = " ".join(str(refused).split())
     if symbolic_dims(fusion):
-        return SymbolicSegments(
-            fusion, device, pm=pm, overrides=overrides, reason=reason, compile_fusion=compile_fusion
-        )
+        return SymbolicSegments(fusion, device, pm=pm, overrides=overrides, reason=reason)
     check_param_names(overrides or {}, source="caller")
     fusion = copy.deepcopy(fusion)  # later changes to the caller's fusion stay out
     segments = segment(fusion, pm=pm, refused=refused)
     kernels = {
-        i: compile_fusion(seg.fusion, device, pm=pm, overrides=overrides)
+        i: compile_concrete(seg.fusion, device, pm=pm, overrides=overrides)
         for i, seg in enumerate(segments)
         if seg.kind == "matmul"  # analysis takes it, so it compiles to one kernel
     }
@@ -315,3 +317,29 @@ def segmented(
         fusion.origin, len(segments), ", ".join(seg.kind for seg in segments), reason,
     )  # fmt: skip
     return SegmentedFusion(fusion, segments, kernels, reason)
+
+
+def compile_concrete(
+    fusion: Fusion,
+    device: Device,
+    *,
+    pm: PluginManager,
+    overrides: Mapping[str, object] | None,
+) -> CompiledFusion | SegmentedFusion | SymbolicSegments:
+    """``mp.compile`` of a *fusion* without symbolic extents: a ``CompiledFusion`` when one
+    kernel takes it whole, else its segments (``segmented``, which compiles each matmul segment
+    here in turn)."""
+    try:
+        analysis = analyze(fusion, pm=pm)
+    except UnsupportedFusionError as refused:
+        return segmented(fusion, device, pm=pm, overrides=overrides, refused=refused)
+    try:
+        spec = plan_problem(analysis.problem, device, pm=pm, overrides=overrides)
+    except NoSchedulerError as refused:
+        problem = analysis.problem
+        prologue = problem.a_prologue_ops or problem.b_prologue_ops
+        if problem.num_patterns == 1 and not prologue:
+            raise
+        # several matmuls, or a prologue computed in a segment of its own
+        return segmented(fusion, device, pm=pm, overrides=overrides, refused=refused)
+    return compile_planned(analysis, spec, pm=pm, overrides=overrides)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.errors import LaunchError, UsageError
@@ -15,14 +15,15 @@ from mmaplug.ir.fusion import Fusion, TensorView
 from mmaplug.ir.symbolic import Binding, concretize, shape_of, symbolic_dims
 from mmaplug.planning.plan import plan_problem
 from mmaplug.runtime import dump as kernel_dump
+from mmaplug.runtime.kernels import KernelPool, compile_planned
 
 if TYPE_CHECKING:
-    from mmaplug.analysis.bindings import MatmulAnalysis
     from mmaplug.analysis.problem import MatmulProblem
     from mmaplug.planning.choices import KernelSpec
     from mmaplug.planning.device import Device
     from mmaplug.planning.manager import PluginManager
     from mmaplug.planning.params import MatmulParams
+    from mmaplug.runtime.compiled_fusion import CompiledFusion
 
 #: Input shapes (and shape classes) remembered per fusion; the oldest goes first beyond this.
 MAX_SHAPES: Final = 1024
@@ -31,70 +32,6 @@ PROBE_EXTENT: Final = 64
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
-_A = TypeVar("_A")
-
-
-class Compiled(Protocol):
-    """What a SymbolicFusion keeps per shape class: ``mmaplug.runtime.compile.CompiledFusion``."""
-
-    spec: KernelSpec
-
-    @property
-    def params(self) -> MatmulParams: ...
-    @property
-    def provenance(self) -> Any: ...
-    @property
-    def kernel_name(self) -> str: ...
-    @property
-    def ptx(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    def explain(self) -> str: ...
-    def dump(self, directory: str | Path | None, kinds: Sequence[str]) -> list[Path]: ...
-    def execute(self, inputs: Sequence[object], stream: object = None) -> list[object]: ...
-
-
-#: Makes the Compiled of an analysis planned as a spec, its kernel from a pool (compile.py).
-Specializer = Callable[["MatmulAnalysis", "KernelSpec", "KernelPool"], Compiled]
-
-
-def kernel_key(spec: KernelSpec, analysis: MatmulAnalysis) -> tuple[Hashable, ...]:
-    """What a built kernel depends on: scheduler, device, params, the problem but for its
-    extents, the epilogue program and the operand prologues. Two plans with one key share one
-    kernel."""
-    return (
-        spec.scheduler,
-        spec.device,
-        spec.params,
-        spec.problem.without_extents(),
-        analysis.epilogue,
-        analysis.prologue_a,
-        analysis.prologue_b,
-    )
-
-
-class KernelPool:
-    """The kernels of one compiled fusion, each built once per ``kernel_key``."""
-
-    def __init__(self) -> None:
-        self._artifacts: dict[tuple[Hashable, ...], Any] = {}
-        self._lock = threading.Lock()
-
-    @property
-    def builds(self) -> int:
-        """How many kernels were built (calls of ``mmaplug_build_kernel`` that answered)."""
-        return len(self._artifacts)
-
-    def get(
-        self, spec: KernelSpec, analysis: MatmulAnalysis, build: Callable[[KernelSpec], _A]
-    ) -> _A:
-        """The kernel for *spec*: one built before with its key, else ``build(spec)``."""
-        key = kernel_key(spec, analysis)
-        with self._lock:
-            artifact: _A | None = self._artifacts.get(key)
-            if artifact is None:
-                artifact = self._artifacts[key] = build(spec)
-        return artifact
 
 
 def _remember(table: dict[_K, _V], key: _K, value: _V) -> _V:
@@ -127,18 +64,16 @@ class SymbolicFusion:
         *,
         pm: PluginManager,
         overrides: Mapping[str, object] | None,
-        specialize: Specializer,
     ) -> None:
         self.fusion = copy.deepcopy(fusion)  # later changes to the caller's fusion stay out
         self.device = device
         self._pm = pm
         self._overrides = overrides
-        self._compiled = specialize
         self._kernels = KernelPool()
-        self._by_shapes: dict[tuple[Any, ...], Compiled] = {}
+        self._by_shapes: dict[tuple[Any, ...], CompiledFusion] = {}
         self._plans: dict[MatmulProblem, KernelSpec] = {}
         self._lock = threading.RLock()
-        self._latest: Compiled | None = None
+        self._latest: CompiledFusion | None = None
         inputs = self.fusion.inputs
         self._tensors = tuple(i for i, v in enumerate(inputs) if isinstance(v, TensorView))
         self._symbolic = ", ".join(f"{tv.name} dim {i}" for tv, i in symbolic_dims(self.fusion))
@@ -178,7 +113,7 @@ class SymbolicFusion:
         self._latest = compiled
         return compiled.execute(inputs, stream)
 
-    def specialize(self, shapes: Sequence[object]) -> Compiled:
+    def specialize(self, shapes: Sequence[object]) -> CompiledFusion:
         """The compiled fusion of the shape class *shapes* fall in, planned (and its kernel
         built) if it was not yet; no GPU needed.
 
@@ -195,7 +130,7 @@ class SymbolicFusion:
         self._latest = compiled
         return compiled
 
-    def _specialize(self, key: tuple[Any, ...]) -> Compiled:
+    def _specialize(self, key: tuple[Any, ...]) -> CompiledFusion:
         with self._lock:
             hit = self._by_shapes.get(key)
             if hit is not None:
@@ -216,7 +151,10 @@ class SymbolicFusion:
                     shape_class=problem.shape_class,
                 )
                 _remember(self._plans, problem, spec)
-            return _remember(self._by_shapes, key, self._compiled(analysis, spec, self._kernels))
+            built = compile_planned(
+                analysis, spec, pm=self._pm, overrides=self._overrides, kernels=self._kernels
+            )
+            return _remember(self._by_shapes, key, built)
 
     # -- what the latest call ran ------------------------------------------------------------
     @property
@@ -225,7 +163,7 @@ class SymbolicFusion:
         return self._kernels.builds
 
     @property
-    def latest(self) -> Compiled:
+    def latest(self) -> CompiledFusion:
         """The compiled fusion of the latest call's shape class."""
         if self._latest is None:
             raise UsageError(

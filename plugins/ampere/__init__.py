@@ -6,13 +6,17 @@ its space and rules (``limits``), its resource model (``resources``), its adjust
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mmaplug.markers import hookimpl
 from mmaplug.planning.scheduler import Scheduler
 
 from .scheduler import SCHEDULER
 
+__all__ = ["SCHEDULER", "mmaplug_schedulers"]
+
 
 @hookimpl
-def mmaplug_schedulers() -> list[Scheduler]:
+def mmaplug_schedulers() -> Sequence[Scheduler]:
     """The ampere scheduler."""
     return [SCHEDULER]

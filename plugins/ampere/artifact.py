@@ -9,14 +9,15 @@ import attrs
 
 from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
+from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import KernelJob, kernel_binary
 from mmaplug.cuda.modules import require_numba
+from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
-from mmaplug.runtime.compile import LaunchArgs
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
-from .kernel import AmpereKernelConfig, build, compile_ptx, generate_source
+from .kernel import KERNELS, AmpereKernelConfig, build, compile_ptx
 from .launch import kernel_jobs, run_gemm
 from .limits import operand_vectors
 
@@ -29,21 +30,11 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> AmpereKernelCon
     ``spec.params`` are planned ones: the scheduler's adjustments applied (stages >= 2).
     """
     require_numba()  # a plan-only install stops here, with the extra to install
-    params, problem = spec.params, spec.problem
-    vec_a, vec_b = operand_vectors(params, problem)
+    vec_a, vec_b = operand_vectors(spec.params, spec.problem)
     return AmpereKernelConfig(
-        operand_dtype=problem.operand_dtype,
-        a_k_inner=problem.a_k_inner,
-        b_k_inner=problem.b_k_inner,
-        cta_tile=params.cta_tile.as_tuple(),
-        warp_tile=params.warp_tile.as_tuple(),
-        stages=params.stages,
-        splitk=params.splitk_factor,
-        cta_order=params.cta_order.value,
-        grid_swizzle=params.grid_swizzle_factor,
+        **spec_fields(spec, analysis),
         vec_a=vec_a,
         vec_b=vec_b,
-        epilogue=analysis.epilogue,
         prologue_a=analysis.prologue_a,
         prologue_b=analysis.prologue_b,
     )
@@ -93,7 +84,7 @@ class AmpereArtifact:
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
-        return generate_source(self.config, sim=False)
+        return KERNELS.source(self.config)
 
     def kernel_jobs(self) -> list[KernelJob]:
         """The kernels launches of the planned config load (aligned operands), as jobs for

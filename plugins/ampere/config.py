@@ -8,11 +8,11 @@ import attrs
 
 from mmaplug.analysis.epilogue import EpilogueProgram, Prologue
 from mmaplug.codegen.emitter import cast_epilogue, epilogue_params, tile3
+from mmaplug.codegen.grid import grid_problems
+from mmaplug.codegen.kernel_config import config_label
 from mmaplug.ir.dtypes import DType
 
-from .resources import cta_threads, smem_bytes
-
-CTA_ORDERS: Final = ("row_major", "column_major")
+from .resources import EPILOGUE_PAD, cta_threads, smem_bytes
 
 VECTOR_WIDTHS: Final = (8, 4, 2, 1)
 
@@ -63,16 +63,13 @@ class AmpereKernelConfig:
             problems.append(f"stages must be >= 2, got {self.stages}")
         if self.splitk < 1:
             problems.append(f"splitk must be >= 1, got {self.splitk}")
-        if self.cta_order not in CTA_ORDERS:
-            problems.append(f"cta_order must be one of {CTA_ORDERS}, got {self.cta_order!r}")
+        problems += grid_problems(self.cta_order, self.grid_swizzle)
         for side, pro in (("a", self.prologue_a), ("b", self.prologue_b)):
             if pro and (pro.dtype is not self.operand_dtype or not pro.source.is_half):
                 problems.append(
                     f"prologue_{side} must read float16/bfloat16 and give operand_dtype "
                     f"{self.operand_dtype}, got {pro.source} -> {pro.dtype}"
                 )
-        if self.grid_swizzle < 1:
-            problems.append(f"grid_swizzle must be >= 1, got {self.grid_swizzle}")
         if not problems and self.threads > 1024:
             problems.append(f"{self.threads} threads per CTA is more than 1024")
         if problems:
@@ -94,6 +91,12 @@ class AmpereKernelConfig:
         return smem_bytes(self.cta_tile, self.stages, self.operand_dtype.itemsize)
 
     @property
+    def epilogue_stride(self) -> int:
+        """Row stride (floats) of the staged accumulator tile: ``EPILOGUE_PAD`` floats of padding
+        against bank conflicts."""
+        return self.cta_tile[1] + EPILOGUE_PAD
+
+    @property
     def kernel_name(self) -> str:
         """The kernel's one name (``ampere_<name>``): logs, dumps, the tuning database, the
         generated module and so the PTX ``.entry``, ``ampere_gemm`` inside it."""
@@ -101,13 +104,9 @@ class AmpereKernelConfig:
 
     @property
     def name(self) -> str:
-        """A short readable id: dtype, layout, tiles, stages, split-K."""
-        bm, bn, bk = self.cta_tile
-        wm, wn, _ = self.warp_tile
-        lay = ("k" if self.a_k_inner else "m") + ("k" if self.b_k_inner else "n")
+        """A short readable id: ``config_label``, vectors, prologues."""
         return (
-            f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
-            f"_sk{self.splitk}_v{self.vec_a}{self.vec_b}"
+            f"{config_label(self)}_v{self.vec_a}{self.vec_b}"
             + ("_pa" if self.prologue_a else "")
             + ("_pb" if self.prologue_b else "")
         )

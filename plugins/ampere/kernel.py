@@ -55,27 +55,30 @@ loaded once per thread. Otherwise a loop over single elements. With ``splitk > 1
 kernel stores float32 partial sums to a ``[splitk, batch, M, N]`` workspace and a second kernel
 sums the partials in a fixed order and applies the epilogue exactly once.
 
-Modules: ``config`` (what a kernel is specialised on, its parameter list), ``mainloop_codegen``
-(steps 1-4), ``epilogue_codegen`` (the epilogue and the split-K reduce kernel); this one puts the
-source together, compiles it and caches the result.
+Modules: ``config`` (what a kernel is specialised on, its parameter list), ``copy_codegen``
+(steps 1-2), ``prologue_codegen`` (operand prologues on a landed stage), ``mainloop_codegen``
+(steps 3-4, the CTA's tile from ``mmaplug.codegen.grid``, the epilogue); the split-K reduce
+kernel is ``mmaplug.codegen.emitter``'s. This one puts the source together and loads it
+through ``mmaplug.cuda.modules.KernelFamily``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from mmaplug.codegen.emitter import REDUCE_THREADS, Emitter, emit_splitk_reduce, is16
+from mmaplug.codegen.emitter import REDUCE_THREADS, Emitter, emit_splitk_reduce
+from mmaplug.codegen.grid import CTA_ORDERS
 from mmaplug.cuda.launching import simulating
-from mmaplug.cuda.modules import GeneratedKernels, load_generated
-from mmaplug.ir.dtypes import DType
+from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types, reduce_signature
 
-from .config import CTA_ORDERS, GRID_PARAMS, SHAPE_PARAMS, VECTOR_WIDTHS, AmpereKernelConfig
+from .config import GRID_PARAMS, SHAPE_PARAMS, VECTOR_WIDTHS, AmpereKernelConfig
 from .mainloop_codegen import emit_main_kernel
 
 __all__ = [
     "CTA_ORDERS",
     "REDUCE_THREADS",
     "VECTOR_WIDTHS",
+    "KERNELS",
     "AmpereKernelConfig",
     "build",
     "compile_ptx",
@@ -115,49 +118,40 @@ def generate_source(config: AmpereKernelConfig, *, sim: bool | None = None) -> s
     return em.text()
 
 
-def _array_type(dtype: DType) -> Any:
-    from numba import types
-
-    return types.Array(types.uint16 if is16(dtype) else types.float32, 1, "C")
-
-
 def kernel_signatures(config: AmpereKernelConfig) -> dict[str, Any]:
     """Numba signatures of ``ampere_gemm`` (and ``ampere_splitk_reduce`` with split-K)."""
     from numba import types
 
     u16 = types.Array(types.uint16, 1, "C")
     f32a = types.Array(types.float32, 1, "C")
-    prog = config.epilogue
-    ins = [_array_type(i.dtype) for i in prog.inputs]
-    outs = [_array_type(o.dtype) for o in prog.outputs]
-    scal = [types.float32] * len(prog.scalars)
+    ins, outs, scal, in_strides, out_strides = epilogue_types(config.epilogue)
     i64 = types.int64
-    in_strides = [i64] * (3 * len(prog.inputs))
-    out_strides = [i64] * (2 * len(prog.outputs))
     if config.splitk > 1:
         pro_scal = scal if config.prologue_scalars else []
         main = [u16, u16, f32a, *pro_scal] + [i64] * (len(SHAPE_PARAMS) + len(GRID_PARAMS))
-        red = [f32a, *ins, *outs, *scal, i64, i64, i64, *in_strides, *out_strides]
-        return {"ampere_gemm": types.void(*main), "ampere_splitk_reduce": types.void(*red)}
+        return {
+            "ampere_gemm": types.void(*main),
+            "ampere_splitk_reduce": reduce_signature(config.epilogue),
+        }
     main = [u16, u16, *ins, *outs, *scal, *[i64] * len(SHAPE_PARAMS), *in_strides, *out_strides]
     main += [i64] * len(GRID_PARAMS)
     return {"ampere_gemm": types.void(*main)}
 
 
+#: How the kernels of a config are loaded, built and compiled (shared with hopper).
+KERNELS: Final = KernelFamily("ampere", generate_source, kernel_signatures)
+
+
 def load_module(config: AmpereKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
-    """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
-    return load_generated(config.kernel_name, generate_source(config, sim=sim))
+    """Exec the generated source from memory (``KernelFamily.load``)."""
+    return KERNELS.load(config, sim=sim)
 
 
 def compile_ptx(
     config: AmpereKernelConfig, cc: tuple[int, ...] = (8, 0), kernel: str = "ampere_gemm"
 ) -> str:
     """PTX of one generated kernel for compute capability *cc* (no GPU needed)."""
-    from mmaplug.cuda.pipeline import ptx
-
-    ns = load_module(config, sim=False)
-    threads = config.threads if kernel == "ampere_gemm" else REDUCE_THREADS
-    return ptx(ns[kernel], kernel_signatures(config)[kernel], cc, threads)
+    return KERNELS.ptx(config, kernel, cc)
 
 
 _BUILD_CACHE: dict[AmpereKernelConfig, GeneratedKernels] = {}
@@ -165,17 +159,4 @@ _BUILD_CACHE: dict[AmpereKernelConfig, GeneratedKernels] = {}
 
 def build(config: AmpereKernelConfig) -> GeneratedKernels:
     """Compiled (lazily, on first launch) kernels for *config*, cached by config."""
-    hit = _BUILD_CACHE.get(config)
-    if hit is not None:
-        return hit
-    ns = load_module(config)
-    kernels = GeneratedKernels(
-        config=config,
-        gemm=ns["ampere_gemm"],
-        reduce=ns.get("ampere_splitk_reduce"),
-        source=ns["__source__"],
-        signatures=kernel_signatures(config),
-        module=config.kernel_name,
-    )
-    _BUILD_CACHE[config] = kernels
-    return kernels
+    return KERNELS.build(config, _BUILD_CACHE)

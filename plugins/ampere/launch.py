@@ -15,20 +15,14 @@ elements, a stride of 0 meaning "does not vary along that axis"):
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda.launching import (
-    KernelJob,
-    generated_kernel,
-    generated_kernel_jobs,
-    launch_checked,
-)
+from mmaplug.cuda.launching import KernelJob, launch_checked
 
-from .kernel import REDUCE_THREADS, AmpereKernelConfig, build, generate_source
+from .kernel import KERNELS, REDUCE_THREADS, AmpereKernelConfig, build
 
 
 def grid_for(config: AmpereKernelConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
@@ -44,21 +38,14 @@ def k_per_split(config: AmpereKernelConfig, k: int) -> int:
     return max(1, -(-k_tiles // config.splitk)) * bk
 
 
-@functools.cache
-def _source(config: AmpereKernelConfig) -> str:
-    return generate_source(config, sim=False)
-
-
 def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
-    """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
-    return generated_kernel(
-        config.kernel_name, _source(config), lambda: build(config), name, smem, slots
-    )
+    """Kernel *name* of *config* as a driver ``CUkernel`` (``KernelFamily.loaded``)."""
+    return KERNELS.loaded(config, build, name, smem, slots)
 
 
 def kernel_jobs(config: AmpereKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
     """The kernels of *config* that :func:`loaded` will load, as jobs building them for *cc*."""
-    return generated_kernel_jobs("ampere", config, _source(config), build, cc)
+    return KERNELS.jobs(config, build, cc)
 
 
 def _workspace(size: int) -> Any:

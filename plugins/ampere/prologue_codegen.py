@@ -28,7 +28,7 @@ _RENAME = re.compile(r"\b(x\d+|v)\b")  # instr_expr's names of SSA values and of
 
 
 class Geometry(Protocol):
-    """What the stage rewrite needs of mainloop_codegen's operand geometry."""
+    """What the stage rewrite needs of an operand's geometry (``copy_codegen.Operand``)."""
 
     name: str
     k_inner: bool

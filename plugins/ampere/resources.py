@@ -27,7 +27,7 @@ __all__ = [
 
 WARP_THREADS: Final = 32
 MIN_BUILT_STAGES: Final = 2  # the cp.async ring always has two buffers (see adjustments)
-EPILOGUE_PAD: Final = 8  # floats of padding per staged accumulator row (epilogue_codegen)
+EPILOGUE_PAD: Final = 8  # floats of padding per staged accumulator row (epilogue_stride)
 _ACCUMULATOR_BYTES: Final = 4  # the staged epilogue tile is float32
 
 

@@ -14,6 +14,7 @@ from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.codegen.emitter import REDUCE_THREADS
+from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import require_unit_stride
 from mmaplug.cuda.launching import (
     BoundKernels,
@@ -26,13 +27,12 @@ from mmaplug.cuda.launching import (
 )
 from mmaplug.cuda.modules import require_numba
 from mmaplug.errors import DeclinedLaunchError
+from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 from mmaplug.planning.params import MatmulParams, TilingStrategy
-from mmaplug.runtime.compile import LaunchArgs
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
-from .kernel import SM90A, build, compile_ptx, kernel_jobs, loaded
-from .kernel_codegen import generate_source
+from .kernel import KERNELS, SM90A, build, compile_ptx, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
 
@@ -45,21 +45,12 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
     require_numba()  # a plan-only install stops here, with the extra to install
     params, problem = spec.params, spec.problem
     return HopperKernelConfig(
-        operand_dtype=problem.operand_dtype,
-        a_k_inner=problem.a_k_inner,
-        b_k_inner=problem.b_k_inner,
-        cta_tile=params.cta_tile.as_tuple(),
-        warp_tile=params.warp_tile.as_tuple(),
-        stages=params.stages,
-        splitk=params.splitk_factor,
-        cta_order=params.cta_order.value,
-        grid_swizzle=params.grid_swizzle_factor,
+        **spec_fields(spec, analysis),
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         cluster_m=params.cluster_dims[0],
         horizontal=problem.horizontal,
-        epilogue=analysis.epilogue,
     )
 
 
@@ -143,7 +134,7 @@ class HopperArtifact:
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
-        return generate_source(self.config, sim=False)
+        return KERNELS.source(self.config)
 
     def kernel_jobs(self) -> list[KernelJob]:
         """The kernels launches of the planned config load, as jobs for ``mp.prebuild``."""

@@ -8,6 +8,8 @@ import attrs
 
 from mmaplug.analysis.epilogue import EpilogueProgram
 from mmaplug.codegen.emitter import cast_epilogue, epilogue_params, tile3
+from mmaplug.codegen.grid import grid_problems
+from mmaplug.codegen.kernel_config import config_label
 from mmaplug.ir.dtypes import DType
 
 WARPGROUP: Final = 128
@@ -34,7 +36,6 @@ STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma frag
 # beside a residual) spill at 232, so 240 unless the producer needs more: a CTA pair's
 # producer (multicast boxes, remote releases) spilled 164 bytes at 24 and fits 40.
 REGISTER_SPLITS: Final = {False: (24, 240), True: (40, 232)}  # keyed by "in CTA pairs"
-CTA_ORDERS: Final = ("row_major", "column_major")
 
 # int64 parameters of the main kernel, in order
 SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_batched", "b_batched")
@@ -154,13 +155,9 @@ class HopperKernelConfig:
 
     @property
     def name(self) -> str:
-        """A short readable id: dtype, layout, tiles, stages, split-K."""
-        bm, bn, bk = self.cta_tile
-        wm, wn, _ = self.warp_tile
-        lay = ("k" if self.a_k_inner else "m") + ("k" if self.b_k_inner else "n")
+        """A short readable id: ``config_label`` and the kernel's options."""
         return (
-            f"{self.operand_dtype.label}_{lay}_{bm}x{bn}x{bk}_w{wm}x{wn}_s{self.stages}"
-            f"_sk{self.splitk}{'_se' if self.smem_epilogue else ''}"
+            f"{config_label(self)}{'_se' if self.smem_epilogue else ''}"
             f"{'_ps' if self.packed_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
@@ -298,10 +295,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
         )
     if cfg.splitk < 1:
         problems.append(f"splitk must be >= 1, got {cfg.splitk}")
-    if cfg.cta_order not in CTA_ORDERS:
-        problems.append(f"cta_order must be one of {CTA_ORDERS}, got {cfg.cta_order!r}")
-    if cfg.grid_swizzle < 1:
-        problems.append(f"grid_swizzle must be >= 1, got {cfg.grid_swizzle}")
+    problems += grid_problems(cfg.cta_order, cfg.grid_swizzle)
     if cfg.packed_stores and not (cfg.smem_epilogue and cfg.packed_buffers):
         problems.append(
             "packed_stores needs smem_epilogue and outputs whose chunk rows fit the staging "

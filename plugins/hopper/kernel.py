@@ -23,17 +23,23 @@ is one output tile of one batch and one K split):
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final
 
-from mmaplug.codegen.emitter import REDUCE_THREADS, is16
-from mmaplug.cuda.launching import KernelJob, generated_kernel, generated_kernel_jobs, simulating
-from mmaplug.cuda.modules import GeneratedKernels, load_generated
+from mmaplug.cuda.launching import KernelJob
+from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types, reduce_signature
 
 from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
 from .kernel_codegen import generate_source
 
-__all__ = ["build", "compile_ptx", "kernel_jobs", "kernel_signatures", "load_module", "loaded"]
+__all__ = [
+    "KERNELS",
+    "build",
+    "compile_ptx",
+    "kernel_jobs",
+    "kernel_signatures",
+    "load_module",
+    "loaded",
+]
 
 SM90A: Final = (9, 0, "a")
 
@@ -42,42 +48,37 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
     """Numba signatures of ``hopper_gemm`` (and ``hopper_splitk_reduce`` with split-K)."""
     from numba import types
 
-    def array(dtype: Any) -> Any:
-        return types.Array(types.uint16 if is16(dtype) else types.float32, 1, "C")
-
     u64a = types.Array(types.uint64, 1, "C")
     f32a = types.Array(types.float32, 1, "C")
-    prog = config.epilogue
-    ins = [array(i.dtype) for i in prog.inputs]
-    outs = [array(o.dtype) for o in prog.outputs]
-    scal = [types.float32] * len(prog.scalars)
+    ins, outs, scal, in_strides, out_strides = epilogue_types(config.epilogue)
     i64 = types.int64
-    in_strides = [i64] * (3 * len(prog.inputs))
-    out_strides = [i64] * (2 * len(prog.outputs))
     shape, grid = [i64] * len(SHAPE_PARAMS), [i64] * len(GRID_PARAMS)
     if config.splitk > 1:
-        red = [f32a, *ins, *outs, *scal, i64, i64, i64, *in_strides, *out_strides]
         return {
             "hopper_gemm": types.void(u64a, f32a, *shape, *grid),
-            "hopper_splitk_reduce": types.void(*red),
+            "hopper_splitk_reduce": reduce_signature(config.epilogue),
         }
     main = [u64a, *ins, *outs, *scal, *shape, *in_strides, *out_strides, *grid]
     return {"hopper_gemm": types.void(*main)}
 
 
+def _generate(config: HopperKernelConfig, *, sim: bool) -> str:
+    # generate_source looked up per call: scripts/hopper_probe.py swaps it
+    return generate_source(config, sim=sim)
+
+
+#: How the kernels of a config are loaded, built and compiled (shared with ampere).
+KERNELS: Final = KernelFamily("hopper", _generate, kernel_signatures)
+
+
 def load_module(config: HopperKernelConfig, *, sim: bool | None = None) -> dict[str, Any]:
-    """Exec the generated source from memory (see ``mmaplug.cuda.modules.load_generated``)."""
-    sim = simulating() if sim is None else sim
-    return load_generated(config.kernel_name, generate_source(config, sim=sim))
+    """Exec the generated source from memory (``KernelFamily.load``)."""
+    return KERNELS.load(config, sim=sim)
 
 
 def compile_ptx(config: HopperKernelConfig, kernel: str = "hopper_gemm") -> str:
     """PTX of one generated kernel for sm_90a (no GPU needed)."""
-    from mmaplug.cuda.pipeline import ptx
-
-    ns = load_module(config, sim=False)
-    threads = config.threads if kernel == "hopper_gemm" else REDUCE_THREADS
-    return ptx(ns[kernel], kernel_signatures(config)[kernel], SM90A, threads)
+    return KERNELS.ptx(config, kernel, SM90A)
 
 
 _BUILD_CACHE: dict[HopperKernelConfig, GeneratedKernels] = {}
@@ -85,34 +86,14 @@ _BUILD_CACHE: dict[HopperKernelConfig, GeneratedKernels] = {}
 
 def build(config: HopperKernelConfig) -> GeneratedKernels:
     """Kernels for *config* (compiled lazily on first launch), cached by config."""
-    hit = _BUILD_CACHE.get(config)
-    if hit is not None:
-        return hit
-    ns = load_module(config)
-    kernels = GeneratedKernels(
-        config=config,
-        gemm=ns["hopper_gemm"],
-        reduce=ns.get("hopper_splitk_reduce"),
-        source=ns["__source__"],
-        signatures=kernel_signatures(config),
-        module=config.kernel_name,
-    )
-    _BUILD_CACHE[config] = kernels
-    return kernels
-
-
-@functools.cache
-def _source(config: HopperKernelConfig) -> str:
-    return generate_source(config, sim=False)
+    return KERNELS.build(config, _BUILD_CACHE)
 
 
 def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
-    """Kernel *name* of *config* as a driver ``CUkernel`` (see ``generated_kernel``)."""
-    return generated_kernel(
-        config.kernel_name, _source(config), lambda: build(config), name, smem, slots
-    )
+    """Kernel *name* of *config* as a driver ``CUkernel`` (``KernelFamily.loaded``)."""
+    return KERNELS.loaded(config, build, name, smem, slots)
 
 
 def kernel_jobs(config: HopperKernelConfig) -> list[KernelJob]:
     """The kernels of *config* that :func:`loaded` will load, as jobs building them (sm_90a)."""
-    return generated_kernel_jobs("hopper", config, _source(config), build, SM90A[:2])
+    return KERNELS.jobs(config, build, (9, 0))

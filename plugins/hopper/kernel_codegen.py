@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen.emitter import (
-    Emitter,
-    emit_splitk_reduce,
-    jit_options,
-)
+from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, jit_options
+from mmaplug.codegen.grid import emit_tile_decode, emit_unsigned_divisors
 from mmaplug.ir.dtypes import DType
 
 from .config import (
@@ -161,40 +158,22 @@ def _emit_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
 
 
 def _emit_grid_constants(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """The decode's divisors as uint32 (units < 2**31): unsigned 32-bit divisions are a third
-    of the code of Python's floored int64 ones (sign fix-ups, the INT64_MIN / -1 case)."""
-    major, minor = _major_minor(cfg)
+    """The decode's divisors as uint32, once per CTA: the units' tile count and the tile
+    order's (``mmaplug.codegen.grid.emit_unsigned_divisors``)."""
     em("tiles32 = uint32(tiles)")
-    em(f"major32 = uint32({major})")
-    em(f"minor32 = uint32({minor})")
-    em(f"group32 = uint32(uint32({cfg.grid_swizzle}) * minor32)")
-
-
-def _major_minor(cfg: HopperKernelConfig) -> tuple[str, str]:
-    """The tile counts along the grid's major and minor orders."""
-    return ("tiles_m", "tiles_n") if cfg.cta_order == "row_major" else ("tiles_n", "tiles_m")
+    emit_unsigned_divisors(em, cfg.cta_order, cfg.grid_swizzle)
 
 
 def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """Work unit ``u`` -> batch ``bt`` and tile origin ``m0``, ``n0``: groups of
-    ``grid_swizzle`` tiles along the major order walk the minor one (a consumer decodes them
+    """Work unit ``u`` -> batch ``bt`` and tile origin ``m0``, ``n0`` (a consumer decodes them
     while its first wgmmas run)."""
     bm = cfg.cta_tile[0]
-    g = cfg.grid_swizzle
-    # every intermediate is cast back to uint32 (Numba widens uint32 arithmetic to uint64):
-    # NVVM then divides in 32 bits
+    # uint32 arithmetic, cast back at every step as in the tile decode (units < 2**31)
     em("tile = uint32(uint32(u) % tiles32)")
     em(f"bt = int64(uint32(u) // tiles32 // uint32({cfg.splitk}))")
-    if g == 1:
-        em("t_major = uint32(tile // minor32)")
-        em("t_minor = uint32(tile % minor32)")
-    else:
-        em(f"first = uint32(tile // group32 * uint32({g}))")
-        em(f"gsz = uint32(min(major32 - first, uint32({g})))")
-        em("within = uint32(tile % group32)")
-        em("t_major = uint32(first + within % gsz)")
-        em("t_minor = uint32(within // gsz)")
-    tm, tn = ("t_major", "t_minor") if cfg.cta_order == "row_major" else ("t_minor", "t_major")
+    tm, tn = emit_tile_decode(
+        em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
+    )
     if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
         em(f"m0 = (int64({tm}) * {cfg.cluster_m} + rank) * {bm}")
     else:

@@ -38,7 +38,7 @@ def test_every_row_is_checked_then_timed_per_call_and_as_replays() -> None:
 
 def test_a_wrong_kernel_is_reported_and_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     """A kernel whose output is off (here: its result scaled after the fact) gets no time."""
-    from mmaplug.runtime.compile import CompiledFusion
+    from mmaplug.runtime.compiled_fusion import CompiledFusion
 
     execute = CompiledFusion.execute
 

@@ -45,7 +45,7 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
     from mmaplug.cuda import driver, streams
     from mmaplug.plugins.hopper import maps
 
-    compile_module = sys.modules["mmaplug.runtime.compile"]
+    compile_module = sys.modules["mmaplug.runtime.compiled_fusion"]
     driver.ensure_context = lambda: 0
     driver.device_attributes = lambda ordinal=None: {
         "name": f"fake {preset.name}",

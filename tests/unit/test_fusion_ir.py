@@ -5,17 +5,16 @@ from __future__ import annotations
 import pytest
 
 import mmaplug as mp
-from mmaplug.ir.fusion import (
+from mmaplug.ir.fusion import IterType, Scalar
+from mmaplug.ir.ops import (
     BinaryOp,
     BroadcastOp,
     CastOp,
-    IterType,
     LinearOp,
     MatmulOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
-    Scalar,
     SetOp,
     SqueezeOp,
     UnaryOp,

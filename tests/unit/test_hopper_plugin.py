@@ -192,9 +192,9 @@ def test_packed_misfits_names_unaligned_output_rows(pm) -> None:
     the staged twin of its config; aligned rows give none."""
     from mmaplug.analysis.patterns import DimRole
     from mmaplug.cuda.kernel_views import DeviceTensor
+    from mmaplug.planning.artifact import LaunchArgs
     from mmaplug.plugins.hopper.artifact import packed_misfits
     from mmaplug.plugins.hopper.config import HopperKernelConfig
-    from mmaplug.runtime.compile import LaunchArgs
 
     def tensor(address: int, sm: int, sb: int) -> DeviceTensor:
         strides = {DimRole.BATCH: sb, DimRole.M: sm, DimRole.N: 1, DimRole.K: 0}

@@ -291,8 +291,8 @@ def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPa
     address lands in its pointer slot."""
     pytest.importorskip("numba")
     from mmaplug.cuda.kernel_views import adapt
+    from mmaplug.planning.artifact import LaunchArgs
     from mmaplug.plugins.hopper import artifact, maps
-    from mmaplug.runtime.compile import LaunchArgs
 
     class Cai:  # a device tensor as far as adapt reads one: its CUDA array interface
         def __init__(self, shape: tuple, address: int) -> None:

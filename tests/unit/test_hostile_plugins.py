@@ -28,7 +28,8 @@ from mmaplug.errors import (
     UnknownParamError,
     UsageError,
 )
-from mmaplug.ir.fusion import Expr, IterDomain, IterType, LinearOp
+from mmaplug.ir.fusion import Expr, IterDomain, IterType
+from mmaplug.ir.ops import LinearOp
 from mmaplug.planning.choices import Adjustment
 from mmaplug.planning.manager import make_plugin_manager, reset_plugin_manager
 from mmaplug.planning.params import MatmulParams, Violation

@@ -8,7 +8,8 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis.patterns import MatmulPattern
 from mmaplug.analysis.translate import translate_as
-from mmaplug.ir.fusion import Expr, IterDomain, IterType, LinearOp, MmaOp
+from mmaplug.ir.fusion import Expr, IterDomain, IterType
+from mmaplug.ir.ops import LinearOp, MmaOp
 from mmaplug.testing import registered
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.analysis.patterns import DimRole, TensorRole
-from mmaplug.ir.fusion import BroadcastOp, CastOp, MmaOp, PermuteOp, ReductionOp
+from mmaplug.ir.ops import BroadcastOp, CastOp, MmaOp, PermuteOp, ReductionOp
 
 H, T, S = mp.float16, mp.bfloat16, mp.float32
 NP = {H: np.float16, T: ml_dtypes.bfloat16, S: np.float32}

@@ -17,7 +17,7 @@ from mmaplug.planning.choices import Rejection
 from mmaplug.planning.plan import plan_problem
 from mmaplug.plugins.ampere import bound
 from mmaplug.plugins.ampere.config import AmpereKernelConfig, kernel_params
-from mmaplug.runtime.specialize import kernel_key
+from mmaplug.runtime.kernels import kernel_key
 
 H, T, S = mp.float16, mp.bfloat16, mp.float32
 M, N, K = 64, 48, 32

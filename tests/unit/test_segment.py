@@ -11,7 +11,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.analysis.matmul_analysis import analyze
-from mmaplug.runtime.compile import CompiledFusion
+from mmaplug.runtime.compiled_fusion import CompiledFusion
 from mmaplug.runtime.segmentation import Segment, evaluate_segments, explain_segments, segment
 from mmaplug.runtime.segmented_fusion import SegmentedFusion, SymbolicSegments
 

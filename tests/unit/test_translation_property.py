@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mmaplug as mp
-from mmaplug.ir.fusion import MmaOp
+from mmaplug.ir.ops import MmaOp
 
 H, T, S = mp.float16, mp.bfloat16, mp.float32
 NP = {H: np.float16, T: ml_dtypes.bfloat16, S: np.float32}
