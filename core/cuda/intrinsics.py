@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any, Final
 
-from llvmlite import ir
-from numba.cuda import cgutils, types
-from numba.cuda.core import config
-from numba.cuda.core.errors import NumbaTypeError, RequireLiteralValue
-from numba.cuda.extending import intrinsic
+from numba.cuda import types
+
+from mmaplug.cuda import sm80_factories as F
+from mmaplug.cuda.binding import bind
 
 # Docs references (PTX ISA):
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-ldmatrix
@@ -49,23 +48,8 @@ __all__ = [
     "st_global_v4_b32",
 ]
 
-WARP_SIZE: Final = 32
-# m, n, k of one mma.sync; 32-bit registers per lane for A, B and C/D.
-MMA_SHAPE: Final = (16, 8, 16)
-MMA_FRAGMENT_REGS: Final = {"a": 4, "b": 2, "c": 4}
-# Numba type -> inline-asm register constraint.
-CONSTRAINT_MAP: Final = {
-    types.uint16: "h",
-    types.uint32: "r",
-    types.uint64: "l",
-    types.float32: "f",
-}
-# Shared state-space pointers are 32-bit; see "Generic Addressing" in the PTX ISA.
-SHARED_ADDRSPACE: Final = 3
-GLOBAL_ADDRSPACE: Final = 1
 
-
-# --- Stubs: the public names; each is replaced by its intrinsic (or emulation) below. ----------
+# --- Stubs: the declarations; bind (at the end) makes each its intrinsic or emulation. -----------
 
 
 def smem_addr(arr, i):
@@ -208,314 +192,6 @@ def st_global_v4_b32(arr, index, w0, w1, w2, w3):
     """Generate `st.global.v4.b32 [&arr[index]], {w0, w1, w2, w3}`: 16 bytes, like v2."""
 
 
-# --- Validation (typing time) --------------------------------------------------------------------
-
-
-def validate_integer(instruction: str, name: str, ty: Any) -> None:
-    if not isinstance(ty, types.Integer):
-        raise NumbaTypeError(f"{instruction}: {name} must be an integer, got {ty}")
-
-
-def _validate_float(instruction: str, name: str, ty: Any) -> None:
-    if not isinstance(ty, types.Float):
-        raise NumbaTypeError(f"{instruction}: {name} must be a float, got {ty}")
-
-
-def _validate_array(instruction: str, name: str, ty: Any) -> None:
-    if not isinstance(ty, types.Array) or ty.ndim != 1:
-        raise NumbaTypeError(f"{instruction}: {name} must be a 1-D array, got {ty}")
-
-
-def _validate_literal_count(instruction: str, ty: Any) -> int:
-    if not isinstance(ty, types.IntegerLiteral):
-        raise RequireLiteralValue(
-            f"{instruction}: the group count must be a compile-time literal int, got {ty}; "
-            "compute it in Python and close over it"
-        )
-    if ty.literal_value < 0:
-        raise NumbaTypeError(f"{instruction}: the group count must be >= 0, got {ty.literal_value}")
-    return int(ty.literal_value)
-
-
-# --- Codegen helpers -----------------------------------------------------------------------------
-
-
-def _ir_type(ty: Any) -> ir.Type:
-    return ir.FloatType() if ty == types.float32 else ir.IntType(ty.bitwidth)
-
-
-def inline_asm(
-    builder, out: list[Any], text: str, ins: list[Any], values: list[Any], *, effect: bool
-):
-    """Call inline asm `text` with outputs of Numba types `out` and inputs `values` (of `ins`)."""
-    outs = [_ir_type(ty) for ty in out]
-    ret = ir.VoidType() if not outs else outs[0] if len(outs) == 1 else ir.LiteralStructType(outs)
-    constraints = [f"={CONSTRAINT_MAP[ty]}" for ty in out] + [CONSTRAINT_MAP[ty] for ty in ins]
-    if effect:
-        constraints.append("~{memory}")
-    fnty = ir.FunctionType(ret, [_ir_type(ty) for ty in ins])
-    asm = ir.InlineAsm(fnty, text, ",".join(constraints), side_effect=effect)
-    return builder.call(asm, values)
-
-
-def casts(context, builder, sig, args, targets) -> list[Any]:
-    return [
-        context.cast(builder, v, t, to) for v, t, to in zip(args, sig.args, targets, strict=True)
-    ]
-
-
-def _item_address(context, builder, aryty, ary, index, idxty, addrspace: int, bits: int):
-    """Integer `bits`-wide address of `ary[index]` in state space `addrspace` (cvta.to.*)."""
-    array = context.make_array(aryty)(context, builder, value=ary)
-    idx = context.cast(builder, index, idxty, types.intp)
-    ptr = cgutils.get_item_pointer(context, builder, aryty, array, [idx], wraparound=False)
-    spaced = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, addrspace=addrspace))
-    return builder.ptrtoint(spaced, ir.IntType(bits))
-
-
-def _tuple(context, builder, retty, values):
-    if not isinstance(retty, types.UniTuple):
-        return values
-    parts = [builder.extract_value(values, i) for i in range(retty.count)]
-    return context.make_tuple(builder, retty, parts)
-
-
-def implements(stub: Callable[..., Any]) -> Callable[[Callable[..., Any]], Any]:
-    """Make an intrinsic from `typer` that carries the name and docstring of `stub`."""
-
-    def wrap(typer: Callable[..., Any]) -> Any:
-        typer.__name__, typer.__qualname__, typer.__doc__ = (
-            stub.__name__,
-            stub.__name__,
-            stub.__doc__,
-        )
-        return intrinsic(typer)
-
-    return wrap
-
-
-# --- Factories, one per instruction family -------------------------------------------------------
-
-
-def _smem_addr_intrinsic(stub):
-    @implements(stub)
-    def typer(typingctx, arr, i):
-        _validate_array("smem_addr", "arr", arr)
-        validate_integer("smem_addr", "i", i)
-
-        def codegen(context, builder, sig, args):
-            aryty, idxty = sig.args
-            return _item_address(
-                context, builder, aryty, args[0], args[1], idxty, SHARED_ADDRSPACE, 32
-            )
-
-        return types.uint32(arr, i), codegen
-
-    return typer
-
-
-def _ldmatrix_intrinsic(stub, count: int, trans: bool):
-    text = f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16"
-    operands = ", ".join(f"${i}" for i in range(count))
-    asm = f"{text} {{{operands}}}, [${count}];"
-    retty = types.uint32 if count == 1 else types.UniTuple(types.uint32, count)
-
-    @implements(stub)
-    def typer(typingctx, addr):
-        validate_integer(text, "addr", addr)
-
-        def codegen(context, builder, sig, args):
-            values = casts(context, builder, sig, args, [types.uint32])
-            out = inline_asm(
-                builder, [types.uint32] * count, asm, [types.uint32], values, effect=True
-            )
-            return _tuple(context, builder, sig.return_type, out)
-
-        return retty(addr), codegen
-
-    return typer
-
-
-def _mma_intrinsic(stub, ab_type: str):
-    text = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab_type}.{ab_type}.f32"
-    regs = [MMA_FRAGMENT_REGS[k] for k in ("c", "a", "b", "c")]  # d, a, b, c operand groups
-    starts = [sum(regs[:i]) for i in range(len(regs))]
-    groups = [
-        "{" + ", ".join(f"${s + j}" for j in range(n)) + "}"
-        for s, n in zip(starts, regs, strict=True)
-    ]
-    asm = f"{text} {', '.join(groups)};"
-    ins = [types.uint32] * (regs[1] + regs[2]) + [types.float32] * regs[3]
-
-    @implements(stub)
-    def typer(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
-        for i, ty in enumerate((a0, a1, a2, a3, b0, b1)):
-            validate_integer(text, f"operand {i}", ty)
-        for i, ty in enumerate((c0, c1, c2, c3)):
-            _validate_float(text, f"c{i}", ty)
-
-        def codegen(context, builder, sig, args):
-            values = casts(context, builder, sig, args, ins)
-            out = inline_asm(builder, [types.float32] * regs[0], asm, ins, values, effect=False)
-            return _tuple(context, builder, sig.return_type, out)
-
-        sig = types.UniTuple(types.float32, regs[0])(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
-        return sig, codegen
-
-    return typer
-
-
-def _cp_async_intrinsic(stub, size: int, cache: str):
-    text = f"cp.async.{cache}.shared.global"
-    asm = f"{text} [$0], [$1], {size}, $2;"
-
-    @implements(stub)
-    def typer(typingctx, dst, src, index, src_bytes):
-        validate_integer(text, "dst", dst)
-        _validate_array(text, "src", src)
-        validate_integer(text, "index", index)
-        validate_integer(text, "src_bytes", src_bytes)
-
-        def codegen(context, builder, sig, args):
-            dstty, srcty, idxty, nty = sig.args
-            dst_v = context.cast(builder, args[0], dstty, types.uint32)
-            src_v = _item_address(
-                context, builder, srcty, args[1], args[2], idxty, GLOBAL_ADDRSPACE, 64
-            )
-            n_v = context.cast(builder, args[3], nty, types.uint32)
-            ins = [types.uint32, types.uint64, types.uint32]
-            inline_asm(builder, [], asm, ins, [dst_v, src_v, n_v], effect=True)
-            return context.get_dummy_value()
-
-        return types.void(dst, src, index, src_bytes), codegen
-
-    return typer
-
-
-def _cp_async_sync_intrinsic(stub, text: str):
-    @implements(stub)
-    def typer(typingctx):
-        def codegen(context, builder, sig, args):
-            inline_asm(builder, [], f"{text};", [], [], effect=True)
-            return context.get_dummy_value()
-
-        return types.void(), codegen
-
-    return typer
-
-
-def _cp_async_wait_group_intrinsic(stub):
-    @implements(stub)
-    def typer(typingctx, n):
-        count = _validate_literal_count("cp.async.wait_group", n)
-
-        def codegen(context, builder, sig, args):
-            inline_asm(builder, [], f"cp.async.wait_group {count};", [], [], effect=True)
-            return context.get_dummy_value()
-
-        return types.void(n), codegen
-
-    return typer
-
-
-def _global_addr_intrinsic(stub):
-    @implements(stub)
-    def typer(typingctx, arr, i):
-        _validate_array("global_addr", "arr", arr)
-        validate_integer("global_addr", "i", i)
-
-        def codegen(context, builder, sig, args):
-            aryty, idxty = sig.args
-            return _item_address(
-                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
-            )
-
-        return types.uint64(arr, i), codegen
-
-    return typer
-
-
-def _ld_shared_v_intrinsic(stub, count: int, ty: Any):
-    text = f"ld.shared.v{count}.{'f' if ty == types.float32 else 'b'}32"
-    asm = f"{text} {{{', '.join(f'${i}' for i in range(count))}}}, [${count}];"
-
-    @implements(stub)
-    def typer(typingctx, addr):
-        validate_integer(text, "addr", addr)
-
-        def codegen(context, builder, sig, args):
-            values = casts(context, builder, sig, args, [types.uint32])
-            out = inline_asm(builder, [ty] * count, asm, [types.uint32], values, effect=True)
-            return _tuple(context, builder, sig.return_type, out)
-
-        return types.UniTuple(ty, count)(addr), codegen
-
-    return typer
-
-
-def _st_global_v_intrinsic(stub, count: int):
-    text = f"st.global.v{count}.b32"
-    asm = f"{text} [$0], {{{', '.join(f'${i + 1}' for i in range(count))}}};"
-
-    def type_words(arr, index, words):
-        _validate_array(text, "arr", arr)
-        validate_integer(text, "index", index)
-        wty = words[0]
-        if wty not in (types.uint32, types.float32) or any(w != wty for w in words):
-            raise NumbaTypeError(
-                f"{text}: the words must be all uint32 or all float32, got {words}"
-            )
-
-        def codegen(context, builder, sig, args):
-            aryty, idxty = sig.args[:2]
-            addr = _item_address(
-                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
-            )
-            inline_asm(
-                builder, [], asm, [types.uint64] + [wty] * count, [addr, *args[2:]], effect=True
-            )
-            return context.get_dummy_value()
-
-        return types.void(arr, index, *words), codegen
-
-    if count == 2:
-
-        @implements(stub)
-        def typer(typingctx, arr, index, w0, w1):
-            return type_words(arr, index, (w0, w1))
-
-    else:
-
-        @implements(stub)
-        def typer(typingctx, arr, index, w0, w1, w2, w3):
-            return type_words(arr, index, (w0, w1, w2, w3))
-
-    return typer
-
-
-def _bf16_widen(builder, bits):
-    wide = builder.shl(builder.zext(bits, ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
-    return builder.bitcast(wide, ir.FloatType())
-
-
-def _cvt_intrinsic(stub, src: Any, dst: Any, text: str | None):
-    validate = _validate_float if src == types.float32 else validate_integer
-
-    @implements(stub)
-    def typer(typingctx, x):
-        validate(stub.__name__, "argument", x)
-
-        def codegen(context, builder, sig, args):
-            (value,) = casts(context, builder, sig, args, [src])
-            if text is None:
-                return _bf16_widen(builder, value)
-            return inline_asm(builder, [dst], f"{text} $0, $1;", [src], [value], effect=False)
-
-        return dst(x), codegen
-
-    return typer
-
-
 # --- Variant tables and instantiation ------------------------------------------------------------
 
 LDMATRIX_VARIANTS: Final = {
@@ -550,30 +226,30 @@ CVT_VARIANTS: Final = {
 def _instantiate() -> dict[str, Any]:
     stub: Any  # the stubs of the variant tables have different signatures
     text: Any
-    made = {smem_addr.__name__: _smem_addr_intrinsic(smem_addr)}
-    made[cp_async_wait_group.__name__] = _cp_async_wait_group_intrinsic(cp_async_wait_group)
-    made[global_addr.__name__] = _global_addr_intrinsic(global_addr)
+    made = {smem_addr.__name__: F.smem_addr_intrinsic(smem_addr)}
+    made[cp_async_wait_group.__name__] = F.cp_async_wait_group_intrinsic(cp_async_wait_group)
+    made[global_addr.__name__] = F.global_addr_intrinsic(global_addr)
     for stub, (count, ty) in LD_SHARED_VARIANTS.items():
-        made[stub.__name__] = _ld_shared_v_intrinsic(stub, count, ty)
+        made[stub.__name__] = F.ld_shared_v_intrinsic(stub, count, ty)
     for stub, count in ST_GLOBAL_VARIANTS.items():
-        made[stub.__name__] = _st_global_v_intrinsic(stub, count)
+        made[stub.__name__] = F.st_global_v_intrinsic(stub, count)
     for stub, (count, trans) in LDMATRIX_VARIANTS.items():
-        made[stub.__name__] = _ldmatrix_intrinsic(stub, count, trans)
+        made[stub.__name__] = F.ldmatrix_intrinsic(stub, count, trans)
     for stub, ab_type in MMA_VARIANTS.items():
-        made[stub.__name__] = _mma_intrinsic(stub, ab_type)
+        made[stub.__name__] = F.mma_intrinsic(stub, ab_type)
     for stub, (size, cache) in CP_ASYNC_VARIANTS.items():
-        made[stub.__name__] = _cp_async_intrinsic(stub, size, cache)
+        made[stub.__name__] = F.cp_async_intrinsic(stub, size, cache)
     for stub, text in CP_ASYNC_SYNC_VARIANTS.items():
-        made[stub.__name__] = _cp_async_sync_intrinsic(stub, text)
+        made[stub.__name__] = F.cp_async_sync_intrinsic(stub, text)
     for stub, (src, dst, text) in CVT_VARIANTS.items():
-        made[stub.__name__] = _cvt_intrinsic(stub, src, dst, text)
+        made[stub.__name__] = F.cvt_intrinsic(stub, src, dst, text)
     return made
 
 
-if config.ENABLE_CUDASIM:
-    # The simulator cannot run inline PTX: the same names bind to Python emulations.
-    from mmaplug.sim import intrinsics as _emulation
+def _emulations() -> Mapping[str, Any]:
+    from mmaplug.sim import intrinsics
 
-    globals().update({name: getattr(_emulation, name) for name in __all__})
-else:
-    globals().update(_instantiate())
+    return vars(intrinsics)
+
+
+bind(globals(), _instantiate, _emulations)

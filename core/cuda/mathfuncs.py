@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import numpy as np
 from llvmlite import ir
 from numba.core.errors import TypingError
 from numba.cuda import types
-from numba.cuda.core import config
 
-from mmaplug.cuda.intrinsics import implements, inline_asm
+from mmaplug.cuda.asm import implements, inline_asm
+from mmaplug.cuda.binding import bind
 
 __all__ = ["gelu"]
 
@@ -98,10 +99,16 @@ def _gelu_intrinsic(stub):  # noqa: ANN001, ANN202
     return typer
 
 
-if config.ENABLE_CUDASIM:
+def _instantiate() -> dict[str, Any]:
+    return {gelu.__name__: _gelu_intrinsic(gelu)}
 
-    def gelu(x):  # noqa: ANN001, ANN201, F811 - the simulator's emulation
+
+def _emulations() -> Mapping[str, Any]:
+    def gelu(x: Any) -> np.float32:
+        """Emulate gelu: ``gelu_model``, its float32 arithmetic in numpy."""
         return np.float32(gelu_model(x))
 
-else:
-    gelu = _gelu_intrinsic(gelu)  # noqa: F811
+    return {gelu.__name__: gelu}
+
+
+bind(globals(), _instantiate, _emulations)

@@ -1,5 +1,5 @@
 """The door to Numba's internals: every private Numba or numba-cuda name mmaplug's builds use,
-and every patch of Numba, is here (the simulator's are in ``sim_internals``).
+and every patch of Numba, is here (the simulator's are in ``mmaplug.sim.simulator``).
 
 The lean pipeline (``lean``; docs/decisions.md, "A lean Numba pipeline") swaps numba-cuda's
 compiler class for one that leaves out the passes in ``SKIPPED_PASSES`` and lowers with a

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from numba.cuda import types
-from numba.cuda.core import config
 
 from mmaplug.cuda import sm90_factories as F
+from mmaplug.cuda.binding import bind
 
 # Docs references (PTX ISA):
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-mbarrier
@@ -63,7 +64,7 @@ __all__ = [
 ]
 
 
-# --- Stubs: the public names; each is replaced by its intrinsic (or emulation) below. ----------
+# --- Stubs: the declarations; bind (at the end) makes each its intrinsic or emulation. -----------
 
 
 def shared_base(arr):
@@ -427,10 +428,10 @@ def _instantiate() -> dict[str, Any]:
     return made
 
 
-if config.ENABLE_CUDASIM:
-    # The simulator cannot run inline PTX: the same names bind to Python emulations.
-    from mmaplug.sim import sm90 as _emulation
+def _emulations() -> Mapping[str, Any]:
+    from mmaplug.sim import sm90
 
-    globals().update({name: getattr(_emulation, name) for name in __all__})
-else:
-    globals().update(_instantiate())
+    return vars(sm90)
+
+
+bind(globals(), _instantiate, _emulations)

@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba.cuda import types
 from numba.cuda.core.errors import NumbaTypeError, RequireLiteralValue
 
-from mmaplug.cuda.intrinsics import (
+from mmaplug.cuda.asm import (
     SHARED_ADDRSPACE,
     casts,
     implements,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Final
 
 import attrs
@@ -11,8 +10,12 @@ import numpy as np
 from mmaplug.cuda.launching import simulating
 from mmaplug.errors import LaunchError, UsageError
 from mmaplug.ir.dtypes import DType
+from mmaplug.sim.tensormaps import SIM_MAGIC
+from mmaplug.sim.tensormaps import lookup as sim_lookup
+from mmaplug.sim.tensormaps import register as sim_register
 
-__all__ = ["MAP_WORDS", "TensorMapSpec", "device_address", "encode", "sim_lookup"]
+# SIM_MAGIC and sim_lookup: the simulator's maps, which encode makes there (mmaplug.sim.tensormaps)
+__all__ = ["MAP_WORDS", "SIM_MAGIC", "TensorMapSpec", "device_address", "encode", "sim_lookup"]
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes = 16 uint64, 64-byte aligned in memory
 SWIZZLE_BYTES: Final = (0, 32, 64, 128)
@@ -25,8 +28,6 @@ ALIGN: Final = 16
 DATA_TYPES: Final = {DType.float16: 6, DType.float32: 7, DType.float64: 8, DType.bfloat16: 9}
 # Swizzle bytes -> CUtensorMapSwizzle value.
 SWIZZLE_ENUM: Final = {0: 0, 32: 1, 64: 2, 128: 3}
-# Under Numba's simulator a "map" is this word followed by a registry id (sim_lookup).
-SIM_MAGIC: Final = 0x4D4D504C54414D50  # "PMATLPMM"
 
 
 def _ints(values: Any) -> tuple[int, ...]:
@@ -115,7 +116,10 @@ def encode(spec: TensorMapSpec, address: int) -> np.ndarray:
     if found := spec.violations(address):
         raise LaunchError(f"cannot encode a TMA tensor map for {spec}: " + "; ".join(found))
     if simulating():
-        return _sim_register(spec, int(address))
+        words = np.zeros(MAP_WORDS, dtype=np.uint64)
+        named = sim_register(spec, int(address))  # SIM_MAGIC, the registry id
+        words[: len(named)] = named
+        return words
     return _driver_encode(spec, int(address))
 
 
@@ -150,37 +154,9 @@ def device_address(arr: Any) -> int:
     iface = getattr(arr, "__cuda_array_interface__", None)
     if iface is not None:
         return int(iface["data"][0])
-    from mmaplug.sim.simulator import host_of
+    from mmaplug.sim.threads import host_of
 
     host = host_of(arr)
     if host is not None:
         return int(host.__array_interface__["data"][0])
     raise UsageError(f"expected a CUDA device array, got {type(arr).__name__}")
-
-
-# --- Simulator maps ------------------------------------------------------------------------------
-
-_SIM_MAPS: dict[int, tuple[TensorMapSpec, int]] = {}
-_SIM_IDS: dict[tuple[TensorMapSpec, int], int] = {}
-_SIM_LOCK = threading.Lock()
-
-
-def _sim_register(spec: TensorMapSpec, address: int) -> np.ndarray:
-    with _SIM_LOCK:
-        key = (spec, address)
-        ident = _SIM_IDS.setdefault(key, len(_SIM_IDS) + 1)
-        _SIM_MAPS[ident] = key
-    words = np.zeros(MAP_WORDS, dtype=np.uint64)
-    words[0], words[1] = SIM_MAGIC, ident
-    return words
-
-
-def sim_lookup(words: Any) -> tuple[TensorMapSpec, int]:
-    """The (spec, address) behind a simulator map's words; UsageError for anything else."""
-    magic, ident = int(words[0]), int(words[1])
-    if magic != SIM_MAGIC or ident not in _SIM_MAPS:
-        raise UsageError(
-            f"the tensor map starts with {magic:#x}, {ident}: not a map made by "
-            "mmaplug.cuda.tensormap.encode under the simulator (pass global_addr of its copy)"
-        )
-    return _SIM_MAPS[ident]

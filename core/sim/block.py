@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from mmaplug.errors import UsageError
-from mmaplug.sim.intrinsics import Warp
-from mmaplug.sim.simulator import block_dim, current_manager, host_array
+from mmaplug.sim.threads import block_dim, current_manager, host_array
+from mmaplug.sim.warp import Warp
 
 WARPGROUP_SIZE = 128
 # The first shared array of a block starts here: deliberately not 1024-byte aligned, so that a
@@ -80,7 +80,7 @@ class ClusterBarrier:
 class Block:
     """Everything one simulated thread block shares; guarded by `cond`.
 
-    The blocks of a cluster (``sm90_sim_cluster``) share one `cond` and one ClusterBarrier and
+    The blocks of a cluster (``mmaplug.sim.cluster``) share one `cond` and one ClusterBarrier and
     list each other in `cluster`, by rank; a block launched alone is a cluster of one.
     """
 

@@ -15,7 +15,7 @@ def clusters_of(size: int) -> Iterator[None]:
     so a block waiting on its peer would wait forever) and share mbarrier visibility, remote
     arrives, multicast and ``barrier.cluster``; clusters still run one after another.
 
-    It is ``sim_internals.simulated_launch(size)``: one simulated launch at a time, process-wide.
+    It is ``simulator.simulated_launch(size)``: one simulated launch at a time, process-wide.
     """
     with simulated_launch(size):
         yield

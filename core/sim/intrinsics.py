@@ -1,10 +1,13 @@
-"""Python emulations of mmaplug.cuda.intrinsics for Numba's CUDA simulator."""
+"""Python emulations of mmaplug.cuda.intrinsics for Numba's CUDA simulator.
+
+The names emulated are those ``mmaplug.cuda.intrinsics.__all__`` declares (one function here
+each, of the same name and arguments); ``mmaplug.cuda.binding.bind`` binds them there. The
+declarations and their documentation are the PTX stubs'; a docstring here says what the
+emulation does differently.
+"""
 
 from __future__ import annotations
 
-import threading
-import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -12,42 +15,10 @@ import ml_dtypes
 import numpy as np
 
 from mmaplug.errors import UsageError
-from mmaplug.sim.simulator import block_dim, current_manager, host_array
+from mmaplug.sim.threads import host_array
+from mmaplug.sim.warp import WARP_SIZE, warp_collective
 
-__all__ = [
-    "bf16_to_f32",
-    "cp_async_4",
-    "cp_async_8",
-    "cp_async_16",
-    "cp_async_commit",
-    "cp_async_wait_all",
-    "cp_async_wait_group",
-    "ex2_approx",
-    "f16_to_f32",
-    "f32_to_bf16",
-    "f32_to_f16",
-    "global_addr",
-    "ld_shared_v4_f32",
-    "ldmatrix_x1",
-    "ldmatrix_x1_trans",
-    "ldmatrix_x2",
-    "ldmatrix_x2_trans",
-    "ldmatrix_x4",
-    "ldmatrix_x4_trans",
-    "mma_m16n8k16_bf16",
-    "mma_m16n8k16_f16",
-    "rcp_approx",
-    "smem_addr",
-    "st_global_v2_b32",
-    "st_global_v4_b32",
-]
-
-WARP_SIZE = 32
 LDMATRIX_ROW_BYTES = 16
-# A lane stuck this long at a warp-collective op means the warp diverged (or a lane is in
-# syncthreads): fail instead of hanging the simulator.
-EXCHANGE_TIMEOUT_S = 60.0
-_POLL_S = 0.05
 
 _LANES = np.arange(WARP_SIZE)
 _G, _T = _LANES >> 2, _LANES & 3  # PTX groupID and threadID_in_group
@@ -58,96 +29,6 @@ class SmemAddr(NamedTuple):
 
     array: np.ndarray
     offset: int
-
-
-# --- Lane identity and the per-warp exchange -----------------------------------------------------
-
-
-class Warp:
-    """Scratch slots and a generation barrier shared by the lanes of one simulated warp."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.cond = threading.Condition()
-        self.slots: list[Any] = [None] * size
-        self.arrived = 0
-        self.generation = 0
-        self.result: Any = None
-
-    def exchange(self, lane: int, op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
-        """Deposit `value`; the last lane runs `combine` over all lanes; return this lane's part."""
-        with self.cond:
-            generation = self.generation
-            self.slots[lane] = (op, value)
-            self.arrived += 1
-            if self.arrived == self.size:
-                self.result = self._combine(op, combine)
-                self.slots, self.arrived = [None] * self.size, 0
-                self.generation += 1
-                self.cond.notify_all()
-            else:
-                self._wait(generation, op)
-            if isinstance(self.result, BaseException):
-                raise self.result
-            return self.result[lane]
-
-    def _combine(self, op: str, combine: Callable[[list[Any]], Any]) -> Any:
-        ops = sorted({slot[0] for slot in self.slots})
-        if len(ops) > 1:
-            return UsageError(
-                f"warp lanes diverged: they reached {ops} together; keep warps converged"
-            )
-        try:
-            return combine([slot[1] for slot in self.slots])
-        except Exception as exc:  # raised in every lane, not only the one that combined
-            return exc
-
-    def _wait(self, generation: int, op: str) -> None:
-        thread = threading.current_thread()
-        deadline = time.monotonic() + EXCHANGE_TIMEOUT_S
-        while self.generation == generation:
-            if getattr(thread, "abort", False):
-                raise RuntimeError("simulated kernel aborted by another thread")
-            if time.monotonic() > deadline:
-                missing = [i for i, slot in enumerate(self.slots) if slot is None]
-                raise UsageError(
-                    f"{op}: lanes {missing} never arrived within {EXCHANGE_TIMEOUT_S:.0f} s; "
-                    "every lane of the warp must execute the same warp-collective op"
-                )
-            self.cond.wait(_POLL_S)
-
-
-# BlockManager (one per simulated block) -> {warp id: Warp}; entries vanish with the block.
-_BLOCKS: weakref.WeakKeyDictionary[Any, dict[int, Warp]] = weakref.WeakKeyDictionary()
-_BLOCKS_LOCK = threading.Lock()
-
-
-def _lane_and_warp(op: str) -> tuple[int, Warp]:
-    """Find the calling simulator thread's lane and its warp's exchange.
-
-    Numba's simulator runs each CUDA thread as a `BlockThread`, which carries `thread_id` (the
-    linear id x + X * (y + Y * z)) and the BlockManager of its block (``current_manager``).
-    """
-    thread: Any = threading.current_thread()
-    manager = current_manager()
-    if manager is None or not hasattr(thread, "thread_id"):
-        raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
-    warp_id, lane = divmod(thread.thread_id, WARP_SIZE)
-    nthreads = int(np.prod(block_dim(manager)))
-    size = min(WARP_SIZE, nthreads - warp_id * WARP_SIZE)
-    if size != WARP_SIZE:
-        raise UsageError(f"{op} needs full warps of 32 threads; this block has {nthreads} threads")
-    with _BLOCKS_LOCK:
-        warps = _BLOCKS.setdefault(manager, {})
-        warp = warps.get(warp_id)
-        if warp is None:
-            warp = warps[warp_id] = Warp(size)
-    return lane, warp
-
-
-def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
-    lane, warp = _lane_and_warp(op)
-    return warp.exchange(lane, op, value, combine)
 
 
 # --- Memory helpers ------------------------------------------------------------------------------
@@ -194,7 +75,7 @@ def global_addr(arr: Any, i: int) -> np.uint64:
 
 
 def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
-    """Emulate ld.shared.v4.f32: four float32 from a 16-byte aligned smem handle."""
+    """Emulate ld_shared_v4_f32 (`addr` a smem_addr handle)."""
     if not isinstance(addr, SmemAddr):
         raise UsageError(f"ld.shared.v4: pass an address from smem_addr, got {type(addr).__name__}")
     raw = _bytes_at(addr.array, addr.offset, 16, 16, "ld.shared.v4.f32")
@@ -337,20 +218,20 @@ def rcp_approx(x: float) -> np.float32:
 
 
 def f16_to_f32(bits: int) -> np.float32:
-    """Emulate cvt.f32.f16 on the float16 bits in `bits`."""
+    """Emulate f16_to_f32."""
     return np.float32(np.uint16(bits).view(np.float16))
 
 
 def f32_to_f16(x: float) -> np.uint16:
-    """Emulate cvt.rn.f16.f32: round to nearest even, return the bits."""
+    """Emulate f32_to_f16."""
     return np.float32(x).astype(np.float16).view(np.uint16)
 
 
 def bf16_to_f32(bits: int) -> np.float32:
-    """Widen the bfloat16 bits in `bits` to float32."""
+    """Emulate bf16_to_f32: the same 16-bit shift."""
     return (np.uint32(np.uint16(bits)) << np.uint32(16)).view(np.float32)
 
 
 def f32_to_bf16(x: float) -> np.uint16:
-    """Emulate cvt.rn.bf16.f32: round to nearest even, return the bits."""
+    """Emulate f32_to_bf16."""
     return np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16)

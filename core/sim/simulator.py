@@ -1,6 +1,6 @@
-"""The door to Numba's CUDA simulator: every private simulator name mmaplug uses (its
-BlockManager and BlockThread, their underscored fields, its array wrappers) and every patch of
-it is here (the compiler's are in ``numba_internals``).
+"""The door to Numba's CUDA simulator's launch: every patch of it is here (what the
+emulations read of its threads and arrays is in ``threads``; the compiler's patches are in
+``mmaplug.cuda.numba_internals``).
 
 Nothing is patched at import. ``simulated_launch`` wraps simulated launches: it holds one
 process-wide lock (Numba's simulator runs one launch at a time: a second thread's launch, while
@@ -23,16 +23,10 @@ from typing import Any, Final
 import numpy as np
 
 from mmaplug.errors import UsageError
+from mmaplug.sim import block as B
+from mmaplug.sim.threads import block_dim, current_manager, field, grid_dim
 
-__all__ = [
-    "block_dim",
-    "current_manager",
-    "grid_dim",
-    "host_array",
-    "host_of",
-    "run_together",
-    "simulated_launch",
-]
+__all__ = ["run_together", "simulated_launch"]
 
 _POLL_S: Final = 0.001  # how often a launch looks for exited threads and blocks in syncthreads
 _LAUNCH_LOCK: Final = threading.RLock()
@@ -104,8 +98,6 @@ def _required(owner: Any, name: str) -> Any:
 def _manager_class(sim: Any, size: int) -> type:
     """The simulator's BlockManager running a launch's blocks by ``run_together``: each alone
     (*size* 1) or held until the *size* blocks of their cluster have come."""
-    from mmaplug.sim import block as B
-
     pending: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]] = []
 
     base: Any = sim.BlockManager
@@ -143,8 +135,8 @@ def _per_block_shared(shared_of_kernel: Any) -> property:
         with lock:
             shared = per_block.get(manager)
             if shared is None:
-                kernel_shared = _field(self, "_shared")
-                size = _field(kernel_shared, "_dynshared_size")
+                kernel_shared = field(self, "_shared")
+                size = field(kernel_shared, "_dynshared_size")
                 shared = per_block[manager] = type(kernel_shared)(size)
             return shared
 
@@ -166,7 +158,7 @@ def run_together(
     blocks: list[set[Any]] = []
     for (manager, grid_point, args), block in zip(held, cluster, strict=True):
         threads = set()
-        kernel, debug = _field(manager, "_f"), _field(manager, "_debug")
+        kernel, debug = field(manager, "_f"), field(manager, "_debug")
         for block_point in np.ndindex(*block_dim(manager)):
             thread = BlockThread(
                 functools.partial(kernel, *args), manager, grid_point, block_point, debug
@@ -197,50 +189,3 @@ def run_together(
     for thread in everyone:
         if thread.exception:
             raise thread.exception[0].with_traceback(thread.exception[1])
-
-
-def current_manager() -> Any:
-    """The simulator's BlockManager of the calling thread's block (None outside a simulated
-    kernel's threads)."""
-    return getattr(threading.current_thread(), "_manager", None)
-
-
-def block_dim(manager: Any) -> tuple[int, ...]:
-    """The block dimensions of a simulator BlockManager."""
-    return tuple(_field(manager, "_block_dim"))
-
-
-def grid_dim(manager: Any) -> tuple[int, ...]:
-    """The grid dimensions of a simulator BlockManager."""
-    return tuple(_field(manager, "_grid_dim"))
-
-
-def host_array(obj: Any) -> np.ndarray:
-    """Unwrap the simulator's array wrappers (FakeWithinKernelCUDAArray, FakeCUDAArray)."""
-    while not isinstance(obj, np.ndarray):
-        attrs = getattr(obj, "__dict__", {})
-        inner = attrs.get("_item", attrs.get("_ary"))
-        if inner is None:
-            raise UsageError(f"expected an array, got {type(obj).__name__}")
-        obj = inner
-    return obj
-
-
-def host_of(arr: Any) -> np.ndarray | None:
-    """The host array behind a device array of Numba's simulator, else None."""
-    host = getattr(arr, "_ary", None)
-    return host if isinstance(host, np.ndarray) else None
-
-
-def _field(obj: Any, name: str) -> Any:
-    value = getattr(obj, name, _MISSING)
-    if value is _MISSING:
-        raise UsageError(
-            f"Numba's CUDA simulator's {type(obj).__name__} has no {name}, which mmaplug's "
-            "simulated launches read; use the numba-cuda release the simulator tier tests "
-            "(mmaplug.cuda.numba_internals.TESTED)"
-        )
-    return value
-
-
-_MISSING: Final = object()

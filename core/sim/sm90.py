@@ -1,4 +1,9 @@
-"""Python emulations of mmaplug.cuda.sm90 for Numba's CUDA simulator (TMA, mbarrier, wgmma)."""
+"""Python emulations of mmaplug.cuda.sm90 for Numba's CUDA simulator (TMA, mbarrier, wgmma).
+
+As in ``mmaplug.sim.intrinsics``: one function for each name ``mmaplug.cuda.sm90.__all__``
+declares, bound there by ``mmaplug.cuda.binding.bind``; the wgmma ones come from ``wgmma``. A
+docstring here says what the emulation does beyond the PTX stub's.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from mmaplug.cuda.tensormap import MAP_WORDS, TensorMapSpec, sim_lookup
 from mmaplug.errors import UsageError
 from mmaplug.sim import block as B
-from mmaplug.sim.intrinsics import WARP_SIZE, warp_collective
-from mmaplug.sim.wgmma import (
+from mmaplug.sim.tensormaps import MapSpec, lookup_at
+from mmaplug.sim.warp import WARP_SIZE, warp_collective
+from mmaplug.sim.wgmma import (  # noqa: F401 - emulations of mmaplug.cuda.sm90 names
     fence_operand,
     literal,
     swizzle,
@@ -21,49 +26,6 @@ from mmaplug.sim.wgmma import (
     wgmma_f16,
     wgmma_zeros,
 )
-
-__all__ = [
-    "bulk_commit_group",
-    "bulk_store",
-    "bulk_wait_group",
-    "bulk_wait_group_read",
-    "cluster_ctarank",
-    "cluster_id",
-    "cluster_sync",
-    "fence_mbarrier_init",
-    "fence_operand",
-    "fence_proxy_async",
-    "fence_tensormap_acquire",
-    "ld_shared_b32",
-    "mapa_shared",
-    "mbarrier_arrive",
-    "mbarrier_arrive_cluster",
-    "mbarrier_arrive_expect_tx",
-    "mbarrier_init",
-    "mbarrier_try_wait",
-    "mbarrier_wait",
-    "named_barrier_arrive",
-    "named_barrier_sync",
-    "prefetch_tensormap",
-    "setmaxnreg_dec",
-    "setmaxnreg_inc",
-    "shared_base",
-    "st_shared_b32",
-    "stmatrix_x4",
-    "stmatrix_x4_trans",
-    "tma_load_2d",
-    "tma_load_3d",
-    "tma_load_3d_multicast",
-    "tma_store_2d",
-    "tma_store_3d",
-    "wgmma_bf16",
-    "wgmma_commit_group",
-    "wgmma_desc",
-    "wgmma_f16",
-    "wgmma_fence",
-    "wgmma_wait_group",
-    "wgmma_zeros",
-]
 
 CHUNK = 16  # swizzling moves 16-byte chunks inside 128-byte lines
 
@@ -78,28 +40,28 @@ def shared_base(arr: Any) -> int:
 
 
 def mbarrier_init(bar: Any, count: Any) -> None:
-    """Emulate mbarrier.init: phase 0, `count` pending arrivals, tx-count 0."""
+    """Emulate mbarrier_init."""
     B.current("mbarrier_init")[0].init_mbarrier(bar, count)
 
 
 def mbarrier_arrive(bar: Any) -> None:
-    """Emulate mbarrier.arrive: one arrival; the phase completes at 0 arrivals and 0 tx."""
+    """Emulate mbarrier_arrive."""
     B.current("mbarrier_arrive")[0].update_mbarrier(bar, 1, 0, "mbarrier_arrive")
 
 
 def mbarrier_arrive_expect_tx(bar: Any, nbytes: Any) -> None:
-    """Emulate mbarrier.arrive.expect_tx: raise the tx-count by `nbytes`, then arrive."""
+    """Emulate mbarrier_arrive_expect_tx."""
     op = "mbarrier_arrive_expect_tx"
     B.current(op)[0].update_mbarrier(bar, 1, int(nbytes), op)
 
 
 def mbarrier_wait(bar: Any, parity: Any) -> None:
-    """Emulate the try_wait.parity loop: block until the phase of `parity` completed."""
+    """Emulate mbarrier_wait: sleep (no spin) until the phase completed."""
     B.current("mbarrier_wait")[0].wait_mbarrier(bar, int(parity), "mbarrier_wait")
 
 
 def mbarrier_try_wait(bar: Any, parity: Any) -> np.uint32:
-    """Emulate one try_wait.parity: 1 when the phase of `parity` completed, else 0."""
+    """Emulate mbarrier_try_wait (without the hardware suspend)."""
     block, _ = B.current("mbarrier_try_wait")
     with block.cond:
         done = block.mbarrier(bar, "mbarrier_try_wait").completed(int(parity))
@@ -107,23 +69,23 @@ def mbarrier_try_wait(bar: Any, parity: Any) -> np.uint32:
 
 
 def named_barrier_sync(barrier_id: Any, nthreads: Any) -> None:
-    """Emulate bar.sync: wait until `nthreads` threads reached barrier `barrier_id`."""
+    """Emulate named_barrier_sync."""
     B.current("named_barrier_sync")[0].named_barrier(barrier_id, nthreads, True, "bar.sync")
 
 
 def named_barrier_arrive(barrier_id: Any, nthreads: Any) -> None:
-    """Emulate bar.arrive: count this thread at `barrier_id` without waiting."""
+    """Emulate named_barrier_arrive."""
     B.current("named_barrier_arrive")[0].named_barrier(barrier_id, nthreads, False, "bar.arrive")
 
 
 def ld_shared_b32(addr: Any) -> np.uint32:
-    """Emulate ld.shared.b32 at a 4-byte aligned shared address."""
+    """Emulate ld_shared_b32."""
     block, _ = B.current("ld_shared_b32")
     return block.smem(addr, 4, 4, "ld.shared.b32").view(np.uint32)[0]
 
 
 def st_shared_b32(addr: Any, value: Any) -> None:
-    """Emulate st.shared.b32: an integer (as uint32) or a float32."""
+    """Emulate st_shared_b32."""
     block, _ = B.current("st_shared_b32")
     dtype = np.float32 if isinstance(value, float | np.floating) else np.uint32
     word = np.array([value if dtype is np.float32 else int(value) & 0xFFFFFFFF], dtype)
@@ -197,7 +159,7 @@ def bulk_store(dst: Any, src: Any, nbytes: Any) -> None:
 
 
 def bulk_commit_group() -> None:
-    """Emulate cp.async.bulk.commit_group: close this thread's open group of bulk copies."""
+    """Emulate bulk_commit_group."""
     block, tid = B.current("bulk_commit_group")
     with block.cond:
         block.bulk.setdefault(tid, [[]]).append([])
@@ -243,9 +205,8 @@ def setmaxnreg_dec(n: Any) -> None:
 # --- TMA -----------------------------------------------------------------------------------------
 
 
-def _tensor_map(tmap: Any) -> tuple[TensorMapSpec, int]:
-    words = (ctypes.c_uint64 * MAP_WORDS).from_address(int(tmap))
-    return sim_lookup(np.frombuffer(memoryview(words), np.uint64))
+def _tensor_map(tmap: Any) -> tuple[MapSpec, int]:
+    return lookup_at(tmap)
 
 
 def prefetch_tensormap(tmap: Any) -> None:
@@ -258,7 +219,7 @@ def fence_tensormap_acquire(tmap: Any) -> None:
     _tensor_map(tmap)
 
 
-def _global_view(spec: TensorMapSpec, address: int) -> np.ndarray:
+def _global_view(spec: MapSpec, address: int) -> np.ndarray:
     """The tensor as a strided uint8 array [dims reversed..., itemsize] at `address`."""
     size = spec.dtype.itemsize
     extent = size + sum(
@@ -270,7 +231,7 @@ def _global_view(spec: TensorMapSpec, address: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(raw, shape, strides, writeable=True)
 
 
-def _box_region(spec: TensorMapSpec, coords: tuple[int, ...]):
+def _box_region(spec: MapSpec, coords: tuple[int, ...]):
     """(slices into the tensor, slices into the box) of the in-bounds part, or None."""
     tensor, box = [], []
     for c, d, b in zip(coords[::-1], spec.dims[::-1], spec.box[::-1], strict=True):
@@ -282,7 +243,7 @@ def _box_region(spec: TensorMapSpec, coords: tuple[int, ...]):
     return tuple(tensor), tuple(box)
 
 
-def _box_chunks(spec: TensorMapSpec, addr: int, op: str) -> np.ndarray:
+def _box_chunks(spec: MapSpec, addr: int, op: str) -> np.ndarray:
     """Where the box's 16-byte chunks land: chunk indices from `addr` after the swizzle."""
     span, row = spec.swizzle, spec.box[0] * spec.dtype.itemsize
     need = 8 * span if span else 128
@@ -343,27 +304,26 @@ _load2, _load3, _store2, _store3 = _tma(2, False), _tma(3, False), _tma(2, True)
 
 
 def tma_load_2d(dst: Any, tmap: Any, c0: Any, c1: Any, bar: Any) -> None:
-    """Emulate the 2-D TMA load: the box, zero-filled out of bounds, swizzled by absolute
-    shared address; complete_tx of the full box bytes on `bar`."""
+    """Emulate tma_load_2d: copy at once, swizzled by absolute shared address."""
     _load2(tmap, (c0, c1), dst, bar)
 
 
 def tma_load_3d(dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any) -> None:
-    """Emulate the 3-D TMA load; see tma_load_2d."""
+    """Emulate tma_load_3d; see tma_load_2d."""
     _load3(tmap, (c0, c1, c2), dst, bar)
 
 
 def tma_store_2d(tmap: Any, c0: Any, c1: Any, src: Any) -> None:
-    """Emulate the 2-D TMA store: un-swizzle the box and write its in-bounds part."""
+    """Emulate tma_store_2d: un-swizzle the box and write it at once."""
     _store2(tmap, (c0, c1), src, None)
 
 
 def tma_store_3d(tmap: Any, c0: Any, c1: Any, c2: Any, src: Any) -> None:
-    """Emulate the 3-D TMA store; see tma_store_2d."""
+    """Emulate tma_store_3d; see tma_store_2d."""
     _store3(tmap, (c0, c1, c2), src, None)
 
 
-# --- Clusters (sm90_sim_cluster runs a cluster's blocks together; alone, a block is one) ------
+# --- Clusters (sim.cluster runs a cluster's blocks together; alone, a block is one) --------------
 
 # mapa's result: the shared address with (rank + 1) above every simulated window
 _PEER_SHIFT = 28
@@ -384,7 +344,7 @@ def _rank(block: B.Block) -> int:
 
 
 def cluster_ctarank() -> np.uint32:
-    """Emulate %cluster_ctarank: this block's rank in its cluster."""
+    """Emulate cluster_ctarank."""
     return np.uint32(_rank(B.current("cluster_ctarank")[0]))
 
 
@@ -396,14 +356,14 @@ def cluster_id() -> np.uint32:
 
 
 def mapa_shared(addr: Any, rank: Any) -> Any:
-    """Emulate mapa: the same shared offset in the block of cluster rank `rank` (tagged)."""
+    """Emulate mapa_shared: the offset tagged with `rank` + 1 above every shared window."""
     block, _ = B.current("mapa_shared")
     _peer(block, int(rank), "mapa_shared")
     return int(addr) & _OFFSET_MASK | (int(rank) + 1) << _PEER_SHIFT
 
 
 def mbarrier_arrive_cluster(bar: Any) -> None:
-    """Emulate a remote arrive: on the barrier of the block a mapa_shared address names."""
+    """Emulate mbarrier_arrive_cluster: on the block the mapa_shared tag names."""
     op = "mbarrier_arrive_cluster"
     block, _ = B.current(op)
     tag = int(bar) >> _PEER_SHIFT
@@ -414,8 +374,7 @@ def mbarrier_arrive_cluster(bar: Any) -> None:
 def tma_load_3d_multicast(
     dst: Any, tmap: Any, c0: Any, c1: Any, c2: Any, bar: Any, mask: Any
 ) -> None:
-    """Emulate the multicast 3-D TMA load: the box lands at `dst` in every block of the
-    cluster whose rank bit is set in `mask`, completing its bytes on `bar` in each."""
+    """Emulate tma_load_3d_multicast: one tma_load_3d into each block `mask` names."""
     op = "tma_load_3d_multicast"
     block, _ = B.current(op)
     bits = int(mask)
@@ -427,5 +386,5 @@ def tma_load_3d_multicast(
 
 
 def cluster_sync() -> None:
-    """Emulate barrier.cluster arrive + wait: every non-exited thread of the cluster."""
+    """Emulate cluster_sync."""
     B.current("cluster_sync")[0].sync_cluster("cluster_sync")

@@ -7,7 +7,6 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from mmaplug.cuda.tensormap import SWIZZLE_BYTES
 from mmaplug.errors import UsageError
 from mmaplug.sim import block as B
 
@@ -41,7 +40,7 @@ def fence_operand(acc: Any) -> Any:
 
 def wgmma_desc(addr: Any, lbo_bytes: Any, sbo_bytes: Any, swizzle: Any) -> np.uint64:
     """The §2.1 wgmma matrix descriptor, computed as on the GPU."""
-    if swizzle not in SWIZZLE_BYTES:
+    if swizzle not in tuple(_SWIZZLE_MASK):
         raise UsageError(f"wgmma_desc: swizzle must be 128, 64, 32 or 0 bytes, got {swizzle!r}")
     code = {0: 0, 128: 1, 64: 2, 32: 3}[int(swizzle)]
     fields = [(int(v) & 0x3FFFF) >> 4 for v in (addr, lbo_bytes, sbo_bytes)]

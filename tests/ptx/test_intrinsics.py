@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import re
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from numba import cuda
@@ -10,7 +15,7 @@ from numba.core.errors import TypingError
 from numba.cuda import types
 
 from mmaplug.cuda import intrinsics as I
-from mmaplug.sim import intrinsics as emulation
+from mmaplug.cuda import sm90 as H
 
 pytestmark = pytest.mark.ptx
 
@@ -233,10 +238,22 @@ def test_st_global_rejects_mixed_words():
         _ptx(kernel, (U16, F32))
 
 
-def test_emulation_exports_the_same_names():
-    """The simulator emulations cover exactly the intrinsics' public names."""
-    assert sorted(emulation.__all__) == sorted(I.__all__)
-    assert all(callable(getattr(I, name)) for name in I.__all__)
+def _stub_parameters(module: ModuleType) -> dict[str, list[str]]:
+    """The parameter names of each stub *module* declares in ``__all__`` (read from its source:
+    bind replaced the stubs)."""
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    stubs = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
+    return {name: [a.arg for a in stubs[name].args.args] for name in module.__all__}
+
+
+@pytest.mark.parametrize("module", [I, H], ids=["intrinsics", "sm90"])
+def test_every_declared_name_has_an_emulation(module: ModuleType) -> None:
+    """The cuda module's ``__all__`` is the one list: each name there is a stub, bound to a
+    callable, and the sim module of the same name has an emulation taking the stub's arguments."""
+    emulations = importlib.import_module(f"mmaplug.sim.{module.__name__.rpartition('.')[2]}")
+    for name, params in _stub_parameters(module).items():
+        assert callable(getattr(module, name)), name
+        inspect.signature(getattr(emulations, name)).bind(*params)  # TypeError if not
 
 
 def test_gelu_runs_on_two_mufu_ops_and_no_division():

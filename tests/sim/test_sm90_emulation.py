@@ -410,7 +410,7 @@ def test_operand_offsets_mn_major_sw128():
     np.testing.assert_array_equal(addrs, logical ^ (((logical >> 7) & 7) << 4))
 
 
-def test_intrinsics_and_emulations_have_the_same_names():
-    assert sorted(E.__all__) == sorted(H.__all__)
-    for name in E.__all__:
+def test_every_sm90_name_has_a_documented_emulation():
+    """Each name mmaplug.cuda.sm90 declares has an emulation here, with a docstring."""
+    for name in H.__all__:
         assert getattr(E, name).__doc__, name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,53 @@ def test_core_imports_form_no_cycle():
     """No core module reaches itself through imports, counted wherever they are written."""
     cycle = find_cycle(graph())
     assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def package_of(module: str, packages: Iterable[str]) -> str | None:
+    """The one of *packages* that is *module* or holds it, else None."""
+    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+
+def crossings(
+    edges: dict[str, set[str]], packages: Iterable[str]
+) -> dict[tuple[str, str], list[str]]:
+    """The imports from one of *packages* into another: (importer's package, imported's
+    package) -> the module edges ("a -> b"), sorted."""
+    packages = tuple(packages)
+    found: dict[tuple[str, str], list[str]] = {}
+    for module, deps in sorted(edges.items()):
+        source = package_of(module, packages)
+        for dep in sorted(deps):
+            target = package_of(dep, packages)
+            if source and target and source != target:
+                found.setdefault((source, target), []).append(f"{module} -> {dep}")
+    return found
+
+
+def test_cuda_and_sim_depend_one_way():
+    """mmaplug.cuda imports mmaplug.sim and sim imports nothing of cuda (imports counted
+    wherever they are written), as the two packages' docstrings say."""
+    cuda, sim = "mmaplug.cuda", "mmaplug.sim"
+    found = crossings(graph(), (cuda, sim))
+    assert not ((cuda, sim) in found and (sim, cuda) in found), f"both ways: {found}"
+    assert (sim, cuda) not in found, "sim imports cuda: " + ", ".join(found[sim, cuda])
+
+
+def test_crossings_name_each_package_edge():
+    """crossings groups the module edges between packages by direction, ignoring the rest."""
+    edges = {
+        "p.a": {"p.b", "q.c"},
+        "p.b": set(),
+        "q.c": {"p", "r.d"},
+        "q": set(),
+        "p": set(),
+        "r.d": set(),
+    }
+    assert crossings(edges, ("p", "q")) == {
+        ("p", "q"): ["p.a -> q.c"],
+        ("q", "p"): ["q.c -> p"],
+    }
+    assert package_of("pq.x", ("p", "pq")) == "pq"
 
 
 @pytest.mark.parametrize(
