@@ -29,14 +29,7 @@ from mmaplug.errors import (
     UnsupportedTargetError,
     UsageError,
 )
-from mmaplug.ir.dtypes import DType, bfloat16, float16, float32, float64
-from mmaplug.ir.evaluate import evaluate
-from mmaplug.ir.frontend import FusionDefinition
-from mmaplug.ir.fusion import Fusion, TensorView
-from mmaplug.markers import hookimpl, hookspec
-from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
-from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.manager import (
+from mmaplug.hooks.manager import (
     DEFAULT_PLUGINS,
     ESSENTIAL_PLUGINS,
     PluginManager,
@@ -44,6 +37,13 @@ from mmaplug.planning.manager import (
     make_plugin_manager,
     reset_plugin_manager,
 )
+from mmaplug.ir.dtypes import DType, bfloat16, float16, float32, float64
+from mmaplug.ir.evaluate import evaluate
+from mmaplug.ir.frontend import FusionDefinition
+from mmaplug.ir.fusion import Fusion, TensorView
+from mmaplug.markers import hookimpl, hookspec
+from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
+from mmaplug.planning.device import Device, get_device
 from mmaplug.planning.params import (
     CtaOrder,
     MatmulParams,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from mmaplug.planning.manager import PluginManager
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.testing import HookRecorder
 
 
@@ -29,7 +29,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def mmaplug_pm() -> PluginManager:
     """A hermetic, strict plugin manager: the built-in plugins only, no entry points."""
-    from mmaplug.planning.manager import (
+    from mmaplug.hooks.manager import (
         make_plugin_manager,  # imported late: pytest loads this plugin early
     )
 

@@ -12,8 +12,8 @@ import attrs
 import pluggy
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.hooks.manager import make_plugin_manager, plugin_name
 from mmaplug.markers import hookimpl
-from mmaplug.planning.manager import make_plugin_manager, plugin_name
 from mmaplug.planning.params import SENTINELS, MatmulParams, ParamOverride, check_param_names
 
 __all__ = [

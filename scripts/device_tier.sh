@@ -3,10 +3,13 @@
 # the lean-vs-stock build check when .door_check/ is carried, `mmaplug bench` on the issue-8
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
 # fused) per call and as CUDA-graph replays. On the device machine (carry .whl):
-# bash scripts/device_tier.sh (logs under $OUT).
+# bash scripts/device_tier.sh (logs under $OUT). PARTS picks the parts (default: all of
+# "tier bench serving"), so that a run can be split over two calls of 10 minutes each.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
+PARTS=${PARTS:-"tier bench serving"}
 SHARDS=${SHARDS:-8}
+if [[ " $PARTS " == *" tier "* ]]; then
 echo "== GPU tier ($SHARDS shards)"
 for i in $(seq 0 $((SHARDS - 1))); do
   PYTEST_SHARD="$i/$SHARDS" timeout "${TIER_TIMEOUT:-330}" python -m pytest -q -m gpu tests \
@@ -14,16 +17,21 @@ for i in $(seq 0 $((SHARDS - 1))); do
 done
 wait
 grep -hE "^(FAILED|ERROR)" "$OUT"/tier_*.log | head -40
-grep -hE "(passed|failed|error)" "$OUT"/tier_*.log | grep -E " in [0-9.]+s" 
+grep -hE "(passed|failed|error)" "$OUT"/tier_*.log | grep -E " in [0-9.]+s"
+fi
 if [ -d .door_check ]; then
   echo "== lean and stock Numba pipelines"
   for m in lean stock; do MMAPLUG_CACHE_DIR=/tmp/mm_$m timeout 60 python .door_check/gpu_door.py $m 2>&1 | tail -4; done
 fi
+if [[ " $PARTS " == *" bench "* ]]; then
 echo "== bench (hopper vs cuBLAS, per-call CUDA events)"
 MMAPLUG_DISABLE=ampere timeout "${BENCH_TIMEOUT:-150}" mmaplug bench --workers 14 --reps 20 \
     --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 2048x14336x5120 \
     --shape 16384x1024x512 --shape 128x4096x4096 --shape 1x4096x4096 2>&1 | tee "$OUT/bench.txt"
+fi
+if [[ " $PARTS " == *" serving "* ]]; then
 echo "== the serving corpus, per call and as CUDA-graph replays (ours vs cuBLAS)"
 MMAPLUG_DISABLE=ampere timeout "${GRAPH_TIMEOUT:-240}" mmaplug bench --corpus serving --graph \
-    --workers 14 --reps 20 --json > "$OUT/serving.json" 2> "$OUT/serving.txt"
+    --workers 14 --reps 20 --progress --json > "$OUT/serving.json" 2> "$OUT/serving.txt"
 tail -60 "$OUT/serving.txt"
+fi

@@ -24,6 +24,20 @@ def nvvm_missing() -> str | None:
     return None
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (pyproject.toml's addopts): no workers on a machine with a CUDA GPU.
+
+    The GPU tier shares the one device and asserts on launch and first-result times, so there
+    the suite runs in one process, as it always did (``-n 4`` still asks for workers). Elsewhere
+    pytest-xdist decides (``PYTEST_XDIST_AUTO_NUM_WORKERS``, else one worker per CPU).
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    from mmaplug.cuda import presence
+
+    return 0 if presence.cuda_device_count() else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # PYTEST_SHARD=i/n keeps every n-th test from the i-th (parallel GPU runs on one machine)
     shard = os.environ.get("PYTEST_SHARD", "")

@@ -209,7 +209,7 @@ class DocumentRun:
 
     def run(self, block: Block, *, update: bool = False) -> None:
         """Run *block* as its language says; AssertionError names the block on a mismatch."""
-        from mmaplug.planning.manager import reset_plugin_manager
+        from mmaplug.hooks.manager import reset_plugin_manager
 
         if block.marker == "no-test":
             assert block.reason, f"{block.where}: <!-- no-test: REASON --> needs a reason"
@@ -299,7 +299,7 @@ class DocumentRun:
         self, args: list[str], env: dict[str, str], redirect: str | None
     ) -> tuple[int, str]:
         from mmaplug.cli.main import main
-        from mmaplug.planning.manager import reset_plugin_manager
+        from mmaplug.hooks.manager import reset_plugin_manager
 
         out, err = io.StringIO(), io.StringIO()
         with pytest.MonkeyPatch.context() as mp:

@@ -6,9 +6,9 @@ import pytest
 
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.cli.main import main
+from mmaplug.hooks.manager import get_plugin_manager, make_plugin_manager, reset_plugin_manager
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning.device import get_device
-from mmaplug.planning.manager import get_plugin_manager, make_plugin_manager, reset_plugin_manager
 from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import FakeHeuristic, override_matmul_params
 

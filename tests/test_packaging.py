@@ -74,7 +74,8 @@ def test_plan_only_install_has_no_numba_and_extras_bring_the_gpu_path() -> None:
     assert any(r.startswith("numba-cuda[cu13]") for r in extras["cu13"])
     assert any(r.startswith("numba-cuda[cu12]") for r in extras["cu12"])
     assert {r.split(">")[0] for r in extras["bench"]} == {"torch", "matplotlib"}
-    assert {"pytest", "hypothesis", "mypy"} <= {re.split(r"[<>=]", r)[0] for r in extras["test"]}
+    test = {re.split(r"[<>=]", r)[0] for r in extras["test"]}
+    assert {"pytest", "pytest-xdist", "hypothesis", "mypy", "setuptools"} <= test
 
 
 def test_readme_states_the_driver_each_cuda_extra_needs() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,16 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
+try:  # the build backend that ``--no-build-isolation`` builds the wheel with
+    SETUPTOOLS = importlib.metadata.version("setuptools")
+except importlib.metadata.PackageNotFoundError:
+    SETUPTOOLS = "0 (not installed)"
+if int(SETUPTOOLS.split(".")[0]) < 77:
+    pytest.skip(
+        f"setuptools {SETUPTOOLS} cannot build mmaplug; the test extra brings setuptools>=77: "
+        "pip install -e '.[test]'",
+        allow_module_level=True,
+    )
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,54 +79,71 @@ BUILTIN = re.compile(r"\bbuiltins\.")  # mypy before 2.0 spells str as builtins.
 
 
 @pytest.fixture(scope="module")
-def package_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The installed layout (mmaplug/, mmaplug/plugins/, mmaplug/heuristics/) as symlinks.
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mmaplug installed from a wheel (``pip install --target``): the layout a user gets.
 
-    mypy cannot see through the import hook of an editable install, and the source folders are
-    named core/, plugins/ and heuristics/.
+    mypy cannot see through the import hook of the editable install (the source folders are
+    named core/, plugins/ and heuristics/), and a wheel also shows what the package ships: a
+    subpackage missing from ``packages``, or py.typed missing, fails the tests below. Built
+    from a copy, so that setuptools' build/ and egg-info never land in the checkout; without
+    build isolation, so that no index is needed (the test extra brings setuptools).
     """
-    tree = tmp_path_factory.mktemp("typed") / "mmaplug"
-    tree.mkdir()
-    for path in (ROOT / "core").iterdir():
-        if path.name != "__pycache__":
-            (tree / path.name).symlink_to(path)
-    (tree / "plugins").symlink_to(ROOT / "plugins")
-    (tree / "heuristics").symlink_to(ROOT / "heuristics")
-    return tree.parent
+    base = tmp_path_factory.mktemp("wheel")
+    source, site = base / "source", base / "site"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, source / name)
+    for name in ("core", "plugins", "heuristics"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile"]
+    done = subprocess.run(
+        [*pip, "--no-build-isolation", "--target", str(site), str(source)],
+        capture_output=True,
+        text=True,
+        cwd=base,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return site
 
 
-def mypy(args: list[str], tree: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, MYPYPATH=str(tree))
+def mypy(args: list[str], cwd: Path, **path: str) -> subprocess.CompletedProcess[str]:
+    """Run mypy in *cwd* with its own cache; *path* sets ``MYPYPATH`` or ``PYTHONPATH``."""
     cache = ["--cache-dir", str(cwd / ".mypy_cache")]
     return subprocess.run(
         [sys.executable, "-m", "mypy", *cache, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env=env,
+        env={**os.environ, **path},
         timeout=600,
     )
 
 
-def test_the_package_type_checks(package_tree: Path, tmp_path: Path) -> None:
-    """mypy with pyproject.toml's settings finds no error in core/, plugins/, heuristics/."""
-    done = mypy(
-        ["--config-file", str(ROOT / "pyproject.toml"), "-p", "mmaplug"], package_tree, tmp_path
-    )
+def test_the_package_type_checks(site: Path, tmp_path: Path) -> None:
+    """mypy with pyproject.toml's settings finds no error in the installed package.
+
+    On ``MYPYPATH`` the package is checked as the project's own code (errors reported); as an
+    installed package mypy would silence them.
+    """
+    config = ["--config-file", str(ROOT / "pyproject.toml")]
+    done = mypy([*config, "-p", "mmaplug"], tmp_path, MYPYPATH=str(site))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert "Success: no issues found" in done.stdout
 
 
-def test_a_user_script_sees_real_types_in_strict_mode(package_tree: Path, tmp_path: Path) -> None:
-    """``mypy --strict`` on a user's script: no error, and the public API's real types."""
+def test_a_user_script_sees_real_types_in_strict_mode(site: Path, tmp_path: Path) -> None:
+    """``mypy --strict`` on a user's script, mmaplug installed: no error, the real types.
+
+    On ``PYTHONPATH`` mmaplug is an installed package to mypy, typed only through py.typed.
+    """
     (tmp_path / "user.py").write_text(USER_SCRIPT)
     (tmp_path / "mypy.ini").write_text(
         "[mypy]\nstrict = True\n"
-        "[mypy-mmaplug.*]\nfollow_imports = silent\n"  # as for an installed package
         "[mypy-numba.*,llvmlite.*,cuda.*,torch.*,cupy.*,matplotlib.*]\n"
         "follow_imports = skip\nignore_missing_imports = True\n"
     )
-    done = mypy(["--config-file", "mypy.ini", "user.py"], package_tree, tmp_path)
+    done = mypy(["--config-file", "mypy.ini", "user.py"], tmp_path, PYTHONPATH=str(site))
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     revealed = [BUILTIN.sub("", t) for t in re.findall(r'Revealed type is "(.*)"', done.stdout)]
     assert len(revealed) == len(REVEALED), done.stdout

@@ -10,6 +10,8 @@ import attrs
 
 from mmaplug.analysis.patterns import MatmulPattern
 from mmaplug.errors import PluginResultError, UnsupportedFusionError
+from mmaplug.hooks.guard import Guard, wrong
+from mmaplug.hooks.manager import get_plugin_manager
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion, IterDomain, IterType, TensorView, as_fusion
 from mmaplug.ir.ops import (
@@ -24,8 +26,6 @@ from mmaplug.ir.ops import (
     ReductionOp,
     SqueezeOp,
 )
-from mmaplug.planning.guard import Guard, wrong
-from mmaplug.planning.manager import get_plugin_manager
 
 if TYPE_CHECKING:
     import pluggy
@@ -37,7 +37,7 @@ def find_matmul_patterns(
     """Every matmul pattern in *fusion* (or a FusionDefinition's), in fusion order.
 
     Each recogniser (``mmaplug_matmul_patterns``) is asked; an answer that is not a list of
-    patterns of this fusion's tensors is a plugin fault (``mmaplug.planning.guard``).
+    patterns of this fusion's tensors is a plugin fault (``mmaplug.hooks.guard``).
     """
     fusion = as_fusion(fusion, "find_matmul_patterns")
     return _find(Guard(pm or get_plugin_manager()), fusion)

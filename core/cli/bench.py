@@ -60,8 +60,8 @@ def scheduler_managers() -> dict[str, Any]:
     """
     import os
 
+    from mmaplug.hooks.manager import make_plugin_manager, options_from_environ
     from mmaplug.planning.device import get_device
-    from mmaplug.planning.manager import make_plugin_manager, options_from_environ
 
     options: dict[str, Any] = dict(options_from_environ(os.environ))
     blocked = [name for name in options.pop("block", ()) if name]

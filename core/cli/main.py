@@ -34,10 +34,10 @@ from mmaplug.cli.report import add_diff, add_report
 from mmaplug.cli.run import add_bench, add_demo
 from mmaplug.cli.tune import add_db, add_tune
 from mmaplug.errors import MatmulError, UsageError
+from mmaplug.hooks.manager import get_plugin_manager
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion
 from mmaplug.planning.device import PRESET_NAMES, Device, get_device
-from mmaplug.planning.manager import get_plugin_manager
 from mmaplug.planning.plan import explain, plan_problem
 from mmaplug.planning.records import plan_record, plugins_record, precedence_text
 from mmaplug.progress import Progress

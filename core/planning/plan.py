@@ -11,11 +11,11 @@ import attrs
 
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import UsageError
+from mmaplug.hooks.guard import Guard
+from mmaplug.hooks.manager import PluginManager, get_plugin_manager
 from mmaplug.log import PLAN
 from mmaplug.planning.choices import KernelSpec, Provenance, SchedulerChoice
 from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.guard import Guard
-from mmaplug.planning.manager import PluginManager, get_plugin_manager
 from mmaplug.planning.params import MatmulParams
 from mmaplug.planning.planner import Planner, Retry
 from mmaplug.planning.scheduler import planning_with

@@ -20,12 +20,12 @@ from mmaplug.errors import (
     PluginWarning,
     UnknownParamError,
 )
-from mmaplug.planning.attribution import warn_about
+from mmaplug.hooks.attribution import warn_about
+from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, wrong
+from mmaplug.hooks.manager import DEFAULT_HEURISTIC, describe, is_builtin
 from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device
-from mmaplug.planning.guard import SKIPPED, Guard, scheduler_label, wrong
 from mmaplug.planning.layers import Layer, check_agree, find_clash, overlaps
-from mmaplug.planning.manager import DEFAULT_HEURISTIC, describe, is_builtin
 from mmaplug.planning.params import (
     PARAM_NAMES,
     MatmulParams,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any, Final
 
+from mmaplug.hooks.manager import heuristic_order
 from mmaplug.planning.choices import SchedulerChoice
-from mmaplug.planning.manager import heuristic_order
 from mmaplug.planning.params import TileShape
 from mmaplug.planning.scheduler_registry import schedulers
 
 if TYPE_CHECKING:
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.planning.choices import KernelSpec
-    from mmaplug.planning.manager import PluginManager
 
 #: Bumped when a key is renamed or removed (adding keys keeps the number).
 SCHEMA: Final = 2

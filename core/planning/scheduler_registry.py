@@ -17,9 +17,9 @@ from typing import Final
 import pluggy
 
 from mmaplug.errors import PluginError, PluginResultError
-from mmaplug.planning.attribution import warn_about
-from mmaplug.planning.guard import Guard, wrong
-from mmaplug.planning.manager import describe, get_plugin_manager, is_builtin
+from mmaplug.hooks.attribution import warn_about
+from mmaplug.hooks.guard import Guard, wrong
+from mmaplug.hooks.manager import describe, get_plugin_manager, is_builtin
 from mmaplug.planning.scheduler import Scheduler
 
 __all__ = ["HOOK", "Registry", "owners", "schedulers", "warn_deprecated"]

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING
 
 from mmaplug.analysis.translate import find_matmul_patterns
 from mmaplug.errors import UnsupportedFusionError
+from mmaplug.hooks.manager import get_plugin_manager
 from mmaplug.ir.fusion import Fusion, as_fusion
 from mmaplug.ir.symbolic import symbolic_dims
 from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.manager import get_plugin_manager
 from mmaplug.runtime.segmented_fusion import compile_concrete, segmented
 from mmaplug.runtime.specialize import SymbolicFusion
 
 if TYPE_CHECKING:
-    from mmaplug.planning.manager import PluginManager
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.runtime.compiled_fusion import CompiledFusion
     from mmaplug.runtime.segmented_fusion import SegmentedFusion, SymbolicSegments
 

@@ -10,10 +10,10 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mmaplug.errors import InvalidParamsError, KernelBuildError, PluginResultError
+from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, wrong
+from mmaplug.hooks.manager import describe
 from mmaplug.log import BUILD
 from mmaplug.planning.artifact import KernelArtifact
-from mmaplug.planning.guard import SKIPPED, Guard, scheduler_label, wrong
-from mmaplug.planning.manager import describe
 from mmaplug.planning.plan import plan_problem
 from mmaplug.planning.scheduler_registry import schedulers, warn_deprecated
 from mmaplug.runtime import dump as kernel_dump
@@ -21,8 +21,8 @@ from mmaplug.runtime.compiled_fusion import CompiledFusion
 
 if TYPE_CHECKING:
     from mmaplug.analysis.bindings import MatmulAnalysis
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.planning.choices import KernelSpec
-    from mmaplug.planning.manager import PluginManager
 
 _A = TypeVar("_A")
 

@@ -31,9 +31,9 @@ from mmaplug.runtime.segmentation import Segment, explain_segments, segment
 from mmaplug.runtime.specialize import MAX_SHAPES
 
 if TYPE_CHECKING:
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.planning.choices import KernelSpec, Provenance
     from mmaplug.planning.device import Device
-    from mmaplug.planning.manager import PluginManager
     from mmaplug.planning.params import MatmulParams
     from mmaplug.runtime.compiled_fusion import CompiledFusion
 

@@ -19,9 +19,9 @@ from mmaplug.runtime.kernels import KernelPool, compile_planned
 
 if TYPE_CHECKING:
     from mmaplug.analysis.problem import MatmulProblem
+    from mmaplug.hooks.manager import PluginManager
     from mmaplug.planning.choices import KernelSpec
     from mmaplug.planning.device import Device
-    from mmaplug.planning.manager import PluginManager
     from mmaplug.planning.params import MatmulParams
     from mmaplug.runtime.compiled_fusion import CompiledFusion
 

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from mmaplug.errors import UsageError
+from mmaplug.hooks.manager import make_plugin_manager
 from mmaplug.planning.device import Device
-from mmaplug.planning.manager import make_plugin_manager
 from mmaplug.planning.params import MatmulParams
 from mmaplug.planning.records import plugins_record
-from mmaplug.tune import db
+from mmaplug.tune import db, work
 from mmaplug.tune.candidates import scheduler_names
 from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.sweep import heuristic_choice
@@ -72,10 +72,10 @@ def label(plugin_set: str) -> str:
 
 
 def manager(plugin_set: str) -> Any:
-    """The plugin manager whose heuristic is *plugin_set*, the other scheduler blocked (as in
+    """The plugin manager whose heuristic is *plugin_set*, the other schedulers blocked (as in
     tuning)."""
     name, scheduler = split_set(plugin_set)
-    block = ["hopper" if scheduler == "ampere" else "ampere"]
+    block = work.others(scheduler)
     if name == "default":
         return make_plugin_manager(block=block, load_entrypoints=False)
     if name.endswith(".py"):

@@ -8,11 +8,11 @@ import pluggy
 import pytest
 
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
+from mmaplug.hooks import hookspecs
+from mmaplug.hooks.manager import DEFAULT_PLUGINS
 from mmaplug.ir.dtypes import DType
 from mmaplug.markers import PROJECT
-from mmaplug.planning import hookspecs
 from mmaplug.planning.device import PRESET_NAMES, get_device
-from mmaplug.planning.manager import DEFAULT_PLUGINS
 from mmaplug.planning.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
 from mmaplug.planning.scheduler import violations
 from mmaplug.plugins import ampere, hopper

@@ -19,7 +19,7 @@ from mmaplug.cli import main as cli
 from mmaplug.cli.main import main, parse_settings
 from mmaplug.cuda import presence as gpu
 from mmaplug.errors import UsageError
-from mmaplug.planning.manager import reset_plugin_manager
+from mmaplug.hooks.manager import reset_plugin_manager
 
 ENV_VARS = ("MMAPLUG_DISABLE", "MMAPLUG_HEURISTIC", "MMAPLUG_STRICT", "MMAPLUG_DUMP")
 EXPLAIN = ["explain", "--device", "h200", "--m", "4096", "--n", "4096", "--k", "4096"]

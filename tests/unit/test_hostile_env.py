@@ -17,7 +17,7 @@ import pytest
 from mmaplug import env
 from mmaplug.cuda import cache, cubin
 from mmaplug.errors import CacheWarning, EnvWarning, UsageError
-from mmaplug.planning.manager import options_from_environ
+from mmaplug.hooks.manager import options_from_environ
 
 Case = Callable[[Path, pytest.MonkeyPatch], tuple[Callable[[], object], str]]
 

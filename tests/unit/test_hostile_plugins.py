@@ -28,10 +28,10 @@ from mmaplug.errors import (
     UnknownParamError,
     UsageError,
 )
+from mmaplug.hooks.manager import make_plugin_manager, reset_plugin_manager
 from mmaplug.ir.fusion import Expr, IterDomain, IterType
 from mmaplug.ir.ops import LinearOp
 from mmaplug.planning.choices import Adjustment
-from mmaplug.planning.manager import make_plugin_manager, reset_plugin_manager
 from mmaplug.planning.params import MatmulParams, Violation
 from mmaplug.planning.scheduler import Resources
 from mmaplug.testing import registered

@@ -1,163 +1,132 @@
-"""The modules of core/ import each other without a cycle (type-only and local imports count)."""
+"""core/'s import graph holds to docs/architecture.md: no module reaches itself through imports
+(type-only and local ones count), and each package's imports that run point only to the
+packages below it, in the order of ``LAYERS``. The graph is scripts/import_graph.py's."""
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterable
+import sys
 from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "core"
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import import_graph as ig  # noqa: E402 (scripts/ is not a package)
+
+#: The packages of core/, lowest first: a package's imports that run may name only packages
+#: before it (docs/architecture.md, "Who may import whom").
+LAYERS = (
+    ig.BASE,
+    "ir",
+    "hooks",
+    "analysis",
+    "codegen",
+    "sim",
+    "cuda",
+    "planning",
+    "runtime",
+    "tune",
+    "cli",
+    ig.API,
+)
 
 
-def module_name(path: Path) -> str:
-    """The dotted name of a file under core/ (``core/ir/fusion.py`` is ``mmaplug.ir.fusion``)."""
-    parts = [p for p in path.relative_to(CORE).with_suffix("").parts if p != "__init__"]
-    return ".".join(["mmaplug", *parts])
-
-
-def imports(path: Path, modules: set[str]) -> set[str]:
-    """The core modules *path* imports anywhere: absolute, relative, local or type-only."""
-    return imports_at(path, path, modules)
-
-
-def imports_at(source: Path, path: Path, modules: set[str]) -> set[str]:
-    """``imports`` of the text of *source* as if it were the core file *path*."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source.read_text(), str(source))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            named = {f"{target}.{alias.name}" for alias in node.names}
-            found.update(named)
-            if not named <= modules:  # a name from the module itself, not only its submodules
-                found.add(target)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return (found & modules) - {name}
-
-
-def graph() -> dict[str, set[str]]:
-    files = sorted(CORE.rglob("*.py"))
-    modules = {module_name(p) for p in files}
-    return {module_name(p): imports(p, modules) for p in files}
-
-
-def find_cycle(edges: dict[str, set[str]]) -> list[str]:
-    """One import cycle as a path (first module repeated at the end), or []."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(module: str) -> list[str]:
-        state[module] = 1
-        path.append(module)
-        for dep in sorted(edges[module]):
-            if state.get(dep) == 1:
-                return [*path[path.index(dep) :], dep]
-            if dep not in state and (cycle := visit(dep)):
-                return cycle
-        path.pop()
-        state[module] = 2
-        return []
-
-    for module in sorted(edges):
-        if module not in state and (cycle := visit(module)):
-            return cycle
-    return []
-
-
-def test_core_imports_form_no_cycle():
+def test_core_imports_form_no_cycle() -> None:
     """No core module reaches itself through imports, counted wherever they are written."""
-    cycle = find_cycle(graph())
+    cycle = ig.find_cycle(ig.graph())
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
-def package_of(module: str, packages: Iterable[str]) -> str | None:
-    """The one of *packages* that is *module* or holds it, else None."""
-    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+def test_every_package_is_placed_in_the_layers() -> None:
+    assert set(ig.package_graph(ig.graph(runtime=True))) == set(LAYERS)
 
 
-def crossings(
-    edges: dict[str, set[str]], packages: Iterable[str]
-) -> dict[tuple[str, str], list[str]]:
-    """The imports from one of *packages* into another: (importer's package, imported's
-    package) -> the module edges ("a -> b"), sorted."""
-    packages = tuple(packages)
-    found: dict[tuple[str, str], list[str]] = {}
-    for module, deps in sorted(edges.items()):
-        source = package_of(module, packages)
-        for dep in sorted(deps):
-            target = package_of(dep, packages)
-            if source and target and source != target:
-                found.setdefault((source, target), []).append(f"{module} -> {dep}")
-    return found
+@pytest.mark.parametrize("package", LAYERS)
+def test_a_package_imports_only_the_layers_below(package: str) -> None:
+    """The imports that run go down the layers; each one that does not is named."""
+    edges = ig.graph(runtime=True)
+    below = set(LAYERS[: LAYERS.index(package)])
+    upward = sorted(
+        f"{module} -> {dep}"
+        for module, deps in edges.items()
+        if ig.package_of(module, edges) == package
+        for dep in deps
+        if ig.package_of(dep, edges) not in below | {package}
+    )
+    assert not upward, f"{package} imports above its layer: {upward}"
 
 
-def test_cuda_and_sim_depend_one_way():
-    """mmaplug.cuda imports mmaplug.sim and sim imports nothing of cuda (imports counted
-    wherever they are written), as the two packages' docstrings say."""
-    cuda, sim = "mmaplug.cuda", "mmaplug.sim"
-    found = crossings(graph(), (cuda, sim))
-    assert not ((cuda, sim) in found and (sim, cuda) in found), f"both ways: {found}"
-    assert (sim, cuda) not in found, "sim imports cuda: " + ", ".join(found[sim, cuda])
+def test_sim_imports_nothing_of_cuda_even_locally() -> None:
+    """The simulator's emulation is opt-in: cuda binds it, sim never reaches back."""
+    edges = ig.graph()
+    back = [
+        f"{m} -> {d}"
+        for m, deps in edges.items()
+        if ig.package_of(m, edges) == "sim"
+        for d in deps
+        if ig.package_of(d, edges) == "cuda"
+    ]
+    assert not back, back
 
 
-def test_crossings_name_each_package_edge():
-    """crossings groups the module edges between packages by direction, ignoring the rest."""
-    edges = {
-        "p.a": {"p.b", "q.c"},
-        "p.b": set(),
-        "q.c": {"p", "r.d"},
-        "q": set(),
-        "p": set(),
-        "r.d": set(),
-    }
-    assert crossings(edges, ("p", "q")) == {
-        ("p", "q"): ["p.a -> q.c"],
-        ("q", "p"): ["q.c -> p"],
-    }
-    assert package_of("pq.x", ("p", "pq")) == "pq"
+PLAN = "mmaplug.planning.plan"
+TRANSLATE = "mmaplug.analysis.translate"
+TYPE_ONLY = "import typing\nif typing.TYPE_CHECKING:\n    from mmaplug.ir import fusion"
 
 
 @pytest.mark.parametrize(
-    ("source", "expected"),
+    ("source", "expected", "runtime"),
     [
-        ("from .plan import x", {"mmaplug.planning.plan"}),
-        ("from . import manager, plan", {"mmaplug.planning.manager", "mmaplug.planning.plan"}),
-        ("from ..ir import fusion", {"mmaplug.ir.fusion"}),
-        ("def f():\n    from mmaplug.analysis.translate import g", {"mmaplug.analysis.translate"}),
-        (
-            "import typing\nif typing.TYPE_CHECKING:\n    from mmaplug.ir import fusion",
-            {"mmaplug.ir.fusion"},
-        ),
-        ("import mmaplug.analysis.patterns", {"mmaplug.analysis.patterns"}),
-        ("from mmaplug.planning.plan import p\nimport numpy", {"mmaplug.planning.plan"}),
+        ("from .plan import x", {"mmaplug.planning.plan"}, False),
+        ("from . import plan, planner", {PLAN, "mmaplug.planning.planner"}, False),
+        ("from ..ir import fusion", {"mmaplug.ir.fusion"}, False),
+        ("def f():\n    from mmaplug.analysis.translate import g", {TRANSLATE}, True),
+        (TYPE_ONLY, {"mmaplug.ir.fusion"}, False),
+        (TYPE_ONLY, set(), True),
+        ("import mmaplug.analysis.patterns", {"mmaplug.analysis.patterns"}, False),
+        ("from mmaplug.planning.plan import p\nimport numpy", {"mmaplug.planning.plan"}, True),
     ],
-    ids=["relative", "package", "parent", "function_local", "type_checking", "absolute", "other"],
-)
-def test_every_import_form_is_seen(tmp_path, source, expected):
-    """The parser sees relative, absolute, function-local and TYPE_CHECKING imports."""
-    module = CORE / "planning" / "probe_module.py"
+    ids=["relative", "package", "parent", "function_local", "type_checking", "type_only_skipped",
+         "absolute", "other"],
+)  # fmt: skip
+def test_every_import_form_is_seen(
+    tmp_path: Path, source: str, expected: set[str], runtime: bool
+) -> None:
+    """Relative, absolute, function-local and TYPE_CHECKING imports (the last left out when
+    only the imports that run are asked for)."""
     known = {
         "mmaplug.planning.plan",
-        "mmaplug.planning.manager",
+        "mmaplug.planning.planner",
         "mmaplug.ir.fusion",
         "mmaplug.analysis.translate",
         "mmaplug.analysis.patterns",
     }
     path = tmp_path / "probe_module.py"
     path.write_text(source)
-    assert imports_at(path, module, known) == expected
+    as_if = ig.CORE / "planning" / "probe_module.py"
+    assert ig.imports_at(path, as_if, known, runtime=runtime) == expected
 
 
-def test_a_cycle_is_reported_as_a_path():
+def test_a_cycle_is_reported_as_a_path() -> None:
     """find_cycle names the modules of a cycle in order."""
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
-    assert find_cycle(edges) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set()}) == []
+    assert ig.find_cycle(edges) == ["a", "b", "c", "a"]
+    assert ig.find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_package_of_places_top_modules_in_base_or_api() -> None:
+    edges = {"mmaplug.errors": set(), "mmaplug.testing": set(), "mmaplug.ir.fusion": set(),
+             "mmaplug.ir": set()}  # fmt: skip
+    assert [ig.package_of(m, edges) for m in edges] == [ig.BASE, ig.API, "ir", "ir"]
+
+
+def test_the_architecture_page_draws_this_graph() -> None:
+    """docs/architecture.md's flowchart has exactly the package edges of the code."""
+    page = (SCRIPTS.parent / "docs" / "architecture.md").read_text()
+    chart = page.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    drawn = {line.strip() for line in chart.splitlines()[1:] if "-->" in line}
+    actual = {
+        line.strip()
+        for line in ig.mermaid(ig.package_graph(ig.graph(runtime=True))).splitlines()[1:]
+    }
+    assert drawn == actual, (sorted(drawn - actual), sorted(actual - drawn))

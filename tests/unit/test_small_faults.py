@@ -32,14 +32,14 @@ from mmaplug.errors import (
     PluginWarning,
     UsageError,
 )
-from mmaplug.markers import hookimpl
-from mmaplug.planning.choices import Adjustment
-from mmaplug.planning.manager import (
+from mmaplug.hooks.manager import (
     heuristic_order,
     make_plugin_manager,
     options_from_environ,
     reset_plugin_manager,
 )
+from mmaplug.markers import hookimpl
+from mmaplug.planning.choices import Adjustment
 from mmaplug.planning.plan import plan_problem
 from mmaplug.testing import registered
 

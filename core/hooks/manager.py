@@ -14,10 +14,10 @@ import pluggy
 
 from mmaplug import env
 from mmaplug.errors import PluginError, PluginWarning, UsageError
+from mmaplug.hooks import hookspecs
+from mmaplug.hooks.attribution import warn_about, warn_at
+from mmaplug.hooks.hookcheck import near_hooks, undecorated, unknown_arguments, unknown_hooks
 from mmaplug.markers import PROJECT
-from mmaplug.planning import hookspecs
-from mmaplug.planning.attribution import warn_about, warn_at
-from mmaplug.planning.hookcheck import near_hooks, undecorated, unknown_arguments, unknown_hooks
 
 ENTRY_POINT_GROUP: Final = "mmaplug"
 DEFAULT_HEURISTIC: Final = "default"
@@ -153,7 +153,7 @@ class PluginManager(pluggy.PluginManager):
                 fault(
                     f"plugin {describe(self, name)} implements {', '.join(hooks)}, which "
                     f"{'is no hook' if len(hooks) == 1 else 'are no hooks'} of mmaplug; "
-                    f"check the spelling against mmaplug.planning.hookspecs{near_hooks(hooks)}",
+                    f"check the spelling against mmaplug.hooks.hookspecs{near_hooks(hooks)}",
                     strict=self.strict or not installed,
                     plugin=name,
                     hook=hooks[0],

@@ -4,7 +4,7 @@ A plugin is a module (or an object) with functions named after the hooks below, 
 ``mmaplug.hookimpl``. It may implement any subset of the hooks and, for each hook, any subset of
 its arguments: pluggy matches arguments by name, so take only what you use.
 
-Registration sequence (``mmaplug.planning.manager.make_plugin_manager``):
+Registration sequence (``mmaplug.hooks.manager.make_plugin_manager``):
 
 1. names in ``block`` (and ``MMAPLUG_DISABLE``) are blocked;
 2. the built-in plugins of ``DEFAULT_PLUGINS`` are registered: ``default`` (the default
@@ -25,7 +25,7 @@ and conflicting overrides are an error rather than a race.
 ``None`` always means "I have nothing to say": a ``firstresult`` hook moves on to the next
 implementation, an all-results hook leaves the answer out.
 
-Every hook is called through ``mmaplug.planning.guard.Guard``, with every argument passed by
+Every hook is called through ``mmaplug.hooks.guard.Guard``, with every argument passed by
 keyword. Core calls each implementation on its own so that an answer, a wrong answer or an
 exception can be attributed to the plugin that gave it: a fault raises an error naming the
 plugin and the hook (strict mode, built-in plugins, hooks without a fallback) or is dropped

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal, TypeVar
 import pluggy
 
 from mmaplug.errors import KernelBuildError, MatmulError, PluginError, UnsupportedFusionError
-from mmaplug.planning.manager import describe, fault, is_builtin
+from mmaplug.hooks.manager import describe, fault, is_builtin
 
 # What core does when a plugin raises or answers wrongly in each hook (docs/decisions.md, "Plugin
 # faults"). None: there is no fallback, so the fault is a PluginError in every mode.

@@ -7,8 +7,8 @@ import inspect
 
 import pluggy
 
+from mmaplug.hooks import hookspecs
 from mmaplug.markers import PROJECT
-from mmaplug.planning import hookspecs
 
 __all__ = ["near_hooks", "undecorated", "unknown_arguments", "unknown_hooks"]
 
