@@ -56,6 +56,9 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
+DECODE_WARPS: Final = 4  # warps of a decode CTA, splitting K
+DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM
+DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
@@ -63,11 +66,14 @@ TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 def mmaplug_matmul_params(
     problem: MatmulProblem, device: Device, scheduler: str
 ) -> MatmulParams | None:
-    """Default parameters for the ``ampere`` and ``hopper`` schedulers; None for any other."""
+    """Default parameters for the ``ampere``, ``hopper`` and ``decode`` schedulers; None for
+    any other."""
     if scheduler == "ampere":
         return ampere_params(problem, device)
     if scheduler == "hopper":
         return hopper_params(problem, device)
+    if scheduler == "decode":
+        return decode_params(problem, device)
     return None
 
 
@@ -137,6 +143,21 @@ def tile_grid(problem: MatmulProblem, cta: TileShape) -> tuple[int, int]:
 def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
     """The axis with fewer tiles goes on blockIdx.x: column_major when M tiles <= N tiles."""
     return CtaOrder.column_major if m_tiles <= n_tiles else CtaOrder.row_major
+
+
+# --- Decode (few activation rows, the weight streamed once) -----------------------------------
+
+
+def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
+    """The default decode parameters: 8 warps splitting K (``splitk_factor``) while the CTAs (one
+    per ``cta_tile.n`` weight rows) are fewer than two per SM, else 4; three chunks in flight
+    (measured on the H200: BENCHMARKS.md, "Decode kernel")."""
+    asker = _Asker(scheduler_object("decode"), problem, device)
+    (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
+    assert isinstance(cta, TileShape)
+    few_ctas = _ceil(problem.n, cta.n) < 2 * device.sm_count
+    warps = DECODE_WARPS_FEW_CTAS if few_ctas else DECODE_WARPS
+    return asker.params(splitk_factor=warps, stages=DECODE_UNROLL)
 
 
 # --- Ampere (mma.sync m16n8k16, cp.async pipeline) ----------------------------------------------

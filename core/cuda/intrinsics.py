@@ -33,6 +33,7 @@ __all__ = [
     "f32_to_bf16",
     "f32_to_f16",
     "global_addr",
+    "ld_global_nc_v4_b32",
     "ld_shared_v4_f32",
     "ldmatrix_x1",
     "ldmatrix_x1_trans",
@@ -173,6 +174,15 @@ def global_addr(arr, i):
     """
 
 
+def ld_global_nc_v4_b32(arr, index):
+    """Generate `ld.global.nc.v4.u32` of `&arr[index]`: 16 read-only bytes as 4 uint32, lowest
+    address first (a uint16 array gives two elements per word, low half first).
+
+    The byte address must be a multiple of 16, and nothing may write the array while the kernel
+    runs (the non-coherent texture path).
+    """
+
+
 def ld_shared_v4_f32(addr):
     """Generate `ld.shared.v4.f32`: four consecutive float32 at 16-byte aligned `addr`.
 
@@ -229,6 +239,7 @@ def _instantiate() -> dict[str, Any]:
     made = {smem_addr.__name__: F.smem_addr_intrinsic(smem_addr)}
     made[cp_async_wait_group.__name__] = F.cp_async_wait_group_intrinsic(cp_async_wait_group)
     made[global_addr.__name__] = F.global_addr_intrinsic(global_addr)
+    made[ld_global_nc_v4_b32.__name__] = F.ld_global_nc_v4_intrinsic(ld_global_nc_v4_b32)
     for stub, (count, ty) in LD_SHARED_VARIANTS.items():
         made[stub.__name__] = F.ld_shared_v_intrinsic(stub, count, ty)
     for stub, count in ST_GLOBAL_VARIANTS.items():

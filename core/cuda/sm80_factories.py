@@ -165,6 +165,28 @@ def global_addr_intrinsic(stub):
     return typer
 
 
+def ld_global_nc_v4_intrinsic(stub):
+    text = "ld.global.nc.v4.u32"
+    asm = f"{text} {{$0, $1, $2, $3}}, [$4];"
+
+    @implements(stub)
+    def typer(typingctx, arr, index):
+        validate_array(text, "arr", arr)
+        validate_integer(text, "index", index)
+
+        def codegen(context, builder, sig, args):
+            aryty, idxty = sig.args
+            addr = item_address(
+                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
+            )
+            out = inline_asm(builder, [types.uint32] * 4, asm, [types.uint64], [addr], effect=True)
+            return as_tuple(context, builder, sig.return_type, out)
+
+        return types.UniTuple(types.uint32, 4)(arr, index), codegen
+
+    return typer
+
+
 def ld_shared_v_intrinsic(stub, count: int, ty: Any):
     text = f"ld.shared.v{count}.{'f' if ty == types.float32 else 'b'}32"
     asm = f"{text} {{{', '.join(f'${i}' for i in range(count))}}}, [${count}];"

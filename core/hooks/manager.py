@@ -26,6 +26,7 @@ DEFAULT_PLUGINS: Final = (
     *ESSENTIAL_PLUGINS,
     "mmaplug.plugins.ampere",
     "mmaplug.plugins.hopper",
+    "mmaplug.plugins.decode",
     "mmaplug.testing",
 )
 BUILTIN_NAMES: Final = frozenset(module.rpartition(".")[2] for module in DEFAULT_PLUGINS)

@@ -4,9 +4,9 @@ scheduler accepts, the rules the schedulers state, the test sentinels and what a
 Nothing here restates a rule, and nothing is probed: fields, types and defaults come from
 ``attrs.fields``; what each registered scheduler accepts of a field is its ``space`` (in its
 words, with the legal values where it lists them) and the rules it states are its ``rules``
-(field and limit, as data), both asked for a representative problem on the preset device the
-scheduler is chosen for. Descriptions of fields are the only hand-written text, and a field
-without one is an error.
+(field and limit, as data), both asked for a representative problem it takes (a 4096-row GEMM,
+else a one-row decode step) on the preset device the scheduler is chosen for. Descriptions of
+fields are the only hand-written text, and a field without one is an error.
 
     python -m mmaplug.planning.plugin_reference docs/plugin-reference.md  # refresh in place
     python -m mmaplug.planning.plugin_reference --check docs/plugin-reference.md  # 1: stale
@@ -32,11 +32,11 @@ import attrs
 
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import MatmulError, UsageError
+from mmaplug.hooks import hookspecs
+from mmaplug.hooks.manager import PluginManager, make_plugin_manager
 from mmaplug.ir.dtypes import DType
-from mmaplug.planning import hookspecs
 from mmaplug.planning.choices import KernelSpec, Provenance
 from mmaplug.planning.device import PRESET_NAMES, Device, get_device
-from mmaplug.planning.manager import PluginManager, make_plugin_manager
 from mmaplug.planning.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
 from mmaplug.planning.plan import plan_problem
 from mmaplug.planning.scheduler import Scheduler, Space
@@ -127,12 +127,17 @@ ATTRIBUTE_DOCS: Final[dict[type, dict[str, str]]] = {
 }
 
 
+#: Rows of the representative problems, in the order they are asked: a square GEMM, then a
+#: decode step (for a scheduler that takes no square GEMM).
+REPRESENTATIVE_M: Final = (4096, 1)
+
+
 def representative_problem(
-    *, a_k_inner: bool = True, b_k_inner: bool = True, horizontal: int = 1
+    *, m: int = 4096, a_k_inner: bool = True, b_k_inner: bool = True, horizontal: int = 1
 ) -> MatmulProblem:
-    """A 4096x4096x4096 float16 problem (TN unless told), the one the reference asks about."""
+    """An m x 4096 x 4096 float16 problem (TN unless told), the kind the reference asks about."""
     return MatmulProblem(
-        m=4096,
+        m=m,
         n=4096,
         k=4096,
         a_k_inner=a_k_inner,
@@ -145,12 +150,14 @@ def representative_problem(
     )
 
 
-#: Problems whose rules are listed (a horizontal fusion where a scheduler takes one).
-RULE_PROBLEMS: Final = (
-    ("TN", representative_problem()),
-    ("NT", representative_problem(a_k_inner=False, b_k_inner=False)),
-    ("horizontal (h=2)", representative_problem(horizontal=2)),
-)
+def rule_problems(m: int) -> tuple[tuple[str, MatmulProblem], ...]:
+    """Problems of *m* rows whose rules are listed (a horizontal fusion where a scheduler takes
+    one)."""
+    return (
+        ("TN", representative_problem(m=m)),
+        ("NT", representative_problem(m=m, a_k_inner=False, b_k_inner=False)),
+        ("horizontal (h=2)", representative_problem(m=m, horizontal=2)),
+    )
 
 
 @functools.cache
@@ -159,34 +166,39 @@ def _manager() -> PluginManager:
     return make_plugin_manager(load_entrypoints=False, strict=True)
 
 
-def targets(pm: PluginManager) -> list[tuple[Scheduler, Device]]:
-    """Each registered scheduler (by name) with the preset it is asked about: the last preset
-    on which it outranks every other scheduler taking the representative problem, else the
-    last that it takes, else the last preset (where its space and rules still answer)."""
+def targets(pm: PluginManager) -> list[tuple[Scheduler, Device, MatmulProblem]]:
+    """Each registered scheduler (by name) with the preset and problem it is asked about: the
+    first representative problem (``REPRESENTATIVE_M``) it takes on some preset, and the last
+    preset on which it outranks every other scheduler taking that problem, else the last that
+    it takes; a scheduler taking none is asked about the first problem on the last preset
+    (where its space and rules still answer)."""
     found = [scheduler for _, scheduler in schedulers(pm).values()]
-    problem = representative_problem()
     devices = [get_device(name) for name in PRESET_NAMES]
-    takes = {(s.name, d.name): s.accepts(problem, d) is None for s in found for d in devices}
 
-    def chosen(scheduler: Scheduler, device: Device) -> bool:
-        rivals = [s for s in found if takes[s.name, device.name]]
-        return rivals != [] and min(rivals, key=lambda s: (-s.priority, s.name)) is scheduler
+    def chosen(problem: MatmulProblem, device: Device) -> Scheduler | None:
+        rivals = [s for s in found if s.accepts(problem, device) is None]
+        return min(rivals, key=lambda s: (-s.priority, s.name), default=None)
 
     out = []
     for scheduler in sorted(found, key=lambda s: s.name):
-        picks = (
-            [d for d in devices if chosen(scheduler, d)]
-            or [d for d in devices if takes[scheduler.name, d.name]]
-            or devices
-        )
-        out.append((scheduler, picks[-1]))
+        for m in REPRESENTATIVE_M:
+            problem = representative_problem(m=m)
+            taken = [d for d in devices if scheduler.accepts(problem, d) is None]
+            if taken:
+                wins = [d for d in taken if chosen(problem, d) is scheduler]
+                out.append((scheduler, (wins or taken)[-1], problem))
+                break
+        else:
+            out.append((scheduler, devices[-1], representative_problem()))
     return out
 
 
-def _default_plan(pm: PluginManager, scheduler: Scheduler, device: Device) -> MatmulParams | None:
-    """The plan of the representative problem on *device*, when it is *scheduler*'s."""
+def _default_plan(
+    pm: PluginManager, scheduler: Scheduler, device: Device, problem: MatmulProblem
+) -> MatmulParams | None:
+    """The plan of *problem* on *device*, when it is *scheduler*'s."""
     try:
-        spec = plan_problem(representative_problem(), device, pm=pm)
+        spec = plan_problem(problem, device, pm=pm)
     except MatmulError:
         return None
     return spec.params if spec.scheduler == scheduler.name else None
@@ -237,20 +249,24 @@ def _space_line(space: Space | None) -> list[str]:
 def section_accepted(pm: PluginManager) -> str:
     """Per field: meaning, type, default, sentinel, and per scheduler its space, the default
     heuristic's choice and the rules about the field."""
-    problem = representative_problem()
     asked = targets(pm)
+    by_problem: dict[MatmulProblem, list[str]] = {}
+    for s, d, p in asked:
+        by_problem.setdefault(p, []).append(f"**{s.name}** on the `{d.name}` preset")
     out = [
-        f"Asked for {_problem_line(problem)}: "
-        + ", ".join(f"**{s.name}** on the `{d.name}` preset" for s, d in asked)
+        "; ".join(
+            f"{'Asked' if i == 0 else 'asked'} for {_problem_line(p)}: {', '.join(names)}"
+            for i, (p, names) in enumerate(by_problem.items())
+        )
         + ". Each scheduler says what it accepts of a field (its space, with the values the "
         "tuner tries) and the rules about it, in its own words; rules between fields are "
-        "listed under each field they blame. Limits with numbers hold for this problem and "
+        "listed under each field they blame. Limits with numbers hold for its problem and "
         "device (shared memory, K tiles).",
         "",
     ]
-    spaces = {s.name: {sp.field: sp for sp in s.space(problem, d)} for s, d in asked}
-    rules = {s.name: s.rules(problem, d) for s, d in asked}
-    plans = {s.name: _default_plan(pm, s, d) for s, d in asked}
+    spaces = {s.name: {sp.field: sp for sp in s.space(p, d)} for s, d, p in asked}
+    rules = {s.name: s.rules(p, d) for s, d, p in asked}
+    plans = {s.name: _default_plan(pm, s, d, p) for s, d, p in asked}
     for field in attrs.fields(MatmulParams):
         if field.name not in FIELD_DOCS:
             raise UsageError(f"MatmulParams.{field.name} has no description in FIELD_DOCS")
@@ -262,7 +278,7 @@ def section_accepted(pm: PluginManager) -> str:
             where = ", ".join(sorted(SENTINEL_SCHEDULERS[field.name]))
             out.append(f"Test sentinel: `{_show(SENTINELS[field.name])}` ({where}).")
         out.append("")
-        for scheduler, device in asked:
+        for scheduler, device, _ in asked:
             bits = _space_line(spaces[scheduler.name].get(field.name))
             if (plan := plans[scheduler.name]) is not None:
                 bits.append(f"default heuristic `{_show(getattr(plan, field.name))}`")
@@ -279,19 +295,22 @@ def _problem_line(problem: MatmulProblem) -> str:
 
 
 def section_rules(pm: PluginManager) -> str:
-    """Every rule each scheduler states, per representative problem it takes."""
+    """Every rule each scheduler states, per representative problem it takes (of the rows it
+    is asked about)."""
     out = []
-    for scheduler, device in targets(pm):
-        taken = [(n, p) for n, p in RULE_PROBLEMS if scheduler.accepts(p, device) is None]
+    for scheduler, device, asked in targets(pm):
+        problems = rule_problems(asked.m)
+        taken = [(n, p) for n, p in problems if scheduler.accepts(p, device) is None]
         rows: dict[tuple[str, str], set[str]] = {}
         for name, problem in taken:
             for rule in scheduler.rules(problem, device):
                 rows.setdefault((rule.field, rule.limit), set()).add(name)
         where = type(scheduler).__module__
-        out.append(f"**{scheduler.name}** ({device.name}; `{where}`):")
+        rows_note = "" if asked.m == REPRESENTATIVE_M[0] else f", m={asked.m}"
+        out.append(f"**{scheduler.name}** ({device.name}{rows_note}; `{where}`):")
         out.append("")
         if not taken:
-            out.append(f"takes none of {', '.join(n for n, _ in RULE_PROBLEMS)} on {device.name}.")
+            out.append(f"takes none of {', '.join(n for n, _ in problems)} on {device.name}.")
             out.append("")
             continue
         out.append("| field | limit | " + " | ".join(n for n, _ in taken) + " |")

@@ -82,6 +82,14 @@ def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
     return tuple(raw.copy().view(np.float32))
 
 
+def ld_global_nc_v4_b32(arr: Any, index: int) -> tuple[np.uint32, ...]:
+    """Emulate ld_global_nc_v4_b32: 16 bytes at a 16-byte aligned element, as 4 uint32."""
+    op = "ld.global.nc.v4.u32"
+    if host_array(arr).__array_interface__["data"][0] % 16:
+        raise UsageError(f"{op}: the array base is not 16-byte aligned")
+    return tuple(_bytes_at(arr, index, 16, 16, op).copy().view(np.uint32))
+
+
 def _st_global(count: int) -> Callable[..., None]:
     op = f"st.global.v{count}.b32"
 

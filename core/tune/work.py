@@ -20,15 +20,22 @@ from mmaplug.tune.corpus import TuneProblem
 
 TOLERANCE: Final = 2e-2  # relative Frobenius error of a 16-bit kernel against float32 torch
 _VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "torch")
+#: The built-in scheduler plugins, each registering the scheduler of its name.
+BUILTIN_SCHEDULERS: Final = ("ampere", "hopper", "decode")
+
+
+def others(scheduler: str) -> list[str]:
+    """The built-in scheduler plugins to block so that *scheduler* plans what it accepts (none
+    of higher priority takes it first)."""
+    return [name for name in BUILTIN_SCHEDULERS if name != scheduler]
 
 
 def tuning_manager(scheduler: str = "hopper") -> Any:
     """The plugin manager tuning compiles with for *scheduler*: built-ins only, the other
-    scheduler blocked, strict."""
-    from mmaplug.planning.manager import make_plugin_manager
+    schedulers blocked, strict."""
+    from mmaplug.hooks.manager import make_plugin_manager
 
-    other = "hopper" if scheduler == "ampere" else "ampere"
-    return make_plugin_manager(block=[other], load_entrypoints=False, strict=True)
+    return make_plugin_manager(block=others(scheduler), load_entrypoints=False, strict=True)
 
 
 def versions() -> dict[str, str]:

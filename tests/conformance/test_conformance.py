@@ -21,6 +21,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis.matmul_analysis import analyze
 from mmaplug.planning.plan import plan_problem
+from mmaplug.plugins.decode.scheduler import SCHEDULER as DECODE
 from mmaplug.runtime.framework_segments import backend_for, run_ops
 from mmaplug.runtime.segmentation import evaluate_segments, segment
 from mmaplug.runtime.segmented_fusion import SegmentedFusion
@@ -81,10 +82,18 @@ def hermetic() -> mp.PluginManager:
     return mp.make_plugin_manager(load_entrypoints=False, strict=True)
 
 
+@pytest.fixture(scope="module")
+def no_decode() -> mp.PluginManager:
+    return mp.make_plugin_manager(block=["decode"], load_entrypoints=False, strict=True)
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_planning_takes_it_or_refuses_as_documented(name: str, hermetic: Any) -> None:
+def test_planning_takes_it_or_refuses_as_documented(
+    name: str, hermetic: Any, no_decode: Any
+) -> None:
     """Analysis and planning on a100 and h200 take every scenario nvFuser's matmul scheduler
-    takes, with nvFuser's layout and vector widths; a documented difference is our refusal."""
+    takes, with nvFuser's layout and vector widths; a documented difference is our refusal.
+    The tensor-core GEMMs (ampere, hopper) take each; decode takes exactly what it accepts."""
     sc = SCENARIOS[name]
     fusion = build(name)
     if sc.differ is not None:
@@ -99,10 +108,11 @@ def test_planning_takes_it_or_refuses_as_documented(name: str, hermetic: Any) ->
         widths = problem.vector_widths
         assert (widths.a, widths.b, widths.epilogue) == sc.vec
     for device in ("a100", "h200"):
-        spec = plan_problem(problem, mp.get_device(device), pm=hermetic)
-        assert spec.scheduler in ("ampere", "hopper")
-        if device == "a100":
-            assert spec.scheduler == "ampere"
+        gpu = mp.get_device(device)
+        gemm = plan_problem(problem, gpu, pm=no_decode).scheduler
+        assert gemm == "ampere" if device == "a100" else gemm in ("ampere", "hopper")
+        takes = DECODE.accepts(problem, gpu) is None
+        assert plan_problem(problem, gpu, pm=hermetic).scheduler == ("decode" if takes else gemm)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, sc in SCENARIOS.items() if sc.differ))

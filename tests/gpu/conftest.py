@@ -134,12 +134,13 @@ def checks() -> Checks:
 
 
 def _scheduler_pm(scheduler: str) -> mp.PluginManager:
-    block = ("hopper",) if scheduler == "ampere" else ()
+    block = ("hopper", "decode") if scheduler == "ampere" else ("decode",)
     return mp.make_plugin_manager(load_entrypoints=False, strict=True, block=block)
 
 
 @pytest.fixture(scope="session")
 def scheduler_pm() -> Callable[[str], mp.PluginManager]:
     """``scheduler_pm(name)``: a hermetic, strict plugin manager that plans with *name*
-    (``"ampere"`` blocks hopper; ``"hopper"`` blocks nothing: it wins on an sm_90 GPU)."""
+    (``"ampere"`` blocks hopper and decode; ``"hopper"`` blocks decode: it wins on an sm_90
+    GPU)."""
     return _scheduler_pm

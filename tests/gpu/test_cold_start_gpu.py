@@ -138,10 +138,10 @@ if __name__ == "__main__":
 @pytest.mark.sm90
 @pytest.mark.parametrize("disk", ["on", "off"])
 def test_prebuilt_kernels_run_without_numba_here(tmp_path: Path, disk: str) -> None:
-    """``mp.prebuild`` builds four kernels in worker processes (hopper, hopper split-K gemm +
-    reduce, ampere; the decode shape class of a symbolic fusion plans the first one's kernel);
-    this process runs all four fusions against float64 without importing Numba, with the
-    disk cache on or off."""
+    """``mp.prebuild`` builds five kernels in worker processes (hopper, hopper split-K gemm +
+    reduce, ampere, and the decode kernel of a symbolic fusion's M <= 16 shape class); this
+    process runs all four fusions against float64 without importing Numba, with the disk cache
+    on or off."""
     script = tmp_path / "prebuild_child.py"  # spawned workers re-import the main module
     script.write_text(PREBUILD_CHILD)
     env = dict(os.environ, MMAPLUG_CACHE_DIR=str(tmp_path / "cache"), MMAPLUG_DISK_CACHE=disk)
@@ -153,8 +153,9 @@ def test_prebuilt_kernels_run_without_numba_here(tmp_path: Path, disk: str) -> N
     )
     assert done.returncode == 0, done.stderr[-4000:]
     run = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(run["built"]) == 4 and run["cached"] == [], run
+    assert len(run["built"]) == 5 and run["cached"] == [], run
+    assert sum(".decode_gemm " in name for name in run["built"]) == 1, run
     assert run["numba_after_prebuild"] is False and run["numba"] is False, run
     assert all(err < 1e-2 for err in run["rel_errors"]), run
     cubins = list((tmp_path / "cache" / "cubins").glob("*.cubin")) if disk == "on" else []
-    assert len(cubins) == (4 if disk == "on" else 0), run
+    assert len(cubins) == (5 if disk == "on" else 0), run

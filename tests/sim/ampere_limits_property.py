@@ -5,10 +5,10 @@ NUMBA_ENABLE_CUDASIM=1, started by test_ampere_limits_property.py. Hypothesis dr
 ragged matmul fusion (m, n, k up to 50, batch 1-2, every layout, fp16/bf16, with or without a
 bias + relu epilogue, with or without operand prologues whose op(0) is not 0) and ampere
 parameters from a grid of tiles with the odd sizes 48, 80, 96; every set that
-``limits.violations`` accepts is compiled through ``mp.compile`` for the a100 preset and must
-match ``mp.evaluate`` with every output written (the simulator poisons outputs); every rejected
-set must carry Violations naming MatmulParams fields. One JSON line with the counts is printed
-at the end.
+``limits.violations`` accepts is compiled through ``mp.compile`` for the a100 preset (decode
+blocked) and must match ``mp.evaluate`` with every output written (the simulator poisons
+outputs); every rejected set must carry Violations naming MatmulParams fields. One JSON line
+with the counts is printed at the end.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from mmaplug.errors import InvalidParamsError, ParamAdjustedWarning
 from mmaplug.planning.params import PARAM_NAMES, MatmulParams
 from mmaplug.plugins.ampere import limits
 
-A100 = mp.get_device("a100")  # sm_80: only the ampere scheduler applies
+A100 = mp.get_device("a100")  # sm_80: only the ampere scheduler applies, once decode is blocked
+PM = mp.make_plugin_manager(load_entrypoints=False, block=["decode"])  # it takes M <= 16 first
 CTA_MN = (16, 32, 48, 64, 80, 96)
 WARP_MN = (16, 32, 48)
 MAX_MACS = 150_000  # padded multiply-adds per example: ~2 s in the simulator
@@ -91,7 +92,7 @@ def check(case: dict) -> None:
     COUNTS["accepted"] += 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ParamAdjustedWarning)  # stages=1 is built as 2
-        compiled = mp.compile(fusion, A100, overrides=params.as_dict())
+        compiled = mp.compile(fusion, A100, pm=PM, overrides=params.as_dict())
     assert compiled.params.stages == max(2, params.stages), compiled.params
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]

@@ -7,9 +7,9 @@ ragged matmul fusion (m, n up to 130, k up to 200, the contiguous dims of A and 
 epilogue) and hopper parameters from a grid that holds illegal values too (warp m 96, warp n
 not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...).
 Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
-with 2 SMs (ampere blocked, so the plan is hopper's or none) and must launch ``hopper_gemm``,
-keep the params unchanged and match ``mp.evaluate`` with every output written (the simulator
-poisons outputs with NaN); every rejected set must make ``mp.compile`` raise
+with 2 SMs (ampere and decode blocked, so the plan is hopper's or none) and must launch
+``hopper_gemm``, keep the params unchanged and match ``mp.evaluate`` with every output written
+(the simulator poisons outputs with NaN); every rejected set must make ``mp.compile`` raise
 InvalidParamsError with the same Violations, each naming a MatmulParams field. Now and then a
 contiguous extent is not a multiple of 8: that must be a NoSchedulerError giving hopper's TMA
 reason. One JSON line with the counts is printed at the end.
@@ -36,6 +36,8 @@ from mmaplug.plugins.hopper import artifact, limits
 
 # sm_90a with 2 SMs of 48 KiB shared memory: persistent grids of 2-4 CTAs
 DEVICE = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+# ampere and decode (which takes M <= 16 first) blocked: the plan is hopper's or none
+PM = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere", "decode"])
 WARP_M = (64, 128, 96)
 WARP_N = (8, 16, 24, 48, 64, 72, 128, 192, 256)
 CTA_K = (32, 64, 128, 192, 256)
@@ -134,8 +136,7 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
 
 
 def compile_case(case: dict, fusion: mp.Fusion) -> mp.CompiledFusion:
-    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
-    return mp.compile(fusion, DEVICE, pm=pm, overrides=case["params"])
+    return mp.compile(fusion, DEVICE, pm=PM, overrides=case["params"])
 
 
 def check(case: dict) -> None:

@@ -13,7 +13,7 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.planning.choices import Rejection, SchedulerChoice
 from mmaplug.planning.device import Device, get_device
 from mmaplug.planning.plan import plan_problem
-from mmaplug.plugins import hopper
+from mmaplug.plugins import decode, hopper
 
 H100_NO_A = Device(
     name="h100-plain", cc=(9, 0), sm_count=132, smem_per_block_optin=232_448, smem_per_sm=233_472
@@ -120,13 +120,15 @@ def test_rejects_rows_not_16_byte_aligned(pm, build, shape, widths):
 
 
 def test_unaligned_problem_is_planned_on_ampere(pm):
-    """On h200 the problem hopper declines falls to ampere, and the plan records both answers."""
-    problem = linear(pm, 256, 512, 100)
-    spec = plan_problem(problem, get_device("h200"), pm=pm)
+    """On h200 the problem hopper declines falls to ampere, and the plan records every answer
+    (decode's too: it takes at most 16 rows)."""
+    problem, h200 = linear(pm, 256, 512, 100), get_device("h200")
+    spec = plan_problem(problem, h200, pm=pm)
     assert spec.scheduler == "ampere"
     assert spec.provenance.candidates == (
         SchedulerChoice("ampere", 10),
-        Rejection("hopper", hopper.SCHEDULER.accepts(problem, get_device("h200"))),
+        Rejection("decode", decode.SCHEDULER.accepts(problem, h200)),
+        Rejection("hopper", hopper.SCHEDULER.accepts(problem, h200)),
     )
 
 

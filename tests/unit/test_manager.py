@@ -8,8 +8,7 @@ import pluggy
 import pytest
 
 from mmaplug.errors import PluginError, PluginWarning, UsageError
-from mmaplug.markers import hookimpl
-from mmaplug.planning.manager import (
+from mmaplug.hooks.manager import (
     DEFAULT_PLUGINS,
     ESSENTIAL_PLUGINS,
     PluginInfo,
@@ -18,6 +17,7 @@ from mmaplug.planning.manager import (
     options_from_environ,
     reset_plugin_manager,
 )
+from mmaplug.markers import hookimpl
 
 ENV_VARS = (
     "MMAPLUG_DISABLE",
@@ -71,14 +71,15 @@ def clean_env(monkeypatch):
 
 
 def test_builtins_registered_under_short_names():
-    """The built-in plugins are registered as default, patterns, ampere, hopper and testing."""
+    """The built-in plugins are registered as default, patterns, ampere, hopper, decode and
+    testing."""
     pm = make_plugin_manager(load_entrypoints=False)
     names = {name for name, plugin in pm.list_name_plugin() if plugin is not None}
-    assert names == {"default", "patterns", "ampere", "hopper", "testing"}
+    assert names == {"default", "patterns", "ampere", "hopper", "decode", "testing"}
     assert pm.plugin_info["ampere"] == PluginInfo(
         "ampere", "mmaplug.plugins.ampere", "mmaplug", importlib.metadata.version("mmaplug")
     )
-    assert len(DEFAULT_PLUGINS) == 5 and set(ESSENTIAL_PLUGINS) < set(DEFAULT_PLUGINS)
+    assert len(DEFAULT_PLUGINS) == 6 and set(ESSENTIAL_PLUGINS) < set(DEFAULT_PLUGINS)
 
 
 @pytest.mark.parametrize("name", ["default", "patterns", "mmaplug.heuristics.default"])
@@ -88,7 +89,7 @@ def test_essential_plugins_cannot_be_blocked(name):
         make_plugin_manager(block=[name], load_entrypoints=False)
 
 
-@pytest.mark.parametrize("name", ["ampere", "hopper", "testing"])
+@pytest.mark.parametrize("name", ["ampere", "hopper", "decode", "testing"])
 def test_other_builtins_can_be_blocked(name):
     """A blocked built-in is not registered and is listed as blocked."""
     pm = make_plugin_manager(block=[name, " "], load_entrypoints=False)
@@ -171,7 +172,7 @@ def test_unknown_heuristic_lists_registered():
     with pytest.raises(
         UsageError,
         match="selects 'tuned', which is not registered; registered: ampere, "
-        "default, hopper, patterns, testing",
+        "decode, default, hopper, patterns, testing",
     ):
         make_plugin_manager(heuristic="tuned", load_entrypoints=False, strict=True)
 

@@ -21,12 +21,12 @@ from mmaplug.errors import (
     UsageError,
 )
 from mmaplug.heuristics.default import ampere_params, hopper_params
+from mmaplug.hooks import hookspecs
+from mmaplug.hooks.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
 from mmaplug.ir.dtypes import DType
 from mmaplug.markers import hookimpl
-from mmaplug.planning import hookspecs
 from mmaplug.planning.choices import Adjustment, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.manager import DEFAULT_PLUGINS, PluginManager, make_plugin_manager, short_name
 from mmaplug.planning.params import (
     SENTINEL_SCHEDULERS,
     SENTINELS,
@@ -41,6 +41,12 @@ from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
 
 A100 = get_device("a100")  # ampere is the only scheduler here: planning tests use it
 H200 = get_device("h200")
+#: Why decode (M <= 16 only) declines make_problem's default 4096 rows.
+DECODE_DECLINES = Rejection(
+    "decode",
+    "takes at most 16 activation rows (decode and small batches), not m=4096; "
+    "the tensor-core GEMMs take more",
+)
 AMPERE_SENTINELS = {k: v for k, v in SENTINELS.items() if "ampere" in SENTINEL_SCHEDULERS[k]}
 
 
@@ -70,7 +76,8 @@ def default_spec(mmaplug_pm: PluginManager, problem: MatmulProblem) -> KernelSpe
 
 
 def test_default_plan_uses_ampere_and_default_heuristic(default_spec):
-    """On sm_80 the ampere scheduler and the default heuristic decide; hopper says why not."""
+    """On sm_80 the ampere scheduler and the default heuristic decide; decode and hopper say
+    why not."""
     assert default_spec.scheduler == "ampere"
     assert default_spec.provenance.base == "default"
     assert default_spec.params.use_smem_epilogue  # what the kernel builds: nothing adjusted
@@ -78,6 +85,7 @@ def test_default_plan_uses_ampere_and_default_heuristic(default_spec):
     assert {source for _, source in default_spec.provenance.sources} == {"default"}
     assert default_spec.provenance.candidates == (
         SchedulerChoice("ampere", 10),
+        DECODE_DECLINES,
         Rejection("hopper", "needs wgmma and TMA (sm_90a); a100 is sm_80"),
     )
 
@@ -90,6 +98,7 @@ def test_default_plan_on_sm90a_uses_hopper(mmaplug_pm, problem, device):
     assert (spec.scheduler, spec.provenance.base) == ("hopper", "default")
     assert spec.provenance.candidates == (
         SchedulerChoice("ampere", 10),
+        DECODE_DECLINES,
         SchedulerChoice("hopper", 20),
     )
     assert spec.params == hopper_params(problem, gpu)
@@ -101,7 +110,7 @@ def test_blocking_hopper_plans_ampere_on_sm90a(problem):
     pm = make_plugin_manager(block=["hopper"], load_entrypoints=False, strict=True)
     spec = plan_problem(problem, H200, pm=pm)
     assert spec.scheduler == "ampere"
-    assert spec.provenance.candidates == (SchedulerChoice("ampere", 10),)
+    assert spec.provenance.candidates == (SchedulerChoice("ampere", 10), DECODE_DECLINES)
     assert spec.params == ampere_params(problem, H200)
 
 
@@ -303,16 +312,17 @@ def test_all_violations_of_all_plugins_in_one_error(mmaplug_pm, problem):
 
 
 def test_no_scheduler_lists_every_rejection(mmaplug_pm):
-    """A pre-Ampere GPU gets NoSchedulerError listing the ampere and hopper reasons."""
+    """A pre-Ampere GPU gets NoSchedulerError listing the ampere, decode and hopper reasons."""
     turing = Device(
         name="t4", cc=(7, 5), sm_count=40, smem_per_block_optin=65536, smem_per_sm=65536
     )
     with pytest.raises(
         NoSchedulerError,
-        match=r"(?s)ampere: needs mma.sync.*hopper: needs wgmma and TMA \(sm_90a\); t4 is sm_75",
+        match=r"(?s)ampere: needs mma.sync.*decode: needs mma.sync m16n8k16 \(sm_80 or newer\); "
+        r"t4 is sm_75.*hopper: needs wgmma and TMA \(sm_90a\); t4 is sm_75",
     ) as info:
         plan_problem(make_problem(), turing, pm=mmaplug_pm)
-    assert [r.name for r in info.value.rejections] == ["ampere", "hopper"]
+    assert [r.name for r in info.value.rejections] == ["ampere", "decode", "hopper"]
 
 
 class Scheduler:

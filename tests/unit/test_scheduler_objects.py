@@ -18,9 +18,9 @@ from mmaplug.errors import (
     PluginResultError,
     PluginWarning,
 )
+from mmaplug.hooks.manager import PluginManager, make_plugin_manager
 from mmaplug.planning.choices import Adjustment, KernelSpec, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.manager import PluginManager, make_plugin_manager
 from mmaplug.planning.params import MatmulParams, TileShape
 from mmaplug.planning.plan import explain, plan_problem
 from mmaplug.planning.records import plugins_record
@@ -380,7 +380,8 @@ def test_the_deprecated_candidates_keep_their_order(pm: PluginManager, toy: Toy)
     with registered(pm, ToyPlugin(toy), Legacy()), pytest.warns(DeprecationWarning):
         spec = plan_problem(problem(), H200, pm=pm)
     assert spec.scheduler == "old"
-    assert [c.name for c in spec.provenance.candidates] == ["ampere", "hopper", "old", "toy"]
+    names = [c.name for c in spec.provenance.candidates]
+    assert names == ["ampere", "decode", "hopper", "old", "toy"]
 
 
 def test_a_faulty_legacy_builder_of_another_scheduler() -> None:

@@ -42,7 +42,7 @@ def make_problem(m: int = 4096) -> MatmulProblem:
 
 def test_reexports():
     """SENTINELS and make_plugin_manager are the core objects, re-exported."""
-    from mmaplug.planning import manager
+    from mmaplug.hooks import manager
 
     assert SENTINELS is params_module.SENTINELS
     assert make_plugin_manager is manager.make_plugin_manager
@@ -151,7 +151,7 @@ def test_recorder_calls(mmaplug_pm):
         "mmaplug_matmul_overrides",
     ]  # the chosen scheduler's rules and adjustments are its object's methods, not hooks
     schedulers = recorder.getcalls("mmaplug_schedulers")
-    assert sorted(c.plugins[0] for c in schedulers) == ["ampere", "hopper"]
+    assert sorted(c.plugins[0] for c in schedulers) == ["ampere", "decode", "hopper"]
     call = recorder.popcall("mmaplug_matmul_params")
     assert (call.scheduler, call.device) == ("ampere", A100)
     assert not recorder.getcalls(["mmaplug_matmul_params"])
@@ -183,7 +183,7 @@ def test_pytest_plugin_fixtures(pytester):
         def test_pm(mmaplug_pm):
             assert mmaplug_pm.strict
             names = {name for name, _ in mmaplug_pm.list_name_plugin()}
-            assert names == {"default", "patterns", "ampere", "hopper", "testing"}
+            assert names == {"default", "patterns", "ampere", "hopper", "decode", "testing"}
 
         def test_recorder(mmaplug_pm, mmaplug_recorder):
             with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 3})):

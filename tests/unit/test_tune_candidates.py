@@ -10,9 +10,9 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import PluginResultError, UsageError
+from mmaplug.hooks.manager import PluginManager
 from mmaplug.planning.choices import Adjustment, KernelSpec
 from mmaplug.planning.device import Device, get_device
-from mmaplug.planning.manager import PluginManager
 from mmaplug.planning.params import MatmulParams, TileShape
 from mmaplug.planning.scheduler import Resources, Rule, Space, violations
 from mmaplug.planning.scheduler_registry import schedulers
@@ -188,7 +188,7 @@ def test_a_third_scheduler_gets_candidates() -> None:
     rules refuse (stages * split 8) and what the tuner does not try (split-K of few K tiles),
     each candidate planned on it unchanged."""
     pm = _toy_manager()
-    assert candidates.scheduler_names(pm) == ("toy", "hopper", "ampere")
+    assert candidates.scheduler_names(pm) == ("decode", "toy", "hopper", "ampere")
     problem = TuneProblem(m=1024, n=1024, k=1024).problem()
     found = candidates.candidates(problem, H200, pm, limit=50, scheduler="toy")
     got = {(p.cta_tile.m, p.stages, p.splitk_factor) for p in found}
@@ -214,5 +214,7 @@ def test_an_unknown_scheduler_is_named() -> None:
     """Tuning a scheduler nobody registered lists those that are."""
     pm = mp.make_plugin_manager(load_entrypoints=False, block=["ampere"])
     problem = TuneProblem(m=1024, n=1024, k=1024).problem()
-    with pytest.raises(UsageError, match="no scheduler 'volta' to tune; registered: hopper"):
+    with pytest.raises(
+        UsageError, match="no scheduler 'volta' to tune; registered: decode, hopper"
+    ):
         candidates.candidates(problem, H200, pm, scheduler="volta")

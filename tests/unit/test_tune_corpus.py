@@ -11,6 +11,7 @@ from mmaplug.errors import UsageError
 from mmaplug.planning.device import get_device
 from mmaplug.planning.params import TileShape
 from mmaplug.planning.plan import plan_problem
+from mmaplug.plugins.decode.scheduler import SCHEDULER as DECODE
 from mmaplug.plugins.hopper import limits
 from mmaplug.tune import candidates, corpus
 from mmaplug.tune.corpus import TuneProblem
@@ -75,14 +76,22 @@ def test_unknown_corpus_names_the_builtins(tmp_path: Path) -> None:
 
 
 def test_builtin_corpora_are_hopper_problems() -> None:
-    """Every built-in problem analyses to its own shape, and the hopper scheduler takes it."""
+    """Every built-in problem analyses to its own shape, and the hopper scheduler takes it;
+    by default it plans on decode exactly where decode accepts it (the skinny few-row ones)."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    no_decode = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["decode"])
     problems = corpus.load_all(list(corpus.BUILTIN))
     assert len(problems) == sum(map(len, corpus.BUILTIN.values()))
+    decoded = set()
     for tp in problems:
         problem = tp.problem()
         assert (problem.m, problem.n, problem.k, problem.batch) == (tp.m, tp.n, tp.k, tp.batch)
-        assert plan_problem(problem, H200, pm=pm).scheduler == "hopper", tp.key
+        assert plan_problem(problem, H200, pm=no_decode).scheduler == "hopper", tp.key
+        takes = DECODE.accepts(problem, H200) is None
+        scheduler = plan_problem(problem, H200, pm=pm).scheduler
+        assert scheduler == ("decode" if takes else "hopper"), tp.key
+        decoded |= {tp.key} if takes else set()
+    assert {"bfloat16_TN_none_b1_1x4096x4096", "bfloat16_TN_none_b1_16x4096x4096"} <= decoded
 
 
 @pytest.mark.parametrize(
@@ -93,8 +102,9 @@ def test_builtin_corpora_are_hopper_problems() -> None:
 )  # fmt: skip
 def test_candidates_are_all_legal_and_include_the_default(tp: TuneProblem) -> None:
     """Each candidate passes the hopper limits and plans unchanged; the default's choice is
-    first; the list is as long as asked and spans several tiles."""
-    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    first; the list is as long as asked and spans several tiles (the schedulers that would take
+    the problem first blocked, as in tuning)."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere", "decode"])
     problem = tp.problem()
     default = plan_problem(problem, H200, pm=pm).params
     found = candidates.candidates(problem, H200, pm, limit=20, include=[default])
@@ -133,11 +143,11 @@ def test_model_counts_waves() -> None:
     ids=lambda tp: tp.key,
 )  # fmt: skip
 def test_ampere_candidates_are_legal_for_the_ampere_scheduler(tp: TuneProblem) -> None:
-    """With hopper blocked, every ampere candidate passes the ampere limits and plans
-    unchanged; the ampere default's choice comes first."""
+    """With hopper (and decode) blocked, every ampere candidate passes the ampere limits and
+    plans unchanged; the ampere default's choice comes first."""
     from mmaplug.plugins.ampere import limits as ampere_limits
 
-    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper", "decode"])
     problem = tp.problem()
     default = plan_problem(problem, H200, pm=pm).params
     found = candidates.candidates(problem, H200, pm, limit=8, include=[default],
@@ -148,7 +158,9 @@ def test_ampere_candidates_are_legal_for_the_ampere_scheduler(tp: TuneProblem) -
         assert ampere_limits.violations(params, problem, H200) == []
         spec = plan_problem(problem, H200, pm=pm, overrides=params.as_dict())
         assert (spec.scheduler, spec.params) == ("ampere", params)
-    hopper_pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere"])
+    hopper_pm = mp.make_plugin_manager(
+        load_entrypoints=False, strict=True, block=["ampere", "decode"]
+    )
     assert not candidates.legal(found[1], problem, H200, hopper_pm, "ampere")
 
 

@@ -158,7 +158,9 @@ def test_ampere_plugin_sets_report_the_ampere_decision(recorded: Path) -> None:
         "scheduler": "ampere", "params": ampere.name, "time_ms": 4.0, "of_best": 0.25}  # fmt: skip
     assert square["default"]["scheduler"] == "hopper"
     assert report.columns(["default@ampere"], True) == ["default@ampere"]
-    with pytest.raises(UsageError, match="names scheduler 'volta'; end it with @hopper or @amp"):
+    with pytest.raises(
+        UsageError, match="names scheduler 'volta'; end it with @decode or @hopper or @amp"
+    ):
         report.manager("default@volta")
 
 

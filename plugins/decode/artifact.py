@@ -1,0 +1,144 @@
+"""The decode scheduler's build step: planned params and the analysis → kernel config → launches."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.patterns import DimRole
+from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
+from mmaplug.cuda.launching import (
+    ARRAY_SLOTS,
+    BoundKernels,
+    DriverLaunch,
+    KernelJob,
+    KernelParams,
+    kernel_binary,
+    launch_checked,
+)
+from mmaplug.cuda.modules import require_numba
+from mmaplug.errors import DeclinedLaunchError
+from mmaplug.planning.artifact import LaunchArgs
+from mmaplug.planning.choices import KernelSpec
+
+from .config import COLS_PER_MMA, ROWS, VECTOR, DecodeKernelConfig
+from .kernel import KERNELS, build, kernel_jobs, loaded
+
+__all__ = ["DecodeArtifact", "kernel_config"]
+
+
+def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelConfig:
+    """The generated kernel's configuration for *spec*: m tiles from ``cta_tile.m``, warps from
+    ``splitk_factor``, unroll from ``stages``."""
+    require_numba()  # a plan-only install stops here, with the extra to install
+    params = spec.params
+    return DecodeKernelConfig(
+        operand_dtype=spec.problem.operand_dtype,
+        m_tiles=params.cta_tile.m // COLS_PER_MMA,
+        warps=params.splitk_factor,
+        unroll=params.stages,
+        epilogue=analysis.epilogue,
+    )
+
+
+@functools.cache
+def _ptx(config: DecodeKernelConfig, cc: tuple[int | str, ...]) -> str:
+    return KERNELS.ptx(config, "decode_gemm", cc)
+
+
+@functools.cache
+def _cubin(config: DecodeKernelConfig, cc: tuple[int, int]) -> bytes:
+    return kernel_binary(build(config), "decode_gemm", cc).cubin
+
+
+def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole) -> int:
+    """The stride between *tensor*'s rows, which the 16-byte loads need 16-byte aligned."""
+    stride = tensor.role_strides[outer]
+    if tensor.address % 16 or stride % VECTOR:
+        raise DeclinedLaunchError(
+            "decode",
+            f"{what} must start 16-byte aligned with rows every {VECTOR} elements for its "
+            f"16-byte loads (address {tensor.address:#x}, row stride {stride})",
+        )
+    return stride
+
+
+@attrs.frozen
+class DecodeArtifact:
+    """A built decode kernel: its config and the spec it was first planned for (each launch
+    brings its own extents in ``LaunchArgs.problem``)."""
+
+    config: DecodeKernelConfig
+    spec: KernelSpec = attrs.field(eq=False)
+
+    @property
+    def kernel_name(self) -> str:
+        """The config's ``kernel_name``."""
+        return self.config.kernel_name
+
+    def ptx(self) -> str:
+        """PTX of ``decode_gemm`` for the spec's compute capability (compiled once)."""
+        return _ptx(self.config, tuple(self.spec.device.cc))
+
+    def cubin(self) -> bytes:
+        """The kernel's cubin as launches load it, for the spec's compute capability."""
+        return _cubin(self.config, tuple(self.spec.device.cc)[:2])
+
+    def source(self) -> str:
+        """The generated Numba-CUDA source that ``ptx()`` compiles."""
+        return KERNELS.source(self.config)
+
+    def kernel_jobs(self) -> list[KernelJob]:
+        """The kernel launches load, as a job for ``mp.prebuild``."""
+        major, minor = self.spec.device.cc[:2]
+        return kernel_jobs(self.config, (major, minor))
+
+    def _shape(self, args: LaunchArgs) -> list[int]:
+        """``M, N, K, a_sm, b_sn, *input strides, *output strides`` of *args*, checked."""
+        require_unit_stride("operand A", args.a, DimRole.K)
+        require_unit_stride("operand B", args.b, DimRole.K)
+        a_sm = _row_stride("operand A", args.a, DimRole.M)
+        b_sn = _row_stride("operand B", args.b, DimRole.N)
+        for out in args.outputs:
+            require_unit_stride("an output", out, DimRole.N)
+        p = args.problem
+        in_strides = [
+            t.role_strides[r]
+            for t in args.epilogue_inputs
+            for r in (DimRole.BATCH, DimRole.M, DimRole.N)
+        ]
+        out_strides = [t.role_strides[r] for t in args.outputs for r in (DimRole.BATCH, DimRole.M)]
+        return [p.m, p.n, p.k, a_sm, b_sn, *in_strides, *out_strides]
+
+    def _grid(self, args: LaunchArgs) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        return (-(-args.problem.n // ROWS), 1, 1), (self.config.threads, 1, 1)
+
+    def launch(self, args: LaunchArgs) -> None:
+        """Run the kernel once on *args* (the checked path; the simulator uses it)."""
+        tensors = [args.a.array, args.b.array, *(t.array for t in args.epilogue_inputs)]
+        tensors += [t.array for t in args.outputs]
+        values = [*tensors, *(np.float32(s) for s in args.scalars), *self._shape(args)]
+        grid, block = self._grid(args)
+        launch_checked(build(self.config), "decode_gemm", values, grid, block, args.stream, 0)
+
+    def bind(self, args: LaunchArgs) -> BoundKernels:
+        """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
+        prog = self.config.epilogue
+        tensors: Sequence[DeviceTensor] = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
+        sizes = [2, 2, *(2 if i.dtype.is_half else 4 for i in prog.inputs)]
+        sizes += [2 if o.dtype.is_half else 4 for o in prog.outputs]
+        arrays = [(0, t.array.size, size) for t, size in zip(tensors, sizes, strict=True)]
+        scalars = len(prog.scalars)
+        params = KernelParams([*arrays, *([0.0] * scalars), *self._shape(args)])
+        grid, block = self._grid(args)
+        launch = DriverLaunch(loaded(self.config, len(params.slots)), grid, block, 0, params)
+        first = ARRAY_SLOTS * len(arrays)
+        return BoundKernels(
+            [launch],
+            [(params, range(len(arrays)))],
+            [(params, first + i) for i in range(scalars)],
+        )

@@ -1,0 +1,51 @@
+"""The decode kernel's build: generated source loaded, compiled and handed to the driver the one
+way every scheduler's kernels are (``mmaplug.cuda.modules.KernelFamily``)."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from mmaplug.cuda.launching import KernelJob
+from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types
+
+from .config import SHAPE_PARAMS, DecodeKernelConfig
+from .kernel_codegen import generate_source
+
+__all__ = ["KERNELS", "build", "kernel_jobs", "kernel_signatures", "loaded"]
+
+
+def kernel_signatures(config: DecodeKernelConfig) -> dict[str, Any]:
+    """The Numba signature of ``decode_gemm`` (``DecodeKernelConfig.parameters``)."""
+    from numba import types
+
+    u16 = types.Array(types.uint16, 1, "C")
+    ins, outs, scal, in_strides, out_strides = epilogue_types(config.epilogue)
+    shape = [types.int64] * len(SHAPE_PARAMS)
+    return {
+        "decode_gemm": types.void(u16, u16, *ins, *outs, *scal, *shape, *in_strides, *out_strides)
+    }
+
+
+def _generate(config: DecodeKernelConfig, *, sim: bool) -> str:
+    return generate_source(config, sim=sim)
+
+
+#: How the decode kernels are loaded, built and compiled.
+KERNELS: Final = KernelFamily("decode", _generate, kernel_signatures)
+
+_BUILD_CACHE: dict[DecodeKernelConfig, GeneratedKernels] = {}
+
+
+def build(config: DecodeKernelConfig) -> GeneratedKernels:
+    """Compiled (lazily, on first launch) kernels for *config*, cached by config."""
+    return KERNELS.build(config, _BUILD_CACHE)
+
+
+def loaded(config: DecodeKernelConfig, slots: int) -> int:
+    """``decode_gemm`` of *config* as a driver ``CUkernel`` (static shared memory only)."""
+    return KERNELS.loaded(config, build, "decode_gemm", 0, slots)
+
+
+def kernel_jobs(config: DecodeKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
+    """The kernel :func:`loaded` loads, as a job building it for *cc* (``mp.prebuild``)."""
+    return KERNELS.jobs(config, build, cc)

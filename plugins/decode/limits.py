@@ -1,0 +1,96 @@
+"""What the decode kernel takes and allows: its space of legal values, its rules and its one
+resource model (``mmaplug.planning.scheduler``); each value and limit is written once, here.
+
+A decode kernel reads five ``MatmulParams`` fields: ``cta_tile`` and ``warp_tile`` (m: the
+activation rows it covers, 8 per m tile; n: the 16 weight rows of a CTA; k: the 64 of K a warp
+loads per step), ``instruction_tile`` (one mma.sync m16n8k16 in the problem's terms: 8
+activation rows, 16 weight rows, 16 of K), ``splitk_factor`` (the warps of a CTA, each taking
+every ``splitk_factor``-th chunk of K, their partials summed in shared memory: split-K inside
+the kernel) and ``stages`` (chunks loaded before their mmas run). Every other field has one
+value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
+from mmaplug.planning.scheduler import Resources, Rule, Space
+
+from .config import CHUNK_K, COLS_PER_MMA, ROWS
+
+__all__ = ["MAX_M", "MIN_CC", "WARPS", "m_tile", "resources", "rules", "space"]
+
+MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
+#: The most activation rows a decode kernel takes (beyond, the tensor-core kernels win).
+MAX_M: Final = 16
+WARPS: Final = (1, 2, 4, 8)
+UNROLLS: Final = (1, 2, 3, 4)
+INSTRUCTION: Final = TileShape(8, 16, 16)  # one mma in the problem's terms: 8 of M, 16 of N
+
+
+def m_tile(problem: MatmulProblem) -> int:
+    """The activation rows a kernel for *problem* covers: M rounded up to a multiple of 8."""
+    return COLS_PER_MMA * -(-problem.m // COLS_PER_MMA)
+
+
+def _tile_space(field: str, problem: MatmulProblem) -> Space:
+    tile = TileShape(m_tile(problem), ROWS, CHUNK_K)
+    return Space(field, f"{tile} (M rounded up to 8s)", values=(tile,))
+
+
+def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
+    """The legal values of each field, one field at a time."""
+    return (
+        _tile_space("cta_tile", problem),
+        _tile_space("warp_tile", problem),
+        Space("instruction_tile", str(INSTRUCTION), values=(INSTRUCTION,)),
+        Space("stages", "1 to 4 chunks in flight", values=UNROLLS, examples=UNROLLS),
+        Space(
+            "splitk_factor",
+            f"{', '.join(map(str, WARPS))}: the warps of a CTA, splitting K",
+            values=WARPS,
+            examples=WARPS,
+        ),
+        Space("prefetch_gap", "1", values=(1,)),
+        Space("async_gmem_load_operands", "False (loads go to registers)", values=(False,)),
+        Space("warp_specialized", "False", values=(False,)),
+        Space("use_smem_epilogue", "True (the warps' partials meet there)", values=(True,)),
+        Space("cluster_dims", "(1, 1)", values=((1, 1),)),
+        Space("cta_order", "row_major", values=(CtaOrder.row_major,)),
+        Space("grid_swizzle_factor", "1", values=(1,)),
+        Space("tiling_strategy", "one_tile_per_cta", values=(TilingStrategy.one_tile_per_cta,)),
+    )
+
+
+def _allowed(field_space: Space) -> Callable[[MatmulParams, MatmulProblem, Device], str | None]:
+    def check(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+        value = getattr(params, field_space.field)
+        if field_space.allows(value):
+            return None
+        return f"the decode kernel takes {field_space.field} {field_space.text}, not {value}"
+
+    return check
+
+
+def _device(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    if tuple(device.cc) >= MIN_CC:
+        return None
+    return f"the decode kernel needs mma.sync m16n8k16 (sm_80 or newer), not {device.target}"
+
+
+def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
+    """Every rule, in the order violations are reported."""
+    return (
+        Rule("device", f"sm_{MIN_CC[0]}{MIN_CC[1]} or newer", _device),
+        *(Rule(s.field, s.text, _allowed(s)) for s in space(problem, device)),
+    )
+
+
+def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
+    """One CTA: a warp per K split, each with a float32 16 x m partial in shared memory."""
+    warps = params.splitk_factor
+    return Resources(smem_bytes=warps * ROWS * params.cta_tile.m * 4, threads=32 * warps)

@@ -1,0 +1,89 @@
+"""The ``decode`` scheduler: one object owning what the memory-bound decode kernel takes,
+allows and builds (``mmaplug.planning.scheduler.Scheduler``)."""
+
+from __future__ import annotations
+
+from typing import Final, final
+
+from mmaplug.analysis.matmul_analysis import MatmulAnalysis
+from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.errors import KernelBuildError
+from mmaplug.planning.choices import Adjustment, KernelSpec
+from mmaplug.planning.device import Device
+from mmaplug.planning.params import MatmulParams
+from mmaplug.planning.scheduler import Resources, Rule, Space
+
+from . import limits
+from .config import VECTOR
+
+__all__ = ["NAME", "PRIORITY", "SCHEDULER", "DecodeScheduler"]
+
+NAME: Final = "decode"
+PRIORITY: Final = 30  # above hopper's and ampere's: for the few rows it takes, it streams faster
+
+
+@final
+class DecodeScheduler:
+    """A few activation rows against a weight read once at the HBM limit: mma.sync m16n8k16
+    with the weight as its A operand, 16-byte loads straight to registers (sm_80+)."""
+
+    name: str = NAME
+    priority: int = PRIORITY
+
+    def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
+        """None for one TN matmul of half-precision operands with M <= 16 and K a multiple
+        of 8, on sm_80 or newer; else why not."""
+        if tuple(device.cc) < limits.MIN_CC:
+            return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
+        if problem.m > limits.MAX_M:
+            return (
+                f"takes at most {limits.MAX_M} activation rows (decode and small batches), not "
+                f"m={problem.m}; the tensor-core GEMMs take more"
+            )
+        if not problem.operand_dtype.is_half:
+            return f"takes float16 or bfloat16 operands, not {problem.operand_dtype.label}"
+        if not (problem.a_k_inner and problem.b_k_inner):
+            return (
+                "streams K-contiguous operands only (layout TN: x[M, K] and w[N, K] row-major), "
+                f"not layout {problem.layout}"
+            )
+        if problem.batch > 1:
+            return f"runs one product per launch, not batch={problem.batch}"
+        if problem.k % VECTOR:
+            return f"loads 16-byte vectors: K must be a multiple of {VECTOR}, not {problem.k}"
+        if problem.horizontal > 1 or problem.num_patterns > 1:
+            return "runs one matmul per kernel, not a fusion of several"
+        if problem.a_prologue_ops or problem.b_prologue_ops:
+            return "loads operands straight into mma registers: no operand prologue"
+        return None
+
+    def space(self, problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
+        """The legal values of each field (``limits.space``)."""
+        return limits.space(problem, device)
+
+    def rules(self, problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
+        """Every constraint, in reporting order (``limits.rules``)."""
+        return limits.rules(problem, device)
+
+    def resources(self, params: MatmulParams, problem: MatmulProblem) -> Resources:
+        """Shared memory and threads of one CTA (``limits.resources``)."""
+        return limits.resources(params, problem)
+
+    def adjustments(
+        self, params: MatmulParams, problem: MatmulProblem, device: Device
+    ) -> list[Adjustment]:
+        """None: every value the rules allow is built as given."""
+        return []
+
+    def build(self, spec: KernelSpec, analysis: MatmulAnalysis) -> object:
+        """Generate the decode kernel for *spec* (Numba is imported only here)."""
+        from .artifact import DecodeArtifact, kernel_config
+
+        try:
+            config = kernel_config(spec, analysis)
+        except ValueError as error:
+            raise KernelBuildError(f"decode kernel for {spec.params.name}: {error}") from error
+        return DecodeArtifact(config, spec)
+
+
+SCHEDULER: Final = DecodeScheduler()

@@ -1,0 +1,91 @@
+"""GPU tier: the decode kernel (few activation rows, the weight streamed once) against float64,
+random data, outputs poisoned before each call, through the bound (fast) launch and the checked
+one."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.cuda.presence import cuda_device_count
+
+if TYPE_CHECKING:
+    from .conftest import Checks
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+pytestmark = pytest.mark.sm80
+
+SHAPES = [(1, 4096, 4096), (5, 1000, 520), (8, 2048, 8192), (16, 1040, 1024), (3, 16, 64)]
+CASES = list(itertools.product(SHAPES, (mp.float16, mp.bfloat16), ("none", "bias_gelu")))
+
+
+def _fusion(m: int, n: int, k: int, dtype: object, epilogue: str) -> mp.Fusion:
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=dtype)
+        w = fd.define_tensor([n, k], dtype=dtype)
+        if epilogue == "bias_gelu":
+            bias = fd.define_tensor([n], dtype=dtype)
+            y = fd.ops.gelu(fd.ops.linear(x, w, bias))
+        else:
+            y = fd.ops.linear(x, w)
+        fd.add_output(fd.ops.cast(y, dtype))
+    return fd.fusion
+
+
+@pytest.fixture
+def pm() -> mp.PluginManager:
+    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "epilogue"),
+    CASES,
+    ids=[f"{m}x{n}x{k}_{d.label}_{e}" for (m, n, k), d, e in CASES],
+)
+def test_decode_matches_float64(
+    pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, epilogue: str
+) -> None:
+    fusion = _fusion(*shape, dtype, epilogue)
+    inputs = checks.inputs(fusion, np.random.default_rng(5))
+    compiled = checks.run(fusion, pm, inputs)
+    assert compiled.spec.scheduler == "decode"
+
+
+@pytest.mark.parametrize(("warps", "stages"), [(1, 1), (2, 4), (4, 3), (8, 2)])
+def test_every_warp_split_and_depth(
+    pm: mp.PluginManager, checks: Checks, warps: int, stages: int
+) -> None:
+    """Each legal K split over warps and chunks in flight, on a ragged K (the last chunk half
+    past it) and N (the last CTA's rows clamped)."""
+    fusion = _fusion(7, 1000, 1480, mp.bfloat16, "bias_gelu")
+    inputs = checks.inputs(fusion, np.random.default_rng(6))
+    compiled = checks.run(fusion, pm, inputs, {"splitk_factor": warps, "stages": stages})
+    assert (compiled.params.splitk_factor, compiled.params.stages) == (warps, stages)
+
+
+def test_the_checked_launch_path(
+    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MMAPLUG_FAST_LAUNCH=0: every argument checked against the kernel's signature."""
+    monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
+    fusion = _fusion(2, 512, 512, mp.float16, "bias_gelu")
+    checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(7)))
+
+
+def test_unaligned_rows_run_on_a_kernel_planned_without_decode() -> None:
+    """A view whose data starts off 16 bytes is declined; execute runs it on another kernel
+    (ampere: hopper is blocked, its TMA would decline the view too)."""
+    assert torch is not None
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    compiled = mp.compile(_fusion(2, 64, 64, mp.float16, "none"), pm=pm)
+    x = torch.randn(2, 72, device="cuda", dtype=torch.float16)[:, 1:65]
+    w = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    with pytest.warns(mp.FallbackWarning, match="the decode kernel declines these tensors"):
+        (out,) = compiled.execute([x, w])
+    ref = x.double() @ w.double().T
+    assert float((out.double() - ref).norm() / ref.norm()) < 1e-2

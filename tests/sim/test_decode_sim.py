@@ -1,0 +1,177 @@
+"""Simulator tier: the decode kernel (mma.sync with the weight as its A operand, 16-byte loads
+straight to registers, K split over warps and summed in shared memory) against ``mp.evaluate``.
+
+Each case compiles for an h200 in a simulating subprocess, runs ``compiled.execute`` on numpy
+arrays (outputs arrive NaN-poisoned, so an unwritten element shows) and compares with
+``mp.evaluate`` (float64 inside). Two seeded property shards draw legal and illegal parameter
+sets on random decode problems: every set the rules accept runs correctly, every other names
+its fields.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.sim
+
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+
+
+def _linear(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any) -> Any:
+    x = fd.define_tensor([m, k], dtype=dtype)
+    w = fd.define_tensor([n, k], dtype=dtype)
+    return fd.ops.linear(x, w)
+
+
+def case_m1_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """One row (a decode step): 7 of the 8 mma columns are padding, never stored."""
+    fd.add_output(fd.ops.cast(_linear(fd, mp, 1, 32, 128, mp.float16), mp.float16))
+    return {}
+
+
+def case_ragged_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 5, N = 40 (the third CTA's rows clamped), K = 72 (the last chunk half past K)."""
+    fd.add_output(fd.ops.cast(_linear(fd, mp, 5, 40, 72, mp.bfloat16), mp.bfloat16))
+    return {}
+
+
+def case_m16_two_tiles_unroll3_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 16: two m tiles; 2 warps, 3 chunks in flight over K = 520 (9 chunks, ragged)."""
+    fd.add_output(fd.ops.cast(_linear(fd, mp, 16, 48, 520, mp.float16), mp.float16))
+    return {"splitk_factor": 2, "stages": 3}
+
+
+def case_bias_gelu_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The fused epilogue: gelu(x @ w.T + bias), cast; one warp, one chunk in flight."""
+    x = fd.define_tensor([3, 64], dtype=mp.float16)
+    w = fd.define_tensor([24, 64], dtype=mp.float16)
+    bias = fd.define_tensor([24], dtype=mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.linear(x, w, bias)), mp.float16))
+    return {"splitk_factor": 1, "stages": 1}
+
+
+def case_scalar_residual_two_outputs_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """alpha * (x @ w.T) + residual as bf16, and the product as float32: scalars, an [M, N]
+    input and two outputs; 8 warps."""
+    y = _linear(fd, mp, 6, 32, 256, mp.bfloat16)
+    residual = fd.define_tensor([6, 32], dtype=mp.bfloat16)
+    alpha = fd.define_scalar()
+    fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.mul(y, alpha), residual), mp.bfloat16))
+    fd.add_output(fd.ops.cast(y, mp.float32))
+    return {"splitk_factor": 8}
+
+
+CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
+
+
+def _errors(fd: Any, mp: Any, compiled: Any, rng: Any) -> list[dict[str, Any]]:
+    import numpy as np
+
+    inputs = [
+        rng.standard_normal(v.shape).astype(v.dtype.numpy)
+        if isinstance(v, mp.TensorView) else 1.25
+        for v in fd.fusion.inputs
+    ]  # fmt: skip
+    results = compiled.execute(inputs)
+    expected = mp.evaluate(fd.fusion, inputs)
+    outputs = []
+    for tv, got, ref in zip(fd.fusion.outputs, results, expected, strict=True):
+        got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        outputs.append({
+            "dtype": tv.dtype.label,
+            "unwritten": int(np.count_nonzero(~np.isfinite(got64))),
+            "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
+        })  # fmt: skip
+    return outputs
+
+
+def run_case(name: str) -> dict[str, Any]:
+    """Compile and execute case *name* in this (simulating) process; errors per output."""
+    import numpy as np
+
+    import mmaplug as mp
+
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    with mp.FusionDefinition() as fd:
+        overrides = globals()["case_" + name](fd, mp)
+    compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides or None)
+    outputs = _errors(fd, mp, compiled, np.random.default_rng(3))
+    return {"scheduler": compiled.spec.scheduler, "kernel": compiled.kernel_name,
+            "operand": compiled.spec.problem.operand_dtype.label, "outputs": outputs}  # fmt: skip
+
+
+def run_property(seed: int, draws: int) -> dict[str, Any]:
+    """Rules = generator: random decode problems and parameter sets (some with a value the
+    rules refuse); every accepted set matches mp.evaluate, every refused one names its field."""
+    import numpy as np
+
+    import mmaplug as mp
+
+    rng = np.random.default_rng(seed)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    counts: dict[str, Any] = {"ran": 0, "rejected": 0, "fields": [], "errors": []}
+    for _ in range(draws):
+        m, n = int(rng.integers(1, 17)), int(rng.integers(1, 5)) * 16 - int(rng.integers(0, 9))
+        k = int(rng.integers(1, 20)) * 8
+        dtype = mp.float16 if rng.integers(2) else mp.bfloat16
+        warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused
+        stages = int(rng.choice([1, 2, 3, 4, 5]))  # 5: refused
+        overrides = {"splitk_factor": warps, "stages": stages}
+        with mp.FusionDefinition() as fd:
+            fd.add_output(fd.ops.cast(_linear(fd, mp, m, n, k, dtype), dtype))
+        try:
+            compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides)
+        except mp.InvalidParamsError as error:
+            counts["rejected"] += 1
+            counts["fields"] += sorted({v.field for v in error.violations})
+            continue
+        assert compiled.spec.scheduler == "decode", compiled.spec.scheduler
+        (out,) = _errors(fd, mp, compiled, rng)
+        counts["ran"] += 1
+        if out["unwritten"] or not out["error"] <= TOLERANCE[out["dtype"]]:
+            counts["errors"].append({"m": m, "n": n, "k": k, **overrides, **out})
+    return counts
+
+
+SHARDS = {"property_a": ["property", "11", "10"], "property_b": ["property", "12", "10"]}
+
+
+@pytest.fixture(scope="module")
+def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+    jobs = {name: [__file__, name] for name in CASES}
+    jobs.update({name: [__file__, *args] for name, args in SHARDS.items()})
+    return {name: run.outcome for name, run in simulate(jobs, timeout=900).items()}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_decode_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
+    """The decode kernel was planned and wrote every output element, within tolerance (the
+    looser of the output's and the operands': the reference rounds the product to the operand
+    type, as the fusion says, before a float32 output takes it)."""
+    res = sim_results[name]
+    assert "failed" not in res, res.get("failed")
+    assert res["scheduler"] == "decode", res
+    for out in res["outputs"]:
+        assert out["unwritten"] == 0, res
+        assert out["error"] < max(TOLERANCE[out["dtype"]], TOLERANCE[res["operand"]]), res
+
+
+@pytest.mark.parametrize("shard", sorted(SHARDS))
+def test_accepted_decode_params_match_evaluate(sim_results: dict, shard: str) -> None:
+    """What the decode rules accept builds a correct kernel; what they refuse names the field."""
+    res = sim_results[shard]
+    assert "failed" not in res, res.get("failed")
+    assert res["errors"] == [], res["errors"]
+    assert res["ran"] >= 3, res
+    assert set(res["fields"]) <= {"splitk_factor", "stages"}, res
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "property":
+        print(json.dumps(run_property(int(sys.argv[2]), int(sys.argv[3]))), flush=True)
+    else:
+        print(json.dumps(run_case(sys.argv[1])), flush=True)

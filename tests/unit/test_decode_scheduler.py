@@ -1,0 +1,86 @@
+"""The decode scheduler: what it takes and why not, its space and rules, its resources, and the
+default heuristic's choice for it."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import mmaplug as mp
+from mmaplug.planning.plan import plan_problem
+from mmaplug.planning.scheduler import violations
+from mmaplug.plugins.decode.scheduler import SCHEDULER
+from mmaplug.tune.corpus import TuneProblem
+
+H200 = mp.get_device("h200")
+
+
+def _problem(**fields: object) -> mp.MatmulProblem:
+    return TuneProblem(**{"m": 1, "n": 4096, "k": 4096, "dtype": "bfloat16", **fields}).problem()
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"m": 17}, "at most 16 activation rows"),
+        ({"layout": "NN", "m": 4}, "K-contiguous operands only"),
+        ({"batch": 2}, "one product per launch"),
+        ({"k": 4100}, "K must be a multiple of 8"),
+    ],
+)
+def test_declines_with_its_reason(fields: dict, reason: str) -> None:
+    assert reason in (SCHEDULER.accepts(_problem(**fields), H200) or "")
+
+
+def test_declines_before_sm80() -> None:
+    old = attrs.evolve(H200, name="v100", cc=(7, 0))
+    assert "sm_80 or newer" in (SCHEDULER.accepts(_problem(), old) or "")
+
+
+@pytest.mark.parametrize(("n", "warps"), [(4096, 8), (14336, 4)])
+def test_plans_decode_with_the_default_heuristic(n: int, warps: int) -> None:
+    """M <= 16 TN problems plan to decode: 8 warps while its CTAs are fewer than 2 per SM."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    spec = plan_problem(_problem(n=n), H200, pm=pm)
+    assert spec.scheduler == "decode"
+    assert spec.params.cta_tile == mp.TileShape(8, 16, 64)
+    assert (spec.params.splitk_factor, spec.params.stages) == (warps, 3)
+    assert SCHEDULER.resources(spec.params, spec.problem).threads == 32 * warps
+
+
+def test_m17_goes_to_the_tensor_core_gemm() -> None:
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    assert plan_problem(_problem(m=17), H200, pm=pm).scheduler == "hopper"
+
+
+def test_every_space_value_passes_the_rules() -> None:
+    problem = _problem(m=9)
+    spaces = {s.field: s for s in SCHEDULER.space(problem, H200)}
+    assert spaces["cta_tile"].values == (mp.TileShape(16, 16, 64),)  # M rounded up to 8s
+    for warps in spaces["splitk_factor"].values:
+        for stages in spaces["stages"].values:
+            params = mp.MatmulParams(
+                cta_tile=(16, 16, 64), warp_tile=(16, 16, 64), instruction_tile=(8, 16, 16),
+                stages=stages, splitk_factor=warps, async_gmem_load_operands=False,
+                use_smem_epilogue=True,
+            )  # fmt: skip
+            assert violations(SCHEDULER, params, problem, H200) == []
+
+
+def test_a_refused_value_names_its_field_and_the_accepted_ones() -> None:
+    problem = _problem()
+    params = mp.MatmulParams(
+        cta_tile=(8, 16, 64), warp_tile=(8, 16, 64), instruction_tile=(8, 16, 16), stages=5,
+        splitk_factor=3, async_gmem_load_operands=False, use_smem_epilogue=True,
+    )  # fmt: skip
+    found = {v.field: v.message for v in violations(SCHEDULER, params, problem, H200)}
+    assert set(found) == {"splitk_factor", "stages"}
+    assert "1, 2, 4, 8: the warps of a CTA" in found["splitk_factor"]
+    assert "1 to 4" in found["stages"]
+
+
+def test_resources_count_each_warps_partial() -> None:
+    params = mp.MatmulParams(cta_tile=(16, 16, 64), warp_tile=(16, 16, 64),
+                             instruction_tile=(8, 16, 16), splitk_factor=4)  # fmt: skip
+    res = SCHEDULER.resources(params, _problem(m=16))
+    assert (res.smem_bytes, res.threads) == (4 * 16 * 16 * 4, 128)
