@@ -8,7 +8,8 @@ Names used by the generated epilogue code (the launch ABI both schedulers follow
 input ``i`` is the array ``in{i}`` with strides ``in{i}_sb``, ``in{i}_sm``, ``in{i}_sn``
 (elements; 0 = does not vary); output ``j`` is ``out{j}`` with ``out{j}_sb``, ``out{j}_sm``
 (n contiguous); scalar ``i`` is ``s{i}``; the element is float32 ``v`` at (``bt``, ``row``,
-``col``).
+``col``), the names :data:`EPILOGUE_VARS` holds: a kernel binds them, :func:`emit_epilogue_body`
+reads them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Final
 
+import attrs
+
 from mmaplug.analysis.epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, Instr
 from mmaplug.ir.dtypes import DType
 
@@ -26,7 +29,9 @@ __all__ = [
     "cast_dtype",
     "casts_only",
     "REDUCE_THREADS",
+    "EPILOGUE_VARS",
     "Emitter",
+    "EpilogueVars",
     "emit_epilogue_body",
     "emit_splitk_reduce",
     "epilogue_params",
@@ -45,6 +50,24 @@ __all__ = [
 ]
 
 REDUCE_THREADS: Final = 256
+
+
+@attrs.frozen
+class EpilogueVars:
+    """The generated variables of one epilogue element: the kernel that emits the epilogue binds
+    them, :func:`emit_epilogue_body` (and any inlined program) reads them."""
+
+    v: str = "v"
+    """The element's float32 accumulator value (``v{j}``: product j > 0 of a horizontal fusion)."""
+    bt: str = "bt"
+    """The element's batch index."""
+    row: str = "row"
+    """The element's row in the output, below M."""
+    col: str = "col"
+    """The element's column in the output, below N."""
+
+
+EPILOGUE_VARS: Final = EpilogueVars()
 
 
 class Emitter:
@@ -186,16 +209,18 @@ def n_only_inputs(prog: EpilogueProgram) -> list[int]:
 
 def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:
     """One SSA line; *inputs* maps an input index to the (float32) expression that replaces its load."""
+    ev = EPILOGUE_VARS
     op = ins.op
     s = [f"x{i}" for i in ins.srcs]
     if op == "acc":
-        return f"v{ins.arg}" if ins.arg else "v"
+        return f"{ev.v}{ins.arg}" if ins.arg else ev.v
     if op == "input":
         i = int(ins.arg)
         if inputs and i in inputs:
             return inputs[i]
         inp = prog.inputs[i]
-        return widen(inp.dtype, f"in{i}[bt * in{i}_sb + row * in{i}_sm + col * in{i}_sn]")
+        at = f"{ev.bt} * in{i}_sb + {ev.row} * in{i}_sm + {ev.col} * in{i}_sn"
+        return widen(inp.dtype, f"in{i}[{at}]")
     if op == "scalar":
         return f"float32(s{int(ins.arg)})"
     if op == "const":
@@ -236,7 +261,7 @@ def inline_exprs(
     prog: EpilogueProgram,
     roots: list[int],
     inputs: dict[int, str] | None = None,
-    acc: str = "v",
+    acc: str = EPILOGUE_VARS.v,
 ) -> tuple[list[str], list[str]]:
     """*prog*'s values for *roots* with every value used once written into its one user: the
     lines (``x{i} = ...``) for values used more than once, and each root's expression. *acc*
@@ -273,13 +298,15 @@ def _atomic(text: str) -> bool:
 
 def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
     """Epilogue of one element: float32 ``v`` at (``bt``, ``row``, ``col``), already in bounds
-    (accumulator j > 0 of a horizontal fusion: ``v{j}``)."""
+    (accumulator j > 0 of a horizontal fusion: ``v{j}``), the names of :data:`EPILOGUE_VARS`."""
+    ev = EPILOGUE_VARS
     used = live_instrs(prog)
     for idx, ins_ in enumerate(prog.instrs):
         if idx in used:
             em(f"x{idx} = {instr_expr(prog, ins_)}")
     for j, out in enumerate(prog.outputs):
-        em(f"out{j}[bt * out{j}_sb + row * out{j}_sm + col] = {narrow(out.dtype, f'x{out.src}')}")
+        at = f"{ev.bt} * out{j}_sb + {ev.row} * out{j}_sm + {ev.col}"
+        em(f"out{j}[{at}] = {narrow(out.dtype, f'x{out.src}')}")
 
 
 def emit_splitk_reduce(
@@ -287,6 +314,7 @@ def emit_splitk_reduce(
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
     apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each)."""
+    ev = EPILOGUE_VARS
     em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
@@ -294,13 +322,13 @@ def emit_splitk_reduce(
         em("mn = M * N")
         em("if i < batch * mn:")
         with em.indent():
-            em("col = i % N")
+            em(f"{ev.col} = i % N")
             em("rest = i // N")
-            em("row = rest % M")
-            em("bt = rest // M")
-            em("off = bt * mn + row * N + col")
-            em("v = ws[off]")
+            em(f"{ev.row} = rest % M")
+            em(f"{ev.bt} = rest // M")
+            em(f"off = {ev.bt} * mn + {ev.row} * N + {ev.col}")
+            em(f"{ev.v} = ws[off]")
             for s in range(1, splitk):
-                em(f"v += ws[off + {s} * batch * mn]")
+                em(f"{ev.v} += ws[off + {s} * batch * mn]")
             emit_epilogue_body(em, prog)
     em()

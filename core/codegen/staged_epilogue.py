@@ -8,6 +8,7 @@ from typing import Final
 
 from mmaplug.analysis.epilogue import EpilogueProgram
 from mmaplug.codegen.emitter import (
+    EPILOGUE_VARS,
     Emitter,
     instr_expr,
     is16,
@@ -57,8 +58,9 @@ def emit_staged_epilogue(
     the output at (*m0*, *n0*); *threads* threads (index *tid*) share it, and
     :func:`fits_staged` must hold. With *products* p > 1 (a horizontal fusion) each row holds
     p such tiles side by side, product ``j``'s column ``c`` at ``j * cols + c``: the program's
-    ``acc`` of product ``j`` reads ``v{j}``.
+    ``acc`` of product ``j`` reads ``v{j}``. The element's names are :data:`EPILOGUE_VARS`.
     """
+    ev = EPILOGUE_VARS
     bm, bn, cst = rows, cols, stride
     g = EPI_COLS  # the register rotations below are written for 4 columns
     groups = bn // g
@@ -74,9 +76,9 @@ def emit_staged_epilogue(
     em(f"cfull = ncol >= {g}")
     em(f"rlim = int32(min(M - {m0} - erow, {bm}))  # rows of this thread below M, relative")
     for i in sorted(used_inputs - set(hoisted)):
-        em(f"ib{i} = bt * in{i}_sb")
+        em(f"ib{i} = {ev.bt} * in{i}_sb")
     for i in hoisted:
-        em(f"ib{i} = bt * in{i}_sb")
+        em(f"ib{i} = {ev.bt} * in{i}_sb")
         for j in range(g):
             em(
                 f"h{i}_{j} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i} + min(gcol + {j}, N - 1) * in{i}_sn]')}"
@@ -84,7 +86,7 @@ def emit_staged_epilogue(
     for k, out in enumerate(prog.outputs):
         size = 2 if is16(out.dtype) else 4
         nbytes = g * size
-        em(f"ob{k} = bt * out{k}_sb + ({m0} + erow) * out{k}_sm + gcol")
+        em(f"ob{k} = {ev.bt} * out{k}_sb + ({m0} + erow) * out{k}_sm + gcol")
         em(f"ostep{k} = {rpi} * out{k}_sm")
         em(
             f"wide{k} = cfull and ((global_addr(out{k}, 0) | uint64(out{k}_sb * {size}) "
@@ -95,7 +97,7 @@ def emit_staged_epilogue(
     em("lr = int32(0)")
     em("while lr < rlim:")
     with em.indent():
-        em(f"row = {m0} + erow + lr")
+        em(f"{ev.row} = {m0} + erow + lr")
         em(f"va0, va1, va2, va3 = ld_shared_v4_f32(smem_addr({smem}, es + lr * {cst}))")
         for p in range(1, products):
             em(
@@ -109,11 +111,11 @@ def emit_staged_epilogue(
                 em(f"f{k}_0 = f{k}_1 = f{k}_2 = f{k}_3 = float32(0.0)")
         em(f"for j in range({g}):")
         with em.indent():
-            em("v = va0")
-            em("va0, va1, va2, va3 = va1, va2, va3, v")
+            em(f"{ev.v} = va0")
+            em(f"va0, va1, va2, va3 = va1, va2, va3, {ev.v}")
             for p in range(1, products):
-                em(f"v{p} = vp{p}_0")
-                em(f"vp{p}_0, vp{p}_1, vp{p}_2, vp{p}_3 = vp{p}_1, vp{p}_2, vp{p}_3, v{p}")
+                em(f"{ev.v}{p} = vp{p}_0")
+                em(f"vp{p}_0, vp{p}_1, vp{p}_2, vp{p}_3 = vp{p}_1, vp{p}_2, vp{p}_3, {ev.v}{p}")
             inputs = {}
             for i in sorted(used_inputs):
                 if i in hoisted:
@@ -123,7 +125,7 @@ def emit_staged_epilogue(
                 else:
                     inputs[i] = widen(
                         prog.inputs[i].dtype,
-                        f"in{i}[ib{i} + row * in{i}_sm + min(gcol + j, N - 1) * in{i}_sn]",
+                        f"in{i}[ib{i} + {ev.row} * in{i}_sm + min(gcol + j, N - 1) * in{i}_sn]",
                     )
             for idx, ins_ in enumerate(prog.instrs):
                 if idx in used:

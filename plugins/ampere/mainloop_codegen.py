@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from mmaplug.codegen.emitter import EPILOGUE_VARS as ev
 from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, jit_options
 from mmaplug.codegen.grid import emit_tile_decode
 from mmaplug.codegen.staged_epilogue import emit_staged_epilogue, fits_staged
@@ -130,16 +131,16 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool) -> None:
         em(f"m0 = {tm} * {bm}")
         em(f"n0 = {tn} * {bn}")
         if cfg.splitk > 1:
-            em(f"bt = cuda.blockIdx.z // {cfg.splitk}")
+            em(f"{ev.bt} = cuda.blockIdx.z // {cfg.splitk}")
             em(f"split = cuda.blockIdx.z % {cfg.splitk}")
             em("k_begin = split * k_split")
         else:
-            em("bt = cuda.blockIdx.z")
+            em(f"{ev.bt} = cuda.blockIdx.z")
             em("k_begin = 0")
         em("k_end = min(K, k_begin + k_split)")
         em(f"num_kt = max((k_end - k_begin + {bk - 1}) // {bk}, 0)")
-        em("a_base = bt * a_sb")
-        em("b_base = bt * b_sb")
+        em(f"a_base = {ev.bt} * a_sb")
+        em(f"b_base = {ev.bt} * b_sb")
         emit_load_setup(em, a, threads)
         emit_load_setup(em, b, threads)
         _emit_frag_setup(em, cfg, a, b)
@@ -239,20 +240,20 @@ def emit_main_kernel(em: Emitter, cfg: AmpereKernelConfig, sim: bool) -> None:
             em()
             return
         if cfg.splitk > 1:
-            em("wbase = (split * batch + bt) * M * N")
+            em(f"wbase = (split * batch + {ev.bt}) * M * N")
         em(f"for it in range({-(-bm * bn // threads)}):")
         with em.indent():
             em(f"e = tid + it * {threads}")
             em(f"lrow = e // {bn}")
             em(f"lcol = e % {bn}")
-            em("row = m0 + lrow")
-            em("col = n0 + lcol")
+            em(f"{ev.row} = m0 + lrow")
+            em(f"{ev.col} = n0 + lcol")
             guard = f" and e < {bm * bn}" if (bm * bn) % threads else ""
-            em(f"if row < M and col < N{guard}:")
+            em(f"if {ev.row} < M and {ev.col} < N{guard}:")
             with em.indent():
-                em(f"v = cs[lrow * {cst} + lcol]")
+                em(f"{ev.v} = cs[lrow * {cst} + lcol]")
                 if cfg.splitk > 1:
-                    em("ws[wbase + row * N + col] = v")
+                    em(f"ws[wbase + {ev.row} * N + {ev.col}] = {ev.v}")
                 else:
                     emit_epilogue_body(em, cfg.epilogue)
     em()

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from mmaplug.analysis.epilogue import EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.codegen.emitter import EPILOGUE_VARS as ev
 from mmaplug.codegen.emitter import Emitter, casts_only, emit_epilogue_body
 from mmaplug.codegen.staged_epilogue import emit_staged_epilogue
 from mmaplug.ir.dtypes import DType
 
 from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
+from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
 
 __all__ = ["emit_epilogue", "staged_program", "trivial_epilogue"]
@@ -39,26 +41,26 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
         else:
             _emit_staged(em, cfg, prog, accs)
         return
-    em(f"rbase = m0 + cm * {wm} + 16 * w + lane // 4")
-    em(f"cbase = n0 + cn * {wn} + 2 * (lane % 4)")
+    em(f"rbase = {kv.m0} + {kv.cm} * {wm} + 16 * {kv.w} + {kv.lane} // 4")
+    em(f"cbase = {kv.n0} + {kv.cn} * {wn} + 2 * ({kv.lane} % 4)")
     if cfg.splitk > 1:
-        em("wbase = (sp * batch + bt) * M * N")
+        em(f"wbase = ({kv.sp} * batch + {kv.bt}) * M * N")
 
     def element(value: str) -> None:
         if cfg.splitk > 1:
-            em(f"ws[wbase + row * N + col] = {value}")
+            em(f"ws[wbase + {ev.row} * N + {ev.col}] = {value}")
         else:
-            em(f"v = {value}")
+            em(f"{ev.v} = {value}")
             emit_epilogue_body(em, cfg.epilogue)
 
     def pair(first: str, second: str) -> None:
-        em("if row < M:")
+        em(f"if {ev.row} < M:")
         with em.indent():
-            em("if col < N:")
+            em(f"if {ev.col} < N:")
             with em.indent():
                 element(first)
-            em("col += 1")
-            em("if col < N:")
+            em(f"{ev.col} += 1")
+            em(f"if {ev.col} < N:")
             with em.indent():
                 element(second)
 
@@ -71,24 +73,24 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
             for q in range(wn // 8):
                 for h in range(2):
                     i = 4 * q + 2 * h
-                    em(f"row = rbase + {64 * r + 8 * h}")
-                    em(f"col = cbase + {8 * q}")
+                    em(f"{ev.row} = rbase + {64 * r + 8 * h}")
+                    em(f"{ev.col} = cbase + {8 * q}")
                     pair(f"{acc}[{i}]", f"{acc}[{i + 1}]")
         return
     # a long epilogue once in the code (unrolled 128 times it thrashes the instruction
     # cache): the registers go to a local array, a runtime loop walks the pairs
     for r, acc in enumerate(accs):
         for i in range(nacc):
-            em(f"spill[{r * nacc + i}] = {acc}[{i}]")
+            em(f"{kv.spill}[{r * nacc + i}] = {acc}[{i}]")
     half = nacc // 2
     em("pr = 0")
     em(f"while pr < {len(accs) * half}:")
     with em.indent():
         em(f"rb = pr // {half}")
         em(f"ii = (pr - rb * {half}) * 2")
-        em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
-        em("col = cbase + 8 * (ii >> 2)")
-        pair("spill[2 * pr]", "spill[2 * pr + 1]")
+        em(f"{ev.row} = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em(f"{ev.col} = cbase + 8 * (ii >> 2)")
+        pair(f"{kv.spill}[2 * pr]", f"{kv.spill}[2 * pr + 1]")
         em("pr += 1")
 
 
@@ -101,30 +103,30 @@ def _emit_horizontal(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> N
     nacc, part = cfg.warp_tile[1] // 2, cfg.n_out // 2  # registers per row block, per product
     for r, acc in enumerate(accs):
         for i in range(nacc):
-            em(f"spill[{r * nacc + i}] = {acc}[{i}]")
+            em(f"{kv.spill}[{r * nacc + i}] = {acc}[{i}]")
     quarter = part // 2  # column pairs of one product per row block
     em("pr = 0")
     em(f"while pr < {len(accs) * quarter}:")
     with em.indent():
         em(f"rb = pr // {quarter}")
         em(f"ii = (pr - rb * {quarter}) * 2")
-        em("row = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
-        em("col = cbase + 8 * (ii >> 2)")
+        em(f"{ev.row} = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em(f"{ev.col} = cbase + 8 * (ii >> 2)")
         em(f"sp0 = rb * {nacc} + ii")
 
         def element(e: int) -> None:
-            em(f"v = spill[sp0 + {e}]")
+            em(f"{ev.v} = {kv.spill}[sp0 + {e}]")
             for j in range(1, cfg.horizontal):
-                em(f"v{j} = spill[sp0 + {e + j * part}]")
+                em(f"{ev.v}{j} = {kv.spill}[sp0 + {e + j * part}]")
             emit_epilogue_body(em, cfg.epilogue)
 
-        em("if row < M:")
+        em(f"if {ev.row} < M:")
         with em.indent():
-            em("if col < N:")
+            em(f"if {ev.col} < N:")
             with em.indent():
                 element(0)
-            em("col += 1")
-            em("if col < N:")
+            em(f"{ev.col} += 1")
+            em(f"if {ev.col} < N:")
             with em.indent():
                 element(1)
         em("pr += 1")
@@ -143,7 +145,10 @@ def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
         em("out0 = ws")
         em("out0_sb = M * N")
         em("out0_sm = N")
-        em("bt = sp * batch + bt  # the workspace's outer index (bt is decoded again per unit)")
+        em(
+            f"{kv.bt} = {kv.sp} * batch + {kv.bt}  "
+            "# the workspace's outer index (bt is decoded again per unit)"
+        )
     return staged_program(cfg)
 
 
@@ -160,10 +165,10 @@ def _emit_staged(
     chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
     share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
     chunks = share // chunk
-    em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
-    em(f"while ch < {len(accs) * chunks}:")
+    em(f"{kv.ch} = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
+    em(f"while {kv.ch} < {len(accs) * chunks}:")
     with em.indent():
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
+        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
         for acc, index in emit_step_branches(em, accs, chunks):
             for q in range(index * chunk // 8, (index + 1) * chunk // 8):
                 for half in range(2):
@@ -171,11 +176,11 @@ def _emit_staged(
                         off = 8 * half * stride + 8 * q - index * chunk + e
                         for j in range(h):  # product j's column: share * j further
                             reg = 4 * (q + j * share // 8) + 2 * half + e
-                            em(f"sf[wrow + {off + j * chunk}] = {acc}[{reg}]")
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+                            em(f"{kv.sf}[{kv.wrow} + {off + j * chunk}] = {acc}[{reg}]")
+        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
         emit_step_origin(em, cfg, chunk, chunks)
         emit_staged_epilogue(
             em, prog, rows=STAGED_ROWS, cols=chunk, threads=WARPGROUP, stride=stride,
-            tid="t", m0="em0", n0="en0", smem="sf", base="sbase", products=h,
+            tid=kv.t, m0=kv.em0, n0=kv.en0, smem=kv.sf, base=kv.sbase, products=h,
         )  # fmt: skip
-        em("ch += 1")
+        em(f"{kv.ch} += 1")

@@ -17,6 +17,7 @@ from .config import (
     kernel_params,
 )
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
+from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import (
     emit_column_prefetch,
     emit_packed_setup,
@@ -50,12 +51,12 @@ class _Operand:
     def boxes(self) -> list[tuple[int, str, str, int]]:
         """(smem offset in the stage, coordinate 0 expr, coordinate 1 expr, map) of each TMA
         box; map j > 0 is B operand j of a horizontal fusion."""
-        r0 = "m0" if self.name == "a" else "n0"
+        r0 = kv.m0 if self.name == "a" else kv.n0
         if self.k_inner:  # rows [j * part, (j + 1) * part) of each K slab from map j
             return [
                 (
                     (s * self.rows + j * self.part) * SWIZZLE_BYTES,
-                    f"k0 + {s * BOX_INNER}",
+                    f"{kv.k0} + {s * BOX_INNER}",
                     r0,
                     j,
                 )
@@ -64,20 +65,20 @@ class _Operand:
             ]
         per = self.part // BOX_INNER  # 64-column chunk q comes from map q // per
         return [
-            (q * self.bk * SWIZZLE_BYTES, f"{r0} + {(q % per) * BOX_INNER}", "k0", q // per)
+            (q * self.bk * SWIZZLE_BYTES, f"{r0} + {(q % per) * BOX_INNER}", kv.k0, q // per)
             for q in range(self.rows // BOX_INNER)
         ]
 
     def multicast_boxes(self, half: str) -> list[tuple[str, str, str]]:
         """The boxes this CTA of a pair loads for both (``half``: its cluster rank, 0 or 1):
         half of each K slab's rows, or every other 64-column swizzle row of an MN-major B."""
-        r0 = "n0" if self.name == "b" else "m0"
+        r0 = kv.n0 if self.name == "b" else kv.m0
         rows = self.rows // 2
         if self.k_inner:
             return [
                 (
                     f"{s * self.rows * SWIZZLE_BYTES} + {half} * {rows * SWIZZLE_BYTES}",
-                    f"k0 + {s * BOX_INNER}",
+                    f"{kv.k0} + {s * BOX_INNER}",
                     f"{r0} + {half} * {rows}",
                 )
                 for s in range(self.bk // BOX_INNER)
@@ -86,7 +87,7 @@ class _Operand:
             (
                 f"({2 * j} + {half}) * {self.bk * SWIZZLE_BYTES}",
                 f"{r0} + ({2 * j} + {half}) * {BOX_INNER}",
-                "k0",
+                kv.k0,
             )
             for j in range(self.rows // BOX_INNER // 2)
         ]
@@ -148,19 +149,19 @@ def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
 def _emit_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Work unit ``u`` -> split ``sp`` and its K range [``kb``, ``ke``): all a main loop needs."""
     if cfg.splitk == 1:
-        em("sp = 0")
-        em("kb = 0")
-        em("ke = K")
+        em(f"{kv.sp} = 0")
+        em(f"{kv.kb} = 0")
+        em(f"{kv.ke} = K")
         return
-    em(f"sp = int64(uint32(u) // tiles32 % uint32({cfg.splitk}))")
-    em("kb = sp * k_split")
-    em("ke = min(K, kb + k_split)")
+    em(f"{kv.sp} = int64(uint32({kv.u}) // {kv.tiles32} % uint32({cfg.splitk}))")
+    em(f"{kv.kb} = {kv.sp} * k_split")
+    em(f"{kv.ke} = min(K, {kv.kb} + k_split)")
 
 
 def _emit_grid_constants(em: Emitter, cfg: HopperKernelConfig) -> None:
     """The decode's divisors as uint32, once per CTA: the units' tile count and the tile
     order's (``mmaplug.codegen.grid.emit_unsigned_divisors``)."""
-    em("tiles32 = uint32(tiles)")
+    em(f"{kv.tiles32} = uint32({kv.tiles})")
     emit_unsigned_divisors(em, cfg.cta_order, cfg.grid_swizzle)
 
 
@@ -169,23 +170,23 @@ def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
     while its first wgmmas run)."""
     bm = cfg.cta_tile[0]
     # uint32 arithmetic, cast back at every step as in the tile decode (units < 2**31)
-    em("tile = uint32(uint32(u) % tiles32)")
-    em(f"bt = int64(uint32(u) // tiles32 // uint32({cfg.splitk}))")
+    em(f"tile = uint32(uint32({kv.u}) % {kv.tiles32})")
+    em(f"{kv.bt} = int64(uint32({kv.u}) // {kv.tiles32} // uint32({cfg.splitk}))")
     tm, tn = emit_tile_decode(
         em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
     )
     if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
-        em(f"m0 = (int64({tm}) * {cfg.cluster_m} + rank) * {bm}")
+        em(f"{kv.m0} = (int64({tm}) * {cfg.cluster_m} + {kv.rank}) * {bm}")
     else:
-        em(f"m0 = int64({tm}) * {bm}")
-    em(f"n0 = int64({tn}) * {cfg.n_out}")
+        em(f"{kv.m0} = int64({tm}) * {bm}")
+    em(f"{kv.n0} = int64({tn}) * {cfg.n_out}")
 
 
 def _advance(em: Emitter, stages: int) -> None:
-    em("s += 1")
-    em(f"if s == {stages}:")
-    em("    s = 0")
-    em("    ph ^= 1")
+    em(f"{kv.s} += 1")
+    em(f"if {kv.s} == {stages}:")
+    em(f"    {kv.s} = 0")
+    em(f"    {kv.ph} ^= 1")
 
 
 def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
@@ -199,21 +200,27 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
     with em.indent():
         em("smem = cuda.shared.array(0, dtype=uint8)")
-        em("tid = cuda.threadIdx.x")
-        em("base = int64(shared_base(smem))")
-        em(f"sa = (base + {SMEM_ALIGN - 1}) // {SMEM_ALIGN} * {SMEM_ALIGN}")
-        em(f"sb = sa + {stages * a.stage_bytes}")
-        em(f"bar = sb + {stages * b.stage_bytes}  # full[s]: bar + 8s, empty[s]: bar + 8(S + s)")
+        em(f"{kv.tid} = cuda.threadIdx.x")
+        em(f"{kv.base} = int64(shared_base(smem))")
+        em(f"{kv.sa} = ({kv.base} + {SMEM_ALIGN - 1}) // {SMEM_ALIGN} * {SMEM_ALIGN}")
+        em(f"{kv.sb} = {kv.sa} + {stages * a.stage_bytes}")
+        em(
+            f"{kv.bar} = {kv.sb} + {stages * b.stage_bytes}  "
+            "# full[s]: bar + 8s, empty[s]: bar + 8(S + s)"
+        )
         if cfg.smem_epilogue:
-            em("sf = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
-            em(f"stg = bar + {2 * stages * MBARRIER_BYTES}  # epilogue staging, 16-byte aligned")
-        em("if tid == 0:")
+            em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
+            em(
+                f"{kv.stg} = {kv.bar} + {2 * stages * MBARRIER_BYTES}  "
+                "# epilogue staging, 16-byte aligned"
+            )
+        em(f"if {kv.tid} == 0:")
         with em.indent():
             em(f"for i in range({stages}):")
             with em.indent():
-                em(f"mbarrier_init(uint32(bar + {MBARRIER_BYTES} * i), 1)")
+                em(f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * i), 1)")
                 em(
-                    f"mbarrier_init(uint32(bar + {MBARRIER_BYTES} * ({stages} + i)), "
+                    f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + i)), "
                     f"{consumer_warps * cl})"
                 )
             em("fence_mbarrier_init()")
@@ -222,17 +229,17 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
             # a cluster of cl CTAs along x: %cluster_ctarank is blockIdx.x % cl and
             # %clusterid.x blockIdx.x // cl; read as the special registers NVVM rematerialises
             # (the producer runs in 24 registers)
-            em(f"rank = cuda.blockIdx.x % {cl}")
-            em(f"u0 = cuda.blockIdx.x // {cl}")
-            em(f"ustep = cuda.gridDim.x // {cl}")
+            em(f"{kv.rank} = cuda.blockIdx.x % {cl}")
+            em(f"{kv.u0} = cuda.blockIdx.x // {cl}")
+            em(f"{kv.ustep} = cuda.gridDim.x // {cl}")
         else:
             em("cuda.syncthreads()")
-            em("u0 = cuda.blockIdx.x")
-            em("ustep = cuda.gridDim.x")
-        em("tiles = tiles_m * tiles_n")
+            em(f"{kv.u0} = cuda.blockIdx.x")
+            em(f"{kv.ustep} = cuda.gridDim.x")
+        em(f"{kv.tiles} = tiles_m * tiles_n")
         _emit_grid_constants(em, cfg)
-        em(f"wg = tid // {WARPGROUP}")
-        em("if wg == 0:")
+        em(f"{kv.wg} = {kv.tid} // {WARPGROUP}")
+        em(f"if {kv.wg} == 0:")
         with em.indent():
             _emit_producer(em, cfg, a, b, stage_bytes, sim)
         em("else:")
@@ -249,7 +256,7 @@ def _emit_producer(
     stages = cfg.stages
     if cfg.consumers == 2 and not sim:
         em(f"setmaxnreg_dec({cfg.registers[0]})")
-    em("if tid == 0:")
+    em(f"if {kv.tid} == 0:")
     with em.indent():
         tmaps = ["tmap_a", "tmap_b", *(f"tmap_b{j}" for j in range(1, cfg.horizontal))]
         for j, tmap in enumerate(tmaps):  # a 128-byte CUtensorMap each
@@ -258,24 +265,28 @@ def _emit_producer(
             em(f"fence_tensormap_acquire({tmap})")
         for tmap in tmaps:
             em(f"prefetch_tensormap({tmap})")
-        em("s = 0")
-        em("ph = 0")
-        em("u = u0")
-        em("while u < units:")
+        em(f"{kv.s} = 0")
+        em(f"{kv.ph} = 0")
+        em(f"{kv.u} = {kv.u0}")
+        em(f"while {kv.u} < units:")
         with em.indent():
             _emit_decode(em, cfg)
-            em("ca = int32(bt * a_batched)")
-            em("cb = int32(bt * b_batched)")
-            em("k0 = kb")
-            em("while k0 < ke:")
+            em(f"ca = int32({kv.bt} * a_batched)")
+            em(f"cb = int32({kv.bt} * b_batched)")
+            em(f"{kv.k0} = {kv.kb}")
+            em(f"while {kv.k0} < {kv.ke}:")
             with em.indent():
-                em(f"mbarrier_wait(uint32(bar + {MBARRIER_BYTES} * ({stages} + s)), ph ^ 1)")
-                em(f"full = uint32(bar + {MBARRIER_BYTES} * s)")
+                em(
+                    f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {kv.s})), "
+                    f"{kv.ph} ^ 1)"
+                )
+                em(f"full = uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s})")
                 em(f"mbarrier_arrive_expect_tx(full, {stage_bytes})")
-                for op, base, tmap, batch in ((a, "sa", "tmap_a", "ca"), (b, "sb", "tmap_b", "cb")):
-                    em(f"dst = {base} + s * {op.stage_bytes}")
+                loads = ((a, kv.sa, "tmap_a", "ca"), (b, kv.sb, "tmap_b", "cb"))
+                for op, base, tmap, batch in loads:
+                    em(f"dst = {base} + {kv.s} * {op.stage_bytes}")
                     if op is b and cfg.cluster_m > 1:  # half of B, landing in both CTAs
-                        for where, m0, m1 in op.multicast_boxes("rank"):
+                        for where, m0, m1 in op.multicast_boxes(kv.rank):
                             em(
                                 f"tma_load_3d_multicast(uint32(dst + {where}), {tmap}, "
                                 f"int32({m0}), int32({m1}), {batch}, full, "
@@ -288,8 +299,8 @@ def _emit_producer(
                             f"int32({c1}), {batch}, full)"
                         )
                 _advance(em, stages)
-                em(f"k0 += {cfg.cta_tile[2]}")
-            em("u += ustep")
+                em(f"{kv.k0} += {cfg.cta_tile[2]}")
+            em(f"{kv.u} += {kv.ustep}")
 
 
 def _emit_consumer(
@@ -303,24 +314,24 @@ def _emit_consumer(
     wgmma = "wgmma_bf16" if cfg.operand_dtype is DType.bfloat16 else "wgmma_f16"
     if cfg.consumers == 2 and not sim:
         em(f"setmaxnreg_inc({cfg.registers[1]})")
-    em("c = wg - 1")
+    em(f"{kv.c} = {kv.wg} - 1")
     if cfg.pingpong:  # each consumer owns whole tiles
-        em("cm = 0")
-        em("cn = 0")
+        em(f"{kv.cm} = 0")
+        em(f"{kv.cn} = 0")
     else:
-        em(f"cm = c % {gm}")
-        em(f"cn = c // {gm}")
-    em(f"t = tid - {WARPGROUP} * wg")
-    em("w = t // 32")
-    em("lane = t % 32")
+        em(f"{kv.cm} = {kv.c} % {gm}")
+        em(f"{kv.cn} = {kv.c} // {gm}")
+    em(f"{kv.t} = {kv.tid} - {WARPGROUP} * {kv.wg}")
+    em(f"{kv.w} = {kv.t} // 32")
+    em(f"{kv.lane} = {kv.t} % 32")
     for r in range(blocks):
-        row0 = f"cm * {wm} + {64 * r}"
+        row0 = f"{kv.cm} * {wm} + {64 * r}"
         em(
-            f"da{r} = wgmma_desc(uint32(sa + {a.slice_offset(row0)}), {a.lbo}, "
+            f"da{r} = wgmma_desc(uint32({kv.sa} + {a.slice_offset(row0)}), {a.lbo}, "
             f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
         )
     em(
-        f"db = wgmma_desc(uint32(sb + {b.slice_offset(f'cn * {wn}')}), {b.lbo}, "
+        f"db = wgmma_desc(uint32({kv.sb} + {b.slice_offset(f'{kv.cn} * {wn}')}), {b.lbo}, "
         f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
     )
     accs = [f"acc{r}" for r in range(blocks)]
@@ -330,48 +341,54 @@ def _emit_consumer(
         emit_packed_setup(em, cfg)
     elif cfg.smem_epilogue:
         stride = cfg.epilogue_stride
-        em(f"sbase = (stg - base) // 4 + c * {STAGED_ROWS * stride}  # this consumer's chunk")
-        em(f"wrow = sbase + (16 * w + lane // 4) * {stride} + 2 * (lane % 4)")
+        em(
+            f"{kv.sbase} = ({kv.stg} - {kv.base}) // 4 + {kv.c} * {STAGED_ROWS * stride}  "
+            "# this consumer's chunk"
+        )
+        em(
+            f"{kv.wrow} = {kv.sbase} + (16 * {kv.w} + {kv.lane} // 4) * {stride} "
+            f"+ 2 * ({kv.lane} % 4)"
+        )
     elif not (cfg.splitk > 1 or trivial_epilogue(cfg)):
-        em(f"spill = cuda.local.array({len(accs) * nacc}, dtype=float32)")
-    em("s = 0")
-    em("ph = 0")
-    em("u = u0")
+        em(f"{kv.spill} = cuda.local.array({len(accs) * nacc}, dtype=float32)")
+    em(f"{kv.s} = 0")
+    em(f"{kv.ph} = 0")
+    em(f"{kv.u} = {kv.u0}")
     if cfg.pingpong:
         em("mine = 0  # ping-pong: this consumer takes the CTA's units c, c + 2, c + 4, ...")
         em("turns = 0")
-    em("while u < units:")
+    em(f"while {kv.u} < units:")
     with em.indent():
         _emit_k_range(em, cfg)
         if cfg.pingpong:
-            em("if mine != c:  # the other consumer's unit: skip its stages in the ring")
+            em(f"if mine != {kv.c}:  # the other consumer's unit: skip its stages in the ring")
             with em.indent():
-                em(f"skip = (ke - kb + {cfg.cta_tile[2] - 1}) // {cfg.cta_tile[2]}")
+                em(f"skip = ({kv.ke} - {kv.kb} + {cfg.cta_tile[2] - 1}) // {cfg.cta_tile[2]}")
                 em("if skip < 0:")
                 em("    skip = 0")
-                em("s += skip")
-                em(f"ph ^= (s // {stages}) & 1")
-                em(f"s = s % {stages}")
+                em(f"{kv.s} += skip")
+                em(f"{kv.ph} ^= ({kv.s} // {stages}) & 1")
+                em(f"{kv.s} = {kv.s} % {stages}")
                 em("mine ^= 1")
-                em("u += ustep")
+                em(f"{kv.u} += {kv.ustep}")
                 em("continue")
             em("mine ^= 1")
             # main loops take turns (the other consumer has waited on every stage before this
             # unit's, so a parity wait is never two phases ahead); epilogues overlap them
-            em("if c == 1 or turns > 0:")
-            em(f"    named_barrier_sync(3 + c, {2 * WARPGROUP})")
+            em(f"if {kv.c} == 1 or turns > 0:")
+            em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
             em("turns += 1")
         em("scale = 0")
         em("prev = -1  # the stage whose wgmmas may still be reading it")
-        em("k0 = kb")
-        em("while k0 < ke:")
+        em(f"{kv.k0} = {kv.kb}")
+        em(f"while {kv.k0} < {kv.ke}:")
         with em.indent():
-            em(f"mbarrier_wait(uint32(bar + {MBARRIER_BYTES} * s), ph)")
+            em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
             for acc in accs:
                 em(f"{acc} = fence_operand({acc})")
             em("wgmma_fence()")
-            em(f"oa = uint64(s * {a.stage_bytes >> 4})")
-            em(f"ob = uint64(s * {b.stage_bytes >> 4})")
+            em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
+            em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
             for j in range(bk // 16):
                 sc = "scale" if j == 0 else "1"
                 db = f"db + ob + uint64({b.step_offset(j) >> 4})"
@@ -387,13 +404,13 @@ def _emit_consumer(
             for acc in accs:
                 em(f"{acc} = fence_operand({acc})")
             _emit_release(em, stages, "prev", cfg.cluster_m)
-            em("prev = s")
+            em(f"prev = {kv.s}")
             _advance(em, stages)
             em("scale = 1")
-            em(f"k0 += {cfg.cta_tile[2]}")
+            em(f"{kv.k0} += {cfg.cta_tile[2]}")
         if cfg.pingpong:  # every wgmma of this unit is issued: the other consumer's turn
             # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
-            em(f"named_barrier_arrive(4 - c, {2 * WARPGROUP})")
+            em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
         em("wgmma_wait_group(0)")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
@@ -406,14 +423,14 @@ def _emit_consumer(
                 _emit_origin(em, cfg)
                 emit_column_prefetch(em, cfg)
         emit_epilogue(em, cfg, accs)
-        em("u += ustep")
+        em(f"{kv.u} += {kv.ustep}")
 
 
 def _emit_release(em: Emitter, stages: int, stage: str, cluster: int) -> None:
     """Lane 0 of every consumer warp arrives on ``empty[stage]`` (none before the first tile),
     in every CTA of its cluster: each multicasts into the others' stages."""
-    em(f"if {stage} >= 0 and lane == 0:")
-    empty = f"uint32(bar + {MBARRIER_BYTES} * ({stages} + {stage}))"
+    em(f"if {stage} >= 0 and {kv.lane} == 0:")
+    empty = f"uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {stage}))"
     if cluster == 1:
         em(f"    mbarrier_arrive({empty})")
         return

@@ -29,6 +29,7 @@ from .config import (
     packed_row_bytes,
     staging_row_bytes,
 )
+from .kernel_vars import KERNEL_VARS
 
 __all__ = [
     "column_input",
@@ -41,21 +42,31 @@ __all__ = [
     "emit_step_origin",
 ]
 
+
+kv = KERNEL_VARS  # the f-strings' short name
+
 _PAIRS = ((0, 0), (0, 1), (1, 0), (1, 1))  # (row half h, column e) of a fragment's 8x8 group
 
 
 def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Per-consumer names the chunk loop uses (before the loop over work units)."""
     wn = cfg.warp_tile[1]
-    em("su = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
-    em("sf = cuda.shared.array(0, dtype=float32)")
-    em(f"sreg = stg + c * {STAGED_ROWS * staging_row_bytes(wn)}  # this consumer's staging")
-    em("frow = 16 * w + lane // 4  # the thread's fragment row (and row + 8) in a 64-row block")
-    em("fcol = 2 * (lane % 4)  # its first column in each 8-column group")
-    em("ebuf = 0  # the chunk buffer written next (with two, they alternate across tiles)")
+    em(f"{kv.su} = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
+    em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)")
+    staging = STAGED_ROWS * staging_row_bytes(wn)
+    em(f"{kv.sreg} = {kv.stg} + {kv.c} * {staging}  # this consumer's staging")
+    em(
+        f"{kv.frow} = 16 * {kv.w} + {kv.lane} // 4  # the thread's fragment row (and row + 8) "
+        "in a 64-row block"
+    )
+    em(f"{kv.fcol} = 2 * ({kv.lane} % 4)  # its first column in each 8-column group")
+    em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
     if column_input(cfg) is not None:
         regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)
-        em(f"scol = (stg - base + {regions}) // 4 + c * {wn}  # this consumer's column row")
+        em(
+            f"{kv.scol} = ({kv.stg} - {kv.base} + {regions}) // 4 + {kv.c} * {wn}  "
+            "# this consumer's column row"
+        )
 
 
 def column_input(cfg: HopperKernelConfig) -> int | None:
@@ -76,8 +87,8 @@ def emit_column_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
         return
     wn = cfg.warp_tile[1]
     for j in range(-(-wn // WARPGROUP)):
-        col = f"min(n0 + cn * {wn} + t + {j * WARPGROUP}, N - 1)"
-        em(f"pc{j} = in{i}[bt * in{i}_sb + {col} * in{i}_sn]")
+        col = f"min({kv.n0} + {kv.cn} * {wn} + {kv.t} + {j * WARPGROUP}, N - 1)"
+        em(f"{kv.pc}{j} = in{i}[{kv.bt} * in{i}_sb + {col} * in{i}_sn]")
 
 
 def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tuple[str, int]]:
@@ -86,7 +97,7 @@ def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tu
     inside that step's ``if ch == ...`` branch."""
     for r, acc in enumerate(accs):
         for index in range(chunks):
-            em(f"{'if' if r == index == 0 else 'elif'} ch == {r * chunks + index}:")
+            em(f"{'if' if r == index == 0 else 'elif'} {kv.ch} == {r * chunks + index}:")
             with em.indent():
                 yield acc, index
 
@@ -95,8 +106,8 @@ def emit_step_origin(em: Emitter, cfg: HopperKernelConfig, chunk: int, chunks: i
     """The output origin of step ``ch`` (*chunks* column chunks of *chunk* columns per row
     block): rows from ``em0``, columns from ``en0``."""
     wm, wn, _ = cfg.warp_tile
-    em(f"em0 = m0 + cm * {wm} + {STAGED_ROWS} * (ch // {chunks})")
-    em(f"en0 = n0 + cn * {wn} + (ch % {chunks}) * {chunk}")
+    em(f"{kv.em0} = {kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})")
+    em(f"{kv.en0} = {kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}")
 
 
 def _used_inputs(prog: EpilogueProgram) -> list[int]:
@@ -135,21 +146,22 @@ def emit_packed_epilogue(
     staged = column_input(cfg)
     for i in _used_inputs(prog):
         if i != staged:
-            em(f"ib{i} = bt * in{i}_sb")
+            em(f"ib{i} = {kv.bt} * in{i}_sb")
     if staged is not None:
         for j in range(-(-wn // WARPGROUP)):
-            store = f"sf[scol + t + {j * WARPGROUP}] = {widen(prog.inputs[staged].dtype, f'pc{j}')}"
+            value = widen(prog.inputs[staged].dtype, f"{kv.pc}{j}")
+            store = f"{kv.sf}[{kv.scol} + {kv.t} + {j * WARPGROUP}] = {value}"
             if (j + 1) * WARPGROUP > wn:
-                em(f"if t + {j * WARPGROUP} < {wn}:")
+                em(f"if {kv.t} + {j * WARPGROUP} < {wn}:")
                 em(f"    {store}")
             else:
                 em(store)
         if cfg.packed_buffers == 2:  # (with one buffer each step's first barrier orders it)
-            em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the column row is written")
+            em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the column row is written")
     body, params = _step_source(cfg, prog)
     if not steps_called(prog):
-        em(f"ch = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
-        em(f"while ch < {len(accs) * chunks}:")
+        em(f"{kv.ch} = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
+        em(f"while {kv.ch} < {len(accs) * chunks}:")
         with em.indent():
             for acc, index in emit_step_branches(em, accs, chunks):
                 for k in range(4 * groups):
@@ -157,18 +169,18 @@ def emit_packed_epilogue(
             for line in body:
                 em(line)
             if cfg.packed_buffers == 2:
-                em("ebuf ^= 1")
-            em("ch += 1")
+                em(f"{kv.ebuf} ^= 1")
+            em(f"{kv.ch} += 1")
         return
     for step, (acc, index) in enumerate((acc, index) for acc in accs for index in range(chunks)):
         first = 4 * index * groups  # the step's first register in the block's fragment
         args = [
-            str(step) if p == "ch" else f"{acc}[{first + int(p[1:])}]" if _is_value(p) else p
+            str(step) if p == kv.ch else f"{acc}[{first + int(p[1:])}]" if _is_value(p) else p
             for p in params
         ]
         em(f"{STEP_FUNCTION}({', '.join(args)})  # row block {step // chunks}, chunk {index}")
         if cfg.packed_buffers == 2:
-            em("ebuf ^= 1")
+            em(f"{kv.ebuf} ^= 1")
 
 
 def steps_called(prog: EpilogueProgram) -> bool:
@@ -223,25 +235,25 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     staged = column_input(cfg)
     if cfg.packed_buffers == 1:
-        em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the previous chunk has been read")
+        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
-    em(f"sw = (sreg - base + ebuf * {buf_bytes}) // 4  # the buffer, in words")
+    em(f"sw = ({kv.sreg} - {kv.base} + {kv.ebuf} * {buf_bytes}) // 4  # the buffer, in words")
     for j, dtype in enumerate(dtypes):  # the thread's first word in output j's rows
-        em(f"pw{j} = sw + frow * {rows[j] // 4} + {dtype.itemsize} * fcol // 4")
+        em(f"pw{j} = sw + {kv.frow} * {rows[j] // 4} + {dtype.itemsize} * {kv.fcol} // 4")
     if staged is not None:
-        em(f"cw = scol + (ch % {chunks}) * {chunk} + fcol")
+        em(f"cw = {kv.scol} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
     for i in hoisted:
         for q in range(groups):
             for e in (0, 1):
                 if i == staged:
-                    em(f"h{i}_{q}_{e} = sf[uint64(cw + {8 * q + e})]")
+                    em(f"h{i}_{q}_{e} = {kv.sf}[uint64(cw + {8 * q + e})]")
                     continue
-                col = f"min(en0 + {8 * q + e} + fcol, N - 1)"
+                col = f"min({kv.en0} + {8 * q + e} + {kv.fcol}, N - 1)"
                 load = f"in{i}[ib{i} + {col} * in{i}_sn]"
                 em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
     for q, h, e in [(q, h, e) for q in range(groups) for h, e in _PAIRS]:
-        row = f"em0 + {8 * h} + frow"
-        col = f"en0 + {8 * q + e} + fcol"
+        row = f"{kv.em0} + {8 * h} + {kv.frow}"
+        col = f"{kv.en0} + {8 * q + e} + {kv.fcol}"
         inputs = {}
         for i in used_inputs:
             if i in hoisted:
@@ -261,14 +273,14 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
             if is16(dtype):
                 off = offsets[j] + lrow * rows[j] + 16 * q
                 em(
-                    f"su[uint64(pw{j} + {off // 4})] = "
+                    f"{kv.su}[uint64(pw{j} + {off // 4})] = "
                     f"uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))"
                 )
             else:
                 off = offsets[j] + lrow * rows[j] + 32 * q
-                em(f"sf[uint64(pw{j} + {off // 4})] = o{j}_0")
-                em(f"sf[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
-    em(f"named_barrier_sync(1 + c, {WARPGROUP})  # the chunk is written")
+                em(f"{kv.sf}[uint64(pw{j} + {off // 4})] = o{j}_0")
+                em(f"{kv.sf}[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
+    em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
     for j, dtype in enumerate(dtypes):
         per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
         lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
@@ -276,18 +288,18 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         rows_per_part = WARPGROUP // per_row  # (per_row divides the warpgroup)
         # the thread's first vector: row t // per_row, column (t % per_row) * lanes; each
         # further part is rows_per_part rows down (one 64-bit address step)
-        em(f"vr = t // {per_row}")
-        em(f"vc = en0 + (t % {per_row}) * {lanes}")
-        em(f"vw = uint64(sw + {offsets[j] // 4} + vr * {rows[j] // 4} + (t % {per_row}) * 4)")
-        em(f"at = bt * out{j}_sb + (em0 + vr) * out{j}_sm + vc")
+        em(f"vr = {kv.t} // {per_row}")
+        em(f"vc = {kv.en0} + ({kv.t} % {per_row}) * {lanes}")
+        em(f"vw = uint64(sw + {offsets[j] // 4} + vr * {rows[j] // 4} + ({kv.t} % {per_row}) * 4)")
+        em(f"at = {kv.bt} * out{j}_sb + ({kv.em0} + vr) * out{j}_sm + vc")
         for part in range(-(-total // WARPGROUP)):
-            cond = f"em0 + vr + {part * rows_per_part} < M and vc < N"
+            cond = f"{kv.em0} + vr + {part * rows_per_part} < M and vc < N"
             if (part + 1) * WARPGROUP > total:
-                cond = f"t + {part * WARPGROUP} < {total} and {cond}"
+                cond = f"{kv.t} + {part * WARPGROUP} < {total} and {cond}"
             em(f"if {cond}:")
             with em.indent():
                 word = f"vw + uint64({part * rows_per_part * rows[j] // 4})" if part else "vw"
-                em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr(su, {word}))")
+                em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr({kv.su}, {word}))")
                 dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
                 em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
     return em.lines, _free_names(em.lines)
