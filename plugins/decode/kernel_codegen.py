@@ -26,16 +26,61 @@ shared memory.
 
 from __future__ import annotations
 
+from typing import Final
+
+import attrs
+
 from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, jit_options
 from mmaplug.ir.dtypes import DType
 
 from .config import CHUNK_K, COLS_PER_MMA, ROWS, DecodeKernelConfig
 
-XS_WORDS = "xs[u, t, 4 * h], xs[u, t, 4 * h + 1], xs[u, t, 4 * h + 2], xs[u, t, 4 * h + 3]"
+
+@attrs.frozen
+class DecodeVars:
+    """The names of ``decode_gemm``'s variables that cross the emitters below; each field's value
+    is the variable's name in the generated source, its docstring what the variable holds."""
+
+    warp: str = "warp"
+    """The warp of the thread in its CTA: it takes K chunks ``warp, warp + warps, ...``."""
+    g: str = "g"
+    """The lane's group (lane // 4): weight rows g and g + 8; activation row g of a tile."""
+    c: str = "c"
+    """The lane's place in its group (lane % 4): its 16-byte vectors start at ``8 * c``."""
+    n0: str = "n0"
+    """The first of the CTA's 16 weight rows."""
+    base_w0: str = "base_w0"
+    """Element index of weight row ``n0 + g`` (clamped to N - 1) at the lane's K offset."""
+    base_w1: str = "base_w1"
+    """The same for row ``n0 + g + 8``."""
+    base_x: str = "base_x"
+    """Per m tile, the element index of the lane's activation row (clamped to M - 1)."""
+    acc: str = "acc"
+    """The float32 accumulators, 4 per m tile (the mma's C fragment)."""
+    w0: str = "w0"
+    """Loaded words of weight row ``g``: 8 per chunk in flight."""
+    w1: str = "w1"
+    """Loaded words of weight row ``g + 8``."""
+    xs: str = "xs"
+    """Loaded words of the activation rows: 8 per chunk in flight and m tile."""
+    first: str = "first"
+    """The warp's next K chunk: the first of the chunks the loads take."""
+    red: str = "red"
+    """Shared float32 partials, ``[warp, weight row, activation row]``."""
+
+
+DV: Final = DecodeVars()
+
+
 INTRINSICS = (
     "f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16, ld_global_nc_v4_b32, "
     "mma_m16n8k16_f16, mma_m16n8k16_bf16"
 )
+
+
+def _four(array: str, index: str) -> str:
+    """The four words ``array[index, 4 * h + q]`` a 16-byte load fills, as assignment targets."""
+    return ", ".join(f"{array}[{index}, 4 * h{f' + {q}' if q else ''}]" for q in range(4))
 
 
 def generate_source(config: DecodeKernelConfig, *, sim: bool) -> str:
@@ -59,39 +104,39 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
     em(f"@cuda.jit({jit_options(config.threads, sim)})")
     em(f"def decode_gemm({', '.join(config.parameters())}):")
     with em.indent():
-        em(f"red = cuda.shared.array(({warps}, {ROWS}, {cols}), float32)")
+        em(f"{DV.red} = cuda.shared.array(({warps}, {ROWS}, {cols}), float32)")
         em("tid = cuda.threadIdx.x")
-        em("warp = tid // 32")
-        em("g = (tid % 32) // 4")
-        em("c = tid % 4")
-        em(f"n0 = cuda.blockIdx.x * {ROWS}")
-        em("base_w0 = min(n0 + g, N - 1) * b_sn + 8 * c")
-        em("base_w1 = min(n0 + g + 8, N - 1) * b_sn + 8 * c")
-        em(f"base_x = cuda.local.array({mt}, int64)")
+        em(f"{DV.warp} = tid // 32")
+        em(f"{DV.g} = (tid % 32) // 4")
+        em(f"{DV.c} = tid % 4")
+        em(f"{DV.n0} = cuda.blockIdx.x * {ROWS}")
+        em(f"{DV.base_w0} = min({DV.n0} + {DV.g}, N - 1) * b_sn + 8 * {DV.c}")
+        em(f"{DV.base_w1} = min({DV.n0} + {DV.g} + 8, N - 1) * b_sn + 8 * {DV.c}")
+        em(f"{DV.base_x} = cuda.local.array({mt}, int64)")
         em(f"for t in range({mt}):")
         with em.indent():
-            em(f"base_x[t] = min(t * {COLS_PER_MMA} + g, M - 1) * a_sm + 8 * c")
-        em(f"acc = cuda.local.array(({mt}, 4), float32)")
+            em(f"{DV.base_x}[t] = min(t * {COLS_PER_MMA} + {DV.g}, M - 1) * a_sm + 8 * {DV.c}")
+        em(f"{DV.acc} = cuda.local.array(({mt}, 4), float32)")
         em(f"for t in range({mt}):")
         with em.indent():
             em("for q in range(4):")
             with em.indent():
-                em("acc[t, q] = float32(0.0)")
-        em(f"w0 = cuda.local.array(({unroll}, 8), uint32)")
-        em(f"w1 = cuda.local.array(({unroll}, 8), uint32)")
-        em(f"xs = cuda.local.array(({unroll}, {mt}, 8), uint32)")
+                em(f"{DV.acc}[t, q] = float32(0.0)")
+        em(f"{DV.w0} = cuda.local.array(({unroll}, 8), uint32)")
+        em(f"{DV.w1} = cuda.local.array(({unroll}, 8), uint32)")
+        em(f"{DV.xs} = cuda.local.array(({unroll}, {mt}, 8), uint32)")
         em(f"full = K // {CHUNK_K}")
-        em("first = warp")
-        em(f"while first + {(unroll - 1) * warps} < full:")
+        em(f"{DV.first} = {DV.warp}")
+        em(f"while {DV.first} + {(unroll - 1) * warps} < full:")
         with em.indent():
             _emit_loads(em, config, unroll, guarded=False)
             _emit_mmas(em, config, mma, unroll)
-            em(f"first += {unroll * warps}")
-        em(f"while first < (K + {CHUNK_K - 1}) // {CHUNK_K}:")
+            em(f"{DV.first} += {unroll * warps}")
+        em(f"while {DV.first} < (K + {CHUNK_K - 1}) // {CHUNK_K}:")
         with em.indent():
             _emit_loads(em, config, 1, guarded=True)
             _emit_mmas(em, config, mma, 1)
-            em(f"first += {warps}")
+            em(f"{DV.first} += {warps}")
         _emit_reduce_and_epilogue(em, config)
     em()
 
@@ -101,32 +146,32 @@ def _emit_loads(em: Emitter, config: DecodeKernelConfig, chunks: int, *, guarded
     *guarded*: a vector past K is zeros (the last chunks; the main loop's are all inside K)."""
     em(f"for u in range({chunks}):")
     with em.indent():
-        em(f"k0 = (first + u * {config.warps}) * {CHUNK_K}")
+        em(f"k0 = ({DV.first} + u * {config.warps}) * {CHUNK_K}")
         em("for h in range(2):")
         with em.indent():
             em("kk = k0 + 32 * h")
             if guarded:
-                em("if kk + 8 * c < K:")
+                em(f"if kk + 8 * {DV.c} < K:")
                 em.depth += 1
-            em("ld = ld_global_nc_v4_b32(b, base_w0 + kk)")
-            em("w0[u, 4 * h], w0[u, 4 * h + 1], w0[u, 4 * h + 2], w0[u, 4 * h + 3] = ld")
-            em("ld = ld_global_nc_v4_b32(b, base_w1 + kk)")
-            em("w1[u, 4 * h], w1[u, 4 * h + 1], w1[u, 4 * h + 2], w1[u, 4 * h + 3] = ld")
+            em(f"ld = ld_global_nc_v4_b32(b, {DV.base_w0} + kk)")
+            em(f"{_four(DV.w0, 'u')} = ld")
+            em(f"ld = ld_global_nc_v4_b32(b, {DV.base_w1} + kk)")
+            em(f"{_four(DV.w1, 'u')} = ld")
             em(f"for t in range({config.m_tiles}):")
             with em.indent():
-                em("ld = ld_global_nc_v4_b32(a, base_x[t] + kk)")
-                em(f"{XS_WORDS} = ld")
+                em(f"ld = ld_global_nc_v4_b32(a, {DV.base_x}[t] + kk)")
+                em(f"{_four(DV.xs, 'u, t')} = ld")
             if guarded:
                 em.depth -= 1
                 em("else:")
                 with em.indent():
                     em("for q in range(4):")
                     with em.indent():
-                        em("w0[u, 4 * h + q] = uint32(0)")
-                        em("w1[u, 4 * h + q] = uint32(0)")
+                        em(f"{DV.w0}[u, 4 * h + q] = uint32(0)")
+                        em(f"{DV.w1}[u, 4 * h + q] = uint32(0)")
                         em(f"for t in range({config.m_tiles}):")
                         with em.indent():
-                            em("xs[u, t, 4 * h + q] = uint32(0)")
+                            em(f"{DV.xs}[u, t, 4 * h + q] = uint32(0)")
 
 
 def _emit_mmas(em: Emitter, config: DecodeKernelConfig, mma: str, chunks: int) -> None:
@@ -138,11 +183,11 @@ def _emit_mmas(em: Emitter, config: DecodeKernelConfig, mma: str, chunks: int) -
             em(f"for t in range({config.m_tiles}):")
             with em.indent():
                 em(
-                    f"d = {mma}(w0[u, 2 * j], w1[u, 2 * j], w0[u, 2 * j + 1], "
-                    "w1[u, 2 * j + 1], xs[u, t, 2 * j], xs[u, t, 2 * j + 1], "
-                    "acc[t, 0], acc[t, 1], acc[t, 2], acc[t, 3])"
+                    f"d = {mma}({DV.w0}[u, 2 * j], {DV.w1}[u, 2 * j], {DV.w0}[u, 2 * j + 1], "
+                    f"{DV.w1}[u, 2 * j + 1], {DV.xs}[u, t, 2 * j], {DV.xs}[u, t, 2 * j + 1], "
+                    f"{DV.acc}[t, 0], {DV.acc}[t, 1], {DV.acc}[t, 2], {DV.acc}[t, 3])"
                 )
-                em("acc[t, 0], acc[t, 1], acc[t, 2], acc[t, 3] = d")
+                em(f"{DV.acc}[t, 0], {DV.acc}[t, 1], {DV.acc}[t, 2], {DV.acc}[t, 3] = d")
 
 
 def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
@@ -150,23 +195,23 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
     mt = config.m_tiles
     em(f"for t in range({mt}):")
     with em.indent():
-        em(f"col0 = t * {COLS_PER_MMA} + 2 * c")
-        em("red[warp, g, col0] = acc[t, 0]")
-        em("red[warp, g, col0 + 1] = acc[t, 1]")
-        em("red[warp, g + 8, col0] = acc[t, 2]")
-        em("red[warp, g + 8, col0 + 1] = acc[t, 3]")
+        em(f"col0 = t * {COLS_PER_MMA} + 2 * {DV.c}")
+        em(f"{DV.red}[{DV.warp}, {DV.g}, col0] = {DV.acc}[t, 0]")
+        em(f"{DV.red}[{DV.warp}, {DV.g}, col0 + 1] = {DV.acc}[t, 1]")
+        em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0] = {DV.acc}[t, 2]")
+        em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0 + 1] = {DV.acc}[t, 3]")
     em("cuda.syncthreads()")
     em("bt = 0")
     em("e = tid")
     em(f"while e < {ROWS * COLS_PER_MMA * mt}:")
     with em.indent():
         em(f"row = e // {ROWS}")
-        em(f"col = n0 + e % {ROWS}")
+        em(f"col = {DV.n0} + e % {ROWS}")
         em("if row < M and col < N:")
         with em.indent():
-            em(f"v = red[0, e % {ROWS}, row]")
+            em(f"v = {DV.red}[0, e % {ROWS}, row]")
             em(f"for w in range(1, {config.warps}):")
             with em.indent():
-                em(f"v += red[w, e % {ROWS}, row]")
+                em(f"v += {DV.red}[w, e % {ROWS}, row]")
             emit_epilogue_body(em, config.epilogue)
         em(f"e += {config.threads}")
