@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from typing import Final
 
+import attrs
+
 from mmaplug.codegen.emitter import Emitter
 
 __all__ = [
     "CTA_ORDERS",
+    "GRID_VARS",
+    "GridVars",
     "emit_tile_decode",
     "emit_unsigned_divisors",
     "grid_problems",
@@ -25,6 +29,26 @@ __all__ = [
 ]
 
 CTA_ORDERS: Final = ("row_major", "column_major")
+
+
+@attrs.frozen
+class GridVars:
+    """The generated variables of the tile decode that cross emitters: each field's value is the
+    variable's name in the generated source, its docstring what the variable holds."""
+
+    t_major: str = "t_major"
+    """The decoded tile's index along the major order (:func:`tile_coords`)."""
+    t_minor: str = "t_minor"
+    """The decoded tile's index along the minor order."""
+    major32: str = "major32"
+    """Tiles along the major order (uint32), from :func:`emit_unsigned_divisors`."""
+    minor32: str = "minor32"
+    """Tiles along the minor order (uint32): the unsigned decode's divisor."""
+    group32: str = "group32"
+    """Tiles of one ``grid_swizzle`` group (uint32): the unsigned decode's group divisor."""
+
+
+GRID_VARS: Final = GridVars()
 
 
 def grid_problems(cta_order: str, grid_swizzle: int) -> list[str]:
@@ -44,17 +68,19 @@ def order_extents(cta_order: str) -> tuple[str, str]:
 
 def tile_coords(cta_order: str) -> tuple[str, str]:
     """The decoded names holding the tile's index along M and along N."""
-    return ("t_major", "t_minor") if cta_order == "row_major" else ("t_minor", "t_major")
+    gv = GRID_VARS
+    return (gv.t_major, gv.t_minor) if cta_order == "row_major" else (gv.t_minor, gv.t_major)
 
 
 def emit_unsigned_divisors(em: Emitter, cta_order: str, grid_swizzle: int) -> None:
     """The divisors :func:`emit_tile_decode` takes with ``unsigned=True``, as uint32
     (``major32``, ``minor32`` and ``group32``, the tiles of one group): emitted once, outside the
     loop that decodes."""
+    gv = GRID_VARS
     major, minor = order_extents(cta_order)
-    em(f"major32 = uint32({major})")
-    em(f"minor32 = uint32({minor})")
-    em(f"group32 = uint32(uint32({grid_swizzle}) * minor32)")
+    em(f"{gv.major32} = uint32({major})")
+    em(f"{gv.minor32} = uint32({minor})")
+    em(f"{gv.group32} = uint32(uint32({grid_swizzle}) * {gv.minor32})")
 
 
 def emit_tile_decode(
@@ -71,26 +97,27 @@ def emit_tile_decode(
     to uint32, as Numba widens uint32 arithmetic to uint64: NVVM then divides in 32 bits.
     """
     g = grid_swizzle
+    gv = GRID_VARS
     major, minor = order_extents(cta_order)
     if unsigned:
         if g == 1:
-            em(f"t_major = uint32({tile} // minor32)")
-            em(f"t_minor = uint32({tile} % minor32)")
+            em(f"{gv.t_major} = uint32({tile} // {gv.minor32})")
+            em(f"{gv.t_minor} = uint32({tile} % {gv.minor32})")
         else:
-            em(f"first = uint32({tile} // group32 * uint32({g}))")
-            em(f"gsz = uint32(min(major32 - first, uint32({g})))")
-            em(f"within = uint32({tile} % group32)")
-            em("t_major = uint32(first + within % gsz)")
-            em("t_minor = uint32(within // gsz)")
+            em(f"first = uint32({tile} // {gv.group32} * uint32({g}))")
+            em(f"gsz = uint32(min({gv.major32} - first, uint32({g})))")
+            em(f"within = uint32({tile} % {gv.group32})")
+            em(f"{gv.t_major} = uint32(first + within % gsz)")
+            em(f"{gv.t_minor} = uint32(within // gsz)")
     elif g == 1:
-        em(f"t_major = {tile} // {minor}")
-        em(f"t_minor = {tile} % {minor}")
+        em(f"{gv.t_major} = {tile} // {minor}")
+        em(f"{gv.t_minor} = {tile} % {minor}")
     else:
         em(f"per_group = {g} * {minor}")
         em(f"group = {tile} // per_group")
         em(f"first = group * {g}")
         em(f"gsize = min({major} - first, {g})")
         em(f"rem = {tile} - group * per_group")
-        em("t_major = first + rem % gsize")
-        em("t_minor = rem // gsize")
+        em(f"{gv.t_major} = first + rem % gsize")
+        em(f"{gv.t_minor} = rem // gsize")
     return tile_coords(cta_order)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from mmaplug.codegen.emitter import Emitter
 
 from .config import AmpereKernelConfig
+from .kernel_vars import KERNEL_VARS as kv
 
 
 def swizzle_amount(row: str, units_per_row: int) -> str:
@@ -65,7 +66,7 @@ class Operand:
         self.mn = bm if name == "a" else bn
         self.bk = bk
         self.lim = "M" if name == "a" else "N"
-        self.origin = "m0" if name == "a" else "n0"
+        self.origin = kv.m0 if name == "a" else kv.n0
         # smem rows: the contiguous global dim is the row
         self.rows, self.rowlen = (self.mn, bk) if self.k_inner else (bk, self.mn)
         self.units = self.rowlen // 8
@@ -91,7 +92,7 @@ def emit_load_setup(em: Emitter, op: Operand, threads: int) -> None:
     step = threads // op.vecs_per_row
     regular = threads % op.vecs_per_row == 0 and (step % 8 == 0 or op.units == 1)
     for i in range(1 if regular else op.iters):
-        v = f"({sum_terms('tid', i * threads)})"
+        v = f"({sum_terms(kv.tid, i * threads)})"
         em(f"{n}_r{i} = {v} // {op.vecs_per_row}")
         em(f"{n}_c{i} = ({v} % {op.vecs_per_row}) * {op.vec}")
         em(
@@ -159,7 +160,7 @@ def _emit_load_tile(em: Emitter, op: Operand, stage_base: str | int, k0: str, th
     for i in range(op.iters):
         if op.nvec % threads and (i + 1) * threads > op.nvec:
             # this copy slot is idle for some threads: they must not even zero-fill
-            em(f"if tid + {i * threads} < {op.nvec}:")
+            em(f"if {kv.tid} + {i * threads} < {op.nvec}:")
             with em.indent():
                 _emit_copy(em, op, i, stage_base, k0)
         else:
@@ -177,12 +178,12 @@ def _emit_load_tile_fast(
         dst = _dst(stage_base, so)
         idle = op.nvec % threads and (i + 1) * threads > op.nvec
         if idle:  # this copy slot is idle for some threads
-            em(f"if tid + {i * threads} < {op.nvec}:")
+            em(f"if {kv.tid} + {i * threads} < {op.nvec}:")
             em.depth += 1
         if op.vec == 1:
-            em(f"smem[{dst}] = {n}[{g} + {koff}]")
+            em(f"{kv.smem}[{dst}] = {n}[{g} + {koff}]")
         else:
-            em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, {g} + {koff}, {nb})")
+            em(f"cp_async_{op.vec * 2}(smem_addr({kv.smem}, {dst}), {n}, {g} + {koff}, {nb})")
         if idle:
             em.depth -= 1
 
@@ -203,9 +204,9 @@ def _emit_copy(em: Emitter, op: Operand, i: int, stage_base: str | int, k0: str)
         em(f"gi = ({g} + {k0} * {n}_s1) & -min(nb, 1)")
     dst = _dst(stage_base, so)
     if op.vec == 1:
-        em(f"smem[{dst}] = {n}[gi] * min(nb, 1)")
+        em(f"{kv.smem}[{dst}] = {n}[gi] * min(nb, 1)")
     else:
-        em(f"cp_async_{op.vec * 2}(smem_addr(smem, {dst}), {n}, gi, nb)")
+        em(f"cp_async_{op.vec * 2}(smem_addr({kv.smem}, {dst}), {n}, gi, nb)")
 
 
 def emit_load_stage(
@@ -230,5 +231,5 @@ def emit_load_stage(
         elif op.k_inner:
             _emit_load_tile_fast(em, op, base, f"({k0})", threads)
         else:
-            koff = f"({k0}) * {op.name}_s1" if k0 != "kload" else f"{op.name}_koff"
+            koff = f"({k0}) * {op.name}_s1" if k0 != kv.kload else f"{op.name}_koff"
             _emit_load_tile_fast(em, op, base, koff, threads)

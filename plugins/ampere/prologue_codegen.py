@@ -23,6 +23,7 @@ from mmaplug.analysis.epilogue import Prologue
 from mmaplug.codegen.emitter import Emitter, instr_expr, live_instrs, narrow, widen
 
 from .config import AmpereKernelConfig
+from .kernel_vars import KERNEL_VARS as kv
 
 _RENAME = re.compile(r"\b(x\d+|v)\b")  # instr_expr's names of SSA values and of the element
 
@@ -58,25 +59,25 @@ def emit_prologue_stage(
     threads, bk = cfg.threads, cfg.cta_tile[2]
     # only a loaded stage (none in an empty split-K range, none after the last tile); the
     # branch is uniform over the CTA, so the barrier inside it is legal
-    em("if num_kt > 0:" if first else "if kt + 1 < num_kt:")
+    em(f"if {kv.num_kt} > 0:" if first else f"if {kv.kt} + 1 < {kv.num_kt}:")
     em.depth += 1
     if first:
-        em(f"klim = k_end - k_begin - (num_kt - 1) * {bk}  # valid K of this tile")
+        em(f"klim = {kv.k_end} - {kv.k_begin} - ({kv.num_kt} - 1) * {bk}  # valid K of this tile")
     for op in operands:
         pro = found.get(op.name)
         if pro is None:
             continue
-        base = "sa" if op.name == "a" else "sb"
+        base = kv.sa if op.name == "a" else kv.sb
         em(f"for pi in range({-(-op.elems // threads)}):")
         with em.indent():
-            em(f"po = tid + pi * {threads}")
+            em(f"po = {kv.tid} + pi * {threads}")
             if op.elems % threads:
                 em(f"if po >= {op.elems}:")
                 with em.indent():
                     em("break")
-            value = _emit_program(em, pro, f"smem[{base} + po]")
+            value = _emit_program(em, pro, f"{kv.smem}[{base} + po]")
             if not first:
-                em(f"smem[{base} + po] = {value}")
+                em(f"{kv.smem}[{base} + po] = {value}")
                 continue
             if op.k_inner:  # row = M/N index; undo the unit swizzle to find the K index
                 em(f"pr = po // {op.rowlen}")
@@ -84,7 +85,7 @@ def emit_prologue_stage(
                 em(f"pkk = {unit} * 8 + (po & 7)")
             else:  # row = K index
                 em(f"pkk = po // {op.rowlen}")
-            em(f"smem[{base} + po] = {value} if pkk < klim else uint16(0)")
+            em(f"{kv.smem}[{base} + po] = {value} if pkk < klim else uint16(0)")
     em("cuda.syncthreads()")
     em.depth -= 1
 
