@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
 import attrs
 
 from mmaplug.codegen.emitter import REDUCE_THREADS, is16
-from mmaplug.cuda.launching import KernelJob, generated_kernel, generated_kernel_jobs, simulating
+from mmaplug.cuda.launching import (
+    KernelJob,
+    generated_kernel,
+    generated_kernel_jobs,
+    kernel_binary,
+    simulating,
+)
 from mmaplug.errors import KernelBuildError
 
 if TYPE_CHECKING:
@@ -121,7 +127,16 @@ class KernelFamily(Generic[ConfigT]):
     :param signatures: ``signatures(config)``: each kernel's Numba signature, by name.
     """
 
-    __slots__ = ("gemm", "reduce", "scheduler", "source", "_generate", "_signatures")
+    __slots__ = (
+        "gemm",
+        "main_cubin",
+        "main_ptx",
+        "reduce",
+        "scheduler",
+        "source",
+        "_generate",
+        "_signatures",
+    )
 
     def __init__(
         self,
@@ -136,9 +151,21 @@ class KernelFamily(Generic[ConfigT]):
         self._signatures = signatures
         #: ``source(config)``: the source launches compile (not the simulator's), made once
         self.source: Callable[[ConfigT], str] = functools.cache(self._launch_source)
+        #: ``main_ptx(config, cc)``: the ``*_gemm`` kernel's PTX, compiled once (``ptx``)
+        self.main_ptx: Callable[[ConfigT, tuple[int | str, ...]], str] = functools.cache(
+            lambda config, cc: self.ptx(config, self.gemm, cc)
+        )
+        #: ``main_cubin(config, build, cc)``: the ``*_gemm`` kernel's cubin as launches load it,
+        #: built once from ``build(config)``
+        self.main_cubin: Callable[..., bytes] = functools.cache(self._main_cubin)
 
     def _launch_source(self, config: ConfigT) -> str:
         return self._generate(config, sim=False)
+
+    def _main_cubin(
+        self, config: ConfigT, build: Callable[[ConfigT], GeneratedKernels], cc: tuple[int, int]
+    ) -> bytes:
+        return kernel_binary(build(config), self.gemm, cc).cubin
 
     def load(self, config: ConfigT, *, sim: bool | None = None) -> dict[str, Any]:
         """Exec *config*'s generated source from memory (:func:`load_generated`); *sim*

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Final
 
 import attrs
@@ -11,13 +10,13 @@ from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
-from mmaplug.cuda.launching import KernelJob, kernel_binary
+from mmaplug.cuda.launching import KernelJob
 from mmaplug.cuda.modules import require_numba
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
-from .kernel import KERNELS, AmpereKernelConfig, build, compile_ptx
+from .kernel import KERNELS, AmpereKernelConfig, build
 from .launch import kernel_jobs, run_gemm
 from .limits import operand_vectors
 
@@ -51,16 +50,6 @@ def vector_width(
     return 1
 
 
-@functools.cache
-def _ptx(config: AmpereKernelConfig, cc: tuple[int, ...]) -> str:
-    return compile_ptx(config, cc=cc)
-
-
-@functools.cache
-def _cubin(config: AmpereKernelConfig, cc: tuple[int, int]) -> bytes:
-    return kernel_binary(build(config), "ampere_gemm", cc).cubin
-
-
 @attrs.frozen
 class AmpereArtifact:
     """A built ampere kernel: its config and the spec it was first planned for (each launch
@@ -76,11 +65,11 @@ class AmpereArtifact:
 
     def ptx(self) -> str:
         """PTX of the main kernel for the spec's compute capability (compiled once)."""
-        return _ptx(self.config, tuple(self.spec.device.cc))
+        return KERNELS.main_ptx(self.config, tuple(self.spec.device.cc))
 
     def cubin(self) -> bytes:
         """The main kernel's cubin as launches load it, for the spec's compute capability."""
-        return _cubin(self.config, tuple(self.spec.device.cc)[:2])
+        return KERNELS.main_cubin(self.config, build, tuple(self.spec.device.cc)[:2])
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""

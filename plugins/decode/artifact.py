@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import attrs
@@ -17,7 +16,6 @@ from mmaplug.cuda.launching import (
     DriverLaunch,
     KernelJob,
     KernelParams,
-    kernel_binary,
     launch_checked,
 )
 from mmaplug.cuda.modules import require_numba
@@ -43,16 +41,6 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelCon
         unroll=params.stages,
         epilogue=analysis.epilogue,
     )
-
-
-@functools.cache
-def _ptx(config: DecodeKernelConfig, cc: tuple[int | str, ...]) -> str:
-    return KERNELS.ptx(config, "decode_gemm", cc)
-
-
-@functools.cache
-def _cubin(config: DecodeKernelConfig, cc: tuple[int, int]) -> bytes:
-    return kernel_binary(build(config), "decode_gemm", cc).cubin
 
 
 def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole) -> int:
@@ -82,11 +70,11 @@ class DecodeArtifact:
 
     def ptx(self) -> str:
         """PTX of ``decode_gemm`` for the spec's compute capability (compiled once)."""
-        return _ptx(self.config, tuple(self.spec.device.cc))
+        return KERNELS.main_ptx(self.config, tuple(self.spec.device.cc))
 
     def cubin(self) -> bytes:
         """The kernel's cubin as launches load it, for the spec's compute capability."""
-        return _cubin(self.config, tuple(self.spec.device.cc)[:2])
+        return KERNELS.main_cubin(self.config, build, tuple(self.spec.device.cc)[:2])
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +20,6 @@ from mmaplug.cuda.launching import (
     DriverLaunch,
     KernelJob,
     KernelParams,
-    kernel_binary,
     launch_checked,
     simulating,
 )
@@ -32,7 +30,7 @@ from mmaplug.planning.choices import KernelSpec
 from mmaplug.planning.params import MatmulParams, TilingStrategy
 
 from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
-from .kernel import KERNELS, SM90A, build, compile_ptx, kernel_jobs, loaded
+from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
 
@@ -64,16 +62,6 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     dtypes = epilogue_outputs(analysis.epilogue, params.splitk_factor)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)
-
-
-@functools.cache
-def _ptx(config: HopperKernelConfig) -> str:
-    return compile_ptx(config)
-
-
-@functools.cache
-def _cubin(config: HopperKernelConfig) -> bytes:
-    return kernel_binary(build(config), "hopper_gemm", SM90A[:2]).cubin
 
 
 def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int) -> list[str]:
@@ -124,13 +112,13 @@ class HopperArtifact:
 
     def ptx(self) -> str:
         """PTX of the main kernel for sm_90a (compiled once)."""
-        return _ptx(self.config)
+        return KERNELS.main_ptx(self.config, SM90A)
 
     def cubin(self) -> bytes:
         """The main kernel's cubin as launches load it: NVVM IR linked whole-program by
         nvJitLink (``ptx()`` linked alone is another kernel: setmaxnreg dropped, wgmmas
         serialised, registers spilled)."""
-        return _cubin(self.config)
+        return KERNELS.main_cubin(self.config, build, SM90A[:2])
 
     def source(self) -> str:
         """The generated Numba-CUDA source that ``ptx()`` compiles."""
