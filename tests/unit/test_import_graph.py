@@ -4,6 +4,7 @@ packages below it, in the order of ``LAYERS``. The graph is scripts/import_graph
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -31,20 +32,25 @@ LAYERS = (
 )
 
 
+#: core/'s graphs, parsed once for this module: all imports, and the imports that run
+ALL = functools.cache(ig.graph)
+RUNNING = functools.cache(lambda: ig.graph(runtime=True))
+
+
 def test_core_imports_form_no_cycle() -> None:
     """No core module reaches itself through imports, counted wherever they are written."""
-    cycle = ig.find_cycle(ig.graph())
+    cycle = ig.find_cycle(ALL())
     assert not cycle, "import cycle: " + " -> ".join(cycle)
 
 
 def test_every_package_is_placed_in_the_layers() -> None:
-    assert set(ig.package_graph(ig.graph(runtime=True))) == set(LAYERS)
+    assert set(ig.package_graph(RUNNING())) == set(LAYERS)
 
 
 @pytest.mark.parametrize("package", LAYERS)
 def test_a_package_imports_only_the_layers_below(package: str) -> None:
     """The imports that run go down the layers; each one that does not is named."""
-    edges = ig.graph(runtime=True)
+    edges = RUNNING()
     below = set(LAYERS[: LAYERS.index(package)])
     upward = sorted(
         f"{module} -> {dep}"
@@ -58,7 +64,7 @@ def test_a_package_imports_only_the_layers_below(package: str) -> None:
 
 def test_sim_imports_nothing_of_cuda_even_locally() -> None:
     """The simulator's emulation is opt-in: cuda binds it, sim never reaches back."""
-    edges = ig.graph()
+    edges = ALL()
     back = [
         f"{m} -> {d}"
         for m, deps in edges.items()
@@ -125,8 +131,5 @@ def test_the_architecture_page_draws_this_graph() -> None:
     page = (SCRIPTS.parent / "docs" / "architecture.md").read_text()
     chart = page.split("```mermaid\n", 1)[1].split("```", 1)[0]
     drawn = {line.strip() for line in chart.splitlines()[1:] if "-->" in line}
-    actual = {
-        line.strip()
-        for line in ig.mermaid(ig.package_graph(ig.graph(runtime=True))).splitlines()[1:]
-    }
+    actual = {line.strip() for line in ig.mermaid(ig.package_graph(RUNNING())).splitlines()[1:]}
     assert drawn == actual, (sorted(drawn - actual), sorted(actual - drawn))
