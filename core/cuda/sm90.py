@@ -57,6 +57,8 @@ __all__ = [
     "wgmma_bf16",
     "wgmma_commit_group",
     "wgmma_desc",
+    "wgmma_e4m3",
+    "wgmma_e5m2",
     "wgmma_f16",
     "wgmma_fence",
     "wgmma_wait_group",
@@ -257,6 +259,19 @@ def wgmma_bf16(acc, desc_a, desc_b, scale_d, trans_a, trans_b):
     """Generate `wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16`; see wgmma_f16."""
 
 
+def wgmma_e4m3(acc, desc_a, desc_b, scale_d):
+    """Generate `wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3` (SS form); return acc'.
+
+    As wgmma_f16, with 32 one-byte FP8 (e4m3) elements along K: a 64x32 A and an N x32 B, whose
+    rows span the same 32 bytes as a k16 step of 16-bit ones. There are no transpose operands:
+    FP8 wgmma reads K-major A and B only.
+    """
+
+
+def wgmma_e5m2(acc, desc_a, desc_b, scale_d):
+    """Generate `wgmma.mma_async.sync.aligned.m64nNk32.f32.e5m2.e5m2`; see wgmma_e4m3."""
+
+
 def wgmma_zeros(count):
     """Return a UniTuple(float32, count) of zeros (`count` literal): a fresh accumulator."""
 
@@ -408,7 +423,13 @@ LITERAL_VARIANTS: Final[dict[Any, tuple[str, Any, str]]] = {
     setmaxnreg_inc: ("setmaxnreg.inc.sync.aligned.u32 {n};", *_NREGS),
     setmaxnreg_dec: ("setmaxnreg.dec.sync.aligned.u32 {n};", *_NREGS),
 }
-WGMMA_VARIANTS: Final = {wgmma_f16: "f16", wgmma_bf16: "bf16"}
+# stub -> (operand type, K of one instruction, whether it takes trans_a/trans_b).
+WGMMA_VARIANTS: Final[dict[Any, tuple[str, int, bool]]] = {
+    wgmma_f16: ("f16", 16, True),
+    wgmma_bf16: ("bf16", 16, True),
+    wgmma_e4m3: ("e4m3", 32, False),
+    wgmma_e5m2: ("e5m2", 32, False),
+}
 
 
 def _instantiate() -> dict[str, Any]:
@@ -423,8 +444,8 @@ def _instantiate() -> dict[str, Any]:
         made[stub.__name__] = F.asm_intrinsic(stub, text, ins, out)
     for stub, (template, allowed, accepted) in LITERAL_VARIANTS.items():
         made[stub.__name__] = F.literal_asm_intrinsic(stub, template, allowed, accepted)
-    for stub, ab_type in WGMMA_VARIANTS.items():
-        made[stub.__name__] = F.wgmma_intrinsic(stub, ab_type)
+    for stub, (ab_type, k, transposes) in WGMMA_VARIANTS.items():
+        made[stub.__name__] = F.wgmma_intrinsic(stub, ab_type, k, transposes)
     return made
 
 

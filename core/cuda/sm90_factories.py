@@ -18,7 +18,8 @@ from mmaplug.cuda.asm import (
     validate_integer,
 )
 
-# N of wgmma.mma_async m64nNk16 with 16-bit inputs: 8, 16, ..., 256 (N/2 f32 registers).
+# N of wgmma.mma_async m64nNk16 (16-bit inputs) and m64nNk32 (FP8): 8, 16, ..., 256 (N/2 f32
+# registers).
 WGMMA_N: Final = tuple(range(8, 257, 8))
 # setmaxnreg immediates: 24..256 in steps of 8.
 SETMAXNREG_COUNTS: Final = tuple(range(24, 257, 8))
@@ -163,12 +164,18 @@ def st_shared_intrinsic(stub):
     return typer
 
 
-def wgmma_intrinsic(stub, ab_type: str):
-    op = f"wgmma.mma_async.sync.aligned.m64nNk16.f32.{ab_type}.{ab_type}"
+def wgmma_intrinsic(stub, ab_type: str, k: int = 16, transposes: bool = True):
+    """Intrinsic for `wgmma.mma_async.sync.aligned.m64nNk{k}.f32.{ab_type}.{ab_type}` (SS form).
+
+    The 16-bit forms (k 16) end in the literal operands trans_a, trans_b; the FP8 forms (k 32)
+    have none, as their operands are K-major only (PTX ISA: the transpose is only supported for
+    .f16/.bf16), so their stubs stop at scale_d.
+    """
+    op = f"wgmma.mma_async.sync.aligned.m64nNk{k}.f32.{ab_type}.{ab_type}"
     allowed = ", ".join(map(str, WGMMA_N[:3])) + ", ..., 256"
 
-    @implements(stub)
-    def typer(typingctx, acc, desc_a, desc_b, scale_d, trans_a, trans_b):
+    def type_args(args: tuple[Any, ...]):
+        acc, desc_a, desc_b, scale_d, *trans = args
         regs = _float_tuple_count(op, acc)
         if 2 * regs not in WGMMA_N:
             raise NumbaTypeError(
@@ -177,14 +184,17 @@ def wgmma_intrinsic(stub, ab_type: str):
             )
         for name, ty in (("desc_a", desc_a), ("desc_b", desc_b), ("scale_d", scale_d)):
             validate_integer(op, name, ty)
-        ta = literal_int(op, "trans_a", trans_a, (0, 1), "0 (K-major) or 1 (M-major)")
-        tb = literal_int(op, "trans_b", trans_b, (0, 1), "0 (K-major) or 1 (N-major)")
+        imms = ""
+        if transposes:
+            ta = literal_int(op, "trans_a", trans[0], (0, 1), "0 (K-major) or 1 (M-major)")
+            tb = literal_int(op, "trans_b", trans[1], (0, 1), "0 (K-major) or 1 (N-major)")
+            imms = f", {ta}, {tb}"
         d = ", ".join(f"${i}" for i in range(regs))
         text = (
             "{\n.reg .pred p;\n"
             f"setp.ne.b32 p, ${2 * regs + 2}, 0;\n"
             f"{op.replace('nN', f'n{2 * regs}')} {{{d}}}, ${2 * regs}, ${2 * regs + 1}, "
-            f"p, 1, 1, {ta}, {tb};\n}}"
+            f"p, 1, 1{imms};\n}}"
         )
 
         def codegen(context, builder, sig, args):
@@ -196,9 +206,9 @@ def wgmma_intrinsic(stub, ab_type: str):
             out = _tied_asm(builder, text, _unpack(builder, args[0], regs), ins, vals)
             return _repack(context, builder, sig.return_type, out)
 
-        return acc(acc, desc_a, desc_b, scale_d, trans_a, trans_b), codegen
+        return acc(*args), codegen
 
-    return typer
+    return implements(stub)(_ARITY[6 if transposes else 4](type_args))
 
 
 def fence_operand_intrinsic(stub):

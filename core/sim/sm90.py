@@ -23,6 +23,8 @@ from mmaplug.sim.wgmma import (  # noqa: F401 - emulations of mmaplug.cuda.sm90 
     swizzle,
     wgmma_bf16,
     wgmma_desc,
+    wgmma_e4m3,
+    wgmma_e5m2,
     wgmma_f16,
     wgmma_zeros,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -59,20 +60,29 @@ def decode_desc(desc: Any, op: str) -> tuple[int, int, int, int]:
     return start, lbo, sbo, _DESC_SWIZZLE[d >> 62]
 
 
-def operand_offsets(desc: Any, rows: int, trans: int, op: str) -> np.ndarray:
-    """Shared byte address of each element [row, k] (rows x 16) a descriptor describes.
+def operand_offsets(desc: Any, rows: int, trans: int, op: str, itemsize: int = 2) -> np.ndarray:
+    """Shared byte address of each element [row, k] (rows x 32 / itemsize) a descriptor describes.
 
-    K-major: rows 8-row groups SBO apart; swizzled, a row is one `span`-byte line and K runs
-    inside it; unswizzled, 8x16-byte core matrices with the K halves LBO apart. MN-major: 8-K-row
-    groups SBO apart, MN chunks of span/2 elements LBO apart (unswizzled: 8-element groups SBO
-    apart and 8-K-row groups LBO apart), as in CUTLASS's canonical GMMA layouts.
+    One wgmma reads 32 bytes of K: 16 two-byte or 32 one-byte (FP8) elements. K-major: rows
+    8-row groups SBO apart; swizzled, a row is one `span`-byte line and K runs inside it;
+    unswizzled, 8x16-byte core matrices with the K halves LBO apart (the same bytes for either
+    element size). MN-major (2-byte types only): 8-K-row groups SBO apart, MN chunks of span/2
+    elements LBO apart (unswizzled: 8-element groups SBO apart and 8-K-row groups LBO apart), as
+    in CUTLASS's canonical GMMA layouts.
     """
+    if itemsize not in (1, 2) or (trans and itemsize != 2):
+        raise UsageError(
+            f"{op}: operands are 2-byte (K- or MN-major) or 1-byte (K-major only) elements, got "
+            f"{itemsize}-byte elements with trans={trans}"
+        )
     start, lbo, sbo, span = decode_desc(desc, op)
-    r, k = np.arange(rows)[:, None], np.arange(16)[None, :]
+    per_chunk = 16 // itemsize  # elements of one 16-byte core-matrix row
+    r, k = np.arange(rows)[:, None], np.arange(2 * per_chunk)[None, :]
     if not trans and span:
-        logical = start + (r // 8) * sbo + (r % 8) * span + 2 * k
+        logical = start + (r // 8) * sbo + (r % 8) * span + itemsize * k
     elif not trans:
-        logical = start + (r // 8) * sbo + (k // 8) * lbo + (r % 8) * 16 + 2 * (k % 8)
+        half, within = k // per_chunk, k % per_chunk
+        logical = start + (r // 8) * sbo + half * lbo + (r % 8) * 16 + itemsize * within
     elif span:
         chunk = span // 2
         logical = start + (r // chunk) * lbo + (k // 8) * sbo + (k % 8) * span + 2 * (r % chunk)
@@ -82,11 +92,12 @@ def operand_offsets(desc: Any, rows: int, trans: int, op: str) -> np.ndarray:
 
 
 def _read_operand(block: B.Block, desc: Any, rows: int, trans: int, dtype: Any, op: str):
-    addrs = operand_offsets(desc, rows, trans, op)
-    lo, hi = int(addrs.min()), int(addrs.max()) + 2
-    window = block.smem(lo, hi - lo, 2, op)
-    bits = window[(addrs - lo)[..., None] + np.arange(2)].copy().view(np.uint16)[..., 0]
-    return bits.view(dtype).astype(np.float64)
+    size = np.dtype(dtype).itemsize
+    addrs = operand_offsets(desc, rows, trans, op, size)
+    lo, hi = int(addrs.min()), int(addrs.max()) + size
+    window = block.smem(lo, hi - lo, size, op)
+    raw = window[(addrs - lo)[..., None] + np.arange(size)].copy()
+    return raw.view(dtype)[..., 0].astype(np.float64)
 
 
 _T = np.arange(B.WARPGROUP_SIZE)[:, None]
@@ -100,41 +111,51 @@ def fragment_coords(regs: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _wgmma(dtype: Any, name: str):
-    op = f"wgmma.m64nNk16.f32.{name}.{name}"
+    """The emulation of wgmma with `dtype` operands: m64nNk16 with literal trans_a/trans_b for
+    2-byte types, m64nNk32 without transposes (K-major only) for FP8."""
+    transposes = np.dtype(dtype).itemsize == 2
+    op = f"wgmma.m64nNk{32 // np.dtype(dtype).itemsize}.f32.{name}.{name}"
+    uniform_args = "descriptors, scale_d" + (" and transpose bits" if transposes else "")
 
     def combine(items: list[Any]) -> list[tuple[np.float32, ...]]:
         block, acc, *uniform = items[0]
         if any(item[2:] != tuple(uniform) for item in items):
-            raise UsageError(
-                f"{op}: descriptors, scale_d and transpose bits differ across the warpgroup"
-            )
+            raise UsageError(f"{op}: {uniform_args} differ across the warpgroup")
         desc_a, desc_b, scale_d, ta, tb = uniform
         regs = len(acc)
         a = _read_operand(block, desc_a, 64, ta, dtype, op)
         b = _read_operand(block, desc_b, 2 * regs, tb, dtype, op)
-        d = a @ b.T  # products of 16-bit floats are exact in float64
+        d = a @ b.T  # products of 16- and 8-bit floats are exact in float64
+        rows, cols = fragment_coords(regs)
         if scale_d:
             c = np.zeros_like(d)
-            rows, cols = fragment_coords(regs)
             c[rows, cols] = np.asarray([item[1] for item in items], np.float32)
             d += c
-        rows, cols = fragment_coords(regs)
         out = d.astype(np.float32)[rows, cols]
         return [tuple(out[t]) for t in range(B.WARPGROUP_SIZE)]
 
-    def emulate(acc: Any, desc_a: Any, desc_b: Any, scale_d: Any, trans_a: Any, trans_b: Any):
+    def issue(acc: Any, desc_a: Any, desc_b: Any, scale_d: Any, ta: int, tb: int) -> Any:
         block, tid = B.current(op)
         regs = len(acc)
         if 2 * regs not in _WGMMA_N:
             raise UsageError(
                 f"{op}: N = 2 * len(acc) must be one of 8, 16, 24, ..., 256, got {2 * regs}"
             )
-        ta = literal(op, trans_a, (0, 1), "trans_a 0 or 1")
-        tb = literal(op, trans_b, (0, 1), "trans_b 0 or 1")
         lane, exchange = block.warpgroup(tid, op)
         item = (block, tuple(acc), int(desc_a), int(desc_b), bool(scale_d), ta, tb)
         return exchange.exchange(lane, f"{op} n{2 * regs}", item, combine)
 
+    def emulate_16bit(
+        acc: Any, desc_a: Any, desc_b: Any, scale_d: Any, trans_a: Any, trans_b: Any
+    ) -> Any:
+        ta = literal(op, trans_a, (0, 1), "trans_a 0 or 1")
+        tb = literal(op, trans_b, (0, 1), "trans_b 0 or 1")
+        return issue(acc, desc_a, desc_b, scale_d, ta, tb)
+
+    def emulate_fp8(acc: Any, desc_a: Any, desc_b: Any, scale_d: Any) -> Any:
+        return issue(acc, desc_a, desc_b, scale_d, 0, 0)
+
+    emulate: Callable[..., Any] = emulate_16bit if transposes else emulate_fp8
     emulate.__name__ = emulate.__qualname__ = f"wgmma_{name}"
     emulate.__doc__ = f"Emulate `wgmma.mma_async ... .f32.{name}.{name}` over the warpgroup."
     return emulate
@@ -142,3 +163,5 @@ def _wgmma(dtype: Any, name: str):
 
 wgmma_f16 = _wgmma(np.float16, "f16")
 wgmma_bf16 = _wgmma(ml_dtypes.bfloat16, "bf16")
+wgmma_e4m3 = _wgmma(ml_dtypes.float8_e4m3fn, "e4m3")
+wgmma_e5m2 = _wgmma(ml_dtypes.float8_e5m2, "e5m2")

@@ -105,6 +105,25 @@ def _wgmma_kernel(n: int, ta: int, tb: int, dtype: str = "f16"):
 
 
 @functools.cache
+def _wgmma_fp8_kernel(n: int, ab: str):
+    mma = H.wgmma_e4m3 if ab == "e4m3" else H.wgmma_e5m2
+    regs = n // 2
+
+    def kernel(descs, out):
+        acc = H.wgmma_zeros(regs)
+        acc = H.fence_operand(acc)
+        H.wgmma_fence()
+        for k in range(4):
+            acc = mma(acc, descs[0] + 2 * k, descs[1] + 2 * k, k)
+        H.wgmma_commit_group()
+        H.wgmma_wait_group(0)
+        acc = H.fence_operand(acc)
+        out[cuda.threadIdx.x] = acc[0] + acc[regs - 1]
+
+    return _ptx(kernel, (U64, F32))
+
+
+@functools.cache
 def _ptx(kernel, sig) -> str:
     ptx, _ = cuda.compile_ptx(kernel, sig, cc=SM90A)
     return ptx
@@ -215,6 +234,8 @@ def test_every_intrinsic_has_a_case():
     wgmma = {
         "wgmma_f16",
         "wgmma_bf16",
+        "wgmma_e4m3",
+        "wgmma_e5m2",
         "wgmma_fence",
         "wgmma_commit_group",
         "wgmma_wait_group",
@@ -264,6 +285,21 @@ def test_wgmma_bf16():
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
 
 
+@pytest.mark.parametrize("n", [8, 64, 256])
+@pytest.mark.parametrize("ab", ["e4m3", "e5m2"])
+def test_wgmma_fp8_shapes(n, ab):
+    """m64nNk32 with N/2 f32 registers, both operands from descriptors, and no transpose
+    immediates: FP8 wgmma reads K-major operands only (PTX ISA, wgmma.mma_async)."""
+    ptx = _wgmma_fp8_kernel(n, ab)
+    regs = r", ".join([r"%f\d+"] * (n // 2))
+    pattern = (
+        r"setp\.ne\.b32 p, %r\d+, 0;\n"
+        rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.f32\.{ab}\.{ab} \{{{regs}\}}, "
+        r"%rd\d+, %rd\d+, p, 1, 1;"
+    )
+    assert len(re.findall(pattern, ptx)) == 4
+
+
 def _asm_blocks(ptx: str) -> list[str]:
     return [
         b.strip() for b in re.findall(r"// begin inline asm\n(.*?)// end inline asm", ptx, re.S)
@@ -303,6 +339,25 @@ def test_wgmma_rejects_bad_accumulator_length(count, extra):
         out[0] = acc[0]
 
     with pytest.raises(TypingError, match=r"one of 8, 16, 24, \.\.\., 256 .*got len\(acc\) = "):
+        cuda.compile_ptx(kernel, (U64, F32), cc=SM90A)
+
+
+@pytest.mark.parametrize(("count", "extra"), [(1, 0), (3, 4), (128, 4)])
+@pytest.mark.parametrize("ab", ["e4m3", "e5m2"])
+def test_wgmma_fp8_rejects_bad_accumulator_length(count, extra, ab):
+    """The FP8 forms check N = 2 * len(acc) as the 16-bit ones do, naming their instruction."""
+    mma = H.wgmma_e4m3 if ab == "e4m3" else H.wgmma_e5m2
+
+    def kernel(descs, out):
+        acc = H.wgmma_zeros(count) + H.wgmma_zeros(extra) if extra else H.wgmma_zeros(count)
+        acc = mma(acc, descs[0], descs[1], 1)
+        out[0] = acc[0]
+
+    with pytest.raises(
+        TypingError,
+        match=rf"m64nNk32\.f32\.{ab}\.{ab}: N = 2 \* len\(acc\) must be one of 8, 16, 24, "
+        r"\.\.\., 256 .*got len\(acc\) = ",
+    ):
         cuda.compile_ptx(kernel, (U64, F32), cc=SM90A)
 
 
@@ -358,12 +413,16 @@ def test_shared_address_argument_must_be_integer():
         cuda.compile_ptx(kernel, (U32,), cc=SM90A)
 
 
-@pytest.mark.parametrize("name", ["barrier", "tma", "misc", "wgmma64", "wgmma256_tt"])
+@pytest.mark.parametrize(
+    "name", ["barrier", "tma", "misc", "wgmma64", "wgmma256_tt", "wgmma_e4m3_256", "wgmma_e5m2_64"]
+)
 def test_ptxas_accepts_and_does_not_serialize(name, assemble_sm90a):
     """ptxas assembles each kernel for sm_90a without serialising the wgmmas (C7510-C7515)."""
     ptx = {
         "wgmma64": lambda: _wgmma_kernel(64, 0, 0),
         "wgmma256_tt": lambda: _wgmma_kernel(256, 1, 1),
+        "wgmma_e4m3_256": lambda: _wgmma_fp8_kernel(256, "e4m3"),
+        "wgmma_e5m2_64": lambda: _wgmma_fp8_kernel(64, "e5m2"),
     }.get(name, lambda: _kernel_ptx(name))()
     log = assemble_sm90a(ptx)
     assert not re.search(r"C751\d", log), log
@@ -391,6 +450,8 @@ SMOKE = {
     "ping_pong": (lambda k: k._ping_pong_kernel, (U32_2D, U32)),
     "wgmma_kk_n256": (lambda k: k._wgmma_kernel(256, "f16", False, False), (U64, F32_2D)),
     "wgmma_mn_bf16_n128": (lambda k: k._wgmma_kernel(128, "bf16", True, True), (U64, F32_2D)),
+    "wgmma_fp8_e4m3_n256": (lambda k: k._wgmma_fp8_kernel(256, "e4m3", 128), (U32, F32_2D)),
+    "wgmma_fp8_e5m2_n24": (lambda k: k._wgmma_fp8_kernel(24, "e5m2", 64), (U32, F32_2D)),
 }
 
 

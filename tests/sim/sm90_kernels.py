@@ -322,6 +322,80 @@ def check_wgmma(n: int, dtype: DType, a_mn: bool, b_mn: bool, seed: int = 0) -> 
     np.testing.assert_allclose(out.copy_to_host(), expected, rtol=1e-5, atol=1e-4)
 
 
+# --- FP8 wgmma from 128B-swizzled K-major tiles written by the threads -------------------------
+
+FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+
+def _wgmma_fp8_kernel(n: int, ab: str, k: int):
+    """D (64 x n) = A (64 x k) B^T over k // 32 wgmma_<ab> (m64nNk32), after a throw-away one."""
+    mma = H.wgmma_e4m3 if ab == "e4m3" else H.wgmma_e5m2
+    regs, a_bytes, b_bytes = n // 2, 64 * 128, n * 128  # one 128-byte line per row
+    words, steps = (a_bytes + b_bytes) // 4, k // 32
+    smem_bytes = a_bytes + b_bytes + 1024
+
+    @cuda.jit
+    def kernel(image, out):
+        sm = cuda.shared.array(smem_bytes, types.uint8)
+        buf_a = (H.shared_base(sm) + 1023) & ~1023
+        buf_b = buf_a + a_bytes
+        tid = cuda.threadIdx.x
+        for w in range(tid, words, 128):  # the host swizzled the image for a 1024-aligned base
+            H.st_shared_b32(buf_a + 4 * w, image[w])
+        H.fence_proxy_async()  # generic-proxy writes before the async-proxy wgmma reads
+        cuda.syncthreads()
+        acc = H.wgmma_zeros(regs)
+        acc = H.fence_operand(acc)
+        H.wgmma_fence()
+        # a throw-away product first, so that scale_d = 0 below must really discard it
+        acc = mma(acc, H.wgmma_desc(buf_a, 16, 1024, 128), H.wgmma_desc(buf_b, 16, 1024, 128), 1)
+        for j in range(steps):  # one k32 step: 32 one-byte elements, 32 B along each line
+            da = H.wgmma_desc(buf_a + 32 * j, 16, 1024, 128)
+            db = H.wgmma_desc(buf_b + 32 * j, 16, 1024, 128)
+            acc = mma(acc, da, db, j)
+        H.wgmma_commit_group()
+        H.wgmma_wait_group(0)
+        acc = H.fence_operand(acc)
+        w, lane = tid // 32, tid % 32
+        for i in range(regs):
+            row = 16 * w + lane // 4 + 8 * ((i >> 1) & 1)
+            col = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1)
+            out[row, col] = acc[i]
+
+    return kernel
+
+
+def random_finite(rng: np.random.Generator, shape: tuple[int, ...], dtype: object) -> np.ndarray:
+    """Uniformly random bit patterns of the FP8 `dtype`, the NaNs and infinities redrawn."""
+    bits = rng.integers(0, 256, shape, dtype=np.uint8)
+    while not np.isfinite(bad := bits.view(dtype).astype(np.float32)).all():
+        redraw = ~np.isfinite(bad)
+        bits[redraw] = rng.integers(0, 256, int(redraw.sum()), dtype=np.uint8)
+    return bits.view(dtype)
+
+
+def check_wgmma_fp8(n: int, ab: str, k: int = 32, seed: int = 0) -> None:
+    """One warpgroup: D (64 x n) = A (64 x k) B^T of random finite FP8 over k // 32 k32 wgmmas,
+    against float64 of the decoded values.
+
+    The bound is 2^-9 of sum |a b| per element: the simulator rounds the exact sum once (2^-24),
+    while the H200's FP8 accumulator keeps fewer bits than float32 (about 14) and drops the
+    rest at every addition: 2^-12 failed 4 of 4096 elements there (BENCHMARKS.md run 74). A
+    wrong decode or swizzle is off by the values themselves."""
+    rng = np.random.default_rng(seed)
+    a, b = random_finite(rng, (64, k), FP8[ab]), random_finite(rng, (n, k), FP8[ab])
+    image = np.zeros((64 + n, 128), np.uint8)  # rows of A then B, each one 128-byte line
+    image[:64, :k], image[64:, :k] = a.view(np.uint8), b.view(np.uint8)
+    words = swizzled(image.reshape(-1), 128).view(np.uint32)
+    out = cuda.to_device(np.full((64, n), np.nan, np.float32))
+    _wgmma_fp8_kernel(n, ab, k)[1, 128](cuda.to_device(words), out)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected, bound = a64 @ b64.T, np.abs(a64) @ np.abs(b64).T * 2.0**-9
+    error = np.abs(out.copy_to_host() - expected)
+    bad = np.argwhere(~(error <= bound))  # NaN (an element never written) fails too
+    assert bad.size == 0, f"{len(bad)} elements off, first at {bad[:4].tolist()}"
+
+
 F16, BF16 = DType.float16, DType.bfloat16
 CASES = {
     "tma_2d_sw128_edges": lambda: check_tma_load(
@@ -351,6 +425,10 @@ CASES = {
     "wgmma_mn_a_bf16_n64": lambda: check_wgmma(64, BF16, True, False, seed=3),
     "wgmma_mn_b_f16_n128": lambda: check_wgmma(128, F16, False, True, seed=4),
     "wgmma_mn_ab_bf16_n128": lambda: check_wgmma(128, BF16, True, True, seed=5),
+    "wgmma_fp8_e4m3_n64": lambda: check_wgmma_fp8(64, "e4m3", seed=6),
+    "wgmma_fp8_e5m2_n64": lambda: check_wgmma_fp8(64, "e5m2", seed=7),
+    "wgmma_fp8_e4m3_n256_k128": lambda: check_wgmma_fp8(256, "e4m3", k=128, seed=8),
+    "wgmma_fp8_e5m2_n24_k64": lambda: check_wgmma_fp8(24, "e5m2", k=64, seed=9),
 }
 
 

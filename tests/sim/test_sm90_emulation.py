@@ -41,6 +41,10 @@ CASES = [
     "wgmma_mn_a_bf16_n64",
     "wgmma_mn_b_f16_n128",
     "wgmma_mn_ab_bf16_n128",
+    "wgmma_fp8_e4m3_n64",
+    "wgmma_fp8_e5m2_n64",
+    "wgmma_fp8_e4m3_n256_k128",
+    "wgmma_fp8_e5m2_n24_k64",
 ]
 RESULT_TAG = "MMAPLUG-SIM-RESULTS "
 RUNNER = f"""
@@ -303,6 +307,24 @@ def test_wgmma_rejects_base_offset_descriptors():
 
 
 @in_simulator
+def test_wgmma_fp8_rejects_bad_accumulator_length():
+    """The FP8 emulation checks N = 2 * len(acc) as the 16-bit one does."""
+    from mmaplug.errors import UsageError
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(8192, types.uint8)
+        desc = H.wgmma_desc(H.shared_base(sm), 16, 1024, 128)
+        acc = H.wgmma_e5m2(H.wgmma_zeros(3), desc, desc, 0)
+        out[cuda.threadIdx.x] = acc[0]
+
+    with pytest.raises(
+        UsageError, match=r"m64nNk32\.f32\.e5m2\.e5m2: N = 2 \* len\(acc\) .* got 6"
+    ):
+        kernel[1, 128](np.zeros(128, np.float32))
+
+
+@in_simulator
 def test_stmatrix_layouts():
     """stmatrix.x4 stores lane l's register j at row l//4, cols 2(l%4)+{0,1} of matrix j;
     .trans stores the transpose; lanes 8j+r address row r of matrix j."""
@@ -408,6 +430,25 @@ def test_operand_offsets_mn_major_sw128():
     m, k = np.arange(128)[:, None], np.arange(16)[None, :]
     logical = 0x4000 + (m // 64) * 8192 + (k // 8) * 1024 + (k % 8) * 128 + 2 * (m % 64)
     np.testing.assert_array_equal(addrs, logical ^ (((logical >> 7) & 7) << 4))
+
+
+@pytest.mark.parametrize("swizzle", [128, 64, 32, 0])
+def test_operand_offsets_fp8_k_major_has_the_16_bit_bytes(swizzle):
+    """A K-major FP8 operand (64 x 32 one-byte elements) spans the bytes of a 16-bit one (64 x 16):
+    FP8 element [r, k] is byte k % 2 of 16-bit element [r, k // 2], for every layout."""
+    desc = E.wgmma_desc(0x4000, 128 if swizzle == 0 else 16, 1024 if swizzle else 256, swizzle)
+    half = W.operand_offsets(desc, 64, 0, "t")
+    fp8 = W.operand_offsets(desc, 64, 0, "t", itemsize=1)
+    assert fp8.shape == (64, 32)
+    np.testing.assert_array_equal(fp8, np.repeat(half, 2, axis=1) + np.arange(32) % 2)
+
+
+def test_operand_offsets_rejects_mn_major_fp8():
+    from mmaplug.errors import UsageError
+
+    desc = E.wgmma_desc(0x4000, 8192, 1024, 128)
+    with pytest.raises(UsageError, match=r"1-byte \(K-major only\) elements, got 1-byte"):
+        W.operand_offsets(desc, 64, 1, "t", itemsize=1)
 
 
 def test_every_sm90_name_has_a_documented_emulation():
