@@ -37,7 +37,15 @@ from mmaplug.hooks.manager import (
     make_plugin_manager,
     reset_plugin_manager,
 )
-from mmaplug.ir.dtypes import DType, bfloat16, float16, float32, float64
+from mmaplug.ir.dtypes import (
+    DType,
+    bfloat16,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+)
 from mmaplug.ir.evaluate import evaluate
 from mmaplug.ir.frontend import FusionDefinition
 from mmaplug.ir.fusion import Fusion, TensorView
@@ -110,6 +118,8 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "float8_e4m3fn",
+    "float8_e5m2",
     "get_device",
     "get_plugin_manager",
     "hookimpl",

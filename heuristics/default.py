@@ -47,7 +47,7 @@ HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
 HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
-HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback; fits any sm_90 budget
+HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
@@ -56,6 +56,7 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
+INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
 DECODE_WARPS: Final = 4  # warps of a decode CTA, splitting K
 DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM
 DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
@@ -116,6 +117,24 @@ class _Asker:
         """Whether the scheduler's rules about *fields* hold for *params*."""
         broken = violations(self.scheduler, params, self.problem, self.device)
         return not any(v.field in fields for v in broken)
+
+    def instruction(self, m: int, n: int) -> TileShape:
+        """The instruction tile of *m* x *n* the scheduler's space allows: its K is the
+        operand type's (m64nNk16 for 16-bit wgmma, m64nNk32 for FP8); K 16 when none is."""
+        space = self.spaces["instruction_tile"]
+        return next(
+            (TileShape(m, n, k) for k in INSTRUCTION_KS if space.allows(TileShape(m, n, k))),
+            TileShape(m, n, 16),
+        )
+
+    def cta(self, m: int, n: int) -> TileShape:
+        """The CTA tile *m* x *n* with the least K the scheduler's space allows (64 for a
+        16-bit wgmma kernel, 128 for FP8); K 64 when none is."""
+        space = self.spaces["cta_tile"]
+        return next(
+            (TileShape(m, n, k) for k in sorted(HOPPER_CTA_K) if space.allows(TileShape(m, n, k))),
+            TileShape(m, n, 64),
+        )
 
     def fewest_stages(self) -> int:
         """The fewest stages the scheduler's space allows."""
@@ -251,11 +270,6 @@ class HopperTiles(NamedTuple):
     k_stages_per_sm: int
 
 
-def wgmma(n: int) -> TileShape:
-    """The m64nNk16 instruction of a searched warp tile of *n* columns."""
-    return TileShape(HOPPER_ROWS, n, 16)
-
-
 def hopper_tile_score(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
     """(bytes loaded with wave quantization, K stages per SM) of a CTA tile; lower bytes win."""
     m_tiles, n_tiles = tile_grid(problem, cta)
@@ -279,7 +293,7 @@ def _hopper_candidate(ask: _Asker, cta: TileShape, warp: TileShape, stages: int)
     return ask.params(
         cta_tile=cta,
         warp_tile=warp,
-        instruction_tile=wgmma(warp.n),
+        instruction_tile=ask.instruction(HOPPER_ROWS, warp.n),
         stages=stages,
         use_smem_epilogue=True,
         tiling_strategy=TilingStrategy.persistent,
@@ -306,11 +320,13 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
                 stages = max(fewest, min(HOPPER_MIN_STAGES, k_stages))
                 if not ask.allows(_hopper_candidate(ask, cta, warp, stages), TILES | {"stages"}):
                     continue
-                candidate = HopperTiles(cta, warp, wgmma(instr_n), score, k_stages)
+                inst = ask.instruction(HOPPER_ROWS, instr_n)
+                candidate = HopperTiles(cta, warp, inst, score, k_stages)
                 if _hopper_better(candidate, best):
                     best = candidate
     if best is None:
-        return HopperTiles(HOPPER_FALLBACK, HOPPER_FALLBACK, wgmma(HOPPER_FALLBACK.n), 0, 0)
+        tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
+        return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
 
 
@@ -364,12 +380,12 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
         n_tiles = _ceil(problem.n, n_out)
         pingpong = problem.batch * _ceil(problem.m, HOPPER_ROWS) * n_tiles >= 2 * device.sm_count
         rows = HOPPER_ROWS if pingpong or problem.m <= HOPPER_ROWS else 2 * HOPPER_ROWS
-        cta = TileShape(rows, h * n_out, 64)
+        cta = ask.cta(rows, h * n_out)
         strategy = TilingStrategy.persistent_pingpong if pingpong else TilingStrategy.persistent
         return ask.params(
             cta_tile=cta,
             warp_tile=TileShape(HOPPER_ROWS, cta.n, cta.k),
-            instruction_tile=wgmma(cta.n),
+            instruction_tile=ask.instruction(HOPPER_ROWS, cta.n),
             stages=ask.fewest_stages(),
             cta_order=cta_order_for(_ceil(problem.m, cta.m), n_tiles),
             use_smem_epilogue=True,

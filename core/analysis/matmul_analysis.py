@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mmaplug.analysis.bindings import MatmulAnalysis, TensorBinding
+from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram
 from mmaplug.analysis.horizontal import check_no_prologues, horizontal_operands
 from mmaplug.analysis.lower_epilogue import lower_epilogue, lower_prologue
 from mmaplug.analysis.patterns import (
@@ -103,6 +104,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
     program = lower_epilogue(work, patterns, epi_inputs, name, accs)
+    _check_float8_epilogue(program)
     scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
     if len(patterns) == 1:  # several: check_no_prologues saw plain operands
@@ -266,16 +268,30 @@ def _check_view_ops(fusion: Fusion) -> None:
 
 
 def _check_operand_dtypes(a: TensorView, b: TensorView, name: _UserNames) -> None:
-    """The MmaOp's operands (after any prologue) share one 16-bit dtype."""
+    """The MmaOp's operands (after any prologue) share one 16-bit or FP8 dtype."""
     if a.dtype is not b.dtype:
         raise UnsupportedFusionError(
             f"operands {name(a)} ({a.dtype.label}) and {name(b)} ({b.dtype.label}) differ; "
             "both operands must have one dtype"
         )
-    if not a.dtype.is_half:
+    if not a.dtype.is_narrow:
         raise UnsupportedFusionError(
-            f"operand {name(a)} is {a.dtype.label}; tensor-core operands must be float16 or "
-            "bfloat16 (cast the inputs before the fusion)"
+            f"operand {name(a)} is {a.dtype.label}; tensor-core operands must be float16, "
+            "bfloat16, float8_e4m3fn or float8_e5m2 (cast the inputs before the fusion)"
+        )
+
+
+def _check_float8_epilogue(program: EpilogueProgram) -> None:
+    """FP8 is a matmul operand type only: epilogues neither read, round to nor write it yet."""
+    tensors: list[EpilogueInput | EpilogueOutput] = [*program.inputs, *program.outputs]
+    found = [f"{t.name} ({t.dtype.label})" for t in tensors if t.dtype.is_float8]
+    found += [
+        f"a cast to {i.arg.label}" for i in program.instrs if i.op == "cast" and i.arg.is_float8
+    ]
+    if found:
+        raise UnsupportedFusionError(
+            f"the epilogue has {', '.join(found)}; FP8 is a matmul operand type only, epilogues "
+            "read, compute and write float16, bfloat16 or float32 (mp.evaluate runs the fusion)"
         )
 
 

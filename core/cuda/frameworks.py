@@ -146,7 +146,7 @@ def stream_reader(kind: str, like: object) -> Callable[[], int]:
 
 
 def _torch_dtype(torch: Any, dtype: DType) -> Any:
-    return {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16}.get(dtype, torch.float32)
+    return getattr(torch, dtype.label)  # torch names every mmaplug dtype alike
 
 
 def _numpy_dtype(dtype: DType) -> Any:

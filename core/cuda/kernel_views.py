@@ -27,15 +27,34 @@ __all__ = [
     "to_host",
 ]
 
-_TYPESTR: Final = {DType.float16: ("<f2",), DType.float32: ("<f4",), DType.bfloat16: ("<u2", "<i2")}
-_STORAGE: Final = {DType.float16: np.uint16, DType.bfloat16: np.uint16, DType.float32: np.float32}
+_TYPESTR: Final = {
+    DType.float16: ("<f2",),
+    DType.float32: ("<f4",),
+    DType.bfloat16: ("<u2", "<i2"),
+    DType.float8_e4m3fn: ("|u1", "|i1"),
+    DType.float8_e5m2: ("|u1", "|i1"),
+}
+_STORAGE: Final = {
+    DType.float16: np.uint16,
+    DType.bfloat16: np.uint16,
+    DType.float32: np.float32,
+    DType.float8_e4m3fn: np.uint8,
+    DType.float8_e5m2: np.uint8,
+}
+# torch dtype names the CUDA array interface has no code for -> the raw type to view them as
+_TORCH_BITS: Final = {
+    "bfloat16": "int16",
+    "float8_e4m3fn": "uint8",
+    "float8_e5m2": "uint8",
+}
 
 
 @attrs.frozen(kw_only=True)
 class DeviceTensor:
     """A tensor as kernels see it: a 1-D view of its storage and its element strides.
 
-    16-bit types are viewed as ``uint16`` (the tensor-core instructions take raw bits).
+    16-bit types are viewed as ``uint16`` and FP8 as ``uint8`` (the tensor-core instructions
+    take raw bits).
     ``role_strides`` maps batch/M/N/K to the element stride of that role's merged dims (0 for a
     role the tensor does not have: it is broadcast along it).
     """
@@ -50,8 +69,9 @@ def _interface(obj: object, binding: TensorBinding) -> dict[str, Any]:
         torch = sys.modules["torch"]
         if not obj.is_cuda:  # type: ignore[attr-defined]
             raise LaunchError(f"{binding.name}: the torch tensor is on the CPU; move it to CUDA")
-        if obj.dtype == torch.bfloat16:  # type: ignore[attr-defined]
-            obj = obj.view(torch.int16)  # type: ignore[attr-defined]  # CAI has no bf16 code
+        bits = _TORCH_BITS.get(str(obj.dtype).removeprefix("torch."))  # type: ignore[attr-defined]
+        if bits is not None:  # CAI has no bf16 or FP8 code
+            obj = obj.view(getattr(torch, bits))  # type: ignore[attr-defined]
     try:
         return dict(obj.__cuda_array_interface__)  # type: ignore[attr-defined]
     except (AttributeError, TypeError) as error:
@@ -70,14 +90,15 @@ def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
             f"{binding.name}: expected shape {list(binding.shape)}, got {list(obj.shape)}"
         )
     accepted = (
-        (binding.dtype.numpy, np.dtype(np.uint16))
-        if binding.dtype.is_half
+        (binding.dtype.numpy, np.dtype(_STORAGE[binding.dtype]))
+        if binding.dtype.is_narrow
         else (binding.dtype.numpy,)
     )
     if obj.dtype not in accepted:
         raise LaunchError(f"{binding.name}: declared {binding.dtype.label}, got {obj.dtype}")
     # Lay the copy out as the fusion declared it (stride_order), like a device tensor would be.
-    stored = np.ascontiguousarray(obj.transpose(binding.alloc_order))
+    stored = np.ascontiguousarray(obj.transpose(binding.alloc_order))  # (the same buffer when
+    stored = stored.reshape(obj.shape) if obj.ndim == 0 else stored  # contiguous; 0-d stays 0-d)
     flat = stored.view(_STORAGE[binding.dtype]).reshape(-1)
     stored_strides = [
         int(np.prod(stored.shape[i + 1 :], dtype=np.int64)) for i in range(stored.ndim)
@@ -104,7 +125,8 @@ def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
     if typestr not in _TYPESTR[binding.dtype]:
         raise LaunchError(
             f"{binding.name}: declared {binding.dtype.label}, got an array of type {typestr} "
-            f"(accepted: {', '.join(_TYPESTR[binding.dtype])}; bfloat16 also as torch.bfloat16)"
+            f"(accepted: {', '.join(_TYPESTR[binding.dtype])}; bfloat16 and FP8 also as torch "
+            "tensors of those dtypes)"
         )
     itemsize = binding.dtype.itemsize
     strides = desc.get("strides")
@@ -163,9 +185,10 @@ def to_host(obj: object) -> np.ndarray:
     kind = kind_of(obj)
     if kind == "torch":
         torch = sys.modules["torch"]
-        if obj.dtype == torch.bfloat16:  # type: ignore[attr-defined]
-            bits = obj.view(torch.int16).cpu().numpy()  # type: ignore[attr-defined]
-            return bits.view(DType.bfloat16.numpy)
+        name = str(obj.dtype).removeprefix("torch.")  # type: ignore[attr-defined]
+        if name in _TORCH_BITS:
+            bits = obj.view(getattr(torch, _TORCH_BITS[name])).cpu().numpy()  # type: ignore[attr-defined]
+            return bits.view(DType[name].numpy)
         return obj.cpu().numpy()  # type: ignore[attr-defined]
     if kind == "cupy":
         return obj.get()  # type: ignore[attr-defined]

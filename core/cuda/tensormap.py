@@ -24,8 +24,16 @@ MAX_DIM: Final = 1 << 32
 MAX_STRIDE: Final = 1 << 40
 MAX_BOX: Final = 256
 ALIGN: Final = 16
-# DType -> CUtensorMapDataType value (FLOAT16 6, FLOAT32 7, FLOAT64 8, BFLOAT16 9).
-DATA_TYPES: Final = {DType.float16: 6, DType.float32: 7, DType.float64: 8, DType.bfloat16: 9}
+# DType -> CUtensorMapDataType value (UINT8 0, FLOAT16 6, FLOAT32 7, FLOAT64 8, BFLOAT16 9);
+# TMA copies FP8 bytes as UINT8 (it has no FP8 type and converts nothing).
+DATA_TYPES: Final = {
+    DType.float16: 6,
+    DType.float32: 7,
+    DType.float64: 8,
+    DType.bfloat16: 9,
+    DType.float8_e4m3fn: 0,
+    DType.float8_e5m2: 0,
+}
 # Swizzle bytes -> CUtensorMapSwizzle value.
 SWIZZLE_ENUM: Final = {0: 0, 32: 1, 64: 2, 128: 3}
 

@@ -58,9 +58,15 @@ BINARY: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
 
 
 def round_to(x: np.ndarray | float, dtype: DType) -> np.ndarray:
-    """*x* rounded to *dtype* (nearest even) and widened back to float64."""
+    """*x* rounded to *dtype* (nearest even) and widened back to float64.
+
+    FP8 saturates as ``cvt.rn.satfinite`` does: beyond the largest finite value (infinities
+    included) the result is that value with the sign kept, and NaN stays NaN.
+    """
     if dtype is DType.float64:
         return np.asarray(x, dtype=np.float64)
+    if dtype.is_float8:
+        x = np.clip(np.asarray(x, dtype=np.float64), -dtype.finite_max, dtype.finite_max)
     return np.asarray(x).astype(dtype.numpy).astype(np.float64)
 
 
@@ -137,7 +143,7 @@ def _bind_input(val: Val, given: object) -> np.ndarray | float:
             f"evaluate: input {val.name} was declared with shape {list(val.shape)}; "
             f"got an array of shape {list(array.shape)}"
         )
-    if array.dtype.kind not in "fiub" and array.dtype != DType.bfloat16.numpy:
+    if array.dtype.kind not in "fiub" and array.dtype not in {d.numpy for d in DType}:
         raise FusionError(f"evaluate: input {val.name} has non-numeric dtype {array.dtype}")
     return round_to(array.astype(np.float64), val.dtype)
 

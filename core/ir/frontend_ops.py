@@ -28,7 +28,11 @@ class Ops(ShapeOps):
 
     # -- matmul family ------------------------------------------------------------------------
     def matmul(self, a: TensorView, b: TensorView) -> TensorView:
-        """``torch.matmul``: A ``[*, M, K]`` or ``[K]`` times B ``[*, K, N]`` or ``[K]``."""
+        """``torch.matmul``: A ``[*, M, K]`` or ``[K]`` times B ``[*, K, N]`` or ``[K]``.
+
+        The product has the operands' dtype, but FP8 operands give float32 (the accumulator):
+        an FP8 product is scaled before it is rounded (see ``scaled_mm``), never rounded to FP8
+        implicitly."""
         a, b = self._tensor(a, "matmul"), self._tensor(b, "matmul")
         self._same_dtype("matmul", a, b)
         ad, bd = a.no_reduction_domain, b.no_reduction_domain
@@ -50,15 +54,89 @@ class Ops(ShapeOps):
         if len(bd) > 1:
             body.append(fdims.copy_dim(bd[-1]))
         body.append(IterDomain(fdims.extent(k_a, k_b), IterType.REDUCTION))
-        out = self._new(a.dtype, body)
+        out = self._new(_product_dtype(a.dtype), body)
         self._fusion.attach(MatmulOp([out], [a, b]))
         return out
 
+    def scaled_mm(
+        self,
+        a: TensorView,
+        b: TensorView,
+        scale_a: TensorView,
+        scale_b: TensorView,
+        bias: TensorView | None = None,
+        out_dtype: DType = DType.bfloat16,
+    ) -> TensorView:
+        """``torch._scaled_mm``: FP8 A ``[M, K]`` times FP8 B ``[K, N]``, each product scaled.
+
+        ``scale_a`` is float32 ``[]``, ``[1]`` or ``[1, 1]`` (per tensor) or ``[M, 1]`` (per row
+        of A); ``scale_b`` is float32 ``[]``, ``[1]`` or ``[1, 1]`` or ``[1, N]`` (per column of
+        B). The result is ``cast(matmul(a, b) * scale_a * scale_b + bias, out_dtype)``, written
+        with those ops (so ``mp.evaluate`` and every scheduler see one definition); ``bias`` is
+        ``[N]`` in any float type, ``out_dtype`` float16, bfloat16 or float32.
+        """
+        a, b = self._tensor(a, "scaled_mm"), self._tensor(b, "scaled_mm")
+        self._same_dtype("scaled_mm", a, b)
+        if not a.dtype.is_float8:
+            raise FusionError(
+                f"scaled_mm: operands are {a.dtype.label}; it takes float8_e4m3fn or float8_e5m2 "
+                "(use matmul for 16-bit operands)"
+            )
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise FusionError(
+                f"scaled_mm: {a.name} has shape {list(a.shape)} and {b.name} {list(b.shape)}; "
+                "it takes A [M, K] and B [K, N], as torch._scaled_mm"
+            )
+        out_dtype = arguments.dtype(out_dtype, "scaled_mm: out_dtype")
+        if out_dtype not in (DType.float16, DType.bfloat16, DType.float32):
+            raise FusionError(
+                f"scaled_mm: out_dtype {out_dtype.label} is not accepted; use float16, bfloat16 "
+                "or float32 (then cast, where an FP8 result is wanted)"
+            )
+        rows, cols = a.no_reduction_domain[0], b.no_reduction_domain[1]
+        y = self.matmul(a, b)
+        for scale, name, shape in ((scale_a, "scale_a", "[M, 1]"), (scale_b, "scale_b", "[1, N]")):
+            scale = self._tensor(scale, f"scaled_mm {name}")
+            dims = scale.no_reduction_domain
+            per_tensor = all(d.extent == 1 for d in dims) and len(dims) <= 2
+            line, one = (0, 1) if name == "scale_a" else (1, 0)  # [M, 1] or [1, N]
+            per_line = len(dims) == 2 and (
+                fdims.agree(dims[line], rows if name == "scale_a" else cols)
+                and dims[one].extent == 1
+            )
+            if scale.dtype is not DType.float32 or not (per_tensor or per_line):
+                raise FusionError(
+                    f"scaled_mm: {name} {scale.name} is {scale.dtype.label}{list(scale.shape)}; "
+                    f"it must be float32 [], [1], [1, 1] (per tensor) or {shape} (block scales "
+                    "are not implemented yet)"
+                )
+            if len(dims) == 1:
+                scale = self.broadcast_in_dim(scale, [1, 1], [1])
+            y = self.mul(y, scale)
+        if bias is not None:
+            bias = self._tensor(bias, "scaled_mm bias")
+            bd = bias.no_reduction_domain
+            if len(bd) != 1 or not fdims.agree(bd[0], cols) or bias.dtype.itemsize not in (2, 4):
+                raise FusionError(
+                    f"scaled_mm: bias {bias.name} is {bias.dtype.label}{list(bias.shape)}; it "
+                    f"must be [N] = [{cols.extent}] of float16, bfloat16 or float32"
+                )
+            y = self.add(y, bias)
+        return y if out_dtype is DType.float32 else self.cast(y, out_dtype)
+
     def linear(self, a: TensorView, w: TensorView, bias: TensorView | None = None) -> TensorView:
-        """``F.linear``: input ``[*, K]``, weight ``[N, K]`` (or ``[K]``), optional bias ``[N]``."""
+        """``F.linear``: input ``[*, K]``, weight ``[N, K]`` (or ``[K]``), optional bias ``[N]``.
+
+        The bias has the operands' dtype; with FP8 operands it is float16, bfloat16 or float32
+        (the product is float32, see ``matmul``)."""
         a, w = self._tensor(a, "linear"), self._tensor(w, "linear")
         operands = [a, w] + ([self._tensor(bias, "linear bias")] if bias is not None else [])
-        self._same_dtype("linear", *operands)
+        self._same_dtype("linear", *(operands if not a.dtype.is_float8 else operands[:2]))
+        if bias is not None and a.dtype.is_float8 and operands[2].dtype.itemsize not in (2, 4):
+            raise FusionError(
+                f"linear: bias {operands[2].name} is {operands[2].dtype.label}; with FP8 operands "
+                "the bias is float16, bfloat16 or float32"
+            )
         ad, wd = a.no_reduction_domain, w.no_reduction_domain
         if not ad:
             raise FusionError(f"linear: input {a.name} must have at least one dim")
@@ -85,20 +163,21 @@ class Ops(ShapeOps):
         elif bias is not None:
             raise FusionError("linear: a bias needs a 2-D weight [N, K]")
         body.append(IterDomain(fdims.extent(ad[-1], wd[-1]), IterType.REDUCTION))
-        out = self._new(a.dtype, body)
+        out = self._new(_product_dtype(a.dtype), body)
         self._fusion.attach(LinearOp([out], operands))
         return out
 
     def fused_multiply_sum(
         self, a: TensorView, b: TensorView, dims: Sequence[int] = (-1,)
     ) -> TensorView:
-        """nvFuser's ``fusedMultiplySum``: an MmaOp on same-rank half operands, float32 out."""
+        """nvFuser's ``fusedMultiplySum``: an MmaOp on same-rank 16-bit or FP8 operands,
+        float32 out."""
         a, b = self._tensor(a, "fused_multiply_sum"), self._tensor(b, "fused_multiply_sum")
         self._same_dtype("fused_multiply_sum", a, b)
-        if not a.dtype.is_half:
+        if not a.dtype.is_narrow:
             raise FusionError(
-                f"fused_multiply_sum: operands are {a.dtype.label}; MmaOp takes float16 or "
-                "bfloat16 operands (cast them first)"
+                f"fused_multiply_sum: operands are {a.dtype.label}; MmaOp takes float16, "
+                "bfloat16, float8_e4m3fn or float8_e5m2 operands (cast them first)"
             )
         if len(a.shape) != len(b.shape):
             raise FusionError(
@@ -244,8 +323,9 @@ class Ops(ShapeOps):
 
     # -- internals --------------------------------------------------------------------------------
     def _promoted(self, x: Val) -> Val:
-        """Half tensors enter arithmetic through an explicit cast to float32, as in nvFuser."""
-        if isinstance(x, TensorView) and x.dtype.is_half:
+        """Half and FP8 tensors enter arithmetic through an explicit cast to float32, as in
+        nvFuser."""
+        if isinstance(x, TensorView) and x.dtype.is_narrow:
             return self.cast(x, DType.float32)
         return x
 
@@ -306,3 +386,8 @@ class Ops(ShapeOps):
         out = self._new(result_dtype(x), [fdims.copy_dim(d) for d in x.no_reduction_domain])
         self._fusion.attach(UnaryOp(out, x, op))
         return out
+
+
+def _product_dtype(operands: DType) -> DType:
+    """The dtype of a matmul of *operands*: theirs, but float32 for FP8."""
+    return DType.float32 if operands.is_float8 else operands

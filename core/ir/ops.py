@@ -211,6 +211,6 @@ def result_dtype(*vals: Val) -> DType:
     result = dtypes[0]
     for d in dtypes[1:]:
         result = promote(result, d)
-    if result.is_half:
+    if result.is_narrow:
         return promote(result, result)
     return result

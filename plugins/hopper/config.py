@@ -13,16 +13,17 @@ from mmaplug.codegen.kernel_config import config_label
 from mmaplug.ir.dtypes import DType
 
 WARPGROUP: Final = 128
-WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16)
-WGMMA_K: Final = 16  # K of one 16-bit wgmma
+WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16, m64nNk32 for FP8)
+WGMMA_K_BYTES: Final = 32  # K bytes of one wgmma: 16 16-bit or 32 FP8 elements
 MAX_WGMMA_N: Final = 256
 MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
 MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
 MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
 MIN_STAGES: Final = 2  # the producer fills one stage while the consumers read another
-# One 128-byte swizzle atom row holds 64 16-bit elements: the K (or MN) extent of one TMA box.
-BOX_INNER: Final = 64
-SWIZZLE_BYTES: Final = 128
+SWIZZLE_BYTES: Final = 128  # one swizzle atom row: the contiguous extent of one TMA box
+# 16-bit elements in a swizzle row: the MN extent of a box of an MN-major operand (only 16-bit
+# operands are MN-major: FP8 wgmma reads K-major operands only); K boxes hold k_box(dtype)
+BOX_INNER: Final = SWIZZLE_BYTES // 2
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
@@ -165,6 +166,32 @@ class HopperKernelConfig:
         )
 
 
+def wgmma_k(dtype: DType) -> int:
+    """K of one wgmma for *dtype* operands: 16 (16-bit) or 32 (FP8), 32 bytes either way."""
+    return WGMMA_K_BYTES // dtype.itemsize
+
+
+def k_box(dtype: DType) -> int:
+    """K elements of one TMA box of a K-major operand: one 128-byte swizzle row (64 16-bit or
+    128 FP8 elements); cta_tile k is a whole number of them."""
+    return SWIZZLE_BYTES // dtype.itemsize
+
+
+def dtype_problems(dtype: DType, a_k_inner: bool, b_k_inner: bool) -> list[str]:
+    """Why operands of *dtype* in this layout cannot be wgmma operands (empty when they can)."""
+    if not dtype.is_narrow:
+        return [
+            "wgmma takes float16, bfloat16, float8_e4m3fn or float8_e5m2 operands, not "
+            f"{dtype.label}"
+        ]
+    if dtype.is_float8 and not (a_k_inner and b_k_inner):
+        return [
+            f"FP8 wgmma reads K-major operands only; A is {'K' if a_k_inner else 'M'}-major and "
+            f"B {'K' if b_k_inner else 'N'}-major"
+        ]
+    return []
+
+
 def consumer_count(
     cta_tile: tuple[int, int, int], warp_tile: tuple[int, int, int], pingpong: bool
 ) -> int:
@@ -250,9 +277,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     """Why the generator cannot build *cfg* (empty when it can)."""
     bm, bn, bk = cfg.cta_tile
     wm, wn, wk = cfg.warp_tile
-    problems = []
-    if cfg.operand_dtype not in (DType.float16, DType.bfloat16):
-        problems.append(f"operand_dtype must be float16 or bfloat16, got {cfg.operand_dtype}")
+    problems = dtype_problems(cfg.operand_dtype, cfg.a_k_inner, cfg.b_k_inner)
     if wm <= 0 or wm % WGMMA_M:
         problems.append(f"warp_tile m must be a positive multiple of {WGMMA_M}, got {wm}")
     n_unit = 8 if cfg.b_k_inner else BOX_INNER
@@ -261,10 +286,10 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             f"warp_tile n must be a multiple of {n_unit} in {n_unit}..{MAX_WGMMA_N} (the wgmma N"
             f"{'' if cfg.b_k_inner else ' of an N-major B, one 128-byte swizzle row'}), got {wn}"
         )
-    if bk <= 0 or bk % BOX_INNER or bk > MAX_TMA_BOX or wk != bk:
+    if bk <= 0 or bk % k_box(cfg.operand_dtype) or bk > MAX_TMA_BOX or wk != bk:
         problems.append(
-            f"cta_tile k must be 64, 128, 192 or 256 (whole 128-byte swizzle rows, one TMA box "
-            f"<= {MAX_TMA_BOX}) and equal warp_tile k, got {bk}, {wk}"
+            f"cta_tile k must be a multiple of {k_box(cfg.operand_dtype)} up to {MAX_TMA_BOX} "
+            f"(whole 128-byte swizzle rows, one TMA box) and equal warp_tile k, got {bk}, {wk}"
         )
     if not problems and cfg.pingpong and (bm, bn) != (wm, wn):
         problems.append(

@@ -13,8 +13,11 @@ from .config import (
     STAGED_ROWS,
     SWIZZLE_BYTES,
     WARPGROUP,
+    WGMMA_K_BYTES,
     HopperKernelConfig,
+    k_box,
     kernel_params,
+    wgmma_k,
 )
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
 from .kernel_vars import KERNEL_VARS as kv
@@ -25,10 +28,15 @@ from .packed_epilogue import (
     steps_called,
 )
 
-# smem bytes of one 16-element (k16) step along K inside a K-major 128-byte row, and of the
-# 16 K-rows of one k16 step of an MN-major operand
-_K_STEP_BYTES = 32
+# smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
 _MN_STEP_BYTES = 16 * SWIZZLE_BYTES
+# the wgmma of each operand type, and whether it takes transpose bits (FP8 is K-major only)
+_WGMMA = {
+    DType.float16: ("wgmma_f16", True),
+    DType.bfloat16: ("wgmma_bf16", True),
+    DType.float8_e4m3fn: ("wgmma_e4m3", False),
+    DType.float8_e5m2: ("wgmma_e5m2", False),
+}
 
 
 class _Operand:
@@ -40,7 +48,8 @@ class _Operand:
         self.rows = bm if name == "a" else bn
         self.k_inner = cfg.a_k_inner if name == "a" else cfg.b_k_inner
         self.bk = bk
-        self.stage_bytes = self.rows * bk * 2
+        self.kbox = k_box(cfg.operand_dtype)  # K elements of one swizzle row
+        self.stage_bytes = self.rows * bk * cfg.operand_dtype.itemsize
         self.trans = 0 if self.k_inner else 1
         # K-major: BK/64 slabs of [rows][64 K]; MN-major: rows/64 chunks of [BK][64 rows]
         self.lbo = 16 if self.k_inner else bk * SWIZZLE_BYTES
@@ -56,11 +65,11 @@ class _Operand:
             return [
                 (
                     (s * self.rows + j * self.part) * SWIZZLE_BYTES,
-                    f"{kv.k0} + {s * BOX_INNER}",
+                    f"{kv.k0} + {s * self.kbox}",
                     r0,
                     j,
                 )
-                for s in range(self.bk // BOX_INNER)
+                for s in range(self.bk // self.kbox)
                 for j in range(self.maps)
             ]
         per = self.part // BOX_INNER  # 64-column chunk q comes from map q // per
@@ -78,10 +87,10 @@ class _Operand:
             return [
                 (
                     f"{s * self.rows * SWIZZLE_BYTES} + {half} * {rows * SWIZZLE_BYTES}",
-                    f"{kv.k0} + {s * BOX_INNER}",
+                    f"{kv.k0} + {s * self.kbox}",
                     f"{r0} + {half} * {rows}",
                 )
-                for s in range(self.bk // BOX_INNER)
+                for s in range(self.bk // self.kbox)
             ]
         return [
             (
@@ -99,10 +108,11 @@ class _Operand:
         return f"(({row0}) // {BOX_INNER}) * {self.bk * SWIZZLE_BYTES}"
 
     def step_offset(self, j: int) -> int:
-        """Byte offset of k16 step *j* from the slice start."""
+        """Byte offset of wgmma K step *j* (k16, or k32 for FP8: 32 bytes) from the slice
+        start."""
         if self.k_inner:
-            slab, within = divmod(j, BOX_INNER // 16)
-            return slab * self.rows * SWIZZLE_BYTES + within * _K_STEP_BYTES
+            slab, within = divmod(j, SWIZZLE_BYTES // WGMMA_K_BYTES)
+            return slab * self.rows * SWIZZLE_BYTES + within * WGMMA_K_BYTES
         return j * _MN_STEP_BYTES
 
 
@@ -122,7 +132,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "from mmaplug.cuda.sm90 import (shared_base, mbarrier_init, mbarrier_arrive, "
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
-        "wgmma_wait_group, wgmma_f16, wgmma_bf16, wgmma_zeros, fence_operand, wgmma_desc, "
+        f"wgmma_wait_group, {_wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
+        "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
     if cfg.cluster_m > 1:
@@ -138,6 +149,12 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     if cfg.splitk > 1:
         emit_splitk_reduce(em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim)
     return em.text()
+
+
+def _wgmma_imports(dtype: DType) -> str:
+    """The wgmma intrinsics a kernel imports: both 16-bit ones, or its FP8 one."""
+    name, transposes = _WGMMA[dtype]
+    return "wgmma_f16, wgmma_bf16" if transposes else name
 
 
 def _emit_decode(em: Emitter, cfg: HopperKernelConfig) -> None:
@@ -311,7 +328,8 @@ def _emit_consumer(
     wm, wn, bk = cfg.warp_tile
     blocks = wm // 64
     nacc = wn // 2
-    wgmma = "wgmma_bf16" if cfg.operand_dtype is DType.bfloat16 else "wgmma_f16"
+    wgmma, transposes = _WGMMA[cfg.operand_dtype]
+    trans = f", {a.trans}, {b.trans}" if transposes else ""
     if cfg.consumers == 2 and not sim:
         em(f"setmaxnreg_inc({cfg.registers[1]})")
     em(f"{kv.c} = {kv.wg} - 1")
@@ -389,12 +407,12 @@ def _emit_consumer(
             em("wgmma_fence()")
             em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
             em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
-            for j in range(bk // 16):
+            for j in range(bk // wgmma_k(cfg.operand_dtype)):
                 sc = "scale" if j == 0 else "1"
                 db = f"db + ob + uint64({b.step_offset(j) >> 4})"
                 for r, acc in enumerate(accs):
                     da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
-                    em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}, {a.trans}, {b.trans})")
+                    em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
             em("wgmma_commit_group()")
             em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
             with em.indent():

@@ -44,6 +44,8 @@ from .space import (
     accumulators,
     box_k,
     box_mn,
+    cta_k_text,
+    instruction_text,
     n_unit,
     stacked_n,
     wgmma_instruction,
@@ -105,8 +107,10 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
     found = [
         Rule("device", "sm_90a", _device),
         Rule("warp_tile", f"m % 64 == 0, n % {unit} == 0, n <= 256", _warp_wgmma),
-        Rule("instruction_tile", "64xNx16, N = warp_tile.n", _instruction_tile),
-        Rule("cta_tile", "k in 64, 128, 192, 256 and equal to warp_tile.k", _cta_k),
+        Rule(
+            "instruction_tile", f"{instruction_text(problem)}, N = warp_tile.n", _instruction_tile
+        ),
+        Rule("cta_tile", f"k in {cta_k_text(problem)} and equal to warp_tile.k", _cta_k),
         Rule("cta_tile", f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}", _cta_box),
         Rule("cta_tile", "equal to warp_tile with ping-pong", _pingpong),
         Rule("cta_tile", f"<= {MAX_CONSUMERS} warp tiles", _consumer_limit),
@@ -151,23 +155,27 @@ def _warp_wgmma(params: MatmulParams, problem: MatmulProblem, _device: Device) -
     )
 
 
-def _instruction_tile(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+def _instruction_tile(params: MatmulParams, problem: MatmulProblem, _d: Device) -> str | None:
     inst, warp = params.instruction_tile, params.warp_tile
-    if wgmma_instruction(inst) and inst.n == warp.n:
+    if wgmma_instruction(inst, problem) and inst.n == warp.n:
         return None
+    k = instruction_text(problem).rsplit("x", 1)[1]
     return (
-        f"instruction_tile={inst}; the kernel issues one m64nNk16 wgmma per 64 rows with N the "
-        f"warp tile's n. Set instruction_tile=(64, {warp.n}, 16)."
+        f"instruction_tile={inst}; the kernel issues one m64nNk{k} wgmma per 64 rows with N the "
+        f"warp tile's n ({problem.operand_dtype.label} operands). Set "
+        f"instruction_tile=(64, {warp.n}, {k})."
     )
 
 
-def _cta_k(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+def _cta_k(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
     cta, warp = params.cta_tile, params.warp_tile
-    if cta.k == warp.k and box_k(cta.k):
+    if cta.k == warp.k and box_k(cta.k, problem):
         return None
+    first = cta_k_text(problem).split(",")[0]
     return (
-        f"cta_tile={cta}: k must be a multiple of 64 (whole 128-byte swizzle rows) up to "
-        f"{MAX_TMA_BOX} and equal warp_tile.k={warp.k}. Set cta_tile.k=64."
+        f"cta_tile={cta}: k must be one of {cta_k_text(problem)} (whole 128-byte swizzle rows "
+        f"of {problem.operand_dtype.label}, one TMA box) and equal warp_tile.k={warp.k}. Set "
+        f"cta_tile.k={first}."
     )
 
 

@@ -12,7 +12,7 @@ from mmaplug.cuda.kernel_views import DeviceTensor
 from mmaplug.cuda.streams import is_capturing, upload
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
 
-from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig
+from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig, k_box
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes
 _TMA_ALIGN: Final = 16
@@ -50,7 +50,7 @@ def operand_spec(
         dtype=cfg.operand_dtype,
         dims=(extents[inner], extents[outer], extents[DimRole.BATCH] if batched else 1),
         strides_bytes=(outer_bytes, batch_bytes),
-        box=(BOX_INNER, box_outer, 1),
+        box=(k_box(cfg.operand_dtype) if k_inner else BOX_INNER, box_outer, 1),
         swizzle=SWIZZLE_BYTES,
     )
 

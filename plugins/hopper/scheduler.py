@@ -15,6 +15,7 @@ from mmaplug.planning.params import MatmulParams
 from mmaplug.planning.scheduler import Resources, Rule, Space
 
 from . import limits, space
+from .config import dtype_problems
 
 if TYPE_CHECKING:
     from mmaplug.planning.choices import Adjustment
@@ -23,7 +24,7 @@ __all__ = ["NAME", "PRIORITY", "SCHEDULER", "HopperScheduler"]
 
 NAME: Final = "hopper"
 PRIORITY: Final = 20  # above ampere's: on sm_90a wgmma is the faster instruction
-TMA_VECTOR: Final = 8  # TMA needs 16-byte row pitches: 8 half-precision elements
+TMA_PITCH: Final = 16  # bytes: TMA needs 16-byte aligned row pitches
 # horizontal products per wgmma (N <= 256): 8-row groups of a K-major B, 64-column swizzle
 # rows of an N-major one
 MAX_HORIZONTAL: Final = {True: 32, False: 4}
@@ -31,8 +32,8 @@ MAX_HORIZONTAL: Final = {True: 32, False: 4}
 
 @final
 class HopperScheduler:
-    """TMA + mbarrier + wgmma, warp-specialized, for sm_90a: 16-bit single matmuls and
-    horizontal fusions whose operands TMA can load."""
+    """TMA + mbarrier + wgmma, warp-specialized, for sm_90a: 16-bit and FP8 single matmuls
+    and horizontal fusions whose operands TMA can load."""
 
     __slots__ = ()
     name: str = NAME
@@ -42,10 +43,11 @@ class HopperScheduler:
         """None when the hopper kernel can take *problem* on *device*, else why not."""
         if tuple(device.cc) != (9, 0) or device.arch_suffix != "a":
             return f"needs wgmma and TMA (sm_90a); {device.name} is {device.target}"
-        if not problem.operand_dtype.is_half:
-            return (
-                "wgmma here takes float16 or bfloat16 operands, not "
-                f"{problem.operand_dtype.label}; cast the operands in the fusion"
+        if why := dtype_problems(problem.operand_dtype, problem.a_k_inner, problem.b_k_inner):
+            return why[0] + (
+                " (store the operand K-major, e.g. a weight [N, K] row-major)"
+                if problem.operand_dtype.is_float8
+                else "; cast the operands in the fusion"
             )
         if problem.num_patterns > problem.horizontal:
             return (
@@ -68,12 +70,14 @@ class HopperScheduler:
                 "step between them (docs/decisions.md, 'Operand prologues'); the ampere "
                 "scheduler takes it"
             )
-        vec = problem.vector_widths
-        if min(vec.a, vec.b) < TMA_VECTOR:
+        vec, size = problem.vector_widths, problem.operand_dtype.itemsize
+        if min(vec.a, vec.b) * size < TMA_PITCH:
             return (
-                "TMA needs 16-byte aligned row pitches (a multiple of 8 elements) for A and B; "
-                f"this problem's operand rows allow {vec.a}- and {vec.b}-element vectors "
-                f"(m={problem.m}, n={problem.n}, k={problem.k}); the ampere scheduler takes it"
+                f"TMA needs {TMA_PITCH}-byte aligned row pitches (a multiple of "
+                f"{TMA_PITCH // size} elements) for A and B; this problem's operand rows allow "
+                f"{vec.a}- and {vec.b}-element vectors (m={problem.m}, n={problem.n}, "
+                f"k={problem.k})"
+                + ("; the ampere scheduler takes it" if problem.operand_dtype.is_half else "")
             )
         return None
 

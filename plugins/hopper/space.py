@@ -22,9 +22,10 @@ from .config import (
     MAX_WGMMA_N,
     MIN_STAGES,
     WARPGROUP,
-    WGMMA_K,
     WGMMA_M,
     horizontal_unit,
+    k_box,
+    wgmma_k,
 )
 
 __all__ = ["CLUSTERS", "space"]
@@ -84,7 +85,8 @@ def n_unit(problem: MatmulProblem) -> int:
 
 
 def wgmma_tile(warp: TileShape, problem: MatmulProblem) -> bool:
-    """m64nNk16 wgmmas cover *warp*: whole 64-row blocks, N whole units up to 256."""
+    """m64nNk16 (k32 for FP8) wgmmas cover *warp*: whole 64-row blocks, N whole units up to
+    256."""
     return warp.m % WGMMA_M == 0 and warp.n % n_unit(problem) == 0 and warp.n <= MAX_WGMMA_N
 
 
@@ -93,14 +95,27 @@ def accumulators(warp: TileShape) -> int:
     return warp.m * warp.n // WARPGROUP
 
 
-def wgmma_instruction(inst: TileShape) -> bool:
-    """One m64nNk16 wgmma (its N is the warp tile's: a rule between the two)."""
-    return (inst.m, inst.k) == (WGMMA_M, WGMMA_K)
+def wgmma_instruction(inst: TileShape, problem: MatmulProblem) -> bool:
+    """One m64nNk16 wgmma, m64nNk32 for FP8 (its N is the warp tile's: a rule between the
+    two)."""
+    return (inst.m, inst.k) == (WGMMA_M, wgmma_k(problem.operand_dtype))
 
 
-def box_k(k: int) -> bool:
+def instruction_text(problem: MatmulProblem) -> str:
+    """The instruction tile in words: ``64xNx16`` (``64xNx32`` for FP8)."""
+    return f"{WGMMA_M}xNx{wgmma_k(problem.operand_dtype)}"
+
+
+def box_k(k: int, problem: MatmulProblem) -> bool:
     """cta_tile.k is whole 128-byte swizzle rows within one TMA box."""
-    return k % BOX_INNER == 0 and k <= MAX_TMA_BOX
+    return k % k_box(problem.operand_dtype) == 0 and 0 < k <= MAX_TMA_BOX
+
+
+def cta_k_text(problem: MatmulProblem) -> str:
+    """The legal cta_tile k in words: ``64, 128, 192, 256`` (``128, 256`` for FP8)."""
+    return ", ".join(
+        map(str, range(k_box(problem.operand_dtype), MAX_TMA_BOX + 1, k_box(problem.operand_dtype)))
+    )
 
 
 def box_mn(cta: TileShape) -> bool:
@@ -126,20 +141,23 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     def cta_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
             return False
-        return box_k(v.k) and box_mn(v) and (h == 1 or stacked_n(v, problem))
+        return box_k(v.k, problem) and box_mn(v) and (h == 1 or stacked_n(v, problem))
 
     def instruction_tile(v: object) -> bool:
-        return isinstance(v, TileShape) and wgmma_instruction(v)
+        return isinstance(v, TileShape) and wgmma_instruction(v, problem)
 
     warps = [TileShape(m, n, k) for m, n in WARP_EXAMPLES for k in CTA_K_EXAMPLES]
     warps = [w for w in warps if warp_tile(w)]
     ctas = [TileShape(w.m * gm, w.n * gn, w.k) for w in warps for gm, gn in CONSUMER_GRIDS]
-    insts = [TileShape(WGMMA_M, n, WGMMA_K) for n in dict.fromkeys(w.n for w in warps)]
+    insts = [
+        TileShape(WGMMA_M, n, wgmma_k(problem.operand_dtype))
+        for n in dict.fromkeys(w.n for w in warps)
+    ]
     stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
     return (
         Space(
             "cta_tile",
-            f"{stacked}m and n <= {MAX_TMA_BOX} (one TMA box each), k in 64, 128, 192, 256",
+            f"{stacked}m and n <= {MAX_TMA_BOX} (one TMA box each), k in {cta_k_text(problem)}",
             accepts=cta_tile,
             examples=tuple(c for c in dict.fromkeys(ctas) if cta_tile(c)),
         ),
@@ -149,7 +167,12 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
             accepts=warp_tile,
             examples=tuple(warps),
         ),
-        Space("instruction_tile", "64xNx16", accepts=instruction_tile, examples=tuple(insts)),
+        Space(
+            "instruction_tile",
+            instruction_text(problem),
+            accepts=instruction_tile,
+            examples=tuple(insts),
+        ),
         STAGES,
         PREFETCH_GAP,
         TMA_LOADS,

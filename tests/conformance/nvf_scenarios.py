@@ -134,7 +134,7 @@ def _py_linear_slice(fd: Any, mp: Any, d: Dims) -> None:
     "py_matmul_operand_a_2d_operand_b_3d",
     "PY test_matmul_operandA_2d_operandB_3d (float32)",
     reference=lambda x, d: [x[0] @ x[1]],
-    differ="tensor-core operands must be float16 or bfloat16",
+    differ="tensor-core operands must be float16, bfloat16",
 )
 def _py_matmul_2d_3d(fd: Any, mp: Any, d: Dims) -> None:
     fd.add_output(fd.ops.matmul(fd.define_tensor([2, 3]), fd.define_tensor([7, 3, 5])))

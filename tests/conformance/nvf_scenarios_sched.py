@@ -193,7 +193,7 @@ for _op in ("matmul", "linear"):
     "sch_segment_matmul_op_unsupported_dtype",
     "SCH SegmentMatmulOpUnsupportedDtype (float32 operands)",
     reference=lambda x, d: [x[0] @ x[1]],
-    differ="tensor-core operands must be float16 or bfloat16",
+    differ="tensor-core operands must be float16, bfloat16",
 )
 def _f32(fd: Any, mp: Any, d: Dims) -> None:
     a, b = fd.define_tensor([d["M"], d["K"]]), fd.define_tensor([d["K"], d["N"]])

@@ -59,7 +59,6 @@ class Checks:
         normal (or with *uniform*, uniform in ±*uniform*); a float in [0.5, 1.5] per scalar."""
         import torch
 
-        dtypes = {mp.float16: torch.float16, mp.bfloat16: torch.bfloat16, mp.float32: torch.float32}
         out: list = []
         for val in fusion.inputs:
             if not isinstance(val, mp.TensorView):
@@ -68,8 +67,9 @@ class Checks:
             shape = val.shape
             host = rng.uniform(-uniform, uniform, shape) if uniform else rng.standard_normal(shape)
             order = val.alloc_order  # outermost → innermost
-            stored = torch.tensor(np.ascontiguousarray(host.transpose(order)), dtype=torch.float64)
-            out.append(stored.to("cuda", dtypes[val.dtype]).permute(np.argsort(order).tolist()))
+            stored = torch.tensor(np.array(host.transpose(order), order="C"), dtype=torch.float64)
+            dtype = getattr(torch, val.dtype.label)  # torch names every mmaplug dtype alike
+            out.append(stored.to("cuda", dtype).permute(np.argsort(order).tolist()))
         return out
 
     @staticmethod

@@ -29,8 +29,11 @@ TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
 PERSISTENT = {"tiling_strategy": "persistent"}
 
 
-def _tile(cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int) -> dict[str, Any]:
-    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], 16),
+def _tile(
+    cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int, k: int = 16
+) -> dict[str, Any]:
+    """Tiles and stages; *k*: the wgmma's K (16, or 32 for FP8)."""
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], k),
             "stages": stages}  # fmt: skip
 
 
@@ -197,6 +200,41 @@ def case_tt_bf16_batch2_pingpong_batched_bias(fd: Any, mp: Any) -> dict[str, Any
             "use_smem_epilogue": True}  # fmt: skip
 
 
+def _scaled(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, rowwise: bool) -> tuple:
+    """FP8 A [m, k] and B [k, n] (weights [n, k] row-major: K-major) and their float32
+    scales, per row / column or per tensor."""
+    a = fd.define_tensor([m, k], dtype=dtype)
+    b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])
+    sa = fd.define_tensor([m, 1] if rowwise else [1], dtype=mp.float32)
+    sb = fd.define_tensor([1, n] if rowwise else [], dtype=mp.float32)
+    return a, b, sa, sb
+
+
+def case_tn_e4m3_rowwise_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 e4m3 scaled_mm, per-row and per-column scales, bf16 bias and output; ragged M, N
+    and K (two 128-deep K tiles, the second zero-filled past K)."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 72, 160, mp.float8_e4m3fn, rowwise=True)
+    bias = fd.define_tensor([72], dtype=mp.bfloat16)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e5m2_tensorwise_pingpong_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 e5m2, per-tensor scales, float16 output, ping-pong consumers, 256-deep K tiles."""
+    a, b, sa, sb = _scaled(fd, mp, 128, 64, 256, mp.float8_e5m2, rowwise=False)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float16))
+    return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
+def case_tn_e4m3_splitk2_cluster_pairs_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 e4m3 split-K 2 in CTA pairs (multicast B), per-row scales, GELU, float32 out."""
+    a, b, sa, sb = _scaled(fd, mp, 128, 64, 512, mp.float8_e4m3fn, rowwise=True)
+    fd.add_output(fd.ops.gelu(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), "splitk_factor": 2,
+            "cluster_dims": (2, 1), **PERSISTENT}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # the three storing from registers (use_smem_epilogue=False) and the staged one whose rows are
@@ -211,7 +249,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tt_bf16_two_outputs_packed": 4,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
          "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8,
-         "tn_f16_splitk4_empty_split": 8}  # fmt: skip
+         "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
+         "tn_e5m2_tensorwise_pingpong_f16": 2, "tn_e4m3_splitk2_cluster_pairs_gelu": 2}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 

@@ -72,8 +72,8 @@ def test_rejects_float32_operands(pm):
     answer = candidate(attrs.evolve(f16, operand_dtype=DType.float32), "h200")
     assert answer == Rejection(
         "hopper",
-        "wgmma here takes float16 or bfloat16 operands, not float32; cast the operands in the "
-        "fusion",
+        "wgmma takes float16, bfloat16, float8_e4m3fn or float8_e5m2 operands, not float32; "
+        "cast the operands in the fusion",
     )
 
 

@@ -354,7 +354,7 @@ def test_ampere_rules(
             "h100",
             problem(),
             "instruction_tile",
-            r"instruction_tile=64x128x16; .*N the warp tile's n\. "
+            r"instruction_tile=64x128x16; .*N the warp tile's n \(float16 operands\)\. "
             r"Set instruction_tile=\(64, 256, 16\)",
         ),
         (
@@ -362,15 +362,15 @@ def test_ampere_rules(
             "h100",
             problem(),
             "cta_tile",
-            r"cta_tile=128x256x32: k must be a multiple of 64 \(whole 128-byte swizzle rows\) up "
-            r"to 256 .*Set cta_tile\.k=64\.",
+            r"cta_tile=128x256x32: k must be one of 64, 128, 192, 256 \(whole 128-byte swizzle "
+            r"rows of float16, one TMA box\) .*Set cta_tile\.k=64\.",
         ),
         (
             {**NARROW, "cta_tile": (64, 128, 320), "warp_tile": (64, 128, 320), "stages": 2},
             "h100",
             problem(),
             "cta_tile",
-            r"cta_tile=64x128x320: k must be a multiple of 64 .* up to 256",
+            r"cta_tile=64x128x320: k must be one of 64, 128, 192, 256 ",
         ),
         (
             {

@@ -82,7 +82,7 @@ def test_a_matmul_no_kernel_takes_is_a_framework_segment() -> None:
         fd.add_output(fd.ops.matmul(a, b))
     (only,) = _check_equivalent(fd)
     assert only.kind == "framework"
-    assert "tensor-core operands must be float16 or bfloat16" in only.reason
+    assert "tensor-core operands must be float16, bfloat16" in only.reason
 
 
 def test_a_fusion_without_a_matmul_is_one_pointwise_segment_saying_why() -> None:
