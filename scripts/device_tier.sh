@@ -2,9 +2,10 @@
 # One device call proving a change: install, the whole GPU tier in SHARDS shards side by side,
 # the lean-vs-stock build check when .door_check/ is carried, `mmaplug bench` on the issue-8
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
-# fused) per call and as CUDA-graph replays. On the device machine (carry .whl):
-# bash scripts/device_tier.sh (logs under $OUT). PARTS picks the parts (default: all of
-# "tier bench serving"), so that a run can be split over two calls of 10 minutes each.
+# fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
+# device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
+# parts (default: "tier bench serving"; "fp8" on request), so that a run can be split over calls
+# of 10 minutes each.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}
@@ -34,4 +35,10 @@ echo "== the serving corpus, per call and as CUDA-graph replays (ours vs cuBLAS)
 MMAPLUG_DISABLE=ampere timeout "${GRAPH_TIMEOUT:-240}" mmaplug bench --corpus serving --graph \
     --workers 14 --reps 20 --progress --json > "$OUT/serving.json" 2> "$OUT/serving.txt"
 tail -60 "$OUT/serving.txt"
+fi
+if [[ " $PARTS " == *" fp8 "* ]]; then
+echo "== the fp8 corpus against torch._scaled_mm (cuBLASLt), per call and as CUDA-graph replays"
+timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8 --graph --workers 14 --reps 20 \
+    --progress --json > "$OUT/fp8.json" 2> "$OUT/fp8.txt"
+tail -40 "$OUT/fp8.txt"
 fi

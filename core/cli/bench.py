@@ -6,7 +6,7 @@ reference before it is timed, so a fast wrong kernel cannot enter the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TextIO
 
 import numpy as np
@@ -210,10 +210,54 @@ CORPUS_TOLERANCE: Final = 1e-2
 
 
 def min_bytes(problem: TuneProblem) -> int:
-    """The bytes one call must move at least: A, B, the output and a bias, once each."""
+    """The bytes one call must move at least: A, B, the output and a bias, once each (FP8: 1-byte
+    operands, a bfloat16 output and bias, and the float32 scales)."""
+    m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
+    bias = n if problem.epilogue == "bias_gelu" else 0
+    if problem.is_fp8:
+        scales = m + n if problem.scale == "row" else 2
+        return m * k + k * n + 2 * (m * n + bias) + 4 * scales
     itemsize = DType[problem.dtype].itemsize
-    elems = problem.batch * (problem.m * problem.k + problem.k * problem.n + problem.m * problem.n)
-    return (elems + (problem.n if problem.epilogue == "bias_gelu" else 0)) * itemsize
+    return (batch * (m * k + k * n + m * n) + bias) * itemsize
+
+
+def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]:
+    """torch's best composition of *problem* on *inputs*: matmul (cuBLAS) or, FP8,
+    ``torch._scaled_mm`` (cuBLASLt per tensor, CUTLASS per row) with ``use_fast_accum=True``
+    (the tensor cores' FP8 accumulation, as ours: without it cuBLASLt promotes partial sums
+    to float32, more accurate at deep K and slower), then GELU when fused.
+
+    cuBLASLt multiplies no two e5m2 operands, so an e5m2 problem's B goes to torch re-encoded
+    as e4m3 (same bytes, same tensor-core rate: e5m2 x e4m3 is what torch offers)."""
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+
+    fused = problem.epilogue == "bias_gelu"
+    if not problem.is_fp8:
+
+        def theirs(i: Sequence[Any] = inputs) -> Any:
+            product = torch.matmul(i[0], i[1])
+            return F.gelu(product + i[2]) if fused else product
+
+        return theirs
+    a, b, scale_a, scale_b = inputs[:4]
+    if problem.dtype == "float8_e5m2":
+        b = b.t().float().to(torch.float8_e4m3fn).t()  # still column-major, as _scaled_mm asks
+    bias = inputs[4] if fused else None
+
+    def scaled() -> Any:
+        product = torch._scaled_mm(
+            a,
+            b,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            bias=bias,
+            out_dtype=torch.bfloat16,
+            use_fast_accum=True,
+        )
+        return F.gelu(product) if fused else product
+
+    return scaled
 
 
 def run_corpus(
@@ -226,30 +270,22 @@ def run_corpus(
 ) -> list[dict]:
     """Each problem of a tuning corpus (any layout, batch, epilogue) checked against float64, then
     timed per call (CUDA events) and, with *graph*, as CUDA-graph replays (GPU time only), ours
-    beside torch (cuBLAS, and torch's GELU when fused) in the same run; TF/s and TB/s (the
-    least bytes a call moves). Prints and returns the rows; a wrong row is not timed."""
-    import torch
-    import torch.nn.functional as F  # noqa: N812
-
+    beside torch (``torch_call``: cuBLAS, torch._scaled_mm for FP8, and torch's GELU when fused)
+    in the same run; TF/s and TB/s (the least bytes a call moves). Prints and returns the rows;
+    a wrong row is not timed."""
     from mmaplug.runtime.compile import compile as compile_fusion
-    from mmaplug.tune.work import problem_inputs
+    from mmaplug.tune.work import problem_inputs, reference
 
-    head = f"{'problem':<36}{'sched':<7}{'ours ms':>9}{'torch ms':>9}{'ratio':>7}"
+    width = max([36, *(len(p.key) + 1 for p in problems)])  # FP8 keys run to about 52
+    head = f"{'problem':<{width}}{'sched':<7}{'ours ms':>9}{'torch ms':>9}{'ratio':>7}"
     if graph:
         head += f"{'ours us':>9}{'torch us':>9}{'ratio':>7}{'ours TB/s':>10}{'torch TB/s':>11}"
     print(f"{head}{'TF/s':>8}{'rel.err':>9}  kernel", file=out, flush=True)
     rows: list[dict] = []
     for problem in problems:
         inputs = problem_inputs(problem)
-        fused = problem.epilogue == "bias_gelu"
-
-        def theirs(i: Sequence[Any] = inputs, fused: bool = fused) -> Any:
-            product = torch.matmul(i[0], i[1])
-            return F.gelu(product + i[2]) if fused else product
-
-        ref = torch.matmul(inputs[0].double(), inputs[1].double())
-        if fused:
-            ref = F.gelu(ref + inputs[2].double())
+        theirs = torch_call(problem, inputs)
+        ref = reference(problem, inputs)
         compiled = compile_fusion(problem.fusion(), overrides=overrides)
         row: dict[str, Any] = {
             "problem": problem.key,
@@ -262,14 +298,14 @@ def run_corpus(
         }
         rows.append(row)
         if not row["rel_err"] <= CORPUS_TOLERANCE:
-            print(f"{problem.key:<36}WRONG: relative error {row['rel_err']:.2e}", file=out)
+            print(f"{problem.key:<{width}}WRONG: relative error {row['rel_err']:.2e}", file=out)
             continue
         ours_call = lambda c=compiled, i=inputs: c.execute(i)  # noqa: E731
         row["ours_ms"] = cuda_median_ms(ours_call, reps=reps)
         row["torch_ms"] = cuda_median_ms(theirs, reps=reps)
         row["ratio"] = row["torch_ms"] / row["ours_ms"]
         line = (
-            f"{problem.key:<36}{row['scheduler']:<7}{row['ours_ms']:>9.4f}"
+            f"{problem.key:<{width}}{row['scheduler']:<7}{row['ours_ms']:>9.4f}"
             f"{row['torch_ms']:>9.4f}{row['ratio']:>7.2f}"
         )
         best_ms = row["ours_ms"]

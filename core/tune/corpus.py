@@ -6,10 +6,14 @@ A corpus file holds a list of problems under ``problems`` (JSON) or ``[[problems
     m = 4096
     n = 6144
     k = 4096
-    dtype = "bfloat16"   # float16 or bfloat16 (default float16)
+    dtype = "bfloat16"   # float16, bfloat16, float8_e4m3fn or float8_e5m2 (default float16)
     layout = "TN"        # nvFuser MmaLayout letters (default TN)
     epilogue = "none"    # none or bias_gelu (default none)
     batch = 1            # default 1
+    scale = "row"        # FP8 only, and required there: "tensor" or "row" (torch._scaled_mm's)
+
+An FP8 problem is ``torch._scaled_mm``: layout TN (a weight ``[N, K]`` transposed), batch 1,
+scales per tensor or per row of A and column of B, a bfloat16 output.
 """
 
 from __future__ import annotations
@@ -25,16 +29,24 @@ import attrs
 from mmaplug.analysis.problem import Layout, MatmulProblem
 from mmaplug.errors import UsageError
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.fusion import Fusion
+from mmaplug.ir.fusion import Fusion, TensorView
 
 EPILOGUES: Final = ("none", "bias_gelu")
-DTYPES: Final = ("float16", "bfloat16")
-_FIELDS: Final = ("m", "n", "k", "batch", "dtype", "layout", "epilogue")
+FP8_DTYPES: Final = ("float8_e4m3fn", "float8_e5m2")
+DTYPES: Final = ("float16", "bfloat16", *FP8_DTYPES)
+#: How an FP8 problem's operands are scaled: one float32 each, or one per row of A and column of B.
+SCALES: Final = ("tensor", "row")
+_FIELDS: Final = ("m", "n", "k", "batch", "dtype", "layout", "epilogue", "scale")
 
 
 @attrs.frozen(kw_only=True)
 class TuneProblem:
-    """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast."""
+    """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast; or,
+    for an FP8 *dtype*, ``torch._scaled_mm`` with *scale* ``tensor`` or ``row`` scales.
+
+    :raises UsageError: *scale* is missing on an FP8 problem or given on a 16-bit one, or an FP8
+        problem is not layout TN, batch 1.
+    """
 
     m: int
     n: int
@@ -43,13 +55,38 @@ class TuneProblem:
     dtype: str = "float16"
     layout: str = "TN"
     epilogue: str = "none"
+    scale: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.is_fp8:
+            if self.scale:
+                raise UsageError(
+                    f"scale={self.scale!r} on a {self.dtype} problem; scales are for "
+                    f"{' and '.join(FP8_DTYPES)} only: drop it"
+                )
+            return
+        if self.scale not in SCALES:
+            raise UsageError(
+                f"scale={self.scale!r} on a {self.dtype} problem; FP8 problems need scale "
+                f"{' or '.join(map(repr, SCALES))} (per tensor, or per row of A and column of B)"
+            )
+        if (self.layout, self.batch) != ("TN", 1):
+            raise UsageError(
+                f"a {self.dtype} problem of layout {self.layout}, batch {self.batch}; FP8 problems "
+                "are torch._scaled_mm's, layout TN (both operands K-major), batch 1"
+            )
+
+    @property
+    def is_fp8(self) -> bool:
+        """True for ``scaled_mm`` problems (float8_e4m3fn or float8_e5m2 operands)."""
+        return self.dtype in FP8_DTYPES
 
     @property
     def key(self) -> str:
-        """The database's problem key: ``bfloat16_TN_none_b1_4096x4096x4096``."""
-        return (
-            f"{self.dtype}_{self.layout}_{self.epilogue}_b{self.batch}_{self.m}x{self.n}x{self.k}"
-        )
+        """The database's problem key: ``bfloat16_TN_none_b1_4096x4096x4096``; an FP8 problem's
+        dtype carries its scale, ``float8_e4m3fn-row_TN_none_b1_4096x4096x4096``."""
+        dtype = f"{self.dtype}-{self.scale}" if self.scale else self.dtype
+        return f"{dtype}_{self.layout}_{self.epilogue}_b{self.batch}_{self.m}x{self.n}x{self.k}"
 
     @property
     def flops(self) -> float:
@@ -61,7 +98,12 @@ class TuneProblem:
         return attrs.asdict(self)
 
     def fusion(self) -> Fusion:
-        """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``)."""
+        """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``).
+
+        FP8: inputs A ``[M, K]``, B ``[K, N]`` (K-major), scale_a float32 ``[]`` or ``[M, 1]``,
+        scale_b ``[1]`` or ``[1, N]``, then a bfloat16 bias ``[N]`` when fused; the output is
+        ``scaled_mm(...)`` in bfloat16, or ``cast(gelu(scaled_mm(..., bias, float32)))``.
+        """
         from mmaplug.ir.frontend import FusionDefinition
 
         layout, dtype = Layout(self.layout), DType[self.dtype]
@@ -72,6 +114,9 @@ class TuneProblem:
             b_order = [0, 1] if layout.b_k_inner else [1, 0]
             a = fd.define_tensor([*batch, self.m, self.k], dtype, [*outer, *a_order])
             b = fd.define_tensor([*batch, self.k, self.n], dtype, [*outer, *b_order])
+            if self.is_fp8:
+                fd.add_output(self._scaled_mm(fd, a, b))
+                return fd.fusion
             out = fd.ops.matmul(a, b)
             if self.epilogue == "bias_gelu":
                 bias = fd.define_tensor([self.n], dtype)
@@ -81,6 +126,18 @@ class TuneProblem:
                 )
             fd.add_output(fd.ops.cast(out, dtype))
         return fd.fusion
+
+    def _scaled_mm(self, fd: Any, a: TensorView, b: TensorView) -> TensorView:
+        """The bfloat16 output of an FP8 entry, its scales (and bias) defined after A and B."""
+        row = self.scale == "row"
+        scale_a = fd.define_tensor([self.m, 1] if row else [], DType.float32)
+        scale_b = fd.define_tensor([1, self.n] if row else [1], DType.float32)
+        if self.epilogue != "bias_gelu":
+            return fd.ops.scaled_mm(a, b, scale_a, scale_b, out_dtype=DType.bfloat16)
+        bias = fd.define_tensor([self.n], DType.bfloat16)
+        # float32 through the GELU: one rounding, at the end
+        out = fd.ops.scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=DType.float32)
+        return fd.ops.cast(fd.ops.gelu(out), DType.bfloat16)
 
     def problem(self) -> MatmulProblem:
         """The ``MatmulProblem`` heuristics see for this entry."""
@@ -111,7 +168,12 @@ def _entry(raw: object, where: str) -> TuneProblem:
         value = fields.setdefault(name, default)
         if value not in accepted:
             raise UsageError(f"{where}: {name}={value!r}; choose from {', '.join(accepted)}")
-    return TuneProblem(**fields)
+    if not isinstance(fields.setdefault("scale", ""), str):
+        raise UsageError(f"{where}: scale={fields['scale']!r}; choose from {', '.join(SCALES)}")
+    try:
+        return TuneProblem(**fields)
+    except UsageError as error:
+        raise UsageError(f"{where}: {error}") from None
 
 
 def parse(text: str, *, toml: bool, source: str = "corpus") -> list[TuneProblem]:
@@ -174,6 +236,22 @@ def _serving() -> tuple[TuneProblem, ...]:
     )
 
 
+def _fp8() -> tuple[TuneProblem, ...]:
+    w = LLAMA_WEIGHTS
+    both = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120), (4096, *w["8b_gate_up"])]
+    both += [(128, 4096, 4096), (16, 4096, 4096), (1000, 1040, 528)]
+    rowwise = [(4096, *w[name]) for name in ("8b_qkv", "8b_down", "70b_qkv", "70b_o", "70b_down")]
+    rowwise += [(1, 4096, 4096), (64, 4096, 4096), (3000, 5008, 2048)]
+    e4m3 = "float8_e4m3fn"
+    return (
+        _shapes(both, dtype=e4m3, scale="tensor")
+        + _shapes(both + rowwise, dtype=e4m3, scale="row")
+        + _shapes([(4096, 4096, 4096)], dtype="float8_e5m2", scale="tensor")
+        + _shapes([(4096, 4096, 4096)], dtype=e4m3, scale="tensor", epilogue="bias_gelu")
+        + _shapes([(4096, 4096, 4096)], dtype=e4m3, scale="row", epilogue="bias_gelu")
+    )
+
+
 # Llama-3 8B / 70B projections at 4096 tokens (qkv, o, gate+up, down), plus bias+GELU MLP shapes
 BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     "llm": _shapes(
@@ -222,12 +300,16 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     # every layout, batched decode-like products and fused bias+GELU; time it with
     # `mmaplug bench --corpus serving --graph`
     "serving": _serving(),
+    # FP8 as torch._scaled_mm runs it (TN, bfloat16 out), per-tensor and per-row scales: squares,
+    # llama-3 8B / 70B projections at 4096 tokens, M = 128, decode M = 1..64, odd extents, one
+    # e5m2, fused bias+GELU; `mmaplug bench --corpus fp8 --graph` times it beside cuBLASLt
+    "fp8": _fp8(),
 }
 
 
 def load(spec: str) -> list[TuneProblem]:
-    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``, ``serving``) or a
-    ``.json`` / ``.toml`` file."""
+    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``, ``serving``,
+    ``fp8``) or a ``.json`` / ``.toml`` file."""
     if spec in BUILTIN:
         return list(BUILTIN[spec])
     path = Path(spec)

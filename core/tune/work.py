@@ -12,13 +12,13 @@ import importlib.metadata
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mmaplug.errors import MatmulError
 from mmaplug.tune.corpus import TuneProblem
 
-TOLERANCE: Final = 2e-2  # relative Frobenius error of a 16-bit kernel against float32 torch
+TOLERANCE: Final = 2e-2  # relative Frobenius error against torch in float32 (FP8: float64)
 _VERSIONED: Final = ("mmaplug", "numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "torch")
 #: The built-in scheduler plugins, each registering the scheduler of its name.
 BUILTIN_SCHEDULERS: Final = ("ampere", "hopper", "decode")
@@ -85,11 +85,14 @@ def build(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
-    """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU."""
+    """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU; in the
+    fusion's order (an FP8 problem's: A, B, scale_a, scale_b, then the bias when fused)."""
     import torch
 
     from mmaplug.analysis.problem import Layout
 
+    if problem.is_fp8:
+        return _scaled_mm_inputs(problem, zeros=zeros)
     dtype = getattr(torch, problem.dtype)
     gen = torch.Generator(device="cuda").manual_seed(0)
     batch = [problem.batch] if problem.batch > 1 else []
@@ -112,20 +115,62 @@ def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     return inputs
 
 
-def measure(job: dict[str, Any]) -> dict[str, Any]:
-    """Check the candidate's output against torch, then time it: the median of ``reps`` CUDA
-    event timings after warm-up. A wrong result is status ``wrong``, never timed."""
+def _scaled_mm_inputs(problem: TuneProblem, *, zeros: bool) -> list[Any]:
+    """torch._scaled_mm's operands: A ``[M, K]`` and a weight ``[N, K]`` as B ``[K, N]`` (its
+    transpose: K-major), float32 scales ``[]`` and ``[1]`` or ``[M, 1]`` and ``[1, N]``, a
+    bfloat16 bias ``[N]``. Scale_b carries ``K**-0.5`` so outputs stay near 1 (the FP8 data
+    itself is unit normal, well inside e4m3's normal range)."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    m, n, k = problem.m, problem.n, problem.k
+
+    def tensor(*shape: int, scale: bool = False) -> Any:  # float32; scales uniform in [0.5, 1.5)
+        if zeros:
+            return torch.zeros(shape, device="cuda")
+        if scale:
+            return torch.rand(shape, device="cuda", generator=gen) + 0.5
+        return torch.randn(shape, device="cuda", generator=gen)
+
+    fp8 = getattr(torch, problem.dtype)
+    row = problem.scale == "row"
+    inputs = [
+        tensor(m, k).to(fp8),
+        tensor(n, k).to(fp8).t(),
+        tensor(*((m, 1) if row else ()), scale=True),
+        tensor(*((1, n) if row else (1,)), scale=True) * k**-0.5,
+    ]
+    if problem.epilogue == "bias_gelu":
+        inputs.append(tensor(n).to(torch.bfloat16))
+    return inputs
+
+
+def reference(problem: TuneProblem, inputs: Sequence[Any], dtype: Any = None) -> Any:
+    """The problem's exact result from *inputs* (``problem_inputs``), computed in *dtype*
+    (default float64): the product, times the scales (FP8), plus the bias then GELU (fused)."""
     import torch
     import torch.nn.functional as F  # noqa: N812
+
+    a, b, *rest = (t.to(dtype or torch.float64) for t in inputs)
+    out = torch.matmul(a, b)
+    if problem.is_fp8:
+        scale_a, scale_b, *rest = rest
+        out = out * scale_a * scale_b
+    return F.gelu(out + rest[0]) if problem.epilogue == "bias_gelu" else out
+
+
+def measure(job: dict[str, Any]) -> dict[str, Any]:
+    """Check the candidate's output against torch (float32; float64 for FP8), then time it: the
+    median of ``reps`` CUDA event timings after warm-up. A wrong result is status ``wrong``,
+    never timed."""
+    import torch
 
     from mmaplug.tune.measure import cuda_median_ms
 
     problem = TuneProblem(**job["problem"])
     compiled = _compiled(job, None)
     inputs = problem_inputs(problem)
-    ref = torch.matmul(inputs[0].float(), inputs[1].float())
-    if problem.epilogue == "bias_gelu":
-        ref = F.gelu(ref + inputs[2].float())
+    ref = reference(problem, inputs, torch.float64 if problem.is_fp8 else torch.float32)
     out = compiled.execute(inputs)[0].float()
     err = float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
     result: dict[str, Any] = {"worker": worker_name(), "versions": versions()}
