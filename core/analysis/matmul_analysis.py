@@ -282,16 +282,29 @@ def _check_operand_dtypes(a: TensorView, b: TensorView, name: _UserNames) -> Non
 
 
 def _check_float8_epilogue(program: EpilogueProgram) -> None:
-    """FP8 is a matmul operand type only: epilogues neither read, round to nor write it yet."""
-    tensors: list[EpilogueInput | EpilogueOutput] = [*program.inputs, *program.outputs]
-    found = [f"{t.name} ({t.dtype.label})" for t in tensors if t.dtype.is_float8]
+    """Epilogues write FP8 and round to it (saturating, as mp.evaluate), but read no FP8 input
+    yet; and the first output must be FP8 when any FP8 is written or rounded to: the problem's
+    output dtype is what schedulers decide on (only hopper builds the conversions)."""
+    reads: list[EpilogueInput] = [t for t in program.inputs if t.dtype.is_float8]
+    if reads:
+        raise UnsupportedFusionError(
+            f"the epilogue reads {', '.join(f'{t.name} ({t.dtype.label})' for t in reads)}; "
+            "epilogues read float16, bfloat16 or float32 inputs, FP8 only as matmul operands or "
+            "outputs (cast the input to float16 or bfloat16 before the fusion; mp.evaluate runs "
+            "the fusion)"
+        )
+    writes: list[EpilogueOutput] = [t for t in program.outputs if t.dtype.is_float8]
+    found = [f"{t.name} ({t.dtype.label})" for t in writes]
     found += [
         f"a cast to {i.arg.label}" for i in program.instrs if i.op == "cast" and i.arg.is_float8
     ]
-    if found:
+    first = program.outputs[0] if program.outputs else None
+    if found and not (first and first.dtype.is_float8):
+        what = f"{first.name} is {first.dtype.label}" if first else "is missing"
         raise UnsupportedFusionError(
-            f"the epilogue has {', '.join(found)}; FP8 is a matmul operand type only, epilogues "
-            "read, compute and write float16, bfloat16 or float32 (mp.evaluate runs the fusion)"
+            f"the epilogue has {', '.join(found)} but its first output {what}; FP8 epilogues "
+            "are built by the hopper scheduler for fusions whose first output is FP8 (schedulers "
+            "choose by the first output's dtype): add the FP8 output first"
         )
 
 

@@ -37,6 +37,8 @@ __all__ = [
     "epilogue_params",
     "cast_epilogue",
     "f32_literal",
+    "fp8_imports",
+    "fp8_name",
     "inline_exprs",
     "instr_expr",
     "is16",
@@ -141,22 +143,49 @@ def is16(dtype: DType) -> bool:
     return dtype in (DType.float16, DType.bfloat16)
 
 
+def fp8_name(dtype: DType) -> str:
+    """The short name of FP8 *dtype* in the conversion intrinsics (``e4m3``, ``e5m2``)."""
+    return {DType.float8_e4m3fn: "e4m3", DType.float8_e5m2: "e5m2"}[dtype]
+
+
 def widen(dtype: DType, expr: str) -> str:
     """Expression converting *expr* (stored as *dtype*) to float32."""
     if dtype is DType.float16:
         return f"f16_to_f32({expr})"
     if dtype is DType.bfloat16:
         return f"bf16_to_f32({expr})"
+    if dtype.is_float8:
+        return f"{fp8_name(dtype)}_to_f32({expr})"
     return f"float32({expr})"
 
 
 def narrow(dtype: DType, expr: str) -> str:
-    """Expression converting float32 *expr* to what a *dtype* array stores."""
+    """Expression converting float32 *expr* to what a *dtype* array stores (FP8: its uint8
+    bits, saturated as ``cvt.rn.satfinite`` and ``mp.evaluate`` do)."""
     if dtype is DType.float16:
         return f"f32_to_f16({expr})"
     if dtype is DType.bfloat16:
         return f"f32_to_bf16({expr})"
+    if dtype.is_float8:
+        return f"f32_to_{fp8_name(dtype)}({expr})"
     return expr
+
+
+def fp8_imports(prog: EpilogueProgram) -> str:
+    """The import of the FP8 intrinsics the epilogue of *prog* may name (its FP8 outputs and
+    casts: narrow, widen, the pair form, the 4-byte store), or ``""`` when it has none; the
+    16-bit conversions are in every generated module's imports."""
+    dtypes = {o.dtype for o in prog.outputs} | {
+        cast_dtype(i) for i in prog.instrs if i.op == "cast"
+    }
+    names = [
+        name
+        for d in sorted((d for d in dtypes if d.is_float8), key=lambda d: d.label)
+        for name in (f"f32_to_{fp8_name(d)}", f"{fp8_name(d)}_to_f32", f"f32x2_to_{fp8_name(d)}x2")
+    ]
+    if not names:
+        return ""
+    return f"from mmaplug.cuda.intrinsics import {', '.join(names)}, st_global_b32"
 
 
 def epilogue_params(
@@ -227,7 +256,7 @@ def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None 
         return f32_literal(ins.arg)
     if op == "cast":
         dtype = cast_dtype(ins)
-        if is16(dtype):
+        if dtype.is_narrow:  # rounded through the narrow type (FP8 saturating)
             return widen(dtype, narrow(dtype, s[0]))
         return s[0]
     if op in UNARY_OPS:

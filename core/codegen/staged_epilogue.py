@@ -49,10 +49,11 @@ def emit_staged_epilogue(
     Thread ``tid`` owns column group ``tid % groups`` of rows ``tid // groups + it * rpi``: one
     ``ld.shared.v4`` per step, the program once in the source inside a ``for j`` loop over the
     group (NVVM unrolls it; the values rotate through named registers, so nothing is indexed by
-    ``j``), the results packed into 8-byte (16-bit outputs) or 16-byte (float32) stores. A store
-    is scalar when the group crosses N or the output's base, batch or row stride is not aligned
-    to the packed size (checked once per thread). Inputs varying along N only are loaded once
-    per thread; loads of other inputs clamp the column to N - 1 in the tail group.
+    ``j``), the results packed into 4-byte (FP8 outputs), 8-byte (16-bit) or 16-byte (float32)
+    stores. A store is scalar when the group crosses N or the output's base, batch or row
+    stride is not aligned to the packed size (checked once per thread). Inputs varying along N
+    only are loaded once per thread; loads of other inputs clamp the column to N - 1 in the
+    tail group.
 
     The tile is *rows* x *cols* float32 at ``smem[base + row * stride + col]``, its origin in
     the output at (*m0*, *n0*); *threads* threads (index *tid*) share it, and
@@ -84,7 +85,7 @@ def emit_staged_epilogue(
                 f"h{i}_{j} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i} + min(gcol + {j}, N - 1) * in{i}_sn]')}"
             )
     for k, out in enumerate(prog.outputs):
-        size = 2 if is16(out.dtype) else 4
+        size = 1 if out.dtype.is_float8 else 2 if is16(out.dtype) else 4
         nbytes = g * size
         em(f"ob{k} = {ev.bt} * out{k}_sb + ({m0} + erow) * out{k}_sm + gcol")
         em(f"ostep{k} = {rpi} * out{k}_sm")
@@ -105,7 +106,9 @@ def emit_staged_epilogue(
                 f"ld_shared_v4_f32(smem_addr({smem}, es + lr * {cst} + {p * bn}))"
             )
         for k, out in enumerate(prog.outputs):
-            if is16(out.dtype):
+            if out.dtype.is_float8:
+                em(f"w{k} = uint64(0)")
+            elif is16(out.dtype):
                 em(f"w{k} = uint64(0)")
             else:
                 em(f"f{k}_0 = f{k}_1 = f{k}_2 = f{k}_3 = float32(0.0)")
@@ -131,7 +134,11 @@ def emit_staged_epilogue(
                 if idx in used:
                     em(f"x{idx} = {instr_expr(prog, ins_, inputs)}")
             for k, out in enumerate(prog.outputs):
-                if is16(out.dtype):
+                if out.dtype.is_float8:
+                    em(
+                        f"w{k} = (w{k} >> uint64(8)) | (uint64({narrow(out.dtype, f'x{out.src}')}) << uint64(24))"
+                    )
+                elif is16(out.dtype):
                     em(
                         f"w{k} = (w{k} >> uint64(16)) | (uint64({narrow(out.dtype, f'x{out.src}')}) << uint64(48))"
                     )
@@ -140,7 +147,9 @@ def emit_staged_epilogue(
         for k, out in enumerate(prog.outputs):
             em(f"if wide{k}:")
             with em.indent():
-                if is16(out.dtype):
+                if out.dtype.is_float8:
+                    em(f"st_global_b32(out{k}, ob{k}, uint32(w{k}))")
+                elif is16(out.dtype):
                     em(
                         f"st_global_v2_b32(out{k}, ob{k}, uint32(w{k} & uint64(0xFFFFFFFF)), uint32(w{k} >> uint64(32)))"
                     )
@@ -152,11 +161,15 @@ def emit_staged_epilogue(
                 with em.indent():
                     em("if j < ncol:")
                     with em.indent():
-                        if is16(out.dtype):
+                        if out.dtype.is_float8:
+                            em(f"out{k}[ob{k} + j] = uint8(w{k} & uint64(0xFF))")
+                        elif is16(out.dtype):
                             em(f"out{k}[ob{k} + j] = uint16(w{k} & uint64(0xFFFF))")
                         else:
                             em(f"out{k}[ob{k} + j] = f{k}_0")
-                    if is16(out.dtype):
+                    if out.dtype.is_float8:
+                        em(f"w{k} = w{k} >> uint64(8)")
+                    elif is16(out.dtype):
                         em(f"w{k} = w{k} >> uint64(16)")
                     else:
                         em(f"f{k}_0, f{k}_1, f{k}_2 = f{k}_1, f{k}_2, f{k}_3")

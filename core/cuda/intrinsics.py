@@ -1,4 +1,5 @@
-"""Inline-PTX intrinsics for Ampere tensor-core kernels: ldmatrix, mma.sync, cp.async and cvt."""
+"""Inline-PTX intrinsics for Ampere tensor-core kernels: ldmatrix, mma.sync, cp.async and cvt
+(the FP8 conversions need sm_89 or newer)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,16 @@ __all__ = [
     "cp_async_commit",
     "cp_async_wait_all",
     "cp_async_wait_group",
+    "e4m3_to_f32",
+    "e5m2_to_f32",
     "ex2_approx",
     "f16_to_f32",
     "f32_to_bf16",
+    "f32_to_e4m3",
+    "f32_to_e5m2",
     "f32_to_f16",
+    "f32x2_to_e4m3x2",
+    "f32x2_to_e5m2x2",
     "global_addr",
     "ld_global_nc_v4_b32",
     "ld_shared_v4_f32",
@@ -45,6 +52,7 @@ __all__ = [
     "mma_m16n8k16_f16",
     "rcp_approx",
     "smem_addr",
+    "st_global_b32",
     "st_global_v2_b32",
     "st_global_v4_b32",
 ]
@@ -159,6 +167,35 @@ def f32_to_bf16(x):
     """Generate `cvt.rn.bf16.f32` (sm_80+): round float32 `x` to bfloat16; return its bits."""
 
 
+def f32_to_e4m3(x):
+    """Generate `cvt.rn.satfinite.e4m3x2.f32` (sm_89+): round float32 `x` to float8_e4m3fn
+    (nearest-even; beyond the largest finite value, infinities included, that value with the
+    sign kept; NaN stays NaN); return its bits as uint8."""
+
+
+def f32_to_e5m2(x):
+    """Generate `cvt.rn.satfinite.e5m2x2.f32` (sm_89+): f32_to_e4m3 for float8_e5m2."""
+
+
+def f32x2_to_e4m3x2(hi, lo):
+    """Generate `cvt.rn.satfinite.e4m3x2.f32 d, hi, lo` (sm_89+): round two float32 as
+    f32_to_e4m3 does; return both in a uint16, `hi` in the upper byte and `lo` in the lower
+    (stored, `lo` comes first)."""
+
+
+def f32x2_to_e5m2x2(hi, lo):
+    """Generate `cvt.rn.satfinite.e5m2x2.f32 d, hi, lo` (sm_89+): f32x2_to_e4m3x2 for e5m2."""
+
+
+def e4m3_to_f32(bits):
+    """Generate `cvt.rn.f16x2.e4m3x2` and `cvt.f32.f16` (sm_89+): widen the float8_e4m3fn held
+    in integer `bits` (its low byte; exact)."""
+
+
+def e5m2_to_f32(bits):
+    """Generate `cvt.rn.f16x2.e5m2x2` and `cvt.f32.f16` (sm_89+): e4m3_to_f32 for e5m2."""
+
+
 def ex2_approx(x):
     """Generate `ex2.approx.ftz.f32`: 2 ** float32 `x` (one MUFU op, ~2 ulp)."""
 
@@ -188,6 +225,12 @@ def ld_shared_v4_f32(addr):
 
     `addr` comes from smem_addr; return a 4-tuple of float32 (lowest address first).
     """
+
+
+def st_global_b32(arr, index, w0):
+    """Generate `st.global.b32 [&arr[index]], w0`: one 4-byte store of a uint32 or float32 word
+    (a uint8 array takes four elements, lowest byte first). The byte address must be a
+    multiple of 4."""
 
 
 def st_global_v2_b32(arr, index, w0, w1):
@@ -221,7 +264,7 @@ CP_ASYNC_SYNC_VARIANTS: Final = {
 }
 # stub -> 32-bit words per access (and the loaded type).
 LD_SHARED_VARIANTS: Final = {ld_shared_v4_f32: (4, types.float32)}
-ST_GLOBAL_VARIANTS: Final = {st_global_v2_b32: 2, st_global_v4_b32: 4}
+ST_GLOBAL_VARIANTS: Final = {st_global_b32: 1, st_global_v2_b32: 2, st_global_v4_b32: 4}
 # stub -> (argument type, result type, mnemonic (cvt, MUFU) or None for the bf16 shift).
 CVT_VARIANTS: Final = {
     f16_to_f32: (types.uint16, types.float32, "cvt.f32.f16"),
@@ -231,6 +274,14 @@ CVT_VARIANTS: Final = {
     ex2_approx: (types.float32, types.float32, "ex2.approx.ftz.f32"),
     rcp_approx: (types.float32, types.float32, "rcp.approx.ftz.f32"),
 }
+# stub -> (PTX format, pair): float32 to FP8, one value (uint8) or a pair (uint16)
+FP8_NARROW_VARIANTS: Final = {
+    f32_to_e4m3: ("e4m3", False),
+    f32_to_e5m2: ("e5m2", False),
+    f32x2_to_e4m3x2: ("e4m3", True),
+    f32x2_to_e5m2x2: ("e5m2", True),
+}
+FP8_WIDEN_VARIANTS: Final = {e4m3_to_f32: "e4m3", e5m2_to_f32: "e5m2"}
 
 
 def _instantiate() -> dict[str, Any]:
@@ -254,6 +305,10 @@ def _instantiate() -> dict[str, Any]:
         made[stub.__name__] = F.cp_async_sync_intrinsic(stub, text)
     for stub, (src, dst, text) in CVT_VARIANTS.items():
         made[stub.__name__] = F.cvt_intrinsic(stub, src, dst, text)
+    for stub, (fmt, pair) in FP8_NARROW_VARIANTS.items():
+        made[stub.__name__] = F.fp8_narrow_intrinsic(stub, fmt, pair)
+    for stub, fmt in FP8_WIDEN_VARIANTS.items():
+        made[stub.__name__] = F.fp8_widen_intrinsic(stub, fmt)
     return made
 
 

@@ -223,9 +223,12 @@ class KernelFamily(Generic[ConfigT]):
 
 
 def array_type(dtype: DType) -> Any:
-    """The Numba type of an epilogue array of *dtype*: uint16 bits (16-bit floats) or float32."""
+    """The Numba type of an epilogue array of *dtype*: uint16 bits (16-bit floats), uint8 bits
+    (FP8) or float32."""
     from numba import types
 
+    if dtype.is_float8:
+        return types.Array(types.uint8, 1, "C")
     return types.Array(types.uint16 if is16(dtype) else types.float32, 1, "C")
 
 

@@ -206,8 +206,12 @@ def ld_shared_v_intrinsic(stub, count: int, ty: Any):
 
 
 def st_global_v_intrinsic(stub, count: int):
-    text = f"st.global.v{count}.b32"
-    asm = f"{text} [$0], {{{', '.join(f'${i + 1}' for i in range(count))}}};"
+    if count == 1:
+        text = "st.global.b32"
+        asm = f"{text} [$0], $1;"
+    else:
+        text = f"st.global.v{count}.b32"
+        asm = f"{text} [$0], {{{', '.join(f'${i + 1}' for i in range(count))}}};"
 
     def type_words(arr, index, words):
         validate_array(text, "arr", arr)
@@ -230,7 +234,13 @@ def st_global_v_intrinsic(stub, count: int):
 
         return types.void(arr, index, *words), codegen
 
-    if count == 2:
+    if count == 1:
+
+        @implements(stub)
+        def typer(typingctx, arr, index, w0):
+            return type_words(arr, index, (w0,))
+
+    elif count == 2:
 
         @implements(stub)
         def typer(typingctx, arr, index, w0, w1):
@@ -264,5 +274,61 @@ def cvt_intrinsic(stub, src: Any, dst: Any, text: str | None):
             return inline_asm(builder, [dst], f"{text} $0, $1;", [src], [value], effect=False)
 
         return dst(x), codegen
+
+    return typer
+
+
+def fp8_narrow_intrinsic(stub, fmt: str, pair: bool):
+    """float32 to FP8 *fmt* (``e4m3``, ``e5m2``) with ``cvt.rn.satfinite.{fmt}x2.f32``: a pair
+    packed into a uint16 (first argument in the upper byte), or one value (converted twice, the
+    low byte kept) as a uint8."""
+    text = f"cvt.rn.satfinite.{fmt}x2.f32"
+    f32 = types.float32
+
+    def codegen(context, builder, sig, args):
+        values = casts(context, builder, sig, args, [f32] * len(args))
+        operands = "$1, $2" if pair else "$1, $1"
+        packed = inline_asm(
+            builder, [types.uint16], f"{text} $0, {operands};", [f32] * len(args), values,
+            effect=False,
+        )  # fmt: skip
+        return packed if pair else builder.trunc(packed, ir.IntType(8))
+
+    if pair:
+
+        @implements(stub)
+        def typer(typingctx, hi, lo):
+            validate_float(stub.__name__, "hi", hi)
+            validate_float(stub.__name__, "lo", lo)
+            return types.uint16(hi, lo), codegen
+
+    else:
+
+        @implements(stub)
+        def typer(typingctx, x):
+            validate_float(stub.__name__, "argument", x)
+            return types.uint8(x), codegen
+
+    return typer
+
+
+def fp8_widen_intrinsic(stub, fmt: str):
+    """The FP8 *fmt* value in an integer's low byte to float32: ``cvt.rn.f16x2.{fmt}x2`` widens
+    the byte pair to two float16 (exact), ``cvt.f32.f16`` the low one."""
+    asm = (
+        "{ .reg .b32 pair; .reg .b16 lo, hi; "
+        f"cvt.rn.f16x2.{fmt}x2 pair, $1; mov.b32 {{lo, hi}}, pair; cvt.f32.f16 $0, lo; }}"
+    )
+
+    @implements(stub)
+    def typer(typingctx, bits):
+        validate_integer(stub.__name__, "argument", bits)
+
+        def codegen(context, builder, sig, args):
+            (byte,) = casts(context, builder, sig, args, [types.uint8])
+            wide = builder.zext(byte, ir.IntType(16))  # the high byte zero
+            return inline_asm(builder, [types.float32], asm, [types.uint16], [wide], effect=False)
+
+        return types.float32(bits), codegen
 
     return typer

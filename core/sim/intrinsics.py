@@ -91,7 +91,7 @@ def ld_global_nc_v4_b32(arr: Any, index: int) -> tuple[np.uint32, ...]:
 
 
 def _st_global(count: int) -> Callable[..., None]:
-    op = f"st.global.v{count}.b32"
+    op = "st.global.b32" if count == 1 else f"st.global.v{count}.b32"
 
     def emulate(arr: Any, index: int, *words: Any) -> None:
         if len(words) != count:
@@ -105,7 +105,9 @@ def _st_global(count: int) -> Callable[..., None]:
             raise UsageError(f"{op}: the array base is not {4 * count}-byte aligned")
         _bytes_at(arr, index, 4 * count, 4 * count, op)[:] = data
 
-    emulate.__name__ = emulate.__qualname__ = f"st_global_v{count}_b32"
+    emulate.__name__ = emulate.__qualname__ = op.replace("st.global.", "st_global_").replace(
+        ".", "_"
+    )
     emulate.__doc__ = f"Emulate `{op}`: {4 * count} bytes, lowest word first (little-endian)."
     return emulate
 
@@ -193,6 +195,7 @@ ldmatrix_x2_trans = _ldmatrix(2, True)
 ldmatrix_x4_trans = _ldmatrix(4, True)
 mma_m16n8k16_f16 = _mma(np.float16, "f16")
 mma_m16n8k16_bf16 = _mma(ml_dtypes.bfloat16, "bf16")
+st_global_b32 = _st_global(1)
 st_global_v2_b32 = _st_global(2)
 st_global_v4_b32 = _st_global(4)
 cp_async_16 = _cp_async(16)
@@ -243,3 +246,40 @@ def bf16_to_f32(bits: int) -> np.float32:
 def f32_to_bf16(x: float) -> np.uint16:
     """Emulate f32_to_bf16."""
     return np.float32(x).astype(ml_dtypes.bfloat16).view(np.uint16)
+
+
+def _to_fp8(x: float, dtype: Any) -> np.uint8:
+    """The bits of float32 *x* rounded to FP8 *dtype* as ``cvt.rn.satfinite`` does: clipped to
+    the largest finite value first (infinities too; NaN stays NaN), as ``round_to`` does."""
+    top = np.float32(ml_dtypes.finfo(dtype).max)
+    return np.clip(np.float32(x), -top, top).astype(dtype).view(np.uint8)
+
+
+def f32_to_e4m3(x: float) -> np.uint8:
+    """Emulate f32_to_e4m3."""
+    return _to_fp8(x, ml_dtypes.float8_e4m3fn)
+
+
+def f32_to_e5m2(x: float) -> np.uint8:
+    """Emulate f32_to_e5m2."""
+    return _to_fp8(x, ml_dtypes.float8_e5m2)
+
+
+def f32x2_to_e4m3x2(hi: float, lo: float) -> np.uint16:
+    """Emulate f32x2_to_e4m3x2."""
+    return np.uint16((int(f32_to_e4m3(hi)) << 8) | int(f32_to_e4m3(lo)))
+
+
+def f32x2_to_e5m2x2(hi: float, lo: float) -> np.uint16:
+    """Emulate f32x2_to_e5m2x2."""
+    return np.uint16((int(f32_to_e5m2(hi)) << 8) | int(f32_to_e5m2(lo)))
+
+
+def e4m3_to_f32(bits: int) -> np.float32:
+    """Emulate e4m3_to_f32 (the low byte of `bits`)."""
+    return np.float32(np.uint8(int(bits) & 0xFF).view(ml_dtypes.float8_e4m3fn))
+
+
+def e5m2_to_f32(bits: int) -> np.float32:
+    """Emulate e5m2_to_f32 (the low byte of `bits`)."""
+    return np.float32(np.uint8(int(bits) & 0xFF).view(ml_dtypes.float8_e5m2))

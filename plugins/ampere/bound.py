@@ -35,8 +35,8 @@ class BoundGemm(BoundKernels):
         prog = config.epilogue
         bm, bn, _ = config.cta_tile
         tiles = (-(-m // bm), -(-n // bn))
-        sizes = [2] * 2 + [2 if i.dtype.is_half else 4 for i in prog.inputs]
-        sizes += [2 if o.dtype.is_half else 4 for o in prog.outputs]
+        sizes = [2] * 2 + [i.dtype.itemsize for i in prog.inputs]
+        sizes += [o.dtype.itemsize for o in prog.outputs]
         arrays = [(0, span, size) for span, size in zip(spans, sizes, strict=True)]
         a, b = arrays[0], arrays[1]
         ins, outs = arrays[2 : 2 + len(prog.inputs)], arrays[2 + len(prog.inputs) :]

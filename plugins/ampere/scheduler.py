@@ -38,7 +38,8 @@ class AmpereScheduler:
     priority: int = PRIORITY
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
-        """None for half-precision operands of one matmul on sm_80 and newer (the H200 too)."""
+        """None for half-precision operands of one matmul, its output not FP8, on sm_80 and
+        newer (the H200 too)."""
         if tuple(device.cc) < limits.MIN_CC:
             return (
                 f"needs mma.sync m16n8k16 and cp.async (sm_80 or newer); {device.name} is "
@@ -48,6 +49,11 @@ class AmpereScheduler:
             return (
                 f"mma.sync m16n8k16 takes float16 or bfloat16 operands, not "
                 f"{problem.operand_dtype.label}; cast the operands in the fusion"
+            )
+        if problem.output_dtype.is_float8:
+            return (
+                f"the epilogue writes {problem.output_dtype.label}; the ampere kernel builds no "
+                "FP8 conversions (the hopper scheduler does, on sm_90a)"
             )
         if problem.horizontal > 1:
             return (

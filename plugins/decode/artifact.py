@@ -117,8 +117,8 @@ class DecodeArtifact:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
         prog = self.config.epilogue
         tensors: Sequence[DeviceTensor] = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
-        sizes = [2, 2, *(2 if i.dtype.is_half else 4 for i in prog.inputs)]
-        sizes += [2 if o.dtype.is_half else 4 for o in prog.outputs]
+        sizes = [2, 2, *(i.dtype.itemsize for i in prog.inputs)]
+        sizes += [o.dtype.itemsize for o in prog.outputs]
         arrays = [(0, t.array.size, size) for t, size in zip(tensors, sizes, strict=True)]
         scalars = len(prog.scalars)
         params = KernelParams([*arrays, *([0.0] * scalars), *self._shape(args)])

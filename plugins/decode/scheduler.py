@@ -32,7 +32,7 @@ class DecodeScheduler:
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         """None for one TN matmul of half-precision operands with M <= 16 and K a multiple
-        of 8, on sm_80 or newer; else why not."""
+        of 8, its output not FP8, on sm_80 or newer; else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -42,6 +42,11 @@ class DecodeScheduler:
             )
         if not problem.operand_dtype.is_half:
             return f"takes float16 or bfloat16 operands, not {problem.operand_dtype.label}"
+        if problem.output_dtype.is_float8:
+            return (
+                f"writes no {problem.output_dtype.label}: the decode kernel builds no FP8 "
+                "conversions (the hopper scheduler does, on sm_90a)"
+            )
         if not (problem.a_k_inner and problem.b_k_inner):
             return (
                 "streams K-contiguous operands only (layout TN: x[M, K] and w[N, K] row-major), "

@@ -255,8 +255,8 @@ class BoundHopper(BoundKernels):
         cfg = plan.config
         prog = cfg.epilogue
         self._maps = plan.maps
-        sizes_in = [2 if i.dtype.is_half else 4 for i in prog.inputs]
-        sizes_out = [2 if o.dtype.is_half else 4 for o in prog.outputs]
+        sizes_in = [i.dtype.itemsize for i in prog.inputs]
+        sizes_out = [o.dtype.itemsize for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
         maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal), 8)  # A's map, then each B's

@@ -268,7 +268,10 @@ def packed_row_bytes(dtype: DType, wn: int) -> int:
 
 def packed_buffers(outputs: tuple[DType, ...], wn: int) -> int:
     """Chunk buffers (every output's rows) that fit a consumer's staging region: 2 for one
-    16-bit output, 1 for a float32 output or two 16-bit ones, 0 when they do not fit."""
+    16-bit or FP8 output, 1 for a float32 output or two 16-bit ones, 0 when they do not fit or
+    a chunk row is not whole 16-byte vectors (an FP8 output in chunks of 8 columns)."""
+    if any(epilogue_chunk(wn) * d.itemsize % VECTOR_ALIGN for d in outputs):
+        return 0
     need = sum(packed_row_bytes(d, wn) for d in outputs)
     return min(2, staging_row_bytes(wn) // need) if need else 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, jit_options
+from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, fp8_imports, jit_options
 from mmaplug.codegen.grid import emit_tile_decode, emit_unsigned_divisors
 from mmaplug.ir.dtypes import DType
 
@@ -141,6 +141,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
             "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
             "tma_load_3d_multicast)"
         )
+    if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 outputs and casts
+        em(fp8)
     em()
     _emit_main(em, cfg, sim)
     prog = staged_program(cfg)

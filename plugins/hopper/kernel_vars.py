@@ -87,6 +87,8 @@ class KernelVars:
     """First output column of the step's chunk."""
     su: str = "su"
     """The dynamic shared memory as a uint32 array (packed epilogue)."""
+    sh: str = "sh"
+    """The dynamic shared memory as a uint16 array (packed epilogue of FP8 outputs)."""
     sreg: str = "sreg"
     """Shared address of the consumer's packed staging."""
     frow: str = "frow"

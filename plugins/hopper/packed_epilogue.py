@@ -12,6 +12,7 @@ from mmaplug.codegen.emitter import (
     Emitter,
     cast_dtype,
     casts_only,
+    fp8_name,
     inline_exprs,
     is16,
     live_instrs,
@@ -53,6 +54,8 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     wn = cfg.warp_tile[1]
     em(f"{kv.su} = cuda.shared.array(0, dtype=uint32)  # the same bytes, as words")
     em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)")
+    if any(d.is_float8 for d in cfg.epilogue_outputs):
+        em(f"{kv.sh} = cuda.shared.array(0, dtype=uint16)  # as half-words (FP8 byte pairs)")
     staging = STAGED_ROWS * staging_row_bytes(wn)
     em(f"{kv.sreg} = {kv.stg} + {kv.c} * {staging}  # this consumer's staging")
     em(
@@ -118,11 +121,11 @@ def _used_inputs(prog: EpilogueProgram) -> list[int]:
 
 def _roots(prog: EpilogueProgram) -> list[int]:
     """Per output, the instruction whose value it narrows: a cast to the output's own 16-bit
-    dtype is skipped (narrowing its source gives the same bits)."""
+    or FP8 dtype is skipped (narrowing its source gives the same bits)."""
     roots = []
     for out in prog.outputs:
         src = prog.instrs[out.src]
-        same = src.op == "cast" and is16(out.dtype) and cast_dtype(src) is out.dtype
+        same = src.op == "cast" and out.dtype.is_narrow and cast_dtype(src) is out.dtype
         roots.append(src.srcs[0] if same else out.src)
     return roots
 
@@ -238,7 +241,10 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
     em(f"sw = ({kv.sreg} - {kv.base} + {kv.ebuf} * {buf_bytes}) // 4  # the buffer, in words")
-    for j, dtype in enumerate(dtypes):  # the thread's first word in output j's rows
+    for j, dtype in enumerate(dtypes):  # the thread's first word (FP8: half-word) in j's rows
+        if dtype.is_float8:
+            em(f"hw{j} = 2 * sw + {kv.frow} * {rows[j] // 2} + {kv.fcol} // 2")
+            continue
         em(f"pw{j} = sw + {kv.frow} * {rows[j] // 4} + {dtype.itemsize} * {kv.fcol} // 4")
     if staged is not None:
         em(f"cw = {kv.scol} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
@@ -264,13 +270,19 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         lines, values = inline_exprs(prog, roots, inputs, f"a{4 * q + 2 * h + e}")
         for line in lines:
             em(line)
-        for j, dtype in enumerate(dtypes):
-            em(f"o{j}_{e} = {narrow(dtype, values[j])}")
+        for j, dtype in enumerate(dtypes):  # FP8: float32 until the pair's one conversion
+            em(f"o{j}_{e} = {values[j] if dtype.is_float8 else narrow(dtype, values[j])}")
         if e == 0:
             continue
         for j, dtype in enumerate(dtypes):
             lrow = 8 * h
-            if is16(dtype):
+            if dtype.is_float8:  # column fcol in the low byte: it comes first
+                off = offsets[j] + lrow * rows[j] + 8 * q
+                em(
+                    f"{kv.sh}[uint64(hw{j} + {off // 2})] = "
+                    f"f32x2_to_{fp8_name(dtype)}x2(o{j}_1, o{j}_0)"
+                )
+            elif is16(dtype):
                 off = offsets[j] + lrow * rows[j] + 16 * q
                 em(
                     f"{kv.su}[uint64(pw{j} + {off // 4})] = "

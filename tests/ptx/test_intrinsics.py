@@ -76,6 +76,25 @@ def _cvt_kernel(cvt, to_float):
     return kernel, (F32, U16)
 
 
+U8 = types.uint8[::1]
+
+
+def _fp8_kernel(fmt: str):
+    """Each FP8 conversion of *fmt* once: narrow one value and a pair, widen back, and a
+    4-byte store of the bytes."""
+    narrow, pair = getattr(I, f"f32_to_{fmt}"), getattr(I, f"f32x2_to_{fmt}x2")
+    widen = getattr(I, f"{fmt}_to_f32")
+
+    def kernel(x, q, h, out):
+        i = cuda.threadIdx.x
+        q[i] = narrow(x[i])
+        h[i] = pair(x[i], x[i + 1])
+        out[i] = widen(q[i + 1])
+        I.st_global_b32(q, 4 * i, types.uint32(h[i]))
+
+    return kernel, (F32, U8, U16, F32)
+
+
 def _mufu_kernel(fn):
     def kernel(x, out):
         out[0] = fn(x[0])
@@ -140,6 +159,21 @@ CASES = {
 }
 
 
+# the FP8 conversions (sm_89+), compiled for sm_90a: (kernel, signature, mnemonic)
+FP8_CASES = {
+    **{
+        f"f32_to_{fmt}": (*_fp8_kernel(fmt), f"cvt.rn.satfinite.{fmt}x2.f32")
+        for fmt in ("e4m3", "e5m2")
+    },
+    **{
+        f"f32x2_to_{fmt}x2": (*_fp8_kernel(fmt), f"cvt.rn.satfinite.{fmt}x2.f32")
+        for fmt in ("e4m3", "e5m2")
+    },
+    **{f"{fmt}_to_f32": (*_fp8_kernel(fmt), f"cvt.rn.f16x2.{fmt}x2") for fmt in ("e4m3", "e5m2")},
+    "st_global_b32": (*_fp8_kernel("e4m3"), "st.global.b32"),
+}
+
+
 def _ptx(kernel, sig, cc=(8, 0)) -> str:
     ptx, _ = cuda.compile_ptx(kernel, sig, cc=cc)
     return ptx
@@ -167,6 +201,45 @@ def test_compiles_for_sm90a(name):
     kernel, sig, text = CASES[name]
     ptx = _ptx(kernel, sig, cc=(9, 0, "a"))
     assert ".target sm_90a" in ptx and text in ptx
+
+
+@pytest.mark.parametrize("name", sorted(FP8_CASES))
+def test_fp8_conversion_mnemonic_for_sm90a(name, assemble_sm90a):
+    """The FP8 conversions compile for sm_90a to their exact mnemonic, and ptxas takes them."""
+    kernel, sig, text = FP8_CASES[name]
+    ptx = _ptx(kernel, sig, cc=(9, 0, "a"))
+    assert ".target sm_90a" in ptx and text in ptx
+    assemble_sm90a(ptx)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2"])
+def test_fp8_conversion_operands(fmt):
+    """One value is converted as a pair of itself (its byte stored as a u8), a pair from two
+    `f` registers into an `h` register (first argument in the upper byte); the widening reads
+    the byte pair, widens the low float16 and stores a float32; the 4-byte store takes an `r`."""
+    ptx = _ptx(*FP8_CASES[f"f32_to_{fmt}"][:2], cc=(9, 0, "a"))
+    cvt = re.escape(f"cvt.rn.satfinite.{fmt}x2.f32")
+    one = re.search(rf"{cvt} (%rs\d+), (%f\d+), \2;", ptx)
+    assert one and re.search(rf"st\.global\.u8\s+\[%rd\d+\], {re.escape(one[1])};", ptx)
+    assert re.search(rf"{cvt} %rs\d+, %f(\d+), %f(?!\1\b)\d+;", ptx)
+    widen = rf"cvt\.rn\.f16x2\.{fmt}x2 pair, %rs\d+; mov\.b32 \{{lo, hi\}}, pair; "
+    assert re.search(widen + r"cvt\.f32\.f16 %f\d+, lo;", ptx)
+    assert re.search(r"st\.global\.b32 \[%rd\d+\], %r\d+;", ptx)
+
+
+def test_fp8_conversions_check_their_argument_types():
+    """Narrowing takes a float (not FP8 bits), widening an integer (not a float)."""
+
+    def narrow_bits(q, out):
+        out[0] = I.f32_to_e4m3(q[0])
+
+    def widen_float(x, out):
+        out[0] = I.e5m2_to_f32(x[0])
+
+    with pytest.raises(TypingError, match="f32_to_e4m3: argument must be a float"):
+        _ptx(narrow_bits, (U8, U8), cc=(9, 0, "a"))
+    with pytest.raises(TypingError, match="e5m2_to_f32: argument must be an integer"):
+        _ptx(widen_float, (F32, F32), cc=(9, 0, "a"))
 
 
 def test_mma_operand_groups():

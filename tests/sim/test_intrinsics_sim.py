@@ -345,6 +345,86 @@ def test_conversions_round_half_to_even_in_kernel():
     np.testing.assert_array_equal(back, expected)
 
 
+FP8 = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}
+
+
+@in_simulator
+def test_fp8_conversions_round_trip_every_value():
+    """Every FP8 bit pattern widens exactly; every finite one rounds back to itself, NaN to
+    NaN, e5m2's infinities to its largest finite value (satfinite)."""
+    for fmt, dtype in FP8.items():
+        widen, narrow = getattr(I, f"{fmt}_to_f32"), getattr(I, f"f32_to_{fmt}")
+        top = np.float32(ml_dtypes.finfo(dtype).max)
+        for b in range(256):
+            wide = widen(b)
+            exact = np.uint8(b).view(dtype).astype(np.float32)
+            back = np.uint8(narrow(wide)).view(dtype).astype(np.float32)
+            if np.isnan(exact):
+                assert np.isnan(wide) and np.isnan(back), hex(b)
+            elif np.isinf(exact):
+                assert wide == exact and back == np.copysign(top, exact), hex(b)
+            else:
+                assert wide == exact and narrow(wide) == b, hex(b)
+
+
+@in_simulator
+def test_fp8_narrowing_saturates_as_evaluate_rounds():
+    """Rounding float32 to FP8 is mp.evaluate's round_to: nearest even, saturating at the
+    finite max (infinities too), NaN kept; the pair form packs the first value high."""
+    from mmaplug.ir.dtypes import DType
+    from mmaplug.ir.evaluate import round_to
+
+    rng = np.random.default_rng(7)
+    for fmt, dtype in FP8.items():
+        mp_dtype = {"e4m3": DType.float8_e4m3fn, "e5m2": DType.float8_e5m2}[fmt]
+        top = mp_dtype.finite_max
+        x = np.concatenate([
+            rng.standard_normal(400) * np.logspace(-9, 6, 400),
+            [top, -top, 1.01 * top, 1.2 * top, -7 * top, np.inf, -np.inf, np.nan, 0.0, -0.0],
+            np.float32(1.0) + np.float32([2**-4, 3 * 2**-4, 2**-3, 3 * 2**-3]),  # e4m3 / e5m2 ties
+        ]).astype(np.float32)  # fmt: skip
+        narrow = getattr(I, f"f32_to_{fmt}")
+        got = np.array([narrow(v) for v in x], np.uint8).view(dtype).astype(np.float64)
+        want = round_to(x.astype(np.float64), mp_dtype)
+        np.testing.assert_array_equal(got, want)
+        assert narrow(np.float32(1e30)) == narrow(np.float32(top))  # ±max, not NaN or inf
+        pair = getattr(I, f"f32x2_to_{fmt}x2")
+        for hi, lo in [(1.0, -2.0), (np.inf, np.nan), (0.5, 3 * top)]:
+            assert pair(hi, lo) == (int(narrow(hi)) << 8) | int(narrow(lo))
+
+
+@in_simulator
+def test_fp8_bytes_in_kernel_pairs_and_word_store():
+    """In a kernel: one byte per value, a pair's low byte is its second argument, and
+    st_global_b32 stores a word's bytes lowest first into a uint8 array."""
+
+    @cuda.jit
+    def kernel(x, q, pairs, words, back):
+        i = cuda.threadIdx.x
+        if i < 4:
+            q[i] = I.f32_to_e4m3(x[i])
+            back[i] = I.e4m3_to_f32(q[i])
+        if i < 2:
+            pairs[i] = I.f32x2_to_e5m2x2(x[2 * i + 1], x[2 * i])
+        if i == 0:
+            w = types.uint32(I.f32x2_to_e4m3x2(x[1], x[0])) | (
+                types.uint32(I.f32x2_to_e4m3x2(x[3], x[2])) << types.uint32(16)
+            )
+            I.st_global_b32(words, 4, w)
+
+    x = np.array([1.0, -0.5, 1000.0, 0.3], np.float32)
+    q, pairs = np.zeros(4, np.uint8), np.zeros(2, np.uint16)
+    words, back = np.zeros(8, np.uint8), np.zeros(4, np.float32)
+    kernel[1, 32](x, q, pairs, words, back)
+    e4m3 = x.astype(ml_dtypes.float8_e4m3fn)  # 1000 saturates to 448 (clipped first)
+    e4m3[2] = ml_dtypes.float8_e4m3fn(448.0)
+    np.testing.assert_array_equal(q, e4m3.view(np.uint8))
+    np.testing.assert_array_equal(back, e4m3.astype(np.float32))
+    e5m2 = x.astype(ml_dtypes.float8_e5m2).view(np.uint8)
+    np.testing.assert_array_equal(pairs.view(np.uint8), e5m2)
+    np.testing.assert_array_equal(words, [0, 0, 0, 0, *e4m3.view(np.uint8)])
+
+
 def test_import_mmaplug_does_not_import_numba():
     """`import mmaplug` leaves numba unimported (core/cuda is loaded lazily by schedulers)."""
     code = "import sys, mmaplug; sys.exit('numba' in sys.modules)"

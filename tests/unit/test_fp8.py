@@ -127,14 +127,91 @@ def test_scaled_mm_refuses_what_it_does_not_define(change: dict, message: str) -
             fd.ops.scaled_mm(a, b, sa, sb, out_dtype=change.get("out_dtype", mp.bfloat16))
 
 
-def test_an_fp8_epilogue_output_is_refused_by_analysis_with_its_reason() -> None:
+def quantized(m: int, n: int, k: int, *, operands=mp.float8_e4m3fn, out=mp.float8_e4m3fn,
+              extra: str | None = None) -> mp.FusionDefinition:  # fmt: skip
+    """``cast(matmul(a, b) * out_scale, out)`` first; *extra*: a second output ("bf16": the
+    product as bfloat16), or an FP8 residual input ("residual")."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=operands)
+        b = fd.define_tensor([k, n], dtype=operands, stride_order=[0, 1])
+        scale = fd.define_tensor([], dtype=mp.float32)
+        y = fd.ops.matmul(a, b)
+        if extra == "residual":
+            y = fd.ops.add(y, fd.define_tensor([m, n], dtype=mp.float8_e4m3fn))
+        fd.add_output(fd.ops.cast(fd.ops.mul(y, scale), out))
+        if extra == "bf16":
+            fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return fd
+
+
+@pytest.mark.parametrize("out", FP8, ids=str)
+def test_an_fp8_first_output_is_analysed_with_its_cast(out: DType) -> None:
+    problem = mp.matmul_problem(quantized(64, 64, 64, out=out, extra="bf16").fusion)
+    assert problem.output_dtype is out and problem.precision == f"QS{out.char}"
+    assert problem.epilogue_ops == ("mul", "cast", "cast")
+
+
+def test_a_cast_to_fp8_inside_the_epilogue_is_analysed() -> None:
+    """The FP8 output's value round-trips through FP8 before a second, float32 output."""
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([64, 64], dtype=mp.float8_e4m3fn)
         b = fd.define_tensor([64, 64], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
-        fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float8_e4m3fn))
-    with pytest.raises(mp.UnsupportedFusionError, match="FP8 is a matmul operand type only"):
+        q = fd.ops.cast(fd.ops.mul(fd.ops.matmul(a, b), 8.0), mp.float8_e5m2)
+        fd.add_output(q)
+        fd.add_output(fd.ops.mul(fd.ops.cast(q, mp.float32), 0.125))
+    analysis = mp.analyze(fd.fusion)
+    casts = [i.arg for i in analysis.epilogue.instrs if i.op == "cast"]
+    assert DType.float8_e5m2 in casts
+    assert [o.dtype for o in analysis.epilogue.outputs] == [DType.float8_e5m2, DType.float32]
+
+
+def test_an_fp8_epilogue_input_is_still_refused_with_its_reason() -> None:
+    """An FP8 residual: epilogues read no FP8 yet (mp.evaluate still runs the fusion)."""
+    fd = quantized(64, 64, 64, extra="residual")
+    with pytest.raises(mp.UnsupportedFusionError, match=r"reads T\d+ \(float8_e4m3fn\).*cast"):
         mp.matmul_problem(fd.fusion)
-    assert mp.evaluate(fd, inputs(fd))[0].dtype == DType.float8_e4m3fn.numpy  # the reference runs
+    assert mp.evaluate(fd, inputs(fd))[0].dtype == DType.float8_e4m3fn.numpy
+
+
+def test_fp8_written_or_rounded_to_needs_an_fp8_first_output() -> None:
+    """The schedulers decide on the first output's dtype: FP8 elsewhere is refused with the fix."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([64, 64], dtype=mp.float16)
+        b = fd.define_tensor([64, 64], dtype=mp.float16, stride_order=[0, 1])
+        y = fd.ops.matmul(a, b)
+        fd.add_output(fd.ops.cast(y, mp.float16))
+        fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+    with pytest.raises(mp.UnsupportedFusionError, match="first output T\\d+ is float16.*first"):
+        mp.matmul_problem(fd.fusion)
+    with mp.FusionDefinition() as fd:  # a fake-quantized float16 output: the same rule
+        a = fd.define_tensor([64, 64], dtype=mp.float16)
+        b = fd.define_tensor([64, 64], dtype=mp.float16, stride_order=[0, 1])
+        fd.add_output(fd.ops.cast(fd.ops.cast(fd.ops.matmul(a, b), mp.float8_e4m3fn), mp.float16))
+    with pytest.raises(mp.UnsupportedFusionError, match="a cast to float8_e4m3fn"):
+        mp.matmul_problem(fd.fusion)
+
+
+def test_only_hopper_writes_fp8_and_the_others_say_why() -> None:
+    """Half operands of 8 rows, an FP8 output: ampere and decode (which take such operands)
+    decline it; without hopper nothing takes it."""
+    fd = quantized(8, 4096, 4096, operands=mp.float16)
+    spec = mp.plan_problem(mp.matmul_problem(fd.fusion), "h200")
+    assert spec.scheduler == "hopper"
+    rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
+    assert "builds no FP8 conversions" in rejected["ampere"]
+    assert "builds no FP8 conversions" in rejected["decode"]
+    with pytest.raises(mp.NoSchedulerError, match="builds no FP8 conversions"):
+        mp.plan_problem(mp.matmul_problem(fd.fusion), "a100")
+
+
+def test_fp8_outputs_pack_only_in_whole_16_byte_vectors() -> None:
+    """A packed FP8 chunk row must be whole 16-byte vectors: chunks of 8 columns are not."""
+    from mmaplug.plugins.hopper.config import packed_buffers
+
+    e4m3, f16 = DType.float8_e4m3fn, DType.float16
+    assert packed_buffers((e4m3,), 64) == 2 and packed_buffers((e4m3,), 48) == 2  # 32, 16
+    assert packed_buffers((e4m3,), 72) == 0 and packed_buffers((f16,), 72) == 2  # chunks of 8
+    assert packed_buffers((e4m3, DType.bfloat16), 64) == 1
 
 
 def test_only_hopper_takes_fp8_and_the_others_say_why() -> None:

@@ -61,3 +61,21 @@ def test_casts_alone_stay_a_step_loop() -> None:
     assert "while ch < 8:" in compiled.source and "packed_step" not in compiled.source
     step = compiled.source.split("while ch < 8:", 1)[1]
     assert re.search(r"\bo0_0 = f32_to_f16\(a0\)", step)  # the cast, read from the step's a0
+
+
+def test_fp8_outputs_pack_byte_pairs_into_half_words() -> None:
+    """An FP8 output's fragment pairs are converted once a pair (the first column in the low
+    byte) into the half-word view of the staging, indexed unsigned like the other views."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([4096, 4096], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([4096, 4096], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+        sa = fd.define_tensor([4096, 1], dtype=mp.float32)
+        sb = fd.define_tensor([1, 4096], dtype=mp.float32)
+        y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+        fd.add_output(fd.ops.cast(fd.ops.mul(y, 0.5), mp.float8_e4m3fn))
+    compiled = mp.compile(fd.fusion, "h200")
+    assert "_ps" in compiled.kernel_name
+    assert "sh = cuda.shared.array(0, dtype=uint16)" in compiled.source
+    stores = re.findall(r"\bsh\[([^\]]*)\] = f32x2_to_e4m3x2\(o0_1, o0_0\)", compiled.source)
+    assert stores and all(index.startswith("uint64(") for index in stores)
+    assert "f32_to_e4m3(" not in compiled.source.split("def packed_step", 1)[1]

@@ -125,7 +125,7 @@ CASES = [
         "float32_operands",
         _analyze(lambda fd: _out(fd, fd.ops.matmul(_a(fd, S), _b(fd, S)))),
         mp.UnsupportedFusionError,
-        r"operand T0 is float32.*float16 or bfloat16",
+        r"operand T0 is float32.*float16, bfloat16",
     ),
     (
         "matmul_differing_dtypes",
@@ -352,7 +352,7 @@ CASES = [
             )
         ),
         mp.FusionError,
-        r"operands are float32; MmaOp takes float16 or bfloat16",
+        r"operands are float32; MmaOp takes float16, bfloat16",
     ),
     (
         "fms_rank_mismatch",
