@@ -1,6 +1,7 @@
 """The code blocks of the Markdown a user follows run as written, and print what they show.
 
-Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, every examples/*/README.md).
+Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, every
+examples/*/README.md).
 Every fenced block is one of these; anything else fails the test:
 
 * ``python``: executed in this process, in document order, all of a document's Python blocks
@@ -63,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [
     "README.md",
     "docs/plugin-reference.md",
+    "docs/fp8.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")),
 ]
 SHELLS = frozenset({"console", "bash", "shell"})
