@@ -2,17 +2,19 @@
 
 ``python hopper_limits_property.py SEED EXAMPLES`` with NUMBA_ENABLE_CUDASIM=1, started by
 test_hopper_limits_property.py. Hypothesis draws a small
-ragged matmul fusion (m, n up to 130, k up to 200, the contiguous dims of A and B multiples of
-8 so TMA can load them, every layout, fp16/bf16, batch 1-2, with or without a bias + relu
-epilogue) and hopper parameters from a grid that holds illegal values too (warp m 96, warp n
+ragged matmul fusion (m, n up to 130, k up to 200, the contiguous dims of A and B 16-byte
+multiples so TMA can load them, every layout, fp16/bf16 (batch 1-2) or FP8 e4m3/e5m2 scaled_mm
+with per-row/column scales (a bf16 or FP8 output), with or without a bias + relu epilogue) and
+hopper parameters from a grid that holds illegal values too (warp m 96, warp n
 not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...).
 Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
 with 2 SMs (ampere and decode blocked, so the plan is hopper's or none) and must launch
 ``hopper_gemm``, keep the params unchanged and match ``mp.evaluate`` with every output written
 (the simulator poisons outputs with NaN); every rejected set must make ``mp.compile`` raise
 InvalidParamsError with the same Violations, each naming a MatmulParams field. Now and then a
-contiguous extent is not a multiple of 8: that must be a NoSchedulerError giving hopper's TMA
-reason. One JSON line with the counts is printed at the end.
+contiguous extent is not a 16-byte multiple: that must be a NoSchedulerError giving hopper's
+TMA reason, as an FP8 operand that is not K-major must give FP8's layout reason. One JSON line
+with the counts is printed at the end.
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ WARP_N = (8, 16, 24, 48, 64, 72, 128, 192, 256)
 CTA_K = (32, 64, 128, 192, 256)
 # what one run may cost in the simulator (sim_cost): ~1-3 s on an idle core
 MAX_COST = (64, 4, 24)
-MAX_RUNS = 8  # kernels one shard runs; later accepted sets are planned and built only
+MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and built only
 COUNTS: dict = {
     "accepted": 0,
     "rejected": 0,
     "unaligned": 0,
+    "fp8_layout": 0,
+    "fp8_ran": 0,
     "launches": 0,
     "ran": 0,
     "seconds": 0.0,
@@ -55,17 +59,24 @@ COUNTS: dict = {
 }
 
 
-def _extent(draw: st.DrawFn, top: int, aligned: bool) -> int:
-    """An extent up to *top*: a multiple of 8 when it is a row pitch TMA loads, else ragged
-    (from 2: an extent of 1 is a broadcast, not a matmul dim)."""
+def _extent(draw: st.DrawFn, top: int, aligned: int) -> int:
+    """An extent up to *top*: a multiple of *aligned* (the elements of 16 bytes) when it is a
+    row pitch TMA loads, else ragged (from 2: an extent of 1 is a broadcast, not a matmul
+    dim)."""
     if aligned:
-        return 8 * draw(st.integers(1, top // 8))
+        return aligned * draw(st.integers(1, top // aligned))
     return draw(st.integers(2, top))
 
 
 @st.composite
 def cases(draw: st.DrawFn) -> dict:
-    a_k_inner, b_k_inner = draw(st.booleans()), draw(st.booleans())
+    fp8 = draw(st.integers(0, 2)) == 0
+    dtype = draw(
+        st.sampled_from(("float8_e4m3fn", "float8_e5m2") if fp8 else ("float16", "bfloat16"))
+    )
+    # FP8 operands K-major but now and then (declined for its layout)
+    k_major = fp8 and draw(st.integers(0, 7)) > 0
+    a_k_inner, b_k_inner = (True, True) if k_major else (draw(st.booleans()), draw(st.booleans()))
     pingpong = draw(st.integers(0, 3)) == 0
     legal = draw(st.booleans())
     if not legal:  # anywhere in the grid: mostly sets the kernel cannot take
@@ -75,33 +86,37 @@ def cases(draw: st.DrawFn) -> dict:
         wm = draw(st.sampled_from((64, 128)))
         wn = draw(st.sampled_from([w for w in WARP_N if b_k_inner or w % 64 == 0]))
         assume(wm * wn <= 128 * 128)
-        bk = draw(st.sampled_from((64, 64, 128, 192, 256)))
+        bk = draw(st.sampled_from((128, 256) if fp8 else (64, 64, 128, 192, 256)))
         gm, gn = (1, 1) if pingpong else draw(st.sampled_from(((1, 1), (2, 1), (1, 2))))
         assume(wm * gm <= 256 and wn * gn <= 256)
-    m = _extent(draw, 130, not a_k_inner)
-    n = _extent(draw, 130, not b_k_inner)
-    k = _extent(draw, 200, a_k_inner or b_k_inner)
+    unit = 16 if fp8 else 8  # elements of 16 bytes: TMA's row pitch
+    m = _extent(draw, 130, 0 if a_k_inner else unit)
+    n = _extent(draw, 130, 0 if b_k_inner else unit)
+    k = _extent(draw, 200 if not fp8 else 320, unit if a_k_inner or b_k_inner else 0)
     aligned = draw(st.integers(0, 11)) > 0
     if not aligned:  # a contiguous extent TMA cannot take: hopper declines the problem
-        bad = draw(st.integers(1, 7))
+        bad = draw(st.integers(1, unit - 1))
         if a_k_inner or b_k_inner:
-            k = k // 8 * 8 + bad
+            k = k // unit * unit + bad
         elif draw(st.booleans()):
-            m = m // 8 * 8 + bad
+            m = m // unit * unit + bad
         else:
-            n = n // 8 * 8 + bad
-    inst = (64, wn, 16)
+            n = n // unit * unit + bad
+    inst = (64, wn, 32 if fp8 else 16)
     if draw(st.integers(0, 7)) == 0:  # an instruction tile the kernel does not issue
-        inst = draw(st.sampled_from(((16, 8, 16), (64, 8, 16), (64, wn, 32), (128, wn, 16))))
+        inst = draw(
+            st.sampled_from(((16, 8, 16), (64, 8, 16), (64, wn, 48 - inst[2]), (128, wn, 16)))
+        )
     rare = draw(st.integers(0, 5)) == 0  # now and then a field the kernel has no variant for
     return dict(
         shape=(m, n, k),
         aligned=aligned,
-        batch=draw(st.sampled_from((1, 1, 1, 2))),
+        batch=1 if fp8 else draw(st.sampled_from((1, 1, 1, 2))),
         a_k_inner=a_k_inner,
         b_k_inner=b_k_inner,
-        dtype=draw(st.sampled_from(("float16", "bfloat16"))),
+        dtype=dtype,
         bias_relu=draw(st.booleans()),
+        fp8_out=fp8 and draw(st.integers(0, 3)) == 0,
         params=dict(
             cta_tile=(wm * gm, wn * gn, bk),
             warp_tile=(wm, wn, bk),
@@ -129,7 +144,8 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
     (bm, bn, bk), wn, split = p["cta_tile"], p["warp_tile"][1], p["splitk_factor"]
     units = batch * split * -(-m // bm) * -(-n // bn)
     k_steps = -(-k // bk) // split + 1  # K tiles of the longest split, plus one at most
-    wgmmas = units * k_steps * (bk // 16) * (bm // 64) * (bn // wn)
+    k_inst = 32 if "float8" in case["dtype"] else 16
+    wgmmas = units * k_steps * (bk // k_inst) * (bm // 64) * (bn // wn)
     ctas = units if p["tiling_strategy"] == "one_tile_per_cta" else min(units, 2 * DEVICE.sm_count)
     reduce_blocks = -(-batch * m * n // REDUCE_THREADS) if split > 1 else 0
     return wgmmas, ctas, reduce_blocks
@@ -143,6 +159,17 @@ def check(case: dict) -> None:
     fusion = fusion_for(case)
     problem = mp.matmul_problem(fusion)
     assert (problem.a_k_inner, problem.b_k_inner) == (case["a_k_inner"], case["b_k_inner"])
+    fp8 = "float8" in case["dtype"]
+    if fp8 and not (case["a_k_inner"] and case["b_k_inner"]):
+        try:
+            compile_case(case, fusion)
+        except NoSchedulerError as error:
+            (reason,) = (r.reason for r in error.rejections if r.name == "hopper")
+            assert "FP8 wgmma reads K-major operands only" in reason, reason
+        else:
+            raise AssertionError(f"hopper accepted an FP8 operand that is not K-major {case}")
+        COUNTS["fp8_layout"] += 1
+        return
     if not case["aligned"]:
         try:
             compile_case(case, fusion)
@@ -185,6 +212,7 @@ def check(case: dict) -> None:
     start = time.perf_counter()
     (got,) = compiled.execute(inputs)
     COUNTS["ran"] += 1
+    COUNTS["fp8_ran"] += fp8
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
@@ -199,7 +227,10 @@ def tolerance(case: dict, inputs: list, want: np.ndarray) -> np.ndarray:
     missing or doubled k16 step is far above it."""
     a, b = (np.asarray(x, np.float64) for x in inputs[:2])
     product, size = a @ b, np.abs(a) @ np.abs(b)
-    ulp = 2.0**-7 if case["dtype"] == "bfloat16" else 2.0**-10
+    ulp = {"bfloat16": 2.0**-7, "float16": 2.0**-10}.get(case["dtype"], 2.0**-7)  # FP8: bf16 out
+    if case.get("fp8_out"):  # one step of the FP8 output (3 or 2 mantissa bits)
+        ulp = 2.0**-3 if case["dtype"] == "float8_e4m3fn" else 2.0**-2
+        return 2 * ulp * (np.abs(product) + np.abs(want)) + 2.0**-9  # + a subnormal step
     return 2 * ulp * (np.abs(product) + np.abs(want)) + 4 * case["shape"][2] * 2.0**-24 * size
 
 

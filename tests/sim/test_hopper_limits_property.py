@@ -3,9 +3,10 @@
 Runs tests/sim/hopper_limits_property.py in subprocesses with NUMBA_ENABLE_CUDASIM=1 (this
 pytest process stays on the real CUDA target), in parallel: two seeded hypothesis shards over
 tiles (legal and illegal) x stages x split-K x swizzle x order x tiling strategy x smem
-epilogue x layouts x dtypes x TMA-aligned ragged shapes, plus unaligned shapes that hopper
-must decline. A hopper kernel takes ~1-3 s in the simulator (256-384 Python threads per CTA),
-so each shard runs only a few of the sets it accepts.
+epilogue x layouts x dtypes (FP8 included) x TMA-aligned ragged shapes, plus unaligned shapes
+and FP8 operands that are not K-major, which hopper must decline. A hopper kernel takes ~0.5-3 s
+in the simulator (256-384 Python threads per CTA), so each shard runs only a few of the sets it
+accepts.
 """
 
 from __future__ import annotations
@@ -35,3 +36,11 @@ def test_accepted_params_match_evaluate_and_rejected_name_fields(runs: dict, sha
     assert counts["ran"] >= 6 and counts["launches"] >= counts["ran"], counts  # kernels ran
     assert counts["rejected"] >= 10 and counts["unaligned"] >= 1, counts
     assert {"warp_tile", "cta_tile", "stages", "splitk_factor"} <= set(counts["fields"])
+
+
+def test_fp8_parameter_sets_ran_and_fp8_layouts_were_declined(runs: dict) -> None:
+    """Across the shards FP8 sets the rules accept ran (and matched), and FP8 operands that are
+    not K-major were declined with FP8's reason."""
+    counts = [runs[shard][1] or {} for shard in SHARDS]
+    assert sum(c.get("fp8_ran", 0) for c in counts) >= 3, counts
+    assert sum(c.get("fp8_layout", 0) for c in counts) >= 1, counts
