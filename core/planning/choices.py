@@ -99,4 +99,5 @@ class KernelSpec:
 
 
 def _short(label: str) -> str:
-    return label.replace("float", "f")
+    """``f16``, ``bf16``, ``f32``; the FP8 formats as PTX names them (``e4m3``, ``e5m2``)."""
+    return {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}.get(label, label.replace("float", "f"))
