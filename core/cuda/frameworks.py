@@ -19,13 +19,6 @@ from mmaplug.ir.dtypes import DType
 
 __all__ = ["allocate", "allocator", "kind_of", "probe", "probe_all", "stream_reader"]
 
-_STORAGE: Final = {
-    DType.float16: np.uint16,
-    DType.bfloat16: np.uint16,
-    DType.float32: np.float32,
-    DType.float8_e4m3fn: np.uint8,
-    DType.float8_e5m2: np.uint8,
-}
 _TORCH_TYPES: Final[set[type]] = set()  # tensor classes of torch seen so far (probe's fast check)
 
 
@@ -158,4 +151,4 @@ def _torch_dtype(torch: Any, dtype: DType) -> Any:
 def _numpy_dtype(dtype: DType) -> Any:
     """CuPy and Numba arrays hold float16 as float16, bfloat16 as its uint16 bits and FP8 as
     its uint8 bits."""
-    return np.float16 if dtype is DType.float16 else _STORAGE[dtype]
+    return np.float16 if dtype is DType.float16 else dtype.storage

@@ -34,13 +34,6 @@ _TYPESTR: Final = {
     DType.float8_e4m3fn: ("|u1", "|i1"),
     DType.float8_e5m2: ("|u1", "|i1"),
 }
-_STORAGE: Final = {
-    DType.float16: np.uint16,
-    DType.bfloat16: np.uint16,
-    DType.float32: np.float32,
-    DType.float8_e4m3fn: np.uint8,
-    DType.float8_e5m2: np.uint8,
-}
 # torch dtype names the CUDA array interface has no code for -> the raw type to view them as
 _TORCH_BITS: Final = {
     "bfloat16": "int16",
@@ -90,7 +83,7 @@ def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
             f"{binding.name}: expected shape {list(binding.shape)}, got {list(obj.shape)}"
         )
     accepted = (
-        (binding.dtype.numpy, np.dtype(_STORAGE[binding.dtype]))
+        (binding.dtype.numpy, binding.dtype.storage)
         if binding.dtype.is_narrow
         else (binding.dtype.numpy,)
     )
@@ -99,7 +92,7 @@ def _adapt_host(obj: np.ndarray, binding: TensorBinding) -> DeviceTensor:
     # Lay the copy out as the fusion declared it (stride_order), like a device tensor would be.
     stored = np.ascontiguousarray(obj.transpose(binding.alloc_order))  # (the same buffer when
     stored = stored.reshape(obj.shape) if obj.ndim == 0 else stored  # contiguous; 0-d stays 0-d)
-    flat = stored.view(_STORAGE[binding.dtype]).reshape(-1)
+    flat = stored.view(binding.dtype.storage).reshape(-1)
     stored_strides = [
         int(np.prod(stored.shape[i + 1 :], dtype=np.int64)) for i in range(stored.ndim)
     ]
@@ -142,7 +135,7 @@ def adapt(obj: object, binding: TensorBinding) -> DeviceTensor:
     flat = {
         "shape": (span,),
         "strides": None,
-        "typestr": np.dtype(_STORAGE[binding.dtype]).str,
+        "typestr": binding.dtype.storage.str,
         "data": (address, False),
         "version": 3,
     }

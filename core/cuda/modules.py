@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
 
 import attrs
 
-from mmaplug.codegen.emitter import REDUCE_THREADS, is16
+from mmaplug.codegen.emitter import REDUCE_THREADS
 from mmaplug.cuda.launching import (
     KernelJob,
     generated_kernel,
@@ -223,13 +223,11 @@ class KernelFamily(Generic[ConfigT]):
 
 
 def array_type(dtype: DType) -> Any:
-    """The Numba type of an epilogue array of *dtype*: uint16 bits (16-bit floats), uint8 bits
-    (FP8) or float32."""
-    from numba import types
+    """The Numba type of an epilogue array of *dtype*: its ``DType.storage`` (uint16 bits of
+    16-bit floats, uint8 bits of FP8, float32)."""
+    from numba import from_dtype, types
 
-    if dtype.is_float8:
-        return types.Array(types.uint8, 1, "C")
-    return types.Array(types.uint16 if is16(dtype) else types.float32, 1, "C")
+    return types.Array(from_dtype(dtype.storage), 1, "C")
 
 
 def epilogue_types(

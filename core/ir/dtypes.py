@@ -36,6 +36,14 @@ class DType(enum.Enum):
         return _NUMPY[self]
 
     @property
+    def storage(self) -> np.dtype:
+        """The numpy dtype kernels take this type's elements as: the raw bits of 16-bit and FP8
+        types (``uint16``, ``uint8``: tensor-core instructions take bits), floats as they are."""
+        if self.is_narrow:
+            return np.dtype(np.uint16 if self.itemsize == 2 else np.uint8)
+        return self.numpy
+
+    @property
     def is_half(self) -> bool:
         """True for the 16-bit tensor-core operand types."""
         return self.itemsize == 2
