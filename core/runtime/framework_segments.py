@@ -94,12 +94,11 @@ def backend_for(kind: str) -> Backend:
     """The backend of arrays of *kind* (``mmaplug.cuda.frameworks.kind_of``)."""
     if kind == "torch":
         torch = sys.modules["torch"]
-        dtypes = {DType.float16: torch.float16, DType.bfloat16: torch.bfloat16,
-                  DType.float32: torch.float32, DType.float64: torch.float64}  # fmt: skip
+        dtypes = {d: getattr(torch, d.label) for d in DType}  # torch names them alike
         return TorchBackend(torch, dtypes, torch.special.erf)
     if kind == "cupy":
         special = importlib.import_module("cupyx.scipy.special")
-        dtypes = {d: np.dtype(d.numpy) for d in DType if d is not DType.bfloat16}
+        dtypes = {d: np.dtype(d.numpy) for d in DType if d.itemsize > 2 or d is DType.float16}
         return Backend(sys.modules["cupy"], dtypes, special.erf)
     if kind == "numpy":
         erf = np.vectorize(math.erf, otypes=[np.float64])

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mmaplug.analysis.matmul_analysis import analyze
-from mmaplug.analysis.patterns import MatmulPattern
+from mmaplug.analysis.patterns import DimRole, MatmulPattern, all_dim_roles
 from mmaplug.analysis.translate import find_matmul_patterns
 from mmaplug.errors import MatmulError, UnsupportedFusionError
+from mmaplug.ir.dim_graph import DimGraph
+from mmaplug.ir.frontend_dims import copy_dim
 from mmaplug.ir.fusion import Expr, Fusion, MemoryType, Scalar, TensorView, Val, as_fusion
-from mmaplug.ir.ops import METADATA_OPS, BinaryOp, CastOp, UnaryOp
+from mmaplug.ir.ops import METADATA_OPS, BinaryOp, CastOp, SetOp, UnaryOp
 from mmaplug.ir.symbolic import require_concrete
 from mmaplug.ir.view_ops import ExpandOp
 
@@ -79,6 +81,48 @@ def segment(
     else:
         why = f"{matmuls} matmuls that are not a horizontal fusion: a kernel computes one"
     return _cut(fusion, why, pm)
+
+
+def k_major_segments(
+    fusion: Fusion, operands: list[TensorView], reason: str
+) -> tuple[Segment, ...]:
+    """*fusion* (its one matmul reading *operands*, fusion inputs that are not K-major) as a
+    pointwise segment copying each operand K-major, then the matmul segment reading the copies:
+    for a kernel that takes only K-major operands (FP8 wgmma). *reason*: why the layout as
+    declared is not taken. *fusion* is changed in place (a copy ``segmented`` owns)."""
+    pattern = _patterns(fusion, None)[0]
+    copies = []
+    for operand in operands:
+        k_axis = _k_axis(fusion, pattern, operand)
+        # stride_order: K innermost (rank 0), the other dims keep their order outside it
+        outer = [i for i in operand.alloc_order if i != k_axis]
+        alloc = [*outer, k_axis]
+        copy_tv = fusion.new_tensor(
+            operand.dtype, [copy_dim(d) for d in operand.no_reduction_domain], alloc
+        )
+        for use in list(operand.uses):
+            use.inputs = [copy_tv if v is operand else v for v in use.inputs]
+            operand.uses.remove(use)
+            copy_tv.uses.append(use)
+        fusion.attach(SetOp([copy_tv], [operand]))
+        copies.append(copy_tv)
+    names = ", ".join(o.name for o in operands)
+    one = len(operands) == 1
+    why = (
+        f"{names} {'is' if one else 'are'} copied K-major first: as laid out no kernel takes "
+        f"{'it' if one else 'them'} ({reason})"
+    )
+    first = _segment("pointwise", _sub(fusion, copies, set()), fusion, why)
+    kernel = _sub(fusion, fusion.outputs, {id(c) for c in copies})
+    return first, _segment("matmul", kernel, fusion, "")
+
+
+def _k_axis(fusion: Fusion, pattern: MatmulPattern, operand: TensorView) -> int:
+    """The position of *operand*'s K dim (the one the matmul sums over)."""
+    graph = DimGraph(fusion)
+    roles = all_dim_roles([pattern], graph)
+    dims = operand.no_reduction_domain
+    return next(i for i, d in enumerate(dims) if roles.get(graph.group(d)) is DimRole.K)
 
 
 def explain_segments(segments: tuple[Segment, ...]) -> str:

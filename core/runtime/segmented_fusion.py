@@ -27,10 +27,11 @@ from mmaplug.planning.plan import plan_problem
 from mmaplug.runtime import dump as kernel_dump
 from mmaplug.runtime.framework_segments import backend_for, run_ops
 from mmaplug.runtime.kernels import compile_planned
-from mmaplug.runtime.segmentation import Segment, explain_segments, segment
+from mmaplug.runtime.segmentation import Segment, explain_segments, k_major_segments, segment
 from mmaplug.runtime.specialize import MAX_SHAPES
 
 if TYPE_CHECKING:
+    from mmaplug.analysis.bindings import MatmulAnalysis
     from mmaplug.hooks.manager import PluginManager
     from mmaplug.planning.choices import KernelSpec, Provenance
     from mmaplug.planning.device import Device
@@ -319,6 +320,40 @@ def segmented(
     return SegmentedFusion(fusion, segments, kernels, reason)
 
 
+def _k_major(
+    fusion: Fusion,
+    analysis: MatmulAnalysis,
+    device: Device,
+    *,
+    pm: PluginManager,
+    overrides: Mapping[str, object] | None,
+    refused: NoSchedulerError,
+) -> SegmentedFusion | None:
+    """The fusion as a copy of its operands K-major then the kernel reading the copies, when
+    no scheduler takes its operands as laid out but one takes them K-major (FP8 wgmma reads
+    K-major operands only); None otherwise. ``explain`` shows the copy's segment and why."""
+    problem = analysis.problem
+    if problem.a_k_inner and problem.b_k_inner:
+        return None
+    work = copy.deepcopy(fusion)
+    by_name = {v.name: v for v in work.inputs if isinstance(v, TensorView)}
+    operands = [
+        by_name[binding.name]
+        for binding, k_inner in ((analysis.a, problem.a_k_inner), (analysis.b, problem.b_k_inner))
+        if not k_inner and binding.name in by_name
+    ]
+    if len(operands) != (not problem.a_k_inner) + (not problem.b_k_inner):
+        return None  # an operand the translation renamed: no copy to make
+    reason = "; ".join(f"{r.name}: {r.reason}" for r in refused.rejections)
+    segments = k_major_segments(work, operands, reason)
+    try:
+        kernel = compile_concrete(segments[1].fusion, device, pm=pm, overrides=overrides)
+    except NoSchedulerError:
+        return None  # K-major does not help: the refusal stands
+    PLAN.info("%s: %s", fusion.origin, segments[0].reason)
+    return SegmentedFusion(work, segments, {1: kernel}, segments[0].reason)
+
+
 def compile_concrete(
     fusion: Fusion,
     device: Device,
@@ -339,7 +374,10 @@ def compile_concrete(
         problem = analysis.problem
         prologue = problem.a_prologue_ops or problem.b_prologue_ops
         if problem.num_patterns == 1 and not prologue:
-            raise
+            relaid = _k_major(fusion, analysis, device, pm=pm, overrides=overrides, refused=refused)
+            if relaid is None:
+                raise
+            return relaid
         # several matmuls, or a prologue computed in a segment of its own
         return segmented(fusion, device, pm=pm, overrides=overrides, refused=refused)
     return compile_planned(analysis, spec, pm=pm, overrides=overrides)

@@ -121,3 +121,21 @@ def test_fp8_agrees_with_torch_scaled_mm(pm: mp.PluginManager, scales: str) -> N
     theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     err = (ours.double() - theirs.double()).norm() / theirs.double().norm()
     assert err < 1e-2, float(err)
+
+
+@pytest.mark.parametrize("layout", [("k", "n"), ("m", "n")], ids=["TT", "NT"])
+def test_fp8_operands_not_k_major_are_copied_then_multiplied(
+    pm: mp.PluginManager, checks: Checks, layout: tuple[str, str]
+) -> None:
+    """FP8 wgmma reads K-major operands only: an M-major A or N-major B is copied K-major by
+    torch in a segment of its own, then the kernel runs (float64 reference, poisoned outputs)."""
+    m, n, k = 1000, 1040, 528
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=mp.float8_e4m3fn,
+                             stride_order=[1, 0] if layout[0] == "k" else [0, 1])  # fmt: skip
+        b = fd.define_tensor([k, n], dtype=mp.float8_e4m3fn, stride_order=[1, 0])
+        sa = fd.define_tensor([m, 1], dtype=mp.float32)
+        sb = fd.define_tensor([1, n], dtype=mp.float32)
+        fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    compiled = checks.run(fd.fusion, pm, checks.inputs(fd.fusion, np.random.default_rng(15)))
+    assert [s.kind for s in compiled.segments] == ["pointwise", "matmul"]

@@ -222,9 +222,22 @@ def test_only_hopper_takes_fp8_and_the_others_say_why() -> None:
     assert "not float8_e4m3fn" in rejected["decode"]
 
 
-def test_an_n_major_fp8_operand_is_declined_with_the_layout_it_needs() -> None:
-    with pytest.raises(mp.NoSchedulerError, match="FP8 wgmma reads K-major operands only"):
-        mp.compile(scaled(256, 256, 256, b_k_inner=False).fusion, device="h200")
+def test_an_n_major_fp8_operand_is_copied_k_major_and_explain_says_why() -> None:
+    """hopper declines the layout (FP8 wgmma reads K-major operands only): mp.compile copies
+    the operand K-major in a segment of its own, the kernel reads the copy (TN)."""
+    compiled = mp.compile(scaled(256, 256, 256, b_k_inner=False).fusion, device="h200")
+    assert [s.kind for s in compiled.segments] == ["pointwise", "matmul"]
+    text = compiled.explain()
+    assert "T1 is copied K-major first" in text and "FP8 wgmma reads K-major operands" in text
+    (kernel,) = compiled.kernels.values()
+    assert kernel.spec.problem.layout == "TN" and kernel.spec.scheduler == "hopper"
+
+
+def test_a_layout_no_kernel_takes_even_k_major_is_still_refused() -> None:
+    """A K-major copy is made only when a kernel then takes the problem: on sm_80 no scheduler
+    runs FP8, so the refusal stands."""
+    with pytest.raises(mp.NoSchedulerError, match="float8_e4m3fn"):
+        mp.compile(scaled(256, 256, 256, b_k_inner=False).fusion, device="a100")
 
 
 def fp8_problem(m: int, n: int, k: int) -> MatmulProblem:
