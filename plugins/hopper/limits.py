@@ -27,10 +27,12 @@ from .config import (
     epilogue_chunk,
     horizontal_chunk,
     horizontal_unit,
+    k_box,
     kernel_smem_bytes,
     kernel_threads,
     pair_n_unit,
     staging_bytes,
+    wgmma_k,
 )
 from .space import (
     CLUSTER,
@@ -159,7 +161,7 @@ def _instruction_tile(params: MatmulParams, problem: MatmulProblem, _d: Device) 
     inst, warp = params.instruction_tile, params.warp_tile
     if wgmma_instruction(inst, problem) and inst.n == warp.n:
         return None
-    k = instruction_text(problem).rsplit("x", 1)[1]
+    k = wgmma_k(problem.operand_dtype)
     return (
         f"instruction_tile={inst}; the kernel issues one m64nNk{k} wgmma per 64 rows with N the "
         f"warp tile's n ({problem.operand_dtype.label} operands). Set "
@@ -171,7 +173,7 @@ def _cta_k(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str
     cta, warp = params.cta_tile, params.warp_tile
     if cta.k == warp.k and box_k(cta.k, problem):
         return None
-    first = cta_k_text(problem).split(",")[0]
+    first = k_box(problem.operand_dtype)
     return (
         f"cta_tile={cta}: k must be one of {cta_k_text(problem)} (whole 128-byte swizzle rows "
         f"of {problem.operand_dtype.label}, one TMA box) and equal warp_tile.k={warp.k}. Set "
