@@ -9,6 +9,7 @@ from typing import Any, Final
 from numba.cuda import types
 
 from mmaplug.cuda import sm80_factories as F
+from mmaplug.cuda.asm import GLOBAL_ADDRSPACE, SHARED_ADDRSPACE
 from mmaplug.cuda.binding import bind
 
 # Docs references (PTX ISA):
@@ -287,9 +288,9 @@ FP8_WIDEN_VARIANTS: Final = {e4m3_to_f32: "e4m3", e5m2_to_f32: "e5m2"}
 def _instantiate() -> dict[str, Any]:
     stub: Any  # the stubs of the variant tables have different signatures
     text: Any
-    made = {smem_addr.__name__: F.smem_addr_intrinsic(smem_addr)}
+    made = {smem_addr.__name__: F.address_intrinsic(smem_addr, SHARED_ADDRSPACE, 32)}
     made[cp_async_wait_group.__name__] = F.cp_async_wait_group_intrinsic(cp_async_wait_group)
-    made[global_addr.__name__] = F.global_addr_intrinsic(global_addr)
+    made[global_addr.__name__] = F.address_intrinsic(global_addr, GLOBAL_ADDRSPACE, 64)
     made[ld_global_nc_v4_b32.__name__] = F.ld_global_nc_v4_intrinsic(ld_global_nc_v4_b32)
     for stub, (count, ty) in LD_SHARED_VARIANTS.items():
         made[stub.__name__] = F.ld_shared_v_intrinsic(stub, count, ty)

@@ -10,7 +10,6 @@ from numba.cuda.core.errors import NumbaTypeError
 
 from mmaplug.cuda.asm import (
     GLOBAL_ADDRSPACE,
-    SHARED_ADDRSPACE,
     as_tuple,
     casts,
     implements,
@@ -27,19 +26,22 @@ MMA_SHAPE: Final = (16, 8, 16)
 MMA_FRAGMENT_REGS: Final = {"a": 4, "b": 2, "c": 4}
 
 
-def smem_addr_intrinsic(stub):
+def address_intrinsic(stub, addrspace: int, bits: int):
+    """``stub(arr, i)``: the address of ``arr[i]`` in *addrspace* as a *bits*-bit integer
+    (``smem_addr``: shared, 32; ``global_addr``: global, 64)."""
+    name = stub.__name__
+    retty = types.uint32 if bits == 32 else types.uint64
+
     @implements(stub)
     def typer(typingctx, arr, i):
-        validate_array("smem_addr", "arr", arr)
-        validate_integer("smem_addr", "i", i)
+        validate_array(name, "arr", arr)
+        validate_integer(name, "i", i)
 
         def codegen(context, builder, sig, args):
             aryty, idxty = sig.args
-            return item_address(
-                context, builder, aryty, args[0], args[1], idxty, SHARED_ADDRSPACE, 32
-            )
+            return item_address(context, builder, aryty, args[0], args[1], idxty, addrspace, bits)
 
-        return types.uint32(arr, i), codegen
+        return retty(arr, i), codegen
 
     return typer
 
@@ -144,23 +146,6 @@ def cp_async_wait_group_intrinsic(stub):
             return context.get_dummy_value()
 
         return types.void(n), codegen
-
-    return typer
-
-
-def global_addr_intrinsic(stub):
-    @implements(stub)
-    def typer(typingctx, arr, i):
-        validate_array("global_addr", "arr", arr)
-        validate_integer("global_addr", "i", i)
-
-        def codegen(context, builder, sig, args):
-            aryty, idxty = sig.args
-            return item_address(
-                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
-            )
-
-        return types.uint64(arr, i), codegen
 
     return typer
 
