@@ -84,13 +84,16 @@ def segment(
 
 
 def k_major_segments(
-    fusion: Fusion, operands: list[TensorView], reason: str
+    fusion: Fusion,
+    operands: list[TensorView],
+    reason: str,
+    pm: pluggy.PluginManager | None = None,
 ) -> tuple[Segment, ...]:
     """*fusion* (its one matmul reading *operands*, fusion inputs that are not K-major) as a
     pointwise segment copying each operand K-major, then the matmul segment reading the copies:
     for a kernel that takes only K-major operands (FP8 wgmma). *reason*: why the layout as
     declared is not taken. *fusion* is changed in place (a copy ``segmented`` owns)."""
-    pattern = _patterns(fusion, None)[0]
+    pattern = _patterns(fusion, pm)[0]  # the pattern hooks of the compile that asked
     copies = []
     for operand in operands:
         k_axis = _k_axis(fusion, pattern, operand)

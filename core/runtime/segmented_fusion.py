@@ -345,7 +345,7 @@ def _k_major(
     if len(operands) != (not problem.a_k_inner) + (not problem.b_k_inner):
         return None  # an operand the translation renamed: no copy to make
     reason = "; ".join(f"{r.name}: {r.reason}" for r in refused.rejections)
-    segments = k_major_segments(work, operands, reason)
+    segments = k_major_segments(work, operands, reason, pm)
     try:
         kernel = compile_concrete(segments[1].fusion, device, pm=pm, overrides=overrides)
     except NoSchedulerError:
