@@ -333,8 +333,8 @@ def _k_major(
     no scheduler takes its operands as laid out but one takes them K-major (FP8 wgmma reads
     K-major operands only); None otherwise. ``explain`` shows the copy's segment and why."""
     problem = analysis.problem
-    if problem.a_k_inner and problem.b_k_inner:
-        return None
+    if not problem.operand_dtype.is_float8 or (problem.a_k_inner and problem.b_k_inner):
+        return None  # (16-bit operands: every layout has a kernel, or a reason to give)
     work = copy.deepcopy(fusion)
     by_name = {v.name: v for v in work.inputs if isinstance(v, TensorView)}
     operands = [
