@@ -4,7 +4,7 @@
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
-# parts (default: "tier bench serving"; "fp8" on request), so that a run can be split over calls
+# parts (default: "tier bench serving"; "fp8" and "fp8_block" on request), so that a run can be split over calls
 # of 10 minutes each.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
@@ -41,4 +41,10 @@ echo "== the fp8 corpus against torch._scaled_mm (cuBLASLt), per call and as CUD
 timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8 --graph --workers 14 --reps 20 \
     --progress --json > "$OUT/fp8.json" 2> "$OUT/fp8.txt"
 tail -40 "$OUT/fp8.txt"
+fi
+if [[ " $PARTS " == *" fp8_block "* ]]; then
+echo "== the block-scaled fp8 corpus (cuBLASLt per tensor, promoted, beside it)"
+timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8_block --graph --workers 14 --reps 20 \
+    --progress --json > "$OUT/fp8_block.json" 2> "$OUT/fp8_block.txt"
+tail -20 "$OUT/fp8_block.txt"
 fi

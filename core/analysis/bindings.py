@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 import attrs
 
 from mmaplug.analysis.epilogue import EpilogueProgram, Prologue
@@ -9,6 +11,10 @@ from mmaplug.analysis.patterns import DimRole, MatmulPattern, TensorRole
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion
+
+#: The roles block scales' dims are bound with (their strides are read by these roles): A's
+#: ``[M, K blocks]``, B's ``[K blocks, N blocks]``; a block dim's stride steps one block.
+SCALE_DIMS: Final = ((DimRole.M, DimRole.K), (DimRole.K, DimRole.N))
 
 
 @attrs.frozen(kw_only=True)
@@ -33,6 +39,10 @@ class TensorBinding:
 class MatmulAnalysis:
     """Everything a scheduler needs from a fusion, computed on a translated copy of it.
 
+    ``scales``: a block-scaled matmul's scales (``problem.block_scaled``), A's ``[M, K
+    blocks]`` then B's ``[K blocks, N blocks]``, bound with dim roles (M, K) and (K, N): a block
+    dim's stride steps one block. Empty otherwise.
+
     ``bs``: every B operand of a horizontal fusion (``problem.horizontal > 1``) in accumulator
     order (``bs[0]`` is ``b``; the epilogue's ``acc`` with ``arg=j`` is the product with
     ``bs[j]``); ``(b,)`` otherwise.
@@ -52,3 +62,4 @@ class MatmulAnalysis:
     bs: tuple[TensorBinding, ...] = attrs.field(
         default=attrs.Factory(lambda self: (self.b,), takes_self=True)
     )
+    scales: tuple[TensorBinding, ...] = ()

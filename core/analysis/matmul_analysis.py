@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from mmaplug.analysis.bindings import MatmulAnalysis, TensorBinding
+from mmaplug.analysis.bindings import SCALE_DIMS, MatmulAnalysis, TensorBinding
 from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram
 from mmaplug.analysis.horizontal import check_no_prologues, horizontal_operands
 from mmaplug.analysis.lower_epilogue import lower_epilogue, lower_prologue
@@ -29,7 +29,7 @@ from mmaplug.errors import UnsupportedFusionError
 from mmaplug.ir.arguments import MAX_EXTENT
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion, IterDomain, IterType, Scalar, TensorView, Val, as_fusion
-from mmaplug.ir.ops import METADATA_OPS, CastOp, LinearOp, MatmulOp
+from mmaplug.ir.ops import METADATA_OPS, CastOp, LinearOp, MatmulOp, ScaledMmaOp
 from mmaplug.ir.symbolic import require_concrete
 from mmaplug.ir.view_ops import ReshapeOp, SliceOp
 
@@ -59,10 +59,11 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
             "a sum over a mul of two broadcast operands"
         )
     check_no_prologues(patterns, name)
+    scale_tvs = _block_scales(work, patterns, name)
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
-    _check_roles(work, patterns, roles, troles, graph, name)
+    _check_roles(work, patterns, roles, troles, graph, name, scale_tvs)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
     b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
     if len(patterns) > 1:
@@ -98,6 +99,18 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         bind(t, TensorRole.EPILOGUE_INPUT) for t in troles[TensorRole.EPILOGUE_INPUT]
     )
     outputs = tuple(bind(t, TensorRole.OUTPUT) for t in work.outputs)
+    scales = tuple(
+        TensorBinding(
+            index=work.inputs.index(tv),
+            name=name(tv),
+            role=TensorRole.SCALE,
+            dtype=tv.dtype,
+            shape=tv.shape,
+            dim_roles=dim_roles,
+            alloc_order=tuple(tv.alloc_order),
+        )
+        for tv, dim_roles in zip(scale_tvs, SCALE_DIMS, strict=False)
+    )
     for binding, tv in ((a, a_tv), *zip(bs, b_tvs, strict=True)):
         _check_blocks(binding)
         _check_operand_inner(binding, tv, roles, graph)
@@ -132,6 +145,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         epilogue_ops=program.op_names,
         a_prologue_ops=prologue_a.op_names if prologue_a else (),
         b_prologue_ops=prologue_b.op_names if prologue_b else (),
+        block_scaled=bool(scales),
     )
     scalar_inputs = tuple(i for i, v in enumerate(work.inputs) if isinstance(v, Scalar))
     return MatmulAnalysis(
@@ -147,6 +161,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         prologue_a=prologue_a,
         prologue_b=prologue_b,
         bs=bs,
+        scales=scales,
     )
 
 
@@ -223,8 +238,34 @@ class _UserNames:
 # -- checks --------------------------------------------------------------------------------------
 
 
-def _check_roles(fusion, patterns, roles, troles, graph, name) -> None:  # noqa: ANN001
+def _block_scales(work: Fusion, patterns: list, name: _UserNames) -> list[TensorView]:  # noqa: ANN001
+    """The scale inputs of a block-scaled matmul (``ScaledMmaOp``), A's then B's; none for
+    other matmuls. A block-scaled matmul is fused alone, with its scales fusion inputs."""
+    ops = [p.output.definition for p in patterns]
+    scaled = [op for op in ops if isinstance(op, ScaledMmaOp)]
+    if not scaled:
+        return []
+    if len(ops) > 1:
+        raise UnsupportedFusionError(
+            f"the fusion holds {len(ops)} matmuls and one is block-scaled "
+            f"({name(scaled[0].output)}); a block-scaled matmul is fused alone (one matmul, "
+            "its epilogue after it)"
+        )
+    found = [tv for tv in scaled[0].inputs[2:] if isinstance(tv, TensorView)]
+    for tv in found:
+        if tv not in work.inputs or tv.dtype is not DType.float32:
+            raise UnsupportedFusionError(
+                f"block scale {name(tv)} ({tv.dtype.label}{list(tv.shape)}) is computed in the "
+                "fusion; kernels read block scales as float32 fusion inputs (compute them "
+                "before the fusion)"
+            )
+    return found
+
+
+def _check_roles(fusion, patterns, roles, troles, graph, name, scales) -> None:  # noqa: ANN001
     for tv in fusion.inputs:
+        if tv in scales:
+            continue
         if isinstance(tv, TensorView) and not any(tv in v for v in troles.values()):
             dims = list(unrelated_dims(tv, roles, graph))
             raise UnsupportedFusionError(

@@ -29,6 +29,7 @@ class TensorRole(enum.StrEnum):
     OPERAND_A = "a"
     OPERAND_B = "b"
     EPILOGUE_INPUT = "epilogue_input"
+    SCALE = "scale"  # a block scale of a block-scaled matmul's sum (MatmulAnalysis.scales)
     OUTPUT = "output"
 
 
@@ -64,7 +65,8 @@ def _recognise(expr: Expr) -> MatmulPattern | None:
     if isinstance(expr, MatmulOp | LinearOp | MmaOp):
         a, b = expr.inputs[0], expr.inputs[1]
         assert isinstance(a, TensorView) and isinstance(b, TensorView)
-        return MatmulPattern(a, b, expr.output, expr.kind)
+        kind = "mma" if isinstance(expr, MmaOp) else expr.kind  # a ScaledMmaOp is one too
+        return MatmulPattern(a, b, expr.output, kind)
     if isinstance(expr, ReductionOp):
         return _recognise_mul_sum(expr)
     return None

@@ -82,6 +82,7 @@ class MatmulProblem:
     epilogue_ops: tuple[str, ...] = ()
     a_prologue_ops: tuple[str, ...] = ()  # element-wise ops between input A and the mma
     b_prologue_ops: tuple[str, ...] = ()
+    block_scaled: bool = False  # FP8 sums scaled per K block (ScaledMmaOp, SCALE_BLOCK)
 
     @property
     def layout(self) -> Layout:
@@ -111,6 +112,7 @@ class MatmulProblem:
         """One line: shape, layout with both conventions spelled out, precision."""
         batch = f"batch={self.batch} " if self.batch > 1 else ""
         horizontal = f" horizontal={self.horizontal}" if self.horizontal > 1 else ""
+        horizontal += " block-scaled" if self.block_scaled else ""
         return (
             f"{batch}m={self.m} n={self.n} k={self.k} layout={self.layout.value} "
             f"(a_k_inner={self.a_k_inner}, b_k_inner={self.b_k_inner}) "

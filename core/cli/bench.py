@@ -6,6 +6,7 @@ reference before it is timed, so a fast wrong kernel cannot enter the table.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TextIO
 
@@ -215,7 +216,7 @@ def min_bytes(problem: TuneProblem) -> int:
     m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
     bias = n if problem.epilogue == "bias_gelu" else 0
     if problem.is_fp8:
-        scales = m + n if problem.scale == "row" else 2
+        scales = sum(math.prod(shape) for shape in problem.scale_shapes)
         return m * k + k * n + 2 * (m * n + bias) + 4 * scales
     itemsize = DType[problem.dtype].itemsize
     return (batch * (m * k + k * n + m * n) + bias) * itemsize
@@ -225,7 +226,10 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
     """torch's best composition of *problem* on *inputs*: matmul (cuBLAS) or, FP8,
     ``torch._scaled_mm`` (cuBLASLt per tensor, CUTLASS per row) with ``use_fast_accum=True``
     (the tensor cores' FP8 accumulation, as ours: without it cuBLASLt promotes partial sums
-    to float32, more accurate at deep K and slower), then GELU when fused.
+    to float32, more accurate at deep K and slower), then GELU when fused. Torch has no
+    block-scaled kernel: a ``block`` problem runs cuBLASLt per tensor (unit scales) with
+    ``use_fast_accum=False``, the same promotion of partial sums to float32 that block scaling
+    needs (ours every 128 of K), the nearest thing torch runs.
 
     cuBLASLt multiplies no two e5m2 operands, so an e5m2 problem's B goes to torch re-encoded
     as e4m3 (same bytes, same tensor-core rate: e5m2 x e4m3 is what torch offers)."""
@@ -241,6 +245,9 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
 
         return theirs
     a, b, scale_a, scale_b = inputs[:4]
+    block = problem.scale == "block"
+    if block:
+        scale_a = scale_b = torch.ones((), device="cuda")
     if problem.dtype == "float8_e5m2":
         b = b.t().float().to(torch.float8_e4m3fn).t()  # still column-major, as _scaled_mm asks
     bias = inputs[4] if fused else None
@@ -253,7 +260,7 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
             scale_b=scale_b,
             bias=bias,
             out_dtype=torch.bfloat16,
-            use_fast_accum=True,
+            use_fast_accum=not block,
         )
         return F.gelu(product) if fused else product
 

@@ -61,6 +61,7 @@ __all__ = [
     "wgmma_e5m2",
     "wgmma_f16",
     "wgmma_fence",
+    "wgmma_promote",
     "wgmma_wait_group",
     "wgmma_zeros",
 ]
@@ -276,6 +277,16 @@ def wgmma_zeros(count):
     """Return a UniTuple(float32, count) of zeros (`count` literal): a fresh accumulator."""
 
 
+def wgmma_promote(acc, part, scale_lo, scale_hi):
+    """Return `fma(part, scale, acc)` element by element (float32 FMAs, nothing else).
+
+    `acc` and `part` are accumulators of one wgmma shape; register i of a thread holds row
+    16 w + l // 4 + 8 ((i >> 1) & 1) (see wgmma_f16), scaled by float32 `scale_lo` (its
+    first row) or `scale_hi` (8 rows below): a block-scaled kernel's promotion of one K block's
+    partial sums into the float32 accumulators.
+    """
+
+
 def fence_operand(acc):
     """Return `acc` through an empty asm whose outputs are tied to its inputs (no instruction).
 
@@ -438,6 +449,7 @@ def _instantiate() -> dict[str, Any]:
         st_shared_b32.__name__: F.st_shared_intrinsic(st_shared_b32),
         fence_operand.__name__: F.fence_operand_intrinsic(fence_operand),
         wgmma_zeros.__name__: F.wgmma_zeros_intrinsic(wgmma_zeros),
+        wgmma_promote.__name__: F.wgmma_promote_intrinsic(wgmma_promote),
         wgmma_desc.__name__: F.wgmma_desc_intrinsic(wgmma_desc),
     }
     for stub, (text, ins, out) in ASM_VARIANTS.items():

@@ -225,6 +225,33 @@ def fence_operand_intrinsic(stub):
     return typer
 
 
+def wgmma_promote_intrinsic(stub):
+    @implements(stub)
+    def typer(typingctx, acc, part, scale_lo, scale_hi):
+        regs = _float_tuple_count("wgmma_promote", acc)
+        if part != acc:
+            raise NumbaTypeError(
+                f"wgmma_promote: the partial sums must be an accumulator like acc ({acc}), got "
+                f"{part}"
+            )
+        for name, ty in (("scale_lo", scale_lo), ("scale_hi", scale_hi)):
+            if ty != types.float32:
+                raise NumbaTypeError(f"wgmma_promote: {name} must be float32, got {ty}")
+
+        def codegen(context, builder, sig, args):
+            accs, parts = _unpack(builder, args[0], regs), _unpack(builder, args[1], regs)
+            scales = args[2], args[3]
+            out = [  # row of register i: 16 w + l // 4 + 8 ((i >> 1) & 1)
+                builder.fma(p, scales[(i >> 1) & 1], a)
+                for i, (a, p) in enumerate(zip(accs, parts, strict=True))
+            ]
+            return context.make_tuple(builder, sig.return_type, out)
+
+        return acc(acc, part, scale_lo, scale_hi), codegen
+
+    return typer
+
+
 def wgmma_zeros_intrinsic(stub):
     @implements(stub)
     def typer(typingctx, count):

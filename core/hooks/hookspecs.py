@@ -123,7 +123,10 @@ def mmaplug_schedulers() -> Sequence[Scheduler] | Scheduler | None:
     (``rules``), its resource model (``resources``), the changes it must force
     (``adjustments``) and the kernel (``build``). Core plans with them; the default heuristic,
     the tuner, ``mmaplug explain`` and ``docs/plugin-reference.md`` ask them. Two schedulers of
-    one name are a ``PluginError`` naming both plugins. A scheduler method that raises, or
+    one name are a ``PluginError`` naming both plugins. A block-scaled problem
+    (``MatmulProblem.block_scaled``: FP8 sums scaled every 128 of K, the scales in
+    ``LaunchArgs.scales``) is offered only to a scheduler with ``block_scales = True``: one that
+    ignored the scales would return a wrong sum. A scheduler method that raises, or
     answers something of the wrong kind, is a fault named ``mmaplug_schedulers (<name>.<method>)``
     with the usual policy; ``build`` has no fallback, and its ``KernelBuildError`` propagates.
 

@@ -21,6 +21,7 @@ from mmaplug.ir.ops import (
     MmaOp,
     PermuteOp,
     ReductionOp,
+    ScaledMmaOp,
     SetOp,
     SqueezeOp,
     UnaryOp,
@@ -184,6 +185,8 @@ def _run(expr: Expr, args: list) -> np.ndarray | float:
         return args[0]  # broadcast to the output's shape below
     if isinstance(expr, ReductionOp):
         return np.sum(args[0], axis=expr.axes)
+    if isinstance(expr, ScaledMmaOp):
+        return block_scaled_sum(*args, block=expr.block)
     if isinstance(expr, MmaOp):
         return _multiply_sum(args[0], args[1], expr.axes[0])
     if isinstance(expr, MatmulOp):
@@ -202,3 +205,17 @@ def _multiply_sum(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
     """``sum(a * b, axis)`` with broadcasting, without materialising the full product."""
     a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
     return np.matmul(a[..., None, :], b[..., :, None])[..., 0, 0]
+
+
+def block_scaled_sum(
+    a: np.ndarray, b: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray, *, block: int
+) -> np.ndarray:
+    """``ScaledMmaOp``: A ``[M, 1, K]``, B ``[1, N, K]``; each K block's sums scaled by
+    ``scale_a[m, j] * scale_b[j, n // block]`` before they are added."""
+    k, n = a.shape[-1], b.shape[1]
+    out = np.zeros((a.shape[0], n))
+    columns = np.arange(n) // block
+    for j, k0 in enumerate(range(0, k, block)):
+        part = _multiply_sum(a[..., k0 : k0 + block], b[..., k0 : k0 + block], 2)
+        out += part * scale_a[:, j : j + 1] * scale_b[j, columns][None, :]
+    return out

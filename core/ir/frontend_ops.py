@@ -11,12 +11,14 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.ir.frontend_shape_ops import Operand, ShapeOps
 from mmaplug.ir.fusion import IterDomain, IterType, TensorView, Val
 from mmaplug.ir.ops import (
+    SCALE_BLOCK,
     BinaryOp,
     CastOp,
     LinearOp,
     MatmulOp,
     MmaOp,
     ReductionOp,
+    ScaledMmaOp,
     SetOp,
     UnaryOp,
     result_dtype,
@@ -69,11 +71,19 @@ class Ops(ShapeOps):
     ) -> TensorView:
         """``torch._scaled_mm``: FP8 A ``[M, K]`` times FP8 B ``[K, N]``, each product scaled.
 
-        ``scale_a`` is float32 ``[]``, ``[1]`` or ``[1, 1]`` (per tensor) or ``[M, 1]`` (per row
-        of A); ``scale_b`` is float32 ``[]``, ``[1]`` or ``[1, 1]`` or ``[1, N]`` (per column of
-        B). The result is ``cast(matmul(a, b) * scale_a * scale_b + bias, out_dtype)``, written
-        with those ops (so ``mp.evaluate`` and every scheduler see one definition); ``bias`` is
-        ``[N]`` in any float type, ``out_dtype`` float16, bfloat16 or float32.
+        Scales are float32, in one of three forms:
+
+        - per tensor: ``scale_a`` and ``scale_b`` ``[]``, ``[1]`` or ``[1, 1]``;
+        - per row of A / column of B: ``scale_a`` ``[M, 1]``, ``scale_b`` ``[1, N]`` (either
+          may be per tensor);
+        - per block (DeepSeek-V3): ``scale_a`` ``[M, ceil(K / 128)]`` (1 x 128 blocks along K),
+          ``scale_b`` ``[ceil(K / 128), ceil(N / 128)]`` (128 x 128 blocks).
+
+        The first two scale the product: ``cast(matmul(a, b) * scale_a * scale_b + bias,
+        out_dtype)``, written with those ops (so ``mp.evaluate`` and every scheduler see one
+        definition). Block scales scale each K block's partial sums before they are added
+        (a ``ScaledMmaOp``), then the bias and cast follow. ``bias`` is ``[N]`` in any float
+        type, ``out_dtype`` float16, bfloat16 or float32.
         """
         a, b = self._tensor(a, "scaled_mm"), self._tensor(b, "scaled_mm")
         self._same_dtype("scaled_mm", a, b)
@@ -94,25 +104,38 @@ class Ops(ShapeOps):
                 "or float32 (then cast, where an FP8 result is wanted)"
             )
         rows, cols = a.no_reduction_domain[0], b.no_reduction_domain[1]
-        y = self.matmul(a, b)
-        for scale, name, shape in ((scale_a, "scale_a", "[M, 1]"), (scale_b, "scale_b", "[1, N]")):
-            scale = self._tensor(scale, f"scaled_mm {name}")
-            dims = scale.no_reduction_domain
-            per_tensor = all(d.extent == 1 for d in dims) and len(dims) <= 2
-            line, one = (0, 1) if name == "scale_a" else (1, 0)  # [M, 1] or [1, N]
-            per_line = len(dims) == 2 and (
-                fdims.agree(dims[line], rows if name == "scale_a" else cols)
-                and dims[one].extent == 1
-            )
-            if scale.dtype is not DType.float32 or not (per_tensor or per_line):
+        scales = [
+            self._tensor(scale_a, "scaled_mm scale_a"),
+            self._tensor(scale_b, "scaled_mm scale_b"),
+        ]
+        forms = [_scale_form(scales[0], 0, rows), _scale_form(scales[1], 1, cols)]
+        blocks = _block_shapes(a, b)
+        if None in forms:
+            as_blocks = [
+                blocks is not None and tuple(t.shape) == shape and t.dtype is DType.float32
+                for t, shape in zip(scales, blocks or ((), ()), strict=True)
+            ]
+            if not all(as_blocks):
+                # the scale that fits no form, else the one that is not a block (the other is)
+                neither = [i for i in (0, 1) if forms[i] is None and not as_blocks[i]]
+                which = (neither or [as_blocks.index(False)])[0]
+                bad = scales[which]
+                block = "[M, ceil(K / 128)] and [ceil(K / 128), ceil(N / 128)]"
+                if blocks:
+                    block = f"{list(blocks[0])} and {list(blocks[1])}"
                 raise FusionError(
-                    f"scaled_mm: {name} {scale.name} is {scale.dtype.label}{list(scale.shape)}; "
-                    f"it must be float32 [], [1], [1, 1] (per tensor) or {shape} (block scales "
-                    "are not implemented yet)"
+                    f"scaled_mm: {('scale_a', 'scale_b')[which]} {bad.name} is "
+                    f"{bad.dtype.label}{list(bad.shape)}; scales must be float32: [], [1] or "
+                    "[1, 1] (per tensor), [M, 1] and [1, N] (per row of A / column of B) or "
+                    f"{block} (blocks of 1x128 and 128x128)"
                 )
-            if len(dims) == 1:
-                scale = self.broadcast_in_dim(scale, [1, 1], [1])
-            y = self.mul(y, scale)
+            y = self._block_scaled(a, b, *scales)
+        else:
+            y = self.matmul(a, b)
+            for scale in scales:
+                if len(scale.no_reduction_domain) == 1:
+                    scale = self.broadcast_in_dim(scale, [1, 1], [1])
+                y = self.mul(y, scale)
         if bias is not None:
             bias = self._tensor(bias, "scaled_mm bias")
             bd = bias.no_reduction_domain
@@ -123,6 +146,24 @@ class Ops(ShapeOps):
                 )
             y = self.add(y, bias)
         return y if out_dtype is DType.float32 else self.cast(y, out_dtype)
+
+    def _block_scaled(
+        self, a: TensorView, b: TensorView, scale_a: TensorView, scale_b: TensorView
+    ) -> TensorView:
+        """The block-scaled sum of ``scaled_mm``: a ScaledMmaOp of A ``[M, 1, K]`` and B
+        ``[1, N, K]`` (B transposed, as a weight is stored), float32 ``[M, N]``."""
+        (m, k), n = a.shape, b.shape[1]
+        a3 = self.broadcast_in_dim(a, [m, 1, k], [0, 2])
+        b3 = self.broadcast_in_dim(self.permute(b, [1, 0]), [1, n, k], [1, 2])
+        ad, bd = a.no_reduction_domain, b.no_reduction_domain
+        domain = [
+            fdims.copy_dim(ad[0]),
+            fdims.copy_dim(bd[1]),
+            IterDomain(fdims.extent(ad[1], bd[0]), IterType.REDUCTION),
+        ]
+        out = self._new(DType.float32, domain)
+        self._fusion.attach(ScaledMmaOp(out, a3, b3, scale_a, scale_b, [2]))
+        return out
 
     def linear(self, a: TensorView, w: TensorView, bias: TensorView | None = None) -> TensorView:
         """``F.linear``: input ``[*, K]``, weight ``[N, K]`` (or ``[K]``), optional bias ``[N]``.
@@ -391,3 +432,26 @@ class Ops(ShapeOps):
 def _product_dtype(operands: DType) -> DType:
     """The dtype of a matmul of *operands*: theirs, but float32 for FP8."""
     return DType.float32 if operands.is_float8 else operands
+
+
+def _scale_form(scale: TensorView, line: int, extent_dim: IterDomain) -> str | None:
+    """``"tensor"`` or ``"line"`` (``[M, 1]`` when *line* is 0, ``[1, N]`` when 1) for a float32
+    scale of that form, else None."""
+    if scale.dtype is not DType.float32:
+        return None
+    dims = scale.no_reduction_domain
+    if len(dims) <= 2 and all(d.extent == 1 for d in dims):
+        return "tensor"
+    if len(dims) == 2 and fdims.agree(dims[line], extent_dim) and dims[1 - line].extent == 1:
+        return "line"
+    return None
+
+
+def _block_shapes(a: TensorView, b: TensorView) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The shapes of block scales of A ``[M, K]`` and B ``[K, N]`` (None for symbolic
+    extents: a block count needs K and N)."""
+    (m, k), n = a.shape, b.shape[1]
+    if min(m, k, n) < 0:
+        return None
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    return (m, kb), (kb, nb)

@@ -6,7 +6,7 @@ Each is an ``Expr`` that says how its input dims map to its output dims (``dim_p
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from mmaplug.ir.dtypes import DType, promote
 from mmaplug.ir.fusion import Expr, IterDomain, Scalar, TensorView, Val
@@ -138,6 +138,45 @@ class MmaOp(Expr):
 
     def attrs_text(self) -> str:
         return f"dims={list(self.axes)}"
+
+
+#: K (and N) elements that share one scale of a block-scaled matmul (DeepSeek-V3's recipe:
+#: 1x128 blocks of A, 128x128 blocks of B).
+SCALE_BLOCK: Final = 128
+
+
+class ScaledMmaOp(MmaOp):
+    """A block-scaled MmaOp: A ``[M, 1, K]`` and B ``[1, N, K]`` (FP8), float32 out ``[M, N]``,
+    ``out[m, n] = sum_j scale_a[m, j] scale_b[j, n // block] sum_{k in block j} a[m, k] b[k, n]``
+    with K blocks ``j`` of ``block`` elements (the last may be shorter). ``scale_a`` is float32
+    ``[M, ceil(K / block)]`` (1 x block along K), ``scale_b`` float32
+    ``[ceil(K / block), ceil(N / block)]`` (block x block). The scales are loop inputs of the
+    sum, not epilogue inputs: their dims are blocks, not M, N or K, so they join no dim.
+    """
+
+    kind = "scaled_mma"
+
+    def __init__(
+        self,
+        out: TensorView,
+        a: TensorView,
+        b: TensorView,
+        scale_a: TensorView,
+        scale_b: TensorView,
+        axes: Sequence[int],
+        block: int = SCALE_BLOCK,
+    ) -> None:
+        super().__init__(out, a, b, axes)
+        self.inputs += [scale_a, scale_b]
+        self.block = block
+
+    def dim_pairs(self) -> Iterator[tuple[IterDomain, IterDomain]]:
+        for inp in self.inputs[:2]:
+            assert isinstance(inp, TensorView)
+            yield from zip(inp.no_reduction_domain, self.output.domain, strict=False)
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.axes)}, block={self.block}"
 
 
 class MatmulOp(Expr):

@@ -29,6 +29,8 @@ class LaunchArgs:
     ``problem`` is this launch's: take m, n, k and batch from it, not from the spec the
     artifact was built for (one kernel serves every shape class planned alike).
     ``more_b``: B operands 1, 2, ... of a horizontal fusion (``MatmulAnalysis.bs[1:]``).
+    ``scales``: a block-scaled problem's scales (``MatmulAnalysis.scales``; their
+    ``role_strides`` by ``mmaplug.analysis.bindings.SCALE_DIMS``), empty otherwise.
     """
 
     a: DeviceTensor
@@ -39,6 +41,7 @@ class LaunchArgs:
     problem: MatmulProblem
     stream: int = 0
     more_b: tuple[DeviceTensor, ...] = ()
+    scales: tuple[DeviceTensor, ...] = ()
 
 
 #: What ``KernelArtifact.bind`` returns: called with data addresses, scalars and a stream handle.

@@ -39,6 +39,12 @@ from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecate
 
 #: The source name of the caller's overrides (``plan_problem(..., overrides=)``).
 CALLER: Final = "caller"
+#: Why a scheduler that does not say ``block_scales = True`` is not offered a block-scaled
+#: problem: a kernel that ignored ``LaunchArgs.scales`` would return a silently wrong sum.
+NO_BLOCK_SCALES: Final = (
+    "the problem is block-scaled (scales per 128 of K, applied inside the sum) and this "
+    "scheduler does not apply block scales (a scheduler that does sets block_scales = True)"
+)
 
 
 class Retry(Exception):
@@ -86,6 +92,9 @@ class Planner:
     def accepting(self) -> Iterator[tuple[str, SchedulerChoice | Rejection]]:
         """Each scheduler object's answer: whether it takes the problem."""
         for name, (plugin, scheduler) in sorted(self.schedulers.items()):
+            if self.problem.block_scaled and getattr(scheduler, "block_scales", False) is not True:
+                yield plugin, Rejection(name, NO_BLOCK_SCALES)
+                continue
             label = scheduler_label(name, "accepts")
             reason = self.guard.ask(plugin, label, scheduler.accepts, self.problem, self.device)
             if reason is None:
@@ -104,6 +113,8 @@ class Planner:
         ):
             if isinstance(answer, SchedulerChoice | Rejection):
                 warn_deprecated(self.guard.pm, plugin, hook)
+                if self.problem.block_scaled and isinstance(answer, SchedulerChoice):
+                    answer = Rejection(answer.name, NO_BLOCK_SCALES)
                 yield plugin, answer
             else:
                 expected = "SchedulerChoice, Rejection or None"

@@ -89,6 +89,8 @@ ATTRIBUTE_DOCS: Final[dict[type, dict[str, str]]] = {
         "epilogue_ops": "element-wise ops after the matmul, in order (`bias`, `gelu`, ...)",
         "a_prologue_ops": "element-wise ops between input A and the mma",
         "b_prologue_ops": "element-wise ops between input B and the mma",
+        "block_scaled": "FP8 sums scaled per block of 128 of K (`scaled_mm` with block scales); "
+        "offered only to schedulers with `block_scales = True`",
     },
     VectorWidths: {
         "a": "elements per load of A",

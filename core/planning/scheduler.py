@@ -14,6 +14,9 @@ answers, for its kernels only:
 - ``build(spec, analysis)``: the ``KernelArtifact`` (config, build, launch, ``kernel_jobs``;
   ``mmaplug.planning.artifact``), which the runtime launches with ``LaunchArgs``.
 
+and, optionally, ``block_scales = True`` when its kernels apply FP8 block scales
+(``LaunchArgs.scales``): only such schedulers are offered a block-scaled problem.
+
 Core plans with them (candidates, validation, adjustments, build), and the default heuristic,
 the tuner, ``explain`` and ``docs/plugin-reference.md`` ask them: nothing outside a scheduler's
 folder restates one of its rules. ``violations`` turns a scheduler's rules into ``Violation``
@@ -95,6 +98,9 @@ class Scheduler(Protocol):
 
     name: str
     priority: int
+    # Optional ``block_scales = True``: build() applies ``LaunchArgs.scales`` to a
+    # block-scaled problem's sum (``MatmulProblem.block_scaled``); only such schedulers are
+    # offered one.
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         """None when this scheduler can take *problem* on *device*, else why not."""

@@ -87,6 +87,7 @@ class CompiledFusion:
             analysis.a.index,
             analysis.b.index,
             *(b.index for b in analysis.bs[1:]),
+            *(b.index for b in analysis.scales),
             *(b.index for b in self._epilogue_bindings),
         )
         self._bound: dict[tuple, _Bound] = {}
@@ -286,6 +287,7 @@ class CompiledFusion:
             problem=analysis.problem,
             stream=stream,
             more_b=tuple(adapt(inputs[b.index], b) for b in analysis.bs[1:]),
+            scales=tuple(adapt(inputs[b.index], b) for b in analysis.scales),
         )
         return outputs, args
 

@@ -34,6 +34,19 @@ def wgmma_zeros(count: Any) -> tuple[np.float32, ...]:
     return (np.float32(0.0),) * literal("wgmma_zeros", count, range(1, 129), "in 1..128")
 
 
+def wgmma_promote(acc: Any, part: Any, scale_lo: Any, scale_hi: Any) -> tuple[np.float32, ...]:
+    """`fma(part, scale, acc)` in float32, `scale_lo` for the registers of a thread's first
+    row, `scale_hi` for those 8 rows below (one rounding, as the GPU's fma: the float32
+    product is exact in float64, and the sum is rounded once to float32 but for ties)."""
+    if len(acc) != len(part):
+        raise UsageError(f"wgmma_promote: {len(part)} partial sums for {len(acc)} accumulators")
+    scales = np.float32(scale_lo), np.float32(scale_hi)
+    return tuple(
+        np.float32(np.float64(a) + np.float64(p) * np.float64(scales[(i >> 1) & 1]))
+        for i, (a, p) in enumerate(zip(acc, part, strict=True))
+    )
+
+
 def fence_operand(acc: Any) -> Any:
     """The accumulators unchanged (a compiler fence on the GPU)."""
     return acc

@@ -10,10 +10,11 @@ A corpus file holds a list of problems under ``problems`` (JSON) or ``[[problems
     layout = "TN"        # nvFuser MmaLayout letters (default TN)
     epilogue = "none"    # none or bias_gelu (default none)
     batch = 1            # default 1
-    scale = "row"        # FP8 only, and required there: "tensor" or "row" (torch._scaled_mm's)
+    scale = "row"        # FP8 only, and required there: "tensor", "row" or "block"
 
 An FP8 problem is ``torch._scaled_mm``: layout TN (a weight ``[N, K]`` transposed), batch 1,
-scales per tensor or per row of A and column of B, a bfloat16 output.
+scales per tensor, per row of A and column of B, or per block (1x128 of A, 128x128 of B), a
+bfloat16 output.
 """
 
 from __future__ import annotations
@@ -30,19 +31,21 @@ from mmaplug.analysis.problem import Layout, MatmulProblem
 from mmaplug.errors import UsageError
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion, TensorView
+from mmaplug.ir.ops import SCALE_BLOCK
 
 EPILOGUES: Final = ("none", "bias_gelu")
 FP8_DTYPES: Final = ("float8_e4m3fn", "float8_e5m2")
 DTYPES: Final = ("float16", "bfloat16", *FP8_DTYPES)
-#: How an FP8 problem's operands are scaled: one float32 each, or one per row of A and column of B.
-SCALES: Final = ("tensor", "row")
+#: How an FP8 problem's operands are scaled: one float32 each, one per row of A and column of B,
+#: or one per 1x128 block of A and 128x128 block of B.
+SCALES: Final = ("tensor", "row", "block")
 _FIELDS: Final = ("m", "n", "k", "batch", "dtype", "layout", "epilogue", "scale")
 
 
 @attrs.frozen(kw_only=True)
 class TuneProblem:
     """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast; or,
-    for an FP8 *dtype*, ``torch._scaled_mm`` with *scale* ``tensor`` or ``row`` scales.
+    for an FP8 *dtype*, ``scaled_mm`` with *scale* ``tensor``, ``row`` or ``block`` scales.
 
     :raises UsageError: *scale* is missing on an FP8 problem or given on a 16-bit one, or an FP8
         problem is not layout TN, batch 1.
@@ -68,7 +71,8 @@ class TuneProblem:
         if self.scale not in SCALES:
             raise UsageError(
                 f"scale={self.scale!r} on a {self.dtype} problem; FP8 problems need scale "
-                f"{' or '.join(map(repr, SCALES))} (per tensor, or per row of A and column of B)"
+                f"{', '.join(map(repr, SCALES))} (per tensor, per row of A and column of B, per "
+                "block)"
             )
         if (self.layout, self.batch) != ("TN", 1):
             raise UsageError(
@@ -93,6 +97,16 @@ class TuneProblem:
         """Multiply-adds counted twice."""
         return 2.0 * self.batch * self.m * self.n * self.k
 
+    @property
+    def scale_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The shapes of an FP8 problem's scales of A and of B (by ``scale``)."""
+        if self.scale == "row":
+            return (self.m, 1), (1, self.n)
+        if self.scale == "block":
+            kb, nb = -(-self.k // SCALE_BLOCK), -(-self.n // SCALE_BLOCK)
+            return (self.m, kb), (kb, nb)
+        return (), (1,)
+
     def as_dict(self) -> dict[str, Any]:
         """Plain fields; ``TuneProblem(**d)`` rebuilds."""
         return attrs.asdict(self)
@@ -100,8 +114,9 @@ class TuneProblem:
     def fusion(self) -> Fusion:
         """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``).
 
-        FP8: inputs A ``[M, K]``, B ``[K, N]`` (K-major), scale_a float32 ``[]`` or ``[M, 1]``,
-        scale_b ``[1]`` or ``[1, N]``, then a bfloat16 bias ``[N]`` when fused; the output is
+        FP8: inputs A ``[M, K]``, B ``[K, N]`` (K-major), scale_a float32 ``[]``, ``[M, 1]`` or
+        ``[M, ceil(K / 128)]``, scale_b ``[1]``, ``[1, N]`` or ``[ceil(K / 128), ceil(N /
+        128)]``, then a bfloat16 bias ``[N]`` when fused; the output is
         ``scaled_mm(...)`` in bfloat16, or ``cast(gelu(scaled_mm(..., bias, float32)))``.
         """
         from mmaplug.ir.frontend import FusionDefinition
@@ -129,9 +144,9 @@ class TuneProblem:
 
     def _scaled_mm(self, fd: Any, a: TensorView, b: TensorView) -> TensorView:
         """The bfloat16 output of an FP8 entry, its scales (and bias) defined after A and B."""
-        row = self.scale == "row"
-        scale_a = fd.define_tensor([self.m, 1] if row else [], DType.float32)
-        scale_b = fd.define_tensor([1, self.n] if row else [1], DType.float32)
+        shape_a, shape_b = self.scale_shapes
+        scale_a = fd.define_tensor(list(shape_a), DType.float32)
+        scale_b = fd.define_tensor(list(shape_b), DType.float32)
         if self.epilogue != "bias_gelu":
             return fd.ops.scaled_mm(a, b, scale_a, scale_b, out_dtype=DType.bfloat16)
         bias = fd.define_tensor([self.n], DType.bfloat16)
@@ -252,6 +267,16 @@ def _fp8() -> tuple[TuneProblem, ...]:
     )
 
 
+def _fp8_block() -> tuple[TuneProblem, ...]:
+    w = LLAMA_WEIGHTS
+    shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120)]
+    shapes += [(4096, *w[name]) for name in ("8b_gate_up", "8b_down", "70b_qkv", "70b_down")]
+    shapes += [(128, 4096, 4096), (1000, 1040, 528)]
+    return _shapes(shapes, dtype="float8_e4m3fn", scale="block") + _shapes(
+        [(4096, 4096, 4096)], dtype="float8_e4m3fn", scale="block", epilogue="bias_gelu"
+    )
+
+
 # Llama-3 8B / 70B projections at 4096 tokens (qkv, o, gate+up, down), plus bias+GELU MLP shapes
 BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     "llm": _shapes(
@@ -304,6 +329,10 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     # llama-3 8B / 70B projections at 4096 tokens, M = 128, decode M = 1..64, odd extents, one
     # e5m2, fused bias+GELU; `mmaplug bench --corpus fp8 --graph` times it beside cuBLASLt
     "fp8": _fp8(),
+    # FP8 with DeepSeek-V3's block scales (1x128 of A, 128x128 of B): squares, llama-3 8B / 70B
+    # projections at 4096 tokens, M = 128 and odd extents; torch has no block-scaled kernel,
+    # so `mmaplug bench --corpus fp8_block --graph` times cuBLASLt per tensor beside it
+    "fp8_block": _fp8_block(),
 }
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mmaplug.errors import MatmulError
+from mmaplug.ir.ops import SCALE_BLOCK
 from mmaplug.tune.corpus import TuneProblem
 
 TOLERANCE: Final = 2e-2  # relative Frobenius error against torch in float32 (FP8: float64)
@@ -116,10 +117,10 @@ def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
 
 
 def _scaled_mm_inputs(problem: TuneProblem, *, zeros: bool) -> list[Any]:
-    """torch._scaled_mm's operands: A ``[M, K]`` and a weight ``[N, K]`` as B ``[K, N]`` (its
-    transpose: K-major), float32 scales ``[]`` and ``[1]`` or ``[M, 1]`` and ``[1, N]``, a
-    bfloat16 bias ``[N]``. Scale_b carries ``K**-0.5`` so outputs stay near 1 (the FP8 data
-    itself is unit normal, well inside e4m3's normal range)."""
+    """scaled_mm's operands: A ``[M, K]`` and a weight ``[N, K]`` as B ``[K, N]`` (its
+    transpose: K-major), float32 scales of the problem's ``scale_shapes`` (per tensor, row or
+    block), a bfloat16 bias ``[N]``. Scale_b carries ``K**-0.5`` so outputs stay near 1 (the FP8
+    data itself is unit normal, well inside e4m3's normal range)."""
     import torch
 
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -133,12 +134,12 @@ def _scaled_mm_inputs(problem: TuneProblem, *, zeros: bool) -> list[Any]:
         return torch.randn(shape, device="cuda", generator=gen)
 
     fp8 = getattr(torch, problem.dtype)
-    row = problem.scale == "row"
+    shape_a, shape_b = problem.scale_shapes
     inputs = [
         tensor(m, k).to(fp8),
         tensor(n, k).to(fp8).t(),
-        tensor(*((m, 1) if row else ()), scale=True),
-        tensor(*((1, n) if row else (1,)), scale=True) * k**-0.5,
+        tensor(*shape_a, scale=True),
+        tensor(*shape_b, scale=True) * k**-0.5,
     ]
     if problem.epilogue == "bias_gelu":
         inputs.append(tensor(n).to(torch.bfloat16))
@@ -152,10 +153,20 @@ def reference(problem: TuneProblem, inputs: Sequence[Any], dtype: Any = None) ->
     import torch.nn.functional as F  # noqa: N812
 
     a, b, *rest = (t.to(dtype or torch.float64) for t in inputs)
-    out = torch.matmul(a, b)
-    if problem.is_fp8:
+    if problem.scale == "block":  # each K block's product scaled before the blocks are added
+        scale_a, scale_b, *rest = rest
+        out = sum(
+            (a[:, k0 : k0 + SCALE_BLOCK] @ b[k0 : k0 + SCALE_BLOCK])
+            * scale_a[:, j : j + 1]
+            * scale_b[j].repeat_interleave(SCALE_BLOCK)[: problem.n]
+            for j, k0 in enumerate(range(0, problem.k, SCALE_BLOCK))
+        )
+    elif problem.is_fp8:
+        out = torch.matmul(a, b)
         scale_a, scale_b, *rest = rest
         out = out * scale_a * scale_b
+    else:
+        out = torch.matmul(a, b)
     return F.gelu(out + rest[0]) if problem.epilogue == "bias_gelu" else out
 
 

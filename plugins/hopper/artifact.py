@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from mmaplug.analysis.bindings import SCALE_DIMS
 from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.analysis.problem import MatmulProblem
@@ -16,6 +17,7 @@ from mmaplug.codegen.emitter import REDUCE_THREADS
 from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import require_unit_stride
 from mmaplug.cuda.launching import (
+    ARRAY_SLOTS,
     BoundKernels,
     DriverLaunch,
     KernelJob,
@@ -24,12 +26,18 @@ from mmaplug.cuda.launching import (
     simulating,
 )
 from mmaplug.cuda.modules import require_numba
-from mmaplug.errors import DeclinedLaunchError
+from mmaplug.errors import DeclinedLaunchError, LaunchError
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 from mmaplug.planning.params import MatmulParams, TilingStrategy
 
-from .config import VECTOR_ALIGN, HopperKernelConfig, epilogue_outputs, packed_buffers
+from .config import (
+    SCALE_PARAMS,
+    VECTOR_ALIGN,
+    HopperKernelConfig,
+    epilogue_outputs,
+    packed_buffers,
+)
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
@@ -49,6 +57,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         cluster_m=params.cluster_dims[0],
         horizontal=problem.horizontal,
+        block_scaled=problem.block_scaled,
     )
 
 
@@ -93,6 +102,7 @@ class _Launch:
     grid_args: tuple[int, ...]
     epi_strides: tuple[int, ...]
     out_strides: tuple[int, ...]
+    scale_strides: tuple[int, ...]
     m: int
     n: int
     batch: int
@@ -180,6 +190,16 @@ class HopperArtifact:
             for t in args.outputs
             for s in (t.role_strides[DimRole.BATCH], t.role_strides[DimRole.M])
         ]
+        if cfg.block_scaled and len(args.scales) != len(SCALE_PARAMS):
+            raise LaunchError(
+                f"{cfg.kernel_name} is block-scaled and takes {len(SCALE_PARAMS)} scale "
+                f"tensors; the launch has {len(args.scales)}"
+            )
+        scale_strides = tuple(
+            t.role_strides[r]
+            for t, roles in zip(args.scales, SCALE_DIMS, strict=False)  # SCALE_STRIDES' order
+            for r in roles
+        )
         shape = (
             problem.m,
             problem.n,
@@ -196,6 +216,7 @@ class HopperArtifact:
             grid_args=(k_split, tiles_m, tiles_n, units),
             epi_strides=tuple(epi),
             out_strides=tuple(outs),
+            scale_strides=scale_strides,
             m=problem.m,
             n=problem.n,
             batch=problem.batch,
@@ -221,13 +242,15 @@ class HopperArtifact:
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
+        scales, sc_strides = [t.array for t in args.scales], list(plan.scale_strides)
         scal32 = [np.float32(s) for s in args.scalars]
         grid, smem, stream, cluster = plan.grid, cfg.smem_bytes, args.stream, cfg.cluster_m
         if cfg.splitk == 1:
-            main = [maps, *ins, *outs, *scal32, *plan.shape, *plan.epi_strides, *plan.out_strides]
+            main = [maps, *scales, *ins, *outs, *scal32, *plan.shape, *sc_strides]
+            main += [*plan.epi_strides, *plan.out_strides]
         else:
             ws = self._workspace(plan)
-            main = [maps, ws, *plan.shape]
+            main = [maps, ws, *scales, *plan.shape, *sc_strides]
         with clustered:
             main += plan.grid_args
             launch_checked(kernels, "hopper_gemm", main, grid, block, stream, smem, cluster)
@@ -260,17 +283,21 @@ class BoundHopper(BoundKernels):
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
         maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal), 8)  # A's map, then each B's
+        scales = [(0, t.array.size, 4) for t in args.scales]  # float32 block scales
+        sc_strides = list(plan.scale_strides)
         self._more_b = cfg.horizontal - 1
         placeholders = [0.0] * len(prog.scalars)
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
         epi, out_s = list(plan.epi_strides), list(plan.out_strides)
-        # pointers: [maps, epilogue inputs..., outputs..., workspace]
-        tensors = list(range(1 + len(ins) + len(outs)))
-        first_scalar = 7 * (1 + len(ins) + len(outs))
+        # pointers: [maps, scales..., epilogue inputs..., outputs..., workspace]
+        arrays = 1 + len(scales) + len(ins) + len(outs)
+        tensors = list(range(arrays))
+        first_scalar = ARRAY_SLOTS * arrays
         if cfg.splitk == 1:
             params = KernelParams(
-                [maps_arg, *ins, *outs, *placeholders, *shape, *epi, *out_s, *grid_args]
+                [maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s]
+                + grid_args
             )
             main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
             super().__init__(
@@ -281,7 +308,7 @@ class BoundHopper(BoundKernels):
             return
         size = cfg.splitk * plan.batch * plan.m * plan.n
         ws_arg, ws = (0, size, 4), len(tensors)
-        main = KernelParams([maps_arg, ws_arg, *shape, *grid_args])
+        main = KernelParams([maps_arg, ws_arg, *scales, *shape, *sc_strides, *grid_args])
         red = KernelParams(
             [ws_arg, *ins, *outs, *placeholders, plan.m, plan.n, plan.batch, *epi, *out_s]
         )
@@ -293,14 +320,17 @@ class BoundHopper(BoundKernels):
                 DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main, cfg.cluster_m),
                 DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
             ],
-            [(main, [0, ws]), (red, [ws, *tensors[1:]])],
-            [(red, first_scalar + i) for i in range(len(prog.scalars))],
+            [
+                (main, [0, ws, *tensors[1 : 1 + len(scales)]]),
+                (red, [ws, *tensors[1 + len(scales) :]]),
+            ],
+            [(red, first_scalar - ARRAY_SLOTS * len(scales) + i) for i in range(len(prog.scalars))],
             workspace=size,
         )
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
-        """Launch on data at *addresses* (A, B, further Bs, epilogue inputs, outputs[,
-        workspace])."""
+        """Launch on data at *addresses* (A, B, further Bs, block scales, epilogue inputs,
+        outputs[, workspace])."""
         if self._more_b:  # a horizontal fusion's further Bs follow B
             rest = 2 + self._more_b
             maps = self._maps.get(addresses[0], addresses[1], stream, tuple(addresses[2:rest]))

@@ -11,6 +11,7 @@ from mmaplug.codegen.emitter import cast_epilogue, epilogue_params, tile3
 from mmaplug.codegen.grid import grid_problems
 from mmaplug.codegen.kernel_config import config_label
 from mmaplug.ir.dtypes import DType
+from mmaplug.ir.ops import SCALE_BLOCK
 
 WARPGROUP: Final = 128
 WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16, m64nNk32 for FP8)
@@ -41,6 +42,10 @@ REGISTER_SPLITS: Final = {False: (24, 240), True: (40, 232)}  # keyed by "in CTA
 # int64 parameters of the main kernel, in order
 SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_batched", "b_batched")
 GRID_PARAMS: Final = ("k_split", "tiles_m", "tiles_n", "units")
+# a block-scaled kernel's scales (float32 arrays) and their element strides: A's [M, K blocks]
+# by row and block, B's [K blocks, N blocks] by K block and N block
+SCALE_PARAMS: Final = ("sfa", "sfb")
+SCALE_STRIDES: Final = ("sfa_m", "sfa_k", "sfb_k", "sfb_n")
 
 
 @attrs.frozen(kw_only=True)
@@ -50,6 +55,11 @@ class HopperKernelConfig:
     The CTA tile is split over a grid of consumer warpgroups, each computing a ``warp_tile``
     (``wm/64`` wgmma row blocks of ``m64 n{wn} k16``); one producer warpgroup issues the TMA
     loads.
+
+    ``block_scaled``: each K tile (one ``SCALE_BLOCK`` of K) is summed into fresh partial
+    sums, which are scaled by A's row scales and B's block scale and added to the float32
+    accumulators in registers (the promotion DeepGEMM does every 128 of K): the kernel takes
+    ``sfa``/``sfb`` and their strides.
 
     ``horizontal`` h > 1: h B operands (one tensor map each) share A; a stage holds their tiles
     stacked along N, so ``cta_tile`` n is the wgmma's N = h x the output tile's n (``n_out``),
@@ -70,6 +80,7 @@ class HopperKernelConfig:
     pingpong: bool = False
     cluster_m: int = 1
     horizontal: int = 1
+    block_scaled: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -163,6 +174,7 @@ class HopperKernelConfig:
             f"{'_pp' if self.pingpong else ''}"
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
             f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
+            f"{'_bs' if self.block_scaled else ''}"
         )
 
 
@@ -190,6 +202,18 @@ def dtype_problems(dtype: DType, a_k_inner: bool, b_k_inner: bool) -> list[str]:
             f"B {'K' if b_k_inner else 'N'}-major"
         ]
     return []
+
+
+def accumulator_budget(block_scaled: bool) -> int:
+    """float32 accumulators a consumer thread may hold: ``MAX_ACCUMULATORS``, or half with
+    block scales (each accumulator has a partial sum beside it)."""
+    return MAX_ACCUMULATORS // 2 if block_scaled else MAX_ACCUMULATORS
+
+
+def block_tile(cta_k: int, n_out: int) -> bool:
+    """A block-scaled kernel's CTA tile: one scale block of K per tile, and output columns
+    within one 128-column block of B's scales (n dividing 128)."""
+    return cta_k == SCALE_BLOCK and n_out > 0 and SCALE_BLOCK % n_out == 0
 
 
 def consumer_count(
@@ -310,11 +334,14 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             f"{cfg.consumers} consumer warpgroups; the kernel has at most {MAX_CONSUMERS} "
             "(register budget)"
         )
-    if not problems and cfg.accumulators > MAX_ACCUMULATORS:
+    budget = accumulator_budget(cfg.block_scaled)
+    if not problems and cfg.accumulators > budget:
         problems.append(
             f"warp_tile {wm}x{wn} needs {cfg.accumulators} accumulator registers per thread; "
-            f"at most {MAX_ACCUMULATORS} fit beside the addressing registers"
+            f"at most {budget} fit beside the addressing registers"
+            + (" and the partial sums of block scaling" if cfg.block_scaled else "")
         )
+    problems += block_scale_problems(cfg)
     problems += cluster_problems(cfg)
     problems += horizontal_problems(cfg)
     if cfg.stages < MIN_STAGES:
@@ -329,6 +356,23 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             "packed_stores needs smem_epilogue and outputs whose chunk rows fit the staging "
             f"region (outputs {[d.label for d in cfg.epilogue_outputs]})"
         )
+    return problems
+
+
+def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s block scaling cannot be built (see :func:`block_tile`)."""
+    if not cfg.block_scaled:
+        return []
+    problems = []
+    if not cfg.operand_dtype.is_float8:
+        problems.append(f"block scales scale FP8 sums, not {cfg.operand_dtype.label} ones")
+    if not block_tile(cfg.cta_tile[2], cfg.n_out):
+        problems.append(
+            f"block scales: cta_tile {cfg.cta_tile} must have k = {SCALE_BLOCK} (one scale "
+            f"block) and n dividing {SCALE_BLOCK} (one block of B's scales)"
+        )
+    if cfg.horizontal > 1:
+        problems.append("block scales are generated for one matmul, not a horizontal fusion")
     return problems
 
 
@@ -391,7 +435,12 @@ def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
 
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:
     """Parameter names of ``hopper_gemm``, in launch order."""
+    scales = list(SCALE_PARAMS) if cfg.block_scaled else []
+    strides = list(SCALE_STRIDES) if cfg.block_scaled else []
     if cfg.splitk > 1:
-        return ["maps", "ws", *SHAPE_PARAMS, *GRID_PARAMS]
+        return ["maps", "ws", *scales, *SHAPE_PARAMS, *strides, *GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
-    return ["maps", *ins, *outs, *scal, *SHAPE_PARAMS, *in_strides, *out_strides, *GRID_PARAMS]
+    return [
+        "maps", *scales, *ins, *outs, *scal, *SHAPE_PARAMS, *strides, *in_strides, *out_strides,
+        *GRID_PARAMS,
+    ]  # fmt: skip

@@ -28,7 +28,7 @@ from typing import Any, Final
 from mmaplug.cuda.launching import KernelJob
 from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types, reduce_signature
 
-from .config import GRID_PARAMS, SHAPE_PARAMS, HopperKernelConfig
+from .config import GRID_PARAMS, SCALE_PARAMS, SCALE_STRIDES, SHAPE_PARAMS, HopperKernelConfig
 from .kernel_codegen import generate_source
 
 __all__ = [
@@ -53,12 +53,15 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
     ins, outs, scal, in_strides, out_strides = epilogue_types(config.epilogue)
     i64 = types.int64
     shape, grid = [i64] * len(SHAPE_PARAMS), [i64] * len(GRID_PARAMS)
+    scales = [f32a] * len(SCALE_PARAMS) if config.block_scaled else []
+    strides = [i64] * len(SCALE_STRIDES) if config.block_scaled else []
     if config.splitk > 1:
         return {
-            "hopper_gemm": types.void(u64a, f32a, *shape, *grid),
+            "hopper_gemm": types.void(u64a, f32a, *scales, *shape, *strides, *grid),
             "hopper_splitk_reduce": reduce_signature(config.epilogue),
         }
-    main = [u64a, *ins, *outs, *scal, *shape, *in_strides, *out_strides, *grid]
+    main = [u64a, *scales, *ins, *outs, *scal, *shape, *strides, *in_strides, *out_strides]
+    main += grid
     return {"hopper_gemm": types.void(*main)}
 
 

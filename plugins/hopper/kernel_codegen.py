@@ -5,6 +5,7 @@ from __future__ import annotations
 from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, fp8_imports, jit_options
 from mmaplug.codegen.grid import emit_tile_decode, emit_unsigned_divisors
 from mmaplug.ir.dtypes import DType
+from mmaplug.ir.ops import SCALE_BLOCK
 
 from .config import (
     BOX_INNER,
@@ -133,6 +134,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         f"wgmma_wait_group, {_wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
+        f"{'wgmma_promote, ' if cfg.block_scaled else ''}"
         "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
@@ -327,11 +329,9 @@ def _emit_consumer(
 ) -> None:
     stages = cfg.stages
     gm, _gn = cfg.consumer_grid
-    wm, wn, bk = cfg.warp_tile
+    wm, wn, _ = cfg.warp_tile
     blocks = wm // 64
     nacc = wn // 2
-    wgmma, transposes = _WGMMA[cfg.operand_dtype]
-    trans = f", {a.trans}, {b.trans}" if transposes else ""
     if cfg.consumers == 2 and not sim:
         em(f"setmaxnreg_inc({cfg.registers[1]})")
     em(f"{kv.c} = {kv.wg} - 1")
@@ -357,6 +357,9 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
+    if cfg.block_scaled:  # one K block's sums, promoted into acc with its scales
+        for r in range(blocks):
+            em(f"part{r} = wgmma_zeros({nacc})")
     if cfg.packed_stores:
         emit_packed_setup(em, cfg)
     elif cfg.smem_epilogue:
@@ -398,24 +401,17 @@ def _emit_consumer(
             em(f"if {kv.c} == 1 or turns > 0:")
             em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
             em("turns += 1")
+        if cfg.block_scaled:
+            _emit_block_scaled_loop(em, cfg, a, b, accs)
+            emit_epilogue(em, cfg, accs)
+            em(f"{kv.u} += {kv.ustep}")
+            return
         em("scale = 0")
         em("prev = -1  # the stage whose wgmmas may still be reading it")
         em(f"{kv.k0} = {kv.kb}")
         em(f"while {kv.k0} < {kv.ke}:")
         with em.indent():
-            em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
-            for acc in accs:
-                em(f"{acc} = fence_operand({acc})")
-            em("wgmma_fence()")
-            em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
-            em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
-            for j in range(bk // wgmma_k(cfg.operand_dtype)):
-                sc = "scale" if j == 0 else "1"
-                db = f"db + ob + uint64({b.step_offset(j) >> 4})"
-                for r, acc in enumerate(accs):
-                    da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
-                    em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
-            em("wgmma_commit_group()")
+            _emit_stage_wgmmas(em, cfg, a, b, accs, "scale")
             em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
             with em.indent():
                 _emit_origin(em, cfg)
@@ -444,6 +440,87 @@ def _emit_consumer(
                 emit_column_prefetch(em, cfg)
         emit_epilogue(em, cfg, accs)
         em(f"{kv.u} += {kv.ustep}")
+
+
+def _emit_stage_wgmmas(
+    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str], first: str
+) -> None:
+    """Wait for stage ``s`` to be full and issue its wgmmas into *accs* (one per 64-row block
+    and K step), committed as one group; *first* is the first step's scale-d (0 overwrites)."""
+    wgmma, transposes = _WGMMA[cfg.operand_dtype]
+    trans = f", {a.trans}, {b.trans}" if transposes else ""
+    em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+    for acc in accs:
+        em(f"{acc} = fence_operand({acc})")
+    em("wgmma_fence()")
+    em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
+    em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+    for j in range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)):
+        sc = first if j == 0 else "1"
+        db = f"db + ob + uint64({b.step_offset(j) >> 4})"
+        for r, acc in enumerate(accs):
+            da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
+            em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
+    em("wgmma_commit_group()")
+
+
+def _emit_block_scaled_loop(
+    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
+) -> None:
+    """A work unit's main loop with block scales: each stage (one ``SCALE_BLOCK`` of K) is
+    summed into fresh partial sums; once those wgmmas are done the stage is released and the
+    partial sums are added to the accumulators, scaled by the thread's rows' scales of A times
+    the tile's scale of B (DeepGEMM's promotion: FP8 wgmma adds with about 14 bits, so no more
+    than one block is summed in the tensor cores). The scales of the next block are loaded
+    while this block's wgmmas run, so their latency is a whole iteration away; the other
+    consumer's wgmmas keep the tensor cores busy during a promotion."""
+    stages, wm = cfg.stages, cfg.warp_tile[0]
+    parts = [f"part{r}" for r in range(len(accs))]
+    rows = [
+        (f"{h}{r}", 64 * r + off) for r in range(len(accs)) for h, off in (("lo", 0), ("hi", 8))
+    ]
+    for acc in accs:
+        em(f"{acc} = wgmma_zeros({cfg.warp_tile[1] // 2})")
+    _emit_origin(em, cfg)  # the scales' rows and column block are the tile's
+    emit_column_prefetch(em, cfg)
+    em(f"srow = {kv.m0} + {kv.cm} * {wm} + 16 * {kv.w} + {kv.lane} // 4")
+    for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
+        em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")
+    em(f"bcol = ({kv.n0} // {SCALE_BLOCK}) * sfb_n")
+    em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
+
+    def load(prefix: str) -> None:  # raw loads: nothing reads them before they are needed
+        em(f"{prefix}bsc = sfb[kblk * sfb_k + bcol]")
+        for name, _ in rows:
+            em(f"{prefix}{name} = sfa[a{name} + kblk * sfa_k]")
+
+    for name in ("bsc", *(name for name, _ in rows)):
+        em(f"s{name} = float32(0)")
+    em(f"if {kv.kb} < {kv.ke}:")
+    with em.indent():
+        load("s")
+    em(f"{kv.k0} = {kv.kb}")
+    em(f"while {kv.k0} < {kv.ke}:")
+    with em.indent():
+        _emit_stage_wgmmas(em, cfg, a, b, parts, "0")  # fresh partial sums
+        for name in ("bsc", *(name for name, _ in rows)):
+            em(f"n{name} = s{name}")
+        em("kblk += 1")
+        em(f"if {kv.k0} + {SCALE_BLOCK} < {kv.ke}:  # the next block's scales, while these run")
+        with em.indent():
+            load("n")
+        em("wgmma_wait_group(0)")
+        for part in parts:
+            em(f"{part} = fence_operand({part})")
+        _emit_release(em, stages, kv.s, cfg.cluster_m)
+        for r, (acc, part) in enumerate(zip(accs, parts, strict=True)):
+            em(f"{acc} = wgmma_promote({acc}, {part}, slo{r} * sbsc, shi{r} * sbsc)")
+        for name in ("bsc", *(name for name, _ in rows)):
+            em(f"s{name} = n{name}")
+        _advance(em, stages)
+        em(f"{kv.k0} += {cfg.cta_tile[2]}")
+    if cfg.pingpong:
+        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
 
 
 def _emit_release(em: Emitter, stages: int, stage: str, cluster: int) -> None:

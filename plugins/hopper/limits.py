@@ -13,16 +13,17 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.ir.ops import SCALE_BLOCK
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TilingStrategy, Violation
 from mmaplug.planning.scheduler import Resources, Rule
 
 from .config import (
-    MAX_ACCUMULATORS,
     MAX_CONSUMERS,
     MAX_TMA_BOX,
     MIN_STAGES,
     REGISTER_SPLITS,
+    accumulator_budget,
     consumer_count,
     epilogue_chunk,
     horizontal_chunk,
@@ -44,6 +45,7 @@ from .space import (
     TMA_LOADS,
     WARP_SPECIALIZED,
     accumulators,
+    block_n,
     box_k,
     box_mn,
     cta_k_text,
@@ -116,7 +118,11 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         Rule("cta_tile", f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}", _cta_box),
         Rule("cta_tile", "equal to warp_tile with ping-pong", _pingpong),
         Rule("cta_tile", f"<= {MAX_CONSUMERS} warp tiles", _consumer_limit),
-        Rule("warp_tile", f"m * n / 128 <= {MAX_ACCUMULATORS}", _accumulator_limit),
+        Rule(
+            "warp_tile",
+            f"m * n / 128 <= {accumulator_budget(problem.block_scaled)}",
+            _accumulator_limit,
+        ),
         Rule("stages", f"<= {optin:,} B shared memory", _smem),
         Rule("stages", f">= {MIN_STAGES}", _min_stages),
         Rule("prefetch_gap", PREFETCH_GAP.text, _prefetch_gap),
@@ -130,6 +136,8 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         ),
         Rule("splitk_factor", "<= ceil(k / cta_k)", _k_tiles),
     ]
+    if problem.block_scaled:
+        found.append(Rule("cta_tile", f"n dividing {SCALE_BLOCK} (block scales)", _block_n))
     if problem.horizontal > 1:
         found += _horizontal_rules(problem)
     found.append(Rule("cta_tile", f"batch * splitk * tiles <= {MAX_UNITS:,}", _units))
@@ -212,13 +220,29 @@ def _consumer_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -
     )
 
 
-def _accumulator_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
-    warp = params.warp_tile
-    if (accs := accumulators(warp)) <= MAX_ACCUMULATORS:
+def _accumulator_limit(params: MatmulParams, problem: MatmulProblem, _d: Device) -> str | None:
+    warp, budget = params.warp_tile, accumulator_budget(problem.block_scaled)
+    if (accs := accumulators(warp)) <= budget:
         return None
+    if problem.block_scaled:
+        return (
+            f"warp_tile={warp} needs {accs} float32 accumulators per thread, and as many "
+            f"partial sums with block scales; at most {budget} of each fit. Use 64x128."
+        )
     return (
         f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
-        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256 or 128x128."
+        f"{budget} fit beside addressing registers. Use 64x256 or 128x128."
+    )
+
+
+def _block_n(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    cta = params.cta_tile
+    if block_n(cta, problem):
+        return None
+    return (
+        f"cta_tile={cta}: with block scales a tile's columns share one of B's "
+        f"{SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, so n must divide {SCALE_BLOCK}. Set "
+        f"cta_tile.n to {SCALE_BLOCK} or 64."
     )
 
 

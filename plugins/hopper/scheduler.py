@@ -38,6 +38,7 @@ class HopperScheduler:
     __slots__ = ()
     name: str = NAME
     priority: int = PRIORITY
+    block_scales: bool = True  # the kernel applies FP8 block scales in its main loop
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         """None when the hopper kernel can take *problem* on *device*, else why not."""

@@ -11,18 +11,20 @@ from collections.abc import Callable
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.ir.ops import SCALE_BLOCK
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Space
 
 from .config import (
     BOX_INNER,
-    MAX_ACCUMULATORS,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
     WARPGROUP,
     WGMMA_M,
+    accumulator_budget,
+    block_tile,
     horizontal_unit,
     k_box,
     wgmma_k,
@@ -107,15 +109,28 @@ def instruction_text(problem: MatmulProblem) -> str:
 
 
 def box_k(k: int, problem: MatmulProblem) -> bool:
-    """cta_tile.k is whole 128-byte swizzle rows within one TMA box."""
-    return k % k_box(problem.operand_dtype) == 0 and 0 < k <= MAX_TMA_BOX
+    """cta_tile.k is whole 128-byte swizzle rows within one TMA box (one scale block of a
+    block-scaled problem)."""
+    return k in cta_ks(problem)
+
+
+def cta_ks(problem: MatmulProblem) -> range:
+    """The legal cta_tile k: ``64, 128, 192, 256`` (``128, 256`` for FP8; ``128``, one scale
+    block, when block-scaled)."""
+    if problem.block_scaled:
+        return range(SCALE_BLOCK, SCALE_BLOCK + 1)
+    unit = k_box(problem.operand_dtype)
+    return range(unit, MAX_TMA_BOX + 1, unit)
 
 
 def cta_k_text(problem: MatmulProblem) -> str:
-    """The legal cta_tile k in words: ``64, 128, 192, 256`` (``128, 256`` for FP8)."""
-    return ", ".join(
-        map(str, range(k_box(problem.operand_dtype), MAX_TMA_BOX + 1, k_box(problem.operand_dtype)))
-    )
+    """The legal cta_tile k in words (:func:`cta_ks`)."""
+    return ", ".join(map(str, cta_ks(problem)))
+
+
+def block_n(cta: TileShape, problem: MatmulProblem) -> bool:
+    """A block-scaled tile's columns lie in one block of B's scales (``config.block_tile``)."""
+    return not problem.block_scaled or block_tile(SCALE_BLOCK, cta.n)
 
 
 def box_mn(cta: TileShape) -> bool:
@@ -136,12 +151,14 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     def warp_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
             return False
-        return wgmma_tile(v, problem) and accumulators(v) <= MAX_ACCUMULATORS
+        budget = accumulator_budget(problem.block_scaled)
+        return wgmma_tile(v, problem) and accumulators(v) <= budget
 
     def cta_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
             return False
-        return box_k(v.k, problem) and box_mn(v) and (h == 1 or stacked_n(v, problem))
+        stacked = h == 1 or stacked_n(v, problem)
+        return box_k(v.k, problem) and box_mn(v) and stacked and block_n(v, problem)
 
     def instruction_tile(v: object) -> bool:
         return isinstance(v, TileShape) and wgmma_instruction(v, problem)
@@ -154,6 +171,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         for n in dict.fromkeys(w.n for w in warps)
     ]
     stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
+    stacked += f"n dividing {SCALE_BLOCK}, " if problem.block_scaled else ""
     return (
         Space(
             "cta_tile",
@@ -163,7 +181,8 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         ),
         Space(
             "warp_tile",
-            f"m % 64 == 0, n % {n_unit(problem)} == 0, n <= 256, m * n / 128 <= {MAX_ACCUMULATORS}",
+            f"m % 64 == 0, n % {n_unit(problem)} == 0, n <= 256, m * n / 128 <= "
+            f"{accumulator_budget(problem.block_scaled)}",
             accepts=warp_tile,
             examples=tuple(warps),
         ),

@@ -240,6 +240,7 @@ def test_every_intrinsic_has_a_case():
         "wgmma_commit_group",
         "wgmma_wait_group",
         "wgmma_zeros",
+        "wgmma_promote",
         "fence_operand",
         "wgmma_desc",
     }
@@ -304,6 +305,33 @@ def _asm_blocks(ptx: str) -> list[str]:
     return [
         b.strip() for b in re.findall(r"// begin inline asm\n(.*?)// end inline asm", ptx, re.S)
     ]
+
+
+def test_wgmma_promote_is_one_fma_per_accumulator_with_its_rows_scale():
+    """acc + part * scale: an fma.rn.f32 per register, registers 2, 3 (the row 8 below) and
+    6, 7 taking the second scale."""
+
+    def kernel(descs, scales, out):
+        acc = H.wgmma_zeros(8)
+        part = H.wgmma_f16(H.wgmma_zeros(8), descs[0], descs[1], 0, 0, 0)
+        H.wgmma_commit_group()
+        H.wgmma_wait_group(0)
+        part = H.fence_operand(part)
+        acc = H.wgmma_promote(acc, part, scales[0], scales[1])
+        for i in range(8):
+            out[8 * cuda.threadIdx.x + i] = acc[i]
+
+    ptx = _ptx(kernel, (U64, F32, F32))
+    assert len(re.findall(r"\bfma\.rn\.f32\b", ptx)) == 8, ptx
+
+
+def test_wgmma_promote_rejects_unlike_partial_sums():
+    def kernel(descs, out):
+        acc = H.wgmma_promote(H.wgmma_zeros(8), H.wgmma_zeros(4), out[0], out[1])
+        out[0] = acc[0]
+
+    with pytest.raises(TypingError, match="wgmma_promote: the partial sums must be"):
+        _ptx(kernel, (U64, F32))
 
 
 def test_fence_operand_emits_no_instruction():

@@ -43,8 +43,12 @@ def _scaled_fusion(case: dict, dtype: mp.DType) -> mp.Fusion:
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([m, k], dtype, stride_order=[1, 0] if case["a_k_inner"] else [0, 1])
         b = fd.define_tensor([k, n], dtype, stride_order=[0, 1] if case["b_k_inner"] else [1, 0])
-        sa = fd.define_tensor([m, 1], mp.float32)
-        sb = fd.define_tensor([1, n], mp.float32)
+        if case.get("block"):  # 1x128 blocks of A, 128x128 of B
+            sa = fd.define_tensor([m, -(-k // 128)], mp.float32)
+            sb = fd.define_tensor([-(-k // 128), -(-n // 128)], mp.float32)
+        else:
+            sa = fd.define_tensor([m, 1], mp.float32)
+            sb = fd.define_tensor([1, n], mp.float32)
         bias = fd.define_tensor([n], mp.bfloat16) if case["bias_relu"] else None
         y = fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.float32)
         if case["bias_relu"]:

@@ -286,6 +286,44 @@ def case_tn_e4m3_out_e4m3_staged_bytes(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True}  # fmt: skip
 
 
+def _block_scaled(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any) -> tuple:
+    """FP8 A [m, k] and B [k, n] (K-major) with block scales: A's [m, ceil(k / 128)], B's
+    [ceil(k / 128), ceil(n / 128)]."""
+    a = fd.define_tensor([m, k], dtype=dtype)
+    b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])
+    kb, nb = -(-k // 128), -(-n // 128)
+    sa = fd.define_tensor([m, kb], dtype=mp.float32)
+    sb = fd.define_tensor([kb, nb], dtype=mp.float32)
+    return a, b, sa, sb
+
+
+def case_tn_e4m3_block_ragged_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, e4m3: ragged M (70) and K (304: three K blocks, the last of 48), N = 200
+    (two blocks of B's scales, two 64-column tiles each), a bf16 bias and output."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 200, 304, mp.float8_e4m3fn)
+    bias = fd.define_tensor([200], dtype=mp.bfloat16)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e5m2_block_splitk2_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, e5m2: split-K 2 (two K blocks per split) in CTA pairs, float32 out with
+    SiLU."""
+    a, b, sa, sb = _block_scaled(fd, mp, 128, 128, 512, mp.float8_e5m2)
+    fd.add_output(fd.ops.silu(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), "splitk_factor": 2,
+            "cluster_dims": (2, 1), **PERSISTENT}  # fmt: skip
+
+
+def case_tn_e4m3_block_pingpong_two_row_blocks(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, e4m3: ping-pong consumers on 128x64 tiles (two 64-row wgmma blocks per
+    consumer, each with its rows' scales), two blocks of B's scales, float16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 128, 256, 256, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float16))
+    return {**_tile((128, 64, 128), (128, 64, 128), 2, k=32),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
@@ -305,7 +343,9 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
          "tn_e5m2_tensorwise_pingpong_f16": 2, "tn_e4m3_splitk2_cluster_pairs_gelu": 2,
          "tn_e4m3_out_e4m3_packed_saturating": 4, "tn_e4m3_out_e4m3_registers_dequantized": 4,
-         "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4}  # fmt: skip
+         "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
+         "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
+         "tn_e4m3_block_pingpong_two_row_blocks": 4}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 

@@ -39,8 +39,9 @@ def test_accepted_params_match_evaluate_and_rejected_name_fields(runs: dict, sha
 
 
 def test_fp8_parameter_sets_ran_and_fp8_layouts_were_declined(runs: dict) -> None:
-    """Across the shards FP8 sets the rules accept ran (and matched), and FP8 operands that are
-    not K-major were declined with FP8's reason."""
+    """Across the shards FP8 sets the rules accept ran (and matched), block-scaled ones among
+    them, and FP8 operands that are not K-major were declined with FP8's reason."""
     counts = [runs[shard][1] or {} for shard in SHARDS]
     assert sum(c.get("fp8_ran", 0) for c in counts) >= 3, counts
     assert sum(c.get("fp8_layout", 0) for c in counts) >= 1, counts
+    assert sum(c.get("block_ran", 0) for c in counts) >= 1, counts  # block scales too

@@ -107,7 +107,7 @@ def test_the_problem_of_a_scaled_mm_has_fp8_letters() -> None:
     ("change", "message"),
     [
         ({"scale_a": [3, 1]}, "scale_a"),
-        ({"scale_a": [64, 2]}, "block scales are not implemented yet"),
+        ({"scale_a": [64, 2]}, r"or \[64, 1\] and \[1, 1\] \(blocks of 1x128 and 128x128\)"),
         ({"scale_b": [64, 1]}, "scale_b"),
         ({"scale_dtype": mp.bfloat16}, "must be float32"),
         ({"out_dtype": mp.float8_e4m3fn}, "out_dtype float8_e4m3fn is not accepted"),

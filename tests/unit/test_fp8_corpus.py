@@ -80,7 +80,7 @@ def test_fp8_keys_carry_the_scale_and_16_bit_keys_are_unchanged() -> None:
         TuneProblem(m=128, n=512, k=1024, batch=4, layout="NT", epilogue="bias_gelu").key
         == "float16_NT_bias_gelu_b4_128x512x1024"
     )
-    sixteen = [p for name, ps in corpus.BUILTIN.items() if name != "fp8" for p in ps]
+    sixteen = [p for name, ps in corpus.BUILTIN.items() if not name.startswith("fp8") for p in ps]
     assert all("-" not in p.key and p.scale == "" for p in sixteen)
 
 
@@ -88,12 +88,12 @@ def test_fp8_keys_carry_the_scale_and_16_bit_keys_are_unchanged() -> None:
     ("fields", "match"),
     [
         ({"dtype": E4M3}, r"scale='' on a float8_e4m3fn problem; FP8 problems need scale"),
-        ({"dtype": E4M3, "scale": "block"}, r"scale='block' .* need scale 'tensor' or 'row'"),
+        ({"dtype": E4M3, "scale": "blocks"}, r"scale='blocks' .* 'tensor', 'row', 'block'"),
         ({"dtype": "float16", "scale": "row"}, r"scale='row' on a float16 problem; .* drop it"),
         ({"dtype": E5M2, "scale": "row", "layout": "NT"}, r"layout NT, batch 1; .* TN"),
         ({"dtype": E4M3, "scale": "tensor", "batch": 2}, r"layout TN, batch 2; .* 1"),
         ({"dtype": "float8_e4m3", "scale": "row"}, r"dtype='float8_e4m3'; choose from"),
-        ({"dtype": E4M3, "scale": 1}, r"scale=1; choose from tensor, row"),
+        ({"dtype": E4M3, "scale": 1}, r"scale=1; choose from tensor, row, block"),
     ],
     ids=["fp8-no-scale", "fp8-bad-scale", "scale-on-16-bit", "fp8-NT", "fp8-batched",
          "fp8-misspelt", "scale-not-text"],
@@ -205,3 +205,15 @@ def test_min_bytes_of_fp8_counts_one_byte_operands_and_a_bfloat16_output() -> No
     assert bench.min_bytes(row) == 2 * 32 + 32 * 16 + 2 * (2 * 16 + 16) + 4 * (2 + 16)
     tensor = TuneProblem(m=2, n=16, k=32, dtype=E5M2, scale="tensor")
     assert bench.min_bytes(tensor) == 2 * 32 + 32 * 16 + 2 * 2 * 16 + 4 * 2
+
+
+def test_block_scaled_problems_build_block_scaled_fusions() -> None:
+    """A ``block`` entry's fusion takes scales [M, ceil(K / 128)] and [ceil(K / 128),
+    ceil(N / 128)], is a block-scaled problem, and its key says so."""
+    problem = TuneProblem(m=1000, n=1040, k=528, dtype=E4M3, scale="block")
+    assert problem.scale_shapes == ((1000, 5), (5, 9))
+    assert problem.key == "float8_e4m3fn-block_TN_none_b1_1000x1040x528"
+    fusion = problem.fusion()
+    assert [tuple(t.shape) for t in fusion.inputs[2:4]] == [(1000, 5), (5, 9)]
+    assert mp.matmul_problem(fusion).block_scaled
+    assert {p.scale for p in corpus.BUILTIN["fp8_block"]} == {"block"}

@@ -1,0 +1,67 @@
+"""PTX tier: block-scaled FP8 kernels (1x128 scales of A, 128x128 of B) compile for sm_90a and
+link whole as launches link them: the promotion is FMAs on the accumulators in registers,
+nothing spilled (partial sums and accumulators are both live), setmaxnreg kept, wgmmas not
+serialised. (The simulator runs Python: Numba's typing of the generated code is checked here.)"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+import mmaplug as mp
+
+pytestmark = pytest.mark.ptx
+
+
+def _block_scaled(m: int, n: int, k: int, fp8: object = mp.float8_e4m3fn) -> mp.Fusion:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=fp8)
+        b = fd.define_tensor([k, n], dtype=fp8, stride_order=[0, 1])
+        sa = fd.define_tensor([m, -(-k // 128)], dtype=mp.float32)
+        sb = fd.define_tensor([-(-k // 128), -(-n // 128)], dtype=mp.float32)
+        bias = fd.define_tensor([n], dtype=mp.bfloat16)
+        fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.bfloat16))
+    return fd.fusion
+
+
+# plan -> (problem, overrides): the default plan of a large problem (two consumers, 64x128
+# each: 64 accumulators and 64 partial sums a thread), CTA pairs, split-K with ping-pong
+PLANS = {
+    "default": ((4096, 4096, 4096), {}),
+    "pairs": ((4096, 4096, 4096), {"cluster_dims": (2, 1)}),
+    "pingpong_splitk": (
+        (512, 1024, 8192),
+        {
+            "cta_tile": (64, 128, 128),
+            "warp_tile": (64, 128, 128),
+            "instruction_tile": (64, 128, 32),
+            "tiling_strategy": "persistent_pingpong",
+            "splitk_factor": 4,
+        },
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_block_scaled_kernel_compiles_and_links_whole(
+    plan: str, hopper_link_log: Callable[[object], str]
+) -> None:
+    (m, n, k), overrides = PLANS[plan]
+    compiled = mp.compile(_block_scaled(m, n, k), "h200", overrides=overrides)
+    config = compiled._artifact.config
+    assert config.block_scaled and compiled.kernel_name.endswith("_bs"), compiled.kernel_name
+    ptx = compiled.ptx
+    assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "fma.rn.f32" in ptx
+    text = hopper_link_log(config)
+    assert not re.search(r"C750[49]", text), text  # wgmmas serialised
+    assert re.search(r"\b0 bytes spill stores", text), text
+
+
+def test_block_scaled_default_plan_keeps_partial_sums_beside_accumulators() -> None:
+    """The default heuristic plans within the block rules: K tiles of one scale block, tile
+    columns inside one block of B's scales, at most 64 accumulators a thread."""
+    params = mp.compile(_block_scaled(4096, 4096, 4096), "h200").params
+    assert params.cta_tile.k == 128 and 128 % params.cta_tile.n == 0
+    assert params.warp_tile.m * params.warp_tile.n // 128 <= 64

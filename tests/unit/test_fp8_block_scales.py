@@ -1,0 +1,227 @@
+"""Block-scaled FP8 (1x128 scales of A, 128x128 of B, DeepSeek-V3's recipe) through the IR,
+mp.evaluate, analysis, planning and the hopper scheduler's rules (kernels: sim, ptx, gpu)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.analysis.patterns import DimRole, TensorRole
+from mmaplug.heuristics.default import hopper_params
+from mmaplug.ir.ops import SCALE_BLOCK, MatmulOp, ScaledMmaOp
+from mmaplug.planning.device import get_device
+from mmaplug.planning.planner import NO_BLOCK_SCALES
+from mmaplug.planning.scheduler import violations
+from mmaplug.plugins.hopper.config import HopperKernelConfig
+from mmaplug.plugins.hopper.kernel_codegen import generate_source
+from mmaplug.plugins.hopper.scheduler import SCHEDULER as HOPPER
+
+H200 = get_device("h200")
+
+
+def block_scaled(m: int, n: int, k: int, *, dtype=mp.float8_e4m3fn, b_k_inner=True,
+                 bias=False, out=mp.bfloat16) -> mp.FusionDefinition:  # fmt: skip
+    kb, nb = -(-k // 128), -(-n // 128)
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=dtype)
+        b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1] if b_k_inner else [1, 0])
+        sa = fd.define_tensor([m, kb], dtype=mp.float32)
+        sb = fd.define_tensor([kb, nb], dtype=mp.float32)
+        extra = {"bias": fd.define_tensor([n], dtype=mp.bfloat16)} if bias else {}
+        fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=out, **extra))
+    return fd
+
+
+def random_inputs(fd: mp.FusionDefinition, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(v.shape).astype(v.dtype.numpy) for v in fd.fusion.inputs]
+
+
+def dequantized_reference(a, b, sa, sb) -> np.ndarray:  # noqa: ANN001
+    """The block-scaled product written out block by block, in float64."""
+    a, b, sa, sb = (np.asarray(x, np.float64) for x in (a, b, sa, sb))
+    out = np.zeros((a.shape[0], b.shape[1]))
+    for j in range(sa.shape[1]):
+        ks = slice(j * SCALE_BLOCK, (j + 1) * SCALE_BLOCK)
+        col_scale = np.repeat(sb[j], SCALE_BLOCK)[: b.shape[1]]
+        out += (a[:, ks] @ b[ks]) * sa[:, j : j + 1] * col_scale[None, :]
+    return out
+
+
+def test_block_scales_make_a_scaled_mma_the_others_a_matmul() -> None:
+    ops = {type(e) for e in block_scaled(64, 256, 384).fusion.exprs()}
+    assert ScaledMmaOp in ops and MatmulOp not in ops
+    with mp.FusionDefinition() as fd:  # per row: the product scaled in the epilogue
+        a = fd.define_tensor([64, 384], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([384, 256], dtype=mp.float8_e4m3fn)
+        sa = fd.define_tensor([64, 1], dtype=mp.float32)
+        sb = fd.define_tensor([1, 256], dtype=mp.float32)
+        fd.add_output(fd.ops.scaled_mm(a, b, sa, sb))
+    assert ScaledMmaOp not in {type(e) for e in fd.fusion.exprs()}
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(16, 256, 384), (40, 200, 300), (8, 130, 260)])
+def test_evaluate_scales_each_k_block_before_adding(m: int, n: int, k: int) -> None:
+    """Ragged K (the last block shorter) and N (the last block of B's scales partial)."""
+    fd = block_scaled(m, n, k, out=mp.float32)
+    ins = random_inputs(fd)
+    (got,) = mp.evaluate(fd, ins)
+    want = dequantized_reference(*ins)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-5)
+    # not the product scaled once: the scales differ per block
+    plain = (ins[0].astype(np.float64) @ ins[1].astype(np.float64)) * ins[2][:, :1]
+    assert not np.allclose(got, plain * ins[3][0, 0], rtol=1e-2)
+
+
+def test_one_k_block_agrees_with_per_row_scaling() -> None:
+    """K <= 128 and N <= 128: [M, 1] and [1, 1] are per-row and per-tensor scales, and block
+    scales of one block are the same numbers, so either reading is one result."""
+    fd = block_scaled(32, 96, 128)
+    assert ScaledMmaOp not in {type(e) for e in fd.fusion.exprs()}  # read as per row
+    ins = random_inputs(fd)
+    (got,) = mp.evaluate(fd, ins)
+    np.testing.assert_allclose(
+        np.asarray(got, np.float64), dequantized_reference(*ins), rtol=2e-2, atol=1e-2
+    )
+
+
+@pytest.mark.parametrize(
+    ("shapes", "message"),
+    [
+        (([64, 3], [3, 1]), r"scale_b T3 is float32\[3, 1\]; .* \[64, 3\] and \[3, 2\]"),
+        (([64, 2], [3, 2]), r"scale_a T2 .* \[64, 3\] and \[3, 2\] \(blocks of 1x128"),
+        (([3, 64], [3, 2]), r"scale_a T2 is float32\[3, 64\]"),
+    ],
+)
+def test_block_scale_shapes_are_checked(shapes: tuple, message: str) -> None:
+    with pytest.raises(mp.FusionError, match=message):
+        with mp.FusionDefinition() as fd:
+            a = fd.define_tensor([64, 384], dtype=mp.float8_e4m3fn)
+            b = fd.define_tensor([384, 256], dtype=mp.float8_e4m3fn)
+            sa = fd.define_tensor(shapes[0], dtype=mp.float32)
+            sb = fd.define_tensor(shapes[1], dtype=mp.float32)
+            fd.ops.scaled_mm(a, b, sa, sb)
+
+
+def test_block_scales_must_be_float32() -> None:
+    with pytest.raises(mp.FusionError, match="scale_a T2 is bfloat16.*must be float32"):
+        with mp.FusionDefinition() as fd:
+            a = fd.define_tensor([64, 384], dtype=mp.float8_e4m3fn)
+            b = fd.define_tensor([384, 256], dtype=mp.float8_e4m3fn)
+            sa = fd.define_tensor([64, 3], dtype=mp.bfloat16)
+            sb = fd.define_tensor([3, 2], dtype=mp.bfloat16)
+            fd.ops.scaled_mm(a, b, sa, sb)
+
+
+def test_analysis_binds_the_scales_by_block_and_marks_the_problem() -> None:
+    from mmaplug.analysis.matmul_analysis import analyze
+
+    fd = block_scaled(256, 512, 1024, bias=True)
+    analysis = analyze(fd.fusion)
+    assert analysis.problem.block_scaled and "block-scaled" in analysis.problem.describe()
+    assert [s.role for s in analysis.scales] == [TensorRole.SCALE] * 2
+    assert [s.index for s in analysis.scales] == [2, 3]
+    assert [s.dim_roles for s in analysis.scales] == [
+        (DimRole.M, DimRole.K),
+        (DimRole.K, DimRole.N),
+    ]
+    assert [b.name for b in analysis.epilogue_inputs] == ["T4"]  # the bias only
+    assert not mp.matmul_problem(block_scaled(64, 64, 64).fusion).block_scaled  # one block
+
+
+def test_a_block_scaled_matmul_is_fused_alone() -> None:
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([64, 256], dtype=mp.float8_e4m3fn)
+        sx = fd.define_tensor([64, 2], dtype=mp.float32)
+        ys = []
+        for _ in range(2):
+            w = fd.define_tensor([256, 256], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+            sw = fd.define_tensor([2, 2], dtype=mp.float32)
+            ys.append(fd.ops.scaled_mm(x, w, sx, sw, out_dtype=mp.float32))
+        fd.add_output(fd.ops.cast(fd.ops.mul(ys[0], ys[1]), mp.bfloat16))
+    with pytest.raises(mp.UnsupportedFusionError, match="a block-scaled matmul is fused alone"):
+        mp.matmul_problem(fd.fusion)
+
+
+def test_only_a_scheduler_that_applies_block_scales_is_offered_one() -> None:
+    compiled = mp.compile(block_scaled(256, 512, 1024), "h200")
+    assert compiled.spec.scheduler == "hopper" and compiled.params.cta_tile.k == 128
+    text = compiled.explain()
+    assert text.count(NO_BLOCK_SCALES) == 2  # ampere and decode
+    assert getattr(HOPPER, "block_scales", False) is True
+
+
+def _problem(m: int = 4096, n: int = 4096, k: int = 4096) -> mp.MatmulProblem:
+    return mp.matmul_problem(block_scaled(m, n, k).fusion)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (128, 7168, 2048), (8192, 2112, 7168)])
+def test_the_default_plan_keeps_one_scale_block_per_tile(shape: tuple) -> None:
+    problem = _problem(*shape)
+    params = hopper_params(problem, H200)
+    assert params.cta_tile.k == SCALE_BLOCK and SCALE_BLOCK % params.cta_tile.n == 0
+    assert params.warp_tile.m * params.warp_tile.n // 128 <= 64
+    assert violations(HOPPER, params, problem, H200) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"cta_tile": (128, 128, 256), "warp_tile": (64, 128, 256)}, "cta_tile", "k in 128"),
+        ({"cta_tile": (64, 256, 128), "warp_tile": (64, 256, 128)}, "cta_tile", "divide 128"),
+        ({"cta_tile": (128, 128, 128), "warp_tile": (128, 128, 128)}, "warp_tile", "partial"),
+    ],
+)
+def test_block_rules_name_what_a_block_needs(change: dict, field: str, words: str) -> None:
+    problem = _problem()
+    base = hopper_params(problem, H200)
+    inst = {"instruction_tile": (64, change["warp_tile"][1], 32)}
+    found = violations(HOPPER, base.with_overrides(**change, **inst), problem, H200)
+    messages = " ".join(v.message + v.limit for v in found if v.field == field)
+    assert words in messages, found
+
+
+def test_the_generator_refuses_what_block_scaling_cannot_build() -> None:
+    with pytest.raises(ValueError, match="must have k = 128"):
+        HopperKernelConfig(
+            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 128, 256), warp_tile=(64, 128, 256),
+            block_scaled=True,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="block scales scale FP8 sums"):
+        HopperKernelConfig(
+            operand_dtype=mp.float16, cta_tile=(128, 128, 128), warp_tile=(64, 128, 128),
+            block_scaled=True,
+        )  # fmt: skip
+
+
+def test_the_block_scaled_kernel_promotes_each_block_into_the_accumulators() -> None:
+    """Per stage: fresh partial sums (scale-d 0 on the first wgmma), the next block's scales
+    loaded while they run, a full wait, the stage released, then one promotion per 64-row
+    block with this block's scales."""
+    cfg = HopperKernelConfig(
+        operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 128, 128), warp_tile=(128, 64, 128),
+        block_scaled=True,
+    )  # fmt: skip
+    src = generate_source(cfg, sim=False)
+    calls = [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+    assert len(calls) == 2 * 128 // 32 and all(c.startswith("part") for c in calls)
+    assert [c.endswith(", 0)") for c in calls].count(True) == 2  # each block's first step
+    loop = src[
+        src.index(
+            "wgmma_commit_group()", src.index("while k0 < ke", src.index("part0 = wgmma_zeros"))
+        ) :
+    ]
+    order = [
+        loop.index(s)
+        for s in (
+            "nlo0 = sfa[",
+            "wgmma_wait_group(0)",
+            "mbarrier_arrive(",
+            "acc0 = wgmma_promote(acc0, part0, slo0 * sbsc, shi0 * sbsc)",
+            "acc1 = wgmma_promote",
+            "slo0 = nlo0",
+        )
+    ]
+    assert order == sorted(order), order
+    assert "wgmma_wait_group(1)" not in src
