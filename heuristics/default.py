@@ -37,6 +37,9 @@ SMALL_N: Final = 32  # at or below this N a 64-column warp tile is mostly paddin
 MIN_WARPS_PER_CTA: Final = 2  # shrinking for SM fill stops here
 AMPERE_MAX_STAGES: Final = 4  # nvFuser's cap; the kernel takes more where they fit
 HOPPER_MAX_STAGES: Final = 6  # more stages only hide latency already hidden; keeps stages=7 free
+# block-scaled FP8 (one 128x128x128 stage per promotion): 4 stages ran 3-10% faster than 6 on
+# 4096^3, 8192^3 and 4096x28672x4096 (BENCHMARKS.md, run 80)
+BLOCK_SCALED_MAX_STAGES: Final = 4
 SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
@@ -349,7 +352,7 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, CTA pairs on
     large grids (``hopper_cluster``), the epilogue staged through shared memory, stages filling
-    it up to 6 and the K loops a CTA runs."""
+    it up to 6 (4 block-scaled) and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
@@ -362,7 +365,8 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     )
     tiles_per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
     k_loops = _ceil(problem.k, tiles.cta.k) * tiles_per_cta
-    return params.with_overrides(stages=ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops)))
+    cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
+    return params.with_overrides(stages=ask.most_stages(params, min(cap, k_loops)))
 
 
 def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:
