@@ -25,6 +25,15 @@ SWIZZLE_BYTES: Final = 128  # one swizzle atom row: the contiguous extent of one
 # 16-bit elements in a swizzle row: the MN extent of a box of an MN-major operand (only 16-bit
 # operands are MN-major: FP8 wgmma reads K-major operands only); K boxes hold k_box(dtype)
 BOX_INNER: Final = SWIZZLE_BYTES // 2
+# a block-scaled K tile is one scale block, or two summed into two sets of partial sums (the
+# first promoted while the second's wgmmas run)
+BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
+# why a block-scaled kernel of 256-deep K tiles runs without CTA pairs: three sets of 64
+# accumulators a thread, which the pairs' 232 registers spill (ptxas: 20 bytes)
+BLOCK_PAIR_CLUSTER: Final = (
+    "block scales with 256-deep K tiles keep 3 sets of accumulators, which CTA pairs' "
+    "232-register consumers spill: cluster_dims (1, 1)"
+)
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
@@ -56,10 +65,11 @@ class HopperKernelConfig:
     (``wm/64`` wgmma row blocks of ``m64 n{wn} k16``); one producer warpgroup issues the TMA
     loads.
 
-    ``block_scaled``: each K tile (one ``SCALE_BLOCK`` of K) is summed into fresh partial
-    sums, which are scaled by A's row scales and B's block scale and added to the float32
-    accumulators in registers (the promotion DeepGEMM does every 128 of K): the kernel takes
-    ``sfa``/``sfb`` and their strides.
+    ``block_scaled``: each ``SCALE_BLOCK`` of K is summed into fresh partial sums, which are
+    scaled by A's row scales and B's block scale and added to the float32 accumulators in
+    registers (the promotion DeepGEMM does every 128 of K); a K tile is one block, or two whose
+    first is promoted while the second's wgmmas run. The kernel takes ``sfa``/``sfb`` and their
+    strides.
 
     ``horizontal`` h > 1: h B operands (one tensor map each) share A; a stage holds their tiles
     stacked along N, so ``cta_tile`` n is the wgmma's N = h x the output tile's n (``n_out``),
@@ -213,7 +223,7 @@ def accumulator_budget(block_scaled: bool) -> int:
 def block_tile(cta_k: int, n_out: int) -> bool:
     """A block-scaled kernel's CTA tile: one scale block of K per tile, and output columns
     within one 128-column block of B's scales (n dividing 128)."""
-    return cta_k == SCALE_BLOCK and n_out > 0 and SCALE_BLOCK % n_out == 0
+    return cta_k in BLOCK_CTA_KS and n_out > 0 and SCALE_BLOCK % n_out == 0
 
 
 def consumer_count(
@@ -368,11 +378,13 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(f"block scales scale FP8 sums, not {cfg.operand_dtype.label} ones")
     if not block_tile(cfg.cta_tile[2], cfg.n_out):
         problems.append(
-            f"block scales: cta_tile {cfg.cta_tile} must have k = {SCALE_BLOCK} (one scale "
-            f"block) and n dividing {SCALE_BLOCK} (one block of B's scales)"
+            f"block scales: cta_tile {cfg.cta_tile} must have k in {BLOCK_CTA_KS} (one or two "
+            f"scale blocks) and n dividing {SCALE_BLOCK} (one block of B's scales)"
         )
     if cfg.horizontal > 1:
         problems.append("block scales are generated for one matmul, not a horizontal fusion")
+    if cfg.cta_tile[2] == BLOCK_CTA_KS[-1] and cfg.cluster_m > 1:
+        problems.append(BLOCK_PAIR_CLUSTER)
     return problems
 
 

@@ -447,21 +447,37 @@ def _emit_stage_wgmmas(
 ) -> None:
     """Wait for stage ``s`` to be full and issue its wgmmas into *accs* (one per 64-row block
     and K step), committed as one group; *first* is the first step's scale-d (0 overwrites)."""
-    wgmma, transposes = _WGMMA[cfg.operand_dtype]
-    trans = f", {a.trans}, {b.trans}" if transposes else ""
     em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
     for acc in accs:
         em(f"{acc} = fence_operand({acc})")
     em("wgmma_fence()")
     em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
     em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
-    for j in range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)):
-        sc = first if j == 0 else "1"
+    _emit_wgmma_steps(
+        em, cfg, a, b, accs, range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)), first
+    )
+    em("wgmma_commit_group()")
+
+
+def _emit_wgmma_steps(
+    em: Emitter,
+    cfg: HopperKernelConfig,
+    a: _Operand,
+    b: _Operand,
+    accs: list[str],
+    steps: range,
+    first: str,
+) -> None:
+    """The wgmmas of K *steps* of the stage at ``oa``/``ob`` into *accs*; *first* is the first
+    step's scale-d."""
+    wgmma, transposes = _WGMMA[cfg.operand_dtype]
+    trans = f", {a.trans}, {b.trans}" if transposes else ""
+    for j in steps:
+        sc = first if j == steps[0] else "1"
         db = f"db + ob + uint64({b.step_offset(j) >> 4})"
         for r, acc in enumerate(accs):
             da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
             em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
-    em("wgmma_commit_group()")
 
 
 def _emit_block_scaled_loop(
@@ -499,6 +515,9 @@ def _emit_block_scaled_loop(
     em(f"if {kv.kb} < {kv.ke}:")
     with em.indent():
         load("s")
+    if cfg.cta_tile[2] == 2 * SCALE_BLOCK:
+        _emit_block_pair_loop(em, cfg, a, b, accs, rows)
+        return
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
@@ -519,6 +538,66 @@ def _emit_block_scaled_loop(
             em(f"s{name} = n{name}")
         _advance(em, stages)
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
+    if cfg.pingpong:
+        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+
+
+def _emit_block_pair_loop(
+    em: Emitter,
+    cfg: HopperKernelConfig,
+    a: _Operand,
+    b: _Operand,
+    accs: list[str],
+    rows: list[tuple[str, int]],
+) -> None:
+    """Stages of two scale blocks: the first block's wgmmas into partial sums ``p``, the
+    second's into ``q``, each committed as a group; once the first group is done its sums are
+    promoted while the second's run, then the second's. The stage's scales (both blocks) are
+    loaded while its wgmmas run (loading them a stage ahead spilled: three sets of 64
+    accumulators leave no room)."""
+    stages, bk = cfg.stages, cfg.cta_tile[2]
+    steps = bk // wgmma_k(cfg.operand_dtype)
+    ps = [f"psum{r}" for r in range(len(accs))]  # (p0, q0 ... are the packed epilogue's)
+    qs = [f"qsum{r}" for r in range(len(accs))]
+    for part in (*ps, *qs):
+        em(f"{part} = wgmma_zeros({cfg.warp_tile[1] // 2})")
+
+    def load(prefix: str, kblk: str) -> None:
+        for h in (0, 1):  # a second block past K reads block 0: its sums are zero
+            em(f"kb{h} = {kblk} + {h}")
+            em(f"if kb{h} * {SCALE_BLOCK} >= {kv.ke}:")
+            em(f"    kb{h} = 0")
+            em(f"{prefix}bsc{h} = sfb[kb{h} * sfb_k + bcol]")
+            for name, _ in rows:
+                em(f"{prefix}{name}{h} = sfa[a{name} + kb{h} * sfa_k]")
+
+    em(f"{kv.k0} = {kv.kb}")
+    em(f"while {kv.k0} < {kv.ke}:")
+    with em.indent():
+        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+        for part in (*ps, *qs):
+            em(f"{part} = fence_operand({part})")
+        em("wgmma_fence()")
+        em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
+        em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+        _emit_wgmma_steps(em, cfg, a, b, ps, range(steps // 2), "0")
+        em("wgmma_commit_group()")
+        _emit_wgmma_steps(em, cfg, a, b, qs, range(steps // 2, steps), "0")
+        em("wgmma_commit_group()")
+        load("s", f"{kv.k0} // {SCALE_BLOCK}")  # while the wgmmas run
+        em("wgmma_wait_group(1)  # the first block is done; the second runs on")
+        for part in ps:
+            em(f"{part} = fence_operand({part})")
+        for r, (acc, part) in enumerate(zip(accs, ps, strict=True)):
+            em(f"{acc} = wgmma_promote({acc}, {part}, slo{r}0 * sbsc0, shi{r}0 * sbsc0)")
+        em("wgmma_wait_group(0)")
+        for part in qs:
+            em(f"{part} = fence_operand({part})")
+        _emit_release(em, stages, kv.s, cfg.cluster_m)
+        for r, (acc, part) in enumerate(zip(accs, qs, strict=True)):
+            em(f"{acc} = wgmma_promote({acc}, {part}, slo{r}1 * sbsc1, shi{r}1 * sbsc1)")
+        _advance(em, stages)
+        em(f"{kv.k0} += {bk}")
     if cfg.pingpong:
         em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
 

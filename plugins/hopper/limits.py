@@ -19,6 +19,8 @@ from mmaplug.planning.params import MatmulParams, TilingStrategy, Violation
 from mmaplug.planning.scheduler import Resources, Rule
 
 from .config import (
+    BLOCK_CTA_KS,
+    BLOCK_PAIR_CLUSTER,
     MAX_CONSUMERS,
     MAX_TMA_BOX,
     MIN_STAGES,
@@ -138,6 +140,9 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
     ]
     if problem.block_scaled:
         found.append(Rule("cta_tile", f"n dividing {SCALE_BLOCK} (block scales)", _block_n))
+        found.append(
+            Rule("cluster_dims", "(1, 1) with block scales and cta_tile k 256", _block_pair)
+        )
     if problem.horizontal > 1:
         found += _horizontal_rules(problem)
     found.append(Rule("cta_tile", f"batch * splitk * tiles <= {MAX_UNITS:,}", _units))
@@ -232,6 +237,15 @@ def _accumulator_limit(params: MatmulParams, problem: MatmulProblem, _d: Device)
     return (
         f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
         f"{budget} fit beside addressing registers. Use 64x256 or 128x128."
+    )
+
+
+def _block_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    if params.cta_tile.k != BLOCK_CTA_KS[-1] or tuple(params.cluster_dims) == CLUSTERS[0]:
+        return None
+    return (
+        f"cluster_dims={params.cluster_dims} with cta_tile={params.cta_tile}: "
+        f"{BLOCK_PAIR_CLUSTER}. Set cluster_dims=(1, 1) or cta_tile.k={SCALE_BLOCK}."
     )
 
 

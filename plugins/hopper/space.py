@@ -17,6 +17,7 @@ from mmaplug.planning.params import CtaOrder, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Space
 
 from .config import (
+    BLOCK_CTA_KS,
     BOX_INNER,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
@@ -118,7 +119,7 @@ def cta_ks(problem: MatmulProblem) -> range:
     """The legal cta_tile k: ``64, 128, 192, 256`` (``128, 256`` for FP8; ``128``, one scale
     block, when block-scaled)."""
     if problem.block_scaled:
-        return range(SCALE_BLOCK, SCALE_BLOCK + 1)
+        return range(BLOCK_CTA_KS[0], BLOCK_CTA_KS[-1] + 1, SCALE_BLOCK)
     unit = k_box(problem.operand_dtype)
     return range(unit, MAX_TMA_BOX + 1, unit)
 

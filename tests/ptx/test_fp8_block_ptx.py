@@ -27,10 +27,18 @@ def _block_scaled(m: int, n: int, k: int, fp8: object = mp.float8_e4m3fn) -> mp.
 
 
 # plan -> (problem, overrides): the default plan of a large problem (two consumers, 64x128
-# each: 64 accumulators and 64 partial sums a thread), CTA pairs, split-K with ping-pong
+# each, 256-deep K tiles: 64 accumulators and two sets of 64 partial sums a thread), 128-deep
+# tiles alone and in CTA pairs, split-K with ping-pong
 PLANS = {
     "default": ((4096, 4096, 4096), {}),
-    "pairs": ((4096, 4096, 4096), {"cluster_dims": (2, 1)}),
+    "pairs": (
+        (4096, 4096, 4096),
+        {"cluster_dims": (2, 1), "cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128)},
+    ),
+    "one_block_a_stage": (
+        (4096, 4096, 4096),
+        {"cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128), "stages": 4},
+    ),
     "pingpong_splitk": (
         (512, 1024, 8192),
         {
@@ -63,5 +71,5 @@ def test_block_scaled_default_plan_keeps_partial_sums_beside_accumulators() -> N
     """The default heuristic plans within the block rules: K tiles of one scale block, tile
     columns inside one block of B's scales, at most 64 accumulators a thread."""
     params = mp.compile(_block_scaled(4096, 4096, 4096), "h200").params
-    assert params.cta_tile.k == 128 and 128 % params.cta_tile.n == 0
+    assert params.cta_tile.k in (128, 256) and 128 % params.cta_tile.n == 0
     assert params.warp_tile.m * params.warp_tile.n // 128 <= 64

@@ -324,6 +324,14 @@ def case_tn_e4m3_block_pingpong_two_row_blocks(fd: Any, mp: Any) -> dict[str, An
             "tiling_strategy": "persistent_pingpong"}  # fmt: skip
 
 
+def case_tn_e4m3_block_pairs_k256_ragged(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales with 256-deep K tiles (two scale blocks a stage, the first promoted while
+    the second's wgmmas run): K = 304, so the second stage's second block lies past K."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 200, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32), **PERSISTENT}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
@@ -345,7 +353,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_out_e4m3_packed_saturating": 4, "tn_e4m3_out_e4m3_registers_dequantized": 4,
          "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
          "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
-         "tn_e4m3_block_pingpong_two_row_blocks": 4}  # fmt: skip
+         "tn_e4m3_block_pingpong_two_row_blocks": 4,
+         "tn_e4m3_block_pairs_k256_ragged": 8}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
