@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from mmaplug.analysis.bindings import MatmulAnalysis, TensorBinding
-from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram
+from mmaplug.analysis.epilogue import EpilogueOutput, EpilogueProgram
 from mmaplug.analysis.horizontal import check_no_prologues, horizontal_operands
 from mmaplug.analysis.lower_epilogue import lower_epilogue, lower_prologue
 from mmaplug.analysis.patterns import (
@@ -130,6 +130,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         num_patterns=len(patterns),
         horizontal=len(bs),
         epilogue_ops=program.op_names,
+        epilogue_input_dtypes=tuple(t.dtype for t in program.inputs),
         a_prologue_ops=prologue_a.op_names if prologue_a else (),
         b_prologue_ops=prologue_b.op_names if prologue_b else (),
     )
@@ -282,17 +283,10 @@ def _check_operand_dtypes(a: TensorView, b: TensorView, name: _UserNames) -> Non
 
 
 def _check_float8_epilogue(program: EpilogueProgram) -> None:
-    """Epilogues write FP8 and round to it (saturating, as mp.evaluate), but read no FP8 input
-    yet; and the first output must be FP8 when any FP8 is written or rounded to: the problem's
-    output dtype is what schedulers decide on (only hopper builds the conversions)."""
-    reads: list[EpilogueInput] = [t for t in program.inputs if t.dtype.is_float8]
-    if reads:
-        raise UnsupportedFusionError(
-            f"the epilogue reads {', '.join(f'{t.name} ({t.dtype.label})' for t in reads)}; "
-            "epilogues read float16, bfloat16 or float32 inputs, FP8 only as matmul operands or "
-            "outputs (cast the input to float16 or bfloat16 before the fusion; mp.evaluate runs "
-            "the fusion)"
-        )
+    """Epilogues read FP8 inputs (widened to float32), write FP8 and round to it (saturating,
+    as mp.evaluate); the first output must be FP8 when any FP8 is written or rounded to: the
+    problem's output dtype is what schedulers decide on (only hopper builds the conversions;
+    FP8 inputs are in ``MatmulProblem.epilogue_input_dtypes``, which they decline on)."""
     writes: list[EpilogueOutput] = [t for t in program.outputs if t.dtype.is_float8]
     found = [f"{t.name} ({t.dtype.label})" for t in writes]
     found += [

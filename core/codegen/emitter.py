@@ -172,20 +172,25 @@ def narrow(dtype: DType, expr: str) -> str:
 
 
 def fp8_imports(prog: EpilogueProgram) -> str:
-    """The import of the FP8 intrinsics the epilogue of *prog* may name (its FP8 outputs and
-    casts: narrow, widen, the pair form, the 4-byte store), or ``""`` when it has none; the
-    16-bit conversions are in every generated module's imports."""
-    dtypes = {o.dtype for o in prog.outputs} | {
+    """The import of the FP8 intrinsics the epilogue of *prog* may name: for its FP8 outputs
+    and casts narrow, widen, the pair form and the 4-byte store; for the FP8 inputs it reads
+    (loaded as bytes) widen; ``""`` when it has none. The 16-bit conversions are in every
+    generated module's imports."""
+    written = {o.dtype for o in prog.outputs} | {
         cast_dtype(i) for i in prog.instrs if i.op == "cast"
     }
-    names = [
-        name
-        for d in sorted((d for d in dtypes if d.is_float8), key=lambda d: d.label)
-        for name in (f"f32_to_{fp8_name(d)}", f"{fp8_name(d)}_to_f32", f"f32x2_to_{fp8_name(d)}x2")
-    ]
+    read = {i.dtype for i in prog.inputs}
+    names = []
+    for d in sorted((d for d in written | read if d.is_float8), key=lambda d: d.label):
+        fmt = fp8_name(d)
+        if d in written:
+            names += [f"f32_to_{fmt}", f"{fmt}_to_f32", f"f32x2_to_{fmt}x2"]
+        else:
+            names.append(f"{fmt}_to_f32")
     if not names:
         return ""
-    return f"from mmaplug.cuda.intrinsics import {', '.join(names)}, st_global_b32"
+    store = ", st_global_b32" if any(d.is_float8 for d in written) else ""
+    return f"from mmaplug.cuda.intrinsics import {', '.join(names)}{store}"
 
 
 def epilogue_params(

@@ -141,7 +141,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
             "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
             "tma_load_3d_multicast)"
         )
-    if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 outputs and casts
+    if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 inputs, outputs, casts
         em(fp8)
     em()
     _emit_main(em, cfg, sim)

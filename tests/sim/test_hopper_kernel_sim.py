@@ -286,6 +286,53 @@ def case_tn_e4m3_out_e4m3_staged_bytes(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True}  # fmt: skip
 
 
+def _residual(fd: Any, mp: Any, y: Any, m: int, n: int, dtype: Any, bias: Any = None) -> Any:
+    """*y* plus an FP8 residual ``[m, n]`` of *dtype* (and an FP8 per-channel bias ``[n]`` of
+    *bias*): epilogue inputs loaded as bytes and widened to float32."""
+    y = fd.ops.add(y, fd.define_tensor([m, n], dtype=dtype))
+    if bias is not None:
+        b = fd.define_tensor([n], dtype=bias)
+        y = fd.ops.add(y, fd.ops.broadcast_in_dim(b, [m, n], [1]))
+    return y
+
+
+def case_tn_e4m3_fp8_residual_and_bias_packed(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 epilogue inputs in the packed epilogue: an e4m3 residual read per element and an
+    e4m3 bias staged in the column row (prefetched as bytes during the main loop); bf16 out."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 80, 160, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    y = _residual(fd, mp, y, 70, 80, mp.float8_e4m3fn, bias=mp.float8_e4m3fn)
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_fp8_residual_and_bias_staged(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 epilogue inputs in the staged epilogue (N = 76: bf16 rows are not 16-byte
+    vectors): an e5m2 residual per element, an e4m3 bias hoisted per column group."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 76, 160, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    y = _residual(fd, mp, y, 70, 76, mp.float8_e5m2, bias=mp.float8_e4m3fn)
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
+def case_tn_bf16_fp8_residual_registers(fd: Any, mp: Any) -> dict[str, Any]:
+    """A 16-bit matmul reading an e5m2 residual in the register epilogue, ragged M and N."""
+    a, b = _operands(fd, mp, 70, 72, 80, "TN", mp.bfloat16)
+    y = _residual(fd, mp, fd.ops.matmul(a, b), 70, 72, mp.float8_e5m2)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.bfloat16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": False}
+
+
+def case_tn_e4m3_fp8_residual_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
+    """Split-K 2: the reduce kernel reads the e4m3 residual and writes bf16."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 72, 512, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    fd.add_output(fd.ops.cast(_residual(fd, mp, y, 70, 72, mp.float8_e4m3fn), mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), "splitk_factor": 2, **PERSISTENT}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
@@ -293,7 +340,8 @@ CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
                        "tn_e5m2_out_e5m2_staged_saturating",
-                       "tn_e4m3_out_e4m3_staged_bytes"}  # fmt: skip
+                       "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
+                       "tn_bf16_fp8_residual_registers"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -305,7 +353,9 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
          "tn_e5m2_tensorwise_pingpong_f16": 2, "tn_e4m3_splitk2_cluster_pairs_gelu": 2,
          "tn_e4m3_out_e4m3_packed_saturating": 4, "tn_e4m3_out_e4m3_registers_dequantized": 4,
-         "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4}  # fmt: skip
+         "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
+         "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
+         "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
