@@ -18,6 +18,7 @@ from mmaplug.ir.ops import (
     CastOp,
     LinearOp,
     MatmulOp,
+    MaxReductionOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
@@ -184,6 +185,8 @@ def _run(expr: Expr, args: list) -> np.ndarray | float:
         return args[0]  # broadcast to the output's shape below
     if isinstance(expr, ReductionOp):
         return np.sum(args[0], axis=expr.axes)
+    if isinstance(expr, MaxReductionOp):
+        return np.max(args[0], axis=expr.axes)  # NaN anywhere gives NaN
     if isinstance(expr, MmaOp):
         return _multiply_sum(args[0], args[1], expr.axes[0])
     if isinstance(expr, MatmulOp):
