@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mmaplug.analysis.amax import amax_outputs
 from mmaplug.analysis.bindings import MatmulAnalysis, TensorBinding
 from mmaplug.analysis.epilogue import EpilogueOutput, EpilogueProgram
 from mmaplug.analysis.horizontal import check_no_prologues, horizontal_operands
@@ -62,7 +63,8 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
-    _check_roles(work, patterns, roles, troles, graph, name)
+    amax_of = amax_outputs(work, roles, graph, name)
+    _check_roles(work, patterns, roles, troles, graph, name, amax_of)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
     b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
     if len(patterns) > 1:
@@ -103,7 +105,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         _check_operand_inner(binding, tv, roles, graph)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
-    program = lower_epilogue(work, patterns, epi_inputs, name, accs)
+    program = lower_epilogue(work, patterns, epi_inputs, name, accs, amax_of)
     _check_float8_epilogue(program)
     scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
@@ -224,7 +226,7 @@ class _UserNames:
 # -- checks --------------------------------------------------------------------------------------
 
 
-def _check_roles(fusion, patterns, roles, troles, graph, name) -> None:  # noqa: ANN001
+def _check_roles(fusion, patterns, roles, troles, graph, name, amax_of) -> None:  # noqa: ANN001
     for tv in fusion.inputs:
         if isinstance(tv, TensorView) and not any(tv in v for v in troles.values()):
             dims = list(unrelated_dims(tv, roles, graph))
@@ -234,14 +236,15 @@ def _check_roles(fusion, patterns, roles, troles, graph, name) -> None:  # noqa:
                 "operand or an epilogue input indexed by batch/M/N (drop or reduce that dim)"
             )
     for tv in fusion.outputs:
-        if tv not in troles[TensorRole.OUTPUT]:
+        if tv not in troles[TensorRole.OUTPUT] and id(tv) not in amax_of:
             found = {
                 roles.get(graph.group(d)) for d in tv.no_reduction_domain if not d.is_broadcast
             }
             what = "still holds the K dim" if DimRole.K in found else "does not hold both M and N"
             raise UnsupportedFusionError(
                 f"output {name(tv)} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
-                "be [batch..., M..., N...] (sum over K, and keep both M and N)"
+                "be [batch..., M..., N...] (sum over K, and keep both M and N), or an amax "
+                "over all of them (fd.ops.amax)"
             )
     for role, name in ((TensorRole.OPERAND_A, "A"), (TensorRole.OPERAND_B, "B")):
         if not troles[role]:
