@@ -255,3 +255,19 @@ def test_amax_in_a_cuda_graph_is_zeroed_at_every_replay(
         graph.replay()
         torch.cuda.synchronize()
         _check_amax(fusion, outputs, checks.expected(fusion, static))
+
+
+@pytest.mark.parametrize("smem", [True, False], ids=["staged", "registers"])
+def test_amax_of_a_horizontal_ffn(pm: mp.PluginManager, checks: Checks, smem: bool) -> None:
+    """A quantised llama FFN, ``y = silu(x @ W1) * (x @ W3)`` in one horizontal kernel: y8,
+    amax(y) and y (float32); ragged M and N."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([1000, 1024], dtype=mp.bfloat16)
+        w1, w3 = (fd.define_tensor([1000, 1024], dtype=mp.bfloat16) for _ in "13")
+        y = fd.ops.mul(fd.ops.silu(fd.ops.linear(x, w1)), fd.ops.linear(x, w3))
+        fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+        fd.add_output(y)
+    compiled = mp.compile(fd.fusion, pm=pm, overrides={"use_smem_epilogue": smem})
+    assert compiled.spec.problem.horizontal == 2 and compiled.spec.scheduler == "hopper"
+    _calls(compiled, fd.fusion, checks.inputs(fd.fusion, np.random.default_rng(49)), checks)

@@ -100,6 +100,17 @@ def _amax(m: int, n: int, k: int, *, operands: object = mp.float8_e4m3fn, out: o
     return fd.fusion
 
 
+def _quantized_ffn(m: int, n: int, k: int) -> mp.Fusion:
+    """A horizontal FFN ``y = silu(x @ W1) * (x @ W3)`` as e4m3 first, its amax second."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=mp.bfloat16)
+        w1, w3 = (fd.define_tensor([n, k], dtype=mp.bfloat16) for _ in "13")
+        y = fd.ops.mul(fd.ops.silu(fd.ops.linear(x, w1)), fd.ops.linear(x, w3))
+        fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+    return fd.fusion
+
+
 # plan -> (fusion, overrides, kernel-name suffix)
 AMAX_PLANS = {
     "registers": (lambda: _amax(1000, 1040, 1536), {"use_smem_epilogue": False}, "_sk1"),
@@ -114,6 +125,10 @@ AMAX_PLANS = {
         "_se_ps_pp",
     ),
     "cluster_pairs": (lambda: _amax(1000, 1040, 1536), {"cluster_dims": (2, 1)}, "_c2"),
+    "horizontal_staged": (lambda: _quantized_ffn(1000, 1024, 1024),
+                          {"use_smem_epilogue": True}, "_se_h2"),
+    "horizontal_registers": (lambda: _quantized_ffn(1000, 1024, 1024),
+                             {"use_smem_epilogue": False}, "_h2"),
 }  # fmt: skip
 
 
