@@ -405,6 +405,11 @@ def copy_to_device(address: int, host: Any) -> None:
 
 def memset_d32(address: int, value: int, count: int, stream: int) -> None:
     """Set *count* 32-bit words at device *address* to *value*, ordered on the stream whose raw
-    handle is *stream* (``cuMemsetD32Async``: a memset node under graph capture)."""
+    handle is *stream* (``cuMemsetD32Async``: a memset node under graph capture). A thread
+    without a current context gets its device's primary one, as a launch does."""
     lib = _lib()
-    _check(lib, lib.cuMemsetD32Async(address, value, count, stream), "cuMemsetD32Async")
+    err = lib.cuMemsetD32Async(address, value, count, stream)
+    if err == _INVALID_CONTEXT:
+        ensure_context()
+        err = lib.cuMemsetD32Async(address, value, count, stream)
+    _check(lib, err, "cuMemsetD32Async")

@@ -289,3 +289,33 @@ def test_the_hopper_source_keeps_a_running_max_and_one_red_per_warp() -> None:
     assert "amx1 = warp_max_u32(amx1)" in source and "red_global_max_u32(out1, 0, amx1)" in source
     assert "return amx1" in source and "amx1 = packed_step(" in source
     assert "out1[" not in source.replace("out1[0]", "")  # no element stores into the scalar
+
+
+def test_two_amaxes_each_keep_their_own_maximum() -> None:
+    """amax(y) and amax(y + residual): two running maxima, the step function returns both."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([256, 512], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([512, 256], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+        sa, sb = (fd.define_tensor([], dtype=mp.float32) for _ in "ab")
+        y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+        z = fd.ops.add(y, fd.define_tensor([256, 256], dtype=mp.float8_e5m2))
+        fd.add_output(fd.ops.cast(z, mp.float8_e4m3fn))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+        fd.add_output(fd.ops.amax(z, [0, 1]))
+    program = mp.analyze(fd.fusion).epilogue
+    first, second = program.outputs[1], program.outputs[2]
+    assert first.amax and second.amax and first.src != second.src
+    assert program.instrs[first.src].op == "mul" and program.instrs[second.src].op == "add"
+    source = mp.compile(fd, "h200", overrides={"use_smem_epilogue": True}).source
+    assert "amx1, amx2 = packed_step(" in source and "return amx1, amx2" in source
+    assert "red_global_max_u32(out1, 0, amx1)" in source
+    assert "red_global_max_u32(out2, 0, amx2)" in source
+
+
+def test_a_refused_max_is_cut_off_into_a_framework_segment() -> None:
+    """mp.compile runs a max the kernel does not take (over M only) after the kernel, with the
+    framework's ops, as it does any op the epilogue cannot take."""
+    fd = quantized_amax(256, 256, 256, amax=lambda fd, y: fd.ops.amax(y, [0]))
+    compiled = mp.compile(fd, "h200")
+    assert [s.kind for s in compiled.segments] == ["matmul", "pointwise"]
+    assert "keeps dims of shape [256]" in compiled.explain()
