@@ -111,8 +111,22 @@ def _quantized_ffn(m: int, n: int, k: int) -> mp.Fusion:
     return fd.fusion
 
 
+def _casts_only(m: int, n: int, k: int) -> mp.Fusion:
+    """``cast(A @ B, e4m3)`` and ``amax(A @ B)``, bf16 operands: casts of the accumulator only,
+    the register epilogue's unrolled form."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=mp.bfloat16)
+        b = fd.define_tensor([k, n], dtype=mp.bfloat16, stride_order=[0, 1])
+        y = fd.ops.matmul(a, b)
+        fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+    return fd.fusion
+
+
 # plan -> (fusion, overrides, kernel-name suffix)
 AMAX_PLANS = {
+    "registers_casts_only": (lambda: _casts_only(1000, 1040, 1536),
+                             {"use_smem_epilogue": False}, "_sk1"),
     "registers": (lambda: _amax(1000, 1040, 1536), {"use_smem_epilogue": False}, "_sk1"),
     "staged": (lambda: _amax(1000, 1000, 528, out=mp.float8_e5m2, operands=mp.float8_e5m2),
                {"use_smem_epilogue": True}, "_se"),
@@ -142,6 +156,9 @@ def test_amax_kernel_compiles_and_links_whole(
     compiled = mp.compile(fusion(), "h200", overrides=overrides)
     assert compiled.spec.scheduler == "hopper"
     assert compiled.kernel_name.endswith(marker), compiled.kernel_name
+    if plan == "registers_casts_only":  # unrolled: one fold per accumulator register
+        assert "cuda.local.array" not in compiled.source
+        assert compiled.source.count("f32_abs_bits(") == compiled.params.warp_tile.n // 2
     ptx = compiled.ptx
     assert len(re.findall(r"redux\.sync\.max\.u32", ptx)) == 1, "one warp reduction"
     assert len(re.findall(r"red\.global\.max\.u32", ptx)) == 1, "one global reduction"
