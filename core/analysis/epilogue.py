@@ -75,11 +75,17 @@ class Instr:
 
 @attrs.frozen(kw_only=True)
 class EpilogueOutput:
-    """A fusion output ``[batch, m, n]`` (n innermost) holding instruction ``src`` as ``dtype``."""
+    """A fusion output ``[batch, m, n]`` (n innermost) holding instruction ``src`` as ``dtype``.
+
+    With ``amax`` it is instead the float32 scalar ``max(|src|)`` over every element of the
+    output (a NaN gives NaN), delayed scaling's amax: kernels keep a running maximum as they
+    compute the elements and fold it into the scalar, which launches zero first.
+    """
 
     name: str
     src: int
     dtype: DType
+    amax: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -93,8 +99,21 @@ class EpilogueProgram:
 
     @property
     def op_names(self) -> tuple[str, ...]:
-        """The non-trivial operations, in order (``("add", "gelu", "cast")``)."""
-        return tuple(i.op for i in self.instrs if i.op not in ("acc", "input", "scalar", "const"))
+        """The non-trivial operations, in order (``("add", "gelu", "cast")``), then ``"amax"``
+        for each amax output."""
+        ops = tuple(i.op for i in self.instrs if i.op not in ("acc", "input", "scalar", "const"))
+        return ops + tuple("amax" for o in self.outputs if o.amax)
+
+    @property
+    def stored(self) -> tuple[tuple[int, EpilogueOutput], ...]:
+        """``(j, output j)`` of every output stored element by element (all but the amax
+        outputs)."""
+        return tuple((j, o) for j, o in enumerate(self.outputs) if not o.amax)
+
+    @property
+    def amaxes(self) -> tuple[tuple[int, EpilogueOutput], ...]:
+        """``(j, output j)`` of every amax output."""
+        return tuple((j, o) for j, o in enumerate(self.outputs) if o.amax)
 
 
 @attrs.frozen(kw_only=True)

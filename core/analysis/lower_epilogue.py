@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mmaplug.analysis.amax import ACCEPTED
 from mmaplug.analysis.epilogue import (
     Axis,
     EpilogueInput,
@@ -18,6 +19,7 @@ from mmaplug.ir.ops import (
     BinaryOp,
     BroadcastOp,
     CastOp,
+    MaxReductionOp,
     MmaOp,
     PermuteOp,
     SetOp,
@@ -29,13 +31,23 @@ from mmaplug.ir.view_ops import ExpandOp
 _AXIS_OF = {DimRole.BATCH: Axis.BATCH, DimRole.M: Axis.M, DimRole.N: Axis.N}
 
 
-def lower_epilogue(fusion, patterns, epi_inputs, name, accs=None) -> EpilogueProgram:  # noqa: ANN001
+def lower_epilogue(
+    fusion,
+    patterns,
+    epi_inputs,
+    name,
+    accs=None,
+    amax_of=None,  # noqa: ANN001
+) -> EpilogueProgram:
     """The epilogue program of a translated *fusion*: of its one matmul, or of a horizontal
     fusion's, where *accs* maps each MmaOp result's id to its accumulator index (``acc``
     with that ``arg``); empty for several matmuls otherwise.
 
-    *name* gives a tensor's user name for messages.
+    *amax_of* maps an amax output's id to the value it is the amax of (``analysis.amax``):
+    that output is an ``amax`` output of that value's instruction. *name* gives a tensor's
+    user name for messages.
     """
+    amax_of = amax_of or {}
     if len(patterns) != 1 and not accs:
         return EpilogueProgram()  # several matmuls that no kernel computes together
     instrs: list[Instr] = [Instr(op="acc")]
@@ -79,6 +91,11 @@ def lower_epilogue(fusion, patterns, epi_inputs, name, accs=None) -> EpiloguePro
         if isinstance(expr, BinaryOp):
             srcs = (lower(expr.inputs[0]), lower(expr.inputs[1]))
             return emit(Instr(op=expr.op, srcs=srcs))
+        if isinstance(expr, MaxReductionOp):
+            raise UnsupportedFusionError(
+                f"{name(val)} = max(...) is read inside the epilogue; {ACCEPTED} (its value is "
+                "complete only when every tile is done, so nothing in the kernel reads it)"
+            )
         what = expr.kind if expr is not None else "an input that is not an epilogue input"
         raise UnsupportedFusionError(
             f"{name(val)} is computed by {what}, which a matmul epilogue cannot do; epilogues "
@@ -87,6 +104,10 @@ def lower_epilogue(fusion, patterns, epi_inputs, name, accs=None) -> EpiloguePro
 
     outputs = []
     for tv in fusion.outputs:
+        if id(tv) in amax_of:
+            src = lower(amax_of[id(tv)])
+            outputs.append(EpilogueOutput(name=name(tv), src=src, dtype=tv.dtype, amax=True))
+            continue
         src = lower(tv)
         outputs.append(EpilogueOutput(name=name(tv), src=src, dtype=tv.dtype))
     return EpilogueProgram(

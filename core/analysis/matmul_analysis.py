@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from mmaplug.analysis.amax import amax_outputs
 from mmaplug.analysis.bindings import SCALE_DIMS, MatmulAnalysis, TensorBinding
-from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram
+from mmaplug.analysis.epilogue import EpilogueOutput, EpilogueProgram
 from mmaplug.analysis.horizontal import check_no_prologues, horizontal_operands
 from mmaplug.analysis.lower_epilogue import lower_epilogue, lower_prologue
 from mmaplug.analysis.patterns import (
@@ -63,7 +64,8 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     graph = DimGraph(work)
     roles = all_dim_roles(patterns, graph)
     troles = tensor_roles(work, roles, graph)
-    _check_roles(work, patterns, roles, troles, graph, name, scale_tvs)
+    amax_of = amax_outputs(work, roles, graph, name)
+    _check_roles(work, patterns, roles, troles, graph, name, scale_tvs, amax_of)
     a_tv, b_tv = troles[TensorRole.OPERAND_A][0], troles[TensorRole.OPERAND_B][0]
     b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
     if len(patterns) > 1:
@@ -116,7 +118,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         _check_operand_inner(binding, tv, roles, graph)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
-    program = lower_epilogue(work, patterns, epi_inputs, name, accs)
+    program = lower_epilogue(work, patterns, epi_inputs, name, accs, amax_of)
     _check_float8_epilogue(program)
     scalar_table = list(program.scalars)
     prologue_a = prologue_b = None
@@ -143,6 +145,7 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         num_patterns=len(patterns),
         horizontal=len(bs),
         epilogue_ops=program.op_names,
+        epilogue_input_dtypes=tuple(t.dtype for t in program.inputs),
         a_prologue_ops=prologue_a.op_names if prologue_a else (),
         b_prologue_ops=prologue_b.op_names if prologue_b else (),
         block_scaled=bool(scales),
@@ -262,7 +265,7 @@ def _block_scales(work: Fusion, patterns: list, name: _UserNames) -> list[Tensor
     return found
 
 
-def _check_roles(fusion, patterns, roles, troles, graph, name, scales) -> None:  # noqa: ANN001
+def _check_roles(fusion, patterns, roles, troles, graph, name, scales, amax_of) -> None:  # noqa: ANN001, E501
     for tv in fusion.inputs:
         if tv in scales:
             continue
@@ -274,14 +277,15 @@ def _check_roles(fusion, patterns, roles, troles, graph, name, scales) -> None: 
                 "operand or an epilogue input indexed by batch/M/N (drop or reduce that dim)"
             )
     for tv in fusion.outputs:
-        if tv not in troles[TensorRole.OUTPUT]:
+        if tv not in troles[TensorRole.OUTPUT] and id(tv) not in amax_of:
             found = {
                 roles.get(graph.group(d)) for d in tv.no_reduction_domain if not d.is_broadcast
             }
             what = "still holds the K dim" if DimRole.K in found else "does not hold both M and N"
             raise UnsupportedFusionError(
                 f"output {name(tv)} (shape {list(tv.shape)}) {what}; matmul fusion outputs must "
-                "be [batch..., M..., N...] (sum over K, and keep both M and N)"
+                "be [batch..., M..., N...] (sum over K, and keep both M and N), or an amax "
+                "over all of them (fd.ops.amax)"
             )
     for role, name in ((TensorRole.OPERAND_A, "A"), (TensorRole.OPERAND_B, "B")):
         if not troles[role]:
@@ -323,17 +327,10 @@ def _check_operand_dtypes(a: TensorView, b: TensorView, name: _UserNames) -> Non
 
 
 def _check_float8_epilogue(program: EpilogueProgram) -> None:
-    """Epilogues write FP8 and round to it (saturating, as mp.evaluate), but read no FP8 input
-    yet; and the first output must be FP8 when any FP8 is written or rounded to: the problem's
-    output dtype is what schedulers decide on (only hopper builds the conversions)."""
-    reads: list[EpilogueInput] = [t for t in program.inputs if t.dtype.is_float8]
-    if reads:
-        raise UnsupportedFusionError(
-            f"the epilogue reads {', '.join(f'{t.name} ({t.dtype.label})' for t in reads)}; "
-            "epilogues read float16, bfloat16 or float32 inputs, FP8 only as matmul operands or "
-            "outputs (cast the input to float16 or bfloat16 before the fusion; mp.evaluate runs "
-            "the fusion)"
-        )
+    """Epilogues read FP8 inputs (widened to float32), write FP8 and round to it (saturating,
+    as mp.evaluate); the first output must be FP8 when any FP8 is written or rounded to: the
+    problem's output dtype is what schedulers decide on (only hopper builds the conversions;
+    FP8 inputs are in ``MatmulProblem.epilogue_input_dtypes``, which they decline on)."""
     writes: list[EpilogueOutput] = [t for t in program.outputs if t.dtype.is_float8]
     found = [f"{t.name} ({t.dtype.label})" for t in writes]
     found += [

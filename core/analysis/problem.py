@@ -80,6 +80,7 @@ class MatmulProblem:
     num_patterns: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     horizontal: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     epilogue_ops: tuple[str, ...] = ()
+    epilogue_input_dtypes: tuple[DType, ...] = ()  # of the tensors the epilogue reads, in order
     a_prologue_ops: tuple[str, ...] = ()  # element-wise ops between input A and the mma
     b_prologue_ops: tuple[str, ...] = ()
     block_scaled: bool = False  # FP8 sums scaled per K block (ScaledMmaOp, SCALE_BLOCK)

@@ -23,6 +23,7 @@ from typing import Any, Final
 import attrs
 
 from mmaplug.analysis.epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.codegen.amax_epilogue import amax_flush, amax_init, amax_update
 from mmaplug.ir.dtypes import DType
 
 __all__ = [
@@ -172,20 +173,25 @@ def narrow(dtype: DType, expr: str) -> str:
 
 
 def fp8_imports(prog: EpilogueProgram) -> str:
-    """The import of the FP8 intrinsics the epilogue of *prog* may name (its FP8 outputs and
-    casts: narrow, widen, the pair form, the 4-byte store), or ``""`` when it has none; the
-    16-bit conversions are in every generated module's imports."""
-    dtypes = {o.dtype for o in prog.outputs} | {
+    """The import of the FP8 intrinsics the epilogue of *prog* may name: for its FP8 outputs
+    and casts narrow, widen, the pair form and the 4-byte store; for the FP8 inputs it reads
+    (loaded as bytes) widen; ``""`` when it has none. The 16-bit conversions are in every
+    generated module's imports."""
+    written = {o.dtype for o in prog.outputs} | {
         cast_dtype(i) for i in prog.instrs if i.op == "cast"
     }
-    names = [
-        name
-        for d in sorted((d for d in dtypes if d.is_float8), key=lambda d: d.label)
-        for name in (f"f32_to_{fp8_name(d)}", f"{fp8_name(d)}_to_f32", f"f32x2_to_{fp8_name(d)}x2")
-    ]
+    read = {i.dtype for i in prog.inputs}
+    names = []
+    for d in sorted((d for d in written | read if d.is_float8), key=lambda d: d.label):
+        fmt = fp8_name(d)
+        if d in written:
+            names += [f"f32_to_{fmt}", f"{fmt}_to_f32", f"f32x2_to_{fmt}x2"]
+        else:
+            names.append(f"{fmt}_to_f32")
     if not names:
         return ""
-    return f"from mmaplug.cuda.intrinsics import {', '.join(names)}, st_global_b32"
+    store = ", st_global_b32" if any(d.is_float8 for d in written) else ""
+    return f"from mmaplug.cuda.intrinsics import {', '.join(names)}{store}"
 
 
 def epilogue_params(
@@ -327,28 +333,34 @@ def _atomic(text: str) -> bool:
 
 def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
     """Epilogue of one element: float32 ``v`` at (``bt``, ``row``, ``col``), already in bounds
-    (accumulator j > 0 of a horizontal fusion: ``v{j}``), the names of :data:`EPILOGUE_VARS`."""
+    (accumulator j > 0 of a horizontal fusion: ``v{j}``), the names of :data:`EPILOGUE_VARS`;
+    amax outputs fold it into their running maxima (started by ``amax_init``)."""
     ev = EPILOGUE_VARS
     used = live_instrs(prog)
     for idx, ins_ in enumerate(prog.instrs):
         if idx in used:
             em(f"x{idx} = {instr_expr(prog, ins_)}")
-    for j, out in enumerate(prog.outputs):
+    for j, out in prog.stored:
         at = f"{ev.bt} * out{j}_sb + {ev.row} * out{j}_sm + {ev.col}"
         em(f"out{j}[{at}] = {narrow(out.dtype, f'x{out.src}')}")
+    for j, out in prog.amaxes:
+        em(amax_update(j, f"x{out.src}"))
 
 
 def emit_splitk_reduce(
     em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
-    apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each)."""
+    apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each;
+    amax outputs reduced per warp, every thread of the block taking part)."""
     ev = EPILOGUE_VARS
     em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
         em("i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")
         em("mn = M * N")
+        for line in amax_init(prog):
+            em(line)
         em("if i < batch * mn:")
         with em.indent():
             em(f"{ev.col} = i % N")
@@ -360,4 +372,6 @@ def emit_splitk_reduce(
             for s in range(1, splitk):
                 em(f"{ev.v} += ws[off + {s} * batch * mn]")
             emit_epilogue_body(em, prog)
+        for line in amax_flush(prog, "cuda.threadIdx.x % 32"):
+            em(line)
     em()

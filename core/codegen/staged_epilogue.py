@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.analysis.epilogue import EpilogueProgram
+from mmaplug.codegen.amax_epilogue import amax_update
 from mmaplug.codegen.emitter import (
     EPILOGUE_VARS,
     Emitter,
@@ -53,7 +54,8 @@ def emit_staged_epilogue(
     stores. A store is scalar when the group crosses N or the output's base, batch or row
     stride is not aligned to the packed size (checked once per thread). Inputs varying along N
     only are loaded once per thread; loads of other inputs clamp the column to N - 1 in the
-    tail group.
+    tail group. Amax outputs fold the thread's elements (rows below M, columns below N) into
+    their running maxima (``mmaplug.codegen.amax_epilogue``; the caller starts and flushes them).
 
     The tile is *rows* x *cols* float32 at ``smem[base + row * stride + col]``, its origin in
     the output at (*m0*, *n0*); *threads* threads (index *tid*) share it, and
@@ -84,7 +86,7 @@ def emit_staged_epilogue(
             em(
                 f"h{i}_{j} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i} + min(gcol + {j}, N - 1) * in{i}_sn]')}"
             )
-    for k, out in enumerate(prog.outputs):
+    for k, out in prog.stored:
         size = 1 if out.dtype.is_float8 else 2 if is16(out.dtype) else 4
         nbytes = g * size
         em(f"ob{k} = {ev.bt} * out{k}_sb + ({m0} + erow) * out{k}_sm + gcol")
@@ -105,7 +107,7 @@ def emit_staged_epilogue(
                 f"vp{p}_0, vp{p}_1, vp{p}_2, vp{p}_3 = "
                 f"ld_shared_v4_f32(smem_addr({smem}, es + lr * {cst} + {p * bn}))"
             )
-        for k, out in enumerate(prog.outputs):
+        for k, out in prog.stored:
             if out.dtype.is_float8:
                 em(f"w{k} = uint64(0)")
             elif is16(out.dtype):
@@ -133,7 +135,12 @@ def emit_staged_epilogue(
             for idx, ins_ in enumerate(prog.instrs):
                 if idx in used:
                     em(f"x{idx} = {instr_expr(prog, ins_, inputs)}")
-            for k, out in enumerate(prog.outputs):
+            if prog.amaxes:
+                em("if j < ncol:  # (a tail group's columns past N hold no output)")
+                with em.indent():
+                    for k, out in prog.amaxes:
+                        em(amax_update(k, f"x{out.src}"))
+            for k, out in prog.stored:
                 if out.dtype.is_float8:
                     em(
                         f"w{k} = (w{k} >> uint64(8)) | (uint64({narrow(out.dtype, f'x{out.src}')}) << uint64(24))"
@@ -144,7 +151,7 @@ def emit_staged_epilogue(
                     )
                 else:
                     em(f"f{k}_0, f{k}_1, f{k}_2, f{k}_3 = f{k}_1, f{k}_2, f{k}_3, x{out.src}")
-        for k, out in enumerate(prog.outputs):
+        for k, out in prog.stored:
             em(f"if wide{k}:")
             with em.indent():
                 if out.dtype.is_float8:
@@ -173,6 +180,6 @@ def emit_staged_epilogue(
                         em(f"w{k} = w{k} >> uint64(16)")
                     else:
                         em(f"f{k}_0, f{k}_1, f{k}_2 = f{k}_1, f{k}_2, f{k}_3")
-        for k in range(len(prog.outputs)):
+        for k, _ in prog.stored:
             em(f"ob{k} += ostep{k}")
         em(f"lr = int32(lr + {rpi})")

@@ -63,6 +63,7 @@ _SIGNATURES: Final = {
     "cuMemAlloc_v2": (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t),
     "cuMemFree_v2": (ctypes.c_uint64,),
     "cuMemcpyHtoDAsync_v2": (ctypes.c_uint64, _P, ctypes.c_size_t, _P),
+    "cuMemsetD32Async": (ctypes.c_uint64, _U, ctypes.c_size_t, _P),
     "cuStreamCreate": (ctypes.POINTER(_P), _U),
     "cuStreamSynchronize": (_P,),
     "cuThreadExchangeStreamCaptureMode": (ctypes.POINTER(ctypes.c_int),),
@@ -400,3 +401,15 @@ def copy_to_device(address: int, host: Any) -> None:
         "cuMemcpyHtoDAsync",
     )
     _check(lib, lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
+
+
+def memset_d32(address: int, value: int, count: int, stream: int) -> None:
+    """Set *count* 32-bit words at device *address* to *value*, ordered on the stream whose raw
+    handle is *stream* (``cuMemsetD32Async``: a memset node under graph capture). A thread
+    without a current context gets its device's primary one, as a launch does."""
+    lib = _lib()
+    err = lib.cuMemsetD32Async(address, value, count, stream)
+    if err == _INVALID_CONTEXT:
+        ensure_context()
+        err = lib.cuMemsetD32Async(address, value, count, stream)
+    _check(lib, err, "cuMemsetD32Async")

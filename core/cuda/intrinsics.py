@@ -1,5 +1,5 @@
-"""Inline-PTX intrinsics for Ampere tensor-core kernels: ldmatrix, mma.sync, cp.async and cvt
-(the FP8 conversions need sm_89 or newer)."""
+"""Inline-PTX intrinsics for Ampere tensor-core kernels: ldmatrix, mma.sync, cp.async, cvt (the
+FP8 conversions need sm_89 or newer) and the warp and global max reductions of an amax."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from mmaplug.cuda.binding import bind
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-ld
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-st
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-redux-sync
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#parallel-synchronization-and-communication-instructions-red
 
 __all__ = [
     "bf16_to_f32",
@@ -34,6 +36,7 @@ __all__ = [
     "e5m2_to_f32",
     "ex2_approx",
     "f16_to_f32",
+    "f32_abs_bits",
     "f32_to_bf16",
     "f32_to_e4m3",
     "f32_to_e5m2",
@@ -52,10 +55,12 @@ __all__ = [
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
     "rcp_approx",
+    "red_global_max_u32",
     "smem_addr",
     "st_global_b32",
     "st_global_v2_b32",
     "st_global_v4_b32",
+    "warp_max_u32",
 ]
 
 
@@ -197,6 +202,23 @@ def e5m2_to_f32(bits):
     """Generate `cvt.rn.f16x2.e5m2x2` and `cvt.f32.f16` (sm_89+): e4m3_to_f32 for e5m2."""
 
 
+def f32_abs_bits(x):
+    """The bits of `|x|` for float32 `x` as a uint32 (the sign cleared; no instruction of its
+    own). Non-negative floats order as these bits do, and a NaN's lie above +inf's, so an
+    integer max of them is the float max with NaN winning, as `np.max`."""
+
+
+def warp_max_u32(x):
+    """Generate `redux.sync.max.u32 d, x, 0xffffffff` (sm_80+): the maximum of uint32 `x` over
+    the 32 lanes of the warp, returned to every lane. Every lane must execute it (converged)."""
+
+
+def red_global_max_u32(arr, index, w):
+    """Generate `red.global.max.u32 [&arr[index]], w`: atomically make the 32-bit element
+    `arr[index]` (any 32-bit type, compared as its uint32 bits) the maximum of itself and
+    uint32 `w`; returns nothing."""
+
+
 def ex2_approx(x):
     """Generate `ex2.approx.ftz.f32`: 2 ** float32 `x` (one MUFU op, ~2 ulp)."""
 
@@ -310,6 +332,9 @@ def _instantiate() -> dict[str, Any]:
         made[stub.__name__] = F.fp8_narrow_intrinsic(stub, fmt, pair)
     for stub, fmt in FP8_WIDEN_VARIANTS.items():
         made[stub.__name__] = F.fp8_widen_intrinsic(stub, fmt)
+    made[f32_abs_bits.__name__] = F.abs_bits_intrinsic(f32_abs_bits)
+    made[warp_max_u32.__name__] = F.redux_intrinsic(warp_max_u32, "max")
+    made[red_global_max_u32.__name__] = F.red_global_intrinsic(red_global_max_u32, "max")
     return made
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "kernel_binary",
     "launch_checked",
     "numba_binary",
+    "zero_words",
 ]
 
 ARRAY_SLOTS: Final = 7
@@ -88,6 +89,18 @@ def launch_checked(
         kernels.module, kernels.source, lambda: kernels, name, smem, len(params.slots)
     )
     DriverLaunch(kernel, grid, block, smem, params, cluster)(stream)
+
+
+def zero_words(tensors: Sequence[Any], stream: int) -> None:
+    """Zero the first 32-bit word of each of *tensors* (``DeviceTensor`` views) on the stream
+    with raw handle *stream*, before a kernel reduces into it (an amax output: kernels fold
+    their maxima in with ``red.global.max``, so it must start at 0.0 whatever the allocator
+    left there). The simulator's host arrays are written at once (its launches are in order)."""
+    for tensor in tensors:
+        if simulating():
+            np.asarray(tensor.array).view(np.uint32)[0] = 0
+        else:
+            driver.memset_d32(tensor.address, 0, 1, stream)
 
 
 def kernel_arguments(
@@ -294,8 +307,10 @@ class BoundKernels:
     *order* says which of the call's addresses go into each parameter block's pointer slots;
     *scalar_slots* which block and slot takes each scalar. *workspace* is the float32 elements
     of scratch the launches need: the caller allocates it (with the framework of the tensors,
-    so streams and graph capture order it) and passes its address last. A lock keeps two
-    threads from interleaving their patches of the shared parameter blocks.
+    so streams and graph capture order it) and passes its address last. *zeroed*: which of
+    the call's addresses get their first 32-bit word zeroed on the stream before the launches
+    (amax outputs, see :func:`zero_words`). A lock keeps two threads from interleaving their
+    patches of the shared parameter blocks.
     """
 
     def __init__(
@@ -304,8 +319,10 @@ class BoundKernels:
         order: Sequence[tuple[KernelParams, Sequence[int]]],
         scalar_slots: Sequence[tuple[KernelParams, int]],
         workspace: int = 0,
+        zeroed: Sequence[int] = (),
     ) -> None:
         self.launches = tuple(launches)
+        self._zeroed = tuple(zeroed)
         self._runs = tuple(getattr(launch, "run", launch) for launch in self.launches)
         self.workspace = workspace
         self._writes: tuple[tuple[Any, slice, slice], ...] = tuple(
@@ -324,6 +341,8 @@ class BoundKernels:
             if self._floats:
                 for view, value in zip(self._floats, scalars, strict=True):
                     view.value = value
+            for i in self._zeroed:
+                driver.memset_d32(addresses[i], 0, 1, stream)
             for run in self._runs:
                 run(stream)
 

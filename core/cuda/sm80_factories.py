@@ -317,3 +317,68 @@ def fp8_widen_intrinsic(stub, fmt: str):
         return types.float32(bits), codegen
 
     return typer
+
+
+def abs_bits_intrinsic(stub):
+    """float32 ``x`` to the uint32 bits of ``|x|``: a bitcast and an ``and`` clearing the sign
+    (plain LLVM IR, no asm: NVVM folds it into whatever reads it)."""
+
+    @implements(stub)
+    def typer(typingctx, x):
+        validate_float(stub.__name__, "argument", x)
+
+        def codegen(context, builder, sig, args):
+            (value,) = casts(context, builder, sig, args, [types.float32])
+            bits = builder.bitcast(value, ir.IntType(32))
+            return builder.and_(bits, ir.Constant(ir.IntType(32), 0x7FFFFFFF))
+
+        return types.uint32(x), codegen
+
+    return typer
+
+
+def redux_intrinsic(stub, op: str):
+    """``redux.sync.{op}.u32`` over the full warp: every lane gets the result (sm_80+). Marked
+    with side effects so that LLVM neither moves it into divergent code nor merges it."""
+    text = f"redux.sync.{op}.u32"
+
+    @implements(stub)
+    def typer(typingctx, x):
+        validate_integer(text, "argument", x)
+
+        def codegen(context, builder, sig, args):
+            values = casts(context, builder, sig, args, [types.uint32])
+            asm = f"{text} $0, $1, 0xffffffff;"
+            return inline_asm(builder, [types.uint32], asm, [types.uint32], values, effect=True)
+
+        return types.uint32(x), codegen
+
+    return typer
+
+
+def red_global_intrinsic(stub, op: str):
+    """``red.global.{op}.u32 [&arr[index]], w``: a reduction into global memory that returns
+    nothing (cheaper than ``atom``); *arr*'s element is taken as its 32 bits."""
+    text = f"red.global.{op}.u32"
+
+    @implements(stub)
+    def typer(typingctx, arr, index, w):
+        validate_array(text, "arr", arr)
+        validate_integer(text, "index", index)
+        validate_integer(text, "w", w)
+        if arr.dtype.bitwidth != 32:
+            raise NumbaTypeError(f"{text}: arr must hold 32-bit elements, got {arr.dtype}")
+
+        def codegen(context, builder, sig, args):
+            aryty, idxty, wty = sig.args
+            addr = item_address(
+                context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
+            )
+            word = context.cast(builder, args[2], wty, types.uint32)
+            asm = f"{text} [$0], $1;"
+            inline_asm(builder, [], asm, [types.uint64, types.uint32], [addr, word], effect=True)
+            return context.get_dummy_value()
+
+        return types.void(arr, index, w), codegen
+
+    return typer

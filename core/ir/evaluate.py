@@ -18,6 +18,7 @@ from mmaplug.ir.ops import (
     CastOp,
     LinearOp,
     MatmulOp,
+    MaxReductionOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
@@ -185,6 +186,8 @@ def _run(expr: Expr, args: list) -> np.ndarray | float:
         return args[0]  # broadcast to the output's shape below
     if isinstance(expr, ReductionOp):
         return np.sum(args[0], axis=expr.axes)
+    if isinstance(expr, MaxReductionOp):
+        return np.max(args[0], axis=expr.axes)  # NaN anywhere gives NaN
     if isinstance(expr, ScaledMmaOp):
         return block_scaled_sum(*args, block=expr.block)
     if isinstance(expr, MmaOp):

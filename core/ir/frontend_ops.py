@@ -16,6 +16,7 @@ from mmaplug.ir.ops import (
     CastOp,
     LinearOp,
     MatmulOp,
+    MaxReductionOp,
     MmaOp,
     ReductionOp,
     ScaledMmaOp,
@@ -351,10 +352,7 @@ class Ops(ShapeOps):
         x = self._tensor(x, "sum")
         if dtype is not None:
             dtype = arguments.dtype(dtype, f"sum of {x.name}: dtype")
-        dims = arguments.ints(dims, f"sum of {x.name}: dims", scalar_ok=True)
-        axes = sorted({fdims.axis(x, d, "sum") for d in dims})
-        if not axes:
-            raise FusionError(f"sum of {x.name}: give at least one dim to reduce; got {dims}")
+        axes = self._reduced_axes(x, dims, "sum")
         domain = [
             IterDomain(d.extent, IterType.REDUCTION if i in axes else d.iter_type)
             for i, d in enumerate(x.no_reduction_domain)
@@ -362,7 +360,33 @@ class Ops(ShapeOps):
         x = self._promoted(x)  # type: ignore[assignment]
         return self._emit(ReductionOp, self._new(dtype or x.dtype, domain), x, axes)
 
+    def max(self, x: TensorView, dims: Sequence[int]) -> TensorView:
+        """The maximum over *dims*, in *x*'s dtype; a NaN anywhere gives NaN (``np.max``,
+        ``torch.amax``). In a matmul fusion, kernels take the maximum of ``abs`` of an epilogue
+        value over every output dim (see :meth:`amax`)."""
+        x = self._tensor(x, "max")
+        axes = self._reduced_axes(x, dims, "max")
+        domain = [
+            IterDomain(d.extent, IterType.REDUCTION if i in axes else d.iter_type)
+            for i, d in enumerate(x.no_reduction_domain)
+        ]
+        return self._emit(MaxReductionOp, self._new(x.dtype, domain), x, axes)
+
+    def amax(self, x: TensorView, dims: Sequence[int]) -> TensorView:
+        """``max(abs(x), dims)``, float32 for half and FP8 *x*: the amax a quantised layer keeps
+        of its output for delayed scaling (``amax = fd.ops.amax(y, [0, 1])`` beside
+        ``cast(y * scale, float8_e4m3fn)``)."""
+        return self.max(self.abs(x), dims)
+
     # -- internals --------------------------------------------------------------------------------
+    def _reduced_axes(self, x: TensorView, dims: Sequence[int], what: str) -> list[int]:
+        """The positions *dims* name in *x* (negative from the end), sorted; at least one."""
+        dims = arguments.ints(dims, f"{what} of {x.name}: dims", scalar_ok=True)
+        axes = sorted({fdims.axis(x, d, what) for d in dims})
+        if not axes:
+            raise FusionError(f"{what} of {x.name}: give at least one dim to reduce; got {dims}")
+        return axes
+
     def _promoted(self, x: Val) -> Val:
         """Half and FP8 tensors enter arithmetic through an explicit cast to float32, as in
         nvFuser."""

@@ -1,4 +1,4 @@
-"""The built-in ops of the Fusion IR: element-wise, metadata, reductions and matmuls.
+"""The built-in ops of the Fusion IR: element-wise, metadata, reductions (sum, max), matmuls.
 
 Each is an ``Expr`` that says how its input dims map to its output dims (``dim_pairs``).
 """
@@ -118,6 +118,21 @@ class ReductionOp(Expr):
     """Sum over ``axes``; the output keeps them in place as reduction dims."""
 
     kind = "sum"
+
+    def __init__(self, out: TensorView, inp: TensorView, axes: Sequence[int]) -> None:
+        super().__init__([out], [inp])
+        self.axes = tuple(axes)
+
+    def attrs_text(self) -> str:
+        return f"dims={list(self.axes)}"
+
+
+class MaxReductionOp(Expr):
+    """Maximum over ``axes`` (a NaN anywhere gives NaN, as ``np.max``); the output keeps them
+    in place as reduction dims. An op of its own, not a ``ReductionOp``: the matmul recognisers
+    read a ``ReductionOp`` of a mul as a matmul, and a max is no sum."""
+
+    kind = "max"
 
     def __init__(self, out: TensorView, inp: TensorView, axes: Sequence[int]) -> None:
         super().__init__([out], [inp])

@@ -119,6 +119,7 @@ def explain(spec: KernelSpec) -> str:
         f"vector widths a={p.vector_widths.a} b={p.vector_widths.b} "
         f"epilogue={p.vector_widths.epilogue}"
         + (f", epilogue ops {', '.join(p.epilogue_ops)}" if p.epilogue_ops else "")
+        + "".join(f", epilogue reads {d.label}" for d in p.epilogue_input_dtypes if d.is_float8)
         + "".join(
             f", {side} prologue ops {', '.join(ops)}"
             for side, ops in (("A", p.a_prologue_ops), ("B", p.b_prologue_ops))

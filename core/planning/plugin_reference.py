@@ -87,6 +87,8 @@ ATTRIBUTE_DOCS: Final[dict[type, dict[str, str]]] = {
         "num_patterns": "matmuls in the fusion",
         "horizontal": "matmuls sharing operand A and meeting in the epilogue; 1 for one matmul",
         "epilogue_ops": "element-wise ops after the matmul, in order (`bias`, `gelu`, ...)",
+        "epilogue_input_dtypes": "types of the tensors the epilogue reads, in order (an FP8 "
+        "residual: `mp.float8_e4m3fn`)",
         "a_prologue_ops": "element-wise ops between input A and the mma",
         "b_prologue_ops": "element-wise ops between input B and the mma",
         "block_scaled": "FP8 sums scaled per block of 128 of K (`scaled_mm` with block scales); "

@@ -56,6 +56,7 @@ def plan_record(spec: KernelSpec) -> dict[str, Any]:
                 "epilogue": p.vector_widths.epilogue,
             },
             "epilogue_ops": list(p.epilogue_ops),
+            "epilogue_input_dtypes": [d.label for d in p.epilogue_input_dtypes],
         },
         "device": {
             "name": d.name,

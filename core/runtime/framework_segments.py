@@ -19,6 +19,7 @@ from mmaplug.ir.ops import (
     CastOp,
     LinearOp,
     MatmulOp,
+    MaxReductionOp,
     MmaOp,
     PermuteOp,
     ReductionOp,
@@ -54,6 +55,9 @@ class Backend:
     def sum(self, x: Any, axes: Sequence[int]) -> Any:
         return self.xp.sum(x, axis=tuple(axes))
 
+    def max(self, x: Any, axes: Sequence[int]) -> Any:
+        return self.xp.max(x, axis=tuple(axes))
+
     def matmul(self, a: Any, b: Any) -> Any:
         """``a @ b``, 16-bit operands accumulated in float32 (as torch and cuBLAS do)."""
         if a.dtype.itemsize == 2:
@@ -82,6 +86,9 @@ class TorchBackend(Backend):
 
     def sum(self, x: Any, axes: Sequence[int]) -> Any:
         return x.sum(dim=tuple(axes))
+
+    def max(self, x: Any, axes: Sequence[int]) -> Any:
+        return x.amax(dim=tuple(axes))  # NaN anywhere gives NaN, as numpy's max
 
     def matmul(self, a: Any, b: Any) -> Any:
         return a @ b
@@ -154,6 +161,8 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
         return vals[0][tuple(slice(*r) for r in expr.ranges)]
     if isinstance(expr, ReductionOp):
         return be.sum(vals[0], expr.axes)
+    if isinstance(expr, MaxReductionOp):
+        return be.max(vals[0], expr.axes)
     if isinstance(expr, MmaOp):
         axis, rank = expr.axes[0], len(vals[0].shape)
         order = [i for i in range(rank) if i != axis] + [axis]

@@ -8,6 +8,7 @@ emulation does differently.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -283,3 +284,25 @@ def e4m3_to_f32(bits: int) -> np.float32:
 def e5m2_to_f32(bits: int) -> np.float32:
     """Emulate e5m2_to_f32 (the low byte of `bits`)."""
     return np.float32(np.uint8(int(bits) & 0xFF).view(ml_dtypes.float8_e5m2))
+
+
+def f32_abs_bits(x: float) -> np.uint32:
+    """Emulate f32_abs_bits."""
+    return np.uint32(int(np.float32(x).view(np.uint32)) & 0x7FFFFFFF)
+
+
+def warp_max_u32(x: int) -> np.uint32:
+    """Emulate warp_max_u32: the lanes exchange their values (all 32 must arrive)."""
+    return warp_collective(
+        "redux.sync.max.u32", int(x), lambda xs: [np.uint32(max(xs))] * WARP_SIZE
+    )
+
+
+_RED_LOCK = threading.Lock()  # the simulator's threads reduce into one array
+
+
+def red_global_max_u32(arr: Any, index: int, w: int) -> None:
+    """Emulate red_global_max_u32 (a lock stands for the atomicity)."""
+    words = host_array(arr).view(np.uint32)
+    with _RED_LOCK:
+        words[int(index)] = max(int(words[int(index)]), int(w))

@@ -38,8 +38,8 @@ class AmpereScheduler:
     priority: int = PRIORITY
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
-        """None for half-precision operands of one matmul, its output not FP8, on sm_80 and
-        newer (the H200 too)."""
+        """None for half-precision operands of one matmul, its output and epilogue inputs not
+        FP8 and no amax output, on sm_80 and newer (the H200 too)."""
         if tuple(device.cc) < limits.MIN_CC:
             return (
                 f"needs mma.sync m16n8k16 and cp.async (sm_80 or newer); {device.name} is "
@@ -54,6 +54,16 @@ class AmpereScheduler:
             return (
                 f"the epilogue writes {problem.output_dtype.label}; the ampere kernel builds no "
                 "FP8 conversions (the hopper scheduler does, on sm_90a)"
+            )
+        if fp8 := [d.label for d in problem.epilogue_input_dtypes if d.is_float8]:
+            return (
+                f"the epilogue reads FP8 inputs ({', '.join(fp8)}); the ampere kernel builds no "
+                "FP8 conversions (the hopper scheduler does, on sm_90a)"
+            )
+        if "amax" in problem.epilogue_ops:
+            return (
+                "the epilogue computes an amax output (a max over the whole output); the ampere "
+                "kernel builds no reductions (the hopper scheduler does, on sm_90a)"
             )
         if problem.horizontal > 1:
             return (

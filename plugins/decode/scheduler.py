@@ -32,7 +32,8 @@ class DecodeScheduler:
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         """None for one TN matmul of half-precision operands with M <= 16 and K a multiple
-        of 8, its output not FP8, on sm_80 or newer; else why not."""
+        of 8, its output and epilogue inputs not FP8 and no amax output, on sm_80 or newer;
+        else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -46,6 +47,16 @@ class DecodeScheduler:
             return (
                 f"writes no {problem.output_dtype.label}: the decode kernel builds no FP8 "
                 "conversions (the hopper scheduler does, on sm_90a)"
+            )
+        if fp8 := [d.label for d in problem.epilogue_input_dtypes if d.is_float8]:
+            return (
+                f"reads no FP8 epilogue inputs ({', '.join(fp8)}): the decode kernel builds no "
+                "FP8 conversions (the hopper scheduler does, on sm_90a)"
+            )
+        if "amax" in problem.epilogue_ops:
+            return (
+                "computes no amax output (a max over the whole output): the decode kernel "
+                "builds no reductions (the hopper scheduler does, on sm_90a)"
             )
         if not (problem.a_k_inner and problem.b_k_inner):
             return (

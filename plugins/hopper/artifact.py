@@ -24,6 +24,7 @@ from mmaplug.cuda.launching import (
     KernelParams,
     launch_checked,
     simulating,
+    zero_words,
 )
 from mmaplug.cuda.modules import require_numba
 from mmaplug.errors import DeclinedLaunchError, LaunchError
@@ -81,8 +82,8 @@ def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int
         if n * 4 % VECTOR_ALIGN:
             bad.append(f"the float32 split-K workspace's rows of N={n}")
         return bad  # the outputs are the reduce kernel's
-    for j, out in enumerate(args.outputs):
-        size = cfg.epilogue_outputs[j].itemsize
+    for j, stored in cfg.epilogue.stored:  # (an amax scalar is no vector store's)
+        out, size = args.outputs[j], stored.dtype.itemsize
         strides = [out.role_strides[DimRole.M]]
         if batch > 1:
             strides.append(out.role_strides[DimRole.BATCH])
@@ -237,6 +238,7 @@ class HopperArtifact:
 
             clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
         kernels = build(cfg)
+        zero_words([args.outputs[j] for j, _ in cfg.epilogue.amaxes], args.stream)
         more_b = tuple(b.address for b in args.more_b)
         maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream, more_b)
         block = (cfg.threads, 1, 1)
@@ -293,6 +295,8 @@ class BoundHopper(BoundKernels):
         # pointers: [maps, scales..., epilogue inputs..., outputs..., workspace]
         arrays = 1 + len(scales) + len(ins) + len(outs)
         tensors = list(range(arrays))
+        first_out = 1 + len(scales) + len(ins)
+        zeroed = [first_out + j for j, _ in prog.amaxes]  # amax outputs start at 0.0
         first_scalar = ARRAY_SLOTS * arrays
         if cfg.splitk == 1:
             params = KernelParams(
@@ -304,6 +308,7 @@ class BoundHopper(BoundKernels):
                 [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params, cfg.cluster_m)],
                 [(params, tensors)],
                 [(params, first_scalar + i) for i in range(len(prog.scalars))],
+                zeroed=zeroed,
             )
             return
         size = cfg.splitk * plan.batch * plan.m * plan.n
@@ -326,6 +331,7 @@ class BoundHopper(BoundKernels):
             ],
             [(red, first_scalar - ARRAY_SLOTS * len(scales) + i) for i in range(len(prog.scalars))],
             workspace=size,
+            zeroed=zeroed,
         )
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:

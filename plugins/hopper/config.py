@@ -267,11 +267,11 @@ def horizontal_chunk(wn: int, h: int) -> int:
 
 
 def epilogue_outputs(epilogue: EpilogueProgram, splitk: int) -> tuple[DType, ...]:
-    """Dtypes of the arrays the main kernel's epilogue writes: the program's outputs, or the
-    float32 split-K workspace with split-K."""
+    """Dtypes of the arrays the main kernel's epilogue stores element by element: the
+    program's outputs but its amax scalars, or the float32 split-K workspace with split-K."""
     if splitk > 1:
         return (DType.float32,)
-    return tuple(o.dtype for o in epilogue.outputs)
+    return tuple(o.dtype for _, o in epilogue.stored)
 
 
 def staging_bytes(consumers: int, wn: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mmaplug.codegen.amax_epilogue import amax_flush, amax_imports, amax_init
 from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, fp8_imports, jit_options
 from mmaplug.codegen.grid import emit_tile_decode, emit_unsigned_divisors
 from mmaplug.ir.dtypes import DType
@@ -143,8 +144,10 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
             "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
             "tma_load_3d_multicast)"
         )
-    if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 outputs and casts
+    if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 inputs, outputs, casts
         em(fp8)
+    if amax := amax_imports(cfg.epilogue):  # the reductions of amax outputs
+        em(amax)
     em()
     _emit_main(em, cfg, sim)
     prog = staged_program(cfg)
@@ -377,6 +380,9 @@ def _emit_consumer(
     em(f"{kv.s} = 0")
     em(f"{kv.ph} = 0")
     em(f"{kv.u} = {kv.u0}")
+    main_epilogue = cfg.epilogue if cfg.splitk == 1 else staged_program(cfg)  # (partials)
+    for line in amax_init(main_epilogue):  # each thread's, over all its units
+        em(line)
     if cfg.pingpong:
         em("mine = 0  # ping-pong: this consumer takes the CTA's units c, c + 2, c + 4, ...")
         em("turns = 0")
@@ -440,6 +446,8 @@ def _emit_consumer(
                 emit_column_prefetch(em, cfg)
         emit_epilogue(em, cfg, accs)
         em(f"{kv.u} += {kv.ustep}")
+    for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
+        em(line)
 
 
 def _emit_stage_wgmmas(

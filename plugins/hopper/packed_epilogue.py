@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from mmaplug.analysis.epilogue import EpilogueProgram
+from mmaplug.codegen.amax_epilogue import amax_update
 from mmaplug.codegen.emitter import (
     Emitter,
     cast_dtype,
@@ -181,7 +182,9 @@ def emit_packed_epilogue(
             str(step) if p == kv.ch else f"{acc}[{first + int(p[1:])}]" if _is_value(p) else p
             for p in params
         ]
-        em(f"{STEP_FUNCTION}({', '.join(args)})  # row block {step // chunks}, chunk {index}")
+        call = f"{_maxima(prog)} = " if prog.amaxes else ""  # the step returns them
+        call += f"{STEP_FUNCTION}({', '.join(args)})"
+        em(f"{call}  # row block {step // chunks}, chunk {index}")
         if cfg.packed_buffers == 2:
             em(f"{kv.ebuf} ^= 1")
 
@@ -202,7 +205,14 @@ def emit_packed_step_function(
     with em.indent():
         for line in body:
             em(line)
+        if prog.amaxes:
+            em(f"return {_maxima(prog)}")
     em()
+
+
+def _maxima(prog: EpilogueProgram) -> str:
+    """The running maxima of *prog*'s amax outputs, as a step function takes and returns them."""
+    return ", ".join(f"amx{j}" for j, _ in prog.amaxes)
 
 
 def _is_value(name: str) -> bool:
@@ -223,16 +233,18 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     N (N * itemsize is a multiple of 16). With two buffers the next step writes the other one,
     so one barrier a step orders it all; with one, a second barrier waits for the reads. Global
     stores do not stall the thread: they drain while the warpgroup goes on. The outputs are
-    ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``.
+    ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``. An amax output
+    ``j`` folds the values inside M and N into ``amx{j}`` (a parameter of the step function,
+    which returns it).
     """
     em = Emitter()
     wn = cfg.warp_tile[1]
     chunk = cfg.epilogue_chunk
     chunks, groups = wn // chunk, chunk // 8
-    dtypes: list[DType] = [o.dtype for o in prog.outputs]
-    rows = [packed_row_bytes(d, wn) for d in dtypes]
-    offsets = [STAGED_ROWS * sum(rows[:j]) for j in range(len(rows))]
-    buf_bytes = STAGED_ROWS * sum(rows)
+    dtypes: dict[int, DType] = {j: o.dtype for j, o in prog.stored}  # by output index
+    rows = {j: packed_row_bytes(d, wn) for j, d in dtypes.items()}
+    offsets = {j: STAGED_ROWS * sum(list(rows.values())[:p]) for p, j in enumerate(rows)}
+    buf_bytes = STAGED_ROWS * sum(rows.values())
     roots = _roots(prog)
     used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
@@ -241,7 +253,7 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
     em(f"sw = ({kv.sreg} - {kv.base} + {kv.ebuf} * {buf_bytes}) // 4  # the buffer, in words")
-    for j, dtype in enumerate(dtypes):  # the thread's first word (FP8: half-word) in j's rows
+    for j, dtype in dtypes.items():  # the thread's first word (FP8: half-word) in j's rows
         if dtype.is_float8:
             em(f"hw{j} = 2 * sw + {kv.frow} * {rows[j] // 2} + {kv.fcol} // 2")
             continue
@@ -270,11 +282,16 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         lines, values = inline_exprs(prog, roots, inputs, f"a{4 * q + 2 * h + e}")
         for line in lines:
             em(line)
-        for j, dtype in enumerate(dtypes):  # FP8: float32 until the pair's one conversion
+        for j, dtype in dtypes.items():  # FP8: float32 until the pair's one conversion
             em(f"o{j}_{e} = {values[j] if dtype.is_float8 else narrow(dtype, values[j])}")
+        if prog.amaxes:  # (values past M or N are computed from clamped inputs: not the output)
+            em(f"if {row} < M and {col} < N:")
+            with em.indent():
+                for j, _ in prog.amaxes:
+                    em(amax_update(j, values[j]))
         if e == 0:
             continue
-        for j, dtype in enumerate(dtypes):
+        for j, dtype in dtypes.items():
             lrow = 8 * h
             if dtype.is_float8:  # column fcol in the low byte: it comes first
                 off = offsets[j] + lrow * rows[j] + 8 * q
@@ -293,7 +310,7 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 em(f"{kv.sf}[uint64(pw{j} + {off // 4})] = o{j}_0")
                 em(f"{kv.sf}[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
     em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
-    for j, dtype in enumerate(dtypes):
+    for j, dtype in dtypes.items():
         per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
         lanes = VECTOR_ALIGN // dtype.itemsize  # columns in a vector
         total = STAGED_ROWS * per_row  # the row block's vectors
@@ -314,7 +331,8 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr({kv.su}, {word}))")
                 dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
                 em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
-    return em.lines, _free_names(em.lines)
+    # a step function takes and returns the running maxima it folds its values into
+    return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
 
 
 def _free_names(lines: list[str]) -> list[str]:

@@ -95,6 +95,17 @@ def _fp8_kernel(fmt: str):
     return kernel, (F32, U8, U16, F32)
 
 
+def _amax_kernel():
+    """An amax's three steps: |x| as bits, the warp's maximum, one reduction into out[0]."""
+
+    def kernel(x, out):
+        m = I.warp_max_u32(I.f32_abs_bits(x[cuda.threadIdx.x]))
+        if cuda.threadIdx.x % 32 == 0:
+            I.red_global_max_u32(out, 0, m)
+
+    return kernel, (F32, F32)
+
+
 def _mufu_kernel(fn):
     def kernel(x, out):
         out[0] = fn(x[0])
@@ -156,6 +167,9 @@ CASES = {
     "st_global_v2_b32": (*_vector_kernel(), "st.global.v2.b32"),
     "st_global_v4_b32": (*_vector_kernel(), "st.global.v4.b32"),
     "global_addr": (*_vector_kernel(), "cvta.to.global.u64"),
+    "f32_abs_bits": (*_amax_kernel(), "and.b32"),
+    "warp_max_u32": (*_amax_kernel(), "redux.sync.max.u32"),
+    "red_global_max_u32": (*_amax_kernel(), "red.global.max.u32"),
 }
 
 

@@ -332,6 +332,119 @@ def case_tn_e4m3_block_pairs_k256_ragged(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32), **PERSISTENT}
 
 
+def _residual(fd: Any, mp: Any, y: Any, m: int, n: int, dtype: Any, bias: Any = None) -> Any:
+    """*y* plus an FP8 residual ``[m, n]`` of *dtype* (and an FP8 per-channel bias ``[n]`` of
+    *bias*): epilogue inputs loaded as bytes and widened to float32."""
+    y = fd.ops.add(y, fd.define_tensor([m, n], dtype=dtype))
+    if bias is not None:
+        b = fd.define_tensor([n], dtype=bias)
+        y = fd.ops.add(y, fd.ops.broadcast_in_dim(b, [m, n], [1]))
+    return y
+
+
+def case_tn_e4m3_fp8_residual_and_bias_packed(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 epilogue inputs in the packed epilogue: an e4m3 residual read per element and an
+    e4m3 bias staged in the column row (prefetched as bytes during the main loop); bf16 out."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 80, 160, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    y = _residual(fd, mp, y, 70, 80, mp.float8_e4m3fn, bias=mp.float8_e4m3fn)
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_fp8_residual_and_bias_staged(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 epilogue inputs in the staged epilogue (N = 76: bf16 rows are not 16-byte
+    vectors): an e5m2 residual per element, an e4m3 bias hoisted per column group."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 76, 160, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    y = _residual(fd, mp, y, 70, 76, mp.float8_e5m2, bias=mp.float8_e4m3fn)
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
+def case_tn_bf16_fp8_residual_registers(fd: Any, mp: Any) -> dict[str, Any]:
+    """A 16-bit matmul reading an e5m2 residual in the register epilogue, ragged M and N."""
+    a, b = _operands(fd, mp, 70, 72, 80, "TN", mp.bfloat16)
+    y = _residual(fd, mp, fd.ops.matmul(a, b), 70, 72, mp.float8_e5m2)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.bfloat16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": False}
+
+
+def case_tn_e4m3_fp8_residual_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
+    """Split-K 2: the reduce kernel reads the e4m3 residual and writes bf16."""
+    a, b, sa, sb = _scaled(fd, mp, 70, 72, 512, mp.float8_e4m3fn, rowwise=True)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    fd.add_output(fd.ops.cast(_residual(fd, mp, y, 70, 72, mp.float8_e4m3fn), mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), "splitk_factor": 2, **PERSISTENT}
+
+
+def _with_amax(fd: Any, mp: Any, n: int, dtype: Any, gain: float, *, product: bool = False,
+               residual: Any = None) -> None:  # fmt: skip
+    """A quantized layer with delayed scaling: the FP8 output of :func:`_quantized` (70 x *n*
+    x 160) first, then the float32 amax of the scaled value (before rounding), ``[]``; with
+    *product* the bf16 product after it (the amax between two stored outputs)."""
+    a, b, sa, sb = _scaled(fd, mp, 70, n, 160, dtype, rowwise=True)
+    out_scale = fd.define_tensor([], dtype=mp.float32)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    if residual is not None:
+        y = _residual(fd, mp, y, 70, n, residual)
+    scaled = fd.ops.mul(fd.ops.mul(y, out_scale), gain)
+    fd.add_output(fd.ops.cast(scaled, dtype))
+    fd.add_output(fd.ops.amax(scaled, [0, 1]))
+    if product:
+        fd.add_output(fd.ops.cast(y, mp.bfloat16))
+
+
+def case_tn_e4m3_out_e4m3_amax_packed(fd: Any, mp: Any) -> dict[str, Any]:
+    """The amax in the packed epilogue's step function (rows past M = 70 and columns past
+    N = 80 in the last tiles are computed from clamped inputs: they must not count), between
+    the e4m3 output and the bf16 product; a gain that saturates some values."""
+    _with_amax(fd, mp, 80, mp.float8_e4m3fn, 64.0, product=True)
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_out_e4m3_amax_registers(fd: Any, mp: Any) -> dict[str, Any]:
+    """The amax from the register epilogue, ragged M and N; each thread's maximum over both
+    of its persistent units, one red.max per warp."""
+    _with_amax(fd, mp, 72, mp.float8_e4m3fn, 16.0)
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT,
+            "use_smem_epilogue": False}  # fmt: skip
+
+
+def case_tn_e5m2_out_e5m2_amax_staged_residual(fd: Any, mp: Any) -> dict[str, Any]:
+    """The amax from the staged epilogue (N = 74: a partial last column group whose columns
+    past N must not count), an e5m2 residual read as bytes."""
+    _with_amax(fd, mp, 74, mp.float8_e5m2, 256.0, residual=mp.float8_e5m2)
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
+def case_tn_e4m3_out_e4m3_amax_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
+    """Split-K 2: the reduce kernel (one element a thread, the last block partly past the
+    output) computes the amax where it writes the final values."""
+    _with_amax(fd, mp, 72, mp.float8_e4m3fn, 16.0, product=True)
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), "splitk_factor": 2, **PERSISTENT}
+
+
+def case_tn_e4m3_out_e4m3_amax_nan(fd: Any, mp: Any) -> dict[str, Any]:
+    """A NaN in the e4m3 residual: the amax is NaN, as np.max (its bits, sign cleared, lie
+    above +inf's) and the FP8 output NaN at that element only."""
+    _with_amax(fd, mp, 72, mp.float8_e4m3fn, 16.0, residual=mp.float8_e4m3fn)
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT,
+            "use_smem_epilogue": False}  # fmt: skip
+
+
+def case_tt_bf16_batch2_out_e4m3_amax_pingpong_casts(fd: Any, mp: Any) -> dict[str, Any]:
+    """A 16-bit batched matmul quantized to e4m3, the amax over batch, M and N of the product
+    itself (casts only: the packed loop without a step function), ping-pong consumers."""
+    a, b = _operands(fd, mp, 70, 64, 64, "TT", mp.bfloat16, batch=2)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(y, [0, 1, 2]))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), "tiling_strategy": "persistent_pingpong"}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
@@ -339,7 +452,10 @@ CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
                        "tn_e5m2_out_e5m2_staged_saturating",
-                       "tn_e4m3_out_e4m3_staged_bytes"}  # fmt: skip
+                       "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
+                       "tn_bf16_fp8_residual_registers", "tn_e4m3_out_e4m3_amax_registers",
+                       "tn_e5m2_out_e5m2_amax_staged_residual",
+                       "tn_e4m3_out_e4m3_amax_nan"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -354,7 +470,13 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
          "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
-         "tn_e4m3_block_pairs_k256_ragged": 8}  # fmt: skip
+         "tn_e4m3_block_pairs_k256_ragged": 8,
+         "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
+         "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8,
+         "tn_e4m3_out_e4m3_amax_packed": 4, "tn_e4m3_out_e4m3_amax_registers": 4,
+         "tn_e5m2_out_e5m2_amax_staged_residual": 4, "tn_e4m3_out_e4m3_amax_splitk2": 8,
+         "tn_e4m3_out_e4m3_amax_nan": 4,
+         "tt_bf16_batch2_out_e4m3_amax_pingpong_casts": 4}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
@@ -386,6 +508,8 @@ def run_case(name: str) -> dict[str, Any]:
         if isinstance(v, mp.TensorView) else float(rng.uniform(0.5, 2.0)) * rng.choice([-1, 1])
         for v in fd.fusion.inputs
     ]  # fmt: skip
+    if name.endswith("_nan"):  # one NaN in the last input (the residual)
+        inputs[-1][3, 5] = np.nan
     t0 = time.time()
     results = compiled.execute(inputs)
     seconds = time.time() - t0
@@ -393,10 +517,13 @@ def run_case(name: str) -> dict[str, Any]:
     expected = mp.evaluate(fd.fusion, inputs)
     for tv, got, ref in zip(fd.fusion.outputs, results, expected, strict=True):
         got64, ref64 = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        nan = np.isnan(ref64)  # (where the reference is NaN the kernel must be too)
+        got_f, ref_f = np.where(nan, 0.0, got64), np.where(nan, 0.0, ref64)
         outputs.append({
             "name": tv.name, "dtype": tv.dtype.label, "shape": list(got64.shape),
-            "unwritten": int(np.count_nonzero(~np.isfinite(got64))),
-            "error": float(np.linalg.norm(got64 - ref64) / np.linalg.norm(ref64)),
+            "unwritten": int(np.count_nonzero(~np.isfinite(got64) & ~nan)),
+            "nan_differ": int(np.count_nonzero(np.isnan(got64) != nan)), "nan": int(nan.sum()),
+            "error": float(np.linalg.norm(got_f - ref_f) / max(np.linalg.norm(ref_f), 1e-30)),
             # FP8: elements not bit-equal to evaluate's, and those saturated at the finite max
             "differ": int(np.count_nonzero(got64 != ref64)),
             "saturated": int(np.count_nonzero(np.abs(got64) == tv.dtype.finite_max))
@@ -465,6 +592,8 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:
         assert out["unwritten"] == 0, out
+        assert out["nan_differ"] == 0, out
+        assert bool(out["nan"]) == name.endswith("_nan"), out
         # a float32 output of a half matmul: mp.evaluate rounds the product to the operand type
         assert out["error"] < max(TOLERANCE[out["dtype"]], TOLERANCE[operand]), out
         if out["dtype"].startswith("float8"):  # bit-equal but for a rare rounding-order step

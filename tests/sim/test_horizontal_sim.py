@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.sim
 
-TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3, "float8_e4m3fn": 0.07}
 
 
 def _tile(cta: tuple[int, int, int], stages: int = 2) -> dict[str, Any]:
@@ -115,16 +115,44 @@ def case_qkv_outputs_default_f16(fd: Any, mp: Any) -> dict[str, Any]:
     return {}
 
 
+def _quantized_ffn(fd: Any, mp: Any) -> None:
+    """A quantised FFN with delayed scaling: ``y = silu(x @ W1) * (x @ W3)`` (bf16, 70 x 72 x
+    80) written as e4m3 first, its amax (float32 ``[]``, max(|y|) over M and N) second."""
+    x = fd.define_tensor([70, 80], dtype=mp.bfloat16)
+    w1, w3 = (fd.define_tensor([72, 80], dtype=mp.bfloat16) for _ in "13")
+    y = fd.ops.mul(fd.ops.silu(fd.ops.linear(x, w1)), fd.ops.linear(x, w3))
+    fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(y, [0, 1]))
+
+
+def case_quantized_ffn_amax_registers_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The horizontal register epilogue folds each combined value into the amax."""
+    _quantized_ffn(fd, mp)
+    return {**_tile((64, 128, 64)), "use_smem_epilogue": False}
+
+
+def case_quantized_ffn_amax_staged_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The staged epilogue with both products side by side; the amax leaves out the last
+    group's columns past N = 72."""
+    _quantized_ffn(fd, mp)
+    return {**_tile((64, 128, 64)), "use_smem_epilogue": True}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 # the cases whose epilogue combines the products from registers; the rest stage chunks of every
 # product side by side in shared memory (the default where they fit)
-REGISTERS = {"ffn_kmajor_f16_ragged", "ffn_pingpong_nmajor_bf16"}
+REGISTERS = {
+    "ffn_kmajor_f16_ragged",
+    "ffn_pingpong_nmajor_bf16",
+    "quantized_ffn_amax_registers_bf16",
+}
 # work units (output tiles) of each case; 2 CTAs walk them
 UNITS = {"ffn_kmajor_f16_ragged": 4, "ffn_nmajor_bf16_ragged": 4,
          "ffn_two_consumers_bk128_f16": 4, "ffn_default_params_f16": 6,
          "ffn_pingpong_nmajor_bf16": 8, "ffn_pingpong_staged_kmajor_f16": 6,
          "three_products_bias_scalar_bf16": 4, "batch2_two_outputs_nmajor_f16": 4,
-         "qkv_outputs_default_f16": 2}  # fmt: skip
+         "qkv_outputs_default_f16": 2, "quantized_ffn_amax_registers_bf16": 4,
+         "quantized_ffn_amax_staged_bf16": 4}  # fmt: skip
 
 
 def run_case(name: str) -> dict[str, Any]:

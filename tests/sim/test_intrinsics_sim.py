@@ -425,6 +425,34 @@ def test_fp8_bytes_in_kernel_pairs_and_word_store():
     np.testing.assert_array_equal(words, [0, 0, 0, 0, *e4m3.view(np.uint8)])
 
 
+@in_simulator
+def test_amax_steps_take_the_float_maximum_of_abs_with_nan_winning():
+    """|x| as bits, the warp's maximum in every lane, and red.max into a float32 scalar give
+    max(|x|) over two warps, starting from 0.0; a NaN in one warp wins, as np.max."""
+
+    @cuda.jit
+    def kernel(x, out, lanes):
+        i = cuda.threadIdx.x
+        m = I.warp_max_u32(I.f32_abs_bits(x[i]))
+        lanes[i] = m
+        if i % 32 == 0:
+            I.red_global_max_u32(out, 0, m)
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(64) * 100).astype(np.float32)
+    x[40] = -1e30  # a negative value largest in magnitude
+    out, lanes = np.zeros(1, np.float32), np.zeros(64, np.uint32)
+    kernel[1, 64](x, out, lanes)
+    assert out[0] == np.max(np.abs(x)) == np.float32(1e30)
+    first = np.abs(x[:32]).max().view(np.uint32)
+    assert (lanes[:32] == first).all()
+    assert (lanes[32:] == np.float32(1e30).view(np.uint32)).all()
+    x[3] = np.nan
+    out[0] = 0.0
+    kernel[1, 64](x, out, lanes)
+    assert np.isnan(out[0])
+
+
 def test_import_mmaplug_does_not_import_numba():
     """`import mmaplug` leaves numba unimported (core/cuda is loaded lazily by schedulers)."""
     code = "import sys, mmaplug; sys.exit('numba' in sys.modules)"

@@ -78,6 +78,7 @@ int stub_function_smem(void* f){int i = function_index(f); return i < 0 ? -1 : f
 CUresult cuMemAlloc_v2(uint64_t* p, size_t n){*p=0x7000000;return 0;}
 CUresult cuMemFree_v2(uint64_t p){return 0;}
 CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void* h, size_t n, void* s){return 0;}
+CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void* s){return 0;}
 CUresult cuStreamCreate(void** s, unsigned f){
   if(nstreams == 256) return 2;
   streams[nstreams].ctx = ctx ? ctx : PRIMARY; *s = (void*)(0x9000 + 16L * nstreams++); return 0;}
