@@ -409,45 +409,52 @@ def _emit_consumer(
             em("turns += 1")
         if cfg.block_scaled:
             _emit_block_scaled_loop(em, cfg, a, b, accs)
-            emit_epilogue(em, cfg, accs)
-            em(f"{kv.u} += {kv.ustep}")
-            return
-        em("scale = 0")
-        em("prev = -1  # the stage whose wgmmas may still be reading it")
-        em(f"{kv.k0} = {kv.kb}")
-        em(f"while {kv.k0} < {kv.ke}:")
-        with em.indent():
-            _emit_stage_wgmmas(em, cfg, a, b, accs, "scale")
-            em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
-            with em.indent():
-                _emit_origin(em, cfg)
-                emit_column_prefetch(em, cfg)
-            em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
-            for acc in accs:
-                em(f"{acc} = fence_operand({acc})")
-            _emit_release(em, stages, "prev", cfg.cluster_m)
-            em(f"prev = {kv.s}")
-            _advance(em, stages)
-            em("scale = 1")
-            em(f"{kv.k0} += {cfg.cta_tile[2]}")
-        if cfg.pingpong:  # every wgmma of this unit is issued: the other consumer's turn
-            # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
-            em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
-        em("wgmma_wait_group(0)")
-        for acc in accs:
-            em(f"{acc} = fence_operand({acc})")
-        _emit_release(em, stages, "prev", cfg.cluster_m)
-        if cfg.splitk > 1:  # (extents are >= 1: only a trailing split's K range is empty)
-            em("if scale == 0:  # an empty K range: the product is zero")
-            with em.indent():
-                for acc in accs:
-                    em(f"{acc} = wgmma_zeros({nacc})")
-                _emit_origin(em, cfg)
-                emit_column_prefetch(em, cfg)
+        else:
+            _emit_k_loop(em, cfg, a, b, accs)
         emit_epilogue(em, cfg, accs)
         em(f"{kv.u} += {kv.ustep}")
     for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
         em(line)
+
+
+def _emit_k_loop(
+    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
+) -> None:
+    """A work unit's main loop: every stage's wgmmas into the accumulators, one group in
+    flight while the next is issued, each stage released once its group is done."""
+    stages, nacc = cfg.stages, cfg.warp_tile[1] // 2
+    em("scale = 0")
+    em("prev = -1  # the stage whose wgmmas may still be reading it")
+    em(f"{kv.k0} = {kv.kb}")
+    em(f"while {kv.k0} < {kv.ke}:")
+    with em.indent():
+        _emit_stage_wgmmas(em, cfg, a, b, accs, "scale")
+        em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
+        with em.indent():
+            _emit_origin(em, cfg)
+            emit_column_prefetch(em, cfg)
+        em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
+        for acc in accs:
+            em(f"{acc} = fence_operand({acc})")
+        _emit_release(em, stages, "prev", cfg.cluster_m)
+        em(f"prev = {kv.s}")
+        _advance(em, stages)
+        em("scale = 1")
+        em(f"{kv.k0} += {cfg.cta_tile[2]}")
+    if cfg.pingpong:  # every wgmma of this unit is issued: the other consumer's turn
+        # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
+        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+    em("wgmma_wait_group(0)")
+    for acc in accs:
+        em(f"{acc} = fence_operand({acc})")
+    _emit_release(em, stages, "prev", cfg.cluster_m)
+    if cfg.splitk > 1:  # (extents are >= 1: only a trailing split's K range is empty)
+        em("if scale == 0:  # an empty K range: the product is zero")
+        with em.indent():
+            for acc in accs:
+                em(f"{acc} = wgmma_zeros({nacc})")
+            _emit_origin(em, cfg)
+            emit_column_prefetch(em, cfg)
 
 
 def _emit_stage_wgmmas(

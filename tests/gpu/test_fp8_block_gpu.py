@@ -121,3 +121,21 @@ def test_promotion_keeps_deep_k_sums_accurate(pm: mp.PluginManager, checks: Chec
         torch.cuda.synchronize()
         errors.append(float((got.double() - want).norm() / want.norm()))
     assert errors[0] * 4 < errors[1], errors
+
+
+def test_block_scaled_quantised_layer_writes_its_amax(pm: mp.PluginManager, checks: Checks) -> None:
+    """DeepSeek-V3's quantised linear: block-scaled product, an e4m3 output scaled per tensor,
+    and the amax of the product for the next step's scale, from one kernel."""
+    m, n, k = 512, 768, 1024
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([k, n], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+        sa = fd.define_tensor([m, k // 128], dtype=mp.float32)
+        sb = fd.define_tensor([k // 128, n // 128], dtype=mp.float32)
+        out_scale = fd.define_tensor([], dtype=mp.float32)
+        y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+        fd.add_output(fd.ops.cast(fd.ops.mul(y, out_scale), mp.float8_e4m3fn))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+    fusion = fd.fusion
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(9)))
+    assert compiled.kernel_name.endswith("_bs")

@@ -332,6 +332,17 @@ def case_tn_e4m3_block_pairs_k256_ragged(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_out_e4m3_amax(fd: Any, mp: Any) -> dict[str, Any]:
+    """A block-scaled quantised layer: an e4m3 output scaled per tensor and the amax of the
+    product (its reduction after the block-scaled main loop)."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 128, 256, mp.float8_e4m3fn)
+    out_scale = fd.define_tensor([], dtype=mp.float32)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    fd.add_output(fd.ops.cast(fd.ops.mul(y, out_scale), mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(y, [0, 1]))
+    return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32), **PERSISTENT}
+
+
 def _residual(fd: Any, mp: Any, y: Any, m: int, n: int, dtype: Any, bias: Any = None) -> Any:
     """*y* plus an FP8 residual ``[m, n]`` of *dtype* (and an FP8 per-channel bias ``[n]`` of
     *bias*): epilogue inputs loaded as bytes and widened to float32."""
@@ -470,7 +481,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
          "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
-         "tn_e4m3_block_pairs_k256_ragged": 8,
+         "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_out_e4m3_amax": 4,
          "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
          "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8,
          "tn_e4m3_out_e4m3_amax_packed": 4, "tn_e4m3_out_e4m3_amax_registers": 4,
