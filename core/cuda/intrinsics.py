@@ -134,7 +134,8 @@ def mma_m16n8k32_e4m3(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     Each uint32 packs four float8_e4m3fn values, lowest byte = lowest index. In 32-bit words this
     is the f16 layout of mma_m16n8k16_f16 with K counted in bytes (PTX ISA, "Matrix Fragments
     for mma.m16n8k32"; `g = lane >> 2`, `t = lane % 4`):
-    A (16x32): a0 = (row g, cols 4t..4t+3), a1 = (g+8, 4t..), a2 = (g, 4t+16..), a3 = (g+8, 4t+16..).
+    A (16x32): a0 = (row g, cols 4t..4t+3), a1 = (g+8, 4t..), a2 = (g, 4t+16..),
+    a3 = (g+8, 4t+16..).
     B (32x8, k x n): b0 = (rows 4t..4t+3, col g), b1 = (rows 4t+16..4t+19, col g).
     C, D (16x8, float32): as mma_m16n8k16_f16.
     """

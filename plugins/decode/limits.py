@@ -98,7 +98,9 @@ def _device(params: MatmulParams, problem: MatmulProblem, device: Device) -> str
     if tuple(device.cc) >= cc:
         return None
     if cc == FP8_CC:
-        return f"the decode kernel needs FP8 mma.sync m16n8k32 (sm_89 or newer), not {device.target}"
+        return (
+            f"the decode kernel needs FP8 mma.sync m16n8k32 (sm_89 or newer), not {device.target}"
+        )
     return f"the decode kernel needs mma.sync m16n8k16 (sm_80 or newer), not {device.target}"
 
 

@@ -30,7 +30,9 @@ def test_decode_ptx(device: str, m: int, dtype: str) -> None:
 
 
 @pytest.mark.parametrize(("dtype", "kind"), [("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")])
-@pytest.mark.parametrize(("m", "scale", "epilogue"), [(1, "tensor", "none"), (16, "row", "bias_gelu")])
+@pytest.mark.parametrize(
+    ("m", "scale", "epilogue"), [(1, "tensor", "none"), (16, "row", "bias_gelu")]
+)
 def test_fp8_decode_ptx_assembles_for_sm90a_and_sm89_without_spills(
     dtype: str, kind: str, m: int, scale: str, epilogue: str, ptxas_log: Callable[[str, str], str]
 ) -> None:
