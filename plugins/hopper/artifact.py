@@ -295,10 +295,11 @@ class BoundHopper(BoundKernels):
         tensors = list(range(arrays))
         first_scalar = ARRAY_SLOTS * arrays
         if cfg.splitk == 1:
-            params = KernelParams(
-                [maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s]
-                + grid_args
-            )
+            values: list[int | float | tuple[int, int, int]] = [
+                maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s,
+                *grid_args,
+            ]  # fmt: skip
+            params = KernelParams(values)
             main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
             super().__init__(
                 [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params, cfg.cluster_m)],
