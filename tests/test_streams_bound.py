@@ -95,11 +95,14 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     artifact = types.SimpleNamespace(config=config)
     plan = hopper_artifact._Launch(
         config=config, maps=maps, grid=(4, 1, 1), shape=(16, 16, 32, 1, 0, 0),
-        grid_args=(32, 1, 1, 1), epi_strides=(0, 16, 1), out_strides=(0, 16), m=16, n=16, batch=1,
+        grid_args=(32, 1, 1, 1), epi_strides=(0, 16, 1), out_strides=(0, 16), scale_strides=(),
+        m=16, n=16, batch=1,
     )  # fmt: skip
     array = types.SimpleNamespace
     args = types.SimpleNamespace(
-        epilogue_inputs=[array(array=array(size=30))], outputs=[array(array=array(size=40))]
+        epilogue_inputs=[array(array=array(size=30))],
+        outputs=[array(array=array(size=40))],
+        scales=[],  # no block scales
     )
     bound = hopper_artifact.BoundHopper(artifact, plan, args)  # type: ignore[arg-type]
     bound([A, B, C, OUT] + ([WS] if splitk > 1 else []), [1.5, -0.5], STREAM)

@@ -1,5 +1,6 @@
 """Inline-PTX intrinsics for Ampere tensor-core kernels: ldmatrix, mma.sync, cp.async, cvt (the
-FP8 conversions need sm_89 or newer) and the warp and global max reductions of an amax."""
+FP8 mma.sync and conversions need sm_89 or newer) and the warp and global max reductions of an
+amax."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mmaplug.cuda.binding import bind
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-ldmatrix
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-instructions-mma
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-fragment-mma-16816-float
+# https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#warp-level-matrix-fragment-mma-16832
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cp-async-wait-group
 # https://docs.nvidia.com/cuda/parallel-thread-execution/index.html#data-movement-and-conversion-instructions-cvt
@@ -54,6 +56,8 @@ __all__ = [
     "ldmatrix_x4_trans",
     "mma_m16n8k16_bf16",
     "mma_m16n8k16_f16",
+    "mma_m16n8k32_e4m3",
+    "mma_m16n8k32_e5m2",
     "rcp_approx",
     "red_global_max_u32",
     "smem_addr",
@@ -127,6 +131,25 @@ def mma_m16n8k16_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
 
 def mma_m16n8k16_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
     """Generate `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`; layout as for f16."""
+
+
+def mma_m16n8k32_e4m3(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """Generate `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32` (sm_89+, PTX ISA 8.4);
+    return (d0, d1, d2, d3).
+
+    Each uint32 packs four float8_e4m3fn values, lowest byte = lowest index. In 32-bit words this
+    is the f16 layout of mma_m16n8k16_f16 with K counted in bytes (PTX ISA, "Matrix Fragments
+    for mma.m16n8k32"; `g = lane >> 2`, `t = lane % 4`):
+    A (16x32): a0 = (row g, cols 4t..4t+3), a1 = (g+8, 4t..), a2 = (g, 4t+16..),
+    a3 = (g+8, 4t+16..).
+    B (32x8, k x n): b0 = (rows 4t..4t+3, col g), b1 = (rows 4t+16..4t+19, col g).
+    C, D (16x8, float32): as mma_m16n8k16_f16.
+    """
+
+
+def mma_m16n8k32_e5m2(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """Generate `mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32` (sm_89+); layout as for
+    e4m3."""
 
 
 def cp_async_16(dst, src, index, src_bytes):
@@ -278,7 +301,13 @@ LDMATRIX_VARIANTS: Final = {
     ldmatrix_x2_trans: (2, True),
     ldmatrix_x4_trans: (4, True),
 }
-MMA_VARIANTS: Final = {mma_m16n8k16_f16: "f16", mma_m16n8k16_bf16: "bf16"}
+# stub -> (PTX operand type, k of the shape m16n8k)
+MMA_VARIANTS: Final = {
+    mma_m16n8k16_f16: ("f16", 16),
+    mma_m16n8k16_bf16: ("bf16", 16),
+    mma_m16n8k32_e4m3: ("e4m3", 32),
+    mma_m16n8k32_e5m2: ("e5m2", 32),
+}
 # cp-size -> cache operator: .cg (L2 only) is allowed for 16 bytes only.
 CP_ASYNC_VARIANTS: Final = {cp_async_16: (16, "cg"), cp_async_8: (8, "ca"), cp_async_4: (4, "ca")}
 CP_ASYNC_SYNC_VARIANTS: Final = {
@@ -320,8 +349,8 @@ def _instantiate() -> dict[str, Any]:
         made[stub.__name__] = F.st_global_v_intrinsic(stub, count)
     for stub, (count, trans) in LDMATRIX_VARIANTS.items():
         made[stub.__name__] = F.ldmatrix_intrinsic(stub, count, trans)
-    for stub, ab_type in MMA_VARIANTS.items():
-        made[stub.__name__] = F.mma_intrinsic(stub, ab_type)
+    for stub, (ab_type, k) in MMA_VARIANTS.items():
+        made[stub.__name__] = F.mma_intrinsic(stub, ab_type, k)
     for stub, (size, cache) in CP_ASYNC_VARIANTS.items():
         made[stub.__name__] = F.cp_async_intrinsic(stub, size, cache)
     for stub, text in CP_ASYNC_SYNC_VARIANTS.items():

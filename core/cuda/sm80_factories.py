@@ -68,8 +68,10 @@ def ldmatrix_intrinsic(stub, count: int, trans: bool):
     return typer
 
 
-def mma_intrinsic(stub, ab_type: str):
-    text = f"mma.sync.aligned.m16n8k16.row.col.f32.{ab_type}.{ab_type}.f32"
+def mma_intrinsic(stub, ab_type: str, k: int):
+    """mma.sync m16n8k*k* with float32 accumulators: *k* 16 for 16-bit *ab_type*, 32 for FP8
+    (``e4m3``, ``e5m2``: sm_89+); either way A is four 32-bit registers and B two."""
+    text = f"mma.sync.aligned.m16n8k{k}.row.col.f32.{ab_type}.{ab_type}.f32"
     regs = [MMA_FRAGMENT_REGS[k] for k in ("c", "a", "b", "c")]  # d, a, b, c operand groups
     starts = [sum(regs[:i]) for i in range(len(regs))]
     groups = [

@@ -55,12 +55,6 @@ def _pack(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
 
 
-def _unpack(words: Sequence[Any], dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    w = np.asarray([int(x) for x in words], dtype=np.uint32)
-    lo, hi = (w & 0xFFFF).astype(np.uint16), (w >> 16).astype(np.uint16)
-    return lo.view(dtype).astype(np.float64), hi.view(dtype).astype(np.float64)
-
-
 # --- Emulations ----------------------------------------------------------------------------------
 
 
@@ -139,34 +133,47 @@ def _ldmatrix(count: int, trans: bool) -> Callable[[SmemAddr], Any]:
     return emulate
 
 
-def _mma(dtype: Any, name: str) -> Callable[..., tuple[np.float32, ...]]:
-    op = f"mma.m16n8k16.{name}"
+def _elements(words: Sequence[Any], dtype: Any) -> np.ndarray:
+    """Per lane, the values packed in its 32-bit word (lowest bits = lowest index), as float64:
+    shape (32, 4 // itemsize of *dtype*)."""
+    w = np.asarray([int(x) for x in words], dtype=np.uint32)
+    return w.view(np.uint8).view(dtype).reshape(WARP_SIZE, -1).astype(np.float64)
+
+
+def _mma(dtype: Any, name: str, k: int) -> Callable[..., tuple[np.float32, ...]]:
+    """The warp collective of ``mma.sync.aligned.m16n8k{k}`` on *dtype* operands: in 32-bit
+    words the 16-bit m16n8k16 and the FP8 m16n8k32 fragments are one layout (a word per lane
+    and register; words t and t + 4 of the 8 words of K), each word holding 2 or 4 values."""
+    op = f"mma.m16n8k{k}.{name}"
+    per = k // 8  # values in one 32-bit word
 
     def combine(frags: list[Any]) -> list[tuple[np.float32, ...]]:
         regs = list(zip(*frags, strict=True))  # regs[j][lane]
-        a = np.zeros((16, 16))
-        for j, (row, col) in enumerate(((_G, 0), (_G + 8, 0), (_G, 8), (_G + 8, 8))):
-            a[row, col + 2 * _T], a[row, col + 2 * _T + 1] = _unpack(regs[j], dtype)
-        b = np.zeros((16, 8))
-        for j, k0 in enumerate((0, 8)):
-            b[k0 + 2 * _T, _G], b[k0 + 2 * _T + 1, _G] = _unpack(regs[4 + j], dtype)
+        cols = per * _T[:, None] + np.arange(per)  # the K columns of word t, per lane
+        a = np.zeros((16, k))
+        for j, (row, word) in enumerate(((_G, 0), (_G + 8, 0), (_G, 4), (_G + 8, 4))):
+            a[row[:, None], cols + per * word] = _elements(regs[j], dtype)
+        b = np.zeros((k, 8))
+        for j, word in enumerate((0, 4)):
+            b[cols + per * word, _G[:, None]] = _elements(regs[4 + j], dtype)
         c = np.zeros((16, 8))
         for j, (c_row, c_col) in enumerate(
             ((_G, 2 * _T), (_G, 2 * _T + 1), (_G + 8, 2 * _T), (_G + 8, 2 * _T + 1))
         ):
             c[c_row, c_col] = np.asarray(regs[6 + j], dtype=np.float32)
-        # Products of 16-bit floats are exact in float64; round the sum once to float32.
+        # Products of 16-bit and 8-bit floats are exact in float64; round the sum once to
+        # float32 (the GPU's adds may round more often: the tolerance of the tests covers it).
         d = (a @ b + c).astype(np.float32)
-        rows, cols = (_G, _G, _G + 8, _G + 8), (2 * _T, 2 * _T + 1, 2 * _T, 2 * _T + 1)
-        parts = [d[r, col] for r, col in zip(rows, cols, strict=True)]
+        rows, cols2 = (_G, _G, _G + 8, _G + 8), (2 * _T, 2 * _T + 1, 2 * _T, 2 * _T + 1)
+        parts = [d[r, col] for r, col in zip(rows, cols2, strict=True)]
         return [tuple(p[lane] for p in parts) for lane in range(WARP_SIZE)]
 
     def emulate(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):  # noqa: ANN001, ANN202
         return warp_collective(op, (a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), combine)
 
-    emulate.__name__ = emulate.__qualname__ = f"mma_m16n8k16_{name}"
+    emulate.__name__ = emulate.__qualname__ = f"mma_m16n8k{k}_{name}"
     emulate.__doc__ = (
-        f"Emulate `mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32` (float64 sums)."
+        f"Emulate `mma.sync.aligned.m16n8k{k}.row.col.f32.{name}.{name}.f32` (float64 sums)."
     )
     return emulate
 
@@ -194,8 +201,10 @@ ldmatrix_x4 = _ldmatrix(4, False)
 ldmatrix_x1_trans = _ldmatrix(1, True)
 ldmatrix_x2_trans = _ldmatrix(2, True)
 ldmatrix_x4_trans = _ldmatrix(4, True)
-mma_m16n8k16_f16 = _mma(np.float16, "f16")
-mma_m16n8k16_bf16 = _mma(ml_dtypes.bfloat16, "bf16")
+mma_m16n8k16_f16 = _mma(np.float16, "f16", 16)
+mma_m16n8k16_bf16 = _mma(ml_dtypes.bfloat16, "bf16", 16)
+mma_m16n8k32_e4m3 = _mma(ml_dtypes.float8_e4m3fn, "e4m3", 32)
+mma_m16n8k32_e5m2 = _mma(ml_dtypes.float8_e5m2, "e5m2", 32)
 st_global_b32 = _st_global(1)
 st_global_v2_b32 = _st_global(2)
 st_global_v4_b32 = _st_global(4)

@@ -257,6 +257,9 @@ def _fp8() -> tuple[TuneProblem, ...]:
     both += [(128, 4096, 4096), (16, 4096, 4096), (1000, 1040, 528)]
     rowwise = [(4096, *w[name]) for name in ("8b_qkv", "8b_down", "70b_qkv", "70b_o", "70b_down")]
     rowwise += [(1, 4096, 4096), (64, 4096, 4096), (3000, 5008, 2048)]
+    # decode steps and small batches against llama weights (the decode kernel, M <= 16)
+    rowwise += [(1, *w["8b_gate_up"]), (1, *w["70b_o"]), (4, *w["8b_down"])]
+    rowwise += [(4, *w["70b_qkv"]), (16, *w["70b_gate_up"])]
     e4m3 = "float8_e4m3fn"
     return (
         _shapes(both, dtype=e4m3, scale="tensor")
@@ -326,8 +329,9 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
     # `mmaplug bench --corpus serving --graph`
     "serving": _serving(),
     # FP8 as torch._scaled_mm runs it (TN, bfloat16 out), per-tensor and per-row scales: squares,
-    # llama-3 8B / 70B projections at 4096 tokens, M = 128, decode M = 1..64, odd extents, one
-    # e5m2, fused bias+GELU; `mmaplug bench --corpus fp8 --graph` times it beside cuBLASLt
+    # llama-3 8B / 70B projections at 4096 tokens, M = 128, decode M = 1..64 (M = 1, 4, 16 also
+    # against llama weights: the decode kernel), odd extents, one e5m2, fused bias+GELU;
+    # `mmaplug bench --corpus fp8 --graph` times it beside cuBLASLt
     "fp8": _fp8(),
     # FP8 with DeepSeek-V3's block scales (1x128 of A, 128x128 of B): squares, llama-3 8B / 70B
     # projections at 4096 tokens, M = 128 and odd extents; torch has no block-scaled kernel,

@@ -23,7 +23,7 @@ from mmaplug.errors import DeclinedLaunchError
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 
-from .config import COLS_PER_MMA, ROWS, VECTOR, DecodeKernelConfig
+from .config import COLS_PER_MMA, ROWS, DecodeKernelConfig
 from .kernel import KERNELS, build, kernel_jobs, loaded
 
 __all__ = ["DecodeArtifact", "kernel_config"]
@@ -43,13 +43,14 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelCon
     )
 
 
-def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole) -> int:
-    """The stride between *tensor*'s rows, which the 16-byte loads need 16-byte aligned."""
+def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole, vector: int) -> int:
+    """The stride between *tensor*'s rows, which the 16-byte loads (of *vector* elements) need
+    16-byte aligned."""
     stride = tensor.role_strides[outer]
-    if tensor.address % 16 or stride % VECTOR:
+    if tensor.address % 16 or stride % vector:
         raise DeclinedLaunchError(
             "decode",
-            f"{what} must start 16-byte aligned with rows every {VECTOR} elements for its "
+            f"{what} must start 16-byte aligned with rows every {vector} elements for its "
             f"16-byte loads (address {tensor.address:#x}, row stride {stride})",
         )
     return stride
@@ -89,8 +90,9 @@ class DecodeArtifact:
         """``M, N, K, a_sm, b_sn, *input strides, *output strides`` of *args*, checked."""
         require_unit_stride("operand A", args.a, DimRole.K)
         require_unit_stride("operand B", args.b, DimRole.K)
-        a_sm = _row_stride("operand A", args.a, DimRole.M)
-        b_sn = _row_stride("operand B", args.b, DimRole.N)
+        vector = self.config.vector
+        a_sm = _row_stride("operand A", args.a, DimRole.M, vector)
+        b_sn = _row_stride("operand B", args.b, DimRole.N, vector)
         for out in args.outputs:
             require_unit_stride("an output", out, DimRole.N)
         p = args.problem
@@ -117,7 +119,8 @@ class DecodeArtifact:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
         prog = self.config.epilogue
         tensors: Sequence[DeviceTensor] = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
-        sizes = [2, 2, *(i.dtype.itemsize for i in prog.inputs)]
+        operand = self.config.operand_dtype.itemsize
+        sizes = [operand, operand, *(i.dtype.itemsize for i in prog.inputs)]
         sizes += [o.dtype.itemsize for o in prog.outputs]
         arrays = [(0, t.array.size, size) for t, size in zip(tensors, sizes, strict=True)]
         scalars = len(prog.scalars)

@@ -14,10 +14,36 @@ from mmaplug.ir.dtypes import DType
 ROWS: Final = 16
 #: Columns of the activations (M) one mma covers: its N.
 COLS_PER_MMA: Final = 8
-#: K one warp loads per step: 16 bytes per lane, twice, four lanes a row (4 mmas).
-CHUNK_K: Final = 64
-#: Elements of a 16-byte vector of 16-bit values: K must be a multiple (aligned row starts).
-VECTOR: Final = 8
+#: Bytes of each row one warp loads per step: 16 bytes per lane, twice, four lanes a row (4 mmas:
+#: 64 16-bit elements with m16n8k16, 128 FP8 elements with m16n8k32; the same 32-bit words).
+CHUNK_BYTES: Final = 128
+#: Bytes of one load (``ld.global.nc.v4``): K must be a multiple of its elements (aligned rows).
+VECTOR_BYTES: Final = 16
+#: The mma of each operand type: its intrinsic and its K (32 bytes of K either way).
+MMAS: Final = {
+    DType.float16: ("mma_m16n8k16_f16", 16),
+    DType.bfloat16: ("mma_m16n8k16_bf16", 16),
+    DType.float8_e4m3fn: ("mma_m16n8k32_e4m3", 32),
+    DType.float8_e5m2: ("mma_m16n8k32_e5m2", 32),
+}
+_SHORT: Final = {
+    DType.float16: "f16",
+    DType.bfloat16: "bf16",
+    DType.float8_e4m3fn: "e4m3",
+    DType.float8_e5m2: "e5m2",
+}
+
+
+def chunk_k(dtype: DType) -> int:
+    """Elements of K in a chunk of *dtype* (64 16-bit, 128 FP8)."""
+    return CHUNK_BYTES // dtype.itemsize
+
+
+def vector(dtype: DType) -> int:
+    """Elements of *dtype* in one 16-byte load (8 16-bit, 16 FP8)."""
+    return VECTOR_BYTES // dtype.itemsize
+
+
 #: Shape parameters of the kernel after the epilogue arrays and scalars.
 SHAPE_PARAMS: Final = ("M", "N", "K", "a_sm", "b_sn")
 
@@ -37,6 +63,21 @@ class DecodeKernelConfig:
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     @property
+    def chunk_k(self) -> int:
+        """Elements of K a warp loads per step (``chunk_k``)."""
+        return chunk_k(self.operand_dtype)
+
+    @property
+    def vector(self) -> int:
+        """Elements of one 16-byte load (``vector``)."""
+        return vector(self.operand_dtype)
+
+    @property
+    def mma(self) -> str:
+        """The name of the mma intrinsic for the operand type."""
+        return MMAS[self.operand_dtype][0]
+
+    @property
     def splitk(self) -> int:
         """K splits across CTAs: none (the warps of one CTA split K)."""
         return 1
@@ -54,7 +95,7 @@ class DecodeKernelConfig:
     @property
     def name(self) -> str:
         """A readable name of the configuration."""
-        dtype = "bf16" if self.operand_dtype is DType.bfloat16 else "f16"
+        dtype = _SHORT[self.operand_dtype]
         return f"decode_{dtype}_m{COLS_PER_MMA * self.m_tiles}_w{self.warps}_u{self.unroll}"
 
     @property

@@ -18,11 +18,12 @@ def kernel_signatures(config: DecodeKernelConfig) -> dict[str, Any]:
     """The Numba signature of ``decode_gemm`` (``DecodeKernelConfig.parameters``)."""
     from numba import types
 
-    u16 = types.Array(types.uint16, 1, "C")
+    bits = types.uint8 if config.operand_dtype.is_float8 else types.uint16
+    ops = types.Array(bits, 1, "C")  # the operands' bits: 16-bit or FP8 values
     ins, outs, scal, in_strides, out_strides = epilogue_types(config.epilogue)
     shape = [types.int64] * len(SHAPE_PARAMS)
     return {
-        "decode_gemm": types.void(u16, u16, *ins, *outs, *scal, *shape, *in_strides, *out_strides)
+        "decode_gemm": types.void(ops, ops, *ins, *outs, *scal, *shape, *in_strides, *out_strides)
     }
 
 

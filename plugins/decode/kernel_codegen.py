@@ -4,17 +4,21 @@
 M x K; B: the weight, N x K; both K-contiguous). The roles of mma.sync m16n8k16 are swapped: its
 M is 16 rows of the weight, its N 8 activation rows, so a decode step (M = 1) wastes 7/8 of a
 small, cheap instruction instead of 15/16 of a large one, and the weight never passes through
-shared memory.
+shared memory. FP8 operands (sm_89+) take mma.sync m16n8k32 in its place: in 32-bit words its
+fragments are m16n8k16's (a0..a3 and b0, b1 one word each; words t and t + 4 of the 8 words of a
+k-step, rows g and g + 8), so everything below holds with K counted in bytes: a chunk is 128
+bytes of a row (64 16-bit or 128 FP8 elements) and a lane's vectors start at byte 16 * c.
 
 - **Grid:** one CTA per 16 weight rows (``n0 = 16 * blockIdx.x``); rows past N are clamped for
   the loads and never stored.
-- **Loads:** K is cut into chunks of 64; warp ``w`` of the CTA takes chunks ``w, w + warps, ...``
-  so a CTA reads ``64 * warps`` contiguous elements of each of its rows per step. Lane
-  ``(g, c) = (lane // 4, lane % 4)`` loads, per chunk and row ``g`` and ``g + 8``, two 16-byte
-  vectors (``ld.global.nc.v4``) at ``8 * c`` and ``32 + 8 * c``, and the same two of activation
-  row ``t * 8 + g`` per m tile ``t``. The main loop loads ``unroll`` chunks, all inside K and
+- **Loads:** K is cut into chunks of 64 (16-bit; 128 FP8); warp ``w`` of the CTA takes chunks
+  ``w, w + warps, ...`` so a CTA reads ``128 * warps`` contiguous bytes of each of its rows per
+  step. Lane ``(g, c) = (lane // 4, lane % 4)`` loads, per chunk and row ``g`` and ``g + 8``, two
+  16-byte vectors (``ld.global.nc.v4``) at bytes ``16 * c`` and ``64 + 16 * c`` (elements
+  ``8 * c`` and ``32 + 8 * c`` of a 16-bit row), and the same two of activation row ``t * 8 + g``
+  per m tile ``t``. The main loop loads ``unroll`` chunks, all inside K and
   unpredicated, before their mmas run (bytes in flight); the chunks left then go one at a time,
-  a vector past K being zeros (K is a multiple of 8: a vector is in or out whole).
+  a vector past K being zeros (K is a multiple of a vector's elements: it is in or out whole).
 - **The K order:** mma ``j`` of a chunk takes each lane's words ``2j`` and ``2j + 1`` as its
   ``a0/a2`` (row g), ``a1/a3`` (row g + 8) and ``b0/b1``. Both operands come from the same
   physical K positions for the same lane and register, so every product pairs ``A[m, k]`` with
@@ -30,10 +34,9 @@ from typing import Final
 
 import attrs
 
-from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, jit_options
-from mmaplug.ir.dtypes import DType
+from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, fp8_imports, jit_options
 
-from .config import CHUNK_K, COLS_PER_MMA, ROWS, DecodeKernelConfig
+from .config import COLS_PER_MMA, ROWS, DecodeKernelConfig
 
 
 @attrs.frozen
@@ -46,7 +49,7 @@ class DecodeVars:
     g: str = "g"
     """The lane's group (lane // 4): weight rows g and g + 8; activation row g of a tile."""
     c: str = "c"
-    """The lane's place in its group (lane % 4): its 16-byte vectors start at ``8 * c``."""
+    """The lane's place in its group (lane % 4): its 16-byte vectors start at byte ``16 * c``."""
     n0: str = "n0"
     """The first of the CTA's 16 weight rows."""
     base_w0: str = "base_w0"
@@ -76,6 +79,8 @@ INTRINSICS = (
     "f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16, ld_global_nc_v4_b32, "
     "mma_m16n8k16_f16, mma_m16n8k16_bf16"
 )
+#: The FP8 mmas, imported only by kernels of FP8 operands (16-bit kernels are unchanged).
+FP8_INTRINSICS = "mma_m16n8k32_e4m3, mma_m16n8k32_e5m2"
 
 
 def _four(array: str, index: str) -> str:
@@ -91,6 +96,10 @@ def generate_source(config: DecodeKernelConfig, *, sim: bool) -> str:
     em("from mmaplug.cuda.mathfuncs import gelu")
     em("from numba import cuda, float32, int32, int64, uint16, uint32")
     em(f"from mmaplug.cuda.intrinsics import ({INTRINSICS})")
+    if config.operand_dtype.is_float8:
+        em(f"from mmaplug.cuda.intrinsics import {FP8_INTRINSICS}")
+    if fp8 := fp8_imports(config.epilogue):  # the conversions of FP8 outputs and casts
+        em(fp8)
     em()
     emit_kernel(em, config, sim)
     return em.text()
@@ -100,7 +109,7 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
     """``decode_gemm``: loads, mmas, the cross-warp sum and the epilogue."""
     mt, warps, unroll = config.m_tiles, config.warps, config.unroll
     cols = COLS_PER_MMA * mt
-    mma = "mma_m16n8k16_bf16" if config.operand_dtype is DType.bfloat16 else "mma_m16n8k16_f16"
+    mma, chunk, vec = config.mma, config.chunk_k, config.vector
     em(f"@cuda.jit({jit_options(config.threads, sim)})")
     em(f"def decode_gemm({', '.join(config.parameters())}):")
     with em.indent():
@@ -110,12 +119,12 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
         em(f"{DV.g} = (tid % 32) // 4")
         em(f"{DV.c} = tid % 4")
         em(f"{DV.n0} = cuda.blockIdx.x * {ROWS}")
-        em(f"{DV.base_w0} = min({DV.n0} + {DV.g}, N - 1) * b_sn + 8 * {DV.c}")
-        em(f"{DV.base_w1} = min({DV.n0} + {DV.g} + 8, N - 1) * b_sn + 8 * {DV.c}")
+        em(f"{DV.base_w0} = min({DV.n0} + {DV.g}, N - 1) * b_sn + {vec} * {DV.c}")
+        em(f"{DV.base_w1} = min({DV.n0} + {DV.g} + 8, N - 1) * b_sn + {vec} * {DV.c}")
         em(f"{DV.base_x} = cuda.local.array({mt}, int64)")
         em(f"for t in range({mt}):")
         with em.indent():
-            em(f"{DV.base_x}[t] = min(t * {COLS_PER_MMA} + {DV.g}, M - 1) * a_sm + 8 * {DV.c}")
+            em(f"{DV.base_x}[t] = min(t * {COLS_PER_MMA} + {DV.g}, M - 1) * a_sm + {vec} * {DV.c}")
         em(f"{DV.acc} = cuda.local.array(({mt}, 4), float32)")
         em(f"for t in range({mt}):")
         with em.indent():
@@ -125,14 +134,14 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
         em(f"{DV.w0} = cuda.local.array(({unroll}, 8), uint32)")
         em(f"{DV.w1} = cuda.local.array(({unroll}, 8), uint32)")
         em(f"{DV.xs} = cuda.local.array(({unroll}, {mt}, 8), uint32)")
-        em(f"full = K // {CHUNK_K}")
+        em(f"full = K // {chunk}")
         em(f"{DV.first} = {DV.warp}")
         em(f"while {DV.first} + {(unroll - 1) * warps} < full:")
         with em.indent():
             _emit_loads(em, config, unroll, guarded=False)
             _emit_mmas(em, config, mma, unroll)
             em(f"{DV.first} += {unroll * warps}")
-        em(f"while {DV.first} < (K + {CHUNK_K - 1}) // {CHUNK_K}:")
+        em(f"while {DV.first} < (K + {chunk - 1}) // {chunk}:")
         with em.indent():
             _emit_loads(em, config, 1, guarded=True)
             _emit_mmas(em, config, mma, 1)
@@ -146,12 +155,12 @@ def _emit_loads(em: Emitter, config: DecodeKernelConfig, chunks: int, *, guarded
     *guarded*: a vector past K is zeros (the last chunks; the main loop's are all inside K)."""
     em(f"for u in range({chunks}):")
     with em.indent():
-        em(f"k0 = ({DV.first} + u * {config.warps}) * {CHUNK_K}")
+        em(f"k0 = ({DV.first} + u * {config.warps}) * {config.chunk_k}")
         em("for h in range(2):")
         with em.indent():
-            em("kk = k0 + 32 * h")
+            em(f"kk = k0 + {config.chunk_k // 2} * h")
             if guarded:
-                em(f"if kk + 8 * {DV.c} < K:")
+                em(f"if kk + {config.vector} * {DV.c} < K:")
                 em.depth += 1
             em(f"ld = ld_global_nc_v4_b32(b, {DV.base_w0} + kk)")
             em(f"{_four(DV.w0, 'u')} = ld")

@@ -3,8 +3,9 @@ resource model (``mmaplug.planning.scheduler``); each value and limit is written
 
 A decode kernel reads five ``MatmulParams`` fields: ``cta_tile`` and ``warp_tile`` (m: the
 activation rows it covers, 8 per m tile; n: the 16 weight rows of a CTA; k: the 64 of K a warp
-loads per step), ``instruction_tile`` (one mma.sync m16n8k16 in the problem's terms: 8
-activation rows, 16 weight rows, 16 of K), ``splitk_factor`` (the warps of a CTA, each taking
+loads per step; 128 of K for FP8 operands, the same 128 bytes), ``instruction_tile`` (one
+mma.sync m16n8k16 in the problem's terms: 8 activation rows, 16 weight rows, 16 of K; for FP8
+one m16n8k32, 32 of K), ``splitk_factor`` (the warps of a CTA, each taking
 every ``splitk_factor``-th chunk of K, their partials summed in shared memory: split-K inside
 the kernel) and ``stages`` (chunks loaded before their mmas run). Every other field has one
 value.
@@ -20,16 +21,31 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Resources, Rule, Space
 
-from .config import CHUNK_K, COLS_PER_MMA, ROWS
+from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
-__all__ = ["MAX_M", "MIN_CC", "WARPS", "m_tile", "resources", "rules", "space"]
+__all__ = [
+    "FP8_CC", "MAX_M", "MIN_CC", "WARPS", "instruction", "m_tile", "min_cc", "resources", "rules",
+    "space",
+]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
+FP8_CC: Final = (8, 9)  # mma.sync m16n8k32 .e4m3 / .e5m2 (PTX ISA 8.4)
 #: The most activation rows a decode kernel takes (beyond, the tensor-core kernels win).
 MAX_M: Final = 16
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
-INSTRUCTION: Final = TileShape(8, 16, 16)  # one mma in the problem's terms: 8 of M, 16 of N
+
+
+def instruction(problem: MatmulProblem) -> TileShape:
+    """One mma in the problem's terms: 8 of M, 16 of N, its K (16, or 32 for FP8)."""
+    _, k = MMAS.get(problem.operand_dtype, (None, 16))  # (another type is declined)
+    return TileShape(COLS_PER_MMA, ROWS, k)
+
+
+def min_cc(problem: MatmulProblem) -> tuple[int, int]:
+    """The oldest GPU with *problem*'s mma (and FP8 conversions): sm_89 for FP8 operands or
+    outputs, else sm_80."""
+    return FP8_CC if problem.operand_dtype.is_float8 or problem.output_dtype.is_float8 else MIN_CC
 
 
 def m_tile(problem: MatmulProblem) -> int:
@@ -38,16 +54,17 @@ def m_tile(problem: MatmulProblem) -> int:
 
 
 def _tile_space(field: str, problem: MatmulProblem) -> Space:
-    tile = TileShape(m_tile(problem), ROWS, CHUNK_K)
+    tile = TileShape(m_tile(problem), ROWS, chunk_k(problem.operand_dtype))
     return Space(field, f"{tile} (M rounded up to 8s)", values=(tile,))
 
 
 def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     """The legal values of each field, one field at a time."""
+    inst = instruction(problem)
     return (
         _tile_space("cta_tile", problem),
         _tile_space("warp_tile", problem),
-        Space("instruction_tile", str(INSTRUCTION), values=(INSTRUCTION,)),
+        Space("instruction_tile", str(inst), values=(inst,)),
         Space("stages", "1 to 4 chunks in flight", values=UNROLLS, examples=UNROLLS),
         Space(
             "splitk_factor",
@@ -77,15 +94,21 @@ def _allowed(field_space: Space) -> Callable[[MatmulParams, MatmulProblem, Devic
 
 
 def _device(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
-    if tuple(device.cc) >= MIN_CC:
+    cc = min_cc(problem)
+    if tuple(device.cc) >= cc:
         return None
+    if cc == FP8_CC:
+        return (
+            f"the decode kernel needs FP8 mma.sync m16n8k32 (sm_89 or newer), not {device.target}"
+        )
     return f"the decode kernel needs mma.sync m16n8k16 (sm_80 or newer), not {device.target}"
 
 
 def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
     """Every rule, in the order violations are reported."""
+    cc = min_cc(problem)
     return (
-        Rule("device", f"sm_{MIN_CC[0]}{MIN_CC[1]} or newer", _device),
+        Rule("device", f"sm_{cc[0]}{cc[1]} or newer", _device),
         *(Rule(s.field, s.text, _allowed(s)) for s in space(problem, device)),
     )
 

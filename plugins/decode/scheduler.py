@@ -14,7 +14,7 @@ from mmaplug.planning.params import MatmulParams
 from mmaplug.planning.scheduler import Resources, Rule, Space
 
 from . import limits
-from .config import VECTOR
+from .config import vector
 
 __all__ = ["NAME", "PRIORITY", "SCHEDULER", "DecodeScheduler"]
 
@@ -25,15 +25,16 @@ PRIORITY: Final = 30  # above hopper's and ampere's: for the few rows it takes, 
 @final
 class DecodeScheduler:
     """A few activation rows against a weight read once at the HBM limit: mma.sync m16n8k16
-    with the weight as its A operand, 16-byte loads straight to registers (sm_80+)."""
+    (m16n8k32 for FP8, sm_89+) with the weight as its A operand, 16-byte loads straight to
+    registers (sm_80+)."""
 
     name: str = NAME
     priority: int = PRIORITY
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
-        """None for one TN matmul of half-precision operands with M <= 16 and K a multiple
-        of 8, its output and epilogue inputs not FP8 and no amax output, on sm_80 or newer;
-        else why not."""
+        """None for one TN matmul of 16-bit or FP8 operands with M <= 16 and K a multiple of
+        one 16-byte load, on sm_80 or newer (FP8 operands and outputs: sm_89 or newer), with no
+        FP8 epilogue input and no amax output; else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -41,17 +42,25 @@ class DecodeScheduler:
                 f"takes at most {limits.MAX_M} activation rows (decode and small batches), not "
                 f"m={problem.m}; the tensor-core GEMMs take more"
             )
-        if not problem.operand_dtype.is_half:
-            return f"takes float16 or bfloat16 operands, not {problem.operand_dtype.label}"
-        if problem.output_dtype.is_float8:
+        dtype = problem.operand_dtype
+        if not (dtype.is_half or dtype.is_float8):
             return (
-                f"writes no {problem.output_dtype.label}: the decode kernel builds no FP8 "
-                "conversions (the hopper scheduler does, on sm_90a)"
+                f"takes float16, bfloat16, float8_e4m3fn or float8_e5m2 operands, not {dtype.label}"
+            )
+        if dtype.is_float8 and tuple(device.cc) < limits.FP8_CC:
+            return (
+                f"multiplies {dtype.label} with mma.sync m16n8k32, which needs sm_89 or newer; "
+                f"{device.name} is {device.target}"
+            )
+        if problem.output_dtype.is_float8 and tuple(device.cc) < limits.FP8_CC:
+            return (
+                f"writes {problem.output_dtype.label} with cvt.rn.satfinite, which needs sm_89 "
+                f"or newer; {device.name} is {device.target}"
             )
         if fp8 := [d.label for d in problem.epilogue_input_dtypes if d.is_float8]:
             return (
-                f"reads no FP8 epilogue inputs ({', '.join(fp8)}): the decode kernel builds no "
-                "FP8 conversions (the hopper scheduler does, on sm_90a)"
+                f"reads no FP8 epilogue inputs ({', '.join(fp8)}): the decode kernel widens "
+                "none (the hopper scheduler does, on sm_90a)"
             )
         if "amax" in problem.epilogue_ops:
             return (
@@ -65,8 +74,11 @@ class DecodeScheduler:
             )
         if problem.batch > 1:
             return f"runs one product per launch, not batch={problem.batch}"
-        if problem.k % VECTOR:
-            return f"loads 16-byte vectors: K must be a multiple of {VECTOR}, not {problem.k}"
+        if problem.k % vector(dtype):
+            return (
+                f"loads 16-byte vectors: K must be a multiple of {vector(dtype)} "
+                f"({dtype.label}), not {problem.k}"
+            )
         if problem.horizontal > 1 or problem.num_patterns > 1:
             return "runs one matmul per kernel, not a fusion of several"
         if problem.a_prologue_ops or problem.b_prologue_ops:

@@ -1,6 +1,6 @@
 """GPU tier: FP8 scaled matmuls (e4m3 / e5m2, per-tensor and per-row/column scales, fused
-epilogues) on the hopper kernel against float64, random data, outputs poisoned before each
-call; and the same product as torch._scaled_mm (cuBLASLt)."""
+epilogues) on the hopper kernel (the decode kernel at M = 8) against float64, random data,
+outputs poisoned before each call; and the same product as torch._scaled_mm (cuBLASLt)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,8 @@ def test_fp8_matches_float64(
 ) -> None:
     fusion = _fusion(*shape, dtype, scales, epilogue)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(11)))
-    assert compiled.spec.scheduler == "hopper"
+    # M <= 16: the decode kernel's mma.sync m16n8k32; above, hopper's wgmma m64nNk32
+    assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
     assert compiled.params.instruction_tile.k == 32
 
 

@@ -1,7 +1,10 @@
 """PTX tier: the decode kernel compiles for sm_80 and sm_90a with its 16-byte loads, its mmas and
-no local memory (every fragment in registers)."""
+no local memory (every fragment in registers); the FP8 kernel assembles for sm_90a and sm_89."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable
 
 import pytest
 
@@ -24,3 +27,29 @@ def test_decode_ptx(device: str, m: int, dtype: str) -> None:
     assert "ld.global.nc.v4.u32" in ptx
     assert ".local" not in ptx
     assert "decode_gemm" in ptx
+
+
+@pytest.mark.parametrize(("dtype", "kind"), [("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")])
+@pytest.mark.parametrize(
+    ("m", "scale", "epilogue"), [(1, "tensor", "none"), (16, "row", "bias_gelu")]
+)
+def test_fp8_decode_ptx_assembles_for_sm90a_and_sm89_without_spills(
+    dtype: str, kind: str, m: int, scale: str, epilogue: str, ptxas_log: Callable[[str, str], str]
+) -> None:
+    """The FP8 decode kernel (sm_90a PTX, cc=(9, 0, "a")) issues mma.sync m16n8k32 on its FP8
+    type from 16-byte loads, keeps every fragment in registers, and ptxas takes it for sm_90a
+    and for sm_89 (the oldest GPU with the instruction: PTX ISA 8.4) with nothing spilled."""
+    from mmaplug.plugins.decode.kernel import KERNELS
+
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    problem = TuneProblem(m=m, n=256, k=512, dtype=dtype, scale=scale, epilogue=epilogue)
+    compiled = mp.compile(problem.fusion(), "h200", pm=pm)
+    assert compiled.spec.scheduler == "decode"
+    ptx = KERNELS.main_ptx(compiled._artifact.config, (9, 0, "a"))
+    assert ".target sm_90a" in ptx
+    assert f"mma.sync.aligned.m16n8k32.row.col.f32.{kind}.{kind}.f32" in ptx
+    assert "mma.sync.aligned.m16n8k16" not in ptx
+    assert "ld.global.nc.v4.u32" in ptx and ".local" not in ptx
+    for arch in ("sm_90a", "sm_89"):
+        text = ptxas_log(ptx.replace(".target sm_90a", f".target {arch}"), arch)
+        assert re.search(r"\b0 bytes spill stores", text), text

@@ -18,7 +18,10 @@ import pytest
 
 pytestmark = pytest.mark.sim
 
-TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
+# FP8 operands: the inputs are already FP8, products and sums are float32 (the bound is the
+# output's); an FP8 output may round one element of hundreds to the next step (6% for e4m3)
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3, "float8_e4m3fn": 2e-2,
+             "float8_e5m2": 2e-2}  # fmt: skip
 
 
 def _linear(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any) -> Any:
@@ -65,6 +68,54 @@ def case_scalar_residual_two_outputs_bf16(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 8}
 
 
+def _scaled(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, scale: str, **kw: Any) -> Any:
+    """torch._scaled_mm on a weight [N, K] (K-major) with per-tensor or per-row/column scales."""
+    x = fd.define_tensor([m, k], dtype=dtype)
+    w = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])
+    sx = fd.define_tensor([m, 1] if scale == "row" else [], dtype=mp.float32)
+    sw = fd.define_tensor([1, n] if scale == "row" else [1], dtype=mp.float32)
+    return fd.ops.scaled_mm(x, w, sx, sw, **kw)
+
+
+def case_fp8_m1_e4m3_tensor(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 decode step: mma.sync m16n8k32, per-tensor scales, bfloat16 out; 2 warps, 1 chunk
+    (128 FP8 of K) each."""
+    fd.add_output(_scaled(fd, mp, 1, 32, 256, mp.float8_e4m3fn, "tensor", out_dtype=mp.bfloat16))
+    return {"splitk_factor": 2, "stages": 1}
+
+
+def case_fp8_ragged_m5_e5m2_row(fd: Any, mp: Any) -> dict[str, Any]:
+    """e5m2, per-row scales, M = 5, N = 40 (the third CTA's rows clamped), K = 144 (the second
+    chunk holds one 16-byte vector of K: lanes c > 0 load zeros)."""
+    fd.add_output(_scaled(fd, mp, 5, 40, 144, mp.float8_e5m2, "row", out_dtype=mp.bfloat16))
+    return {}
+
+
+def case_fp8_m16_e4m3_row_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 16 (two m tiles), per-row scales, bias + GELU, ragged N = 24 and K = 400 (3 chunks
+    and a vector): 1 warp, 2 chunks in flight (the main loop, then the guarded one)."""
+    bias = fd.define_tensor([24], dtype=mp.bfloat16)
+    y = _scaled(fd, mp, 16, 24, 400, mp.float8_e4m3fn, "row", bias=bias, out_dtype=mp.float32)
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {"splitk_factor": 1, "stages": 2}
+
+
+def case_fp8_m16_e5m2_tensor_unroll4(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 16, e5m2, per-tensor scales, float32 out; 2 warps with 4 chunks in flight over
+    K = 1040 (8 whole chunks in the main loop, one vector in the guarded one)."""
+    fd.add_output(_scaled(fd, mp, 16, 48, 1040, mp.float8_e5m2, "tensor", out_dtype=mp.float32))
+    return {"splitk_factor": 2, "stages": 4}
+
+
+def case_fp8_quantized_output_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
+    """A quantised layer: cast(scaled_mm(...) * out_scale, e4m3) written as bytes by the
+    epilogue (cvt.rn.satfinite), M = 3, ragged N = 20."""
+    y = _scaled(fd, mp, 3, 20, 128, mp.float8_e4m3fn, "row", out_dtype=mp.float32)
+    out_scale = fd.define_tensor([], dtype=mp.float32)
+    fd.add_output(fd.ops.cast(fd.ops.mul(y, out_scale), mp.float8_e4m3fn))
+    return {}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 
 
@@ -72,7 +123,7 @@ def _errors(fd: Any, mp: Any, compiled: Any, rng: Any) -> list[dict[str, Any]]:
     import numpy as np
 
     inputs = [
-        rng.standard_normal(v.shape).astype(v.dtype.numpy)
+        np.asarray(rng.standard_normal(v.shape)).astype(v.dtype.numpy)
         if isinstance(v, mp.TensorView) else 1.25
         for v in fd.fusion.inputs
     ]  # fmt: skip

@@ -183,6 +183,46 @@ def test_mma_fragments_follow_ptx_formulas():
 
 
 @in_simulator
+def test_fp8_mma_fragments_follow_ptx_formulas():
+    """mma m16n8k32 on e4m3 and e5m2 fragments packed by the PTX ISA's m16n8k32 formulas (A: row
+    g for a0..a3 and a8..a11, else g + 8; col 4t + (i & 3), + 16 from a8; B: row 4t + (i & 3),
+    + 16 from b4; col g) matches numpy, accumulating onto C."""
+
+    @cuda.jit
+    def kernel(ab, bb, c, out, e5m2):
+        lane = cuda.threadIdx.x
+        g, t = lane >> 2, lane & 3
+        words = cuda.local.array(6, types.uint32)
+        for j in range(6):
+            words[j] = 0
+        for i in range(4):
+            k0, k1 = 4 * t + i, 4 * t + 16 + i
+            words[0] |= ab[g, k0] << (8 * i)
+            words[1] |= ab[g + 8, k0] << (8 * i)
+            words[2] |= ab[g, k1] << (8 * i)
+            words[3] |= ab[g + 8, k1] << (8 * i)
+            words[4] |= bb[k0, g] << (8 * i)
+            words[5] |= bb[k1, g] << (8 * i)
+        mma = I.mma_m16n8k32_e5m2 if e5m2 else I.mma_m16n8k32_e4m3
+        d = mma(
+            words[0], words[1], words[2], words[3], words[4], words[5],
+            c[g, 2 * t], c[g, 2 * t + 1], c[g + 8, 2 * t], c[g + 8, 2 * t + 1],
+        )  # fmt: skip
+        out[g, 2 * t], out[g, 2 * t + 1], out[g + 8, 2 * t], out[g + 8, 2 * t + 1] = d
+
+    rng = np.random.default_rng(9)
+    for e5m2, fp8 in enumerate((ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2)):
+        a = rng.standard_normal((16, 32)).astype(fp8)
+        b = rng.standard_normal((32, 8)).astype(fp8)
+        c = rng.standard_normal((16, 8)).astype(np.float32)
+        bits_a, bits_b = a.view(np.uint8).astype(np.uint32), b.view(np.uint8).astype(np.uint32)
+        out = np.zeros((16, 8), np.float32)
+        kernel[1, 32](bits_a, bits_b, c, out, e5m2)
+        ref = a.astype(np.float64) @ b.astype(np.float64) + c
+        np.testing.assert_allclose(out, ref, atol=MMA_ATOL)
+
+
+@in_simulator
 def test_ldmatrix_lane_layout():
     """ldmatrix.x1 gives lane l row l>>2, cols 2(l%4) (low half) and +1; .trans the transpose."""
 

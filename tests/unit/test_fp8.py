@@ -181,17 +181,20 @@ def test_fp8_written_or_rounded_to_needs_an_fp8_first_output() -> None:
         mp.matmul_problem(fd.fusion)
 
 
-def test_only_hopper_writes_fp8_and_the_others_say_why() -> None:
-    """Half operands of 8 rows, an FP8 output: ampere and decode (which take such operands)
-    decline it; without hopper nothing takes it."""
+def test_fp8_outputs_are_written_on_sm89_and_newer_and_the_others_say_why() -> None:
+    """Half operands of 8 rows, an FP8 output: decode writes it on the h200 (its epilogue's
+    ``cvt.rn.satfinite``, sm_89+), ampere declines it; on an a100 nothing takes it, and each
+    scheduler says why."""
     fd = quantized(8, 4096, 4096, operands=mp.float16)
     spec = mp.plan_problem(mp.matmul_problem(fd.fusion), "h200")
-    assert spec.scheduler == "hopper"
+    assert spec.scheduler == "decode"
     rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
     assert "builds no FP8 conversions" in rejected["ampere"]
-    assert "builds no FP8 conversions" in rejected["decode"]
-    with pytest.raises(mp.NoSchedulerError, match="builds no FP8 conversions"):
+    with pytest.raises(mp.NoSchedulerError, match="builds no FP8 conversions") as info:
         mp.plan_problem(mp.matmul_problem(fd.fusion), "a100")
+    assert "writes float8_e4m3fn with cvt.rn.satfinite, which needs sm_89" in str(info.value)
+    big = quantized(64, 4096, 4096, operands=mp.float16)  # above decode's rows: hopper only
+    assert mp.plan_problem(mp.matmul_problem(big.fusion), "h200").scheduler == "hopper"
 
 
 def test_fp8_outputs_pack_only_in_whole_16_byte_vectors() -> None:
@@ -204,12 +207,15 @@ def test_fp8_outputs_pack_only_in_whole_16_byte_vectors() -> None:
     assert packed_buffers((e4m3, DType.bfloat16), 64) == 1
 
 
-def test_only_hopper_takes_fp8_and_the_others_say_why() -> None:
+def test_fp8_operands_plan_to_decode_or_hopper_and_ampere_says_why() -> None:
+    """8 rows of FP8 operands: decode on the h200 (mma.sync m16n8k32), hopper from M = 17 on;
+    ampere declines the operand type."""
     spec = mp.plan_problem(mp.matmul_problem(scaled(8, 4096, 4096).fusion), "h200")
-    assert spec.scheduler == "hopper"
+    assert spec.scheduler == "decode"
     rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
     assert "not float8_e4m3fn" in rejected["ampere"]
-    assert "not float8_e4m3fn" in rejected["decode"]
+    spec = mp.plan_problem(mp.matmul_problem(scaled(17, 4096, 4096).fusion), "h200")
+    assert spec.scheduler == "hopper"
 
 
 def test_an_n_major_fp8_operand_is_copied_k_major_and_explain_says_why() -> None:

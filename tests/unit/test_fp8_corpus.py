@@ -192,12 +192,32 @@ def test_the_fp8_corpus_covers_what_fp8_serving_runs() -> None:
 
 
 @pytest.mark.parametrize("tp", corpus.BUILTIN["fp8"], ids=lambda tp: tp.key)
-def test_every_fp8_corpus_problem_is_an_fp8_hopper_problem(tp: TuneProblem) -> None:
-    """Its analysis has FP8 operand letters and its own shape; the hopper scheduler plans it."""
+def test_every_fp8_corpus_problem_plans_to_an_fp8_kernel(tp: TuneProblem) -> None:
+    """Its analysis has FP8 operand letters and its own shape; the decode scheduler plans it at
+    M <= 16 (mma.sync m16n8k32, sm_89+), the hopper scheduler above."""
     problem = tp.problem()
     assert problem.precision[0] in "QR" and problem.layout == "TN"
     assert (problem.m, problem.n, problem.k, problem.batch) == (tp.m, tp.n, tp.k, 1)
-    assert mp.plan_problem(problem, "h200").scheduler == "hopper"
+    expected = "decode" if tp.m <= 16 else "hopper"
+    assert mp.plan_problem(problem, "h200").scheduler == expected
+
+
+def test_the_fp8_corpus_has_decode_steps_against_llama_weights() -> None:
+    """M = 1, 4 and 16 against llama 8B and 70B weights, e4m3 with per-row scales: what
+    ``mmaplug bench --corpus fp8 --graph`` times of the decode kernel."""
+    weights = set(corpus.LLAMA_WEIGHTS.values())
+    decode = {
+        (p.m, (p.n, p.k))
+        for p in corpus.load("fp8")
+        if p.m <= 16 and p.dtype == E4M3 and p.scale == "row" and (p.n, p.k) in weights
+    }
+    assert {m for m, _ in decode} >= {1, 4, 16}
+    assert {w for _, w in decode} & {
+        corpus.LLAMA_WEIGHTS[n] for n in ("8b_qkv", "8b_gate_up", "8b_down")
+    }
+    assert {w for _, w in decode} & {
+        corpus.LLAMA_WEIGHTS[n] for n in ("70b_qkv", "70b_o", "70b_gate_up")
+    }
 
 
 def test_min_bytes_of_fp8_counts_one_byte_operands_and_a_bfloat16_output() -> None:

@@ -1,0 +1,126 @@
+"""GPU tier: the decode kernel on FP8 operands (mma.sync m16n8k32, sm_89+; run on the H200)
+against float64, random data, outputs poisoned before each call, through the bound (fast) launch
+and the checked one; and the same product as torch._scaled_mm (cuBLASLt)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+import mmaplug as mp
+from mmaplug.cuda.presence import cuda_device_count
+
+if TYPE_CHECKING:
+    from .conftest import Checks
+
+torch = pytest.importorskip("torch") if cuda_device_count() else None
+
+pytestmark = pytest.mark.sm90  # FP8 mma.sync needs sm_89; the tier's FP8 GPU is the H200
+
+# (m, n, k): a decode step on a llama weight, ragged N and K (a last chunk of one vector),
+# two m tiles, a tiny one, and a wide weight at M = 4
+SHAPES = [(1, 4096, 4096), (5, 1000, 528), (16, 1040, 1024), (3, 16, 64), (4, 14336, 4096)]
+CASES = [
+    (shape, dtype, scales, epilogue)
+    for shape, dtype, scales, epilogue in itertools.product(
+        SHAPES, (mp.float8_e4m3fn, mp.float8_e5m2), ("tensor", "row"), ("none", "bias_gelu")
+    )
+    if dtype is mp.float8_e4m3fn or epilogue == "none"
+]
+
+
+def _fusion(m: int, n: int, k: int, dtype: object, scales: str, epilogue: str,
+            out: object = mp.bfloat16) -> mp.Fusion:  # fmt: skip
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=dtype)
+        b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])  # a weight [N, K]
+        sa = fd.define_tensor([m, 1] if scales == "row" else [], dtype=mp.float32)
+        sb = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
+        if epilogue == "bias_gelu":
+            bias = fd.define_tensor([n], dtype=mp.bfloat16)
+            y = fd.ops.gelu(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.float32))
+            fd.add_output(fd.ops.cast(y, out))
+        else:
+            fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=out))
+    return fd.fusion
+
+
+@pytest.fixture
+def pm() -> mp.PluginManager:
+    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "scales", "epilogue"),
+    CASES,
+    ids=[f"{m}x{n}x{k}_{d.label}_{s}_{e}" for (m, n, k), d, s, e in CASES],
+)
+def test_fp8_decode_matches_float64(
+    pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, scales: str, epilogue: str
+) -> None:
+    fusion = _fusion(*shape, dtype, scales, epilogue)
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(31)))
+    assert compiled.spec.scheduler == "decode"
+    assert compiled.params.instruction_tile.k == 32 and compiled.params.cta_tile.k == 128
+
+
+@pytest.mark.parametrize(("warps", "stages"), [(1, 1), (2, 4), (4, 3), (8, 2)])
+def test_every_fp8_warp_split_and_depth(
+    pm: mp.PluginManager, checks: Checks, warps: int, stages: int
+) -> None:
+    """Each legal K split over warps and chunks in flight on a ragged K (1488: 11 chunks of 128
+    and 80, five vectors of the last) and N (the last CTA's rows clamped), e5m2 with per-row
+    scales and bias + GELU."""
+    fusion = _fusion(7, 1000, 1488, mp.float8_e5m2, "row", "bias_gelu")
+    inputs = checks.inputs(fusion, np.random.default_rng(32))
+    compiled = checks.run(fusion, pm, inputs, {"splitk_factor": warps, "stages": stages})
+    assert compiled.spec.scheduler == "decode"
+    assert (compiled.params.splitk_factor, compiled.params.stages) == (warps, stages)
+
+
+def test_the_fp8_checked_launch_path(
+    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MMAPLUG_FAST_LAUNCH=0: every argument (uint8 operands) checked against the signature."""
+    monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
+    fusion = _fusion(2, 512, 512, mp.float8_e4m3fn, "row", "bias_gelu")
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(33)))
+    assert compiled.spec.scheduler == "decode"
+
+
+@pytest.mark.parametrize("out", [mp.float8_e4m3fn, mp.float8_e5m2], ids=str)
+def test_fp8_decode_writes_fp8_outputs(pm: mp.PluginManager, checks: Checks, out: object) -> None:
+    """A quantised layer at M = 4: cast(scaled_mm(...) * out_scale, FP8), saturating."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([4, 2048], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([2048, 1000], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+        sa = fd.define_tensor([4, 1], dtype=mp.float32)
+        sb = fd.define_tensor([1, 1000], dtype=mp.float32)
+        scale = fd.define_tensor([], dtype=mp.float32)
+        y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.mul(y, scale), 4.0), out))
+    compiled = checks.run(fd.fusion, pm, checks.inputs(fd.fusion, np.random.default_rng(34)))
+    assert compiled.spec.scheduler == "decode"
+
+
+@pytest.mark.parametrize("scales", ["tensor", "row"])
+def test_fp8_decode_agrees_with_torch_scaled_mm(pm: mp.PluginManager, scales: str) -> None:
+    """At M = 16 (cuBLASLt's FP8 wants extents of 16s) the bf16 results of ours and
+    torch._scaled_mm agree to a few bf16 rounding steps."""
+    m, n, k = 16, 4096, 4096
+    fusion = _fusion(m, n, k, mp.float8_e4m3fn, scales, "none")
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    shapes = ((m, 1), (1, n)) if scales == "row" else ((), (1,))
+    sa = torch.rand(shapes[0], device="cuda", generator=gen) + 0.5
+    sb = torch.rand(shapes[1], device="cuda", generator=gen) + 0.5
+    compiled = mp.compile(fusion, pm=pm)
+    assert compiled.spec.scheduler == "decode"
+    ours = compiled.execute([a, w.t(), sa, sb])[0]
+    theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    err = (ours.double() - theirs.double()).norm() / theirs.double().norm()
+    assert err < 1e-2, float(err)
