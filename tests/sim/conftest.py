@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import pytest
@@ -27,18 +28,23 @@ class SimRun(NamedTuple):
 
 
 def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, SimRun]:
+    """Run *jobs*, at most one per CPU at a time: each is a Python process of its own (the
+    simulator's threads hold the GIL), so more at once only thrash, and slow down the
+    timing-sensitive tests running beside them (test_sm90_emulation's 20-second bound)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    procs = {
-        name: subprocess.Popen([sys.executable, *args], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name, args in jobs.items()
-    }  # fmt: skip
-    runs = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=timeout)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        runs[name] = SimRun(proc.returncode, json.loads(lines[-1]) if lines else None, err[-4000:])
-    return runs
+
+    def run(args: list[str]) -> SimRun:
+        done = subprocess.run(
+            [sys.executable, *args], env=env, text=True, capture_output=True, timeout=timeout
+        )
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+        return SimRun(
+            done.returncode, json.loads(lines[-1]) if lines else None, done.stderr[-4000:]
+        )
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        futures = {name: pool.submit(run, args) for name, args in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 @pytest.fixture(scope="session")
