@@ -360,7 +360,7 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if cfg.block_scaled:  # one K block's sums, promoted into acc with its scales
+    if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK:  # one block's sums (pairs: own)
         for r in range(blocks):
             em(f"part{r} = wgmma_zeros({nacc})")
     if cfg.packed_stores:
@@ -518,6 +518,9 @@ def _emit_block_scaled_loop(
     for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
         em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")
     em(f"bcol = ({kv.n0} // {SCALE_BLOCK}) * sfb_n")
+    if cfg.cta_tile[2] == 2 * SCALE_BLOCK:
+        _emit_block_pair_loop(em, cfg, a, b, accs, rows)
+        return
     em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
 
     def load(prefix: str) -> None:  # raw loads: nothing reads them before they are needed
@@ -530,9 +533,6 @@ def _emit_block_scaled_loop(
     em(f"if {kv.kb} < {kv.ke}:")
     with em.indent():
         load("s")
-    if cfg.cta_tile[2] == 2 * SCALE_BLOCK:
-        _emit_block_pair_loop(em, cfg, a, b, accs, rows)
-        return
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
