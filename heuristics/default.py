@@ -57,6 +57,14 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
 # -10%), BENCHMARKS.md run 35; no shape in between was measured.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
+# Split-K on hopper: only where K is this many times the larger of M and N (a deep K keeps the
+# split's float32 partials small beside the operands) and the tiles fill under a quarter of
+# the SMs. On the H200 splitting cost 1.2-1.5x on M = 32-256 weight-streaming problems, paid
+# 2.5-6x on four deep-K ones and cost 1.3x at 1536x1000x7168 (48 tiles split 2), BENCHMARKS.md
+# runs 86-87; powers of two up to 32 (32 of 4 tiles beat 16 by 10% at 128x128x32768)
+HOPPER_SPLITK_MIN_DEPTH: Final = 4
+HOPPER_SPLITK_MAX: Final = 32
+PARTIAL_BYTES: Final = 8  # a split's float32 partial, written once and read once per element
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
@@ -271,14 +279,41 @@ class HopperTiles(NamedTuple):
     instruction: TileShape
     score: int
     k_stages_per_sm: int
+    splitk: int = 1
 
 
-def hopper_tile_score(problem: MatmulProblem, device: Device, cta: TileShape) -> tuple[int, int]:
-    """(bytes loaded with wave quantization, K stages per SM) of a CTA tile; lower bytes win."""
+def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
+    """Split K of a deep-K problem (K >= HOPPER_SPLITK_MIN_DEPTH x max(M, N)) whose tiles fill
+    under a quarter of the SMs: the largest power of two up to HOPPER_SPLITK_MAX whose work
+    units still fit one wave, each split keeping SPLITK_MIN_K_TILES K tiles; 1 otherwise.
+    Our addition: nvFuser's Hopper heuristic never splits K."""
+    if problem.k < HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
+        return 1
     m_tiles, n_tiles = tile_grid(problem, cta)
-    waves = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
-    k_tiles = _ceil(problem.k, cta.k)
-    return waves * device.sm_count * k_tiles * (cta.m + cta.n) * cta.k, k_tiles * waves
+    tiles = problem.batch * m_tiles * n_tiles
+    if tiles * 4 > device.sm_count:
+        return 1
+    limit = min(
+        device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, HOPPER_SPLITK_MAX
+    )
+    factor = 1
+    while factor * 2 <= limit:
+        factor *= 2
+    return factor
+
+
+def hopper_tile_score(
+    problem: MatmulProblem, device: Device, cta: TileShape, splitk: int = 1
+) -> tuple[int, int]:
+    """(bytes moved, K stages per SM) of a CTA tile split *splitk* ways; lower bytes win. The
+    bytes are the operand panels the SMs load with wave quantization plus, split, the float32
+    partials written and read back."""
+    m_tiles, n_tiles = tile_grid(problem, cta)
+    waves = _ceil(problem.batch * m_tiles * n_tiles * splitk, device.sm_count)
+    k_tiles = _ceil(_ceil(problem.k, cta.k), splitk)
+    panels = waves * device.sm_count * k_tiles * (cta.m + cta.n) * cta.k
+    partials = problem.batch * problem.m * problem.n * splitk * PARTIAL_BYTES if splitk > 1 else 0
+    return panels * problem.operand_dtype.itemsize + partials, k_tiles * waves
 
 
 def _hopper_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
@@ -319,12 +354,19 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
             for instr_n in HOPPER_INSTR_N:
                 cta = TileShape(HOPPER_ROWS * rm, instr_n * rn, cta_k)
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
-                score, k_stages = hopper_tile_score(problem, device, cta)
+                splitk = hopper_splitk(problem, device, cta)
+                score, k_stages = hopper_tile_score(problem, device, cta, splitk)
                 stages = max(fewest, min(HOPPER_MIN_STAGES, k_stages))
-                if not ask.allows(_hopper_candidate(ask, cta, warp, stages), TILES | {"stages"}):
+                params = _hopper_candidate(ask, cta, warp, stages)
+                if not ask.allows(params, TILES | {"stages"}):
                     continue
+                if splitk > 1 and not ask.allows(
+                    params.with_overrides(splitk_factor=splitk), ("splitk_factor",)
+                ):
+                    splitk = 1
+                    score, k_stages = hopper_tile_score(problem, device, cta)
                 inst = ask.instruction(HOPPER_ROWS, instr_n)
-                candidate = HopperTiles(cta, warp, inst, score, k_stages)
+                candidate = HopperTiles(cta, warp, inst, score, k_stages, splitk)
                 if _hopper_better(candidate, best):
                     best = candidate
     if best is None:
@@ -350,9 +392,10 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, CTA pairs on
-    large grids (``hopper_cluster``), the epilogue staged through shared memory, stages filling
-    it up to 6 (4 block-scaled) and the K loops a CTA runs."""
+    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, K split where
+    a deep K meets few tiles (``hopper_splitk``), CTA pairs on large grids
+    (``hopper_cluster``), the epilogue staged through shared memory, stages filling it up to 6
+    (4 block-scaled) and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
@@ -360,11 +403,11 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     params = _hopper_candidate(ask, tiles.cta, tiles.warp, ask.fewest_stages())
     params = params.with_overrides(
-        cta_order=cta_order_for(m_tiles, n_tiles),
-        cluster_dims=_hopper_cluster(ask, params),
+        cta_order=cta_order_for(m_tiles, n_tiles), splitk_factor=tiles.splitk
     )
-    tiles_per_cta = _ceil(problem.batch * m_tiles * n_tiles, device.sm_count)
-    k_loops = _ceil(problem.k, tiles.cta.k) * tiles_per_cta
+    params = params.with_overrides(cluster_dims=_hopper_cluster(ask, params))
+    units_per_cta = _ceil(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
+    k_loops = _ceil(_ceil(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
     return params.with_overrides(stages=ask.most_stages(params, min(cap, k_loops)))
 

@@ -1,11 +1,25 @@
-"""Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session)."""
+"""Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session), and
+the simulator tier's pool of worker processes (``simulate``)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
+import queue
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, NamedTuple
 
 import pytest
+
+WORKER: Path = Path(__file__).with_name("sim_worker.py")
 
 
 @functools.cache
@@ -58,3 +72,109 @@ def pm():  # noqa: ANN201 - mmaplug.PluginManager
     import mmaplug
 
     return mmaplug.make_plugin_manager(load_entrypoints=False, strict=True)
+
+
+class SimRun(NamedTuple):
+    """One simulator job: its exit status, its last JSON line (None without one), its error."""
+
+    returncode: int
+    result: dict | None
+    stderr: str
+
+    @property
+    def outcome(self) -> dict:
+        """The script's result, or ``{"failed": stderr}`` when it printed none."""
+        return self.result or {"failed": self.stderr}
+
+
+class _Worker:
+    """A ``sim_worker.py`` process: jobs go to its stdin, one reply line each comes back."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.log: IO[str] = tempfile.TemporaryFile("w+")  # never a pipe nobody drains
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER)], env=env, text=True, bufsize=1,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+        )  # fmt: skip
+
+    def run(self, job: list[str], timeout: float) -> SimRun:
+        """Run *job*; a worker that dies or overruns *timeout* fails the job and is killed."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return self._failed("the worker process had died")
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            return self._failed(f"no reply within {timeout:.0f} s" if not ready else "it died")
+        reply = json.loads(line)
+        results = [ln for ln in reply["stdout"].splitlines() if ln.startswith("{")]
+        return SimRun(reply["code"], json.loads(results[-1]) if results else None, reply["error"])
+
+    def _failed(self, why: str) -> SimRun:
+        self.proc.kill()
+        self.log.seek(0)
+        stderr = self.log.read()[-4000:]
+        self.close()
+        return SimRun(1, None, f"simulator worker: {why}\n{stderr}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """Stop the process (its stdin closed ends its loop) and close every file it had."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.log.close()
+
+
+def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, SimRun]:
+    """Run *jobs* (name -> ``[script, *args]``) on one worker process per CPU, each job
+    taken from a shared queue as soon as a worker is free. A worker runs its jobs one after
+    another (the simulator's threads hold the GIL, so more processes only thrash and slow the
+    timing-sensitive tests beside them); a job that kills or hangs its worker fails alone and
+    the next job gets a fresh worker."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
+    todo: queue.Queue[tuple[str, list[str]]] = queue.Queue()
+    for item in jobs.items():
+        todo.put(item)
+    done: dict[str, SimRun] = {}
+
+    def serve() -> None:
+        worker = _Worker(env)
+        try:
+            while True:
+                try:
+                    name, job = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if not worker.alive:
+                    worker = _Worker(env)
+                done[name] = worker.run(job, timeout)
+        finally:
+            worker.close()
+
+    threads = [threading.Thread(target=serve) for _ in range(min(len(jobs), os.cpu_count() or 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {name: done[name] for name in jobs}
+
+
+@pytest.fixture(scope="session")
+def simulate() -> Callable[..., dict[str, SimRun]]:
+    """``simulate({name: [script, *args]}, timeout=600)``: run every job in the simulator
+    (a pool of worker processes, one per CPU) and return each one's :class:`SimRun`."""
+    return _simulate

@@ -50,7 +50,7 @@ WARP_EXAMPLES: Final = (
 CTA_K_EXAMPLES: Final = (64, 128, 256)
 CONSUMER_GRIDS: Final = ((1, 1), (2, 1), (1, 2))
 STAGE_EXAMPLES: Final = (2, 3, 4, 5, 6)
-SPLIT_EXAMPLES: Final = (1, 2, 4, 8)
+SPLIT_EXAMPLES: Final = (1, 2, 4, 8, 16, 32)
 
 
 def _int_at_least(low: int) -> Callable[[object], bool]:

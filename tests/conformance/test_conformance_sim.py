@@ -2,14 +2,13 @@
 role orders of issue 10) through mp.compile → execute in Numba's CUDA simulator, at small sizes,
 on the ampere and hopper schedulers, every output against mp.evaluate (outputs NaN-poisoned).
 
-Cases run as parallel subprocesses of this file with NUMBA_ENABLE_CUDASIM=1 (one JSON line each).
+Cases run as jobs of this file on the simulator's worker processes (the ``simulate`` fixture,
+NUMBA_ENABLE_CUDASIM=1; one JSON line each).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,19 +105,9 @@ def run_case(name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sim_results() -> dict[str, dict[str, Any]]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
-    procs = {
-        name: subprocess.Popen([sys.executable, __file__, name], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for name in {**CASES, **SEGMENTED}
-    }  # fmt: skip
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=600)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        results[name] = json.loads(lines[-1]) if lines else {"failed": err[-4000:]}
-    return results
+def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+    runs = simulate({name: [__file__, name] for name in {**CASES, **SEGMENTED}})
+    return {name: run.outcome for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -196,6 +196,30 @@ def test_default_plan(pm: mp.PluginManager, checks: Checks, shape: tuple[int, in
     assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
 
 
+DEEP_K = [
+    ((256, 256, 16384, 1), "none", mp.bfloat16),
+    ((128, 128, 32768, 1), "alpha_beta", mp.bfloat16),
+    ((64, 512, 28672, 1), "bias_gelu", mp.float16),
+    ((200, 136, 9000, 2), "relu_aux", mp.float16),
+]
+
+
+@pytest.mark.parametrize(
+    ("shape", "epilogue", "dtype"),
+    DEEP_K,
+    ids=["x".join(map(str, s)) + f"_{e}" for s, e, _ in DEEP_K],
+)
+def test_default_deep_k_splits(
+    pm: mp.PluginManager, checks: Checks, shape: tuple[int, ...], epilogue: str, dtype: mp.DType
+) -> None:
+    """Deep K over few tiles: the default plan splits K (up to 32 ways, ragged in every dim for
+    the batched one) and every epilogue still matches float64."""
+    m, n, k, batch = shape
+    compiled = _run(checks, _fusion(m, n, k, dtype, "TN", epilogue, batch), pm, seed=17)
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.params.splitk_factor > 1
+
+
 def test_unaligned_rows_fall_back_to_ampere(pm: mp.PluginManager, checks: Checks) -> None:
     """K = 100 gives 200-byte rows, which TMA cannot stride: ampere runs, explain says why."""
     fusion = _fusion(96, 80, 100, mp.float16, "TN", "none", 1)

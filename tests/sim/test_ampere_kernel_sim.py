@@ -1,19 +1,17 @@
 """Simulator tier: the real generated Ampere GEMM kernels, run in Numba's CUDA simulator.
 
-Every case runs in its own subprocess started with NUMBA_ENABLE_CUDASIM=1 (this pytest process
-stays on the real CUDA target); they run in parallel. The cases (tests/sim/ampere_sim_cases.py)
-cover all four layouts, bf16, split-K 2 with alpha/beta, bias + GELU with BK=16 and 3 stages,
-an odd shape with vec 1 loads and an fp32 aux output, BK=64 with padded strides and a shared B.
+Every case runs in a simulator worker process (the ``simulate`` fixture: NUMBA_ENABLE_CUDASIM=1,
+while this pytest process stays on the real CUDA target), one worker per CPU. The cases
+(tests/sim/ampere_sim_cases.py) cover all four layouts, bf16, split-K 2 with alpha/beta, bias +
+GELU with BK=16 and 3 stages, an odd shape with vec 1 loads and an fp32 aux output, BK=64 with
+padded strides and a shared B.
 Each compares against a NumPy float64 reference with the output poisoned by NaN beforehand.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,24 +35,9 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def sim_results() -> dict[str, dict]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, str(RUNNER), name],
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for name in CASES
-    }
-    results = {}
-    for name, proc in procs.items():
-        out, err = proc.communicate(timeout=900)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        results[name] = json.loads(lines[-1]) if lines else {"ok": False, "stderr": err[-3000:]}
-    return results
+def sim_results(simulate: Any) -> dict[str, dict]:
+    runs = simulate({name: [str(RUNNER), name] for name in CASES}, timeout=900)
+    return {name: run.result or {"ok": False, "stderr": run.stderr} for name, run in runs.items()}
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -3,8 +3,8 @@
 Each case compiles a fusion for an h200-like device with hermetic strict plugins and caller
 overrides (small tiles), runs ``compiled.execute`` on numpy arrays (outputs arrive NaN-poisoned
 from ``allocate``, so unwritten elements show) and compares with ``mp.evaluate``. The cases run
-as parallel subprocesses of this file with NUMBA_ENABLE_CUDASIM=1 (the simulator must be on
-before numba.cuda is imported); this pytest process stays on the CUDA target. The device keeps
+as jobs of this file on the simulator's worker processes (``simulate``: NUMBA_ENABLE_CUDASIM=1,
+on before numba.cuda is imported); this pytest process stays on the CUDA target. The device keeps
 the h200's sm_90a but has 2 SMs with room for one CTA each, so persistent CTAs walk several
 work units. Two probe kernels check that the sm_90 emulation reports a failing thread or a
 block-wide deadlock at once instead of after its 60-second wait timeout.

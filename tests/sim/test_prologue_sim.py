@@ -1,7 +1,7 @@
 """Simulator tier: operand prologues (issue 10 item 2) computed by the generated ampere kernel.
 
-Runs tests/sim/prologue_sim_cases.py once per case, in parallel subprocesses with the simulator
-on: prologue kinds (sin, cos + a runtime scalar, exp(-x), a constant scale, relu, a DAG
+Runs tests/sim/prologue_sim_cases.py once per case, on the simulator's worker processes (simulator
+on): prologue kinds (sin, cos + a runtime scalar, exp(-x), a constant scale, relu, a DAG
 sin(x) * cos(x), a bare float16 -> bfloat16 cast) x every layout x ragged M, N, K x split-K
 1, 2, 3 (one split with an empty K range) x batch x vector widths 1-8 x k tiles 16, 32, 48, 64,
 against mp.evaluate.

@@ -144,6 +144,38 @@ def test_hopper_pairs_ctas_on_large_grids_only() -> None:
         assert params.cluster_dims == ((2, 1) if pairs else (1, 1)), (m, n, k)
 
 
+@pytest.mark.parametrize(
+    ("shape", "splitk", "cta"),
+    [
+        # deep K over few tiles: split until the units fill one wave (H200 runs 86-87)
+        (Shape(256, 256, 16384), 32, TileShape(128, 128, 64)),
+        (Shape(128, 128, 32768), 32, TileShape(64, 64, 64)),
+        (Shape(512, 512, 65536), 16, TileShape(128, 256, 64)),
+        (Shape(200, 136, 9000, batch=2), 16, TileShape(128, 128, 64)),
+        # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
+        (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 128)),
+        # not deep: weight-streaming rows where every split lost
+        (Shape(64, 8192, 8192), 1, TileShape(64, 64, 256)),
+        (Shape(256, 8192, 8192), 1, TileShape(128, 128, 128)),
+        (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
+    ],
+    ids=str,
+)
+def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
+    shape: Shape, splitk: int, cta: TileShape
+) -> None:
+    h200 = get_device("h200")
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch)
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None
+    assert (params.splitk_factor, params.cta_tile) == (splitk, cta)
+    if splitk > 1:  # one wave of work units, each keeping 8+ K tiles, no CTA pairs
+        tiles = shape.batch * -(-shape.m // cta.m) * -(-shape.n // cta.n)
+        assert tiles * splitk <= h200.sm_count
+        assert -(-shape.k // cta.k) // splitk >= default.SPLITK_MIN_K_TILES
+        assert params.cluster_dims == (1, 1)
+
+
 def test_hopper_4096_cube() -> None:
     """4096³ fp16 on h100: CTA 128x256x64 in two 64x256 consumers, wgmma m64n256k16, 4 stages,
     persistent and warp-specialized, one CTA per cluster, epilogue staged through smem."""

@@ -79,7 +79,7 @@ def test_the_tuners_tiles_are_the_examples() -> None:
     assert TileShape(256, 128, 64) in spaces["cta_tile"].examples  # two 128x128 along M
     assert TileShape(256, 256, 64) not in spaces["cta_tile"].examples  # four consumers
     assert spaces["stages"].examples == (2, 3, 4, 5, 6)
-    assert spaces["splitk_factor"].examples == (1, 2, 4, 8)
+    assert spaces["splitk_factor"].examples == (1, 2, 4, 8, 16, 32)
     n_major = {s.field: s for s in SCHEDULER.space(problem(b_k_inner=False), H200)}
     assert all(w.n % 64 == 0 for w in n_major["warp_tile"].examples)
 
