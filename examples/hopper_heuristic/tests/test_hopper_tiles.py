@@ -69,10 +69,18 @@ def test_defers_otherwise(mmaplug_pm, fd, device):
 
 
 def test_deep_k_splits_k(mmaplug_pm):
-    """K = 16384 over 64 output tiles (fewer than the 132 SMs): the override splits K in two."""
-    spec = plan(mmaplug_pm, linear(1024, 1024, 16384))
+    """K = 8192 over 128 output tiles (fewer than the 132 SMs, too many for the default to
+    split): the override splits K in two."""
+    spec = plan(mmaplug_pm, linear(2048, 2048, 8192))
     assert spec.provenance.base == "default"
     assert (spec.params.splitk_factor, spec.provenance.source("splitk_factor")) == (2, NAME)
+
+
+def test_a_split_the_default_chose_is_kept(mmaplug_pm):
+    """K = 16384 over 32 output tiles: the default already splits K (4 ways); the override,
+    which only splits unsplit plans, leaves it."""
+    spec = plan(mmaplug_pm, linear(1024, 1024, 16384))
+    assert (spec.params.splitk_factor, spec.provenance.source("splitk_factor")) == (4, "default")
 
 
 @pytest.mark.parametrize(
