@@ -1,5 +1,6 @@
 """The GPU tier's setup: every test here is marked ``gpu`` and skipped below its ``sm80`` /
-``sm90`` marker's compute capability; the ``checks`` fixture holds the float64 checks they share.
+``sm90`` marker's compute capability; the ``checks`` fixture holds the float64 checks they share,
+``scaled_linear`` the FP8 linear layer the FP8 files build.
 """
 
 from __future__ import annotations
@@ -146,3 +147,54 @@ def scheduler_pm() -> Callable[[str], mp.PluginManager]:
     (``"ampere"`` blocks hopper and decode; ``"hopper"`` blocks decode: it wins on an sm_90
     GPU)."""
     return _scheduler_pm
+
+
+Linear = Callable[..., mp.Fusion]
+
+
+def _scaled_linear(m: int, n: int, k: int, dtype: mp.DType, scales: str, epilogue: str,
+                   out: mp.DType = mp.bfloat16) -> mp.Fusion:  # fmt: skip
+    """``scaled_mm`` of FP8 A ``[m, k]`` and a weight ``[n, k]`` (B ``[k, n]``, K-major) with
+    float32 scales per tensor or (*scales* ``"row"``) per row of A and column of B; *epilogue*
+    ``"none"``, ``"bias"`` (a bf16 bias inside scaled_mm) or ``"bias_gelu"`` (GELU of the
+    float32 product and bias, cast to *out*)."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=dtype)
+        b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])
+        sa = fd.define_tensor([m, 1] if scales == "row" else [], dtype=mp.float32)
+        sb = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
+        bias = fd.define_tensor([n], dtype=mp.bfloat16) if epilogue != "none" else None
+        if epilogue == "bias_gelu":
+            y = fd.ops.gelu(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.float32))
+            fd.add_output(fd.ops.cast(y, out))
+        else:
+            fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out))
+    return fd.fusion
+
+
+@pytest.fixture(scope="session")
+def scaled_linear() -> Linear:
+    """The FP8 linear layer builder (:func:`_scaled_linear`)."""
+    return _scaled_linear
+
+
+#: Hopper kernel variants an FP8 epilogue feature runs on: split-K (the reduce kernel applies
+#: the epilogue), CTA pairs, ping-pong on 64x128 tiles and both epilogues (registers, staged)
+EPILOGUE_VARIANTS: dict[str, dict[str, Any]] = {
+    "splitk3": {"splitk_factor": 3},
+    "cluster_pairs": {"cluster_dims": (2, 1)},
+    "pingpong": {
+        "tiling_strategy": "persistent_pingpong",
+        "cta_tile": (64, 128, 128),
+        "warp_tile": (64, 128, 128),
+        "instruction_tile": (64, 128, 32),
+    },
+    "register_epilogue": {"use_smem_epilogue": False},
+    "smem_epilogue": {"use_smem_epilogue": True},
+}
+
+
+@pytest.fixture(params=list(EPILOGUE_VARIANTS.values()), ids=list(EPILOGUE_VARIANTS))
+def epilogue_variant(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Caller overrides of one of :data:`EPILOGUE_VARIANTS` (a test runs once per variant)."""
+    return request.param

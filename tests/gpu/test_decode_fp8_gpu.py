@@ -14,7 +14,7 @@ import mmaplug as mp
 from mmaplug.cuda.presence import cuda_device_count
 
 if TYPE_CHECKING:
-    from .conftest import Checks
+    from .conftest import Checks, Linear
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
@@ -32,36 +32,21 @@ CASES = [
 ]
 
 
-def _fusion(m: int, n: int, k: int, dtype: object, scales: str, epilogue: str,
-            out: object = mp.bfloat16) -> mp.Fusion:  # fmt: skip
-    with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([m, k], dtype=dtype)
-        b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])  # a weight [N, K]
-        sa = fd.define_tensor([m, 1] if scales == "row" else [], dtype=mp.float32)
-        sb = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
-        if epilogue == "bias_gelu":
-            bias = fd.define_tensor([n], dtype=mp.bfloat16)
-            y = fd.ops.gelu(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.float32))
-            fd.add_output(fd.ops.cast(y, out))
-        else:
-            fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=out))
-    return fd.fusion
-
-
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize(
     ("shape", "dtype", "scales", "epilogue"),
     CASES,
     ids=[f"{m}x{n}x{k}_{d.label}_{s}_{e}" for (m, n, k), d, s, e in CASES],
 )
 def test_fp8_decode_matches_float64(
-    pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, scales: str, epilogue: str
+    pm: mp.PluginManager,
+    scaled_linear: Linear,
+    checks: Checks,
+    shape: tuple,
+    dtype: object,
+    scales: str,
+    epilogue: str,
 ) -> None:
-    fusion = _fusion(*shape, dtype, scales, epilogue)
+    fusion = scaled_linear(*shape, dtype, scales, epilogue)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(31)))
     assert compiled.spec.scheduler == "decode"
     assert compiled.params.instruction_tile.k == 32 and compiled.params.cta_tile.k == 128
@@ -69,12 +54,12 @@ def test_fp8_decode_matches_float64(
 
 @pytest.mark.parametrize(("warps", "stages"), [(1, 1), (2, 4), (4, 3), (8, 2)])
 def test_every_fp8_warp_split_and_depth(
-    pm: mp.PluginManager, checks: Checks, warps: int, stages: int
+    pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, warps: int, stages: int
 ) -> None:
     """Each legal K split over warps and chunks in flight on a ragged K (1488: 11 chunks of 128
     and 80, five vectors of the last) and N (the last CTA's rows clamped), e5m2 with per-row
     scales and bias + GELU."""
-    fusion = _fusion(7, 1000, 1488, mp.float8_e5m2, "row", "bias_gelu")
+    fusion = scaled_linear(7, 1000, 1488, mp.float8_e5m2, "row", "bias_gelu")
     inputs = checks.inputs(fusion, np.random.default_rng(32))
     compiled = checks.run(fusion, pm, inputs, {"splitk_factor": warps, "stages": stages})
     assert compiled.spec.scheduler == "decode"
@@ -82,11 +67,11 @@ def test_every_fp8_warp_split_and_depth(
 
 
 def test_the_fp8_checked_launch_path(
-    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch
+    pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """MMAPLUG_FAST_LAUNCH=0: every argument (uint8 operands) checked against the signature."""
     monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
-    fusion = _fusion(2, 512, 512, mp.float8_e4m3fn, "row", "bias_gelu")
+    fusion = scaled_linear(2, 512, 512, mp.float8_e4m3fn, "row", "bias_gelu")
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(33)))
     assert compiled.spec.scheduler == "decode"
 
@@ -107,11 +92,13 @@ def test_fp8_decode_writes_fp8_outputs(pm: mp.PluginManager, checks: Checks, out
 
 
 @pytest.mark.parametrize("scales", ["tensor", "row"])
-def test_fp8_decode_agrees_with_torch_scaled_mm(pm: mp.PluginManager, scales: str) -> None:
+def test_fp8_decode_agrees_with_torch_scaled_mm(
+    pm: mp.PluginManager, scaled_linear: Linear, scales: str
+) -> None:
     """At M = 16 (cuBLASLt's FP8 wants extents of 16s) the bf16 results of ours and
     torch._scaled_mm agree to a few bf16 rounding steps."""
     m, n, k = 16, 4096, 4096
-    fusion = _fusion(m, n, k, mp.float8_e4m3fn, scales, "none")
+    fusion = scaled_linear(m, n, k, mp.float8_e4m3fn, scales, "none")
     gen = torch.Generator(device="cuda").manual_seed(4)
     a = torch.randn(m, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
     w = torch.randn(n, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)

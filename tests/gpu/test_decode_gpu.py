@@ -37,11 +37,6 @@ def _fusion(m: int, n: int, k: int, dtype: object, epilogue: str) -> mp.Fusion:
     return fd.fusion
 
 
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize(
     ("shape", "dtype", "epilogue"),
     CASES,

@@ -46,11 +46,6 @@ def _fusion(m: int, n: int, k: int, dtype: object = mp.float8_e4m3fn, *, epilogu
     return fd.fusion
 
 
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 @pytest.mark.parametrize("dtype", [mp.float8_e4m3fn, mp.float8_e5m2], ids=str)
 def test_block_scaled_matches_float64(

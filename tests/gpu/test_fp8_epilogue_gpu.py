@@ -54,11 +54,6 @@ def _residual(m: int, n: int, k: int, operands: object, res: object, *,
     return fd.fusion
 
 
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize(
     ("shape", "operands", "res"),
     CASES,
@@ -72,31 +67,17 @@ def test_fp8_residual_matches_float64(
     assert compiled.spec.scheduler == "hopper"
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"splitk_factor": 3},
-        {"cluster_dims": (2, 1)},
-        {
-            "tiling_strategy": "persistent_pingpong",
-            "cta_tile": (64, 128, 128),
-            "warp_tile": (64, 128, 128),
-            "instruction_tile": (64, 128, 32),
-        },
-        {"use_smem_epilogue": False},
-        {"use_smem_epilogue": True},
-    ],
-    ids=["splitk3", "cluster_pairs", "pingpong", "register_epilogue", "smem_epilogue"],
-)
 def test_fp8_residual_and_bias_kernel_variants(
-    pm: mp.PluginManager, checks: Checks, overrides: dict
+    pm: mp.PluginManager, checks: Checks, epilogue_variant: dict
 ) -> None:
     """Split-K (the reduce kernel reads the bytes), CTA pairs, ping-pong and both epilogues
     (the packed one stages the e5m2 bias in its column row), ragged M and N."""
     fusion = _residual(1000, 1040, 1536, mp.float8_e4m3fn, mp.float8_e4m3fn,
                        bias=mp.float8_e5m2)  # fmt: skip
-    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(32)), overrides)
-    assert compiled.params == compiled.params.with_overrides(**overrides)  # taken as asked
+    compiled = checks.run(
+        fusion, pm, checks.inputs(fusion, np.random.default_rng(32)), epilogue_variant
+    )
+    assert compiled.params == compiled.params.with_overrides(**epilogue_variant)  # taken as asked
 
 
 # -- the amax output -------------------------------------------------------------------------------

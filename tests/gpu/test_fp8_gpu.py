@@ -14,7 +14,7 @@ import mmaplug as mp
 from mmaplug.cuda.presence import cuda_device_count
 
 if TYPE_CHECKING:
-    from .conftest import Checks
+    from .conftest import Checks, Linear
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 
@@ -37,36 +37,21 @@ CASES = [
 ]
 
 
-def _fusion(m: int, n: int, k: int, dtype: object, scales: str, epilogue: str,
-            out: object = mp.bfloat16) -> mp.Fusion:  # fmt: skip
-    with mp.FusionDefinition() as fd:
-        a = fd.define_tensor([m, k], dtype=dtype)
-        b = fd.define_tensor([k, n], dtype=dtype, stride_order=[0, 1])  # a weight [N, K]
-        sa = fd.define_tensor([m, 1] if scales == "row" else [], dtype=mp.float32)
-        sb = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
-        bias = fd.define_tensor([n], dtype=mp.bfloat16) if epilogue != "none" else None
-        if epilogue == "bias_gelu":
-            y = fd.ops.gelu(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.float32))
-            fd.add_output(fd.ops.cast(y, out))
-        else:
-            fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out))
-    return fd.fusion
-
-
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize(
     ("shape", "dtype", "scales", "epilogue"),
     CASES,
     ids=[f"{m}x{n}x{k}_{d.label}_{s}_{e}" for (m, n, k), d, s, e in CASES],
 )
 def test_fp8_matches_float64(
-    pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, scales: str, epilogue: str
+    pm: mp.PluginManager,
+    scaled_linear: Linear,
+    checks: Checks,
+    shape: tuple,
+    dtype: object,
+    scales: str,
+    epilogue: str,
 ) -> None:
-    fusion = _fusion(*shape, dtype, scales, epilogue)
+    fusion = scaled_linear(*shape, dtype, scales, epilogue)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(11)))
     # M <= 16: the decode kernel's mma.sync m16n8k32; above, hopper's wgmma m64nNk32
     assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
@@ -94,20 +79,24 @@ def test_fp8_matches_float64(
     ],
     ids=["splitk3", "cluster_pairs", "pingpong", "bk256", "register_epilogue"],
 )
-def test_fp8_kernel_variants(pm: mp.PluginManager, checks: Checks, overrides: dict) -> None:
+def test_fp8_kernel_variants(
+    pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, overrides: dict
+) -> None:
     """Split-K, CTA pairs, ping-pong, 256-deep K tiles and the register epilogue, on ragged
     M and N with per-row scales, bias and GELU."""
-    fusion = _fusion(1000, 1040, 1536, mp.float8_e4m3fn, "row", "bias_gelu", out=mp.float16)
+    fusion = scaled_linear(1000, 1040, 1536, mp.float8_e4m3fn, "row", "bias_gelu", out=mp.float16)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(12)), overrides)
     assert compiled.params == compiled.params.with_overrides(**overrides)  # taken as asked
 
 
 @pytest.mark.parametrize("scales", ["tensor", "row"])
-def test_fp8_agrees_with_torch_scaled_mm(pm: mp.PluginManager, scales: str) -> None:
+def test_fp8_agrees_with_torch_scaled_mm(
+    pm: mp.PluginManager, scaled_linear: Linear, scales: str
+) -> None:
     """The same inputs through torch._scaled_mm (cuBLASLt): the two bf16 results agree to a
     few bf16 rounding steps (both accumulate the same exact FP8 products in float32)."""
     m, n, k = 512, 768, 1024
-    fusion = _fusion(m, n, k, mp.float8_e4m3fn, scales, "none")
+    fusion = scaled_linear(m, n, k, mp.float8_e4m3fn, scales, "none")
     gen = torch.Generator(device="cuda").manual_seed(3)
     a = torch.randn(m, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
     w = torch.randn(n, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)

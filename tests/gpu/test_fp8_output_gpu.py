@@ -64,11 +64,6 @@ def _gain(out: object, k: int) -> float:
     return 2 * fp8.finite_max / math.sqrt(k)  # type: ignore[attr-defined]
 
 
-@pytest.fixture
-def pm() -> mp.PluginManager:
-    return mp.make_plugin_manager(load_entrypoints=False, strict=True)
-
-
 @pytest.mark.parametrize(
     ("shape", "operands", "out"),
     CASES,
@@ -82,28 +77,16 @@ def test_fp8_output_matches_float64(
     assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"splitk_factor": 3},
-        {"cluster_dims": (2, 1)},
-        {
-            "tiling_strategy": "persistent_pingpong",
-            "cta_tile": (64, 128, 128),
-            "warp_tile": (64, 128, 128),
-            "instruction_tile": (64, 128, 32),
-        },
-        {"use_smem_epilogue": False},
-        {"use_smem_epilogue": True},
-    ],
-    ids=["splitk3", "cluster_pairs", "pingpong", "register_epilogue", "smem_epilogue"],
-)
-def test_fp8_output_kernel_variants(pm: mp.PluginManager, checks: Checks, overrides: dict) -> None:
+def test_fp8_output_kernel_variants(
+    pm: mp.PluginManager, checks: Checks, epilogue_variant: dict
+) -> None:
     """Split-K (the reduce kernel writes the FP8 output), CTA pairs, ping-pong and both
     epilogues, on ragged M and N with an e4m3 output beside the bf16 product."""
     fusion = _fusion(1000, 1040, 1536, mp.float8_e4m3fn, mp.float8_e4m3fn, product=True)
-    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(22)), overrides)
-    assert compiled.params == compiled.params.with_overrides(**overrides)  # taken as asked
+    compiled = checks.run(
+        fusion, pm, checks.inputs(fusion, np.random.default_rng(22)), epilogue_variant
+    )
+    assert compiled.params == compiled.params.with_overrides(**epilogue_variant)  # taken as asked
 
 
 @pytest.mark.parametrize("out", [mp.float8_e4m3fn, mp.float8_e5m2], ids=str)
