@@ -69,7 +69,8 @@ CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
 DECODE_WARPS: Final = 4  # warps of a decode CTA, splitting K
-DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM
+DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM (one m tile)
+DECODE_M_TILE: Final = 8  # activation rows of one decode m tile (the N of mma.sync m16n8)
 DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
@@ -180,12 +181,14 @@ def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
 
 def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default decode parameters: 8 warps splitting K (``splitk_factor``) while the CTAs (one
-    per ``cta_tile.n`` weight rows) are fewer than two per SM, else 4; three chunks in flight
-    (measured on the H200: BENCHMARKS.md, "Decode kernel")."""
+    per ``cta_tile.n`` weight rows) are fewer than two per SM (fewer than one with two m
+    tiles: their warps carry twice the activations), else 4; three chunks in flight (measured
+    on the H200: BENCHMARKS.md, "Decode kernel" and run 89)."""
     asker = _Asker(scheduler_object("decode"), problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
-    few_ctas = _ceil(problem.n, cta.n) < 2 * device.sm_count
+    ctas_per_sm = 2 if cta.m <= DECODE_M_TILE else 1
+    few_ctas = _ceil(problem.n, cta.n) < ctas_per_sm * device.sm_count
     warps = DECODE_WARPS_FEW_CTAS if few_ctas else DECODE_WARPS
     return asker.params(splitk_factor=warps, stages=DECODE_UNROLL)
 

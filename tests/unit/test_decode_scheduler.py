@@ -37,13 +37,16 @@ def test_declines_before_sm80() -> None:
     assert "sm_80 or newer" in (SCHEDULER.accepts(_problem(), old) or "")
 
 
-@pytest.mark.parametrize(("n", "warps"), [(4096, 8), (14336, 4)])
-def test_plans_decode_with_the_default_heuristic(n: int, warps: int) -> None:
-    """M <= 16 TN problems plan to decode: 8 warps while its CTAs are fewer than 2 per SM."""
+@pytest.mark.parametrize(
+    ("m", "n", "warps"), [(1, 4096, 8), (1, 14336, 4), (16, 4096, 4), (16, 2048, 8), (9, 1040, 8)]
+)
+def test_plans_decode_with_the_default_heuristic(m: int, n: int, warps: int) -> None:
+    """M <= 16 TN problems plan to decode: 8 warps while its CTAs are fewer than 2 per SM with
+    one m tile, fewer than 1 per SM with two (H200 runs 71, 88, 89)."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    spec = plan_problem(_problem(n=n), H200, pm=pm)
+    spec = plan_problem(_problem(m=m, n=n), H200, pm=pm)
     assert spec.scheduler == "decode"
-    assert spec.params.cta_tile == mp.TileShape(8, 16, 64)
+    assert spec.params.cta_tile == mp.TileShape(8 * -(-m // 8), 16, 64)
     assert (spec.params.splitk_factor, spec.params.stages) == (warps, 3)
     assert SCHEDULER.resources(spec.params, spec.problem).threads == 32 * warps
 
