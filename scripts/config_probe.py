@@ -1,0 +1,99 @@
+"""Configurations of one problem set side by side, as CUDA-graph replays against cuBLAS in the
+same run (BENCHMARKS.md runs 86 and 88): every output is checked against float64 first and a
+wrong one is not timed. On the device machine, after the README's install::
+
+    python scripts/config_probe.py splitk   # hopper split-K 1-32 on four tiles (run 86)
+    python scripts/config_probe.py decode   # the decode kernel past M = 16 (run 88)
+
+``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
+1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
+to 64 in this process only and times its warps and chunks in flight beside hopper's default.
+A configuration the rules refuse is named on stderr and skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import mmaplug as mp
+import mmaplug.plugins.decode.limits as decode_limits
+from mmaplug.cli.bench import torch_call
+from mmaplug.errors import MatmulError
+from mmaplug.runtime.compile import compile as compile_fusion
+from mmaplug.runtime.prebuild import prebuild
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.measure import graph_us, rel_error
+from mmaplug.tune.work import problem_inputs, reference
+
+TILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "64x64x128": {"cta_tile": (64, 64, 128), "warp_tile": (64, 64, 128),
+                  "instruction_tile": (64, 64, 16), "stages": 4},
+    "128x64x128": {"cta_tile": (128, 64, 128), "warp_tile": (64, 64, 128),
+                   "instruction_tile": (64, 64, 16), "stages": 4},
+    "128x128x64": {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
+                   "instruction_tile": (64, 128, 16), "stages": 5},
+}  # fmt: skip
+SPLIT_SHAPES = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536),
+                (32, 6144, 4096), (64, 8192, 8192), (96, 6144, 4096), (256, 8192, 8192),
+                (1024, 1024, 8192)]  # fmt: skip
+DECODE_SHAPES = [(32, 6144, 4096), (32, 8192, 28672), (64, 8192, 8192), (64, 28672, 4096),
+                 (24, 10240, 8192), (48, 4096, 14336), (16, 4096, 14336)]  # fmt: skip
+DECODE_SETS = [None] + [{"splitk_factor": w, "stages": s} for w in (4, 8) for s in (1, 2, 3)]
+
+
+def splitk_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    jobs = []
+    for m, n, k in SPLIT_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        for name, tile in TILES.items():
+            for split in (1, 2, 4, 8, 16, 32):
+                if split > 4 and k < 16384:
+                    continue
+                jobs.append((problem, f"{name} split {split}", {**tile, "splitk_factor": split}))
+    return [(p, label, _compiled(p, overrides=ov)) for p, label, ov in jobs]
+
+
+def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in DECODE_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs += [(problem, f"decode {ov or 'default'}", _compiled(problem, overrides=ov))
+                 for ov in DECODE_SETS]  # fmt: skip
+        jobs.append((problem, "hopper default", _compiled(problem, pm=hopper)))
+    return jobs
+
+
+def _compiled(problem: TuneProblem, **how: Any) -> Any:
+    try:
+        return compile_fusion(problem.fusion(), **how)
+    except MatmulError as error:
+        print(f"skipped {problem.key} {how}: {error}", file=sys.stderr)
+        return None
+
+
+def main(which: str) -> None:
+    jobs = [job for job in {"splitk": splitk_jobs, "decode": decode_jobs}[which]() if job[2]]
+    start = time.time()
+    prebuild([compiled for _, _, compiled in jobs], workers=14)
+    print(f"built {len(jobs)} configurations in {time.time() - start:.0f} s", flush=True)
+    seen: dict[str, tuple[Any, Any, float]] = {}
+    for problem, label, compiled in jobs:
+        if problem.key not in seen:
+            inputs = problem_inputs(problem)
+            seen[problem.key] = (inputs, reference(problem, inputs),
+                                 graph_us(torch_call(problem, inputs)))  # fmt: skip
+        inputs, ref, theirs = seen[problem.key]
+        error = rel_error(compiled.execute(inputs)[0], ref)
+        ours = graph_us(lambda c=compiled, i=inputs: c.execute(i)) if error < 1e-2 else float("nan")
+        print(f"{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
+              f"cuBLAS {theirs:8.1f} us  ratio {theirs / ours:5.2f}  err {error:.1e}  "
+              f"{compiled.kernel_name}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "splitk")
