@@ -56,3 +56,20 @@ def test_ampere_candidates_and_the_leave_one_out_report(
     result = json.loads(capsys.readouterr().out)
     for column in ("default", "mmaplug_tuned_table", "mmaplug_tuned_table/loo", "default@ampere"):
         assert 0.0 < result["geomean_of_best"][column] <= 1.0, column
+
+
+def test_small_problems_are_timed_as_graph_replays() -> None:
+    """A decode step (about 7 us of kernel on the H200) is timed as CUDA-graph replays: well
+    under the 20-50 us that an event pair around one call measures of the host's call path."""
+    from mmaplug.planning.device import get_device
+    from mmaplug.planning.plan import plan_problem
+    from mmaplug.tune import sweep, work
+    from mmaplug.tune.corpus import TuneProblem
+
+    problem = TuneProblem(m=1, n=4096, k=4096, dtype="bfloat16")
+    device = get_device(None)
+    spec = plan_problem(problem.problem(), device)
+    job = sweep.make_job(problem, spec.params, device, scheduler=spec.scheduler)
+    result = work.measure(job)
+    assert result["status"] == "ok", result
+    assert result["time_ms"] < 0.015, result
