@@ -36,12 +36,9 @@ def _residual(m: int, n: int, k: int, res: object, *, operands: object = mp.floa
     return fd.fusion
 
 
-# plan -> (fusion, overrides, kernel-name suffix, the FP8 format widened)
+# plan -> (fusion, overrides, kernel-name suffix, the FP8 format widened); the register and
+# staged epilogues' FP8 residuals are compiled with an amax beside them (AMAX_PLANS)
 PLANS = {
-    "registers": (lambda: _residual(1000, 1040, 1536, mp.float8_e4m3fn),
-                  {"use_smem_epilogue": False}, "_sk1", "e4m3"),
-    "staged": (lambda: _residual(1000, 1004, 528, mp.float8_e5m2),
-               {"use_smem_epilogue": True}, "_se", "e5m2"),
     "packed": (lambda: _residual(1000, 1040, 1536, mp.float8_e4m3fn),
                {"use_smem_epilogue": True}, "_se_ps", "e4m3"),
     "packed_column": (lambda: _residual(1000, 1040, 1536, mp.float8_e5m2, column=True),
@@ -66,21 +63,12 @@ def test_fp8_input_kernel_compiles_and_links_whole(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
-def test_fp8_input_split_k_reduce_compiles(assemble_sm90a: Callable[[str], str]) -> None:
-    """With split-K the reduce kernel reads the residual's bytes and widens them."""
-    from mmaplug.plugins.hopper.kernel import compile_ptx
-
-    fusion = _residual(1000, 1040, 1536, mp.float8_e4m3fn)
-    compiled = mp.compile(fusion, "h200", overrides={"splitk_factor": 3})
-    ptx = compile_ptx(compiled._artifact.config, "hopper_splitk_reduce")
-    assert "cvt.rn.f16x2.e4m3x2" in ptx and re.search(r"ld\.global(\.nc)?\.u8", ptx)
-    assemble_sm90a(ptx)
-
-
 def _amax(m: int, n: int, k: int, *, operands: object = mp.float8_e4m3fn, out: object =
-          mp.float8_e4m3fn, product: bool = False, batch: int = 0) -> mp.Fusion:  # fmt: skip
+          mp.float8_e4m3fn, product: bool = False, batch: int = 0,
+          res: object = None) -> mp.Fusion:  # fmt: skip
     """Delayed scaling: ``cast(y * out_scale, out)`` first, then ``amax(y)`` over every output
-    dim (y the scaled_mm's float32 result, or a 16-bit matmul's); *product*: y as bf16 last."""
+    dim (y the scaled_mm's float32 result, or a 16-bit matmul's, plus an FP8 residual ``[m, n]``
+    of *res* when given); *product*: y as bf16 last."""
     lead = [batch] if batch else []
     keep = [2] if batch else []
     with mp.FusionDefinition() as fd:
@@ -92,6 +80,8 @@ def _amax(m: int, n: int, k: int, *, operands: object = mp.float8_e4m3fn, out: o
             y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
         else:
             y = fd.ops.matmul(a, b)
+        if res is not None:
+            y = fd.ops.add(y, fd.define_tensor([*lead, m, n], dtype=res))
         out_scale = fd.define_tensor([], dtype=mp.float32)
         fd.add_output(fd.ops.cast(fd.ops.mul(y, out_scale), out))
         fd.add_output(fd.ops.amax(y, list(range(len(lead) + 2))))
@@ -123,13 +113,16 @@ def _casts_only(m: int, n: int, k: int) -> mp.Fusion:
     return fd.fusion
 
 
+#: The amax plans that also read an FP8 residual, and its format (widened in the PTX).
+AMAX_RESIDUALS = {"registers": "e4m3", "staged": "e5m2"}
 # plan -> (fusion, overrides, kernel-name suffix)
 AMAX_PLANS = {
     "registers_casts_only": (lambda: _casts_only(1000, 1040, 1536),
                              {"use_smem_epilogue": False}, "_sk1"),
-    "registers": (lambda: _amax(1000, 1040, 1536), {"use_smem_epilogue": False}, "_sk1"),
-    "staged": (lambda: _amax(1000, 1000, 528, out=mp.float8_e5m2, operands=mp.float8_e5m2),
-               {"use_smem_epilogue": True}, "_se"),
+    "registers": (lambda: _amax(1000, 1040, 1536, res=mp.float8_e4m3fn),
+                  {"use_smem_epilogue": False}, "_sk1"),
+    "staged": (lambda: _amax(1000, 1000, 528, out=mp.float8_e5m2, operands=mp.float8_e5m2,
+                             res=mp.float8_e5m2), {"use_smem_epilogue": True}, "_se"),
     "packed": (lambda: _amax(1000, 1040, 1536, product=True), {"use_smem_epilogue": True},
                "_se_ps"),
     "packed_pingpong_batch": (
@@ -151,7 +144,8 @@ def test_amax_kernel_compiles_and_links_whole(
     plan: str, hopper_link_log: Callable[[object], str]
 ) -> None:
     """Each epilogue path folds |v| into a running maximum, reduces it over the warp
-    (``redux.sync``) and into the output with one ``red.global.max`` a warp; nothing spilled."""
+    (``redux.sync``) and into the output with one ``red.global.max`` a warp, and widens an FP8
+    residual's bytes where it reads one; nothing spilled."""
     fusion, overrides, marker = AMAX_PLANS[plan]
     compiled = mp.compile(fusion(), "h200", overrides=overrides)
     assert compiled.spec.scheduler == "hopper"
@@ -162,20 +156,25 @@ def test_amax_kernel_compiles_and_links_whole(
     ptx = compiled.ptx
     assert len(re.findall(r"redux\.sync\.max\.u32", ptx)) == 1, "one warp reduction"
     assert len(re.findall(r"red\.global\.max\.u32", ptx)) == 1, "one global reduction"
+    if fmt := AMAX_RESIDUALS.get(plan):
+        assert f"cvt.rn.f16x2.{fmt}x2" in ptx and re.search(r"ld\.global(\.nc)?\.u8", ptx)
     text = hopper_link_log(compiled._artifact.config)
     assert not re.search(r"C750[49]", text), text
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
-def test_amax_split_k_reduce_compiles(assemble_sm90a: Callable[[str], str]) -> None:
-    """With split-K the reduce kernel computes the amax of the final values; the main kernel,
-    which writes float32 partials, has none."""
+def test_split_k_reduce_reads_fp8_inputs_and_computes_the_amax(
+    assemble_sm90a: Callable[[str], str],
+) -> None:
+    """With split-K the reduce kernel reads the residual's bytes, widens them and computes the
+    amax of the final values; the main kernel, which writes float32 partials, has none."""
     from mmaplug.plugins.hopper.kernel import compile_ptx
 
-    compiled = mp.compile(_amax(1000, 1040, 1536, product=True), "h200",
+    compiled = mp.compile(_amax(1000, 1040, 1536, product=True, res=mp.float8_e4m3fn), "h200",
                           overrides={"splitk_factor": 3})  # fmt: skip
     config = compiled._artifact.config
     ptx = compile_ptx(config, "hopper_splitk_reduce")
     assert "redux.sync.max.u32" in ptx and "red.global.max.u32" in ptx
+    assert "cvt.rn.f16x2.e4m3x2" in ptx and re.search(r"ld\.global(\.nc)?\.u8", ptx)
     assemble_sm90a(ptx)
     assert "red.global.max" not in compiled.ptx
