@@ -4,8 +4,10 @@
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
-# parts (default: "tier bench serving"; "fp8" and "fp8_block" on request), so that a run can be split over calls
-# of 10 minutes each.
+# parts (default: "tier bench serving"; "fp8", "fp8_block" and "fp8_report" on request), so
+# that a run can be split over calls of 10 minutes each. The tier alone takes one call: its
+# 8 shards took 321-333 s where they finished and were cut at 340 s a few tests short (run 88,
+# H200), hence TIER_TIMEOUT 450.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}
@@ -13,7 +15,7 @@ SHARDS=${SHARDS:-8}
 if [[ " $PARTS " == *" tier "* ]]; then
 echo "== GPU tier ($SHARDS shards)"
 for i in $(seq 0 $((SHARDS - 1))); do
-  PYTEST_SHARD="$i/$SHARDS" timeout "${TIER_TIMEOUT:-330}" python -m pytest -q -m gpu tests \
+  PYTEST_SHARD="$i/$SHARDS" timeout "${TIER_TIMEOUT:-450}" python -m pytest -q -m gpu tests \
       -p no:randomly > "$OUT/tier_$i.log" 2>&1 &
 done
 wait
@@ -47,4 +49,15 @@ echo "== the block-scaled fp8 corpus (cuBLASLt per tensor, promoted, beside it)"
 timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8_block --graph --workers 14 --reps 20 \
     --progress --json > "$OUT/fp8_block.json" 2> "$OUT/fp8_block.txt"
 tail -20 "$OUT/fp8_block.txt"
+fi
+if [[ " $PARTS " == *" fp8_report "* ]]; then
+echo "== the fp8 corpus's default against a time-limited sweep (resumable: the database is kept)"
+export MMAPLUG_TUNING_DB=${MMAPLUG_TUNING_DB:-/tmp/fp8_tune.sqlite}
+timeout -k 10 "${SWEEP_S:-330}" mmaplug tune --corpus fp8 --candidates "${CANDIDATES:-4}" \
+    --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) --timeout 60 --json > "$OUT/fp8_sweep.json" \
+    2> "$OUT/fp8_sweep.log"
+tail -3 "$OUT/fp8_sweep.log"
+timeout -k 10 "${REPORT_S:-150}" mmaplug report --corpus fp8 --measure --timeout 30 \
+    > "$OUT/fp8_report.txt" 2> "$OUT/fp8_report.log"
+tail -40 "$OUT/fp8_report.txt"
 fi
