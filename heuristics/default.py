@@ -63,6 +63,7 @@ HOPPER_CLUSTER_MIN_WAVES: Final = 12
 # 2.5-6x on four deep-K ones and cost 1.3x at 1536x1000x7168 (48 tiles split 2), BENCHMARKS.md
 # runs 86-87; powers of two up to 32 (32 of 4 tiles beat 16 by 10% at 128x128x32768)
 HOPPER_SPLITK_MIN_DEPTH: Final = 4
+HOPPER_SPLITK_MAX_FILL: Final = 4  # split only while tiles x this fit in the SMs
 HOPPER_SPLITK_MAX: Final = 32
 PARTIAL_BYTES: Final = 8  # a split's float32 partial, written once and read once per element
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
@@ -235,7 +236,7 @@ def ampere_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
     """A power of two when the tiles fill under a quarter of the SMs and K keeps 8 tiles a split."""
     m_tiles, n_tiles = tile_grid(problem, cta)
     tiles = problem.batch * m_tiles * n_tiles
-    if tiles * 4 > device.sm_count:
+    if tiles * HOPPER_SPLITK_MAX_FILL > device.sm_count:
         return 1
     limit = min(device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, SPLITK_MAX)
     factor = 1
@@ -294,7 +295,7 @@ def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
         return 1
     m_tiles, n_tiles = tile_grid(problem, cta)
     tiles = problem.batch * m_tiles * n_tiles
-    if tiles * 4 > device.sm_count:
+    if tiles * HOPPER_SPLITK_MAX_FILL > device.sm_count:
         return 1
     limit = min(
         device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, HOPPER_SPLITK_MAX
