@@ -43,6 +43,7 @@ BLOCK_SCALED_MAX_STAGES: Final = 4
 SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
+SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
 # nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups (coopA, coopB, single) and
 # the wgmma N of m64 warp tiles, each from the most preferred; the rules drop what is illegal
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
@@ -63,7 +64,6 @@ HOPPER_CLUSTER_MIN_WAVES: Final = 12
 # 2.5-6x on four deep-K ones and cost 1.3x at 1536x1000x7168 (48 tiles split 2), BENCHMARKS.md
 # runs 86-87; powers of two up to 32 (32 of 4 tiles beat 16 by 10% at 128x128x32768)
 HOPPER_SPLITK_MIN_DEPTH: Final = 4
-HOPPER_SPLITK_MAX_FILL: Final = 4  # split only while tiles x this fit in the SMs
 HOPPER_SPLITK_MAX: Final = 32
 PARTIAL_BYTES: Final = 8  # a split's float32 partial, written once and read once per element
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
@@ -234,11 +234,18 @@ def fill_sms(
 
 def ampere_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
     """A power of two when the tiles fill under a quarter of the SMs and K keeps 8 tiles a split."""
+    return split_to_one_wave(problem, device, cta, SPLITK_MAX)
+
+
+def split_to_one_wave(problem: MatmulProblem, device: Device, cta: TileShape, most: int) -> int:
+    """Split K of *cta*'s tiles when they fill under 1/SPLITK_MAX_FILL of the SMs: the largest
+    power of two up to *most* whose work units still fit one wave, each split keeping
+    SPLITK_MIN_K_TILES K tiles; 1 otherwise."""
     m_tiles, n_tiles = tile_grid(problem, cta)
     tiles = problem.batch * m_tiles * n_tiles
-    if tiles * HOPPER_SPLITK_MAX_FILL > device.sm_count:
+    if tiles * SPLITK_MAX_FILL > device.sm_count:
         return 1
-    limit = min(device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, SPLITK_MAX)
+    limit = min(device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, most)
     factor = 1
     while factor * 2 <= limit:
         factor *= 2
@@ -287,23 +294,12 @@ class HopperTiles(NamedTuple):
 
 
 def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
-    """Split K of a deep-K problem (K >= HOPPER_SPLITK_MIN_DEPTH x max(M, N)) whose tiles fill
-    under a quarter of the SMs: the largest power of two up to HOPPER_SPLITK_MAX whose work
-    units still fit one wave, each split keeping SPLITK_MIN_K_TILES K tiles; 1 otherwise.
-    Our addition: nvFuser's Hopper heuristic never splits K."""
+    """Split K of a deep-K problem (K >= HOPPER_SPLITK_MIN_DEPTH x max(M, N)) as
+    ``split_to_one_wave`` does, up to HOPPER_SPLITK_MAX; 1 otherwise. Our addition: nvFuser's
+    Hopper heuristic never splits K."""
     if problem.k < HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
         return 1
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    tiles = problem.batch * m_tiles * n_tiles
-    if tiles * HOPPER_SPLITK_MAX_FILL > device.sm_count:
-        return 1
-    limit = min(
-        device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, HOPPER_SPLITK_MAX
-    )
-    factor = 1
-    while factor * 2 <= limit:
-        factor *= 2
-    return factor
+    return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
 
 
 def hopper_tile_score(
