@@ -276,10 +276,7 @@ class _Launches:
             err = int(relaunch(self.resolve(stream)[1]))
             if not err:
                 return
-        err = int(relaunch(self.kernel))
-        if err == _INVALID_CONTEXT:
-            ensure_context()
-            err = int(relaunch(self.kernel))
+        err = _in_a_context(lambda: relaunch(self.kernel))
         _check(lib, err, what)
         self._keep(stream, _current_context(lib), self.kernel)
 
@@ -408,8 +405,15 @@ def memset_d32(address: int, value: int, count: int, stream: int) -> None:
     handle is *stream* (``cuMemsetD32Async``: a memset node under graph capture). A thread
     without a current context gets its device's primary one, as a launch does."""
     lib = _lib()
-    err = lib.cuMemsetD32Async(address, value, count, stream)
+    err = _in_a_context(lambda: lib.cuMemsetD32Async(address, value, count, stream))
+    _check(lib, err, "cuMemsetD32Async")
+
+
+def _in_a_context(call: Any) -> int:
+    """*call*'s ``CUresult``; when the thread had no current context, *call* again once in its
+    device's primary one (``ensure_context``)."""
+    err = int(call())
     if err == _INVALID_CONTEXT:
         ensure_context()
-        err = lib.cuMemsetD32Async(address, value, count, stream)
-    _check(lib, err, "cuMemsetD32Async")
+        err = int(call())
+    return err
