@@ -50,9 +50,10 @@ def add_report(sub: Any) -> None:
         "--heuristic",
         action="append",
         default=[],
-        metavar="NAME|FILE.py[@ampere]",
-        help="also this plugin set (an installed heuristic or a plugin file; '@ampere': its "
-        "decisions for the ampere scheduler, the hopper one blocked; 'default@ampere' too)",
+        metavar="NAME|FILE.py[@SCHEDULER]",
+        help="also this plugin set (an installed heuristic or a plugin file), planned as a call "
+        "plans it; '@ampere' (or '@hopper', '@decode'): its decisions for that scheduler, the "
+        "others blocked; 'default@ampere' too",
     )
     p.add_argument(
         "--leave-one-out",

@@ -15,6 +15,7 @@ from mmaplug.planning.device import get_device
 from mmaplug.progress import Progress
 from mmaplug.tune import db
 from mmaplug.tune.corpus import BUILTIN, TuneProblem, load_all
+from mmaplug.tune.sweep import DECODE_CANDIDATES
 
 CORES = max(1, (os.cpu_count() or 2) - 1)
 _CORPUS_HELP = f"a built-in corpus ({', '.join(BUILTIN)}) or a .json/.toml file (repeatable)"
@@ -91,15 +92,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Plan, build and time the candidates of every problem into the database."""
     from mmaplug.tune import sweep
 
-    if args.ampere < 0:
-        raise UsageError(f"--ampere {args.ampere}: give 0 or more candidates per problem")
+    for flag in ("ampere", "decode"):
+        if getattr(args, flag) < 0:
+            raise UsageError(
+                f"--{flag} {getattr(args, flag)}: give 0 or more candidates per problem"
+            )
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit {args.time_limit}: give a positive number of seconds")
     problems = problems_of(args)
     progress = Progress(args.progress)
     if args.plan_only or args.build_only:
         device = get_device(args.device or "h200")
-        jobs = sweep.plan_jobs(problems, device, limit=args.candidates, ampere=args.ampere)
+        jobs = sweep.plan_jobs(
+            problems, device, limit=args.candidates, ampere=args.ampere, decode=args.decode
+        )
         if args.plan_only:
             _print_jobs(jobs, args.json)
             guess = sweep.estimate(jobs, build_workers=args.workers, gpus=max(1, args.gpus))
@@ -151,6 +157,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             conn,
             limit=args.candidates,
             ampere=args.ampere,
+            decode=args.decode,
             gpus=gpus,
             build_workers=args.workers,
             timeout=args.timeout,
@@ -188,11 +195,12 @@ def add_tune(sub: Any) -> None:
     p = sub.add_parser(
         "tune",
         help="time legal kernel configurations of a problem corpus into the tuning database",
-        description="For each problem: the hopper (and --ampere) scheduler's legal\n"
-        "configurations, ranked by a cheap model (the heuristics' own choices always included),\n"
-        "are built in parallel processes (each distinct kernel once), then timed with CUDA\n"
-        "events in one worker process per GPU; a candidate that crashes or hangs is recorded\n"
-        "as such. Rows already in the database are skipped, so an interrupted sweep resumes.\n"
+        description="For each problem: the hopper and decode (where it takes the problem,\n"
+        "M <= 16) schedulers' legal configurations (and --ampere ones), ranked by a cheap\n"
+        "model (the heuristics' own choices always included), are built in parallel\n"
+        "processes (each distinct kernel once), then timed with CUDA events in one worker\n"
+        "process per GPU; a candidate that crashes or hangs is recorded as such. Rows already\n"
+        "in the database are skipped, so an interrupted sweep resumes.\n"
         "See docs/tuning.md.",
         epilog="examples:\n"
         "  mmaplug tune --corpus llm --corpus skinny --workers 16 --progress\n"
@@ -212,6 +220,14 @@ def add_tune(sub: Any) -> None:
         default=0,
         metavar="N",
         help="also N ampere-scheduler candidates per problem (default 0)",
+    )
+    p.add_argument(
+        "--decode",
+        type=int,
+        default=DECODE_CANDIDATES,
+        metavar="N",
+        help="decode-scheduler candidates per problem it takes (default "
+        f"{DECODE_CANDIDATES}: its whole space)",
     )
     p.add_argument(
         "--workers",

@@ -30,7 +30,7 @@ from typing import Any, Final, cast
 import attrs
 
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.errors import InvalidParamsError, PluginResultError, UsageError
+from mmaplug.errors import InvalidParamsError, NoSchedulerError, PluginResultError, UsageError
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TileShape
 from mmaplug.planning.plan import plan_problem
@@ -250,10 +250,10 @@ def legal(
     scheduler: str = "hopper",
 ) -> bool:
     """Whether planning takes *params* unchanged as caller overrides on *scheduler* (*pm*
-    blocks the schedulers that would outrank it)."""
+    blocks the schedulers that would outrank it); not when no scheduler takes the problem."""
     try:
         spec = plan_problem(problem, device, pm=pm, overrides=params.as_dict(), strict=True)
-    except InvalidParamsError:
+    except (InvalidParamsError, NoSchedulerError):
         return False
     return spec.scheduler == scheduler and spec.params == params
 

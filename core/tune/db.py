@@ -188,12 +188,20 @@ def _plain(row: sqlite3.Row) -> dict[str, Any]:
     return out
 
 
-def time_of(conn: sqlite3.Connection, problem_key: str, device: str, params_name: str) -> Any:
-    """The ok time (ms) of *params_name* on the problem, or None when not measured ok."""
+def time_of(
+    conn: sqlite3.Connection,
+    problem_key: str,
+    device: str,
+    params_name: str,
+    scheduler: str | None = None,
+) -> Any:
+    """The ok time (ms) of *params_name* (of *scheduler*, when given) on the problem, or None
+    when not measured ok."""
     found = conn.execute(
         "SELECT time_ms FROM measurements WHERE problem_key = ? AND device = ? AND "
-        "params_name = ? AND status = 'ok' ORDER BY time_ms LIMIT 1",
-        (problem_key, device, params_name),
+        "params_name = ? AND scheduler = coalesce(?, scheduler) AND status = 'ok' "
+        "ORDER BY time_ms LIMIT 1",
+        (problem_key, device, params_name, scheduler),
     ).fetchone()
     return None if found is None else found[0]
 

@@ -30,9 +30,10 @@ from mmaplug.planning.records import plugins_record
 from mmaplug.tune import db, work
 from mmaplug.tune.candidates import scheduler_names
 from mmaplug.tune.corpus import TuneProblem
-from mmaplug.tune.sweep import heuristic_choice
+from mmaplug.tune.sweep import heuristic_choice, planned_choice
 
 LOO: Final = "/loo"  # the suffix of a leave-one-out column
+ANY: Final = ""  # a plugin set without an @scheduler suffix: whichever scheduler plans it
 Choice = tuple[str, MatmulParams] | None  # (scheduler, params) a plugin set chooses
 
 
@@ -47,15 +48,15 @@ def installed_heuristics() -> list[str]:
 
 
 def split_set(plugin_set: str) -> tuple[str, str]:
-    """(*plugin_set* without its ``@hopper`` / ``@ampere`` suffix, the scheduler whose
-    decisions it names: hopper unless the suffix says otherwise)."""
+    """(*plugin_set* without its ``@scheduler`` suffix, the scheduler whose decisions it names;
+    ``ANY`` without a suffix: the set's plan with every scheduler, as a user's call gets it)."""
     base, at, scheduler = plugin_set.rpartition("@")
     if not at:
-        return plugin_set, "hopper"
+        return plugin_set, ANY
     if scheduler not in (names := scheduler_names()):
         raise UsageError(
             f"plugin set {plugin_set!r} names scheduler {scheduler!r}; end it with "
-            f"{' or '.join('@' + s for s in names)}, or with neither (hopper)"
+            f"{' or '.join('@' + s for s in names)}, or with none (every scheduler)"
         )
     return base, scheduler
 
@@ -72,10 +73,10 @@ def label(plugin_set: str) -> str:
 
 
 def manager(plugin_set: str) -> Any:
-    """The plugin manager whose heuristic is *plugin_set*, the other schedulers blocked (as in
-    tuning)."""
+    """The plugin manager whose heuristic is *plugin_set*; with an ``@scheduler`` suffix the
+    other schedulers blocked (as in tuning)."""
     name, scheduler = split_set(plugin_set)
-    block = work.others(scheduler)
+    block = work.others(scheduler) if scheduler != ANY else []
     if name == "default":
         return make_plugin_manager(block=block, load_entrypoints=False)
     if name.endswith(".py"):
@@ -99,8 +100,10 @@ def manager(plugin_set: str) -> Any:
 
 def choose(problem: TuneProblem, device: Device, plugin_set: str, pm: Any) -> Choice:
     """(scheduler, params) that *pm* (the manager of *plugin_set*) chooses for *problem* on
-    the set's scheduler; None when it plans the problem for another one."""
+    the set's scheduler, or on any without a suffix; None when no such scheduler plans it."""
     scheduler = split_set(plugin_set)[1]
+    if scheduler == ANY:
+        return planned_choice(problem, device, pm)
     params = heuristic_choice(problem, device, pm, scheduler)
     return None if params is None else (scheduler, params)
 
@@ -205,7 +208,7 @@ def report(
         for col in cols:
             choice = chosen[problem.key][col]
             params = choice[1] if choice else None
-            ms = db.time_of(conn, problem.key, key, params.name) if params else None
+            ms = db.time_of(conn, problem.key, key, choice[1].name, choice[0]) if choice else None
             entry[col] = {
                 "scheduler": choice[0] if choice else None,
                 "params": params.name if params else None,
@@ -296,8 +299,11 @@ def diff(
             choice_a, choice_b = choose(problem, device, a, pa), choose(problem, device, b, pb)
         ca, cb = (c[1] if c else None for c in (choice_a, choice_b))
         na, nb = (c.name if c else None for c in (ca, cb))
-        ta = db.time_of(conn, problem.key, db.device_key(device), na) if na else None
-        tb = db.time_of(conn, problem.key, db.device_key(device), nb) if nb else None
+        key = db.device_key(device)
+        ta, tb = (
+            db.time_of(conn, problem.key, key, c[1].name, c[0]) if c else None
+            for c in (choice_a, choice_b)
+        )
         changed = [
             f
             for f in (ca.as_dict() if ca else {})

@@ -27,17 +27,27 @@ TIMING_S: Final = 0.4  # a timing job's own cost: planning, cubin load, inputs, 
 TIMED_CALLS: Final = 37  # the checked call, 5 warm-up calls and 30 timed ones
 BUILD_SHARE: Final = 0.5  # of --time-limit, the most the builds may take
 WORKER_START_S: Final = 20.0  # a worker process importing numba and torch (estimate only)
+DECODE_CANDIDATES: Final = 16  # the decode scheduler's whole space (4 warp counts x 4 depths)
 
 
 def heuristic_choice(
     problem: TuneProblem, device: Device, pm: Any, scheduler: str = "hopper"
 ) -> MatmulParams | None:
     """What *pm*'s heuristics choose for *problem*, when *scheduler* takes it."""
+    chosen = planned_choice(problem, device, pm)
+    return chosen[1] if chosen and chosen[0] == scheduler else None
+
+
+def planned_choice(
+    problem: TuneProblem, device: Device, pm: Any
+) -> tuple[str, MatmulParams] | None:
+    """(scheduler, params) that planning *problem* with *pm* chooses; None when no scheduler
+    takes it."""
     try:
         spec = plan_problem(problem.problem(), device, pm=pm)
     except MatmulError:
         return None
-    return spec.params if spec.scheduler == scheduler else None
+    return spec.scheduler, spec.params
 
 
 def make_job(
@@ -70,22 +80,28 @@ def plan_jobs(
     limit: int = 50,
     managers: Sequence[Any] = (),
     ampere: int = 0,
+    decode: int = DECODE_CANDIDATES,
 ) -> list[dict[str, Any]]:
-    """The candidate jobs of every problem: *limit* hopper configurations, then *ampere*
-    ampere ones. The choices of the default heuristic (of each scheduler) and of *managers*
-    (plugin managers whose heuristics the report compares) are always among them."""
-    pms = {"hopper": work.tuning_manager("hopper"), "ampere": work.tuning_manager("ampere")}
+    """The candidate jobs of every problem: *limit* hopper configurations, *decode* decode ones
+    where that scheduler takes the problem (M <= 16), then *ampere* ampere ones. The choices of
+    the default heuristic (of each scheduler) and of *managers* (plugin managers whose
+    heuristics the report compares) are always among them. A scheduler that refuses a problem
+    gets no jobs for it."""
+    counts = {"hopper": limit, "decode": decode, "ampere": ampere}
+    pms = {name: work.tuning_manager(name) for name, count in counts.items() if count}
     jobs = []
     for problem in problems:
         mp = problem.problem()
-        for scheduler, count in (("hopper", limit), ("ampere", ampere)):
-            if not count:
-                continue
-            pm = pms[scheduler]
-            others = (pm, *managers) if scheduler == "hopper" else (pm,)
+        for scheduler, pm in pms.items():
+            own = heuristic_choice(problem, device, pm, scheduler)
+            if own is None:
+                continue  # the scheduler refuses the problem
+            others = managers if scheduler == "hopper" else ()
             chosen = [heuristic_choice(problem, device, o, scheduler) for o in others]
-            include = [c for c in chosen if c is not None]
-            found = candidates(mp, device, pm, limit=count, include=include, scheduler=scheduler)
+            include = [own, *(c for c in chosen if c is not None)]
+            found = candidates(
+                mp, device, pm, limit=counts[scheduler], include=include, scheduler=scheduler
+            )
             jobs += [make_job(problem, params, device, mp, scheduler) for params in found]
     return jobs
 
@@ -206,6 +222,7 @@ def sweep(
     device: Device | None = None,
     time_limit: float | None = None,
     ampere: int = 0,
+    decode: int = DECODE_CANDIDATES,
 ) -> dict[str, int]:
     """Tune *problems* on the local GPU(s), or the Ray cluster's, into *conn*; returns the
     count of each status, ``skipped`` (already in the database) and ``not_run`` (left for the
@@ -216,6 +233,7 @@ def sweep(
 
     :param device: What the timing GPUs are (default: the local GPU); planning is for it.
     :param ampere: Candidates of the ampere scheduler per problem, besides *limit* hopper ones.
+    :param decode: Candidates of the decode scheduler per problem it takes.
     :param time_limit: Seconds after which no job starts (local runs only); the builds may
         take ``BUILD_SHARE`` of them.
     """
@@ -223,7 +241,7 @@ def sweep(
     progress = progress or Progress(False)
     device = device or get_device(None)
     key = db.device_key(device)
-    jobs = plan_jobs(problems, device, limit=limit, managers=managers, ampere=ampere)
+    jobs = plan_jobs(problems, device, limit=limit, managers=managers, ampere=ampere, decode=decode)
     todo = pending(jobs, conn, key)
     guess = estimate(todo, build_workers=build_workers, gpus=gpus)
     progress.say(

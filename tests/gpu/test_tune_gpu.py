@@ -73,3 +73,21 @@ def test_small_problems_are_timed_as_graph_replays() -> None:
     result = work.measure(job)
     assert result["status"] == "ok", result
     assert result["time_ms"] < 0.015, result
+
+
+def test_decode_candidates_are_swept_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decode step's sweep times two decode candidates beside one hopper one; the report's
+    default column is the decode kernel that a call plans, timed from its own row."""
+    path = str(tmp_path / "t.sqlite")
+    argv = ["tune", "--shape", "4x4096x4096", "--candidates", "1", "--decode", "2",
+            "--workers", "3", "--db", path, "--json"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == {"skipped": 0, "ok": 3}
+    rows = db.rows(db.connect(path))
+    assert sorted(r["scheduler"] for r in rows) == ["decode", "decode", "hopper"]
+    assert main(["report", "--shape", "4x4096x4096", "--db", path, "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["rows"]
+    assert entry["default"]["scheduler"] == "decode", entry
+    assert 0.0 < entry["default"]["of_best"] <= 1.0, entry

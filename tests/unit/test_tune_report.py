@@ -185,3 +185,25 @@ def test_report_measure_times_the_missing_choices_first(
     assert square["default@ampere"]["time_ms"] == 0.8 and square["best_ms"] == 0.8
     (measured,) = db.rows(db.connect(recorded), problem_key=SQUARE.key, status="ok", limit=1)
     assert (measured["scheduler"], measured["worker"]) == ("ampere", "test:1/gpu0")
+
+
+def test_a_set_without_suffix_is_what_a_call_plans(tmp_path: Path) -> None:
+    """``default`` is the plan a user's call gets, here the decode scheduler's for a decode step
+    (the best row); ``default@hopper`` is the hopper decision, half as fast. A hopper row
+    under the decode choice's name does not stand in for it."""
+    step = TuneProblem(m=4, n=4096, k=4096, dtype="bfloat16")
+    conn = db.connect(tmp_path / "t.sqlite")
+    pms = {s: report.manager(f"default@{s}") for s in ("decode", "hopper")}
+    chosen = {s: report.choose(step, H200, f"default@{s}", pm) for s, pm in pms.items()}
+    assert report.choose(step, H200, "default", report.manager("default")) == chosen["decode"]
+    for scheduler, ms in (("decode", 0.01), ("hopper", 0.02)):
+        name = chosen[scheduler][1].name  # type: ignore[index]
+        db.record(conn, row(step.key, params_name=name, time_ms=ms, scheduler=scheduler, m=4))
+    decode_name = chosen["decode"][1].name  # type: ignore[index]
+    db.record(conn, row(step.key, params_name=decode_name, time_ms=0.001, m=4))  # hopper's
+    result = report.report(conn, [step], H200, ["default", "default@hopper"])
+    (entry,) = result["rows"]
+    assert entry["default"]["scheduler"] == "decode" and entry["default"]["time_ms"] == 0.01
+    assert entry["default@hopper"]["scheduler"] == "hopper"
+    assert entry["default@hopper"]["time_ms"] == 0.02
+    assert db.time_of(conn, step.key, "h200", decode_name) == 0.001  # any scheduler's row

@@ -122,3 +122,25 @@ def test_pending_tells_schedulers_apart(tmp_path: Path) -> None:
     db.record(conn, tune_workers.row("p", params_name="c", scheduler="ampere"))
     jobs = [{"key": "p", "params_name": "c", "scheduler": s} for s in ("ampere", "hopper")]
     assert sweep.pending(jobs, conn, "h200") == jobs[1:]
+
+
+def test_decode_jobs_only_where_the_decode_scheduler_takes_the_problem() -> None:
+    """A decode step gets the decode scheduler's whole space (its default first) beside the
+    hopper candidates; a problem past its 16 rows gets none, and ``decode=0`` none anywhere. An
+    FP8 problem asked for ampere candidates gets none (ampere declines FP8), not a crash."""
+    step = TuneProblem(m=4, n=4096, k=4096, dtype="bfloat16")
+    jobs = sweep.plan_jobs([step, P1], H200, limit=2)
+    counts: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        counts[job["key"], job["scheduler"]] = counts.get((job["key"], job["scheduler"]), 0) + 1
+    assert counts == {
+        (step.key, "hopper"): 2,
+        (step.key, "decode"): sweep.DECODE_CANDIDATES,
+        (P1.key, "hopper"): 2,
+    }
+    pm = work.tuning_manager("decode")
+    first = next(j for j in jobs if j["scheduler"] == "decode")
+    assert first["params_name"] == sweep.heuristic_choice(step, H200, pm, "decode").name  # type: ignore[union-attr]
+    assert {j["scheduler"] for j in sweep.plan_jobs([step], H200, limit=2, decode=0)} == {"hopper"}
+    fp8 = TuneProblem(m=256, n=256, k=256, dtype="float8_e4m3fn", scale="tensor")
+    assert {j["scheduler"] for j in sweep.plan_jobs([fp8], H200, limit=2, ampere=2)} == {"hopper"}
