@@ -44,11 +44,32 @@ SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
 SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
-# nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups (coopA, coopB, single) and
-# the wgmma N of m64 warp tiles, each from the most preferred; the rules drop what is illegal
+# nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups (single, coopB, coopA) and
+# the wgmma N of m64 warp tiles, each from the most preferred; the rules drop what is illegal.
+# Our order of the warp grids for 16-bit operands: on a tie of bytes, one consumer warp group
+# with the wider wgmma wins (nvFuser tries two first): 64x128 ran 1.3x and 1.8x faster than
+# 128x64 (two 64x64 warp tiles) at 96x6144x4096 and 192x4096x14336, BENCHMARKS.md runs 92-93.
+# FP8 keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93)
+# and spills beside fused FP8 epilogues
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
-HOPPER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))
+HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
+NVFUSER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
+# A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
+# shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
+# tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within
+# 5% of it at M = 32-64 (64x64 tiles ran 1.15x slower at 32x8192x28672, a split 64x256 one
+# 1.25x slower at 64x8192x8192), and K split while the tiles fill under a quarter of the SMs
+# paid where each split streamed 7 KiB of every weight row (48x4096x14336 bf16 split 4: 37.0
+# us, the 64x64 tile unsplit 46.1) and lost where it streamed 1-2 KiB (64x4096x4096 bf16 split
+# 4: 13.3 against 12.2 us, e4m3: 12.1 against 7.9; the second launch and the partials outweigh
+# a 5-10 us stream), BENCHMARKS.md runs 92-93; hence a split streams 6 KiB of a row at least.
+# Where the 64x128 units (tiles x split) fill under a quarter of the SMs (a narrow weight, a
+# short K: 64x4096x4096, 32 tiles), the byte search's smaller tiles put more SMs to work
+# (64x64x256 there: 12.2 us, e4m3 7.9)
+STREAMING_MIN_N_PER_M: Final = 16
+STREAMING_WARP_N: Final = 128
+STREAMING_SPLIT_MIN_BYTES: Final = 6144
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
 HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
@@ -293,13 +314,25 @@ class HopperTiles(NamedTuple):
     splitk: int = 1
 
 
+def streams_weight(problem: MatmulProblem) -> bool:
+    """One row block of activations against one wide weight (N >= 16 M): the weight's bytes,
+    read once whatever the tile, are the problem's time."""
+    wide = problem.n >= STREAMING_MIN_N_PER_M * problem.m
+    return problem.batch == 1 and problem.m <= HOPPER_ROWS and wide
+
+
 def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
     """Split K of a deep-K problem (K >= HOPPER_SPLITK_MIN_DEPTH x max(M, N)) as
-    ``split_to_one_wave`` does, up to HOPPER_SPLITK_MAX; 1 otherwise. Our addition: nvFuser's
-    Hopper heuristic never splits K."""
-    if problem.k < HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
-        return 1
-    return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
+    ``split_to_one_wave`` does, up to HOPPER_SPLITK_MAX, or of a weight-streaming one keeping
+    STREAMING_SPLIT_MIN_BYTES of every weight row a split; 1 otherwise.
+    Our addition: nvFuser's Hopper heuristic never splits K."""
+    if problem.k >= HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
+        return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
+    if streams_weight(problem):
+        row_bytes = problem.k * problem.operand_dtype.itemsize
+        most = max(1, row_bytes // STREAMING_SPLIT_MIN_BYTES)
+        return split_to_one_wave(problem, device, cta, min(most, HOPPER_SPLITK_MAX))
+    return 1
 
 
 def hopper_tile_score(
@@ -347,11 +380,31 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
 
 def _hopper_tiles(ask: _Asker) -> HopperTiles:
     problem, device = ask.problem, ask.device
+    if streams_weight(problem) and problem.n > STREAMING_WARP_N // 2:
+        best = _search_tiles(ask, ((1, 1),), (STREAMING_WARP_N,))
+        if best is not None:
+            m_tiles, n_tiles = tile_grid(problem, best.cta)
+            if m_tiles * n_tiles * best.splitk * SPLITK_MAX_FILL >= device.sm_count:
+                return best
+    wide = problem.operand_dtype.itemsize >= 2
+    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, HOPPER_INSTR_N)
+    if best is None:
+        tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
+        return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
+    return best
+
+
+def _search_tiles(
+    ask: _Asker, grids: tuple[tuple[int, int], ...], widths: tuple[int, ...]
+) -> HopperTiles | None:
+    """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
+    wide, each with its split."""
+    problem, device = ask.problem, ask.device
     fewest = ask.fewest_stages()
     best: HopperTiles | None = None
     for cta_k in HOPPER_CTA_K:
-        for rm, rn in HOPPER_WARP_GRIDS:
-            for instr_n in HOPPER_INSTR_N:
+        for rm, rn in grids:
+            for instr_n in widths:
                 cta = TileShape(HOPPER_ROWS * rm, instr_n * rn, cta_k)
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
                 splitk = hopper_splitk(problem, device, cta)
@@ -369,9 +422,6 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
                 candidate = HopperTiles(cta, warp, inst, score, k_stages, splitk)
                 if _hopper_better(candidate, best):
                     best = candidate
-    if best is None:
-        tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
-        return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
 
 

@@ -4,11 +4,16 @@ wrong one is not timed. On the device machine, after the README's install::
 
     python scripts/config_probe.py splitk   # hopper split-K 1-32 on four tiles (run 86)
     python scripts/config_probe.py decode   # the decode kernel past M = 16 (run 88)
+    python scripts/config_probe.py skinny   # hopper tiles and split-K at M = 32-512 (run 92)
+    python scripts/config_probe.py fp8      # FP8 ping-pong against the default (run 92)
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
 to 64 in this process only and times its warps and chunks in flight beside hopper's default.
-A configuration the rules refuse is named on stderr and skipped.
+``skinny`` times the serving corpus's weight-streaming rows (M = 32-512) on five tiles
+with split-K 1, 2 and 4. ``fp8`` times ping-pong consumers (one warpgroup's epilogue under the
+other's main loop) against the default on FP8 products, bare and with bias + GELU, against
+``torch._scaled_mm``. A configuration the rules refuse is named on stderr and skipped.
 """
 
 from __future__ import annotations
@@ -36,6 +41,19 @@ TILES: dict[str, dict[str, Any]] = {
     "128x128x64": {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
                    "instruction_tile": (64, 128, 16), "stages": 5},
 }  # fmt: skip
+SKINNY_TILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "64x128x128": {"cta_tile": (64, 128, 128), "warp_tile": (64, 128, 128),
+                   "instruction_tile": (64, 128, 16), "stages": 4},
+    "64x256x64": {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
+                  "instruction_tile": (64, 256, 16), "stages": 4},
+    "128x128x64": TILES["128x128x64"],
+    "128x256x64": {"cta_tile": (128, 256, 64), "warp_tile": (64, 256, 64),
+                   "instruction_tile": (64, 256, 16), "stages": 4},
+}  # fmt: skip
+SKINNY_SHAPES = [(32, 6144, 4096), (32, 8192, 28672), (48, 4096, 14336), (64, 28672, 4096),
+                 (64, 8192, 8192), (96, 6144, 4096), (192, 4096, 14336), (256, 8192, 8192),
+                 (384, 28672, 4096), (512, 10240, 8192), (512, 4096, 4096)]  # fmt: skip
 SPLIT_SHAPES = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536),
                 (32, 6144, 4096), (64, 8192, 8192), (96, 6144, 4096), (256, 8192, 8192),
                 (1024, 1024, 8192)]  # fmt: skip
@@ -54,6 +72,43 @@ def splitk_jobs() -> list[tuple[TuneProblem, str, Any]]:
                     continue
                 jobs.append((problem, f"{name} split {split}", {**tile, "splitk_factor": split}))
     return [(p, label, _compiled(p, overrides=ov)) for p, label, ov in jobs]
+
+
+def skinny_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in SKINNY_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        for name, tile in SKINNY_TILES.items():
+            for split in (1, 2, 4) if tile else (None,):
+                ov = {**tile, "splitk_factor": split} if tile else None
+                jobs.append((problem, f"{name} split {split or 'default'}",
+                             _compiled(problem, overrides=ov, pm=hopper)))  # fmt: skip
+    return jobs
+
+
+FP8_SETS: dict[str, dict[str, Any] | None] = {
+    "default": None,
+    **{f"pingpong 64x{n}x128 s{s}": {"tiling_strategy": "persistent_pingpong",
+                                    "cta_tile": (64, n, 128), "warp_tile": (64, n, 128),
+                                    "instruction_tile": (64, n, 32), "stages": s}
+       for n, s in ((256, 4), (256, 5), (128, 4), (128, 6))},
+}  # fmt: skip
+
+
+FP8_PROBLEMS = [((4096, 4096, 4096), "tensor"), ((4096, 4096, 4096), "row"),
+                ((8192, 8192, 8192), "row"), ((2048, 14336, 5120), "row")]  # fmt: skip
+
+
+def fp8_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    jobs = []
+    for (m, n, k), scale in FP8_PROBLEMS:
+        for epilogue in ("none", "bias_gelu"):
+            problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale,
+                                  epilogue=epilogue)  # fmt: skip
+            jobs += [(problem, f"{scale} {epilogue} {name}", _compiled(problem, overrides=ov))
+                     for name, ov in FP8_SETS.items()]  # fmt: skip
+    return jobs
 
 
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
@@ -77,7 +132,16 @@ def _compiled(problem: TuneProblem, **how: Any) -> Any:
 
 
 def main(which: str) -> None:
-    jobs = [job for job in {"splitk": splitk_jobs, "decode": decode_jobs}[which]() if job[2]]
+    jobs = [
+        job
+        for job in {
+            "splitk": splitk_jobs,
+            "decode": decode_jobs,
+            "skinny": skinny_jobs,
+            "fp8": fp8_jobs,
+        }[which]()
+        if job[2]
+    ]
     start = time.time()
     prebuild([compiled for _, _, compiled in jobs], workers=14)
     print(f"built {len(jobs)} configurations in {time.time() - start:.0f} s", flush=True)

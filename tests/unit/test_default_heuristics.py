@@ -151,11 +151,18 @@ def test_hopper_pairs_ctas_on_large_grids_only() -> None:
         (Shape(256, 256, 16384), 32, TileShape(128, 128, 64)),
         (Shape(128, 128, 32768), 32, TileShape(64, 64, 64)),
         (Shape(512, 512, 65536), 16, TileShape(128, 256, 64)),
-        (Shape(200, 136, 9000, batch=2), 16, TileShape(128, 128, 64)),
+        # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
+        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
         (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 128)),
-        # not deep: weight-streaming rows where every split lost
-        (Shape(64, 8192, 8192), 1, TileShape(64, 64, 256)),
+        # not deep: weight-streaming rows where every split lost (one row block: 64x128
+        # tiles, split where they fill under a quarter of the SMs, H200 runs 92-93)
+        (Shape(64, 8192, 8192), 1, TileShape(64, 128, 128)),
+        (Shape(32, 8192, 28672), 1, TileShape(64, 128, 128)),
+        (Shape(48, 4096, 14336), 4, TileShape(64, 128, 128)),
+        # ... but a short K on a narrow weight: 32 unsplit 64x128 tiles would fill a quarter of
+        # the SMs at most, so the byte search's 64x64 tiles put 64 SMs to work
+        (Shape(64, 4096, 4096), 1, TileShape(64, 64, 256)),
         (Shape(256, 8192, 8192), 1, TileShape(128, 128, 128)),
         (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
     ],
