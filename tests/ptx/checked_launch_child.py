@@ -64,7 +64,13 @@ def load_kernel(image: bytes, entry: str) -> int:
 
 
 def kernel_launcher(
-    kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
+    kernel: int,
+    grid: tuple,
+    block: tuple,
+    smem: int,
+    params: int,
+    cluster: int = 1,
+    after_previous: bool = False,
 ) -> Any:
     def run(stream: int) -> None:
         ptrs = (ctypes.c_void_p * SLOTS[kernel]).from_address(params)

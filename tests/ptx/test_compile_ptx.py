@@ -13,15 +13,16 @@ from mmaplug.cli.demo import example_fusion
 pytestmark = pytest.mark.ptx
 
 
-def _compile(m: int, n: int, k: int, device: str) -> mp.CompiledFusion:
+def _compile(m: int, n: int, k: int, device: str, **overrides: object) -> mp.CompiledFusion:
     pm = mp.make_plugin_manager(load_entrypoints=False)
-    return mp.compile(example_fusion(m, n, k), device, pm=pm)
+    return mp.compile(example_fusion(m, n, k), device, pm=pm, overrides=overrides)
 
 
 @pytest.fixture(scope="module")
 def hopper_compiled() -> mp.CompiledFusion:
-    """h200's default plan for 1024x1024x256: a 128x64 CTA of two consumer warpgroups (~10 s)."""
-    return _compile(1024, 1024, 256, "h200")
+    """h200's plan for 1024x1024x256 with a 128x64 CTA of two consumer warpgroups (~10 s)."""
+    tiles = {"cta_tile": (128, 64, 64), "warp_tile": (64, 64, 64), "instruction_tile": (64, 64, 16)}
+    return _compile(1024, 1024, 256, "h200", **tiles)
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +143,20 @@ def test_compiled_fusion_reports_plan(
     assert ampere_compiled.params.instruction_tile.as_tuple() == (16, 8, 16)
     assert ampere_compiled.provenance.base == "default"
     assert ampere_compiled.kernel_name.startswith("ampere_float16_kk_")
+
+
+def test_split_k_reduce_waits_for_the_gemm_grid() -> None:
+    """A split-K hopper kernel lets its reduce launch early (``griddepcontrol.launch_dependents``
+    first thing, BENCHMARKS.md run 93) and the reduce waits for the whole gemm grid
+    (``griddepcontrol.wait``) before it reads a partial; ampere's sm_80 reduce has neither."""
+    from mmaplug.plugins.hopper.kernel import compile_ptx
+
+    compiled = _compile(256, 256, 16384, "h200")
+    assert compiled.params.splitk_factor > 1, compiled.kernel_name
+    assert compiled.ptx.count("griddepcontrol.launch_dependents;") == 1
+    reduce = compile_ptx(compiled._artifact.config, "hopper_splitk_reduce")
+    wait = reduce.index("griddepcontrol.wait;")
+    assert wait < reduce.index("ld.global"), reduce
+    ampere = _compile(256, 256, 16384, "a100")
+    assert ampere.params.splitk_factor > 1, ampere.kernel_name
+    assert "griddepcontrol" not in ampere.source

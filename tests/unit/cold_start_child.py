@@ -65,7 +65,13 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
         return 1000 + len(loads)
 
     def kernel_launcher(
-        kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
+        kernel: int,
+        grid: tuple,
+        block: tuple,
+        smem: int,
+        params: int,
+        cluster: int = 1,
+        after_previous: bool = False,
     ) -> Any:
         return lambda stream: launches.append(
             {"kernel": kernel, "grid": list(grid), "smem": smem, "stream": stream}

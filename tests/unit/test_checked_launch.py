@@ -63,7 +63,13 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return 0xC0FFEE
 
     def kernel_launcher(
-        handle: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
+        handle: int,
+        grid: tuple,
+        block: tuple,
+        smem: int,
+        params: int,
+        cluster: int = 1,
+        after_previous: bool = False,
     ) -> Any:
         def run(stream: int) -> None:
             ptrs = (ctypes.c_void_p * slots[handle]).from_address(params)
