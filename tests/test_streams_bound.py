@@ -34,16 +34,9 @@ class Recorder:
     launched: list[dict[str, Any]] = []
 
     def __init__(
-        self,
-        kern: Any,
-        grid: Any,
-        block: Any,
-        smem: int,
-        params: Any,
-        cluster: int = 1,
-        after_previous: bool = False,
+        self, kern: Any, grid: Any, block: Any, smem: int, params: Any, cluster: int = 1
     ) -> None:
-        self.kern, self.params, self.after_previous = kern, params, after_previous
+        self.kern, self.params = kern, params
 
     def __call__(self, stream: int) -> None:
         slots = list(self.params.slots)
@@ -52,7 +45,6 @@ class Recorder:
             "pointers": [slots[s] for s in self.params.pointer_slots],
             "floats": [struct.unpack("<f", struct.pack("<I", v & 0xFFFFFFFF))[0] for v in slots],
             "stream": stream,
-            "after_previous": self.after_previous,
         })  # fmt: skip
 
 
@@ -88,7 +80,6 @@ def test_ampere_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     main, reduce = recorded
     assert (main["kernel"], main["pointers"]) == ("ampere_gemm", [A, B, WS])
     assert (reduce["kernel"], reduce["pointers"]) == ("ampere_splitk_reduce", [WS, C, OUT])
-    assert not reduce["after_previous"]  # sm_80 has no programmatic dependent launch
     assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
 
 
@@ -126,5 +117,4 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     assert bound.workspace == 2 * 16 * 16
     assert (main["kernel"], main["pointers"]) == ("hopper_gemm", [MAPS, WS])
     assert (reduce["kernel"], reduce["pointers"]) == ("hopper_splitk_reduce", [WS, C, OUT])
-    assert reduce["after_previous"] and not main["after_previous"]  # launched while main runs
     assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]

@@ -348,25 +348,15 @@ def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
 
 
 def emit_splitk_reduce(
-    em: Emitter,
-    prog: EpilogueProgram,
-    splitk: int,
-    name: str,
-    sim: bool,
-    *,
-    after_primary: bool = False,
+    em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
     apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each;
-    amax outputs reduced per warp, every thread of the block taking part). *after_primary*
-    (sm_90): it may start while the kernel writing the partials still runs (programmatic
-    dependent launch), so it first waits for that grid (``griddepcontrol_wait``)."""
+    amax outputs reduced per warp, every thread of the block taking part)."""
     ev = EPILOGUE_VARS
     em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
-        if after_primary:
-            em("griddepcontrol_wait()  # the partials are written and visible")
         em("i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")
         em("mn = M * N")
         for line in amax_init(prog):

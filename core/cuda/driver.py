@@ -193,13 +193,7 @@ def set_max_dynamic_smem(kernel: int, smem: int, device: int) -> None:
 
 
 def kernel_launcher(
-    kernel: int,
-    grid: tuple,
-    block: tuple,
-    smem: int,
-    params: int,
-    cluster: int = 1,
-    after_previous: bool = False,
+    kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
 ) -> Any:
     """A function ``launch(stream)`` running *kernel* with the parameter block at *params*.
 
@@ -208,14 +202,11 @@ def kernel_launcher(
     docs/decisions.md) with a ``CUlaunchConfig`` prepared per stream and the ``CUfunction`` of
     the stream's context (``_Launches``). A thread without a current context gets its device's
     primary one and the launch is retried. With *cluster* > 1 the grid runs as clusters of
-    that many CTAs along x. With *after_previous* the launch is a programmatic dependent one: it
-    may start once every CTA of the kernel before it on the stream ran
-    ``griddepcontrol.launch_dependents`` (the kernel waits with ``griddepcontrol.wait``).
-    ``launch`` changes nothing shared per call: threads may call it.
+    that many CTAs along x. ``launch`` changes nothing shared per call: threads may call it.
     """
     from cuda.bindings import driver as bindings
 
-    launches = _Launches(bindings, kernel, grid, block, smem, cluster, after_previous)
+    launches = _Launches(bindings, kernel, grid, block, smem, cluster)
     launches.resolve(0)  # the current context's function, now (binding is not captured)
     by_stream, by_default, current = launches.by_stream, launches.by_default, launches.current
     launch, what = bindings.cuLaunchKernelEx, launches.what
@@ -248,25 +239,16 @@ class _Launches:
     """
 
     def __init__(
-        self,
-        bindings: Any,
-        kernel: int,
-        grid: tuple,
-        block: tuple,
-        smem: int,
-        cluster: int,
-        after_previous: bool = False,
+        self, bindings: Any, kernel: int, grid: tuple, block: tuple, smem: int, cluster: int
     ) -> None:
         self.handle, self.smem, self.cluster, self._bindings = kernel, smem, cluster, bindings
-        self.after_previous = after_previous
         self.geometry = (*(int(v) for v in grid), *(int(v) for v in block))
         self.kernel = bindings.CUfunction(kernel)  # the CUkernel, launchable as a function
         self.current = bindings.cuCtxGetCurrent
         self.by_stream: dict[int, tuple[Any, Any]] = {}
         self.by_default: tuple[dict[Any, tuple[Any, Any]], ...] = ({}, {}, {})
         clusters = f" in clusters of {cluster}" if cluster > 1 else ""
-        early = ", dependent launch" if after_previous else ""
-        self.what = f"cuLaunchKernelEx of {grid} x {block}, {smem} B smem{clusters}{early}"
+        self.what = f"cuLaunchKernelEx of {grid} x {block}, {smem} B smem{clusters}"
 
     def resolve(self, stream: int) -> tuple[Any, Any]:
         """The config and function to launch on *stream* in this thread, kept (the cold path)."""
@@ -304,21 +286,12 @@ class _Launches:
         config.gridDimX, config.gridDimY, config.gridDimZ = self.geometry[:3]
         config.blockDimX, config.blockDimY, config.blockDimZ = self.geometry[3:]
         config.sharedMemBytes, config.hStream = self.smem, bindings.CUstream(stream)
-        attrs = []
         if self.cluster > 1:
             attr = bindings.CUlaunchAttribute()
             attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             attr.value.clusterDim.x, attr.value.clusterDim.y = self.cluster, 1
             attr.value.clusterDim.z = 1
-            attrs.append(attr)
-        if self.after_previous:
-            attr = bindings.CUlaunchAttribute()
-            ids = bindings.CUlaunchAttributeID
-            attr.id = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-            attr.value.programmaticStreamSerializationAllowed = 1
-            attrs.append(attr)
-        if attrs:
-            config.attrs, config.numAttrs = attrs, len(attrs)
+            config.attrs, config.numAttrs = [attr], 1
         table: dict[Any, tuple[Any, Any]]
         if stream > 2:
             table, key = self.by_stream, stream

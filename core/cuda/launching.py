@@ -281,9 +281,7 @@ def generated_kernel(
 class DriverLaunch:
     """One loaded kernel (a ``CUkernel`` handle) with fixed grid, block, shared memory,
     parameter block and cluster size; called with a raw stream handle, it is one launch
-    (through the ``CUfunction`` of the stream's context: ``driver.kernel_launcher``).
-    *after_previous*: a programmatic dependent launch of a kernel that waits for the one
-    before it with ``griddepcontrol.wait`` (the split-K reduce)."""
+    (through the ``CUfunction`` of the stream's context: ``driver.kernel_launcher``)."""
 
     def __init__(
         self,
@@ -293,13 +291,10 @@ class DriverLaunch:
         smem: int,
         params: KernelParams,
         cluster: int = 1,
-        after_previous: bool = False,
     ) -> None:
         self.params, self.kernel, self.geometry = params, kernel, (grid, block, smem, cluster)
         #: ``run(stream)``: the launch itself (``BoundKernels`` calls it directly)
-        self.run = driver.kernel_launcher(
-            kernel, grid, block, smem, params.address, cluster, after_previous
-        )
+        self.run = driver.kernel_launcher(kernel, grid, block, smem, params.address, cluster)
 
     def __call__(self, stream: int) -> None:
         """Launch on the stream whose raw ``CUstream`` handle is *stream*."""

@@ -32,8 +32,6 @@ __all__ = [
     "fence_operand",
     "fence_proxy_async",
     "fence_tensormap_acquire",
-    "griddepcontrol_launch_dependents",
-    "griddepcontrol_wait",
     "ld_shared_b32",
     "mapa_shared",
     "mbarrier_arrive",
@@ -122,16 +120,6 @@ def fence_mbarrier_init():
 def fence_proxy_async():
     """Generate `fence.proxy.async.shared::cta`: order this thread's generic-proxy shared writes
     before later async-proxy accesses (wgmma operand reads, TMA stores)."""
-
-
-def griddepcontrol_launch_dependents():
-    """Generate `griddepcontrol.launch_dependents`: once every CTA of this grid has run it (or
-    exited), the grid launched after it with programmatic stream serialization may start."""
-
-
-def griddepcontrol_wait():
-    """Generate `griddepcontrol.wait`: wait until the grids this one depends on have completed
-    and their memory operations are visible (at once where it depends on none)."""
 
 
 def tma_load_2d(dst, tmap, c0, c1, bar):
@@ -390,8 +378,6 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
     ),
     fence_mbarrier_init: ("fence.mbarrier_init.release.cluster;", (), None),
     fence_proxy_async: ("fence.proxy.async.shared::cta;", (), None),
-    griddepcontrol_launch_dependents: ("griddepcontrol.launch_dependents;", (), None),
-    griddepcontrol_wait: ("griddepcontrol.wait;", (), None),
     tma_load_2d: (
         _TMA_LOAD.format(d=2) + " [$0], [$1, {$2, $3}], [$4];",
         (U32, U64, U32, U32, U32),

@@ -140,14 +140,6 @@ def _no_op(name: str, doc: str):
 
 fence_mbarrier_init = _no_op("fence_mbarrier_init", "Emulate fence.mbarrier_init: a no-op.")
 fence_proxy_async = _no_op("fence_proxy_async", "Emulate fence.proxy.async: a no-op.")
-griddepcontrol_launch_dependents = _no_op(
-    "griddepcontrol_launch_dependents",
-    "Emulate griddepcontrol.launch_dependents: a no-op (the simulator runs grids in order).",
-)
-griddepcontrol_wait = _no_op(
-    "griddepcontrol_wait",
-    "Emulate griddepcontrol.wait: a no-op (the grid before has finished when this one runs).",
-)
 wgmma_fence = _no_op("wgmma_fence", "Emulate wgmma.fence: a no-op.")
 wgmma_commit_group = _no_op("wgmma_commit_group", "A no-op: emulated wgmmas complete at once.")
 

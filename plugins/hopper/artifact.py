@@ -324,7 +324,7 @@ class BoundHopper(BoundKernels):
         super().__init__(
             [
                 DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main, cfg.cluster_m),
-                DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red, after_previous=True),
+                DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
             ],
             [
                 (main, [0, ws, *tensors[1 : 1 + len(scales)]]),

@@ -139,8 +139,6 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
-    if cfg.splitk > 1:
-        em("from mmaplug.cuda.sm90 import griddepcontrol_launch_dependents, griddepcontrol_wait")
     if cfg.cluster_m > 1:
         em(
             "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
@@ -156,9 +154,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     if cfg.smem_epilogue and cfg.packed_stores and steps_called(prog):  # (resolved at build)
         emit_packed_step_function(em, cfg, prog, sim)
     if cfg.splitk > 1:
-        emit_splitk_reduce(
-            em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim, after_primary=True
-        )
+        emit_splitk_reduce(em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim)
     return em.text()
 
 
@@ -227,8 +223,6 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
     em(f"@cuda.jit({jit_options(cfg.threads, sim, lto=True)})")
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
     with em.indent():
-        if cfg.splitk > 1:  # the reduce may launch now: it waits for this grid's end itself
-            em("griddepcontrol_launch_dependents()")
         em("smem = cuda.shared.array(0, dtype=uint8)")
         em(f"{kv.tid} = cuda.threadIdx.x")
         em(f"{kv.base} = int64(shared_base(smem))")

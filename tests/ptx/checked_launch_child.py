@@ -64,13 +64,7 @@ def load_kernel(image: bytes, entry: str) -> int:
 
 
 def kernel_launcher(
-    kernel: int,
-    grid: tuple,
-    block: tuple,
-    smem: int,
-    params: int,
-    cluster: int = 1,
-    after_previous: bool = False,
+    kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
 ) -> Any:
     def run(stream: int) -> None:
         ptrs = (ctypes.c_void_p * SLOTS[kernel]).from_address(params)

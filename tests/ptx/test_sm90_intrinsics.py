@@ -65,8 +65,6 @@ def _cluster_kernel(maps, out):
 def _misc_kernel(out):
     sm = cuda.shared.array(2048, types.uint8)
     tid = cuda.threadIdx.x
-    H.griddepcontrol_launch_dependents()
-    H.griddepcontrol_wait()
     addr = H.shared_base(sm) + 16 * tid
     if tid < 128:
         H.setmaxnreg_dec(40)
@@ -215,8 +213,6 @@ CASES = {
         r"st\.shared\.b32 \[%r\d+\], %r\d+;\n(.*\n){1,8}.*st\.shared\.b32 \[%r\d+\], %f\d+;",
     ),
     "ld_shared_b32": ("misc", r"ld\.shared\.b32 %r\d+, \[%r\d+\];"),
-    "griddepcontrol_launch_dependents": ("misc", r"griddepcontrol\.launch_dependents;"),
-    "griddepcontrol_wait": ("misc", r"griddepcontrol\.wait;"),
 }
 
 

@@ -65,13 +65,7 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
         return 1000 + len(loads)
 
     def kernel_launcher(
-        kernel: int,
-        grid: tuple,
-        block: tuple,
-        smem: int,
-        params: int,
-        cluster: int = 1,
-        after_previous: bool = False,
+        kernel: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
     ) -> Any:
         return lambda stream: launches.append(
             {"kernel": kernel, "grid": list(grid), "smem": smem, "stream": stream}

@@ -63,13 +63,7 @@ def launched(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         return 0xC0FFEE
 
     def kernel_launcher(
-        handle: int,
-        grid: tuple,
-        block: tuple,
-        smem: int,
-        params: int,
-        cluster: int = 1,
-        after_previous: bool = False,
+        handle: int, grid: tuple, block: tuple, smem: int, params: int, cluster: int = 1
     ) -> Any:
         def run(stream: int) -> None:
             ptrs = (ctypes.c_void_p * slots[handle]).from_address(params)

@@ -1,6 +1,6 @@
-"""The ``CUlaunchConfig`` a kernel launcher prepares for a stream: its geometry, the cluster
-dimension and the programmatic dependent launch of a split-K reduce (real ``cuda.bindings``
-structures; nothing is launched, so no GPU or driver is needed)."""
+"""The ``CUlaunchConfig`` a kernel launcher prepares for a stream: its geometry and, for CTA
+pairs, the cluster dimension (real ``cuda.bindings`` structures; nothing is launched, so no
+GPU or driver is needed)."""
 
 from __future__ import annotations
 
@@ -12,29 +12,24 @@ bindings = pytest.importorskip("cuda.bindings.driver")
 IDS = bindings.CUlaunchAttributeID
 
 
-def _config(cluster: int, after_previous: bool) -> tuple[object, str]:
-    launches = driver._Launches(bindings, 0, (4, 2, 1), (128, 1, 1), 1024, cluster, after_previous)
+def _config(cluster: int) -> tuple[object, str]:
+    launches = driver._Launches(bindings, 0, (4, 2, 1), (128, 1, 1), 1024, cluster)
     config, _ = launches._keep(5, 0, launches.kernel)
     return config, launches.what
 
 
-def test_a_dependent_launch_in_clusters_carries_both_attributes() -> None:
-    config, what = _config(2, True)
+def test_a_launch_in_clusters_carries_the_cluster_dimension() -> None:
+    config, what = _config(2)
     assert (config.gridDimX, config.gridDimY, config.blockDimX) == (4, 2, 128)  # type: ignore[attr-defined]
     assert (config.sharedMemBytes, int(config.hStream)) == (1024, 5)  # type: ignore[attr-defined]
-    cluster, dependent = config.attrs  # type: ignore[attr-defined]
-    assert config.numAttrs == 2  # type: ignore[attr-defined]
+    assert config.numAttrs == 1  # type: ignore[attr-defined]
+    (cluster,) = config.attrs  # type: ignore[attr-defined]
     assert cluster.id == IDS.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     assert (cluster.value.clusterDim.x, cluster.value.clusterDim.y) == (2, 1)
-    assert dependent.id == IDS.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    assert dependent.value.programmaticStreamSerializationAllowed == 1
-    assert what.endswith("in clusters of 2, dependent launch")
+    assert what.endswith("in clusters of 2")
 
 
-@pytest.mark.parametrize(("cluster", "after_previous"), [(1, False), (1, True), (2, False)])
-def test_each_attribute_only_when_asked(cluster: int, after_previous: bool) -> None:
-    config, _ = _config(cluster, after_previous)
-    ids = [attr.id for attr in config.attrs] if config.numAttrs else []  # type: ignore[attr-defined]
-    assert (IDS.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION in ids) == (cluster > 1)
-    dependent = IDS.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION in ids
-    assert dependent == after_previous
+def test_a_plain_launch_carries_no_attribute() -> None:
+    config, what = _config(1)
+    assert config.numAttrs == 0  # type: ignore[attr-defined]
+    assert "cluster" not in what
