@@ -94,6 +94,14 @@ DECODE_WARPS: Final = 4  # warps of a decode CTA, splitting K
 DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM (one m tile)
 DECODE_M_TILE: Final = 8  # activation rows of one decode m tile (the N of mma.sync m16n8)
 DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
+# FP8 weights (one byte): half the warps where the CTAs are few, and where they are many unless
+# a weight row is at most 4 KiB, four chunks in flight: the best of the 16 configurations or
+# within 2% of it on all seven FP8 decode problems of the sweep of run 96 (the 16-bit rule
+# there was 0.75-0.95 of the best on five of them: its warps split rows half as long)
+DECODE_FP8_WARPS_FEW_CTAS: Final = 4
+DECODE_FP8_WARPS: Final = 2
+DECODE_FP8_SHORT_ROW: Final = 4096  # bytes of a weight row at most which keep 4 warps
+DECODE_FP8_UNROLL: Final = 4
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
@@ -205,12 +213,16 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default decode parameters: 8 warps splitting K (``splitk_factor``) while the CTAs (one
     per ``cta_tile.n`` weight rows) are fewer than two per SM (fewer than one with two m
     tiles: their warps carry twice the activations), else 4; three chunks in flight (measured
-    on the H200: BENCHMARKS.md, "Decode kernel" and run 89)."""
+    on the H200: BENCHMARKS.md, "Decode kernel" and run 89). FP8 weights: ``DECODE_FP8_*``."""
     asker = _Asker(scheduler_object("decode"), problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
     ctas_per_sm = 2 if cta.m <= DECODE_M_TILE else 1
     few_ctas = _ceil(problem.n, cta.n) < ctas_per_sm * device.sm_count
+    if problem.operand_dtype.itemsize == 1:
+        short_row = problem.k <= DECODE_FP8_SHORT_ROW
+        warps = DECODE_FP8_WARPS_FEW_CTAS if few_ctas or short_row else DECODE_FP8_WARPS
+        return asker.params(splitk_factor=warps, stages=DECODE_FP8_UNROLL)
     warps = DECODE_WARPS_FEW_CTAS if few_ctas else DECODE_WARPS
     return asker.params(splitk_factor=warps, stages=DECODE_UNROLL)
 

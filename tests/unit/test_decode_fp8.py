@@ -88,18 +88,25 @@ def test_block_scaled_problems_are_not_offered_to_decode() -> None:
 
 
 @pytest.mark.parametrize("scale", ["tensor", "row"])
-@pytest.mark.parametrize(("m", "n", "warps"), [(1, 4096, 8), (16, 14336, 4)])
-def test_plans_fp8_decode_in_bytes_of_k(scale: str, m: int, n: int, warps: int) -> None:
-    """A chunk is 128 bytes of a row as for 16-bit operands (128 FP8 elements), one mma 32 of K;
-    the default heuristic keeps its warps and chunks in flight (the same bytes in flight)."""
-    spec = plan_problem(_problem(m=m, n=n, scale=scale), H200, pm=_pm())
+@pytest.mark.parametrize(
+    ("m", "n", "k", "warps", "bf16_warps"),
+    [(1, 4096, 4096, 4, 8), (16, 14336, 4096, 4, 4), (1, 8192, 8192, 2, 4)],
+)
+def test_plans_fp8_decode_in_bytes_of_k(
+    scale: str, m: int, n: int, k: int, warps: int, bf16_warps: int
+) -> None:
+    """A chunk is 128 bytes of a row as for 16-bit operands (128 FP8 elements), one mma 32 of K.
+    The default heuristic gives FP8 half the 16-bit warps where the CTAs are few (1x4096x4096:
+    256 CTAs), and where they are many unless a row is at most 4 KiB (16x14336x4096 keeps 4,
+    1x8192x8192 takes 2), and four chunks in flight, not three (run 96's sweep)."""
+    spec = plan_problem(_problem(m=m, n=n, k=k, scale=scale), H200, pm=_pm())
     assert spec.scheduler == "decode"
     rows = 8 * -(-m // 8)
     assert spec.params.cta_tile == spec.params.warp_tile == mp.TileShape(rows, 16, 128)
     assert spec.params.instruction_tile == mp.TileShape(8, 16, 32)
-    assert (spec.params.splitk_factor, spec.params.stages) == (warps, 3)
-    bf16 = plan_problem(TuneProblem(m=m, n=n, k=4096).problem(), H200, pm=_pm())
-    assert (bf16.params.splitk_factor, bf16.params.stages) == (warps, 3)
+    assert (spec.params.splitk_factor, spec.params.stages) == (warps, 4)
+    bf16 = plan_problem(TuneProblem(m=m, n=n, k=k).problem(), H200, pm=_pm())
+    assert (bf16.params.splitk_factor, bf16.params.stages) == (bf16_warps, 3)
     assert bf16.params.cta_tile.k * 2 == spec.params.cta_tile.k
 
 
