@@ -44,16 +44,16 @@ SWIZZLE: Final = 8
 SPLITK_MAX: Final = 16
 SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
 SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
-# nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups (single, coopB, coopA) and
-# the wgmma N of m64 warp tiles, each from the most preferred; the rules drop what is illegal.
-# Our order of the warp grids for 16-bit operands: on a tie of bytes, one consumer warp group
-# with the wider wgmma wins (nvFuser tries two first): 64x128 ran 1.3x and 1.8x faster than
-# 128x64 (two 64x64 warp tiles) at 96x6144x4096 and 192x4096x14336, BENCHMARKS.md runs 92-93.
-# FP8 keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93)
-# and spills beside fused FP8 epilogues
+# nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups and the wgmma N of m64 warp
+# tiles, each from the most preferred; the rules drop what is illegal. Our order of the warp
+# grids for 16-bit operands (single, coopB, coopA; nvFuser's reversed): on a tie of bytes, one
+# consumer warp group with the wider wgmma wins: 64x128 ran 1.3x and 1.8x faster than 128x64
+# (two 64x64 warp tiles) at 96x6144x4096 and 192x4096x14336, BENCHMARKS.md runs 92-93. FP8
+# keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93) and
+# spills beside fused FP8 epilogues
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
-NVFUSER_WARP_GRIDS: Final = ((2, 1), (1, 2), (1, 1))
+NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its

@@ -5,10 +5,9 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report" and "serving_report" on
-# request), so
-# that a run can be split over calls of 10 minutes each. The tier alone takes one call: its
-# 8 shards took 321-333 s where they finished and were cut at 340 s a few tests short (run 88,
-# H200), hence TIER_TIMEOUT 450.
+# request), so that a run can be split over calls of 10 minutes each. The tier alone takes one
+# call: its 8 shards took 321-333 s where they finished and were cut at 340 s a few tests short
+# (run 88, H200), hence TIER_TIMEOUT 450.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}

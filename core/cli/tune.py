@@ -15,7 +15,6 @@ from mmaplug.planning.device import get_device
 from mmaplug.progress import Progress
 from mmaplug.tune import db
 from mmaplug.tune.corpus import BUILTIN, TuneProblem, load_all
-from mmaplug.tune.sweep import DECODE_CANDIDATES
 
 CORES = max(1, (os.cpu_count() or 2) - 1)
 _CORPUS_HELP = f"a built-in corpus ({', '.join(BUILTIN)}) or a .json/.toml file (repeatable)"
@@ -93,10 +92,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from mmaplug.tune import sweep
 
     for flag in ("ampere", "decode"):
-        if getattr(args, flag) < 0:
-            raise UsageError(
-                f"--{flag} {getattr(args, flag)}: give 0 or more candidates per problem"
-            )
+        if (count := getattr(args, flag)) is not None and count < 0:
+            raise UsageError(f"--{flag} {count}: give 0 or more candidates per problem")
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit {args.time_limit}: give a positive number of seconds")
     problems = problems_of(args)
@@ -224,10 +221,9 @@ def add_tune(sub: Any) -> None:
     p.add_argument(
         "--decode",
         type=int,
-        default=DECODE_CANDIDATES,
+        default=None,
         metavar="N",
-        help="decode-scheduler candidates per problem it takes (default "
-        f"{DECODE_CANDIDATES}: its whole space)",
+        help="decode-scheduler candidates per problem it takes (default: its whole space)",
     )
     p.add_argument(
         "--workers",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -27,7 +28,6 @@ TIMING_S: Final = 0.4  # a timing job's own cost: planning, cubin load, inputs, 
 TIMED_CALLS: Final = 37  # the checked call, 5 warm-up calls and 30 timed ones
 BUILD_SHARE: Final = 0.5  # of --time-limit, the most the builds may take
 WORKER_START_S: Final = 20.0  # a worker process importing numba and torch (estimate only)
-DECODE_CANDIDATES: Final = 16  # the decode scheduler's whole space (4 warp counts x 4 depths)
 
 
 def heuristic_choice(
@@ -80,14 +80,19 @@ def plan_jobs(
     limit: int = 50,
     managers: Sequence[Any] = (),
     ampere: int = 0,
-    decode: int = DECODE_CANDIDATES,
+    decode: int | None = None,
 ) -> list[dict[str, Any]]:
     """The candidate jobs of every problem: *limit* hopper configurations, *decode* decode ones
-    where that scheduler takes the problem (M <= 16), then *ampere* ampere ones. The choices of
+    (None: its whole space) where that scheduler takes the problem (M <= 16), then *ampere*
+    ampere ones. The choices of
     the default heuristic (of each scheduler) and of *managers* (plugin managers whose
     heuristics the report compares) are always among them. A scheduler that refuses a problem
     gets no jobs for it."""
-    counts = {"hopper": limit, "decode": decode, "ampere": ampere}
+    counts = {
+        "hopper": limit,
+        "decode": sys.maxsize if decode is None else decode,
+        "ampere": ampere,
+    }
     pms = {name: work.tuning_manager(name) for name, count in counts.items() if count}
     jobs = []
     for problem in problems:
@@ -222,7 +227,7 @@ def sweep(
     device: Device | None = None,
     time_limit: float | None = None,
     ampere: int = 0,
-    decode: int = DECODE_CANDIDATES,
+    decode: int | None = None,
 ) -> dict[str, int]:
     """Tune *problems* on the local GPU(s), or the Ray cluster's, into *conn*; returns the
     count of each status, ``skipped`` (already in the database) and ``not_run`` (left for the
@@ -233,7 +238,7 @@ def sweep(
 
     :param device: What the timing GPUs are (default: the local GPU); planning is for it.
     :param ampere: Candidates of the ampere scheduler per problem, besides *limit* hopper ones.
-    :param decode: Candidates of the decode scheduler per problem it takes.
+    :param decode: Candidates of the decode scheduler per problem it takes (None: all).
     :param time_limit: Seconds after which no job starts (local runs only); the builds may
         take ``BUILD_SHARE`` of them.
     """

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from mmaplug.planning.device import get_device
+from mmaplug.planning.scheduler_registry import schedulers
 from mmaplug.tune import db, sweep, work
+from mmaplug.tune.candidates import configurations
 from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.runner import run_jobs
 
@@ -129,16 +131,18 @@ def test_decode_jobs_only_where_the_decode_scheduler_takes_the_problem() -> None
     hopper candidates; a problem past its 16 rows gets none, and ``decode=0`` none anywhere. An
     FP8 problem asked for ampere candidates gets none (ampere declines FP8), not a crash."""
     step = TuneProblem(m=4, n=4096, k=4096, dtype="bfloat16")
+    pm = work.tuning_manager("decode")
+    space = list(configurations(schedulers(pm)["decode"][1], step.problem(), H200))
+    assert len(space) == 16  # 4 warp counts x 4 chunks in flight, all legal here
     jobs = sweep.plan_jobs([step, P1], H200, limit=2)
     counts: dict[tuple[str, str], int] = {}
     for job in jobs:
         counts[job["key"], job["scheduler"]] = counts.get((job["key"], job["scheduler"]), 0) + 1
     assert counts == {
         (step.key, "hopper"): 2,
-        (step.key, "decode"): sweep.DECODE_CANDIDATES,
+        (step.key, "decode"): len(space),
         (P1.key, "hopper"): 2,
     }
-    pm = work.tuning_manager("decode")
     first = next(j for j in jobs if j["scheduler"] == "decode")
     assert first["params_name"] == sweep.heuristic_choice(step, H200, pm, "decode").name  # type: ignore[union-attr]
     assert {j["scheduler"] for j in sweep.plan_jobs([step], H200, limit=2, decode=0)} == {"hopper"}
