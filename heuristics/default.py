@@ -70,6 +70,17 @@ HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 STREAMING_MIN_N_PER_M: Final = 16
 STREAMING_WARP_N: Final = 128
 STREAMING_SPLIT_MIN_BYTES: Final = 6144
+# The operand swap (C^T = W X^T, docs/decisions.md "The operand swap"): a 16-bit weight-streaming
+# problem whose weight fills at most one wave of 64-row tiles runs as the transposed product, 64
+# weight rows a CTA against the activation rows as the wgmma's N (M rounded up to 8s), 128 of K
+# a stage, the deepest ring that fits, K split as a weight-streaming problem's. Measured against
+# the unswapped default on the H200 (BENCHMARKS.md run 98, `python scripts/config_probe.py
+# swap`): 32x6144x4096 20.4 -> 14.7 us, 32x4096x4096 15.7 -> 10.3, 48x4096x14336 36.9 -> 33.9,
+# 32x8192x28672 128.1 -> 110.9, 64x8192x8192 38.7 -> 36.9; 64x28672x4096 (448 tiles, 3.4
+# waves) lost 60.3 -> 65.6, hence one wave. A 128-row or 64-deep tile, or a split of 64+ tiles,
+# was slower on every row. 7 stages stay the plugin harness's sentinel.
+SWAP_CTA_K: Final = 128
+SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
 HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
@@ -453,14 +464,49 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
     return (1, 1)
 
 
+def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
+    """A 16-bit weight-streaming problem (``streams_weight``) of one matmul whose weight fills
+    at most one wave of 64-row tiles: the default computes its transposed product."""
+    one_wave = _ceil(problem.n, HOPPER_ROWS) <= device.sm_count
+    plain = problem.horizontal == 1 and not problem.block_scaled
+    return streams_weight(problem) and problem.operand_dtype.itemsize == 2 and plain and one_wave
+
+
+def _swapped_params(ask: _Asker) -> MatmulParams | None:
+    """The transposed product's parameters (see ``SWAP_CTA_K``), or None where the scheduler
+    allows none of them."""
+    problem, device = ask.problem, ask.device
+    cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
+    cta = TileShape(HOPPER_ROWS, cols, SWAP_CTA_K)
+    most = max(1, problem.k * problem.operand_dtype.itemsize // STREAMING_SPLIT_MIN_BYTES)
+    split = split_to_one_wave(problem.transposed(), device, cta, min(most, HOPPER_SPLITK_MAX))
+    params = ask.params(
+        cta_tile=cta,
+        warp_tile=cta,
+        instruction_tile=ask.instruction(HOPPER_ROWS, cols),
+        stages=ask.fewest_stages(),
+        splitk_factor=split,
+        tiling_strategy=TilingStrategy.persistent,
+        swap_ab=True,
+    )
+    for stages in SWAP_STAGES:
+        deeper = params.with_overrides(stages=stages)
+        if not violations(ask.scheduler, deeper, problem, device):
+            return deeper
+    return None
+
+
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Hopper parameters: persistent, warp-specialized, TMA-loaded, K split where
+    """The default Hopper parameters: the transposed product of a weight-streaming problem
+    (``swaps_operands``); otherwise persistent, warp-specialized, TMA-loaded, K split where
     a deep K meets few tiles (``hopper_splitk``), CTA pairs on large grids
     (``hopper_cluster``), the epilogue staged through shared memory, stages filling it up to 6
     (4 block-scaled) and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
+    if swaps_operands(problem, device) and (swapped := _swapped_params(ask)) is not None:
+        return swapped
     tiles = _hopper_tiles(ask)
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     params = _hopper_candidate(ask, tiles.cta, tiles.warp, ask.fewest_stages())

@@ -6,6 +6,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode   # the decode kernel past M = 16 (run 88)
     python scripts/config_probe.py skinny   # hopper tiles and split-K at M = 32-512 (run 92)
     python scripts/config_probe.py fp8      # FP8 ping-pong against the default (run 92)
+    python scripts/config_probe.py swap     # skinny rows as the transposed product
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -111,6 +112,36 @@ def fp8_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+SWAP_SHAPES = [(32, 6144, 4096), (32, 4096, 4096), (64, 4096, 4096), (32, 8192, 28672),
+               (48, 4096, 14336), (64, 28672, 4096), (64, 8192, 8192), (32, 1024, 16384),
+               (64, 512, 28672), (16, 8192, 8192)]  # fmt: skip
+
+
+def swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Each skinny row as itself (the default) and as its transposed product W X^T (its M the
+    weight's rows, its N the activations) on tiles of 64 or 128 weight rows: what an operand
+    swap would run, timed against cuBLAS on the original row."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in SWAP_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        swapped = TuneProblem(m=n, n=m, k=k, dtype="bfloat16")
+        for bm, bk, stages in ((64, 128, 8), (64, 64, 12), (128, 64, 8), (128, 128, 5)):
+            for split in (1, 2, 4):
+                for depth in range(stages, 2, -1):  # the deepest ring that fits
+                    ov = {"cta_tile": (bm, m, bk), "warp_tile": (64, m, bk),
+                          "instruction_tile": (64, m, 16), "stages": depth,
+                          "splitk_factor": split}  # fmt: skip
+                    try:
+                        compiled = compile_fusion(swapped.fusion(), overrides=ov, pm=hopper)
+                    except MatmulError:
+                        continue
+                    jobs.append((swapped, f"swap {bm}x{m}x{bk} s{depth} split {split}", compiled))
+                    break
+    return jobs
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -139,6 +170,7 @@ def main(which: str) -> None:
             "decode": decode_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
+            "swap": swap_jobs,
         }[which]()
         if job[2]
     ]

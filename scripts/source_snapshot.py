@@ -50,7 +50,7 @@ KEEP_MARKER = ".source_snapshot"  # only a folder holding it is cleared by --wri
 LAYOUTS = ("TN", "TT", "NT", "NN")
 # features a compiled plan is checked against (the others are how the fusion was written)
 CHECKED = frozenset({"hopper", "ampere", "splitk", "pingpong", "cluster", "batch", "horizontal",
-                     "segmented", "symbolic", "prologue", *LAYOUTS})  # fmt: skip
+                     "segmented", "symbolic", "prologue", "swap", *LAYOUTS})  # fmt: skip
 
 
 # -- fusions ------------------------------------------------------------------------------------
@@ -423,6 +423,8 @@ class Plan:
             found.add(f"tiling:{strategy}")
         if tuple(ov.get("cluster_dims", (1, 1))) == (2, 1):
             found.add("cluster")
+        if ov.get("swap_ab"):
+            found.add("swap")
         if "use_smem_epilogue" in ov:
             found.add("smem_epilogue" if ov["use_smem_epilogue"] else "register_epilogue")
         if ov.get("cta_order") == "column_major":
@@ -606,6 +608,18 @@ def _hopper_plans() -> Iterator[Plan]:
     )  # fmt: skip
     for g, overrides in ops:
         yield Plan(f"hopper/ops/{g.op}_{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
+    swap = (  # the transposed product: its tiles' n covers the activations (the problem's M)
+        (Gemm("TN", "bfloat16", 32, 1024, 256, epilogue="bare"), 32, {}),
+        (Gemm("TT", "float16", 40, 512, 256, epilogue="bias_gelu"), 40, {}),
+        (Gemm("NT", "bfloat16", 48, 512, 256, batch=2, epilogue="residual"), 64, {}),
+        (Gemm("NN", "float16", 24, 512, 1024, epilogue="aux_pre"), 64, {"splitk_factor": 2}),
+        (Gemm("TN", "float16", 32, 512, 256, epilogue="bias_m"), 32, {"cluster_dims": (2, 1)}),
+        (Gemm("TN", "bfloat16", 20, 512, 256, epilogue="relu"), 24, PINGPONG),
+    )  # fmt: skip
+    for g, cols, extra in swap:
+        overrides = _hopper((64, cols, 64), (64, cols, 64), 4, swap_ab=True,
+                            use_smem_epilogue=False, **{**PERSISTENT, **extra})  # fmt: skip
+        yield Plan(f"hopper/swap/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
 
 
 def _horizontal_plans() -> Iterator[Plan]:
@@ -846,6 +860,8 @@ def _observed(compiled: Any, kernels: Sequence[Any], symbolic: bool) -> set[str]
         found.add("pingpong")
     if any(tuple(p.cluster_dims) == (2, 1) for p in params):
         found.add("cluster")
+    if any(p.swap_ab for p in params):
+        found.add("swap")
     if any(p.batch > 1 for p in problems):
         found.add("batch")
     if any(p.horizontal > 1 for p in problems):

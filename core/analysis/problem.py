@@ -109,6 +109,22 @@ class MatmulProblem:
         (kernels take the extents at launch)."""
         return attrs.evolve(self, m=1, n=1, k=1, batch=1)
 
+    def transposed(self) -> MatmulProblem:
+        """The problem of C^T = B^T A^T: m and n exchanged, and so the operands' roles (the new
+        A is this B, K-major when this B is) and their vector widths. A kernel that swaps its
+        operands (``MatmulParams.swap_ab``) computes this one; the epilogue stays the fusion's."""
+        vec = self.vector_widths
+        return attrs.evolve(
+            self,
+            m=self.n,
+            n=self.m,
+            a_k_inner=self.b_k_inner,
+            b_k_inner=self.a_k_inner,
+            vector_widths=attrs.evolve(vec, a=vec.b, b=vec.a),
+            a_prologue_ops=self.b_prologue_ops,
+            b_prologue_ops=self.a_prologue_ops,
+        )
+
     def describe(self) -> str:
         """One line: shape, layout with both conventions spelled out, precision."""
         batch = f"batch={self.batch} " if self.batch > 1 else ""

@@ -70,6 +70,10 @@ FIELD_DOCS: Final = {
     "tiling_strategy": "One output tile per CTA, persistent CTAs looping over tiles, or two "
     "consumer warp groups taking turns (ping-pong).",
     "warp_specialized": "A producer warp group loads while consumer warp groups compute.",
+    "swap_ab": "Compute the transposed product C^T = B^T A^T: the kernel's A is the problem's "
+    "B (a weight's rows fill the instruction's 64 rows) and its B the problem's A (a few "
+    "activation rows become the instruction's N). The tiles then describe the transposed "
+    "product: cta_tile.m covers the problem's N and cta_tile.n its M.",
 }
 
 #: What the values a hook receives hold (attrs fields; properties carry their docstrings).

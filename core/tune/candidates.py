@@ -6,8 +6,9 @@ search fixes one field after another, in the order of the space, and drops a par
 combination as soon as a rule that read only fields already fixed fails, so the whole product
 is never built. A field without examples takes the tuner's preference (``PREFERRED``) or the
 ``MatmulParams`` default where its space allows it, else its first legal value. Of those the
-tuner tries CTAs of at most ``MAX_WARP_TILES`` warp tiles (``MAX_WARP_GRID`` along M or N) and
-split-K where each split keeps ``MIN_SPLIT_K_TILES`` K tiles. Any registered scheduler is tuned
+tuner tries CTAs of at most ``MAX_WARP_TILES`` warp tiles (``MAX_WARP_GRID`` along M or N),
+warp tiles under twice the product's columns, and split-K where each split keeps
+``MIN_SPLIT_K_TILES`` K tiles. Any registered scheduler is tuned
 this way (``scheduler_names``).
 
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
@@ -47,6 +48,7 @@ MIN_SPLIT_K_TILES: Final = 4  # K tiles each split keeps, at least (shorter spli
 # CTAs tried: at most 4 warp tiles along M or N and 8 in all (more, smaller warp tiles only
 # give up operand reuse)
 MAX_WARP_GRID: Final = 4
+MIN_WARP_COLUMNS: Final = 8  # the narrowest instruction's columns (mma.sync n8, wgmma n8)
 MAX_WARP_TILES: Final = 8
 #: Values tried for a field the scheduler offers no examples of, where its space allows them:
 #: the staged epilogue beat the register one on the H200 (BENCHMARKS.md run 17).
@@ -63,6 +65,8 @@ def scheduler_names(pm: Any = None) -> tuple[str, ...]:
 
 def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) -> float:
     """The model's time for *params* (microseconds; only the order matters)."""
+    if params.swap_ab:  # the tiles are the transposed product's
+        problem = problem.transposed()
     cta = params.cta_tile
     m_tiles, n_tiles = math.ceil(problem.m / cta.m), math.ceil(problem.n / cta.n)
     units = problem.batch * m_tiles * n_tiles * params.splitk_factor
@@ -206,11 +210,15 @@ def configurations(
 
 
 def _preferred(params: MatmulParams, problem: MatmulProblem) -> bool:
-    """Whether the tuner tries *params*: CTAs of a few warp tiles, split-K only where every
-    split keeps ``MIN_SPLIT_K_TILES`` K tiles."""
+    """Whether the tuner tries *params*: CTAs of a few warp tiles, warp tiles under twice the
+    columns of the product the kernel computes (the transposed one with ``swap_ab``: the few
+    activation rows), split-K only where every split keeps ``MIN_SPLIT_K_TILES`` K tiles."""
     cta, warp = params.cta_tile, params.warp_tile
     grid = (cta.m // warp.m, cta.n // warp.n)
     if max(grid) > MAX_WARP_GRID or grid[0] * grid[1] > MAX_WARP_TILES:
+        return False
+    columns = problem.m if params.swap_ab else problem.n
+    if warp.n >= 2 * MIN_WARP_COLUMNS * math.ceil(columns / MIN_WARP_COLUMNS):
         return False
     k_tiles = math.ceil(problem.k / cta.k)
     return params.splitk_factor == 1 or k_tiles >= MIN_SPLIT_K_TILES * params.splitk_factor

@@ -173,6 +173,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
             values=(TilingStrategy.one_tile_per_cta,),
         ),
         Space("warp_specialized", "False", values=(False,)),
+        Space("swap_ab", "False", values=(False,)),
     )
 
 
@@ -210,6 +211,7 @@ def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
         _in(fields["cluster_dims"], _cluster),
         _in(fields["tiling_strategy"], _tiling),
         _in(fields["warp_specialized"], _warp_specialized),
+        _in(fields["swap_ab"], _swap_ab),
     )
 
 
@@ -400,4 +402,11 @@ def _warp_specialized(p: MatmulParams, problem: MatmulProblem, device: Device) -
     return (
         "the ampere scheduler does not support warp specialization; use the hopper scheduler "
         "or set warp_specialized=False."
+    )
+
+
+def _swap_ab(p: MatmulParams, problem: MatmulProblem, device: Device) -> str:
+    return (
+        "the ampere kernel computes the product in the problem's orientation; use the hopper "
+        "scheduler or set swap_ab=False."
     )

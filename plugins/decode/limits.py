@@ -80,6 +80,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         Space("cta_order", "row_major", values=(CtaOrder.row_major,)),
         Space("grid_swizzle_factor", "1", values=(1,)),
         Space("tiling_strategy", "one_tile_per_cta", values=(TilingStrategy.one_tile_per_cta,)),
+        Space("swap_ab", "False (its mmas take the weight's rows as rows)", values=(False,)),
     )
 
 

@@ -15,7 +15,7 @@ from mmaplug.analysis.patterns import DimRole
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.codegen.emitter import REDUCE_THREADS
 from mmaplug.codegen.kernel_config import spec_fields
-from mmaplug.cuda.kernel_views import require_unit_stride
+from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import (
     ARRAY_SLOTS,
     BoundKernels,
@@ -43,16 +43,29 @@ from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
 
 
-def _b_name(j: int) -> str:
+def _b_name(j: int, swapped: bool = False) -> str:
+    if swapped:
+        return "operand A"
     return "operand B" if j == 0 else f"B operand {j} (horizontal)"
+
+
+def swap_roles(tensor: DeviceTensor) -> DeviceTensor:
+    """*tensor* as the swapped kernel sees it: its M and N strides exchanged."""
+    roles = dict(tensor.role_strides)
+    roles[DimRole.M], roles[DimRole.N] = roles.get(DimRole.N, 0), roles.get(DimRole.M, 0)
+    return attrs.evolve(tensor, role_strides=roles)
 
 
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelConfig:
     """The generated kernel's configuration for *spec*."""
     require_numba()  # a plan-only install stops here, with the extra to install
     params, problem = spec.params, spec.problem
+    fields = spec_fields(spec, analysis)
+    if params.swap_ab:  # the kernel's operands: the problem's B, then its A
+        fields.update(a_k_inner=problem.b_k_inner, b_k_inner=problem.a_k_inner)
     return HopperKernelConfig(
-        **spec_fields(spec, analysis),
+        **fields,
+        swap_ab=params.swap_ab,
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
@@ -144,10 +157,13 @@ class HopperArtifact:
         cfg, problem = self.config, args.problem  # the launch's extents, not the spec's
         a_inner = DimRole.K if cfg.a_k_inner else DimRole.M
         b_inner = DimRole.K if cfg.b_k_inner else DimRole.N
-        bs = (args.b, *args.more_b)
-        require_unit_stride("operand A", args.a, a_inner)
+        kernel_a, bs, a_name = args.a, (args.b, *args.more_b), "operand A"
+        if cfg.swap_ab:  # the kernel's A is the problem's B (its rows along N), and so on
+            kernel_a, bs, a_name = swap_roles(args.b), (swap_roles(args.a),), "operand B"
+            problem = problem.transposed()
+        require_unit_stride(a_name, kernel_a, a_inner)
         for j, b in enumerate(bs):
-            require_unit_stride(_b_name(j), b, b_inner)
+            require_unit_stride(_b_name(j, cfg.swap_ab), b, b_inner)
         for out in args.outputs:
             require_unit_stride("an output", out, DimRole.N)
         extents = {
@@ -156,11 +172,11 @@ class HopperArtifact:
             DimRole.K: problem.k,
             DimRole.BATCH: problem.batch,
         }
-        a_spec = operand_spec(cfg, "a", args.a, extents)
+        a_spec = operand_spec(cfg, "a", kernel_a, extents)
         b_specs = [operand_spec(cfg, "b", b, extents) for b in bs]
-        problems = check_operand("operand A", a_spec, args.a.address)
+        problems = check_operand(a_name, a_spec, kernel_a.address)
         for j, (b, b_spec) in enumerate(zip(bs, b_specs, strict=True)):
-            problems += check_operand(_b_name(j), b_spec, b.address)
+            problems += check_operand(_b_name(j, cfg.swap_ab), b_spec, b.address)
         if problems:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
@@ -206,8 +222,8 @@ class HopperArtifact:
             problem.n,
             problem.k,
             problem.batch,
-            is_batched(args.a, problem.batch),
-            is_batched(args.b, problem.batch),
+            is_batched(kernel_a, problem.batch),
+            is_batched(bs[0], problem.batch),
         )
         return _Launch(
             config=cfg,
@@ -218,8 +234,8 @@ class HopperArtifact:
             epi_strides=tuple(epi),
             out_strides=tuple(outs),
             scale_strides=scale_strides,
-            m=problem.m,
-            n=problem.n,
+            m=args.problem.m,  # the output's extents: the split-K reduce's
+            n=args.problem.n,
             batch=problem.batch,
         )
 
@@ -240,7 +256,8 @@ class HopperArtifact:
         kernels = build(cfg)
         zero_words([args.outputs[j] for j, _ in cfg.epilogue.amaxes], args.stream)
         more_b = tuple(b.address for b in args.more_b)
-        maps, _ = plan.maps.get(args.a.address, args.b.address, args.stream, more_b)
+        operands = (args.b, args.a) if cfg.swap_ab else (args.a, args.b)
+        maps, _ = plan.maps.get(operands[0].address, operands[1].address, args.stream, more_b)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -288,6 +305,7 @@ class BoundHopper(BoundKernels):
         scales = [(0, t.array.size, 4) for t in args.scales]  # float32 block scales
         sc_strides = list(plan.scale_strides)
         self._more_b = cfg.horizontal - 1
+        self._swap = cfg.swap_ab
         placeholders = [0.0] * len(prog.scalars)
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
@@ -343,5 +361,6 @@ class BoundHopper(BoundKernels):
             maps = self._maps.get(addresses[0], addresses[1], stream, tuple(addresses[2:rest]))
             super().__call__([maps[1], *addresses[rest:]], scalars, stream)
             return
-        maps = self._maps.get(addresses[0], addresses[1], stream)  # held until queued
+        a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
+        maps = self._maps.get(a, b, stream)  # held until queued
         super().__call__([maps[1], *addresses[2:]], scalars, stream)

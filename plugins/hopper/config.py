@@ -74,6 +74,11 @@ class HopperKernelConfig:
     ``horizontal`` h > 1: h B operands (one tensor map each) share A; a stage holds their tiles
     stacked along N, so ``cta_tile`` n is the wgmma's N = h x the output tile's n (``n_out``),
     and accumulator column ``c`` of product ``j`` is column ``j * n_out + c``.
+
+    ``swap_ab``: the kernel computes the transposed product (its A the problem's B, its M the
+    problem's N; ``a_k_inner``, the tiles and the shape arguments are the kernel's). Its
+    register epilogue binds the element's ``row`` to the kernel's column and ``col`` to its
+    row, so the epilogue program, its strides and the split-K partials stay the problem's.
     """
 
     operand_dtype: DType = DType.float16
@@ -91,6 +96,7 @@ class HopperKernelConfig:
     cluster_m: int = 1
     horizontal: int = 1
     block_scaled: bool = False
+    swap_ab: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -185,6 +191,7 @@ class HopperKernelConfig:
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
             f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
             f"{'_bs' if self.block_scaled else ''}"
+            f"{'_swap' if self.swap_ab else ''}"
         )
 
 
@@ -354,6 +361,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     problems += block_scale_problems(cfg)
     problems += cluster_problems(cfg)
     problems += horizontal_problems(cfg)
+    problems += swap_problems(cfg)
     if cfg.stages < MIN_STAGES:
         problems.append(
             f"stages must be >= {MIN_STAGES} (the producer runs ahead), got {cfg.stages}"
@@ -443,6 +451,14 @@ def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
             f"into chunks of 32, 16 or 8 that fit {h} to a staged row of {cfg.epilogue_chunk}"
         )
     return problems
+
+
+def swap_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s operand swap cannot be built: its transposed tile is stored from registers,
+    for one matmul without block scales."""
+    if cfg.swap_ab and (cfg.smem_epilogue or cfg.horizontal > 1 or cfg.block_scaled):
+        return ["swap_ab is generated with the register epilogue, one matmul, no block scales"]
+    return []
 
 
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:

@@ -27,7 +27,8 @@ def trivial_epilogue(cfg: HopperKernelConfig) -> bool:
 
 
 def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
-    """Each thread's accumulators to global memory, two adjacent columns per step.
+    """Each thread's accumulators to global memory, two adjacent columns per step (of the
+    kernel's tile: two adjacent rows of the output with ``swap_ab``).
 
     wgmma m64nN fragment (f32 D): register ``i`` of thread ``t`` (warp ``w``, lane ``l``) is
     row ``16w + l/4 + 8((i >> 1) & 1)``, column ``8(i >> 2) + 2(l % 4) + (i & 1)``. The code
@@ -45,22 +46,25 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
     em(f"cbase = {kv.n0} + {kv.cn} * {wn} + 2 * ({kv.lane} % 4)")
     if cfg.splitk > 1:
         em(f"wbase = ({kv.sp} * batch + {kv.bt}) * M * N")
+    # the variables holding the kernel's row and column: the output's transposed with swap_ab
+    row, col = (ev.col, ev.row) if cfg.swap_ab else (ev.row, ev.col)
+    out_cols = "M" if cfg.swap_ab else "N"  # the output's columns (the kernel's rows, swapped)
 
     def element(value: str) -> None:
-        if cfg.splitk > 1:
-            em(f"ws[wbase + {ev.row} * N + {ev.col}] = {value}")
+        if cfg.splitk > 1:  # partials in the output's orientation, as the reduce reads them
+            em(f"ws[wbase + {ev.row} * {out_cols} + {ev.col}] = {value}")
         else:
             em(f"{ev.v} = {value}")
             emit_epilogue_body(em, cfg.epilogue)
 
     def pair(first: str, second: str) -> None:
-        em(f"if {ev.row} < M:")
+        em(f"if {row} < M:")
         with em.indent():
-            em(f"if {ev.col} < N:")
+            em(f"if {col} < N:")
             with em.indent():
                 element(first)
-            em(f"{ev.col} += 1")
-            em(f"if {ev.col} < N:")
+            em(f"{col} += 1")
+            em(f"if {col} < N:")
             with em.indent():
                 element(second)
 
@@ -73,8 +77,8 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
             for q in range(wn // 8):
                 for h in range(2):
                     i = 4 * q + 2 * h
-                    em(f"{ev.row} = rbase + {64 * r + 8 * h}")
-                    em(f"{ev.col} = cbase + {8 * q}")
+                    em(f"{row} = rbase + {64 * r + 8 * h}")
+                    em(f"{col} = cbase + {8 * q}")
                     pair(f"{acc}[{i}]", f"{acc}[{i + 1}]")
         return
     # a long epilogue once in the code (unrolled 128 times it thrashes the instruction
@@ -88,8 +92,8 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
     with em.indent():
         em(f"rb = pr // {half}")
         em(f"ii = (pr - rb * {half}) * 2")
-        em(f"{ev.row} = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
-        em(f"{ev.col} = cbase + 8 * (ii >> 2)")
+        em(f"{row} = rbase + 64 * rb + 8 * ((ii >> 1) & 1)")
+        em(f"{col} = cbase + 8 * (ii >> 2)")
         pair(f"{kv.spill}[2 * pr]", f"{kv.spill}[2 * pr + 1]")
         em("pr += 1")
 

@@ -10,7 +10,8 @@ fields the kernel has no variant for yet. A rule about one field's values asks t
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeAlias
 
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.ir.ops import SCALE_BLOCK
@@ -44,6 +45,8 @@ from .space import (
     HORIZONTAL_SPLIT_K,
     PREFETCH_GAP,
     STAGES,
+    SWAP_FIXED,
+    SWAP_STAGING,
     TMA_LOADS,
     WARP_SPECIALIZED,
     accumulators,
@@ -61,6 +64,7 @@ from .space import (
 __all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "resources", "rules", "smem_bytes", "violations"]
 
 MAX_UNITS: Final = 2**31 - 1  # work units are walked with int64, the grid x with int32
+RuleCheck: TypeAlias = Callable[[MatmulParams, MatmulProblem, Device], str | None]
 
 
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
@@ -146,7 +150,25 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
     if problem.horizontal > 1:
         found += _horizontal_rules(problem)
     found.append(Rule("cta_tile", f"batch * splitk * tiles <= {MAX_UNITS:,}", _units))
-    return found
+    swapped = (problem, problem.transposed())  # (transposed once: the tuner asks thousands)
+    oriented = [Rule(r.field, r.limit, _in_kernel_orientation(r.check, swapped)) for r in found]
+    return [*oriented, *_swap_rules(problem)]
+
+
+def _in_kernel_orientation(
+    check: RuleCheck, swapped: tuple[MatmulProblem, MatmulProblem]
+) -> RuleCheck:
+    """*check* asked about the problem the kernel computes: with ``swap_ab`` the transposed
+    one (its m the problem's n, its A the problem's B), whose tiles the params describe;
+    *swapped* is a problem and its transpose."""
+
+    def oriented(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+        if not params.swap_ab:
+            return check(params, problem, device)
+        kernel = swapped[1] if problem is swapped[0] else problem.transposed()
+        return check(params, kernel, device)
+
+    return oriented
 
 
 def _device(_params: MatmulParams, _problem: MatmulProblem, device: Device) -> str | None:
@@ -347,6 +369,40 @@ def _units(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str
         f"{units:,} work units (batch x split-K x tiles) exceed the grid's {MAX_UNITS:,}. "
         "Grow the CTA tile."
     )
+
+
+# -- the operand swap (docs/decisions.md, "The operand swap") -------------------------------
+
+
+def _swap_rules(problem: MatmulProblem) -> list[Rule]:
+    """What the swapped kernel does not generate: the epilogue of its transposed tile is
+    stored from registers, and a horizontal fusion or block scales keep their orientation."""
+    found = [Rule("use_smem_epilogue", SWAP_STAGING.text + " with swap_ab", _swap_staging)]
+    if problem.horizontal > 1 or problem.block_scaled:
+        found.append(Rule("swap_ab", SWAP_FIXED.text, _swap_fixed))
+    return found
+
+
+def _swap_staging(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    if not params.swap_ab or SWAP_STAGING.allows(params.use_smem_epilogue):
+        return None
+    return (
+        "use_smem_epilogue=True with swap_ab=True: the swapped kernel's tile is the output's "
+        "transpose, which its epilogue stores from registers (the staged epilogue writes rows "
+        "of the kernel's tile). Set use_smem_epilogue=False."
+    )
+
+
+def _swap_fixed(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    if SWAP_FIXED.allows(params.swap_ab):
+        return None
+    what = (
+        f"a horizontal fusion of {problem.horizontal} matmuls shares its A, which the kernel's "
+        "stages hold once beside the stacked Bs"
+        if problem.horizontal > 1
+        else "block scales are applied along A's rows and B's 128-column blocks"
+    )
+    return f"swap_ab=True: {what}; the swapped kernel is not generated for it. Set swap_ab=False."
 
 
 # -- a horizontal fusion (docs/decisions.md, "Horizontal fusion") ---------------------------

@@ -73,9 +73,16 @@ SPLIT_K: Final = Space(
 # a horizontal fusion's products are combined in the epilogue, and each B has its own map
 HORIZONTAL_CLUSTER: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
 HORIZONTAL_SPLIT_K: Final = Space("splitk_factor", "1", values=(1,))
+# the swapped kernel stores its transposed tile from registers; a horizontal fusion and block
+# scales keep the problem's orientation (limits' swap rules)
+SWAP_STAGING: Final = Space("use_smem_epilogue", "False", values=(False,))
+SWAP_FIXED: Final = Space(
+    "swap_ab", "False for a horizontal fusion or block scales", values=(False,)
+)
+# the tuner tries the swap where the activations are few: at most this many rows
+SWAP_MAX_M: Final = 64
 FLAGS: Final = (
     Space("tiling_strategy", "any", values=tuple(TilingStrategy), examples=tuple(TilingStrategy)),
-    Space("use_smem_epilogue", "either", values=(False, True)),
     Space("cta_order", "either", values=tuple(CtaOrder)),
     Space("grid_swizzle_factor", ">= 1", accepts=_int_at_least(1)),
 )
@@ -164,7 +171,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     def instruction_tile(v: object) -> bool:
         return isinstance(v, TileShape) and wgmma_instruction(v, problem)
 
-    warps = [TileShape(m, n, k) for m, n in WARP_EXAMPLES for k in CTA_K_EXAMPLES]
+    warps = [TileShape(m, n, k) for m, n in _warp_examples(problem) for k in CTA_K_EXAMPLES]
     warps = [w for w in warps if warp_tile(w)]
     ctas = [TileShape(w.m * gm, w.n * gn, w.k) for w in warps for gm, gn in CONSUMER_GRIDS]
     insts = [
@@ -174,6 +181,9 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
     stacked += f"n dividing {SCALE_BLOCK}, " if problem.block_scaled else ""
     return (
+        # first: the tuner fixes the fields in this order, and every rule reads swap_ab
+        _swap_space(problem),
+        _staging_space(problem),
         Space(
             "cta_tile",
             f"{stacked}m and n <= {MAX_TMA_BOX} (one TMA box each), k in {cta_k_text(problem)}",
@@ -201,3 +211,28 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         HORIZONTAL_SPLIT_K if h > 1 else SPLIT_K,
         *FLAGS,
     )
+
+
+def _warp_examples(problem: MatmulProblem) -> tuple[tuple[int, int], ...]:
+    """``WARP_EXAMPLES``, and where the tuner tries the swap, the warp tile whose wgmma N is
+    the activation rows (rounded up to 8s; the swapped kernel's tile of few columns)."""
+    few = 8 * -(-problem.m // 8)
+    if _swap_space(problem).examples and few < WARP_EXAMPLES[0][1]:
+        return (*WARP_EXAMPLES, (WGMMA_M, few))
+    return WARP_EXAMPLES
+
+
+def _staging_space(problem: MatmulProblem) -> Space:
+    """use_smem_epilogue: either; the tuner tries both where it tries the swap (whose kernel
+    stores from registers), else the tuner's preference (the staged epilogue)."""
+    tried = (True, False) if _swap_space(problem).examples else ()
+    return Space("use_smem_epilogue", "either", values=(False, True), examples=tried)
+
+
+def _swap_space(problem: MatmulProblem) -> Space:
+    """swap_ab: either, but for a horizontal fusion or block scales; the tuner tries both
+    where the activations are at most ``SWAP_MAX_M`` rows."""
+    if problem.horizontal > 1 or problem.block_scaled:
+        return SWAP_FIXED
+    tried = (False, True) if problem.m <= SWAP_MAX_M else ()
+    return Space("swap_ab", "either", values=(False, True), examples=tried)

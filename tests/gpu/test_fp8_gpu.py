@@ -76,14 +76,22 @@ def test_fp8_matches_float64(
             "stages": 3,
         },
         {"use_smem_epilogue": False},
+        {
+            "swap_ab": True,
+            "use_smem_epilogue": False,
+            "cta_tile": (128, 128, 128),
+            "warp_tile": (64, 128, 128),
+            "instruction_tile": (64, 128, 32),
+            "splitk_factor": 2,
+        },
     ],
-    ids=["splitk3", "cluster_pairs", "pingpong", "bk256", "register_epilogue"],
+    ids=["splitk3", "cluster_pairs", "pingpong", "bk256", "register_epilogue", "swap_ab"],
 )
 def test_fp8_kernel_variants(
     pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, overrides: dict
 ) -> None:
-    """Split-K, CTA pairs, ping-pong, 256-deep K tiles and the register epilogue, on ragged
-    M and N with per-row scales, bias and GELU."""
+    """Split-K, CTA pairs, ping-pong, 256-deep K tiles, the register epilogue and the
+    transposed product (split), on ragged M and N with per-row scales, bias and GELU."""
     fusion = scaled_linear(1000, 1040, 1536, mp.float8_e4m3fn, "row", "bias_gelu", out=mp.float16)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(12)), overrides)
     assert compiled.params == compiled.params.with_overrides(**overrides)  # taken as asked

@@ -1,8 +1,9 @@
 """GPU tier, sm_90a: the hopper wgmma kernel through mp.compile → execute on torch, vs float64.
 
-The matrix: dtype × layout × epilogue × split-K × batch at a ragged shape, plus tiles smaller
-than the problem in M or N, every tile shape the default heuristic picks, persistent and
-one-tile-per-CTA grids, and operands that only TMA's alignment rules send back to ampere.
+The matrix: dtype × layout × epilogue × split-K × batch at a ragged shape, the transposed
+product (``swap_ab``) over the same, plus tiles smaller than the problem in M or N, every tile
+shape the default heuristic picks, persistent and one-tile-per-CTA grids, and operands that
+only TMA's alignment rules send back to ampere.
 Outputs are poisoned (the caching allocator's free blocks filled with NaN) before each run.
 """
 
@@ -160,6 +161,49 @@ def test_cluster_pairs(
     )  # fmt: skip
     assert compiled.spec.scheduler == "hopper"
     assert compiled.kernel_name.endswith("_c2")
+
+
+SWAP = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (1, 3))
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "splitk"),
+    SWAP,
+    ids=[f"{d.label}_{lay}_{e}_sk{s}" for d, lay, e, s in SWAP],
+)
+def test_swap_ab(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    splitk: int,
+) -> None:  # fmt: skip
+    """swap_ab: the transposed product, 64 weight rows a CTA against the 40 activation rows as
+    the wgmma's N (64 where the kernel's B, the problem's A, is M-major), batch 2, ragged in
+    every dim, stored from registers; split-K's partials in the output's orientation."""
+    cols = 40 if layout[0] == "T" else 64
+    fusion = _fusion(40, 1000, 1064, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=29, cta_tile=(64, cols, 64), warp_tile=(64, cols, 64),
+        instruction_tile=(64, cols, 16), stages=6, splitk_factor=splitk, swap_ab=True,
+        use_smem_epilogue=False, tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_swap")
+
+
+@pytest.mark.parametrize(
+    ("shape", "epilogue"),
+    [((32, 6144, 4096), "bias_gelu"), ((48, 4096, 14336), "relu_aux"), ((32, 1024, 16384), "none")],
+    ids=["32x6144x4096", "48x4096x14336", "32x1024x16384_split"],
+)
+def test_default_swaps_weight_streaming(
+    pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int], epilogue: str
+) -> None:
+    """The default plan of a weight-streaming row is the transposed product (split where its
+    64-row tiles are few) and matches float64 with the fused epilogue."""
+    compiled = _run(checks, _fusion(*shape, mp.bfloat16, "TN", epilogue, 1), pm, seed=31)
+    assert compiled.spec.scheduler == "hopper" and compiled.params.swap_ab
+    assert (compiled.params.splitk_factor > 1) == (shape[1] == 1024)
 
 
 TILES = [

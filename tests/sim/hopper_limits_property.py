@@ -6,7 +6,9 @@ ragged matmul fusion (m, n up to 130, k up to 200, the contiguous dims of A and 
 multiples so TMA can load them, every layout, fp16/bf16 (batch 1-2) or FP8 e4m3/e5m2 scaled_mm
 with per-row/column scales (a bf16 or FP8 output), with or without a bias + relu epilogue) and
 hopper parameters from a grid that holds illegal values too (warp m 96, warp n
-not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...).
+not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...),
+now and then for the transposed product (``swap_ab``: the tiles are the kernel's, whose A is
+the problem's B).
 Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
 with 2 SMs (ampere and decode blocked, so the plan is hopper's or none) and must launch
 ``hopper_gemm``, keep the params unchanged and match ``mp.evaluate`` with every output written
@@ -46,6 +48,7 @@ CTA_K = (32, 64, 128, 192, 256)
 # what one run may cost in the simulator (sim_cost): ~1-3 s on an idle core
 MAX_COST = (64, 4, 24)
 MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and built only
+MAX_SWAP_RUNS = 4  # ... but for the transposed product's, until this many of them ran
 COUNTS: dict = {
     "accepted": 0,
     "rejected": 0,
@@ -53,6 +56,7 @@ COUNTS: dict = {
     "fp8_layout": 0,
     "fp8_ran": 0,
     "block_ran": 0,
+    "swap_ran": 0,
     "launches": 0,
     "ran": 0,
     "seconds": 0.0,
@@ -80,13 +84,16 @@ def cases(draw: st.DrawFn) -> dict:
     block = k_major and draw(st.booleans())  # block scales: 1x128 of A, 128x128 of B
     a_k_inner, b_k_inner = (True, True) if k_major else (draw(st.booleans()), draw(st.booleans()))
     pingpong = draw(st.integers(0, 3)) == 0
+    # the transposed product now and then: its tiles are the kernel's, whose B is this A
+    swap = not block and draw(st.booleans())
+    kernel_b_k_inner = a_k_inner if swap else b_k_inner
     legal = draw(st.booleans())
     if not legal:  # anywhere in the grid: mostly sets the kernel cannot take
         wm, wn, bk = (draw(st.sampled_from(grid)) for grid in (WARP_M, WARP_N, CTA_K))
         gm, gn = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     else:  # tiles the generator takes (a ping-pong CTA tile is one warp tile)
         wm = draw(st.sampled_from((64, 128)))
-        wn = draw(st.sampled_from([w for w in WARP_N if b_k_inner or w % 64 == 0]))
+        wn = draw(st.sampled_from([w for w in WARP_N if kernel_b_k_inner or w % 64 == 0]))
         assume(wm * wn <= 128 * (64 if block else 128))  # block: partial sums beside them
         bk = draw(st.sampled_from((128, 256) if fp8 else (64, 64, 128, 192, 256)))
         gm, gn = (1, 1) if pingpong else draw(st.sampled_from(((1, 1), (2, 1), (1, 2))))
@@ -134,7 +141,8 @@ def cases(draw: st.DrawFn) -> dict:
             tiling_strategy="persistent_pingpong"
             if pingpong
             else draw(st.sampled_from(("one_tile_per_cta", "persistent"))),
-            use_smem_epilogue=draw(st.booleans()),
+            use_smem_epilogue=draw(st.booleans()) and (not swap or not legal),
+            swap_ab=swap,
             warp_specialized=not rare or draw(st.booleans()),
             async_gmem_load_operands=not rare or draw(st.booleans()),
             prefetch_gap=draw(st.sampled_from((1, 2))) if rare else 1,
@@ -148,6 +156,8 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
     one after another, each starting 256-384 Python threads)."""
     (m, n, k), p, batch = case["shape"], case["params"], case["batch"]
     (bm, bn, bk), wn, split = p["cta_tile"], p["warp_tile"][1], p["splitk_factor"]
+    if p["swap_ab"]:  # the kernel's M is the problem's N
+        m, n = n, m
     units = batch * split * -(-m // bm) * -(-n // bn)
     k_steps = -(-k // bk) // split + 1  # K tiles of the longest split, plus one at most
     k_inst = 32 if "float8" in case["dtype"] else 16
@@ -216,7 +226,8 @@ def check(case: dict) -> None:
     assert compiled.spec.scheduler == "hopper", compiled.spec
     assert compiled.params == params, (compiled.params, params)  # no silent rewrite
     too_slow = any(c > top for c, top in zip(sim_cost(case), MAX_COST, strict=True))
-    if too_slow or COUNTS["ran"] >= MAX_RUNS:
+    swap_due = case["params"]["swap_ab"] and COUNTS["swap_ran"] < MAX_SWAP_RUNS
+    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not swap_due):
         return  # planned and built (its config passed config_problems); not run here
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
@@ -225,6 +236,7 @@ def check(case: dict) -> None:
     COUNTS["ran"] += 1
     COUNTS["fp8_ran"] += fp8
     COUNTS["block_ran"] += case["block"]
+    COUNTS["swap_ran"] += case["params"]["swap_ab"]
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)

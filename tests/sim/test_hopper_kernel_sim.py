@@ -456,7 +456,79 @@ def case_tt_bf16_batch2_out_e4m3_amax_pingpong_casts(fd: Any, mp: Any) -> dict[s
     return {**_tile((64, 64, 64), (64, 64, 64), 2), "tiling_strategy": "persistent_pingpong"}
 
 
+# --- swap_ab: the kernel computes C^T (its A the problem's B); the epilogue is the problem's ---
+SWAP = {**PERSISTENT, "swap_ab": True, "use_smem_epilogue": False}
+
+
+def case_tn_bf16_swap_ragged(fd: Any, mp: Any) -> dict[str, Any]:
+    """The transposed product of a skinny TN problem: 64 weight rows a tile against the 20
+    activation rows as the wgmma's N = 24; ragged M, N and K, casts only (unrolled stores)."""
+    a, b = _operands(fd, mp, 20, 136, 200, "TN", mp.bfloat16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.bfloat16))
+    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP}
+
+
+def case_nt_f16_swap_bias_residual_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """NT swapped (the kernel's A M-major, its B N-major: a 64-wide wgmma N over 40 rows): a
+    bias along N and a residual [M, N] read by the output's strides, GELU, the looped
+    epilogue."""
+    a, b = _operands(fd, mp, 40, 72, 96, "NT", mp.float16)
+    bias = fd.define_tensor([72], dtype=mp.float16)
+    res = fd.define_tensor([40, 72], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [40, 72], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.add(y, res)), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **SWAP}
+
+
+def case_nn_f16_swap_splitk2_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
+    """NN swapped, split-K 2: partials written in the output's orientation, which the reduce
+    reads as any split's; relu and a float32 aux output."""
+    a, b = _operands(fd, mp, 24, 100, 200, "NN", mp.float16)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
+    fd.add_output(fd.ops.cast(y, mp.float32))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **SWAP, "splitk_factor": 2}
+
+
+def case_tt_bf16_swap_batch2_row_scale(fd: Any, mp: Any) -> dict[str, Any]:
+    """TT swapped over batch 2: a scale per batch and row ([2, M], broadcast along N: the
+    kernel's columns), ragged."""
+    a, b = _operands(fd, mp, 20, 72, 64, "TT", mp.bfloat16, batch=2)
+    scale = fd.define_tensor([2, 20], dtype=mp.bfloat16)
+    y = fd.ops.mul(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(scale, [2, 20, 72], [0, 1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP}
+
+
+def case_tn_e4m3_swap_rowwise_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 e4m3 swapped: per-row scales of A along the kernel's columns, per-column scales
+    of B and the bias along its rows; bf16 out, ragged K."""
+    a, b, sa, sb = _scaled(fd, mp, 24, 72, 160, mp.float8_e4m3fn, rowwise=True)
+    bias = fd.define_tensor([72], dtype=mp.bfloat16)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.bfloat16))
+    return {**_tile((64, 24, 128), (64, 24, 128), 3, k=32), **SWAP}
+
+
+def case_tn_f16_swap_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped in CTA pairs: the pair multicasts the activations (the kernel's B)."""
+    a, b = _operands(fd, mp, 30, 200, 128, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 32, 64), (64, 32, 64), 3), **SWAP, "cluster_dims": (2, 1)}
+
+
+def case_tn_bf16_swap_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped with ping-pong consumers, an e4m3 output and its amax (5 units: the second
+    CTA's last turn has no unit)."""
+    a, b = _operands(fd, mp, 20, 300, 64, "TN", mp.bfloat16)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(y, [0, 1]))
+    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP,
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
+SWAPPED = {name for name in CASES if "_swap" in name}
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
 # not 16-byte units (N = 90; FP8 N = 72, 74)
@@ -466,7 +538,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
                        "tn_bf16_fp8_residual_registers", "tn_e4m3_out_e4m3_amax_registers",
                        "tn_e5m2_out_e5m2_amax_staged_residual",
-                       "tn_e4m3_out_e4m3_amax_nan"}  # fmt: skip
+                       "tn_e4m3_out_e4m3_amax_nan"} - SWAPPED  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -487,7 +559,11 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_out_e4m3_amax_packed": 4, "tn_e4m3_out_e4m3_amax_registers": 4,
          "tn_e5m2_out_e5m2_amax_staged_residual": 4, "tn_e4m3_out_e4m3_amax_splitk2": 8,
          "tn_e4m3_out_e4m3_amax_nan": 4,
-         "tt_bf16_batch2_out_e4m3_amax_pingpong_casts": 4}  # fmt: skip
+         "tt_bf16_batch2_out_e4m3_amax_pingpong_casts": 4,
+         "tn_bf16_swap_ragged": 3, "nt_f16_swap_bias_residual_gelu": 2,
+         "nn_f16_swap_splitk2_relu_aux": 4, "tt_bf16_swap_batch2_row_scale": 4,
+         "tn_e4m3_swap_rowwise_bias": 2, "tn_f16_swap_cluster_pairs": 2,
+         "tn_bf16_swap_pingpong_amax": 5}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
@@ -599,6 +675,7 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     assert kernels == ["hopper_gemm", *(["hopper_splitk_reduce"] * split)], res["launches"]
     assert res["launches"][0][1:] == [2, UNITS[name]], res["launches"]  # [CTAs, units]
     assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
+    assert res["kernel"].endswith("_swap") == (name in SWAPPED), res["kernel"]
     assert res["outputs"], "no outputs compared"
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:

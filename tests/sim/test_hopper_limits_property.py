@@ -3,7 +3,8 @@
 Runs tests/sim/hopper_limits_property.py in subprocesses with NUMBA_ENABLE_CUDASIM=1 (this
 pytest process stays on the real CUDA target), in parallel: two seeded hypothesis shards over
 tiles (legal and illegal) x stages x split-K x swizzle x order x tiling strategy x smem
-epilogue x layouts x dtypes (FP8 included) x TMA-aligned ragged shapes, plus unaligned shapes
+epilogue x operand swap x layouts x dtypes (FP8 included) x TMA-aligned ragged shapes, plus
+unaligned shapes
 and FP8 operands that are not K-major, which hopper must decline. A hopper kernel takes ~0.5-3 s
 in the simulator (256-384 Python threads per CTA), so each shard runs only a few of the sets it
 accepts.
@@ -45,3 +46,10 @@ def test_fp8_parameter_sets_ran_and_fp8_layouts_were_declined(runs: dict) -> Non
     assert sum(c.get("fp8_ran", 0) for c in counts) >= 3, counts
     assert sum(c.get("fp8_layout", 0) for c in counts) >= 1, counts
     assert sum(c.get("block_ran", 0) for c in counts) >= 1, counts  # block scales too
+
+
+def test_swapped_parameter_sets_ran(runs: dict) -> None:
+    """Across the shards sets of the transposed product (swap_ab) that the rules accept ran
+    and matched mp.evaluate."""
+    counts = [runs[shard][1] or {} for shard in SHARDS]
+    assert sum(c.get("swap_ran", 0) for c in counts) >= 2, counts

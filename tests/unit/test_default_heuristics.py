@@ -155,14 +155,9 @@ def test_hopper_pairs_ctas_on_large_grids_only() -> None:
         (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
         (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 128)),
-        # not deep: weight-streaming rows where every split lost (one row block: 64x128
-        # tiles, split where they fill under a quarter of the SMs, H200 runs 92-93)
-        (Shape(64, 8192, 8192), 1, TileShape(64, 128, 128)),
-        (Shape(32, 8192, 28672), 1, TileShape(64, 128, 128)),
-        (Shape(48, 4096, 14336), 4, TileShape(64, 128, 128)),
-        # ... but a short K on a narrow weight: 32 unsplit 64x128 tiles would fill a quarter of
-        # the SMs at most, so the byte search's 64x64 tiles put 64 SMs to work
-        (Shape(64, 4096, 4096), 1, TileShape(64, 64, 256)),
+        # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
+        # swapped): 64x128 tiles, unsplit where they fill a quarter of the SMs (runs 92-93)
+        (Shape(64, 28672, 4096), 1, TileShape(64, 128, 128)),
         (Shape(256, 8192, 8192), 1, TileShape(128, 128, 128)),
         (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
     ],
@@ -181,6 +176,55 @@ def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
         assert tiles * splitk <= h200.sm_count
         assert -(-shape.k // cta.k) // splitk >= default.SPLITK_MIN_K_TILES
         assert params.cluster_dims == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("shape", "splitk", "cols"),
+    [
+        (Shape(32, 6144, 4096), 1, 32),
+        (Shape(48, 4096, 14336), 1, 48),
+        (Shape(64, 8192, 8192), 1, 64),
+        (Shape(32, 8192, 28672), 1, 32),
+        (Shape(20, 4096, 4096), 1, 24),  # the activation rows rounded up to 8s
+        # 16 tiles fill under a quarter of the SMs: split, each split 8 KiB of a weight row
+        (Shape(32, 1024, 16384), 4, 32),
+    ],
+    ids=str,
+)
+def test_hopper_swaps_the_operands_of_weight_streaming_problems(
+    shape: Shape, splitk: int, cols: int
+) -> None:
+    """One row block against a wide weight that fills at most a wave of 64-row tiles runs as
+    the transposed product: 64 weight rows a CTA, the activation rows the wgmma's N, 128 of K
+    a stage, the deepest ring (8 stages; 6 where 8 do not fit), stored from registers (H200
+    run 98: 0.68 -> 0.98 of cuBLAS at 32x6144x4096)."""
+    h200 = get_device("h200")
+    prob = problem(shape.m, shape.n, shape.k)
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None and params.swap_ab
+    assert params.cta_tile == params.warp_tile == TileShape(64, cols, 128)
+    assert params.instruction_tile == TileShape(64, cols, 16)
+    assert params.splitk_factor == splitk
+    assert params.stages == (8 if cols < 64 else 6) and not params.use_smem_epilogue
+    assert LIMITS["hopper"].violations(params, prob, h200) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [
+        (Shape(64, 28672, 4096), DType.bfloat16),  # 448 tiles of 64 weight rows: 3.4 waves
+        (Shape(128, 8192, 8192), DType.float16),  # two row blocks
+        (Shape(32, 6144, 4096, batch=2), DType.float16),  # batched
+        (Shape(32, 256, 4096), DType.float16),  # N < 16 M: not a wide weight
+        (Shape(32, 6144, 4096), DType.float8_e4m3fn),  # FP8: not measured swapped
+    ],
+    ids=str,
+)
+def test_hopper_keeps_the_orientation_elsewhere(shape: Shape, dtype: DType) -> None:
+    """The swap is a weight-streaming problem's of 16-bit operands within one wave only."""
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=dtype)
+    params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
+    assert params is not None and not params.swap_ab
 
 
 def test_hopper_4096_cube() -> None:

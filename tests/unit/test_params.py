@@ -109,6 +109,7 @@ def test_field_names_are_fixed() -> None:
         "cluster_dims",
         "tiling_strategy",
         "warp_specialized",
+        "swap_ab",
     )
 
 
