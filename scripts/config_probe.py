@@ -6,7 +6,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode   # the decode kernel past M = 16 (run 88)
     python scripts/config_probe.py skinny   # hopper tiles and split-K at M = 32-512 (run 92)
     python scripts/config_probe.py fp8      # FP8 ping-pong against the default (run 92)
-    python scripts/config_probe.py swap     # skinny rows as the transposed product
+    python scripts/config_probe.py swap     # skinny rows as the transposed product (run 98)
+    python scripts/config_probe.py decode_swap  # M <= 16: the decode kernel against the swap
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -142,6 +143,25 @@ def swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+DECODE_SWAP_SHAPES = [
+    (m, n, k)
+    for m in (1, 2, 4, 8, 12, 16)
+    for n, k in ((4096, 4096), (8192, 8192), (4096, 14336), (6144, 4096))
+]
+
+
+def decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Decode rows (M <= 16) on the decode kernel (the default there) and on hopper's
+    transposed product (hopper's default with decode blocked)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in DECODE_SWAP_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "decode default", _compiled(problem)))
+        jobs.append((problem, "hopper default", _compiled(problem, pm=hopper)))
+    return jobs
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -171,6 +191,7 @@ def main(which: str) -> None:
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,
+            "decode_swap": decode_swap_jobs,
         }[which]()
         if job[2]
     ]
