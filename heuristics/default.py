@@ -71,14 +71,18 @@ STREAMING_MIN_N_PER_M: Final = 16
 STREAMING_WARP_N: Final = 128
 STREAMING_SPLIT_MIN_BYTES: Final = 6144
 # The operand swap (C^T = W X^T, docs/decisions.md "The operand swap"): a 16-bit weight-streaming
-# problem whose weight fills at most one wave of 64-row tiles runs as the transposed product, 64
-# weight rows a CTA against the activation rows as the wgmma's N (M rounded up to 8s), 128 of K
-# a stage, the deepest ring that fits, K split as a weight-streaming problem's. Measured against
-# the unswapped default on the H200 (BENCHMARKS.md run 98, `python scripts/config_probe.py
-# swap`): 32x6144x4096 20.4 -> 14.7 us, 32x4096x4096 15.7 -> 10.3, 48x4096x14336 36.9 -> 33.9,
-# 32x8192x28672 128.1 -> 110.9, 64x8192x8192 38.7 -> 36.9; 64x28672x4096 (448 tiles, 3.4
-# waves) lost 60.3 -> 65.6, hence one wave. A 128-row or 64-deep tile, or a split of 64+ tiles,
-# was slower on every row. 7 stages stay the plugin harness's sentinel.
+# problem of at most 56 activation rows whose 64-row weight tiles fill between a quarter of the
+# SMs and one wave runs as the transposed product, 64 weight rows a CTA against the activation
+# rows as the wgmma's N (M rounded up to 8s), 128 of K a stage, the deepest ring that fits. On
+# the H200 against the unswapped default in one run (BENCHMARKS.md run 99): 32x6144x4096 20.2 ->
+# 14.1 us, 32x4096x4096 15.4 -> 10.8, 40x4096x4096 14.2 -> 11.9, 24x8192x8192 41.2 -> 36.2,
+# 32x8192x28672 127.8 -> 111.2, 48x4096x14336 36.8 -> 34.9, 56x6144x4096 20.0 -> 18.1, with
+# bias + GELU 32x6144x4096 22.4 -> 17.7; it lost at M = 64 (64x4096x4096 12.2 -> 13.1: the
+# wgmma N of 64 is the unswapped tile's own) and where the tiles were few enough to split
+# (32x2048x8192 12.6 -> 13.4, 32x1024x16384 12.6 -> 13.4: the unswapped tiles split 8-16 ways
+# spread further), and over 3.4 waves (64x28672x4096 60.3 -> 65.6, run 98). A 128-row or
+# 64-deep tile was slower on every row (run 98). 7 stages stay the plugin harness's sentinel.
+SWAP_MAX_M: Final = 56
 SWAP_CTA_K: Final = 128
 SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
@@ -465,11 +469,13 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
-    """A 16-bit weight-streaming problem (``streams_weight``) of one matmul whose weight fills
-    at most one wave of 64-row tiles: the default computes its transposed product."""
-    one_wave = _ceil(problem.n, HOPPER_ROWS) <= device.sm_count
-    plain = problem.horizontal == 1 and not problem.block_scaled
-    return streams_weight(problem) and problem.operand_dtype.itemsize == 2 and plain and one_wave
+    """A 16-bit weight-streaming problem (``streams_weight``) of one matmul, at most
+    ``SWAP_MAX_M`` activation rows, whose 64-row weight tiles fill a quarter of the SMs or more
+    (no split) and one wave at most: the default computes its transposed product."""
+    tiles = _ceil(problem.n, HOPPER_ROWS)
+    fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
+    plain = problem.horizontal == 1 and not problem.block_scaled and problem.m <= SWAP_MAX_M
+    return streams_weight(problem) and problem.operand_dtype.itemsize == 2 and plain and fills
 
 
 def _swapped_params(ask: _Asker) -> MatmulParams | None:
@@ -478,14 +484,11 @@ def _swapped_params(ask: _Asker) -> MatmulParams | None:
     problem, device = ask.problem, ask.device
     cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
     cta = TileShape(HOPPER_ROWS, cols, SWAP_CTA_K)
-    most = max(1, problem.k * problem.operand_dtype.itemsize // STREAMING_SPLIT_MIN_BYTES)
-    split = split_to_one_wave(problem.transposed(), device, cta, min(most, HOPPER_SPLITK_MAX))
     params = ask.params(
         cta_tile=cta,
         warp_tile=cta,
         instruction_tile=ask.instruction(HOPPER_ROWS, cols),
         stages=ask.fewest_stages(),
-        splitk_factor=split,
         tiling_strategy=TilingStrategy.persistent,
         swap_ab=True,
     )

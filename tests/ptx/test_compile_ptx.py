@@ -143,4 +143,3 @@ def test_compiled_fusion_reports_plan(
     assert ampere_compiled.params.instruction_tile.as_tuple() == (16, 8, 16)
     assert ampere_compiled.provenance.base == "default"
     assert ampere_compiled.kernel_name.startswith("ampere_float16_kk_")
-
