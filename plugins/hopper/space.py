@@ -80,7 +80,7 @@ SWAP_FIXED: Final = Space(
     "swap_ab", "False for a horizontal fusion or block scales", values=(False,)
 )
 # the tuner tries the swap where the activations are few: at most this many rows
-SWAP_MAX_M: Final = 64
+SWAP_TRIED_MAX_M: Final = 64
 FLAGS: Final = (
     Space("tiling_strategy", "any", values=tuple(TilingStrategy), examples=tuple(TilingStrategy)),
     Space("cta_order", "either", values=tuple(CtaOrder)),
@@ -231,8 +231,8 @@ def _staging_space(problem: MatmulProblem) -> Space:
 
 def _swap_space(problem: MatmulProblem) -> Space:
     """swap_ab: either, but for a horizontal fusion or block scales; the tuner tries both
-    where the activations are at most ``SWAP_MAX_M`` rows."""
+    where the activations are at most ``SWAP_TRIED_MAX_M`` rows."""
     if problem.horizontal > 1 or problem.block_scaled:
         return SWAP_FIXED
-    tried = (False, True) if problem.m <= SWAP_MAX_M else ()
+    tried = (False, True) if problem.m <= SWAP_TRIED_MAX_M else ()
     return Space("swap_ab", "either", values=(False, True), examples=tried)
