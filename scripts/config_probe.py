@@ -8,6 +8,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8      # FP8 ping-pong against the default (run 92)
     python scripts/config_probe.py swap     # skinny rows as the transposed product (run 98)
     python scripts/config_probe.py decode_swap  # M <= 16: the decode kernel against the swap
+    python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -162,6 +163,33 @@ def decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+FP8_SWAP_SHAPES = [(m, n, k) for m in (24, 32, 48) for n, k in ((6144, 4096), (8192, 8192),
+                                                               (4096, 14336))]  # fmt: skip
+
+
+def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """FP8 skinny rows (per-row scales, e4m3) on hopper's default and on its transposed
+    product with 128- and 256-deep K tiles (the deepest ring that fits)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FP8_SWAP_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="row")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        cols = 8 * -(-m // 8)
+        for bk in (128, 256):
+            for depth in (8, 6, 5, 4):
+                ov = {"cta_tile": (64, cols, bk), "warp_tile": (64, cols, bk),
+                      "instruction_tile": (64, cols, 32), "stages": depth, "swap_ab": True,
+                      "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
+                try:
+                    compiled = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
+                except MatmulError:
+                    continue
+                jobs.append((problem, f"swap 64x{cols}x{bk} s{depth}", compiled))
+                break
+    return jobs
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -192,6 +220,7 @@ def main(which: str) -> None:
             "fp8": fp8_jobs,
             "swap": swap_jobs,
             "decode_swap": decode_swap_jobs,
+            "fp8_swap": fp8_swap_jobs,
         }[which]()
         if job[2]
     ]
