@@ -147,6 +147,11 @@ def explain(spec: KernelSpec) -> str:
     for field in spec.params.as_dict():
         value = getattr(spec.params, field)
         lines.append(f"  {field:<26} {value!s:<18} from {prov.source(field)}")
+    if spec.params.swap_ab:
+        lines.append(
+            f"  (swap_ab: the kernel computes the transposed product; its tiles' m covers "
+            f"n={p.n}, their n covers m={p.m}, and its A is the problem's B)"
+        )
     lines.append("adjustments:" if prov.adjustments else "adjustments: none")
     lines.extend(f"  {a.describe()}" for a in prov.adjustments)
     return "\n".join(lines)

@@ -63,6 +63,19 @@ def test_explain_prints_the_decision(capsys: pytest.CaptureFixture[str]) -> None
     assert "from default" in out
 
 
+def test_explain_says_the_tiles_of_a_swapped_plan_are_the_transposed_products(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A weight-streaming row plans swapped on the h200; explain says what its tiles cover."""
+    argv = ["explain", "--device", "h200", "--m", "32", "--n", "6144", "--k", "4096"]
+    status, out, _ = run(capsys, *argv, "--dtype", "bfloat16")
+    assert status == 0
+    assert "swap_ab                    True               from default" in out
+    assert "its tiles' m covers n=6144, their n covers m=32" in out
+    status, out, _ = run(capsys, *EXPLAIN, "--device", "h200")
+    assert status == 0 and "swap_ab                    False" in out and "(swap_ab:" not in out
+
+
 def test_explain_set_overrides(capsys: pytest.CaptureFixture[str]) -> None:
     """--set values are caller overrides and win; tiles as m,n,k or MxNxK, enums in any case."""
     argv = [*EXPLAIN, "--device", "a100", "--set", "stages=3", "--set", "cta_tile=128x256x32"]
