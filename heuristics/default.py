@@ -81,9 +81,12 @@ STREAMING_SPLIT_MIN_BYTES: Final = 6144
 # wgmma N of 64 is the unswapped tile's own) and where the tiles were few enough to split
 # (32x2048x8192 12.6 -> 13.4, 32x1024x16384 12.6 -> 13.4: the unswapped tiles split 8-16 ways
 # spread further), and over 3.4 waves (64x28672x4096 60.3 -> 65.6, run 98). A 128-row or
-# 64-deep tile was slower on every row (run 98). 7 stages stay the plugin harness's sentinel.
-SWAP_MAX_M: Final = 56
-SWAP_CTA_K: Final = 128
+# 64-deep tile was slower on every row (run 98). FP8 (e4m3, per-row scales, run 103), 256 of
+# K a stage (the same 256 bytes a row): 24x6144x4096 12.6 -> 9.2 us, 32x6144x4096 13.1 ->
+# 10.3, 24 and 32 x 8192x8192 and x 4096x14336 1-7% faster; at 48 rows even to 4% slower,
+# hence 32 rows at most. 7 stages stay the plugin harness's sentinel.
+SWAP_MAX_M: Final = {2: 56, 1: 32}  # by the operands' bytes
+SWAP_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage
 SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
 HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
@@ -469,21 +472,22 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
-    """A 16-bit weight-streaming problem (``streams_weight``) of one matmul, at most
-    ``SWAP_MAX_M`` activation rows, whose 64-row weight tiles fill a quarter of the SMs or more
-    (no split) and one wave at most: the default computes its transposed product."""
+    """A weight-streaming problem (``streams_weight``) of one matmul, at most ``SWAP_MAX_M``
+    activation rows for its operand type, whose 64-row weight tiles fill a quarter of the SMs
+    or more (no split) and one wave at most: the default computes its transposed product."""
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
-    plain = problem.horizontal == 1 and not problem.block_scaled and problem.m <= SWAP_MAX_M
-    return streams_weight(problem) and problem.operand_dtype.itemsize == 2 and plain and fills
+    few = problem.m <= SWAP_MAX_M.get(problem.operand_dtype.itemsize, 0)
+    plain = problem.horizontal == 1 and not problem.block_scaled
+    return streams_weight(problem) and few and plain and fills
 
 
 def _swapped_params(ask: _Asker) -> MatmulParams | None:
-    """The transposed product's parameters (see ``SWAP_CTA_K``), or None where the scheduler
+    """The transposed product's parameters (see ``SWAP_MAX_M``), or None where the scheduler
     allows none of them."""
-    problem, device = ask.problem, ask.device
+    problem = ask.problem
     cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
-    cta = TileShape(HOPPER_ROWS, cols, SWAP_CTA_K)
+    cta = TileShape(HOPPER_ROWS, cols, SWAP_STAGE_K_BYTES // problem.operand_dtype.itemsize)
     params = ask.params(
         cta_tile=cta,
         warp_tile=cta,
@@ -494,7 +498,7 @@ def _swapped_params(ask: _Asker) -> MatmulParams | None:
     )
     for stages in SWAP_STAGES:
         deeper = params.with_overrides(stages=stages)
-        if not violations(ask.scheduler, deeper, problem, device):
+        if not violations(ask.scheduler, deeper, problem, ask.device):
             return deeper
     return None
 

@@ -59,6 +59,23 @@ def test_fp8_matches_float64(
 
 
 @pytest.mark.parametrize(
+    ("m", "dtype", "scales", "epilogue"),
+    [(24, mp.float8_e4m3fn, "row", "bias_gelu"), (32, mp.float8_e5m2, "tensor", "none")],
+    ids=["24_e4m3_row_bias_gelu", "32_e5m2_tensor"],
+)
+def test_fp8_default_swaps_skinny_rows(
+    pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, m: int, dtype: object,
+    scales: str, epilogue: str,
+) -> None:  # fmt: skip
+    """A skinny FP8 row's default plan is the transposed product (256 of K a stage) and
+    matches float64."""
+    fusion = scaled_linear(m, 6144, 4096, dtype, scales, epilogue)
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(19)))
+    assert compiled.spec.scheduler == "hopper" and compiled.params.swap_ab
+    assert compiled.params.cta_tile.k == 256
+
+
+@pytest.mark.parametrize(
     "overrides",
     [
         {"splitk_factor": 3},
