@@ -9,6 +9,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py swap     # skinny rows as the transposed product (run 98)
     python scripts/config_probe.py decode_swap  # M <= 16: the decode kernel against the swap
     python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
+    python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -190,6 +191,31 @@ def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+DECODE_LONG_SHAPES = [
+    (m, n, k)
+    for m in (9, 12, 16)
+    for n, k in ((57344, 8192), (10240, 8192), (8192, 28672), (28672, 4096))
+]
+
+
+def decode_long_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows of 9-16 activations against llama-70B-sized weights (several waves of 64-row
+    tiles): the decode kernel (the default there) against hopper's transposed product."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in DECODE_LONG_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "decode default", _compiled(problem)))
+        cols = 8 * -(-m // 8)
+        ov = {"cta_tile": (64, cols, 128), "warp_tile": (64, cols, 128),
+              "instruction_tile": (64, cols, 16), "stages": 8, "swap_ab": True,
+              "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
+        jobs.append(
+            (problem, f"swap 64x{cols}x128 s8", _compiled(problem, overrides=ov, pm=hopper))
+        )
+    return jobs
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -221,6 +247,7 @@ def main(which: str) -> None:
             "swap": swap_jobs,
             "decode_swap": decode_swap_jobs,
             "fp8_swap": fp8_swap_jobs,
+            "decode_long": decode_long_jobs,
         }[which]()
         if job[2]
     ]
