@@ -84,8 +84,13 @@ STREAMING_SPLIT_MIN_BYTES: Final = 6144
 # 64-deep tile was slower on every row (run 98). FP8 (e4m3, per-row scales, run 103), 256 of
 # K a stage (the same 256 bytes a row): 24x6144x4096 12.6 -> 9.2 us, 32x6144x4096 13.1 ->
 # 10.3, 24 and 32 x 8192x8192 and x 4096x14336 1-7% faster; at 48 rows even to 4% slower,
-# hence 32 rows at most. 7 stages stay the plugin harness's sentinel.
+# hence 32 rows at most. Rows of at most 16 (the decode kernel's, where it hands them to
+# hopper or is blocked) swap whatever their wave count (9-16 x 57344x8192, 6.8 waves: 223.8 ->
+# 213.6 us against decode, run 105; unswapped, 64-row tiles ran 0.47-0.63x cuBLAS there, run
+# 72), split as a weight-streaming problem's where the tiles are few. 7 stages stay the plugin
+# harness's sentinel.
 SWAP_MAX_M: Final = {2: 56, 1: 32}  # by the operands' bytes
+SWAP_ANY_WAVES_M: Final = 16
 SWAP_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage
 SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
@@ -474,9 +479,11 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
     """A weight-streaming problem (``streams_weight``) of one matmul, at most ``SWAP_MAX_M``
     activation rows for its operand type, whose 64-row weight tiles fill a quarter of the SMs
-    or more (no split) and one wave at most: the default computes its transposed product."""
+    or more (no split) and one wave at most, or of at most ``SWAP_ANY_WAVES_M`` rows: the
+    default computes its transposed product."""
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
+    fills = fills or problem.m <= SWAP_ANY_WAVES_M
     few = problem.m <= SWAP_MAX_M.get(problem.operand_dtype.itemsize, 0)
     plain = problem.horizontal == 1 and not problem.block_scaled
     return streams_weight(problem) and few and plain and fills
@@ -485,14 +492,17 @@ def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
 def _swapped_params(ask: _Asker) -> MatmulParams | None:
     """The transposed product's parameters (see ``SWAP_MAX_M``), or None where the scheduler
     allows none of them."""
-    problem = ask.problem
+    problem, device = ask.problem, ask.device
     cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
     cta = TileShape(HOPPER_ROWS, cols, SWAP_STAGE_K_BYTES // problem.operand_dtype.itemsize)
+    most = max(1, problem.k * problem.operand_dtype.itemsize // STREAMING_SPLIT_MIN_BYTES)
+    split = split_to_one_wave(problem.transposed(), device, cta, min(most, HOPPER_SPLITK_MAX))
     params = ask.params(
         cta_tile=cta,
         warp_tile=cta,
         instruction_tile=ask.instruction(HOPPER_ROWS, cols),
         stages=ask.fewest_stages(),
+        splitk_factor=split,
         tiling_strategy=TilingStrategy.persistent,
         swap_ab=True,
     )

@@ -24,14 +24,23 @@ from mmaplug.planning.scheduler import Resources, Rule, Space
 from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "MAX_M", "MIN_CC", "WARPS", "instruction", "m_tile", "min_cc", "resources", "rules",
-    "space",
+    "FP8_CC", "HANDOFF_M", "HANDOFF_ROW_BYTES", "MAX_M", "MIN_CC", "WARPS", "instruction",
+    "m_tile", "min_cc", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
 FP8_CC: Final = (8, 9)  # mma.sync m16n8k32 .e4m3 / .e5m2 (PTX ISA 8.4)
 #: The most activation rows a decode kernel takes (beyond, the tensor-core kernels win).
 MAX_M: Final = 16
+#: Where the hopper scheduler takes the problem, a 16-bit one of more rows than HANDOFF_M
+#: whose weight rows are HANDOFF_ROW_BYTES or longer streams faster through hopper's
+#: transposed product (``swap_ab``): 16x8192x28672 140.7 -> 107.5 us, 16x8192x8192 44.3 ->
+#: 36.0, 12x4096x14336 34.9 -> 32.1, 9x57344x8192 223.8 -> 213.6; on shorter rows the decode
+#: kernel stays as fast or faster (16x4096x4096 9.5 against 10.6), and up to 8 rows everywhere
+#: (BENCHMARKS.md runs 101 and 105). The one loss of the hand-off measured: x10240x8192 at
+#: 9-16 rows, 46.6-48.7 against 50.3-51.0 us.
+HANDOFF_M: Final = 8
+HANDOFF_ROW_BYTES: Final = 16384
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
 

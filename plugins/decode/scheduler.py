@@ -11,7 +11,7 @@ from mmaplug.errors import KernelBuildError
 from mmaplug.planning.choices import Adjustment, KernelSpec
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams
-from mmaplug.planning.scheduler import Resources, Rule, Space
+from mmaplug.planning.scheduler import Resources, Rule, Space, active
 
 from . import limits
 from .config import vector
@@ -20,6 +20,7 @@ __all__ = ["NAME", "PRIORITY", "SCHEDULER", "DecodeScheduler"]
 
 NAME: Final = "decode"
 PRIORITY: Final = 30  # above hopper's and ampere's: for the few rows it takes, it streams faster
+HOPPER: Final = "hopper"  # the scheduler it hands longer 9-16-row problems to (limits.HANDOFF_M)
 
 
 @final
@@ -83,6 +84,14 @@ class DecodeScheduler:
             return "runs one matmul per kernel, not a fusion of several"
         if problem.a_prologue_ops or problem.b_prologue_ops:
             return "loads operands straight into mma registers: no operand prologue"
+        if _handed_to_hopper(problem, device):
+            return (
+                f"hands {problem.m} rows of {problem.k * dtype.itemsize:,}-byte weight rows to "
+                "the hopper scheduler, whose transposed product streams them faster (over "
+                f"{limits.HANDOFF_M} rows of {dtype.label}, weight rows of "
+                f"{limits.HANDOFF_ROW_BYTES:,} bytes or more; docs/decisions.md, 'The "
+                "operand swap')"
+            )
         return None
 
     def space(self, problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
@@ -112,6 +121,17 @@ class DecodeScheduler:
         except ValueError as error:
             raise KernelBuildError(f"decode kernel for {spec.params.name}: {error}") from error
         return DecodeArtifact(config, spec)
+
+
+def _handed_to_hopper(problem: MatmulProblem, device: Device) -> bool:
+    """Whether the plan being made has a hopper scheduler that takes *problem*, which is
+    16-bit, of more than ``limits.HANDOFF_M`` rows and weight rows of
+    ``limits.HANDOFF_ROW_BYTES`` or more (outside planning, or with hopper blocked: no)."""
+    long_rows = problem.k * problem.operand_dtype.itemsize >= limits.HANDOFF_ROW_BYTES
+    if problem.m <= limits.HANDOFF_M or not problem.operand_dtype.is_half or not long_rows:
+        return False
+    hopper = active(HOPPER)
+    return hopper is not None and hopper.accepts(problem, device) is None
 
 
 SCHEDULER: Final = DecodeScheduler()

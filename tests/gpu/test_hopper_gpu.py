@@ -193,16 +193,24 @@ def test_swap_ab(
 
 @pytest.mark.parametrize(
     ("shape", "epilogue"),
-    [((32, 6144, 4096), "bias_gelu"), ((48, 4096, 14336), "relu_aux"), ((24, 8192, 8192), "none")],
-    ids=["32x6144x4096", "48x4096x14336", "24x8192x8192"],
+    [
+        ((32, 6144, 4096), "bias_gelu"),
+        ((48, 4096, 14336), "relu_aux"),
+        ((24, 8192, 8192), "none"),
+        ((16, 8192, 8192), "bias_gelu"),  # handed over by the decode scheduler
+        ((12, 1024, 16384), "alpha_beta"),  # ... and split: 16 tiles of 64 weight rows
+    ],
+    ids=["32x6144x4096", "48x4096x14336", "24x8192x8192", "16x8192x8192", "12x1024x16384"],
 )
 def test_default_swaps_weight_streaming(
     pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int], epilogue: str
 ) -> None:
-    """The default plan of a weight-streaming row is the transposed product and matches
-    float64 with the fused epilogue."""
+    """The default plan of a weight-streaming row is the transposed product (from 9 rows of
+    16 KiB weight rows, which the decode scheduler hands over; split where its tiles are few)
+    and matches float64 with the fused epilogue."""
     compiled = _run(checks, _fusion(*shape, mp.bfloat16, "TN", epilogue, 1), pm, seed=31)
     assert compiled.spec.scheduler == "hopper" and compiled.params.swap_ab
+    assert (compiled.params.splitk_factor > 1) == (shape[1] == 1024)
 
 
 TILES = [

@@ -32,6 +32,35 @@ def test_declines_with_its_reason(fields: dict, reason: str) -> None:
     assert reason in (SCHEDULER.accepts(_problem(**fields), H200) or "")
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "k", "dtype", "planner"),
+    [
+        (16, 8192, 8192, "bfloat16", "hopper"),  # 16 KiB weight rows: hopper's swap
+        (9, 57344, 8192, "float16", "hopper"),
+        (16, 4096, 4096, "bfloat16", "decode"),  # 8 KiB rows: decode stays faster
+        (8, 8192, 28672, "bfloat16", "decode"),  # up to 8 rows: decode everywhere
+        (16, 8192, 8192, "float8_e4m3fn", "decode"),  # FP8: not measured handed off
+    ],
+    ids=str,
+)
+def test_hands_longer_rows_of_9_to_16_activations_to_hopper(
+    m: int, n: int, k: int, dtype: str, planner: str
+) -> None:
+    """Beside a hopper scheduler that takes the problem, decode declines 16-bit problems of
+    more than 8 rows whose weight rows are 16 KiB or more (hopper's transposed product streams
+    them faster, runs 101 and 105), naming the hand-off; with hopper blocked it takes them."""
+    scale = "row" if dtype.startswith("float8") else ""
+    problem = _problem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+    spec = plan_problem(problem, H200)
+    assert spec.scheduler == planner
+    if planner == "hopper":
+        assert spec.params.swap_ab
+        (why,) = [c.reason for c in spec.provenance.candidates if c.name == "decode"]
+        assert "hands" in why and "transposed product" in why
+        no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
+        assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
+
+
 def test_declines_before_sm80() -> None:
     old = attrs.evolve(H200, name="v100", cc=(7, 0))
     assert "sm_80 or newer" in (SCHEDULER.accepts(_problem(), old) or "")
