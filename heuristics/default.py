@@ -477,16 +477,17 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
-    """A weight-streaming problem (``streams_weight``) of one matmul, at most ``SWAP_MAX_M``
-    activation rows for its operand type, whose 64-row weight tiles fill a quarter of the SMs
-    or more (no split) and one wave at most, or of at most ``SWAP_ANY_WAVES_M`` rows: the
-    default computes its transposed product."""
+    """One matmul of at most ``SWAP_MAX_M`` activation rows for its operand type: a
+    weight-streaming one (``streams_weight``) whose 64-row weight tiles fill a quarter of the
+    SMs or more (no split) and one wave at most, or any of one batch and at most
+    ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
+    them over or is blocked): the default computes its transposed product."""
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
-    fills = fills or problem.m <= SWAP_ANY_WAVES_M
+    decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
     few = problem.m <= SWAP_MAX_M.get(problem.operand_dtype.itemsize, 0)
     plain = problem.horizontal == 1 and not problem.block_scaled
-    return streams_weight(problem) and few and plain and fills
+    return few and plain and (decode_rows or (streams_weight(problem) and fills))
 
 
 def _swapped_params(ask: _Asker) -> MatmulParams | None:

@@ -37,6 +37,7 @@ def test_declines_with_its_reason(fields: dict, reason: str) -> None:
     [
         (16, 8192, 8192, "bfloat16", "hopper"),  # 16 KiB weight rows: hopper's swap
         (9, 57344, 8192, "float16", "hopper"),
+        (16, 128, 16384, "bfloat16", "hopper"),  # a narrow weight too: swapped and split
         (16, 4096, 4096, "bfloat16", "decode"),  # 8 KiB rows: decode stays faster
         (8, 8192, 28672, "bfloat16", "decode"),  # up to 8 rows: decode everywhere
         (16, 8192, 8192, "float8_e4m3fn", "decode"),  # FP8: not measured handed off
