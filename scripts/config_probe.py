@@ -132,17 +132,24 @@ def swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         swapped = TuneProblem(m=n, n=m, k=k, dtype="bfloat16")
         for bm, bk, stages in ((64, 128, 8), (64, 64, 12), (128, 64, 8), (128, 128, 5)):
             for split in (1, 2, 4):
-                for depth in range(stages, 2, -1):  # the deepest ring that fits
-                    ov = {"cta_tile": (bm, m, bk), "warp_tile": (64, m, bk),
-                          "instruction_tile": (64, m, 16), "stages": depth,
-                          "splitk_factor": split}  # fmt: skip
-                    try:
-                        compiled = compile_fusion(swapped.fusion(), overrides=ov, pm=hopper)
-                    except MatmulError:
-                        continue
+                ov = {"cta_tile": (bm, m, bk), "warp_tile": (64, m, bk),
+                      "instruction_tile": (64, m, 16), "splitk_factor": split}  # fmt: skip
+                if found := _deepest(swapped, ov, range(stages, 2, -1), hopper):
+                    depth, compiled = found
                     jobs.append((swapped, f"swap {bm}x{m}x{bk} s{depth} split {split}", compiled))
-                    break
     return jobs
+
+
+def _deepest(problem: TuneProblem, overrides: dict, depths: Any, pm: Any) -> tuple[int, Any] | None:
+    """The first of *depths* stages that the rules allow with *overrides*, and its compiled
+    fusion (the deepest ring that fits, for depths in descending order); None if none."""
+    for depth in depths:
+        try:
+            ov = {**overrides, "stages": depth}
+            return depth, compile_fusion(problem.fusion(), overrides=ov, pm=pm)
+        except MatmulError:
+            continue
+    return None
 
 
 DECODE_SWAP_SHAPES = [
@@ -178,16 +185,12 @@ def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         jobs.append((problem, "default", _compiled(problem, pm=hopper)))
         cols = 8 * -(-m // 8)
         for bk in (128, 256):
-            for depth in (8, 6, 5, 4):
-                ov = {"cta_tile": (64, cols, bk), "warp_tile": (64, cols, bk),
-                      "instruction_tile": (64, cols, 32), "stages": depth, "swap_ab": True,
-                      "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
-                try:
-                    compiled = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
-                except MatmulError:
-                    continue
+            ov = {"cta_tile": (64, cols, bk), "warp_tile": (64, cols, bk),
+                  "instruction_tile": (64, cols, 32), "swap_ab": True,
+                  "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
+            if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
+                depth, compiled = found
                 jobs.append((problem, f"swap 64x{cols}x{bk} s{depth}", compiled))
-                break
     return jobs
 
 
