@@ -364,10 +364,16 @@ def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
     if problem.k >= HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
         return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
     if streams_weight(problem):
-        row_bytes = problem.k * problem.operand_dtype.itemsize
-        most = max(1, row_bytes // STREAMING_SPLIT_MIN_BYTES)
-        return split_to_one_wave(problem, device, cta, min(most, HOPPER_SPLITK_MAX))
+        return streaming_split(problem, device, cta)
     return 1
+
+
+def streaming_split(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
+    """``split_to_one_wave`` of *cta*'s tiles of a weight-streaming problem, up to
+    HOPPER_SPLITK_MAX, each split streaming STREAMING_SPLIT_MIN_BYTES of every weight row at
+    least (*problem* as the kernel computes it: transposed for the swap, K alike)."""
+    most = max(1, problem.k * problem.operand_dtype.itemsize // STREAMING_SPLIT_MIN_BYTES)
+    return split_to_one_wave(problem, device, cta, min(most, HOPPER_SPLITK_MAX))
 
 
 def hopper_tile_score(
@@ -493,11 +499,10 @@ def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
 def _swapped_params(ask: _Asker) -> MatmulParams | None:
     """The transposed product's parameters (see ``SWAP_MAX_M``), or None where the scheduler
     allows none of them."""
-    problem, device = ask.problem, ask.device
+    problem = ask.problem
     cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
     cta = TileShape(HOPPER_ROWS, cols, SWAP_STAGE_K_BYTES // problem.operand_dtype.itemsize)
-    most = max(1, problem.k * problem.operand_dtype.itemsize // STREAMING_SPLIT_MIN_BYTES)
-    split = split_to_one_wave(problem.transposed(), device, cta, min(most, HOPPER_SPLITK_MAX))
+    split = streaming_split(problem.transposed(), ask.device, cta)
     params = ask.params(
         cta_tile=cta,
         warp_tile=cta,

@@ -155,6 +155,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     """The legal values of each field the hopper kernel reads, for *problem*; ``examples`` are
     what the tuner tries (the legal ones of ``WARP_EXAMPLES`` and the rest)."""
     h = problem.horizontal
+    swap = _swap_space(problem)
 
     def warp_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
@@ -171,7 +172,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     def instruction_tile(v: object) -> bool:
         return isinstance(v, TileShape) and wgmma_instruction(v, problem)
 
-    warps = [TileShape(m, n, k) for m, n in _warp_examples(problem) for k in CTA_K_EXAMPLES]
+    warps = [TileShape(m, n, k) for m, n in _warp_examples(problem, swap) for k in CTA_K_EXAMPLES]
     warps = [w for w in warps if warp_tile(w)]
     ctas = [TileShape(w.m * gm, w.n * gn, w.k) for w in warps for gm, gn in CONSUMER_GRIDS]
     insts = [
@@ -182,8 +183,8 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     stacked += f"n dividing {SCALE_BLOCK}, " if problem.block_scaled else ""
     return (
         # first: the tuner fixes the fields in this order, and every rule reads swap_ab
-        _swap_space(problem),
-        _staging_space(problem),
+        swap,
+        _staging_space(swap),
         Space(
             "cta_tile",
             f"{stacked}m and n <= {MAX_TMA_BOX} (one TMA box each), k in {cta_k_text(problem)}",
@@ -213,19 +214,21 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     )
 
 
-def _warp_examples(problem: MatmulProblem) -> tuple[tuple[int, int], ...]:
-    """``WARP_EXAMPLES``, and where the tuner tries the swap, the warp tile whose wgmma N is
-    the activation rows (rounded up to 8s; the swapped kernel's tile of few columns)."""
+def _warp_examples(problem: MatmulProblem, swap: Space) -> tuple[tuple[int, int], ...]:
+    """``WARP_EXAMPLES``, and where the tuner tries the swap (*swap*: its space), the warp
+    tile whose wgmma N is the activation rows (rounded up to 8s; the swapped kernel's tile of
+    few columns)."""
     few = 8 * -(-problem.m // 8)
-    if _swap_space(problem).examples and few < WARP_EXAMPLES[0][1]:
+    if swap.examples and few < WARP_EXAMPLES[0][1]:
         return (*WARP_EXAMPLES, (WGMMA_M, few))
     return WARP_EXAMPLES
 
 
-def _staging_space(problem: MatmulProblem) -> Space:
-    """use_smem_epilogue: either; the tuner tries both where it tries the swap (whose kernel
-    stores from registers), else the tuner's preference (the staged epilogue)."""
-    tried = (True, False) if _swap_space(problem).examples else ()
+def _staging_space(swap: Space) -> Space:
+    """use_smem_epilogue: either; the tuner tries both where it tries the swap (*swap*: its
+    space; the swapped kernel stores from registers), else the tuner's preference (the staged
+    epilogue)."""
+    tried = (True, False) if swap.examples else ()
     return Space("use_smem_epilogue", "either", values=(False, True), examples=tried)
 
 
