@@ -36,25 +36,29 @@ from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.measure import graph_us, rel_error
 from mmaplug.tune.work import problem_inputs, reference
 
+
+def _wgmma_tiles(
+    cta: tuple[int, int, int], warp: tuple[int, int, int] | None = None, k: int = 16, **extra: Any
+) -> dict[str, Any]:
+    """Overrides of hopper's tiles: *cta* over *warp* (*cta* when None), the wgmma of the warp
+    tile's N and the operand type's K (16, or 32 for FP8), and the fields of *extra*."""
+    warp = warp or cta
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], k), **extra}
+
+
 TILES: dict[str, dict[str, Any]] = {
     "default": {},
-    "64x64x128": {"cta_tile": (64, 64, 128), "warp_tile": (64, 64, 128),
-                  "instruction_tile": (64, 64, 16), "stages": 4},
-    "128x64x128": {"cta_tile": (128, 64, 128), "warp_tile": (64, 64, 128),
-                   "instruction_tile": (64, 64, 16), "stages": 4},
-    "128x128x64": {"cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
-                   "instruction_tile": (64, 128, 16), "stages": 5},
-}  # fmt: skip
+    "64x64x128": _wgmma_tiles((64, 64, 128), stages=4),
+    "128x64x128": _wgmma_tiles((128, 64, 128), (64, 64, 128), stages=4),
+    "128x128x64": _wgmma_tiles((128, 128, 64), (64, 128, 64), stages=5),
+}
 SKINNY_TILES: dict[str, dict[str, Any]] = {
     "default": {},
-    "64x128x128": {"cta_tile": (64, 128, 128), "warp_tile": (64, 128, 128),
-                   "instruction_tile": (64, 128, 16), "stages": 4},
-    "64x256x64": {"cta_tile": (64, 256, 64), "warp_tile": (64, 256, 64),
-                  "instruction_tile": (64, 256, 16), "stages": 4},
+    "64x128x128": _wgmma_tiles((64, 128, 128), stages=4),
+    "64x256x64": _wgmma_tiles((64, 256, 64), stages=4),
     "128x128x64": TILES["128x128x64"],
-    "128x256x64": {"cta_tile": (128, 256, 64), "warp_tile": (64, 256, 64),
-                   "instruction_tile": (64, 256, 16), "stages": 4},
-}  # fmt: skip
+    "128x256x64": _wgmma_tiles((128, 256, 64), (64, 256, 64), stages=4),
+}
 SKINNY_SHAPES = [(32, 6144, 4096), (32, 8192, 28672), (48, 4096, 14336), (64, 28672, 4096),
                  (64, 8192, 8192), (96, 6144, 4096), (192, 4096, 14336), (256, 8192, 8192),
                  (384, 28672, 4096), (512, 10240, 8192), (512, 4096, 4096)]  # fmt: skip
@@ -93,11 +97,13 @@ def skinny_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
 FP8_SETS: dict[str, dict[str, Any] | None] = {
     "default": None,
-    **{f"pingpong 64x{n}x128 s{s}": {"tiling_strategy": "persistent_pingpong",
-                                    "cta_tile": (64, n, 128), "warp_tile": (64, n, 128),
-                                    "instruction_tile": (64, n, 32), "stages": s}
-       for n, s in ((256, 4), (256, 5), (128, 4), (128, 6))},
-}  # fmt: skip
+    **{
+        f"pingpong 64x{n}x128 s{s}": _wgmma_tiles(
+            (64, n, 128), k=32, stages=s, tiling_strategy="persistent_pingpong"
+        )
+        for n, s in ((256, 4), (256, 5), (128, 4), (128, 6))
+    },
+}
 
 
 FP8_PROBLEMS = [((4096, 4096, 4096), "tensor"), ((4096, 4096, 4096), "row"),
@@ -132,8 +138,7 @@ def swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         swapped = TuneProblem(m=n, n=m, k=k, dtype="bfloat16")
         for bm, bk, stages in ((64, 128, 8), (64, 64, 12), (128, 64, 8), (128, 128, 5)):
             for split in (1, 2, 4):
-                ov = {"cta_tile": (bm, m, bk), "warp_tile": (64, m, bk),
-                      "instruction_tile": (64, m, 16), "splitk_factor": split}  # fmt: skip
+                ov = _wgmma_tiles((bm, m, bk), (64, m, bk), splitk_factor=split)
                 if found := _deepest(swapped, ov, range(stages, 2, -1), hopper):
                     depth, compiled = found
                     jobs.append((swapped, f"swap {bm}x{m}x{bk} s{depth} split {split}", compiled))
@@ -171,6 +176,12 @@ def decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+# the transposed product as its default runs it: stored from registers, persistent CTAs
+SWAPPED: dict[str, Any] = {
+    "swap_ab": True,
+    "use_smem_epilogue": False,
+    "tiling_strategy": "persistent",
+}
 FP8_SWAP_SHAPES = [(m, n, k) for m in (24, 32, 48) for n, k in ((6144, 4096), (8192, 8192),
                                                                (4096, 14336))]  # fmt: skip
 
@@ -185,9 +196,7 @@ def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         jobs.append((problem, "default", _compiled(problem, pm=hopper)))
         cols = 8 * -(-m // 8)
         for bk in (128, 256):
-            ov = {"cta_tile": (64, cols, bk), "warp_tile": (64, cols, bk),
-                  "instruction_tile": (64, cols, 32), "swap_ab": True,
-                  "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
+            ov = _wgmma_tiles((64, cols, bk), k=32, **SWAPPED)
             if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
                 depth, compiled = found
                 jobs.append((problem, f"swap 64x{cols}x{bk} s{depth}", compiled))
@@ -210,9 +219,7 @@ def decode_long_jobs() -> list[tuple[TuneProblem, str, Any]]:
         problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
         jobs.append((problem, "decode default", _compiled(problem)))
         cols = 8 * -(-m // 8)
-        ov = {"cta_tile": (64, cols, 128), "warp_tile": (64, cols, 128),
-              "instruction_tile": (64, cols, 16), "stages": 8, "swap_ab": True,
-              "use_smem_epilogue": False, "tiling_strategy": "persistent"}  # fmt: skip
+        ov = _wgmma_tiles((64, cols, 128), stages=8, **SWAPPED)
         jobs.append(
             (problem, f"swap 64x{cols}x128 s8", _compiled(problem, overrides=ov, pm=hopper))
         )
