@@ -10,6 +10,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode_swap  # M <= 16: the decode kernel against the swap
     python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
     python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
+    python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -226,6 +227,41 @@ def decode_long_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+KCLUSTER_SHAPES = [(64, 4096, 4096), (32, 1024, 16384), (32, 2048, 8192), (56, 6144, 4096),
+                   (32, 6144, 4096), (64, 8192, 8192), (48, 4096, 14336), (64, 512, 28672),
+                   (128, 4096, 4096), (256, 256, 16384), (512, 512, 16384),
+                   (1024, 1024, 16384)]  # fmt: skip
+KCLUSTER_TILES = {"64x64x256": ((64, 64, 256), None), "64x128x128": ((64, 128, 128), None),
+                  "128x128x64": ((128, 128, 64), (64, 128, 64)),
+                  "64x256x64": ((64, 256, 64), None)}  # fmt: skip
+
+
+def kcluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Skinny and deep-K problems on hopper's default and with split-K 2-8 summed in the
+    cluster (``splitk_in_cluster``) on four tiles and, up to 64 rows, the transposed product,
+    each with the deepest ring that fits; the workspace's split-K beside it on the same tiles."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in KCLUSTER_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        sets = [(name, _wgmma_tiles(cta, warp, swap_ab=False, use_smem_epilogue=False,
+                                    tiling_strategy="persistent"))
+                for name, (cta, warp) in KCLUSTER_TILES.items()]  # fmt: skip
+        if m <= 64:
+            cols = 8 * -(-m // 8)
+            sets.append((f"swap 64x{cols}x128", _wgmma_tiles((64, cols, 128), **SWAPPED)))
+        for name, tiles in sets:
+            for split in (2, 4, 8):
+                for cluster in (True, False):
+                    ov = {**tiles, "splitk_factor": split, "splitk_in_cluster": cluster}
+                    if found := _deepest(problem, ov, range(8, 2, -1), hopper):
+                        depth, compiled = found
+                        how = "cluster" if cluster else "workspace"
+                        jobs.append((problem, f"{name} s{depth} split {split} {how}", compiled))
+    return jobs
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -258,6 +294,7 @@ def main(which: str) -> None:
             "decode_swap": decode_swap_jobs,
             "fp8_swap": fp8_swap_jobs,
             "decode_long": decode_long_jobs,
+            "kcluster": kcluster_jobs,
         }[which]()
         if job[2]
     ]

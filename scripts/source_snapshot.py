@@ -50,7 +50,8 @@ KEEP_MARKER = ".source_snapshot"  # only a folder holding it is cleared by --wri
 LAYOUTS = ("TN", "TT", "NT", "NN")
 # features a compiled plan is checked against (the others are how the fusion was written)
 CHECKED = frozenset({"hopper", "ampere", "splitk", "pingpong", "cluster", "batch", "horizontal",
-                     "segmented", "symbolic", "prologue", "swap", *LAYOUTS})  # fmt: skip
+                     "segmented", "symbolic", "prologue", "swap", "kcluster",
+                     *LAYOUTS})  # fmt: skip
 
 
 # -- fusions ------------------------------------------------------------------------------------
@@ -425,6 +426,8 @@ class Plan:
             found.add("cluster")
         if ov.get("swap_ab"):
             found.add("swap")
+        if ov.get("splitk_in_cluster"):
+            found.add("kcluster")
         if "use_smem_epilogue" in ov:
             found.add("smem_epilogue" if ov["use_smem_epilogue"] else "register_epilogue")
         if ov.get("cta_order") == "column_major":
@@ -620,6 +623,17 @@ def _hopper_plans() -> Iterator[Plan]:
         overrides = _hopper((64, cols, 64), (64, cols, 64), 4, swap_ab=True,
                             use_smem_epilogue=False, **{**PERSISTENT, **extra})  # fmt: skip
         yield Plan(f"hopper/swap/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
+    kcluster = (  # split-K summed in the cluster of a tile's splits
+        (Gemm("TN", "bfloat16", 64, 512, 1024, epilogue="bias_gelu"), (64, 64, 128), (64, 64), 2),
+        (Gemm("NT", "float16", 128, 256, 2048, batch=2, epilogue="aux_pre"), (128, 128, 64),
+         (64, 128), 8),
+        (Gemm("TN", "bfloat16", 32, 512, 1024, epilogue="residual"), (64, 32, 128), (64, 32), 4),
+    )  # fmt: skip
+    for g, cta, warp, split in kcluster:
+        swap = {"swap_ab": True} if g.m == 32 else {}
+        overrides = _hopper(cta, (*warp, cta[2]), 3, splitk_factor=split, splitk_in_cluster=True,
+                            use_smem_epilogue=False, **PERSISTENT, **swap)  # fmt: skip
+        yield Plan(f"hopper/kcluster/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
 
 
 def _horizontal_plans() -> Iterator[Plan]:
@@ -862,6 +876,8 @@ def _observed(compiled: Any, kernels: Sequence[Any], symbolic: bool) -> set[str]
         found.add("cluster")
     if any(p.swap_ab for p in params):
         found.add("swap")
+    if any(p.splitk_in_cluster for p in params):
+        found.add("kcluster")
     if any(p.batch > 1 for p in problems):
         found.add("batch")
     if any(p.horizontal > 1 for p in problems):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import threading
 from collections.abc import Iterator
 from typing import Any, Final
@@ -19,6 +20,7 @@ __all__ = [
     "ensure_driver",
     "kernel_launcher",
     "load_kernel",
+    "max_active_clusters",
     "set_max_dynamic_smem",
 ]
 
@@ -78,6 +80,7 @@ _lock: Final = threading.Lock()
 _state: dict[str, Any] = {}  # "lib": the loaded libcuda, "upload": a private stream
 _smem_set: set[tuple[int, int, int]] = set()  # (kernel, device, bytes) already allowed
 _functions: dict[tuple[int, int], list[int]] = {}  # (kernel, context) -> [CUfunction, smem]
+_clusters: dict[tuple[int, int, int, int, int], int] = {}  # (kernel, context, ...) -> clusters
 
 
 def _lib() -> Any:
@@ -190,6 +193,38 @@ def set_max_dynamic_smem(kernel: int, smem: int, device: int) -> None:
     err = lib.cuKernelSetAttribute(_MAX_DYNAMIC_SHARED, smem, kernel, device)
     _check(lib, err, f"cuKernelSetAttribute(max dynamic shared memory = {smem} bytes)")
     _smem_set.add((kernel, device, smem))
+
+
+def max_active_clusters(kernel: int, block: tuple, smem: int, cluster: int) -> int:
+    """Clusters of *cluster* CTAs of *kernel* (a ``CUkernel`` of *block* threads allowed *smem*
+    dynamic bytes) that the current context's device runs at once
+    (``cuOccupancyMaxActiveClusters``: whole clusters fit a GPC, so a persistent grid of
+    ``sm_count / cluster`` of them may not all be resident); 0 when the driver cannot say."""
+    from cuda.bindings import driver as bindings
+
+    lib = _lib()
+    ensure_context()
+    context = _current_context(lib)
+    threads = math.prod(int(v) for v in block)
+    key = (kernel, context, threads, smem, cluster)
+    if (found := _clusters.get(key)) is not None:
+        return found
+    function = _context_function(lib, kernel, context, smem)
+    if function is None:
+        return 0
+    config = bindings.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = cluster, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = (int(v) for v in block)
+    config.sharedMemBytes = smem
+    attr = bindings.CUlaunchAttribute()
+    attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
+    config.attrs, config.numAttrs = [attr], 1
+    err, count = bindings.cuOccupancyMaxActiveClusters(function, config)
+    found = int(count) if err == bindings.CUresult.CUDA_SUCCESS else 0
+    with _lock:
+        _clusters[key] = found
+    return found
 
 
 def kernel_launcher(

@@ -37,6 +37,7 @@ __all__ = [
     "kernel_binary",
     "launch_checked",
     "numba_binary",
+    "resident_grid",
     "zero_words",
 ]
 
@@ -62,6 +63,7 @@ def launch_checked(
     stream: int,
     smem: int,
     cluster: int = 1,
+    persistent: bool = False,
 ) -> None:
     """Launch kernel *name* of *kernels* (a scheduler's ``GeneratedKernels``) once on *args*,
     each checked against the kernel's Numba signature (:func:`kernel_arguments`): the path of
@@ -70,9 +72,10 @@ def launch_checked(
     Outside the simulator the kernel is the cubin the bound launches load
     (:func:`generated_kernel`: the cubin cache, else built with Numba) and the arguments go into
     a fresh parameter block, launched through the driver on the raw ``CUstream`` handle
-    *stream* (0: the legacy default stream) in clusters of *cluster* CTAs along x. The
-    simulator launches the dispatcher (every launch runs in order; the caller arranges its
-    clusters).
+    *stream* (0: the legacy default stream) in clusters of *cluster* CTAs along x (a
+    *persistent* grid of clusters cut to those the device runs at once:
+    :func:`resident_grid`). The simulator launches the dispatcher (every launch runs in order;
+    the caller arranges its clusters).
     """
     dispatcher = kernels.dispatcher(name)
     code = getattr(getattr(dispatcher, "py_func", None), "__code__", None)
@@ -88,7 +91,22 @@ def launch_checked(
     kernel = generated_kernel(
         kernels.module, kernels.source, lambda: kernels, name, smem, len(params.slots)
     )
+    if persistent:
+        grid = resident_grid(kernel, grid, block, smem, cluster)
     DriverLaunch(kernel, grid, block, smem, params, cluster)(stream)
+
+
+def resident_grid(kernel: int, grid: tuple, block: tuple, smem: int, cluster: int) -> tuple:
+    """*grid* of a persistent kernel launched in clusters of *cluster* CTAs, cut to the
+    clusters the device runs at once (``driver.max_active_clusters``): the clusters stride
+    over the work units, so fewer of them do all the work, where a cluster past the resident
+    ones would run its units after the others finished theirs (a second wave)."""
+    if cluster == 1:
+        return grid
+    resident = driver.max_active_clusters(kernel, block, smem, cluster)
+    if not resident or grid[0] // cluster <= resident:
+        return grid
+    return (resident * cluster, *grid[1:])
 
 
 def zero_words(tensors: Sequence[Any], stream: int) -> None:
@@ -255,12 +273,14 @@ def generated_kernel_jobs(
     scheduler: str, config: Any, source: str, build: Callable[[Any], Any], cc: tuple[int, int]
 ) -> list[KernelJob]:
     """The kernels a scheduler's launches of *config* load through :func:`generated_kernel`
-    (module ``config.kernel_name``: ``<scheduler>_gemm`` and, with split-K,
-    ``<scheduler>_splitk_reduce``) as jobs building them for *cc* from *source*; none in the
-    simulator, which builds no cubin."""
+    (module ``config.kernel_name``: ``<scheduler>_gemm`` and, with split-K through a
+    workspace (``config.workspace_splitk``), ``<scheduler>_splitk_reduce``) as jobs building
+    them for *cc* from *source*; none in the simulator, which builds no cubin."""
     if simulating():
         return []
-    names = [f"{scheduler}_gemm"] + ([f"{scheduler}_splitk_reduce"] if config.splitk > 1 else [])
+    names = [f"{scheduler}_gemm"] + (
+        [f"{scheduler}_splitk_reduce"] if config.workspace_splitk else []
+    )
     return [KernelJob(config.kernel_name, source, name, cc, build, config) for name in names]
 
 

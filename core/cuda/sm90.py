@@ -31,8 +31,10 @@ __all__ = [
     "fence_mbarrier_init",
     "fence_operand",
     "fence_proxy_async",
+    "fence_acq_rel_cluster",
     "fence_tensormap_acquire",
     "ld_shared_b32",
+    "ld_shared_cluster_f32",
     "mapa_shared",
     "mbarrier_arrive",
     "mbarrier_arrive_cluster",
@@ -40,6 +42,7 @@ __all__ = [
     "mbarrier_init",
     "mbarrier_try_wait",
     "mbarrier_wait",
+    "mbarrier_wait_cluster",
     "named_barrier_arrive",
     "named_barrier_sync",
     "prefetch_tensormap",
@@ -108,6 +111,11 @@ def mbarrier_wait(bar, parity):
     """
 
 
+def mbarrier_wait_cluster(bar, parity):
+    """mbarrier_wait with `.acquire.cluster` semantics: what other CTAs of the cluster wrote
+    before their (fenced) remote arrives is visible once the phase completed."""
+
+
 def mbarrier_try_wait(bar, parity):
     """Generate one `mbarrier.try_wait.parity.shared::cta.b64`; return uint32 1 when the phase
     with parity `parity` completed, else 0 (after a bounded hardware suspend)."""
@@ -167,6 +175,17 @@ def mbarrier_arrive_cluster(bar):
 
     Default (.release.cta) semantics, as CUTLASS's ClusterBarrier: `.release.cluster` makes
     ptxas put MEMBAR.ALL.GPU before every arrive (seen in the SASS of the cluster kernel)."""
+
+
+def ld_shared_cluster_f32(addr):
+    """Generate `ld.shared::cluster.f32`: the float32 at shared::cluster address `addr` (a
+    mapa_shared result: this CTA's shared memory or a peer's, distributed shared memory)."""
+
+
+def fence_acq_rel_cluster():
+    """Generate `fence.acq_rel.cluster`: order this thread's earlier memory accesses (and those
+    a barrier made it observe) before its later ones at cluster scope, e.g. before a remote
+    mbarrier arrive that announces shared-memory data to the cluster."""
 
 
 def cluster_sync():
@@ -353,6 +372,7 @@ _TMA_LOAD = "cp.async.bulk.tensor.{d}d.shared::cluster.global.mbarrier::complete
 _TMA_STORE = "cp.async.bulk.tensor.{d}d.global.shared::cta.bulk_group"
 _BULK_STORE = "cp.async.bulk.global.shared::cta.bulk_group"
 _TRY_WAIT = "mbarrier.try_wait.parity.shared::cta.b64"
+_TRY_WAIT_CLUSTER = "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64"
 _STMATRIX = "stmatrix.sync.aligned.m8n8.x4{t}.shared.b16 [$0], {{$1, $2, $3, $4}};"
 
 # stub -> (PTX text with $-operands, input types, output type or None).
@@ -367,6 +387,13 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
     mbarrier_wait: (
         "{\n.reg .pred p;\nmbar_wait_${:uid}:\n"
         f"{_TRY_WAIT} p, [$0], $1;\n"
+        "@!p bra mbar_wait_${:uid};\n}",
+        (U32, U32),
+        None,
+    ),
+    mbarrier_wait_cluster: (
+        "{\n.reg .pred p;\nmbar_wait_${:uid}:\n"
+        f"{_TRY_WAIT_CLUSTER} p, [$0], $1;\n"
         "@!p bra mbar_wait_${:uid};\n}",
         (U32, U32),
         None,
@@ -401,6 +428,8 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
         (U32,),
         None,
     ),
+    ld_shared_cluster_f32: ("ld.shared::cluster.f32 $0, [$1];", (U32,), types.float32),
+    fence_acq_rel_cluster: ("fence.acq_rel.cluster;", (), None),
     cluster_sync: ("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", (), None),
     tma_store_2d: (_TMA_STORE.format(d=2) + " [$0, {$1, $2}], [$3];", (U64, U32, U32, U32), None),
     tma_store_3d: (

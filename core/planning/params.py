@@ -201,6 +201,7 @@ class MatmulParams:
     tiling_strategy: TilingStrategy = _enum_field(TilingStrategy, TilingStrategy.one_tile_per_cta)
     warp_specialized: bool = _bool_field(False)
     swap_ab: bool = _bool_field(False)
+    splitk_in_cluster: bool = _bool_field(False)
 
     def __attrs_post_init__(self) -> None:
         found = _cross_field_violations(self)
@@ -233,6 +234,8 @@ class MatmulParams:
             parts.append("ws")
         if self.swap_ab:
             parts.append("swapab")
+        if self.splitk_in_cluster:
+            parts.append("kcluster")
         return "_".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -373,7 +376,7 @@ def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
 # * tiling_strategy=one_tile_per_cta: Hopper only (its default is always persistent).
 # prefetch_gap, cluster_dims and warp_specialized have no sentinel: no scheduler builds a
 # value other than the default's (prefetch_gap=1, no clusters, hopper always warp-specialized).
-# swap_ab has none: the hopper default chooses both values.
+# swap_ab and splitk_in_cluster have none: the hopper default chooses both values.
 # async_gmem_load_operands, cta_order and use_smem_epilogue have no sentinel: the defaults
 # choose both values (use_smem_epilogue is True on Ampere, whose kernel always stages the
 # epilogue through smem, and False on Hopper).

@@ -63,7 +63,7 @@ FIELD_DOCS: Final = {
     "column_major M tiles.",
     "grid_swizzle_factor": "Output tiles are walked in groups of this many (L2 reuse); 1 is none.",
     "splitk_factor": "K is split over this many CTAs whose float32 partial sums a second kernel "
-    "adds; 1 is none.",
+    "adds (or the CTAs' cluster: splitk_in_cluster); 1 is none.",
     "use_smem_epilogue": "Stage the output tile through shared memory before storing it.",
     "cluster_dims": "(m, n) CTAs per thread block cluster; (2, 1) pairs CTAs along M, sharing "
     "one multicast B tile.",
@@ -74,6 +74,10 @@ FIELD_DOCS: Final = {
     "B (a weight's rows fill the instruction's 64 rows) and its B the problem's A (a few "
     "activation rows become the instruction's N). The tiles then describe the transposed "
     "product: cta_tile.m covers the problem's N and cta_tile.n its M.",
+    "splitk_in_cluster": "The splitk_factor CTAs of an output tile form one thread block "
+    "cluster and add their float32 partial sums through distributed shared memory, each CTA "
+    "a slice of the tile and its epilogue: no workspace, no second kernel (hopper; 2 to 8 "
+    "splits).",
 }
 
 #: What the values a hook receives hold (attrs fields; properties carry their docstrings).

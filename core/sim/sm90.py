@@ -63,6 +63,11 @@ def mbarrier_wait(bar: Any, parity: Any) -> None:
     B.current("mbarrier_wait")[0].wait_mbarrier(bar, int(parity), "mbarrier_wait")
 
 
+def mbarrier_wait_cluster(bar: Any, parity: Any) -> None:
+    """Emulate mbarrier_wait_cluster (the simulator's memory is sequentially consistent)."""
+    B.current("mbarrier_wait_cluster")[0].wait_mbarrier(bar, int(parity), "mbarrier_wait_cluster")
+
+
 def mbarrier_try_wait(bar: Any, parity: Any) -> np.uint32:
     """Emulate mbarrier_try_wait (without the hardware suspend)."""
     block, _ = B.current("mbarrier_try_wait")
@@ -386,6 +391,20 @@ def tma_load_3d_multicast(
     for rank in range(len(block.cluster)):
         if bits >> rank & 1:
             _load3(tmap, (c0, c1, c2), dst, bar, block.cluster[rank])
+
+
+def ld_shared_cluster_f32(addr: Any) -> np.float32:
+    """Emulate ld_shared_cluster_f32: from the block the mapa_shared tag names (an untagged
+    address is this block's own)."""
+    op = "ld_shared_cluster_f32"
+    block, _ = B.current(op)
+    tag = int(addr) >> _PEER_SHIFT
+    target = _peer(block, tag - 1, op) if tag else block
+    return target.smem(int(addr) & _OFFSET_MASK, 4, 4, "ld.shared::cluster.f32").view(np.float32)[0]
+
+
+def fence_acq_rel_cluster() -> None:
+    """Emulate fence_acq_rel_cluster: nothing to order in the simulator."""
 
 
 def cluster_sync() -> None:

@@ -14,7 +14,8 @@ this way (``scheduler_names``).
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
 quantization) and its memory time (each work unit streams its A and B panels through L2, HBM
 reads each operand once), with a small penalty for shallow pipelines, plus split-K's reading
-back of its float32 partials (mma.sync priced at ``MMA_SYNC_SHARE`` of the peak). Only the
+back of its float32 partials through a workspace (mma.sync priced at ``MMA_SYNC_SHARE`` of the
+peak). Only the
 best-ranked configurations are planned; a candidate is kept when ``plan_problem`` takes it as
 caller overrides (every validator ran on it) and the plan changed nothing: illegal
 configurations never reach a build. cta_order and grid_swizzle_factor vary only as the
@@ -78,15 +79,15 @@ def estimate_us(params: MatmulParams, problem: MatmulProblem, device: Device) ->
     itemsize = problem.operand_dtype.itemsize
     # every unit streams its A and B panels through L2; HBM sees each operand once
     panels = units * (cta.m + cta.n) * k_split * itemsize
-    out_bytes = 4 if params.splitk_factor > 1 else 2
+    # split-K through the workspace: float32 partials written to HBM and read back after the
+    # main loop, not overlapped with it (summed in the cluster they stay in shared memory)
+    split = params.splitk_factor if not params.splitk_in_cluster else 1
+    out_bytes = 4 if split > 1 else 2
     unique = problem.batch * (
-        (problem.m + problem.n) * problem.k * itemsize
-        + problem.m * problem.n * out_bytes * params.splitk_factor
+        (problem.m + problem.n) * problem.k * itemsize + problem.m * problem.n * out_bytes * split
     )
     memory = max(unique / (PEAK_GBPS * 1e9), panels / (L2_GBPS * 1e9))
     shallow = 1.0 + 0.15 * max(0, 4 - params.stages)
-    # split-K: the float32 partials are read back after the main loop, not overlapped with it
-    split = params.splitk_factor
     reduce = problem.batch * problem.m * problem.n * (4 * split + itemsize) if split > 1 else 0
     return 1e6 * (max(compute, memory) * shallow + reduce / (PEAK_GBPS * 1e9))
 

@@ -81,6 +81,11 @@ class AmpereKernelConfig:
         return self.cta_tile[0] // self.warp_tile[0], self.cta_tile[1] // self.warp_tile[1]
 
     @property
+    def workspace_splitk(self) -> bool:
+        """Split-K through the float32 workspace and the reduce kernel (every split-K here)."""
+        return self.splitk > 1
+
+    @property
     def threads(self) -> int:
         """Threads per CTA (``resources.cta_threads``)."""
         return cta_threads(self.cta_tile, self.warp_tile)

@@ -174,6 +174,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         ),
         Space("warp_specialized", "False", values=(False,)),
         Space("swap_ab", "False", values=(False,)),
+        Space("splitk_in_cluster", "False", values=(False,)),
     )
 
 
@@ -212,6 +213,7 @@ def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
         _in(fields["tiling_strategy"], _tiling),
         _in(fields["warp_specialized"], _warp_specialized),
         _in(fields["swap_ab"], _swap_ab),
+        _in(fields["splitk_in_cluster"], _splitk_in_cluster),
     )
 
 
@@ -402,6 +404,13 @@ def _warp_specialized(p: MatmulParams, problem: MatmulProblem, device: Device) -
     return (
         "the ampere scheduler does not support warp specialization; use the hopper scheduler "
         "or set warp_specialized=False."
+    )
+
+
+def _splitk_in_cluster(p: MatmulParams, problem: MatmulProblem, device: Device) -> str:
+    return (
+        "the ampere kernel adds split-K partial sums in a second kernel (sm_80 has no thread "
+        "block clusters); use the hopper scheduler or set splitk_in_cluster=False."
     )
 
 

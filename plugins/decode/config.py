@@ -83,6 +83,11 @@ class DecodeKernelConfig:
         return 1
 
     @property
+    def workspace_splitk(self) -> bool:
+        """Partials through a workspace and a reduce kernel: never."""
+        return False
+
+    @property
     def threads(self) -> int:
         """Threads of one CTA."""
         return 32 * self.warps

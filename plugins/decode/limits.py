@@ -90,6 +90,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         Space("grid_swizzle_factor", "1", values=(1,)),
         Space("tiling_strategy", "one_tile_per_cta", values=(TilingStrategy.one_tile_per_cta,)),
         Space("swap_ab", "False (its mmas take the weight's rows as rows)", values=(False,)),
+        Space("splitk_in_cluster", "False (the warps of one CTA split K)", values=(False,)),
     )
 
 

@@ -23,6 +23,7 @@ from mmaplug.cuda.launching import (
     KernelJob,
     KernelParams,
     launch_checked,
+    resident_grid,
     simulating,
     zero_words,
 )
@@ -66,6 +67,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
     return HopperKernelConfig(
         **fields,
         swap_ab=params.swap_ab,
+        splitk_cluster=params.splitk_in_cluster,
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
@@ -82,7 +84,8 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     checks the actual tensors)."""
     if problem.horizontal > 1:  # the staged path combines the products; packing does not
         return False
-    dtypes = epilogue_outputs(analysis.epilogue, params.splitk_factor)
+    workspace = params.splitk_factor > 1 and not params.splitk_in_cluster
+    dtypes = epilogue_outputs(analysis.epilogue, workspace)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)
 
@@ -91,7 +94,7 @@ def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int
     """Why these outputs cannot take the packed epilogue's 16-byte vector stores: a base, row
     or batch stride that is not 16-byte aligned (empty when they can)."""
     bad = []
-    if cfg.splitk > 1:
+    if cfg.workspace_splitk:
         if n * 4 % VECTOR_ALIGN:
             bad.append(f"the float32 split-K workspace's rows of N={n}")
         return bad  # the outputs are the reduce kernel's
@@ -120,6 +123,7 @@ class _Launch:
     m: int
     n: int
     batch: int
+    persistent: bool  # CTAs (clusters) stride over the units: the grid may be cut
 
 
 @attrs.frozen
@@ -186,15 +190,18 @@ class HopperArtifact:
             # with the staged epilogue (same shared memory and stages), built once
             cfg = attrs.evolve(cfg, packed_stores=False)
         bm, _, bk = cfg.cta_tile
-        cl = cfg.cluster_m  # a cluster's CTAs take adjacent M tiles of one work unit
-        tiles_m, tiles_n = -(-problem.m // (bm * cl)), -(-problem.n // cfg.n_out)
+        # a cluster's CTAs take one work unit: adjacent M tiles (pairs) or its splits
+        cl, pair = cfg.cluster, cfg.cluster_m
+        tiles_m, tiles_n = -(-problem.m // (bm * pair)), -(-problem.n // cfg.n_out)
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
-        units = problem.batch * cfg.splitk * tiles_m * tiles_n
+        splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile
+        units = problem.batch * splits * tiles_m * tiles_n
         device = self.spec.device
-        if self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta:
+        persistent = self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta
+        if persistent:
             per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
-            grid_x = min(units, device.sm_count * per_sm // cl) * cl
+            grid_x = min(units, max(1, device.sm_count * per_sm // cl)) * cl
         else:
             grid_x = units * cl
         epi = [
@@ -237,6 +244,7 @@ class HopperArtifact:
             m=args.problem.m,  # the output's extents: the split-K reduce's
             n=args.problem.n,
             batch=problem.batch,
+            persistent=persistent,
         )
 
     def _workspace(self, plan: _Launch) -> Any:
@@ -249,10 +257,10 @@ class HopperArtifact:
         plan = self._plan_launch(args)
         cfg = plan.config
         clustered: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-        if cfg.cluster_m > 1 and simulating():
+        if cfg.cluster > 1 and simulating():
             from mmaplug.sim.cluster import clusters_of
 
-            clustered = clusters_of(cfg.cluster_m)  # the simulator's cluster blocks run at once
+            clustered = clusters_of(cfg.cluster)  # the simulator's cluster blocks run at once
         kernels = build(cfg)
         zero_words([args.outputs[j] for j, _ in cfg.epilogue.amaxes], args.stream)
         more_b = tuple(b.address for b in args.more_b)
@@ -263,8 +271,8 @@ class HopperArtifact:
         outs = [t.array for t in args.outputs]
         scales, sc_strides = [t.array for t in args.scales], list(plan.scale_strides)
         scal32 = [np.float32(s) for s in args.scalars]
-        grid, smem, stream, cluster = plan.grid, cfg.smem_bytes, args.stream, cfg.cluster_m
-        if cfg.splitk == 1:
+        grid, smem, stream, cluster = plan.grid, cfg.smem_bytes, args.stream, cfg.cluster
+        if not cfg.workspace_splitk:
             main = [maps, *scales, *ins, *outs, *scal32, *plan.shape, *sc_strides]
             main += [*plan.epi_strides, *plan.out_strides]
         else:
@@ -272,8 +280,10 @@ class HopperArtifact:
             main = [maps, ws, *scales, *plan.shape, *sc_strides]
         with clustered:
             main += plan.grid_args
-            launch_checked(kernels, "hopper_gemm", main, grid, block, stream, smem, cluster)
-        if cfg.splitk == 1:
+            launch_checked(
+                kernels, "hopper_gemm", main, grid, block, stream, smem, cluster, plan.persistent
+            )
+        if not cfg.workspace_splitk:
             return
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
         rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
@@ -316,15 +326,16 @@ class BoundHopper(BoundKernels):
         first_out = 1 + len(scales) + len(ins)
         zeroed = [first_out + j for j, _ in prog.amaxes]  # amax outputs start at 0.0
         first_scalar = ARRAY_SLOTS * arrays
-        if cfg.splitk == 1:
+        if not cfg.workspace_splitk:
             values: list[int | float | tuple[int, int, int]] = [
                 maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s,
                 *grid_args,
             ]  # fmt: skip
             params = KernelParams(values)
             main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
+            grid = _resident(main_kern, plan, block)
             super().__init__(
-                [DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, params, cfg.cluster_m)],
+                [DriverLaunch(main_kern, grid, block, cfg.smem_bytes, params, cfg.cluster)],
                 [(params, tensors)],
                 [(params, first_scalar + i) for i in range(len(prog.scalars))],
                 zeroed=zeroed,
@@ -339,9 +350,10 @@ class BoundHopper(BoundKernels):
         main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(main.slots))
         red_kern = loaded(cfg, "hopper_splitk_reduce", 0, len(red.slots))
         rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
+        grid = _resident(main_kern, plan, block)
         super().__init__(
             [
-                DriverLaunch(main_kern, plan.grid, block, cfg.smem_bytes, main, cfg.cluster_m),
+                DriverLaunch(main_kern, grid, block, cfg.smem_bytes, main, cfg.cluster),
                 DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
             ],
             [
@@ -364,3 +376,12 @@ class BoundHopper(BoundKernels):
         a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
         maps = self._maps.get(a, b, stream)  # held until queued
         super().__call__([maps[1], *addresses[2:]], scalars, stream)
+
+
+def _resident(kernel: int, plan: _Launch, block: tuple) -> tuple:
+    """*plan*'s grid, a persistent one of clusters cut to the clusters the device runs at once
+    (``resident_grid``)."""
+    cfg = plan.config
+    if not plan.persistent:
+        return plan.grid
+    return resident_grid(kernel, plan.grid, block, cfg.smem_bytes, cfg.cluster)

@@ -38,6 +38,9 @@ SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma fragment block
+# the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
+# portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
+MAX_REDUCE_CLUSTER: Final = 8
 # setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
 # registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
 # the pool the CTA's own setmaxnreg.dec released, so each split frees exactly what it takes:
@@ -45,8 +48,17 @@ STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma frag
 # than was freed waits forever: run 33 hung with 32 for the producer against 240.) ptxas
 # allocates each role's code within its count: the consumers' widest epilogues (bias + GELU
 # beside a residual) spill at 232, so 240 unless the producer needs more: a CTA pair's
-# producer (multicast boxes, remote releases) spilled 164 bytes at 24 and fits 40.
-REGISTER_SPLITS: Final = {False: (24, 240), True: (40, 232)}  # keyed by "in CTA pairs"
+# producer (multicast boxes, remote releases) spilled 164 bytes at 24 and fits 40; a cluster of
+# splits' producer spilled 104-148 bytes at 24 and 8-32 at 40, and fits 56:
+# (168 - 56) * 128 = (224 - 168) * 256.
+REGISTER_SPLITS: Final = {"none": (24, 240), "pairs": (40, 232), "splits": (56, 224)}
+
+
+def cluster_kind(pairs: bool, splits: bool) -> str:
+    """The ``REGISTER_SPLITS`` key of a kernel in CTA *pairs*, in clusters of its *splits*, or
+    neither."""
+    return "splits" if splits else "pairs" if pairs else "none"
+
 
 # int64 parameters of the main kernel, in order
 SHAPE_PARAMS: Final = ("M", "N", "K", "batch", "a_batched", "b_batched")
@@ -79,6 +91,11 @@ class HopperKernelConfig:
     problem's N; ``a_k_inner``, the tiles and the shape arguments are the kernel's). Its
     register epilogue binds the element's ``row`` to the kernel's column and ``col`` to its
     row, so the epilogue program, its strides and the split-K partials stay the problem's.
+
+    ``splitk_cluster``: the ``splitk`` CTAs of one tile are one cluster (rank = split); each
+    writes its float32 partial tile to its shared memory, and each sums a ``1/splitk`` slice of
+    the tile over the cluster's partials (distributed shared memory) and applies the epilogue
+    there: no workspace, no second kernel.
     """
 
     operand_dtype: DType = DType.float16
@@ -97,12 +114,23 @@ class HopperKernelConfig:
     horizontal: int = 1
     block_scaled: bool = False
     swap_ab: bool = False
+    splitk_cluster: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
         problems = config_problems(self)
         if problems:
             raise ValueError("invalid HopperKernelConfig: " + "; ".join(problems))
+
+    @property
+    def cluster(self) -> int:
+        """CTAs of a cluster: a pair along M, the splits of a tile, or 1."""
+        return self.splitk if self.splitk_cluster else self.cluster_m
+
+    @property
+    def workspace_splitk(self) -> bool:
+        """Split-K through the float32 workspace and the reduce kernel."""
+        return self.splitk > 1 and not self.splitk_cluster
 
     @property
     def n_out(self) -> int:
@@ -122,7 +150,7 @@ class HopperKernelConfig:
     @property
     def registers(self) -> tuple[int, int]:
         """setmaxnreg of the producer and of the consumers (see ``REGISTER_SPLITS``)."""
-        return REGISTER_SPLITS[self.cluster_m > 1]
+        return REGISTER_SPLITS[cluster_kind(self.cluster_m > 1, self.splitk_cluster)]
 
     @property
     def threads(self) -> int:
@@ -153,7 +181,7 @@ class HopperKernelConfig:
     @property
     def epilogue_outputs(self) -> tuple[DType, ...]:
         """Dtypes of the arrays the main kernel's epilogue writes (see :func:`epilogue_outputs`)."""
-        return epilogue_outputs(self.epilogue, self.splitk)
+        return epilogue_outputs(self.epilogue, self.workspace_splitk)
 
     @property
     def staging_bytes(self) -> int:
@@ -163,11 +191,22 @@ class HopperKernelConfig:
         return staging_bytes(self.consumers, self.warp_tile[1])
 
     @property
+    def reduction_bytes(self) -> int:
+        """Shared memory of the cluster's split-K reduction (0 without it)."""
+        return reduction_bytes(self.cta_tile) if self.splitk_cluster else 0
+
+    @property
+    def reduction_stride(self) -> int:
+        """Row stride (floats) of the partial tile: odd, so a column walk hits 32 banks."""
+        return reduction_stride(self.cta_tile)
+
+    @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging
-        (:func:`kernel_smem_bytes`, the scheduler's one model)."""
+        or the cluster reduction (:func:`kernel_smem_bytes`, the scheduler's one model)."""
         itemsize = self.operand_dtype.itemsize
-        return kernel_smem_bytes(self.cta_tile, itemsize, self.stages, self.staging_bytes)
+        after = self.staging_bytes + self.reduction_bytes
+        return kernel_smem_bytes(self.cta_tile, itemsize, self.stages, after)
 
     @property
     def accumulators(self) -> int:
@@ -192,6 +231,7 @@ class HopperKernelConfig:
             f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
             f"{'_bs' if self.block_scaled else ''}"
             f"{'_swap' if self.swap_ab else ''}"
+            f"{'_kc' if self.splitk_cluster else ''}"
         )
 
 
@@ -260,6 +300,18 @@ def kernel_smem_bytes(
     return SMEM_ALIGN + stages * per_stage + staging
 
 
+def reduction_stride(cta_tile: tuple[int, int, int]) -> int:
+    """Floats per row of a CTA's partial tile in the cluster reduction: n + 1."""
+    return cta_tile[1] + 1
+
+
+def reduction_bytes(cta_tile: tuple[int, int, int]) -> int:
+    """Shared memory of the cluster's split-K reduction: two mbarriers (the cluster's partials
+    written, this CTA's partial read by all) and the float32 partial tile, 16-byte rounded."""
+    tile = cta_tile[0] * reduction_stride(cta_tile) * 4
+    return 2 * MBARRIER_BYTES + -(-tile // VECTOR_ALIGN) * VECTOR_ALIGN
+
+
 def epilogue_chunk(wn: int) -> int:
     """Columns staged at a time by the smem epilogue: 32, 16 or 8, dividing *wn*."""
     return next(c for c in (32, 16, 8) if wn % c == 0)
@@ -273,10 +325,10 @@ def horizontal_chunk(wn: int, h: int) -> int:
     return next((c for c in (32, 16, 8) if share % c == 0 and h * c <= room), 0)
 
 
-def epilogue_outputs(epilogue: EpilogueProgram, splitk: int) -> tuple[DType, ...]:
+def epilogue_outputs(epilogue: EpilogueProgram, workspace: bool) -> tuple[DType, ...]:
     """Dtypes of the arrays the main kernel's epilogue stores element by element: the
-    program's outputs but its amax scalars, or the float32 split-K workspace with split-K."""
-    if splitk > 1:
+    program's outputs but its amax scalars, or the float32 split-K *workspace*."""
+    if workspace:
         return (DType.float32,)
     return tuple(o.dtype for _, o in epilogue.stored)
 
@@ -362,6 +414,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     problems += cluster_problems(cfg)
     problems += horizontal_problems(cfg)
     problems += swap_problems(cfg)
+    problems += splitk_cluster_problems(cfg)
     if cfg.stages < MIN_STAGES:
         problems.append(
             f"stages must be >= {MIN_STAGES} (the producer runs ahead), got {cfg.stages}"
@@ -461,11 +514,31 @@ def swap_problems(cfg: HopperKernelConfig) -> list[str]:
     return []
 
 
+def splitk_cluster_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s cluster reduction cannot be built: 2 to ``MAX_REDUCE_CLUSTER`` splits, the
+    cluster theirs alone, its epilogue its own (from the summed partials in shared memory),
+    one tile per consumer group (no ping-pong)."""
+    if not cfg.splitk_cluster:
+        return []
+    problems = []
+    if not 2 <= cfg.splitk <= MAX_REDUCE_CLUSTER:
+        problems.append(
+            f"splitk_cluster: splitk must be 2..{MAX_REDUCE_CLUSTER} (a portable cluster), got "
+            f"{cfg.splitk}"
+        )
+    if cfg.cluster_m > 1 or cfg.smem_epilogue or cfg.pingpong or cfg.horizontal > 1:
+        problems.append(
+            "splitk_cluster is generated without CTA pairs, the staged epilogue, ping-pong or "
+            "a horizontal fusion"
+        )
+    return problems
+
+
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:
     """Parameter names of ``hopper_gemm``, in launch order."""
     scales = list(SCALE_PARAMS) if cfg.block_scaled else []
     strides = list(SCALE_STRIDES) if cfg.block_scaled else []
-    if cfg.splitk > 1:
+    if cfg.workspace_splitk:
         return ["maps", "ws", *scales, *SHAPE_PARAMS, *strides, *GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
     return [

@@ -12,6 +12,7 @@ from mmaplug.ir.dtypes import DType
 from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
 from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
+from .reduction_codegen import emit_cluster_reduction
 
 __all__ = ["emit_epilogue", "staged_program", "trivial_epilogue"]
 
@@ -35,6 +36,9 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
     is emitted once per register pair (constant tuple indices keep the values in registers).
     """
     wm, wn, _ = cfg.warp_tile
+    if cfg.splitk_cluster:
+        emit_cluster_reduction(em, cfg, accs)
+        return
     if cfg.smem_epilogue:
         prog = _staged_target(em, cfg)
         if cfg.packed_stores:
@@ -137,15 +141,15 @@ def _emit_horizontal(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> N
 
 
 def staged_program(cfg: HopperKernelConfig) -> EpilogueProgram:
-    """The program a staged epilogue applies: the fusion's, or with split-K the float32
-    partials stored into the workspace."""
-    return cfg.epilogue if cfg.splitk == 1 else PARTIALS
+    """The program a staged epilogue applies: the fusion's, or with split-K through the
+    workspace the float32 partials stored into it."""
+    return PARTIALS if cfg.workspace_splitk else cfg.epilogue
 
 
 def _staged_target(em: Emitter, cfg: HopperKernelConfig) -> EpilogueProgram:
     """:func:`staged_program`, with split-K's workspace bound as output 0, indexed by split
     and batch."""
-    if cfg.splitk > 1:
+    if cfg.workspace_splitk:
         em("out0 = ws")
         em("out0_sb = M * N")
         em("out0_sm = N")

@@ -18,7 +18,9 @@ is one output tile of one batch and one K split):
    touching them between wgmma and wait).
 3. **Epilogue** from registers: each thread applies the ``EpilogueProgram`` to its fragment, two
    adjacent columns per step, bounds-checked against M and N; with split-K it writes float32
-   partials to a workspace and ``hopper_splitk_reduce`` applies the epilogue once.
+   partials to a workspace and ``hopper_splitk_reduce`` applies the epilogue once, or the
+   splits of a tile, one cluster, sum them in distributed shared memory and apply it there
+   (``reduction_codegen``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ SM90A: Final = (9, 0, "a")
 
 
 def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
-    """Numba signatures of ``hopper_gemm`` (and ``hopper_splitk_reduce`` with split-K)."""
+    """Numba signatures of ``hopper_gemm`` (and ``hopper_splitk_reduce`` with split-K through
+    the workspace)."""
     from numba import types
 
     u64a = types.Array(types.uint64, 1, "C")
@@ -55,7 +58,7 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
     shape, grid = [i64] * len(SHAPE_PARAMS), [i64] * len(GRID_PARAMS)
     scales = [f32a] * len(SCALE_PARAMS) if config.block_scaled else []
     strides = [i64] * len(SCALE_STRIDES) if config.block_scaled else []
-    if config.splitk > 1:
+    if config.workspace_splitk:
         return {
             "hopper_gemm": types.void(u64a, f32a, *scales, *shape, *strides, *grid),
             "hopper_splitk_reduce": reduce_signature(config.epilogue),

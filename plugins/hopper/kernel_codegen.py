@@ -29,6 +29,7 @@ from .packed_epilogue import (
     emit_packed_step_function,
     steps_called,
 )
+from .reduction_codegen import emit_reduction_setup
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
 _MN_STEP_BYTES = 16 * SWIZZLE_BYTES
@@ -139,10 +140,15 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
     )
-    if cfg.cluster_m > 1:
+    if cfg.cluster > 1:
         em(
             "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
             "tma_load_3d_multicast)"
+        )
+    if cfg.splitk_cluster:
+        em(
+            "from mmaplug.cuda.sm90 import (fence_acq_rel_cluster, ld_shared_cluster_f32, "
+            "mbarrier_wait_cluster)"
         )
     if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 inputs, outputs, casts
         em(fp8)
@@ -153,7 +159,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     prog = staged_program(cfg)
     if cfg.smem_epilogue and cfg.packed_stores and steps_called(prog):  # (resolved at build)
         emit_packed_step_function(em, cfg, prog, sim)
-    if cfg.splitk > 1:
+    if cfg.workspace_splitk:
         emit_splitk_reduce(em, cfg.epilogue, cfg.splitk, "hopper_splitk_reduce", sim)
     return em.text()
 
@@ -177,7 +183,10 @@ def _emit_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
         em(f"{kv.kb} = 0")
         em(f"{kv.ke} = K")
         return
-    em(f"{kv.sp} = int64(uint32({kv.u}) // {kv.tiles32} % uint32({cfg.splitk}))")
+    if cfg.splitk_cluster:  # the cluster's CTAs are the unit's splits
+        em(f"{kv.sp} = int64({kv.rank})")
+    else:
+        em(f"{kv.sp} = int64(uint32({kv.u}) // {kv.tiles32} % uint32({cfg.splitk}))")
     em(f"{kv.kb} = {kv.sp} * k_split")
     em(f"{kv.ke} = min(K, {kv.kb} + k_split)")
 
@@ -195,7 +204,8 @@ def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
     bm = cfg.cta_tile[0]
     # uint32 arithmetic, cast back at every step as in the tile decode (units < 2**31)
     em(f"tile = uint32(uint32({kv.u}) % {kv.tiles32})")
-    em(f"{kv.bt} = int64(uint32({kv.u}) // {kv.tiles32} // uint32({cfg.splitk}))")
+    splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile
+    em(f"{kv.bt} = int64(uint32({kv.u}) // {kv.tiles32} // uint32({splits}))")
     tm, tn = emit_tile_decode(
         em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
     )
@@ -218,7 +228,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
     # every consumer warp releases each stage; with ping-pong only the owning warpgroup's
     consumer_warps = 4 if cfg.pingpong else 4 * cfg.consumers
-    cl = cfg.cluster_m  # a pair's stages are released by both CTAs' consumers
+    pair = cfg.cluster_m  # a pair's stages are released by both CTAs' consumers
+    cl = cfg.cluster
     stage_bytes = a.stage_bytes + b.stage_bytes
     em(f"@cuda.jit({jit_options(cfg.threads, sim, lto=True)})")
     em(f"def hopper_gemm({', '.join(kernel_params(cfg))}):")
@@ -238,6 +249,12 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
                 f"{kv.stg} = {kv.bar} + {2 * stages * MBARRIER_BYTES}  "
                 "# epilogue staging, 16-byte aligned"
             )
+        if cfg.splitk_cluster:
+            em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
+            em(
+                f"{kv.red} = {kv.bar} + {2 * stages * MBARRIER_BYTES}  "
+                f"# reduction barriers, then the partial tile at + {2 * MBARRIER_BYTES}"
+            )
         em(f"if {kv.tid} == 0:")
         with em.indent():
             em(f"for i in range({stages}):")
@@ -245,8 +262,11 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
                 em(f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * i), 1)")
                 em(
                     f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + i)), "
-                    f"{consumer_warps * cl})"
+                    f"{consumer_warps * pair})"
                 )
+            if cfg.splitk_cluster:  # the cluster's partials written; this CTA's read by all
+                em(f"mbarrier_init(uint32({kv.red}), {cl})")
+                em(f"mbarrier_init(uint32({kv.red} + {MBARRIER_BYTES}), {cl})")
             em("fence_mbarrier_init()")
         if cl > 1:
             em("cluster_sync()  # the peer's barriers are initialised before anyone uses them")
@@ -377,10 +397,12 @@ def _emit_consumer(
         )
     elif not (cfg.splitk > 1 or trivial_epilogue(cfg)):
         em(f"{kv.spill} = cuda.local.array({len(accs) * nacc}, dtype=float32)")
+    if cfg.splitk_cluster:
+        emit_reduction_setup(em, cfg)
     em(f"{kv.s} = 0")
     em(f"{kv.ph} = 0")
     em(f"{kv.u} = {kv.u0}")
-    main_epilogue = cfg.epilogue if cfg.splitk == 1 else staged_program(cfg)  # (partials)
+    main_epilogue = staged_program(cfg)  # (the workspace's partials with split-K's reduce)
     for line in amax_init(main_epilogue):  # each thread's, over all its units
         em(line)
     if cfg.pingpong:

@@ -101,6 +101,13 @@ class KernelVars:
     """float32 index of the consumer's column row (the staged N-only input)."""
     pc: str = "pc"
     """Prefix of the registers ``pc0``, ``pc1``, ... holding the prefetched column input."""
+    red: str = "red"
+    """Shared address of the cluster reduction's two mbarriers, its partial tile after them."""
+    rph: str = "rph"
+    """The cluster reduction's barrier parity: one phase per work unit."""
+    peer: str = "peer"
+    """Prefix of ``peer0``, ``peer1``, ...: the partial tile of each cluster rank, as a
+    shared::cluster address."""
 
 
 KERNEL_VARS: Final = KernelVars()

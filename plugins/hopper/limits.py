@@ -27,6 +27,7 @@ from .config import (
     MIN_STAGES,
     REGISTER_SPLITS,
     accumulator_budget,
+    cluster_kind,
     consumer_count,
     epilogue_chunk,
     horizontal_chunk,
@@ -35,11 +36,15 @@ from .config import (
     kernel_smem_bytes,
     kernel_threads,
     pair_n_unit,
+    reduction_bytes,
     staging_bytes,
     wgmma_k,
 )
 from .space import (
     CLUSTER,
+    CLUSTER_ALONE,
+    CLUSTER_SPLITS,
+    CLUSTER_STAGING,
     CLUSTERS,
     HORIZONTAL_CLUSTER,
     HORIZONTAL_SPLIT_K,
@@ -72,19 +77,19 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     producer's and the consumers' threads, and the consumers' ``setmaxnreg`` registers (the
     producer's count is lower, ``config.REGISTER_SPLITS``)."""
     consumers = _consumers(params)
-    warp = params.warp_tile
+    warp, cta = params.warp_tile, params.cta_tile.as_tuple()
     staged = params.use_smem_epilogue and warp.n % 8 == 0
     staging = staging_bytes(consumers, warp.n) if staged else 0
-    smem = kernel_smem_bytes(
-        params.cta_tile.as_tuple(), problem.operand_dtype.itemsize, params.stages, staging
-    )
-    pair = params.cluster_dims[0] > 1
-    return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[pair][1])
+    staging += reduction_bytes(cta) if params.splitk_in_cluster else 0
+    smem = kernel_smem_bytes(cta, problem.operand_dtype.itemsize, params.stages, staging)
+    kind = cluster_kind(params.cluster_dims[0] > 1, params.splitk_in_cluster)
+    return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[kind][1])
 
 
 def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
     """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers and,
-    with ``use_smem_epilogue``, the epilogue staging buffers (``config.kernel_smem_bytes``)."""
+    with ``use_smem_epilogue``, the epilogue staging buffers, with ``splitk_in_cluster`` the
+    partial tile (``config.kernel_smem_bytes``)."""
     return resources(params, problem).smem_bytes
 
 
@@ -141,6 +146,13 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
             _cluster_pair,
         ),
         Rule("splitk_factor", "<= ceil(k / cta_k)", _k_tiles),
+        Rule("splitk_in_cluster", CLUSTER_SPLITS.text, _cluster_splits),
+        Rule(
+            "splitk_in_cluster",
+            f"with cluster_dims {CLUSTER_ALONE.text}, use_smem_epilogue {CLUSTER_STAGING.text} "
+            "and no ping-pong",
+            _cluster_reduction_alone,
+        ),
     ]
     if problem.block_scaled:
         found.append(Rule("cta_tile", f"n dividing {SCALE_BLOCK} (block scales)", _block_n))
@@ -356,6 +368,35 @@ def _k_tiles(params: MatmulParams, problem: MatmulProblem, _device: Device) -> s
     return (
         f"splitk_factor={params.splitk_factor} exceeds the {k_tiles} K tiles of k={problem.k} "
         f"with cta_k={cta.k}. Lower splitk_factor or cta_tile.k."
+    )
+
+
+def _cluster_splits(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    if not params.splitk_in_cluster or CLUSTER_SPLITS.allows(params.splitk_factor):
+        return None
+    return (
+        f"splitk_in_cluster=True with splitk_factor={params.splitk_factor}: the splits of a "
+        f"tile are one cluster, {CLUSTER_SPLITS.text}. Set splitk_factor in that range or "
+        "splitk_in_cluster=False (the reduce kernel takes any split)."
+    )
+
+
+def _cluster_reduction_alone(
+    params: MatmulParams, _problem: MatmulProblem, _device: Device
+) -> str | None:
+    pingpong = params.tiling_strategy is TilingStrategy.persistent_pingpong
+    alone = CLUSTER_ALONE.allows(tuple(params.cluster_dims))
+    if not params.splitk_in_cluster or (
+        alone and CLUSTER_STAGING.allows(params.use_smem_epilogue) and not pingpong
+    ):
+        return None
+    return (
+        f"splitk_in_cluster=True with cluster_dims={params.cluster_dims}, "
+        f"use_smem_epilogue={params.use_smem_epilogue} and tiling_strategy="
+        f"'{params.tiling_strategy.value}': the cluster is the tile's splits alone, the "
+        "epilogue runs on the summed partials in shared memory, and each consumer group "
+        "reduces the tile it computed. Set cluster_dims=(1, 1), use_smem_epilogue=False and "
+        "a tiling_strategy other than persistent_pingpong."
     )
 
 

@@ -19,6 +19,7 @@ from mmaplug.planning.scheduler import Space
 from .config import (
     BLOCK_CTA_KS,
     BOX_INNER,
+    MAX_REDUCE_CLUSTER,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
@@ -81,6 +82,18 @@ SWAP_FIXED: Final = Space(
 )
 # the tuner tries the swap where the activations are few: at most this many rows
 SWAP_TRIED_MAX_M: Final = 64
+# the splits of a tile summed in their cluster's distributed shared memory: 2 to 8 CTAs, the
+# cluster theirs alone, the epilogue the reduction's own (limits' cluster reduction rules)
+SPLITK_CLUSTER: Final = Space(
+    "splitk_in_cluster", "either", values=(False, True), examples=(False, True)
+)
+CLUSTER_SPLITS: Final = Space(
+    "splitk_factor",
+    f"2..{MAX_REDUCE_CLUSTER} (one portable cluster)",
+    values=tuple(range(2, MAX_REDUCE_CLUSTER + 1)),
+)
+CLUSTER_ALONE: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
+CLUSTER_STAGING: Final = Space("use_smem_epilogue", "False", values=(False,))
 FLAGS: Final = (
     Space("tiling_strategy", "any", values=tuple(TilingStrategy), examples=tuple(TilingStrategy)),
     Space("cta_order", "either", values=tuple(CtaOrder)),
@@ -210,6 +223,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         WARP_SPECIALIZED,
         HORIZONTAL_CLUSTER if h > 1 else CLUSTER,
         HORIZONTAL_SPLIT_K if h > 1 else SPLIT_K,
+        SPLITK_CLUSTER,
         *FLAGS,
     )
 

@@ -191,6 +191,51 @@ def test_swap_ab(
     assert compiled.kernel_name.endswith("_swap")
 
 
+KCLUSTER = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (2, 3, 8))
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "splitk"),
+    KCLUSTER,
+    ids=[f"{d.label}_{lay}_{e}_sk{s}" for d, lay, e, s in KCLUSTER],
+)
+def test_splitk_in_cluster(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    splitk: int,
+) -> None:  # fmt: skip
+    """splitk_in_cluster: a tile's splits are one cluster and sum their partials in
+    distributed shared memory; 2 consumers on 128x128 tiles, batch 2, ragged in every dim,
+    K of 9 tiles (split 8: ranks 5-7 have empty ranges), persistent clusters walking 24
+    units."""
+    fusion = _fusion(504, 264, 520, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=37, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        instruction_tile=(64, 128, 16), stages=3, splitk_factor=splitk,
+        splitk_in_cluster=True, use_smem_epilogue=False, tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_kc")
+
+
+@pytest.mark.parametrize("layout", ["TN", "NT"])
+@pytest.mark.parametrize("splitk", [2, 4])
+def test_swap_ab_splitk_in_cluster(
+    pm: mp.PluginManager, checks: Checks, layout: str, splitk: int
+) -> None:
+    """The transposed product split in a cluster (a one-wave grid: 16 tiles of 64 weight
+    rows), bias + GELU summed and applied in the ranks' slices."""
+    cols = 40 if layout[0] == "T" else 64
+    fusion = _fusion(40, 1000, 4096, mp.bfloat16, layout, "bias_gelu", 1)
+    compiled = _run(
+        checks, fusion, pm, seed=41, cta_tile=(64, cols, 128), warp_tile=(64, cols, 128),
+        instruction_tile=(64, cols, 16), stages=4, splitk_factor=splitk, swap_ab=True,
+        splitk_in_cluster=True, use_smem_epilogue=False, tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith("_swap_kc")
+
+
 @pytest.mark.parametrize(
     ("shape", "epilogue"),
     [

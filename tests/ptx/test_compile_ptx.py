@@ -143,3 +143,40 @@ def test_compiled_fusion_reports_plan(
     assert ampere_compiled.params.instruction_tile.as_tuple() == (16, 8, 16)
     assert ampere_compiled.provenance.base == "default"
     assert ampere_compiled.kernel_name.startswith("ampere_float16_kk_")
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"swap_ab": False, "cta_tile": (64, 64, 256), "warp_tile": (64, 64, 256),
+         "splitk_factor": 2},
+        {"swap_ab": False, "cta_tile": (128, 128, 64), "warp_tile": (64, 128, 64),
+         "splitk_factor": 8},
+        {"swap_ab": True, "cta_tile": (128, 32, 128), "warp_tile": (64, 32, 128),
+         "splitk_factor": 4},
+    ],
+    ids=["pairs_of_64x64", "eight_of_128x128_two_consumers", "swapped_four_two_consumers"],
+)  # fmt: skip
+def test_cluster_reduction_is_one_kernel_without_spills(
+    overrides: dict, hopper_link_log: Callable[[object], str]
+) -> None:
+    """Split-K summed in the cluster (bias + GELU, 32 x 4096 x 4096): one entry, partials
+    read through distributed shared memory behind cluster-scope barriers, nothing spilled
+    (two consumers' producer spilled 8-32 bytes at the pairs' 40 registers: it runs at 56)."""
+    from mmaplug.cli.bench import linear_fusion
+
+    n = overrides["warp_tile"][1]
+    inst = {"instruction_tile": (64, n, 16), "use_smem_epilogue": False, "stages": 3}
+    fusion = linear_fusion(32, 4096, 4096, mp.bfloat16, True)
+    compiled = mp.compile(
+        fusion, "h200", overrides={**overrides, **inst, "splitk_in_cluster": True}
+    )
+    assert compiled.kernel_name.endswith("_kc")
+    ptx = compiled.ptx
+    assert ptx.count(".entry") == 1, "a second kernel"
+    assert re.search(r"ld\.shared::cluster\.f32", ptx)
+    assert re.search(r"mbarrier\.try_wait\.parity\.acquire\.cluster", ptx)
+    assert re.search(r"fence\.acq_rel\.cluster", ptx)
+    text = hopper_link_log(compiled._artifact.config)
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text

@@ -57,7 +57,10 @@ def _cluster_kernel(maps, out):
     bar = buf + 4096
     rank = H.cluster_ctarank()
     H.tma_load_3d_multicast(buf, I.global_addr(maps, 0), out[0], out[1], rank, bar, out[2])
+    H.fence_acq_rel_cluster()
     H.mbarrier_arrive_cluster(H.mapa_shared(bar, rank ^ 1))
+    H.mbarrier_wait_cluster(bar, 0)
+    out[4] = types.uint32(H.ld_shared_cluster_f32(H.mapa_shared(buf, rank ^ 1)))
     H.cluster_sync()
     out[3] = H.cluster_id()
 
@@ -195,6 +198,13 @@ CASES = {
         "cluster",
         r"mbarrier\.arrive\.shared::cluster\.b64 _, \[%r\d+\];",
     ),
+    "fence_acq_rel_cluster": ("cluster", r"fence\.acq_rel\.cluster;"),
+    "mbarrier_wait_cluster": (
+        "cluster",
+        r"(mbar_wait_\d+):\nmbarrier\.try_wait\.parity\.acquire\.cluster\.shared::cta\.b64 "
+        r"p, \[%r\d+\], %r\d+;\n@!p bra \1;",
+    ),
+    "ld_shared_cluster_f32": ("cluster", r"ld\.shared::cluster\.f32 %f\d+, \[%r\d+\];"),
     "cluster_sync": (
         "cluster",
         r"barrier\.cluster\.arrive\.release;\s*barrier\.cluster\.wait\.acquire;",
@@ -442,7 +452,17 @@ def test_shared_address_argument_must_be_integer():
 
 
 @pytest.mark.parametrize(
-    "name", ["barrier", "tma", "misc", "wgmma64", "wgmma256_tt", "wgmma_e4m3_256", "wgmma_e5m2_64"]
+    "name",
+    [
+        "barrier",
+        "tma",
+        "misc",
+        "cluster",
+        "wgmma64",
+        "wgmma256_tt",
+        "wgmma_e4m3_256",
+        "wgmma_e5m2_64",
+    ],
 )
 def test_ptxas_accepts_and_does_not_serialize(name, assemble_sm90a):
     """ptxas assembles each kernel for sm_90a without serialising the wgmmas (C7510-C7515)."""

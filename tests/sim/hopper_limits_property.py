@@ -8,7 +8,8 @@ with per-row/column scales (a bf16 or FP8 output), with or without a bias + relu
 hopper parameters from a grid that holds illegal values too (warp m 96, warp n
 not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...),
 now and then for the transposed product (``swap_ab``: the tiles are the kernel's, whose A is
-the problem's B).
+the problem's B) or with split-K summed in the cluster of a tile's splits
+(``splitk_in_cluster``).
 Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
 with 2 SMs (ampere and decode blocked, so the plan is hopper's or none) and must launch
 ``hopper_gemm``, keep the params unchanged and match ``mp.evaluate`` with every output written
@@ -49,6 +50,7 @@ CTA_K = (32, 64, 128, 192, 256)
 MAX_COST = (64, 4, 24)
 MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and built only
 MAX_SWAP_RUNS = 4  # ... but for the transposed product's, until this many of them ran
+MAX_KCLUSTER_RUNS = 4  # ... and for the cluster reduction's
 COUNTS: dict = {
     "accepted": 0,
     "rejected": 0,
@@ -57,6 +59,7 @@ COUNTS: dict = {
     "fp8_ran": 0,
     "block_ran": 0,
     "swap_ran": 0,
+    "kcluster_ran": 0,
     "launches": 0,
     "ran": 0,
     "seconds": 0.0,
@@ -88,6 +91,8 @@ def cases(draw: st.DrawFn) -> dict:
     swap = not block and draw(st.booleans())
     kernel_b_k_inner = a_k_inner if swap else b_k_inner
     legal = draw(st.booleans())
+    # split-K summed in the cluster now and then (legal: 2-3 splits, registers' epilogue)
+    kcluster = draw(st.integers(0, 3)) == 0 and (not legal or not pingpong)
     if not legal:  # anywhere in the grid: mostly sets the kernel cannot take
         wm, wn, bk = (draw(st.sampled_from(grid)) for grid in (WARP_M, WARP_N, CTA_K))
         gm, gn = draw(st.integers(1, 3)), draw(st.integers(1, 3))
@@ -135,13 +140,18 @@ def cases(draw: st.DrawFn) -> dict:
             warp_tile=(wm, wn, bk),
             instruction_tile=inst,
             stages=draw(st.integers(2, 4) if legal else st.integers(1, 6)),
-            splitk_factor=draw(st.integers(1, min(3, -(-k // bk)) if legal else 3)),
+            splitk_factor=draw(
+                st.integers(1 + (kcluster and legal), max(1 + kcluster, min(3, -(-k // bk))))
+                if legal
+                else st.integers(1, 3)
+            ),
+            splitk_in_cluster=kcluster,
             grid_swizzle_factor=draw(st.integers(1, 3)),
             cta_order=draw(st.sampled_from(("row_major", "column_major"))),
             tiling_strategy="persistent_pingpong"
             if pingpong
             else draw(st.sampled_from(("one_tile_per_cta", "persistent"))),
-            use_smem_epilogue=draw(st.booleans()) and (not swap or not legal),
+            use_smem_epilogue=draw(st.booleans()) and (not (swap or kcluster) or not legal),
             swap_ab=swap,
             warp_specialized=not rare or draw(st.booleans()),
             async_gmem_load_operands=not rare or draw(st.booleans()),
@@ -163,6 +173,8 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
     k_inst = 32 if "float8" in case["dtype"] else 16
     wgmmas = units * k_steps * (bk // k_inst) * (bm // 64) * (bn // wn)
     ctas = units if p["tiling_strategy"] == "one_tile_per_cta" else min(units, 2 * DEVICE.sm_count)
+    if p["splitk_in_cluster"]:  # a cluster of the splits per tile, reduced in it
+        return wgmmas, max(ctas, split), 0
     reduce_blocks = -(-batch * m * n // REDUCE_THREADS) if split > 1 else 0
     return wgmmas, ctas, reduce_blocks
 
@@ -227,7 +239,10 @@ def check(case: dict) -> None:
     assert compiled.params == params, (compiled.params, params)  # no silent rewrite
     too_slow = any(c > top for c, top in zip(sim_cost(case), MAX_COST, strict=True))
     swap_due = case["params"]["swap_ab"] and COUNTS["swap_ran"] < MAX_SWAP_RUNS
-    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not swap_due):
+    kcluster_due = (
+        case["params"]["splitk_in_cluster"] and COUNTS["kcluster_ran"] < MAX_KCLUSTER_RUNS
+    )
+    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not (swap_due or kcluster_due)):
         return  # planned and built (its config passed config_problems); not run here
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
@@ -237,6 +252,7 @@ def check(case: dict) -> None:
     COUNTS["fp8_ran"] += fp8
     COUNTS["block_ran"] += case["block"]
     COUNTS["swap_ran"] += case["params"]["swap_ab"]
+    COUNTS["kcluster_ran"] += case["params"]["splitk_in_cluster"]
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)

@@ -527,8 +527,53 @@ def case_tn_bf16_swap_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
             "tiling_strategy": "persistent_pingpong"}  # fmt: skip
 
 
+# --- splitk_in_cluster: a tile's splits are one cluster, summed in distributed shared memory ---
+KCLUSTER = {**PERSISTENT, "splitk_in_cluster": True, "use_smem_epilogue": False}
+
+
+def case_tn_f16_splitk2_kcluster_ragged(fd: Any, mp: Any) -> dict[str, Any]:
+    """Split-K 2 in a cluster of 2, ragged M, N and K, casts only: 6 tiles walked by one
+    persistent cluster (the reduction's barriers turn over every unit)."""
+    a, b = _operands(fd, mp, 72, 136, 200, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 3), **KCLUSTER, "splitk_factor": 2}
+
+
+def case_nt_bf16_splitk3_kcluster_batch2_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """NT over batch 2, split-K 3 in a cluster of 3 (an odd rank count: slices of 1/3 of the
+    tile), K of 4 tiles (the third split's range is empty), bias along N and GELU."""
+    a, b = _operands(fd, mp, 64, 72, 256, "NT", mp.bfloat16, batch=2)
+    bias = fd.define_tensor([72], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [2, 64, 72], [2]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **KCLUSTER, "splitk_factor": 3}
+
+
+def case_tn_bf16_swap_splitk4_kcluster_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped, split-K 4 in a cluster of 4: each rank's slice walks the kernel's rows (the
+    output's columns); relu and a float32 aux output."""
+    a, b = _operands(fd, mp, 24, 136, 256, "TN", mp.bfloat16)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.bfloat16))
+    fd.add_output(fd.ops.cast(y, mp.float32))
+    return {**_tile((64, 24, 64), (64, 24, 64), 2), **KCLUSTER, "swap_ab": True,
+            "splitk_factor": 4}  # fmt: skip
+
+
+def case_tn_e4m3_block_splitk2_kcluster_out_e4m3_amax(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, split-K 2 in a cluster: the promoted sums of each split meet in shared
+    memory; an e4m3 output with its scale and the amax."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 128, 512, mp.float8_e4m3fn)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    scale = fd.define_scalar()
+    fd.add_output(fd.ops.cast(fd.ops.mul(y, scale), mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(y, [0, 1]))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **KCLUSTER, "splitk_factor": 2}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 SWAPPED = {name for name in CASES if "_swap" in name}
+KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue is their own)
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
 # not 16-byte units (N = 90; FP8 N = 72, 74)
@@ -538,7 +583,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
                        "tn_bf16_fp8_residual_registers", "tn_e4m3_out_e4m3_amax_registers",
                        "tn_e5m2_out_e5m2_amax_staged_residual",
-                       "tn_e4m3_out_e4m3_amax_nan"} - SWAPPED  # fmt: skip
+                       "tn_e4m3_out_e4m3_amax_nan"} - SWAPPED - KCLUSTERED  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -563,7 +608,12 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_bf16_swap_ragged": 3, "nt_f16_swap_bias_residual_gelu": 2,
          "nn_f16_swap_splitk2_relu_aux": 4, "tt_bf16_swap_batch2_row_scale": 4,
          "tn_e4m3_swap_rowwise_bias": 2, "tn_f16_swap_cluster_pairs": 2,
-         "tn_bf16_swap_pingpong_amax": 5}  # fmt: skip
+         "tn_bf16_swap_pingpong_amax": 5, "tn_f16_splitk2_kcluster_ragged": 6,
+         "nt_bf16_splitk3_kcluster_batch2_bias_gelu": 4,
+         "tn_bf16_swap_splitk4_kcluster_relu_aux": 3,
+         "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4}  # fmt: skip
+# CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles)
+CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4}
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
@@ -671,11 +721,12 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == "hopper", res
     kernels = [launch[0] for launch in res["launches"]]
-    split = "splitk" in name
+    split = "splitk" in name and "_kcluster" not in name  # (a cluster's splits reduce in it)
     assert kernels == ["hopper_gemm", *(["hopper_splitk_reduce"] * split)], res["launches"]
-    assert res["launches"][0][1:] == [2, UNITS[name]], res["launches"]  # [CTAs, units]
+    assert res["launches"][0][1:] == [CTAS.get(name, 2), UNITS[name]], res["launches"]
+    assert res["kernel"].endswith("_kc") == ("_kcluster" in name), res["kernel"]
     assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
-    assert res["kernel"].endswith("_swap") == (name in SWAPPED), res["kernel"]
+    assert ("_swap" in res["kernel"]) == (name in SWAPPED), res["kernel"]
     assert res["outputs"], "no outputs compared"
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:

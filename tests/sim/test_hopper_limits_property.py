@@ -3,11 +3,10 @@
 Runs tests/sim/hopper_limits_property.py in subprocesses with NUMBA_ENABLE_CUDASIM=1 (this
 pytest process stays on the real CUDA target), in parallel: two seeded hypothesis shards over
 tiles (legal and illegal) x stages x split-K x swizzle x order x tiling strategy x smem
-epilogue x operand swap x layouts x dtypes (FP8 included) x TMA-aligned ragged shapes, plus
-unaligned shapes
-and FP8 operands that are not K-major, which hopper must decline. A hopper kernel takes ~0.5-3 s
-in the simulator (256-384 Python threads per CTA), so each shard runs only a few of the sets it
-accepts.
+epilogue x operand swap x cluster reduction x layouts x dtypes (FP8 included) x TMA-aligned
+ragged shapes, plus unaligned shapes and FP8 operands that are not K-major, which hopper
+must decline. A hopper kernel takes ~0.5-3 s in the simulator (256-384 Python threads per
+CTA), so each shard runs only a few of the sets it accepts.
 """
 
 from __future__ import annotations
@@ -53,3 +52,11 @@ def test_swapped_parameter_sets_ran(runs: dict) -> None:
     and matched mp.evaluate."""
     counts = [runs[shard][1] or {} for shard in SHARDS]
     assert sum(c.get("swap_ran", 0) for c in counts) >= 2, counts
+
+
+def test_cluster_reduced_parameter_sets_ran(runs: dict) -> None:
+    """Across the shards sets with split-K summed in the cluster (splitk_in_cluster) that the
+    rules accept ran and matched mp.evaluate, and sets the rules refuse named the field."""
+    counts = [runs[shard][1] or {} for shard in SHARDS]
+    assert sum(c.get("kcluster_ran", 0) for c in counts) >= 2, counts
+    assert any("splitk_in_cluster" in c.get("fields", {}) for c in counts), counts

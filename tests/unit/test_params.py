@@ -110,6 +110,7 @@ def test_field_names_are_fixed() -> None:
         "tiling_strategy",
         "warp_specialized",
         "swap_ab",
+        "splitk_in_cluster",
     )
 
 
