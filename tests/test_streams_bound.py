@@ -96,7 +96,7 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     plan = hopper_artifact._Launch(
         config=config, maps=maps, grid=(4, 1, 1), shape=(16, 16, 32, 1, 0, 0),
         grid_args=(32, 1, 1, 1), epi_strides=(0, 16, 1), out_strides=(0, 16), scale_strides=(),
-        m=16, n=16, batch=1,
+        m=16, n=16, batch=1, persistent=False,
     )  # fmt: skip
     array = types.SimpleNamespace
     args = types.SimpleNamespace(

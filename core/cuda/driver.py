@@ -220,7 +220,11 @@ def max_active_clusters(kernel: int, block: tuple, smem: int, cluster: int) -> i
     attr.id = bindings.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster, 1, 1
     config.attrs, config.numAttrs = [attr], 1
-    err, count = bindings.cuOccupancyMaxActiveClusters(function, config)
+    try:
+        err, count = bindings.cuOccupancyMaxActiveClusters(function, config)
+    except (AttributeError, TypeError) as error:  # a cuda.bindings without it: no cut
+        LAUNCH.debug("cuOccupancyMaxActiveClusters unavailable: %s", error)
+        return 0
     found = int(count) if err == bindings.CUresult.CUDA_SUCCESS else 0
     with _lock:
         _clusters[key] = found

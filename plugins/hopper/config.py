@@ -41,6 +41,8 @@ STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma frag
 # the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
 # portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
 MAX_REDUCE_CLUSTER: Final = 8
+# CTAs along M that share one B tile, each multicasting its part (1: no cluster)
+MULTICAST_CLUSTERS: Final = (1, 2, 4)
 # setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
 # registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
 # the pool the CTA's own setmaxnreg.dec released, so each split frees exactly what it takes:
@@ -449,24 +451,25 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
     return problems
 
 
-def pair_n_unit(b_k_inner: bool) -> int:
-    """What cta_tile n of a CTA pair must be a multiple of: each CTA multicasts half of the B
-    tile, whole 8-row groups of a K-major B (16 rows) or 64-column swizzle rows of an N-major
-    one (128 columns)."""
-    return 16 if b_k_inner else 2 * BOX_INNER
+def multicast_n_unit(b_k_inner: bool, ctas: int) -> int:
+    """What cta_tile n of a cluster of *ctas* CTAs along M must be a multiple of: each CTA
+    multicasts a 1/ctas part of the B tile, whole 8-row groups of a K-major B (16 rows for a
+    pair) or 64-column swizzle rows of an N-major one (128 columns for a pair)."""
+    return (8 if b_k_inner else BOX_INNER) * ctas
 
 
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
-    """Why *cfg*'s cluster cannot be built: pairs of CTAs along M, each multicasting half of
-    the B tile both use (whole TMA boxes or 128-byte swizzle rows per half)."""
+    """Why *cfg*'s cluster cannot be built: clusters of 2 or 4 CTAs along M, each multicasting
+    its part of the B tile they all use (whole TMA boxes or 128-byte swizzle rows a part)."""
     if cfg.cluster_m == 1:
         return []
     bn = cfg.cta_tile[1]
-    if cfg.cluster_m != 2:
-        return [f"cluster_m must be 1 or 2 (CTA pairs along M), got {cfg.cluster_m}"]
-    if bn % (unit := pair_n_unit(cfg.b_k_inner)):
+    if cfg.cluster_m not in MULTICAST_CLUSTERS:
+        return [f"cluster_m must be 1, 2 or 4 (CTAs along M), got {cfg.cluster_m}"]
+    if bn % (unit := multicast_n_unit(cfg.b_k_inner, cfg.cluster_m)):
         return [
-            f"a cluster multicasts half of B's tile: cta_tile n={bn} must be a multiple of {unit}"
+            f"a cluster of {cfg.cluster_m} multicasts a part of B's tile from each CTA: "
+            f"cta_tile n={bn} must be a multiple of {unit}"
         ]
     return []
 

@@ -81,27 +81,28 @@ class _Operand:
             for q in range(self.rows // BOX_INNER)
         ]
 
-    def multicast_boxes(self, half: str) -> list[tuple[str, str, str]]:
-        """The boxes this CTA of a pair loads for both (``half``: its cluster rank, 0 or 1):
-        half of each K slab's rows, or every other 64-column swizzle row of an MN-major B."""
+    def multicast_boxes(self, part: str, parts: int) -> list[tuple[str, str, str]]:
+        """The boxes this CTA of a cluster of *parts* loads for all (``part``: its cluster
+        rank): a 1/parts share of each K slab's rows, or every parts-th 64-column swizzle row
+        of an MN-major B."""
         r0 = kv.n0 if self.name == "b" else kv.m0
-        rows = self.rows // 2
+        rows = self.rows // parts
         if self.k_inner:
             return [
                 (
-                    f"{s * self.rows * SWIZZLE_BYTES} + {half} * {rows * SWIZZLE_BYTES}",
+                    f"{s * self.rows * SWIZZLE_BYTES} + {part} * {rows * SWIZZLE_BYTES}",
                     f"{kv.k0} + {s * self.kbox}",
-                    f"{r0} + {half} * {rows}",
+                    f"{r0} + {part} * {rows}",
                 )
                 for s in range(self.bk // self.kbox)
             ]
         return [
             (
-                f"({2 * j} + {half}) * {self.bk * SWIZZLE_BYTES}",
-                f"{r0} + ({2 * j} + {half}) * {BOX_INNER}",
+                f"({parts * j} + {part}) * {self.bk * SWIZZLE_BYTES}",
+                f"{r0} + ({parts * j} + {part}) * {BOX_INNER}",
                 kv.k0,
             )
-            for j in range(self.rows // BOX_INNER // 2)
+            for j in range(self.rows // BOX_INNER // parts)
         ]
 
     def slice_offset(self, row0: str) -> str:
@@ -329,8 +330,8 @@ def _emit_producer(
                 loads = ((a, kv.sa, "tmap_a", "ca"), (b, kv.sb, "tmap_b", "cb"))
                 for op, base, tmap, batch in loads:
                     em(f"dst = {base} + {kv.s} * {op.stage_bytes}")
-                    if op is b and cfg.cluster_m > 1:  # half of B, landing in both CTAs
-                        for where, m0, m1 in op.multicast_boxes(kv.rank):
+                    if op is b and cfg.cluster_m > 1:  # a part of B, landing in every CTA
+                        for where, m0, m1 in op.multicast_boxes(kv.rank, cfg.cluster_m):
                             em(
                                 f"tma_load_3d_multicast(uint32(dst + {where}), {tmap}, "
                                 f"int32({m0}), int32({m1}), {batch}, full, "

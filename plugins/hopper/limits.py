@@ -35,7 +35,7 @@ from .config import (
     k_box,
     kernel_smem_bytes,
     kernel_threads,
-    pair_n_unit,
+    multicast_n_unit,
     reduction_bytes,
     staging_bytes,
     wgmma_k,
@@ -142,7 +142,7 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         Rule("cluster_dims", CLUSTER.text, _cluster),
         Rule(
             "cluster_dims",
-            "(1, 1) with a cta_tile n that does not halve into whole boxes",
+            "(1, 1) with a cta_tile n that does not split into whole boxes per CTA",
             _cluster_pair,
         ),
         Rule("splitk_factor", "<= ceil(k / cta_k)", _k_tiles),
@@ -344,19 +344,22 @@ def _cluster(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> 
     if CLUSTER.allows(tuple(params.cluster_dims)):
         return None
     return (
-        f"cluster_dims={params.cluster_dims}: the kernel pairs CTAs along M, the pair sharing "
-        "one multicast B tile; other cluster shapes are not generated. Set (1, 1) or (2, 1)."
+        f"cluster_dims={params.cluster_dims}: the kernel clusters 2 or 4 CTAs along M, which "
+        "share one multicast B tile; other cluster shapes are not generated. Set one of "
+        f"{CLUSTER.text}."
     )
 
 
 def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
-    cta, unit = params.cta_tile, pair_n_unit(problem.b_k_inner)
-    if tuple(params.cluster_dims) != CLUSTERS[1] or cta.n % unit == 0:
+    cta, ctas = params.cta_tile, params.cluster_dims[0]
+    if not CLUSTER.allows(tuple(params.cluster_dims)) or ctas == 1:
+        return None
+    if cta.n % (unit := multicast_n_unit(problem.b_k_inner, ctas)) == 0:
         return None
     return (
-        f"cluster_dims=(2, 1) with cta_tile={cta}: each CTA of a pair multicasts half of the "
-        f"B tile, so n must be a multiple of {unit} for this layout. Set cluster_dims=(1, 1) "
-        f"or n to a multiple of {unit}."
+        f"cluster_dims={tuple(params.cluster_dims)} with cta_tile={cta}: each of the {ctas} "
+        f"CTAs multicasts a 1/{ctas} part of the B tile, so n must be a multiple of {unit} for "
+        f"this layout. Set cluster_dims=(1, 1), a smaller cluster, or n to a multiple of {unit}."
     )
 
 

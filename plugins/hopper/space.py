@@ -23,6 +23,7 @@ from .config import (
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
+    MULTICAST_CLUSTERS,
     WARPGROUP,
     WGMMA_M,
     accumulator_budget,
@@ -34,7 +35,8 @@ from .config import (
 
 __all__ = ["CLUSTERS", "space"]
 
-CLUSTERS: Final = ((1, 1), (2, 1))  # one CTA, or a pair along M multicasting one B tile
+# one CTA, or 2 or 4 along M multicasting one B tile (a part each)
+CLUSTERS: Final = tuple((m, 1) for m in MULTICAST_CLUSTERS)
 # What the tuner tries: warp tiles (m, n) at each cta_k, one or two consumer warpgroups along
 # M or N, stages 2-6, split-K 1-8 and every tiling strategy (only the legal ones are listed).
 WARP_EXAMPLES: Final = (

@@ -236,6 +236,42 @@ def test_swap_ab_splitk_in_cluster(
     assert compiled.kernel_name.endswith("_swap_kc")
 
 
+CLUSTER4 = list(itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue"),
+    CLUSTER4,
+    ids=[f"{d.label}_{lay}_{e}" for d, lay, e in CLUSTER4],
+)
+def test_clusters_of_four(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str
+) -> None:
+    """cluster_dims=(4, 1): four CTAs along M share the B tile, each multicasting a quarter
+    (2 x 64 columns of an N-major B); m=584 makes 10 M tiles, so the third cluster has two
+    CTAs without rows; batch 2, ragged."""
+    fusion = _fusion(584, 520, 328, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=43, cta_tile=(64, 256, 64), warp_tile=(64, 256, 64),
+        instruction_tile=(64, 256, 16), stages=4, use_smem_epilogue=True,
+        cluster_dims=(4, 1), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith("_c4")
+
+
+@pytest.mark.parametrize("layout", ["TN", "TT"])  # (an M-major A needs 256 rows a cluster)
+def test_swap_ab_clusters_of_four(pm: mp.PluginManager, checks: Checks, layout: str) -> None:
+    """The transposed product in clusters of 4 (each multicasts 8 of the 32 activation rows),
+    bias + GELU; 1000 weight rows make 16 tiles, 4 clusters."""
+    fusion = _fusion(32, 1000, 1064, mp.bfloat16, layout, "bias_gelu", 1)
+    compiled = _run(
+        checks, fusion, pm, seed=47, cta_tile=(64, 32, 64), warp_tile=(64, 32, 64),
+        instruction_tile=(64, 32, 16), stages=6, swap_ab=True, use_smem_epilogue=False,
+        cluster_dims=(4, 1), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith("_c4_swap")
+
+
 @pytest.mark.parametrize(
     ("shape", "epilogue"),
     [

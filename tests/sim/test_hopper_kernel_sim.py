@@ -527,6 +527,28 @@ def case_tn_bf16_swap_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
             "tiling_strategy": "persistent_pingpong"}  # fmt: skip
 
 
+def case_tt_bf16_cluster4_relu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Clusters of 4 CTAs along M: each multicasts every fourth 64-column swizzle row of the
+    N-major B tile (n = 256: one row each) into all four; M = 200 is one cluster of M tiles,
+    the last with 8 rows; relu from registers."""
+    a, b = _operands(fd, mp, 200, 256, 64, "TT", mp.bfloat16)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.bfloat16))
+    return {**_tile((64, 256, 64), (64, 256, 64), 2), **PERSISTENT, "use_smem_epilogue": False,
+            "cluster_dims": (4, 1)}  # fmt: skip
+
+
+def case_tn_bf16_swap_cluster4_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped in clusters of 4 (cuBLAS's 4x1 clusters of 64-row weight tiles): each CTA
+    multicasts 8 of the 32 activation rows (the kernel's B) into all four; the weight's 300
+    rows make 2 clusters of tiles, the second with 44 rows (three CTAs without rows still
+    load and release their part); a bias along N (the kernel's rows)."""
+    a, b = _operands(fd, mp, 24, 300, 128, "TN", mp.bfloat16)
+    bias = fd.define_tensor([300], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [24, 300], [1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 32, 64), (64, 32, 64), 3), **SWAP, "cluster_dims": (4, 1)}
+
+
 # --- splitk_in_cluster: a tile's splits are one cluster, summed in distributed shared memory ---
 KCLUSTER = {**PERSISTENT, "splitk_in_cluster": True, "use_smem_epilogue": False}
 
@@ -583,7 +605,8 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
                        "tn_bf16_fp8_residual_registers", "tn_e4m3_out_e4m3_amax_registers",
                        "tn_e5m2_out_e5m2_amax_staged_residual",
-                       "tn_e4m3_out_e4m3_amax_nan"} - SWAPPED - KCLUSTERED  # fmt: skip
+                       "tn_e4m3_out_e4m3_amax_nan",
+                       "tt_bf16_cluster4_relu"} - SWAPPED - KCLUSTERED  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -611,9 +634,12 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_bf16_swap_pingpong_amax": 5, "tn_f16_splitk2_kcluster_ragged": 6,
          "nt_bf16_splitk3_kcluster_batch2_bias_gelu": 4,
          "tn_bf16_swap_splitk4_kcluster_relu_aux": 3,
-         "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4}  # fmt: skip
-# CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles)
-CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4}
+         "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4, "tt_bf16_cluster4_relu": 1,
+         "tn_bf16_swap_cluster4_bias": 2}  # fmt: skip
+# CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
+# cluster of 4 along M
+CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
+        "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 

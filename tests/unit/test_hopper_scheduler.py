@@ -99,7 +99,7 @@ def test_a_horizontal_fusion_narrows_split_k_and_clusters() -> None:
         ("prefetch_gap", 2),
         ("async_gmem_load_operands", False),
         ("warp_specialized", False),
-        ("cluster_dims", (4, 1)),
+        ("cluster_dims", (8, 1)),
     ],
 )
 def test_single_field_rules_ask_the_space(field: str, value: object) -> None:

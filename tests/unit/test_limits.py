@@ -438,7 +438,8 @@ def test_ampere_rules(
             "h100",
             problem(),
             "cluster_dims",
-            r"cluster_dims=\(1, 2\): the kernel pairs CTAs along M.* Set \(1, 1\) or \(2, 1\)\.",
+            r"cluster_dims=\(1, 2\): the kernel clusters 2 or 4 CTAs along M.* Set one of "
+            r"\(1, 1\) or \(2, 1\) or \(4, 1\)\.",
         ),
         (
             {
