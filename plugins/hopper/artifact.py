@@ -39,6 +39,7 @@ from .config import (
     HopperKernelConfig,
     epilogue_outputs,
     packed_buffers,
+    through_workspace,
 )
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
@@ -84,7 +85,7 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     checks the actual tensors)."""
     if problem.horizontal > 1:  # the staged path combines the products; packing does not
         return False
-    workspace = params.splitk_factor > 1 and not params.splitk_in_cluster
+    workspace = through_workspace(params.splitk_factor, params.splitk_in_cluster)
     dtypes = epilogue_outputs(analysis.epilogue, workspace)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)

@@ -56,6 +56,12 @@ MULTICAST_CLUSTERS: Final = (1, 2, 4)
 REGISTER_SPLITS: Final = {"none": (24, 240), "pairs": (40, 232), "splits": (56, 224)}
 
 
+def through_workspace(splitk: int, in_cluster: bool) -> bool:
+    """Whether *splitk* splits meet in the float32 workspace (the reduce kernel sums them),
+    not in their cluster (*in_cluster*)."""
+    return splitk > 1 and not in_cluster
+
+
 def cluster_kind(pairs: bool, splits: bool) -> str:
     """The ``REGISTER_SPLITS`` key of a kernel in CTA *pairs*, in clusters of its *splits*, or
     neither."""
@@ -132,7 +138,7 @@ class HopperKernelConfig:
     @property
     def workspace_splitk(self) -> bool:
         """Split-K through the float32 workspace and the reduce kernel."""
-        return self.splitk > 1 and not self.splitk_cluster
+        return through_workspace(self.splitk, self.splitk_cluster)
 
     @property
     def n_out(self) -> int:

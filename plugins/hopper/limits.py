@@ -42,16 +42,14 @@ from .config import (
 )
 from .space import (
     CLUSTER,
-    CLUSTER_ALONE,
     CLUSTER_SPLITS,
-    CLUSTER_STAGING,
     CLUSTERS,
-    HORIZONTAL_CLUSTER,
     HORIZONTAL_SPLIT_K,
+    NO_CLUSTER,
     PREFETCH_GAP,
+    REGISTER_EPILOGUE,
     STAGES,
     SWAP_FIXED,
-    SWAP_STAGING,
     TMA_LOADS,
     WARP_SPECIALIZED,
     accumulators,
@@ -149,7 +147,7 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         Rule("splitk_in_cluster", CLUSTER_SPLITS.text, _cluster_splits),
         Rule(
             "splitk_in_cluster",
-            f"with cluster_dims {CLUSTER_ALONE.text}, use_smem_epilogue {CLUSTER_STAGING.text} "
+            f"with cluster_dims {NO_CLUSTER.text}, use_smem_epilogue {REGISTER_EPILOGUE.text} "
             "and no ping-pong",
             _cluster_reduction_alone,
         ),
@@ -388,9 +386,9 @@ def _cluster_reduction_alone(
     params: MatmulParams, _problem: MatmulProblem, _device: Device
 ) -> str | None:
     pingpong = params.tiling_strategy is TilingStrategy.persistent_pingpong
-    alone = CLUSTER_ALONE.allows(tuple(params.cluster_dims))
+    alone = NO_CLUSTER.allows(tuple(params.cluster_dims))
     if not params.splitk_in_cluster or (
-        alone and CLUSTER_STAGING.allows(params.use_smem_epilogue) and not pingpong
+        alone and REGISTER_EPILOGUE.allows(params.use_smem_epilogue) and not pingpong
     ):
         return None
     return (
@@ -421,14 +419,14 @@ def _units(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str
 def _swap_rules(problem: MatmulProblem) -> list[Rule]:
     """What the swapped kernel does not generate: the epilogue of its transposed tile is
     stored from registers, and a horizontal fusion or block scales keep their orientation."""
-    found = [Rule("use_smem_epilogue", SWAP_STAGING.text + " with swap_ab", _swap_staging)]
+    found = [Rule("use_smem_epilogue", REGISTER_EPILOGUE.text + " with swap_ab", _swap_staging)]
     if problem.horizontal > 1 or problem.block_scaled:
         found.append(Rule("swap_ab", SWAP_FIXED.text, _swap_fixed))
     return found
 
 
 def _swap_staging(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
-    if not params.swap_ab or SWAP_STAGING.allows(params.use_smem_epilogue):
+    if not params.swap_ab or REGISTER_EPILOGUE.allows(params.use_smem_epilogue):
         return None
     return (
         "use_smem_epilogue=True with swap_ab=True: the swapped kernel's tile is the output's "
@@ -460,7 +458,7 @@ def _horizontal_rules(problem: MatmulProblem) -> list[Rule]:
         Rule("cta_tile", f"n a multiple of {unit}", _stacked_n),
         Rule("warp_tile", "n == cta_tile.n", _whole_rows),
         Rule("splitk_factor", HORIZONTAL_SPLIT_K.text, _horizontal_split_k),
-        Rule("cluster_dims", HORIZONTAL_CLUSTER.text, _horizontal_cluster),
+        Rule("cluster_dims", NO_CLUSTER.text, _horizontal_cluster),
         Rule("use_smem_epilogue", "False for this warp_tile", _horizontal_staging),
     ]
 
@@ -504,7 +502,7 @@ def _horizontal_split_k(params: MatmulParams, _pr: MatmulProblem, _d: Device) ->
 
 
 def _horizontal_cluster(params: MatmulParams, _pr: MatmulProblem, _d: Device) -> str | None:
-    if HORIZONTAL_CLUSTER.allows(tuple(params.cluster_dims)):
+    if NO_CLUSTER.allows(tuple(params.cluster_dims)):
         return None
     return (
         f"cluster_dims={params.cluster_dims} with a horizontal fusion: B multicast per tensor "

@@ -73,19 +73,21 @@ CLUSTER: Final = Space("cluster_dims", " or ".join(map(str, CLUSTERS)), values=C
 SPLIT_K: Final = Space(
     "splitk_factor", ">= 1, at most the K tiles", accepts=_int_at_least(1), examples=SPLIT_EXAMPLES
 )
-# a horizontal fusion's products are combined in the epilogue, and each B has its own map
-HORIZONTAL_CLUSTER: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
+# no cluster: a horizontal fusion (its products are combined in the epilogue, and each B has
+# its own map) and the cluster reduction (the cluster is the tile's splits alone)
+NO_CLUSTER: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
+# the register epilogue: the swapped kernel's (it stores its transposed tile from registers)
+# and the cluster reduction's (its epilogue runs on the summed partials)
+REGISTER_EPILOGUE: Final = Space("use_smem_epilogue", "False", values=(False,))
 HORIZONTAL_SPLIT_K: Final = Space("splitk_factor", "1", values=(1,))
-# the swapped kernel stores its transposed tile from registers; a horizontal fusion and block
-# scales keep the problem's orientation (limits' swap rules)
-SWAP_STAGING: Final = Space("use_smem_epilogue", "False", values=(False,))
+# a horizontal fusion and block scales keep the problem's orientation (limits' swap rules)
 SWAP_FIXED: Final = Space(
     "swap_ab", "False for a horizontal fusion or block scales", values=(False,)
 )
 # the tuner tries the swap where the activations are few: at most this many rows
 SWAP_TRIED_MAX_M: Final = 64
-# the splits of a tile summed in their cluster's distributed shared memory: 2 to 8 CTAs, the
-# cluster theirs alone, the epilogue the reduction's own (limits' cluster reduction rules)
+# the splits of a tile summed in their cluster's distributed shared memory: 2 to 8 CTAs
+# (limits' cluster reduction rules)
 SPLITK_CLUSTER: Final = Space(
     "splitk_in_cluster", "either", values=(False, True), examples=(False, True)
 )
@@ -94,8 +96,6 @@ CLUSTER_SPLITS: Final = Space(
     f"2..{MAX_REDUCE_CLUSTER} (one portable cluster)",
     values=tuple(range(2, MAX_REDUCE_CLUSTER + 1)),
 )
-CLUSTER_ALONE: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
-CLUSTER_STAGING: Final = Space("use_smem_epilogue", "False", values=(False,))
 FLAGS: Final = (
     Space("tiling_strategy", "any", values=tuple(TilingStrategy), examples=tuple(TilingStrategy)),
     Space("cta_order", "either", values=tuple(CtaOrder)),
@@ -223,7 +223,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         PREFETCH_GAP,
         TMA_LOADS,
         WARP_SPECIALIZED,
-        HORIZONTAL_CLUSTER if h > 1 else CLUSTER,
+        NO_CLUSTER if h > 1 else CLUSTER,
         HORIZONTAL_SPLIT_K if h > 1 else SPLIT_K,
         SPLITK_CLUSTER,
         *FLAGS,
