@@ -11,6 +11,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
     python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
+    python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
+    python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -262,6 +264,93 @@ def kcluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+CLUSTER_SHAPES = [(16, 8192, 8192), (24, 8192, 8192), (32, 4096, 4096), (32, 6144, 4096),
+                  (32, 8192, 28672), (48, 4096, 14336), (56, 6144, 4096), (64, 4096, 4096),
+                  (64, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 8192),
+                  (2048, 14336, 5120)]  # fmt: skip
+WHOLE = " whole"  # a label's suffix: the persistent grid of clusters launched uncut
+
+
+def cluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Hopper's default (the transposed product up to 64 rows) beside the same plan in clusters
+    of 1, 2 and 4 CTAs along M (multicasting B: the activations where swapped), each with the
+    deepest ring that fits; every clustered plan also with its persistent grid uncut."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in CLUSTER_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        default = _compiled(problem, pm=hopper)
+        jobs.append((problem, "default", default))
+        if default is None:
+            continue
+        stages = default.params.stages
+        for dims in ((1, 1), (2, 1), (4, 1)):
+            found = _deepest(problem, {"cluster_dims": dims}, range(stages, 2, -1), hopper)
+            if found:
+                depth, compiled = found
+                label = f"cluster {dims[0]}x{dims[1]} s{depth}"
+                jobs.append((problem, label, compiled))
+                if dims != (1, 1):
+                    ov = {"cluster_dims": dims, "stages": depth}
+                    whole = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
+                    jobs.append((problem, label + WHOLE, whole))
+            else:
+                print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
+    return jobs
+
+
+HALVES_SHAPES = [(64, 4096, 4096), (48, 4096, 4096), (40, 4096, 4096), (64, 4096, 8192),
+                 (64, 4096, 14336), (48, 4096, 14336), (64, 2048, 8192), (32, 2048, 8192),
+                 (64, 1024, 16384), (32, 1024, 16384), (64, 512, 28672), (64, 8192, 8192),
+                 (56, 6144, 4096), (64, 6144, 4096)]  # fmt: skip
+
+
+HALVES_SETS = (("whole", 1, (1, 1)), ("halves", 2, (1, 1)), ("halves", 2, (1, 2)),
+               ("quarters", 4, (1, 4)))  # fmt: skip
+
+
+def halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Skinny rows on hopper's default and as the transposed product with every activation
+    row in one tile (the swap's default) or in two or four tiles of a part of the rows (more
+    CTAs), each weight tile read from L2 by each or multicast to a cluster along N; split-K
+    1, 2 and 4 without a cluster; the deepest ring that fits. Then large problems with
+    clusters along N (multicasting A) beside the default."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in HALVES_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for name, parts, cluster in HALVES_SETS:
+            cols = 8 * -(-m // (8 * parts))
+            for split in (1, 2, 4) if cluster == (1, 1) else (1,):
+                ov = _wgmma_tiles((64, cols, 128), splitk_factor=split, cluster_dims=cluster,
+                                  **SWAPPED)  # fmt: skip
+                if found := _deepest(problem, ov, range(8, 2, -1), hopper):
+                    depth, compiled = found
+                    label = f"swap 64x{cols} {name} c{cluster[1]} s{depth} split {split}"
+                    jobs.append((problem, label, compiled))
+    for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120)):
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for dims in ((2, 1), (1, 2), (1, 4)):
+            ov = {"cluster_dims": dims}
+            jobs.append((problem, f"cluster {dims}", _compiled(problem, overrides=ov, pm=hopper)))
+    return jobs
+
+
+def _bind_whole(compiled: Any, inputs: Any) -> Any:
+    """*compiled* run on *inputs* with its persistent cluster grid left whole: the bound launch
+    keeps the grid it is bound with, so only this first call runs under the patch."""
+    import mmaplug.plugins.hopper.artifact as artifact
+
+    cut = artifact.resident_grid
+    artifact.resident_grid = lambda kernel, grid, *rest: grid
+    try:
+        return compiled.execute(inputs)
+    finally:
+        artifact.resident_grid = cut
+
+
 def decode_jobs() -> list[tuple[TuneProblem, str, Any]]:
     decode_limits.MAX_M = 64  # type: ignore[misc]  # this process only
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -295,6 +384,8 @@ def main(which: str) -> None:
             "fp8_swap": fp8_swap_jobs,
             "decode_long": decode_long_jobs,
             "kcluster": kcluster_jobs,
+            "clusters": cluster_jobs,
+            "halves": halves_jobs,
         }[which]()
         if job[2]
     ]
@@ -308,11 +399,17 @@ def main(which: str) -> None:
             seen[problem.key] = (inputs, reference(problem, inputs),
                                  graph_us(torch_call(problem, inputs)))  # fmt: skip
         inputs, ref, theirs = seen[problem.key]
-        error = rel_error(compiled.execute(inputs)[0], ref)
+        bind = _bind_whole if label.endswith(WHOLE) else lambda c, i: c.execute(i)
+        error = rel_error(bind(compiled, inputs)[0], ref)
         ours = graph_us(lambda c=compiled, i=inputs: c.execute(i)) if error < 1e-2 else float("nan")
         print(f"{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
               f"cuBLAS {theirs:8.1f} us  ratio {theirs / ours:5.2f}  err {error:.1e}  "
               f"{compiled.kernel_name}", flush=True)  # fmt: skip
+    if which == "clusters":
+        from mmaplug.cuda import driver
+
+        print(f"resident clusters (kernel, context, block, smem, cluster -> count): "
+              f"{driver._clusters}")  # fmt: skip
 
 
 if __name__ == "__main__":

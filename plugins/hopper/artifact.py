@@ -73,6 +73,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
         cluster_m=params.cluster_dims[0],
+        cluster_n=params.cluster_dims[1],
         horizontal=problem.horizontal,
         block_scaled=problem.block_scaled,
     )
@@ -191,9 +192,10 @@ class HopperArtifact:
             # with the staged epilogue (same shared memory and stages), built once
             cfg = attrs.evolve(cfg, packed_stores=False)
         bm, _, bk = cfg.cta_tile
-        # a cluster's CTAs take one work unit: adjacent M tiles (pairs) or its splits
-        cl, pair = cfg.cluster, cfg.cluster_m
-        tiles_m, tiles_n = -(-problem.m // (bm * pair)), -(-problem.n // cfg.n_out)
+        # a cluster's CTAs take one work unit: adjacent M or N tiles, or its splits
+        cl = cfg.cluster
+        tiles_m = -(-problem.m // (bm * cfg.cluster_m))
+        tiles_n = -(-problem.n // (cfg.n_out * cfg.cluster_n))
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
         splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile

@@ -41,7 +41,8 @@ STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma frag
 # the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
 # portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
 MAX_REDUCE_CLUSTER: Final = 8
-# CTAs along M that share one B tile, each multicasting its part (1: no cluster)
+# CTAs of a cluster along M that share one B tile, or along N that share one A tile, each
+# multicasting its part of the shared tile (1: no cluster)
 MULTICAST_CLUSTERS: Final = (1, 2, 4)
 # setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
 # registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
@@ -119,6 +120,7 @@ class HopperKernelConfig:
     packed_stores: bool = False
     pingpong: bool = False
     cluster_m: int = 1
+    cluster_n: int = 1
     horizontal: int = 1
     block_scaled: bool = False
     swap_ab: bool = False
@@ -131,9 +133,14 @@ class HopperKernelConfig:
             raise ValueError("invalid HopperKernelConfig: " + "; ".join(problems))
 
     @property
+    def multicast(self) -> int:
+        """CTAs sharing a multicast tile: a cluster along M (of B) or along N (of A), or 1."""
+        return self.cluster_m * self.cluster_n
+
+    @property
     def cluster(self) -> int:
-        """CTAs of a cluster: a pair along M, the splits of a tile, or 1."""
-        return self.splitk if self.splitk_cluster else self.cluster_m
+        """CTAs of a cluster: those sharing a multicast tile, the splits of a tile, or 1."""
+        return self.splitk if self.splitk_cluster else self.multicast
 
     @property
     def workspace_splitk(self) -> bool:
@@ -158,7 +165,7 @@ class HopperKernelConfig:
     @property
     def registers(self) -> tuple[int, int]:
         """setmaxnreg of the producer and of the consumers (see ``REGISTER_SPLITS``)."""
-        return REGISTER_SPLITS[cluster_kind(self.cluster_m > 1, self.splitk_cluster)]
+        return REGISTER_SPLITS[cluster_kind(self.multicast > 1, self.splitk_cluster)]
 
     @property
     def threads(self) -> int:
@@ -236,6 +243,7 @@ class HopperKernelConfig:
             f"{'_ps' if self.packed_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
+            f"{f'_cn{self.cluster_n}' if self.cluster_n > 1 else ''}"
             f"{f'_h{self.horizontal}' if self.horizontal > 1 else ''}"
             f"{'_bs' if self.block_scaled else ''}"
             f"{'_swap' if self.swap_ab else ''}"
@@ -452,30 +460,38 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
         )
     if cfg.horizontal > 1:
         problems.append("block scales are generated for one matmul, not a horizontal fusion")
-    if cfg.cta_tile[2] == BLOCK_CTA_KS[-1] and cfg.cluster_m > 1:
+    if cfg.cta_tile[2] == BLOCK_CTA_KS[-1] and cfg.multicast > 1:
         problems.append(BLOCK_PAIR_CLUSTER)
     return problems
 
 
-def multicast_n_unit(b_k_inner: bool, ctas: int) -> int:
-    """What cta_tile n of a cluster of *ctas* CTAs along M must be a multiple of: each CTA
-    multicasts a 1/ctas part of the B tile, whole 8-row groups of a K-major B (16 rows for a
-    pair) or 64-column swizzle rows of an N-major one (128 columns for a pair)."""
-    return (8 if b_k_inner else BOX_INNER) * ctas
+def multicast_unit(k_inner: bool, ctas: int) -> int:
+    """What the rows of a tile shared by a cluster of *ctas* CTAs must be a multiple of (B's
+    cta_tile n in a cluster along M, A's m along N): each CTA multicasts a 1/ctas part, whole
+    8-row groups of a K-major operand (16 rows for a pair) or 64-element swizzle rows of an
+    MN-major one (128 for a pair)."""
+    return (8 if k_inner else BOX_INNER) * ctas
 
 
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
-    """Why *cfg*'s cluster cannot be built: clusters of 2 or 4 CTAs along M, each multicasting
-    its part of the B tile they all use (whole TMA boxes or 128-byte swizzle rows a part)."""
-    if cfg.cluster_m == 1:
+    """Why *cfg*'s cluster cannot be built: clusters of 2 or 4 CTAs along M (sharing B's tile)
+    or along N (sharing A's), one axis, each CTA multicasting its part of the shared tile
+    (whole TMA boxes or 128-byte swizzle rows a part)."""
+    if cfg.multicast == 1:
         return []
-    bn = cfg.cta_tile[1]
-    if cfg.cluster_m not in MULTICAST_CLUSTERS:
-        return [f"cluster_m must be 1, 2 or 4 (CTAs along M), got {cfg.cluster_m}"]
-    if bn % (unit := multicast_n_unit(cfg.b_k_inner, cfg.cluster_m)):
+    if cfg.cluster_m > 1 and cfg.cluster_n > 1:
+        return [f"a cluster runs along M or N, not both: got {cfg.cluster_m}x{cfg.cluster_n}"]
+    if cfg.multicast not in MULTICAST_CLUSTERS:
+        return [f"a cluster has 1, 2 or 4 CTAs, got {cfg.multicast}"]
+    shared, rows, k_inner = (
+        ("B", cfg.cta_tile[1], cfg.b_k_inner)
+        if cfg.cluster_m > 1
+        else ("A", cfg.cta_tile[0], cfg.a_k_inner)
+    )
+    if rows % (unit := multicast_unit(k_inner, cfg.multicast)):
         return [
-            f"a cluster of {cfg.cluster_m} multicasts a part of B's tile from each CTA: "
-            f"cta_tile n={bn} must be a multiple of {unit}"
+            f"a cluster of {cfg.multicast} multicasts a part of {shared}'s tile from each CTA: "
+            f"its {rows} rows must be a multiple of {unit}"
         ]
     return []
 

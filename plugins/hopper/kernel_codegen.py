@@ -83,8 +83,8 @@ class _Operand:
 
     def multicast_boxes(self, part: str, parts: int) -> list[tuple[str, str, str]]:
         """The boxes this CTA of a cluster of *parts* loads for all (``part``: its cluster
-        rank): a 1/parts share of each K slab's rows, or every parts-th 64-column swizzle row
-        of an MN-major B."""
+        rank): a 1/parts share of each K slab's rows, or every parts-th 64-element swizzle
+        row of an MN-major operand."""
         r0 = kv.n0 if self.name == "b" else kv.m0
         rows = self.rows // parts
         if self.k_inner:
@@ -210,11 +210,14 @@ def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
     tm, tn = emit_tile_decode(
         em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
     )
-    if cfg.cluster_m > 1:  # the pair's tiles are adjacent along M
+    if cfg.cluster_m > 1:  # the cluster's tiles are adjacent along M
         em(f"{kv.m0} = (int64({tm}) * {cfg.cluster_m} + {kv.rank}) * {bm}")
     else:
         em(f"{kv.m0} = int64({tm}) * {bm}")
-    em(f"{kv.n0} = int64({tn}) * {cfg.n_out}")
+    if cfg.cluster_n > 1:  # the cluster's tiles are adjacent along N
+        em(f"{kv.n0} = (int64({tn}) * {cfg.cluster_n} + {kv.rank}) * {cfg.n_out}")
+    else:
+        em(f"{kv.n0} = int64({tn}) * {cfg.n_out}")
 
 
 def _advance(em: Emitter, stages: int) -> None:
@@ -229,7 +232,7 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
     a, b = _Operand(cfg, "a"), _Operand(cfg, "b")
     # every consumer warp releases each stage; with ping-pong only the owning warpgroup's
     consumer_warps = 4 if cfg.pingpong else 4 * cfg.consumers
-    pair = cfg.cluster_m  # a pair's stages are released by both CTAs' consumers
+    pair = cfg.multicast  # a stage is released by the consumers of every CTA sharing it
     cl = cfg.cluster
     stage_bytes = a.stage_bytes + b.stage_bytes
     em(f"@cuda.jit({jit_options(cfg.threads, sim, lto=True)})")
@@ -330,12 +333,13 @@ def _emit_producer(
                 loads = ((a, kv.sa, "tmap_a", "ca"), (b, kv.sb, "tmap_b", "cb"))
                 for op, base, tmap, batch in loads:
                     em(f"dst = {base} + {kv.s} * {op.stage_bytes}")
-                    if op is b and cfg.cluster_m > 1:  # a part of B, landing in every CTA
-                        for where, m0, m1 in op.multicast_boxes(kv.rank, cfg.cluster_m):
+                    shared = cfg.cluster_m if op is b else cfg.cluster_n
+                    if shared > 1:  # a part of the shared tile, landing in every CTA
+                        for where, m0, m1 in op.multicast_boxes(kv.rank, shared):
                             em(
                                 f"tma_load_3d_multicast(uint32(dst + {where}), {tmap}, "
                                 f"int32({m0}), int32({m1}), {batch}, full, "
-                                f"uint16({(1 << cfg.cluster_m) - 1}))"
+                                f"uint16({(1 << shared) - 1}))"
                             )
                         continue
                     for off, c0, c1, j in op.boxes():
@@ -459,7 +463,7 @@ def _emit_k_loop(
         em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
-        _emit_release(em, stages, "prev", cfg.cluster_m)
+        _emit_release(em, stages, "prev", cfg.multicast)
         em(f"prev = {kv.s}")
         _advance(em, stages)
         em("scale = 1")
@@ -470,7 +474,7 @@ def _emit_k_loop(
     em("wgmma_wait_group(0)")
     for acc in accs:
         em(f"{acc} = fence_operand({acc})")
-    _emit_release(em, stages, "prev", cfg.cluster_m)
+    _emit_release(em, stages, "prev", cfg.multicast)
     if cfg.splitk > 1:  # (extents are >= 1: only a trailing split's K range is empty)
         em("if scale == 0:  # an empty K range: the product is zero")
         with em.indent():
@@ -569,7 +573,7 @@ def _emit_block_scaled_loop(
         em("wgmma_wait_group(0)")
         for part in parts:
             em(f"{part} = fence_operand({part})")
-        _emit_release(em, stages, kv.s, cfg.cluster_m)
+        _emit_release(em, stages, kv.s, cfg.multicast)
         for r, (acc, part) in enumerate(zip(accs, parts, strict=True)):
             em(f"{acc} = wgmma_promote({acc}, {part}, slo{r} * sbsc, shi{r} * sbsc)")
         for name in ("bsc", *(name for name, _ in rows)):
@@ -631,7 +635,7 @@ def _emit_block_pair_loop(
         em("wgmma_wait_group(0)")
         for part in qs:
             em(f"{part} = fence_operand({part})")
-        _emit_release(em, stages, kv.s, cfg.cluster_m)
+        _emit_release(em, stages, kv.s, cfg.multicast)
         for r, (acc, part) in enumerate(zip(accs, qs, strict=True)):
             em(f"{acc} = wgmma_promote({acc}, {part}, slo{r}1 * sbsc1, shi{r}1 * sbsc1)")
         _advance(em, stages)

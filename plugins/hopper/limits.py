@@ -35,7 +35,7 @@ from .config import (
     k_box,
     kernel_smem_bytes,
     kernel_threads,
-    multicast_n_unit,
+    multicast_unit,
     reduction_bytes,
     staging_bytes,
     wgmma_k,
@@ -80,7 +80,7 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     staging = staging_bytes(consumers, warp.n) if staged else 0
     staging += reduction_bytes(cta) if params.splitk_in_cluster else 0
     smem = kernel_smem_bytes(cta, problem.operand_dtype.itemsize, params.stages, staging)
-    kind = cluster_kind(params.cluster_dims[0] > 1, params.splitk_in_cluster)
+    kind = cluster_kind(max(params.cluster_dims) > 1, params.splitk_in_cluster)
     return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[kind][1])
 
 
@@ -140,7 +140,7 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         Rule("cluster_dims", CLUSTER.text, _cluster),
         Rule(
             "cluster_dims",
-            "(1, 1) with a cta_tile n that does not split into whole boxes per CTA",
+            "(1, 1) with a shared tile that does not split into whole boxes per CTA",
             _cluster_pair,
         ),
         Rule("splitk_factor", "<= ceil(k / cta_k)", _k_tiles),
@@ -343,21 +343,28 @@ def _cluster(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> 
         return None
     return (
         f"cluster_dims={params.cluster_dims}: the kernel clusters 2 or 4 CTAs along M, which "
-        "share one multicast B tile; other cluster shapes are not generated. Set one of "
-        f"{CLUSTER.text}."
+        "share one multicast B tile, or along N, which share one multicast A tile; other "
+        f"cluster shapes are not generated. Set one of {CLUSTER.text}."
     )
 
 
 def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
-    cta, ctas = params.cta_tile, params.cluster_dims[0]
-    if not CLUSTER.allows(tuple(params.cluster_dims)) or ctas == 1:
+    cta, (along_m, along_n) = params.cta_tile, params.cluster_dims
+    if not CLUSTER.allows(tuple(params.cluster_dims)) or along_m == along_n == 1:
         return None
-    if cta.n % (unit := multicast_n_unit(problem.b_k_inner, ctas)) == 0:
+    shared, dim, rows, k_inner = (
+        ("B", "n", cta.n, problem.b_k_inner)
+        if along_m > 1
+        else ("A", "m", cta.m, problem.a_k_inner)
+    )
+    ctas = along_m * along_n
+    if rows % (unit := multicast_unit(k_inner, ctas)) == 0:
         return None
     return (
         f"cluster_dims={tuple(params.cluster_dims)} with cta_tile={cta}: each of the {ctas} "
-        f"CTAs multicasts a 1/{ctas} part of the B tile, so n must be a multiple of {unit} for "
-        f"this layout. Set cluster_dims=(1, 1), a smaller cluster, or n to a multiple of {unit}."
+        f"CTAs multicasts a 1/{ctas} part of the {shared} tile, so {dim} must be a multiple of "
+        f"{unit} for this layout. Set cluster_dims=(1, 1), a smaller cluster, or {dim} to a "
+        f"multiple of {unit}."
     )
 
 

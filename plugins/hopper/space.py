@@ -35,8 +35,12 @@ from .config import (
 
 __all__ = ["CLUSTERS", "space"]
 
-# one CTA, or 2 or 4 along M multicasting one B tile (a part each)
-CLUSTERS: Final = tuple((m, 1) for m in MULTICAST_CLUSTERS)
+# one CTA, or 2 or 4 along M multicasting one B tile, or along N multicasting one A tile (a
+# part each)
+CLUSTERS: Final = (
+    *((m, 1) for m in MULTICAST_CLUSTERS),
+    *((1, n) for n in MULTICAST_CLUSTERS[1:]),
+)
 # What the tuner tries: warp tiles (m, n) at each cta_k, one or two consumer warpgroups along
 # M or N, stages 2-6, split-K 1-8 and every tiling strategy (only the legal ones are listed).
 WARP_EXAMPLES: Final = (

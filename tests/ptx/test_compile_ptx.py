@@ -61,25 +61,28 @@ def test_hopper_default_kernel_links_whole(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
-@pytest.mark.parametrize("b_layout", ["k_inner", "n_inner"])
+@pytest.mark.parametrize(
+    ("layout", "cluster"),
+    [("k_inner", (2, 1)), ("n_inner", (2, 1)), ("k_inner", (1, 2)), ("m_inner", (1, 2))],
+)
 def test_hopper_cluster_kernel_links_whole(
-    b_layout: str, hopper_link_log: Callable[[object], str]
+    layout: str, cluster: tuple[int, int], hopper_link_log: Callable[[object], str]
 ) -> None:
-    """The CTA-pair kernel (cluster_dims=(2, 1): B multicast, remote releases, cluster
-    barriers) links like the default one: setmaxnreg kept, wgmmas pipelined, nothing spilled
-    (its producer spilled 164 bytes in 24 registers, see config.REGISTER_SPLITS)."""
-    from mmaplug.cli.bench import linear_fusion
-
-    fusion = linear_fusion(4096, 4096, 4096, mp.float16, False)
-    if b_layout == "n_inner":  # x @ W with W [K, N]: an N-major B
-        with mp.FusionDefinition() as fd:
-            x = fd.define_tensor([4096, 4096], dtype=mp.float16)
-            w = fd.define_tensor([4096, 4096], dtype=mp.float16)
-            fd.add_output(fd.ops.matmul(x, w))
-        fusion = fd.fusion
-    compiled = mp.compile(fusion, "h200", overrides={"cluster_dims": (2, 1)})
+    """The CTA-pair kernels (cluster_dims=(2, 1): B multicast; (1, 2): A multicast; remote
+    releases, cluster barriers) link like the default one: setmaxnreg kept, wgmmas pipelined,
+    nothing spilled (a pair's producer spilled 164 bytes in 24 registers, see
+    config.REGISTER_SPLITS). *layout*: the shared operand's (B's along M, A's along N)."""
+    x_order = [0, 1] if layout == "m_inner" else [1, 0]  # x [M, K], K-major unless m_inner
+    w_order = [1, 0] if layout == "n_inner" else [0, 1]  # W [K, N], K-major unless n_inner
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([4096, 4096], dtype=mp.float16, stride_order=x_order)
+        w = fd.define_tensor([4096, 4096], dtype=mp.float16, stride_order=w_order)
+        fd.add_output(fd.ops.matmul(x, w))
+    compiled = mp.compile(fd.fusion, "h200", overrides={"cluster_dims": cluster})
     config = compiled._artifact.config
-    assert config.cluster_m == 2 and config.b_k_inner is (b_layout == "k_inner")
+    assert (config.cluster_m, config.cluster_n) == cluster
+    k_inner = config.b_k_inner if cluster[0] > 1 else config.a_k_inner
+    assert k_inner is (layout == "k_inner")
     ptx = compiled.ptx
     assert "multicast::cluster" in ptx and "barrier.cluster.wait" in ptx and "mapa" in ptx
     text = hopper_link_log(config)

@@ -51,6 +51,9 @@ MAX_COST = (64, 4, 24)
 MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and built only
 MAX_SWAP_RUNS = 4  # ... but for the transposed product's, until this many of them ran
 MAX_KCLUSTER_RUNS = 4  # ... and for the cluster reduction's
+MAX_MULTICAST_RUNS = 3  # ... and for clusters multicasting a tile
+# clusters along M (B multicast) or N (A multicast) and one shape the kernel refuses
+CLUSTER_DRAWS = ((1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2))
 COUNTS: dict = {
     "accepted": 0,
     "rejected": 0,
@@ -60,6 +63,7 @@ COUNTS: dict = {
     "block_ran": 0,
     "swap_ran": 0,
     "kcluster_ran": 0,
+    "multicast_ran": 0,
     "launches": 0,
     "ran": 0,
     "seconds": 0.0,
@@ -156,7 +160,9 @@ def cases(draw: st.DrawFn) -> dict:
             warp_specialized=not rare or draw(st.booleans()),
             async_gmem_load_operands=not rare or draw(st.booleans()),
             prefetch_gap=draw(st.sampled_from((1, 2))) if rare else 1,
-            cluster_dims=draw(st.sampled_from(((1, 1), (2, 1), (1, 2)))) if rare else (1, 1),
+            cluster_dims=draw(st.sampled_from(CLUSTER_DRAWS))
+            if rare or (legal and not kcluster and draw(st.integers(0, 2)) == 0)
+            else (1, 1),
         ),
     )
 
@@ -242,7 +248,10 @@ def check(case: dict) -> None:
     kcluster_due = (
         case["params"]["splitk_in_cluster"] and COUNTS["kcluster_ran"] < MAX_KCLUSTER_RUNS
     )
-    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not (swap_due or kcluster_due)):
+    multicast = tuple(case["params"]["cluster_dims"]) != (1, 1)
+    multicast_due = multicast and COUNTS["multicast_ran"] < MAX_MULTICAST_RUNS
+    due = swap_due or kcluster_due or multicast_due
+    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not due):
         return  # planned and built (its config passed config_problems); not run here
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
@@ -253,6 +262,7 @@ def check(case: dict) -> None:
     COUNTS["block_ran"] += case["block"]
     COUNTS["swap_ran"] += case["params"]["swap_ab"]
     COUNTS["kcluster_ran"] += case["params"]["splitk_in_cluster"]
+    COUNTS["multicast_ran"] += multicast
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)

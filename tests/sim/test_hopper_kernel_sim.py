@@ -549,6 +549,38 @@ def case_tn_bf16_swap_cluster4_bias(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 32, 64), (64, 32, 64), 3), **SWAP, "cluster_dims": (4, 1)}
 
 
+def case_tn_bf16_swap_clustern2_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped in clusters of 2 along N (cuBLAS's 1x2 clusters at 64 activation rows): the 60
+    activations in two tiles of 32 (the second 28 rows) share one 64-row weight tile, each CTA
+    multicasting 32 of its rows (the kernel's A) into both; the weight's 200 rows make 4 tiles,
+    the last with 8 rows; a bias along N (the kernel's rows)."""
+    a, b = _operands(fd, mp, 60, 200, 128, "TN", mp.bfloat16)
+    bias = fd.define_tensor([200], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [60, 200], [1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 32, 64), (64, 32, 64), 3), **SWAP, "cluster_dims": (1, 2)}
+
+
+def case_nn_bf16_clustern2_staged_relu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Clusters of 2 along N sharing an M-major A tile of 128 rows (two consumers): each CTA
+    multicasts one of its two 64-element swizzle rows; N = 104 in 48-column tiles makes 2
+    clusters along N, the second CTA of the second wholly past N; staged, packed stores."""
+    a, b = _operands(fd, mp, 200, 104, 96, "NN", mp.bfloat16)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.bfloat16))
+    return {**_tile((128, 48, 64), (64, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True,
+            "cluster_dims": (1, 2)}  # fmt: skip
+
+
+def case_tn_f16_clustern4_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
+    """Clusters of 4 along N sharing a K-major A tile (16 rows multicast by each CTA), K split
+    2 ways through the workspace: 2 M tiles x 1 cluster of N tiles x 2 splits; N = 100 leaves
+    the fourth CTA without columns."""
+    a, b = _operands(fd, mp, 100, 100, 192, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 32, 64), (64, 32, 64), 3), **PERSISTENT, "use_smem_epilogue": False,
+            "splitk_factor": 2, "cluster_dims": (1, 4)}  # fmt: skip
+
+
 # --- splitk_in_cluster: a tile's splits are one cluster, summed in distributed shared memory ---
 KCLUSTER = {**PERSISTENT, "splitk_in_cluster": True, "use_smem_epilogue": False}
 
@@ -606,7 +638,8 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_bf16_fp8_residual_registers", "tn_e4m3_out_e4m3_amax_registers",
                        "tn_e5m2_out_e5m2_amax_staged_residual",
                        "tn_e4m3_out_e4m3_amax_nan",
-                       "tt_bf16_cluster4_relu"} - SWAPPED - KCLUSTERED  # fmt: skip
+                       "tt_bf16_cluster4_relu",
+                       "tn_f16_clustern4_splitk2"} - SWAPPED - KCLUSTERED  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -635,11 +668,13 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "nt_bf16_splitk3_kcluster_batch2_bias_gelu": 4,
          "tn_bf16_swap_splitk4_kcluster_relu_aux": 3,
          "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4, "tt_bf16_cluster4_relu": 1,
-         "tn_bf16_swap_cluster4_bias": 2}  # fmt: skip
+         "tn_bf16_swap_cluster4_bias": 2, "tn_bf16_swap_clustern2_bias": 4,
+         "nn_bf16_clustern2_staged_relu": 4, "tn_f16_clustern4_splitk2": 4}  # fmt: skip
 # CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
 # cluster of 4 along M
 CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
-        "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4}  # fmt: skip
+        "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4,
+        "tn_f16_clustern4_splitk2": 4}  # fmt: skip
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 

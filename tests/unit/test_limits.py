@@ -28,6 +28,7 @@ def problem(
     vec: int = 8,
     batch: int = 1,
     *,
+    a_k_inner: bool = True,
     b_k_inner: bool = True,
 ) -> MatmulProblem:
     return MatmulProblem(
@@ -35,7 +36,7 @@ def problem(
         n=n,
         k=k,
         batch=batch,
-        a_k_inner=True,
+        a_k_inner=a_k_inner,
         b_k_inner=b_k_inner,
         operand_dtype=DType.float16,
         output_dtype=DType.float16,
@@ -434,12 +435,21 @@ def test_ampere_rules(
             r"always warp-specialized .*; set warp_specialized=True or use the ampere scheduler",
         ),
         (
-            {"cluster_dims": (1, 2)},
+            {"cluster_dims": (2, 2)},
             "h100",
             problem(),
             "cluster_dims",
-            r"cluster_dims=\(1, 2\): the kernel clusters 2 or 4 CTAs along M.* Set one of "
-            r"\(1, 1\) or \(2, 1\) or \(4, 1\)\.",
+            r"cluster_dims=\(2, 2\): the kernel clusters 2 or 4 CTAs along M.* or along N, "
+            r"which share one multicast A tile;.* Set one of "
+            r"\(1, 1\) or \(2, 1\) or \(4, 1\) or \(1, 2\) or \(1, 4\)\.",
+        ),
+        (
+            {"cluster_dims": (1, 4)},
+            "h100",
+            problem(a_k_inner=False),
+            "cluster_dims",
+            r"each of the 4 CTAs multicasts a 1/4 part of the A tile, so m must be a multiple "
+            r"of 256 for this layout\. Set cluster_dims=\(1, 1\)",
         ),
         (
             {
@@ -489,6 +499,7 @@ def test_ampere_rules(
         "tma_loads",
         "warp_specialized",
         "cluster",
+        "cluster_along_n_unit",
         "cluster_pair_unit",
         "splitk_le_k_tiles",
         "work_units",
