@@ -90,6 +90,14 @@ STREAMING_SPLIT_MIN_BYTES: Final = 6144
 # 72), split as a weight-streaming problem's where the tiles are few. 7 stages stay the plugin
 # harness's sentinel.
 SWAP_MAX_M: Final = {2: 56, 1: 32}  # by the operands' bytes
+# ... and 16-bit rows up to 64 where the unswapped tiles would split a K of at most 16384:
+# the swapped tile (a wgmma N of 64, the unswapped tile's own) then needs no split, reduce or
+# workspace (run 110, both dtypes: 64x4096x8192 26.1-26.8 -> 23.7-24.1 us against a split of
+# 2, 60-64 x 4096x14336 38.2-39.2 -> 37.0-37.1 against 4; at K = 28672 the 64 unsplit CTAs
+# lost, 66.5-68.1 -> 67.7-71.0; unsplit, the swap lost at 64x4096x4096 and 64x8192x8192, 11.0
+# -> 12.7 and 38.0 -> 39.3, run 109)
+SWAP_OVER_SPLIT_M: Final = {2: 64}
+SWAP_OVER_SPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
 SWAP_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage
 SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
@@ -482,8 +490,10 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
     return (1, 1)
 
 
-def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
-    """One matmul of at most ``SWAP_MAX_M`` activation rows for its operand type: a
+def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: bool) -> bool:
+    """One matmul of at most ``SWAP_MAX_M`` activation rows for its operand type (at most
+    ``SWAP_OVER_SPLIT_M`` where the unswapped tiles would split a K of at most
+    ``SWAP_OVER_SPLIT_MAX_K``: *unswapped_splits*): a
     weight-streaming one (``streams_weight``) whose 64-row weight tiles fill a quarter of the
     SMs or more (no split) and one wave at most, or any of one batch and at most
     ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
@@ -491,7 +501,9 @@ def swaps_operands(problem: MatmulProblem, device: Device) -> bool:
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
-    few = problem.m <= SWAP_MAX_M.get(problem.operand_dtype.itemsize, 0)
+    over_split = unswapped_splits and problem.k <= SWAP_OVER_SPLIT_MAX_K
+    limits = (SWAP_MAX_M, SWAP_OVER_SPLIT_M) if over_split else (SWAP_MAX_M,)
+    few = any(problem.m <= most.get(problem.operand_dtype.itemsize, 0) for most in limits)
     plain = problem.horizontal == 1 and not problem.block_scaled
     return few and plain and (decode_rows or (streams_weight(problem) and fills))
 
@@ -528,9 +540,10 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
-    if swaps_operands(problem, device) and (swapped := _swapped_params(ask)) is not None:
-        return swapped
     tiles = _hopper_tiles(ask)
+    swaps = swaps_operands(problem, device, unswapped_splits=tiles.splitk > 1)
+    if swaps and (swapped := _swapped_params(ask)) is not None:
+        return swapped
     m_tiles, n_tiles = tile_grid(problem, tiles.cta)
     params = _hopper_candidate(ask, tiles.cta, tiles.warp, ask.fewest_stages())
     params = params.with_overrides(

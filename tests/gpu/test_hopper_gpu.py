@@ -273,6 +273,48 @@ def test_swap_ab_clusters_of_four(pm: mp.PluginManager, checks: Checks, layout: 
 
 
 @pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue"),
+    CLUSTER4,
+    ids=[f"{d.label}_{lay}_{e}" for d, lay, e in CLUSTER4],
+)
+@pytest.mark.parametrize("ctas", [2, 4])
+def test_clusters_along_n(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str, ctas: int
+) -> None:
+    """cluster_dims=(1, ctas): CTAs along N share the A tile (128 rows in two consumers),
+    each multicasting a 1/ctas part (one 64-row swizzle row of an M-major A a pair); n=520 in
+    64-column tiles makes 9 N tiles, so the last cluster has CTAs without columns; batch 2,
+    ragged."""
+    if ctas == 4 and layout[0] == "N":
+        pytest.skip("an M-major A splits into 64-row swizzle rows: 4 CTAs need 256 rows")
+    fusion = _fusion(584, 520, 328, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=53, cta_tile=(128, 64, 64), warp_tile=(64, 64, 64),
+        instruction_tile=(64, 64, 16), stages=4, use_smem_epilogue=True,
+        cluster_dims=(1, ctas), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith(f"_cn{ctas}")
+
+
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("ctas", [2, 4])
+def test_swap_ab_clusters_along_n(
+    pm: mp.PluginManager, checks: Checks, epilogue: str, ctas: int
+) -> None:
+    """The transposed product in clusters along N (cuBLAS's 1x2 at 64 activation rows): the
+    60 activations in tiles of 64/ctas rows share each K-major 64-row weight tile, multicast
+    by parts (an N-major weight would need 64 rows a CTA); 1000 weight rows make 16 tiles."""
+    cols = 64 // ctas
+    fusion = _fusion(60, 1000, 1064, mp.bfloat16, "TN", epilogue, 1)
+    compiled = _run(
+        checks, fusion, pm, seed=59, cta_tile=(64, cols, 128), warp_tile=(64, cols, 128),
+        instruction_tile=(64, cols, 16), stages=6, swap_ab=True, use_smem_epilogue=False,
+        cluster_dims=(1, ctas), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith(f"_cn{ctas}_swap")
+
+
+@pytest.mark.parametrize(
     ("shape", "epilogue"),
     [
         ((32, 6144, 4096), "bias_gelu"),
@@ -280,8 +322,16 @@ def test_swap_ab_clusters_of_four(pm: mp.PluginManager, checks: Checks, layout: 
         ((24, 8192, 8192), "none"),
         ((16, 8192, 8192), "bias_gelu"),  # handed over by the decode scheduler
         ((12, 1024, 16384), "alpha_beta"),  # ... and split: 16 tiles of 64 weight rows
+        ((64, 4096, 8192), "bias_gelu"),  # 64 rows: the unswapped tiles would split K
     ],
-    ids=["32x6144x4096", "48x4096x14336", "24x8192x8192", "16x8192x8192", "12x1024x16384"],
+    ids=[
+        "32x6144x4096",
+        "48x4096x14336",
+        "24x8192x8192",
+        "16x8192x8192",
+        "12x1024x16384",
+        "64x4096x8192",
+    ],  # fmt: skip
 )
 def test_default_swaps_weight_streaming(
     pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int], epilogue: str

@@ -217,11 +217,26 @@ def test_hopper_swaps_fp8_rows_with_256_bytes_of_k_a_stage(m: int) -> None:
     assert LIMITS["hopper"].violations(params, prob, get_device("h200")) == []
 
 
+@pytest.mark.parametrize("shape", [Shape(64, 4096, 8192), Shape(60, 4096, 14336)], ids=str)
+def test_hopper_swaps_64_rows_where_the_unswapped_tiles_split(shape: Shape) -> None:
+    """57-64 activation rows swap where the unswapped tiles would split a K of at most 16384:
+    the swapped tile (64 x 64 weight rows x activations) needs no split (H200 run 110:
+    64x4096x8192 26.1 -> 24.1 us against a split of 2)."""
+    prob = problem(shape.m, shape.n, shape.k)
+    params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
+    assert params is not None and params.swap_ab and params.splitk_factor == 1
+    assert params.cta_tile == TileShape(64, 64, 128)
+    unswapped = mmaplug_matmul_params(problem(shape.m, shape.n, 4096), get_device("h200"), "hopper")
+    assert unswapped is not None and not unswapped.swap_ab  # K = 4096: no split, no swap
+
+
 @pytest.mark.parametrize(
     ("shape", "dtype"),
     [
         (Shape(64, 28672, 4096), DType.bfloat16),  # 448 tiles of 64 weight rows: 3.4 waves
-        (Shape(64, 4096, 4096), DType.bfloat16),  # a wgmma N of 64: the unswapped tile's own
+        (Shape(64, 4096, 4096), DType.bfloat16),  # a wgmma N of 64, and the tiles unsplit
+        (Shape(64, 8192, 8192), DType.bfloat16),
+        (Shape(64, 4096, 28672), DType.bfloat16),  # split, but K past 16384
         (Shape(32, 2048, 8192), DType.bfloat16),  # 32 tiles: the unswapped ones split further
         (Shape(32, 1024, 16384), DType.bfloat16),
         (Shape(128, 8192, 8192), DType.float16),  # two row blocks
@@ -232,8 +247,9 @@ def test_hopper_swaps_fp8_rows_with_256_bytes_of_k_a_stage(m: int) -> None:
     ids=str,
 )
 def test_hopper_keeps_the_orientation_elsewhere(shape: Shape, dtype: DType) -> None:
-    """The swap is a weight-streaming problem's of at most 56 rows (32 of FP8), whose tiles
-    fill a quarter of the SMs to one wave (the losses of runs 99 and 103 on either side)."""
+    """The swap is a weight-streaming problem's of at most 56 rows (32 of FP8; 64 where the
+    unswapped tiles split K), whose tiles fill a quarter of the SMs to one wave (the losses of
+    runs 99, 103 and 109 on either side)."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=dtype)
     params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
     assert params is not None and not params.swap_ab
