@@ -45,8 +45,8 @@ def operand_spec(
     bm, _, bk = cfg.cta_tile
     # a CTA of a cluster multicasts its part of the shared K-major tile (B's along M, A's
     # along N), and a horizontal stage holds one n_out-row box of each B (kernel_codegen)
-    rows = bm // cfg.cluster_n if name == "a" else cfg.n_out // cfg.cluster_m
-    box_outer = rows if k_inner else bk
+    part = bm // cfg.cluster_n if name == "a" else cfg.n_out // cfg.cluster_m
+    box_outer = part if k_inner else bk
     return TensorMapSpec(
         dtype=cfg.operand_dtype,
         dims=(extents[inner], extents[outer], extents[DimRole.BATCH] if batched else 1),

@@ -60,3 +60,10 @@ def test_cluster_reduced_parameter_sets_ran(runs: dict) -> None:
     counts = [runs[shard][1] or {} for shard in SHARDS]
     assert sum(c.get("kcluster_ran", 0) for c in counts) >= 2, counts
     assert any("splitk_in_cluster" in c.get("fields", {}) for c in counts), counts
+
+
+def test_multicast_parameter_sets_ran(runs: dict) -> None:
+    """Across the shards sets in clusters along M or N (a multicast B or A tile) that the
+    rules accept ran and matched mp.evaluate."""
+    counts = [runs[shard][1] or {} for shard in SHARDS]
+    assert sum(c.get("multicast_ran", 0) for c in counts) >= 1, counts
