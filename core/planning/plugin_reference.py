@@ -66,7 +66,7 @@ FIELD_DOCS: Final = {
     "adds (or the CTAs' cluster: splitk_in_cluster); 1 is none.",
     "use_smem_epilogue": "Stage the output tile through shared memory before storing it.",
     "cluster_dims": "(m, n) CTAs per thread block cluster; (2, 1) pairs CTAs along M, sharing "
-    "one multicast B tile.",
+    "one multicast B tile, (1, 2) along N, sharing one multicast A tile.",
     "tiling_strategy": "One output tile per CTA, persistent CTAs looping over tiles, or two "
     "consumer warp groups taking turns (ping-pong).",
     "warp_specialized": "A producer warp group loads while consumer warp groups compute.",

@@ -519,7 +519,7 @@ def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
             f"horizontal {h}: consumers split the tile along M only (warp_tile n {wn} must "
             f"equal cta_tile n {bn}: each thread needs every product's column)"
         )
-    if cfg.splitk > 1 or cfg.cluster_m > 1 or cfg.packed_stores:
+    if cfg.splitk > 1 or cfg.multicast > 1 or cfg.packed_stores:
         problems.append(
             f"horizontal {h} is generated with splitk 1, no cluster and no packed stores"
         )
@@ -551,10 +551,10 @@ def splitk_cluster_problems(cfg: HopperKernelConfig) -> list[str]:
             f"splitk_cluster: splitk must be 2..{MAX_REDUCE_CLUSTER} (a portable cluster), got "
             f"{cfg.splitk}"
         )
-    if cfg.cluster_m > 1 or cfg.smem_epilogue or cfg.pingpong or cfg.horizontal > 1:
+    if cfg.multicast > 1 or cfg.smem_epilogue or cfg.pingpong or cfg.horizontal > 1:
         problems.append(
-            "splitk_cluster is generated without CTA pairs, the staged epilogue, ping-pong or "
-            "a horizontal fusion"
+            "splitk_cluster is generated without a multicast cluster, the staged epilogue, "
+            "ping-pong or a horizontal fusion"
         )
     return problems
 

@@ -32,7 +32,7 @@ class KernelVars:
     wg: str = "wg"
     """The thread's warpgroup: 0 the producer, 1 and 2 the consumers."""
     rank: str = "rank"
-    """The CTA's rank in its cluster along M (clusters only)."""
+    """The CTA's rank in its cluster: its tile along M or N, or its split (clusters only)."""
     tiles: str = "tiles"
     """Output tiles per batch."""
     tiles32: str = "tiles32"
