@@ -92,6 +92,10 @@ class HopperKernelConfig:
     first is promoted while the second's wgmmas run. The kernel takes ``sfa``/``sfb`` and their
     strides.
 
+    ``cluster_m`` / ``cluster_n`` c > 1: clusters of c CTAs along M share one B tile, or along
+    N one A tile; each loads a 1/c part of it and multicasts it into every CTA of the cluster,
+    and a stage is refilled once all of their consumers released it (``multicast``).
+
     ``horizontal`` h > 1: h B operands (one tensor map each) share A; a stage holds their tiles
     stacked along N, so ``cta_tile`` n is the wgmma's N = h x the output tile's n (``n_out``),
     and accumulator column ``c`` of product ``j`` is column ``j * n_out + c``.
