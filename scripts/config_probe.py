@@ -13,6 +13,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
+    python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -338,6 +339,31 @@ def halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+SWAP64_SHAPES = [(64, 4096, 8192), (64, 4096, 14336), (60, 4096, 14336), (64, 4096, 28672),
+                 (64, 4096, 4096), (64, 8192, 8192), (56, 4096, 14336),
+                 (64, 5120, 8192)]  # fmt: skip
+
+
+def swap64_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows of 56-64 activations, fp16 and bf16, on hopper's default and on the default
+    planned without ``SWAP_OVER_SPLIT_M`` (the swap at 64 rows where the unswapped tiles
+    split K: run 110's A/B)."""
+    import mmaplug.heuristics.default as default
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in SWAP64_SHAPES:
+        for dtype in ("bfloat16", "float16"):
+            problem = TuneProblem(m=m, n=n, k=k, dtype=dtype)
+            jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+            rule, default.SWAP_OVER_SPLIT_M = default.SWAP_OVER_SPLIT_M, {}  # type: ignore[misc]
+            try:
+                jobs.append((problem, "old default", _compiled(problem, pm=hopper)))
+            finally:
+                default.SWAP_OVER_SPLIT_M = rule  # type: ignore[misc]
+    return jobs
+
+
 def _bind_whole(compiled: Any, inputs: Any) -> Any:
     """*compiled* run on *inputs* with its persistent cluster grid left whole: the bound launch
     keeps the grid it is bound with, so only this first call runs under the patch."""
@@ -386,6 +412,7 @@ def main(which: str) -> None:
             "kcluster": kcluster_jobs,
             "clusters": cluster_jobs,
             "halves": halves_jobs,
+            "swap64": swap64_jobs,
         }[which]()
         if job[2]
     ]

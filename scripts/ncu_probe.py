@@ -1,0 +1,57 @@
+"""Kernel times under ncu: hopper's default plans and ``torch.matmul`` (cuBLAS) on the skinny
+and deep-K rows, three calls each between cudaProfilerStart/Stop (BENCHMARKS.md run 109).
+
+On the device machine, after the README's install::
+
+    ncu --profile-from-start off --clock-control none --csv --page raw \\
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_bytes.sum,\\
+launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
+        python scripts/ncu_probe.py > ncu.csv
+
+Each profiled range is announced by a ``RANGE`` line (problem and side) on stdout, in capture
+order, so the CSV's kernel rows group by it: 3 calls of one or two kernels each. Every output
+is checked against float64 first.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mmaplug as mp
+from mmaplug.cli.bench import torch_call
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.measure import rel_error
+from mmaplug.tune.work import problem_inputs, reference
+
+SHAPES = [(64, 64, 128), (64, 8192, 256), (64, 4096, 4096), (32, 6144, 4096), (56, 6144, 4096),
+          (32, 1024, 16384), (32, 2048, 8192), (256, 256, 16384), (512, 512, 16384),
+          (1024, 1024, 16384)]  # fmt: skip
+CALLS = 3
+
+
+def main() -> None:
+    import torch
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in SHAPES]
+    ours = [mp.compile(p.fusion(), pm=hopper) for p in problems]
+    mp.prebuild(ours, workers=14)
+    for problem, compiled in zip(problems, ours, strict=True):
+        inputs = problem_inputs(problem)
+        error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
+        assert error < 1e-2, (problem.key, error)
+        mine = ("ours " + compiled.kernel_name, functools.partial(compiled.execute, inputs))
+        sides = (mine, ("cublas", torch_call(problem, inputs)))
+        for side, call in sides:
+            call()  # built, bound and warm before the profiled range
+            torch.cuda.synchronize()
+            print(f"RANGE {problem.m}x{problem.n}x{problem.k} {side}", flush=True)
+            torch.cuda.profiler.start()
+            for _ in range(CALLS):
+                call()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":  # mp.prebuild's workers import this module
+    main()
