@@ -565,7 +565,7 @@ def case_nn_bf16_clustern2_staged_relu(fd: Any, mp: Any) -> dict[str, Any]:
     """Clusters of 2 along N sharing an M-major A tile of 128 rows (two consumers): each CTA
     multicasts one of its two 64-element swizzle rows; N = 104 in 48-column tiles makes 2
     clusters along N, the second CTA of the second wholly past N; staged, packed stores."""
-    a, b = _operands(fd, mp, 200, 104, 96, "NN", mp.bfloat16)
+    a, b = _operands(fd, mp, 200, 104, 64, "NN", mp.bfloat16)
     fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.bfloat16))
     return {**_tile((128, 48, 64), (64, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True,
             "cluster_dims": (1, 2)}  # fmt: skip
