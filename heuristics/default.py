@@ -501,9 +501,11 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
-    over_split = unswapped_splits and problem.k <= SWAP_OVER_SPLIT_MAX_K
-    limits = (SWAP_MAX_M, SWAP_OVER_SPLIT_M) if over_split else (SWAP_MAX_M,)
-    few = any(problem.m <= most.get(problem.operand_dtype.itemsize, 0) for most in limits)
+    size = problem.operand_dtype.itemsize
+    most = SWAP_MAX_M.get(size, 0)
+    if unswapped_splits and problem.k <= SWAP_OVER_SPLIT_MAX_K:
+        most = max(most, SWAP_OVER_SPLIT_M.get(size, 0))
+    few = problem.m <= most
     plain = problem.horizontal == 1 and not problem.block_scaled
     return few and plain and (decode_rows or (streams_weight(problem) and fills))
 

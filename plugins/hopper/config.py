@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
@@ -140,6 +141,11 @@ class HopperKernelConfig:
     def multicast(self) -> int:
         """CTAs sharing a multicast tile: a cluster along M (of B) or along N (of A), or 1."""
         return self.cluster_m * self.cluster_n
+
+    def sharing(self, operand: str) -> int:
+        """CTAs sharing the tile of *operand* (``"a"`` or ``"b"``): a cluster along N shares
+        A's, one along M B's; 1 where the tile is this CTA's alone."""
+        return self.cluster_n if operand == "a" else self.cluster_m
 
     @property
     def cluster(self) -> int:
@@ -477,6 +483,16 @@ def multicast_unit(k_inner: bool, ctas: int) -> int:
     return (8 if k_inner else BOX_INNER) * ctas
 
 
+def shared_tile(
+    cluster: Sequence[int], cta: Sequence[int], a_k_inner: bool, b_k_inner: bool
+) -> tuple[str, int, bool]:
+    """The tile a cluster of (m, n) CTAs shares: ("B", cta n, B K-major?) along M, else
+    ("A", cta m, A K-major?) along N; what :func:`multicast_unit` divides."""
+    if cluster[0] > 1:
+        return "B", cta[1], b_k_inner
+    return "A", cta[0], a_k_inner
+
+
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
     """Why *cfg*'s cluster cannot be built: clusters of 2 or 4 CTAs along M (sharing B's tile)
     or along N (sharing A's), one axis, each CTA multicasting its part of the shared tile
@@ -487,11 +503,8 @@ def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
         return [f"a cluster runs along M or N, not both: got {cfg.cluster_m}x{cfg.cluster_n}"]
     if cfg.multicast not in MULTICAST_CLUSTERS:
         return [f"a cluster has 1, 2 or 4 CTAs, got {cfg.multicast}"]
-    shared, rows, k_inner = (
-        ("B", cfg.cta_tile[1], cfg.b_k_inner)
-        if cfg.cluster_m > 1
-        else ("A", cfg.cta_tile[0], cfg.a_k_inner)
-    )
+    cluster = (cfg.cluster_m, cfg.cluster_n)
+    shared, rows, k_inner = shared_tile(cluster, cfg.cta_tile, cfg.a_k_inner, cfg.b_k_inner)
     if rows % (unit := multicast_unit(k_inner, cfg.multicast)):
         return [
             f"a cluster of {cfg.multicast} multicasts a part of {shared}'s tile from each CTA: "

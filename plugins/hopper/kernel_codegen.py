@@ -333,7 +333,7 @@ def _emit_producer(
                 loads = ((a, kv.sa, "tmap_a", "ca"), (b, kv.sb, "tmap_b", "cb"))
                 for op, base, tmap, batch in loads:
                     em(f"dst = {base} + {kv.s} * {op.stage_bytes}")
-                    shared = cfg.cluster_m if op is b else cfg.cluster_n
+                    shared = cfg.sharing(op.name)
                     if shared > 1:  # a part of the shared tile, landing in every CTA
                         for where, m0, m1 in op.multicast_boxes(kv.rank, shared):
                             em(

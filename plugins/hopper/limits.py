@@ -37,6 +37,7 @@ from .config import (
     kernel_threads,
     multicast_unit,
     reduction_bytes,
+    shared_tile,
     staging_bytes,
     wgmma_k,
 )
@@ -352,12 +353,10 @@ def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device)
     cta, (along_m, along_n) = params.cta_tile, params.cluster_dims
     if not CLUSTER.allows(tuple(params.cluster_dims)) or along_m == along_n == 1:
         return None
-    shared, dim, rows, k_inner = (
-        ("B", "n", cta.n, problem.b_k_inner)
-        if along_m > 1
-        else ("A", "m", cta.m, problem.a_k_inner)
+    shared, rows, k_inner = shared_tile(
+        params.cluster_dims, cta.as_tuple(), problem.a_k_inner, problem.b_k_inner
     )
-    ctas = along_m * along_n
+    dim, ctas = ("n" if shared == "B" else "m"), along_m * along_n
     if rows % (unit := multicast_unit(k_inner, ctas)) == 0:
         return None
     return (

@@ -45,7 +45,7 @@ def operand_spec(
     bm, _, bk = cfg.cta_tile
     # a CTA of a cluster multicasts its part of the shared K-major tile (B's along M, A's
     # along N), and a horizontal stage holds one n_out-row box of each B (kernel_codegen)
-    part = bm // cfg.cluster_n if name == "a" else cfg.n_out // cfg.cluster_m
+    part = (bm if name == "a" else cfg.n_out) // cfg.sharing(name)
     box_outer = part if k_inner else bk
     return TensorMapSpec(
         dtype=cfg.operand_dtype,
