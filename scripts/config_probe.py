@@ -14,6 +14,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
+    python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
+    python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -397,6 +399,61 @@ def _compiled(problem: TuneProblem, **how: Any) -> Any:
         return None
 
 
+NARROW_SHAPES = [(64, 4096, 4096), (64, 6144, 4096), (56, 6144, 4096), (32, 6144, 4096),
+                 (32, 2048, 8192), (64, 2048, 8192), (64, 4096, 8192), (64, 8192, 8192),
+                 (32, 1024, 16384), (64, 1024, 16384), (64, 512, 28672)]  # fmt: skip
+NARROW_TILES = ((16, 128), (32, 64), (32, 128), (64, 64), (64, 128))
+
+
+def narrow_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Skinny rows unswapped on tiles of every activation row by 16-64 weight rows (cuBLAS's
+    ``64x32_64x16_1x2`` at 64x4096x4096: twice our CTAs, K 64 a stage, 16 stages, A multicast
+    to a pair along N), with the deepest ring that fits, alone or in clusters of 2 and 4 along
+    N, split-K 1, 2 and 4 (8 at K >= 16384), beside hopper's default."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in NARROW_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for cols, depth in NARROW_TILES:
+            for cluster in (1, 2, 4) if cols < 64 else (1, 2):
+                for split in (1, 2, 4, 8) if k >= 16384 else (1, 2, 4) if k >= 8192 else (1, 2):
+                    ov = _wgmma_tiles((64, cols, depth), cluster_dims=(1, cluster),
+                                      splitk_factor=split)  # fmt: skip
+                    if found := _deepest(problem, ov, range(20, 2, -1), hopper):
+                        stages, compiled = found
+                        label = f"64x{cols}x{depth} s{stages} c{cluster} split {split}"
+                        jobs.append((problem, label, compiled))
+    return jobs
+
+
+NARROW_AB_SHAPES = [(64, 4096, 4096), (60, 4096, 4096), (64, 6144, 4096), (64, 8192, 8192),
+                    (64, 4096, 8192), (64, 4096, 14336), (64, 4096, 28672),
+                    (64, 5120, 8192)]  # fmt: skip
+
+
+def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows the narrow streaming tiles change, fp16 and bf16 (64x4096x4096 also with bias +
+    GELU), on hopper's default and on the default planned without ``STREAMING_NARROW_N``, each
+    pair twice, interleaved."""
+    import mmaplug.heuristics.default as default
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in NARROW_AB_SHAPES
+                for dtype in ("bfloat16", "float16")]  # fmt: skip
+    problems.append(TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16", epilogue="bias_gelu"))
+    jobs = []
+    for problem in problems:
+        new = _compiled(problem, pm=hopper)
+        rule, default.STREAMING_NARROW_N = default.STREAMING_NARROW_N, ()  # type: ignore[misc]
+        try:
+            old = _compiled(problem, pm=hopper)
+        finally:
+            default.STREAMING_NARROW_N = rule  # type: ignore[misc]
+        jobs += [(problem, "default", new), (problem, "old default", old)] * 2
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -413,6 +470,8 @@ def main(which: str) -> None:
             "clusters": cluster_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
+            "narrow": narrow_jobs,
+            "narrow_ab": narrow_ab_jobs,
         }[which]()
         if job[2]
     ]

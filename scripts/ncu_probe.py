@@ -8,6 +8,10 @@ On the device machine, after the README's install::
 launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
         python scripts/ncu_probe.py > ncu.csv
 
+Shapes given as arguments (``64x4096x4096 ...``) replace the default rows, e.g. to read one
+problem's warp stall reasons (``--section WarpStateStats --section SchedulerStats --page details``
+in place of ``--page raw --metrics ...``).
+
 Each profiled range is announced by a ``RANGE`` line (problem and side) on stdout, in capture
 order, so the CSV's kernel rows group by it: 3 calls of one or two kernels each. Every output
 is checked against float64 first.
@@ -29,11 +33,11 @@ SHAPES = [(64, 64, 128), (64, 8192, 256), (64, 4096, 4096), (32, 6144, 4096), (5
 CALLS = 3
 
 
-def main() -> None:
+def main(shapes: list[tuple[int, int, int]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in SHAPES]
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in shapes]
     ours = [mp.compile(p.fusion(), pm=hopper) for p in problems]
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
@@ -54,4 +58,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # mp.prebuild's workers import this module
-    main()
+    import sys
+
+    main([tuple(map(int, a.split("x"))) for a in sys.argv[1:]] or SHAPES)
