@@ -95,12 +95,28 @@ SWAP_MAX_M: Final = {2: 56, 1: 32}  # by the operands' bytes
 # workspace (run 110, both dtypes: 64x4096x8192 26.1-26.8 -> 23.7-24.1 us against a split of
 # 2, 60-64 x 4096x14336 38.2-39.2 -> 37.0-37.1 against 4; at K = 28672 the 64 unsplit CTAs
 # lost, 66.5-68.1 -> 67.7-71.0; unsplit, the swap lost at 64x4096x4096 and 64x8192x8192, 11.0
-# -> 12.7 and 38.0 -> 39.3, run 109)
+# -> 12.7 and 38.0 -> 39.3, run 109). A K-major weight runs the narrow tiles there instead
+# (STREAMING_NARROW_N: 64x4096x8192 and 64x4096x14336 faster than swapped, run 114), so this
+# is an N-major weight's, whose tiles cannot be 32 rows wide
 SWAP_OVER_SPLIT_M: Final = {2: 64}
-SWAP_OVER_SPLIT_MAX_K: Final = 16384
+STREAMING_UNSPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
-SWAP_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage
-SWAP_STAGES: Final = (8, 6, 5, 4, 3, 2)
+STREAMING_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage: the swap, narrow tiles
+STREAMING_STAGES: Final = (8, 6, 5, 4, 3, 2)  # their rings, deepest first (7: the sentinel)
+# 16-bit weight streaming unswapped (57-64 rows, or any where the swap is not planned) where
+# the 64x128 tiles fill under STREAMING_WIDE_FILL of the SMs and K is at most
+# STREAMING_UNSPLIT_MAX_K: the narrowest weight tile of these whose tiles fill half the SMs or
+# more within one wave, unsplit, 256 bytes of K a stage, the deepest ring. On the H200 a CTA
+# of 64x128 tiles streamed about 53 GB/s of weight (BENCHMARKS.md runs 113-114), so under 40% of
+# the SMs they stay below the ~3.4 TB/s our kernels reach; against the old default in one run
+# (bf16 / fp16, best of two): 64x4096x4096 11.6 / 11.4 -> 11.1 / 11.1 us (64x32: 128 CTAs),
+# 64x6144x4096 19.0 -> 15.6 / 15.5 (64x64: 96 CTAs), 64x5120x8192 32.8 / 32.6 -> 26.9 / 25.8
+# (64x64: 80 CTAs against 40), 64x4096x14336 37.1 / 37.4 -> 34.0 / 34.2 (against the
+# swap); it lost where the 64x128 tiles filled 48% (64x8192x8192 37.6 / 37.9 -> 38.5 / 39.3)
+# and past K = 16384 (64x4096x28672 64.4 -> 66.2 bf16, against a split of 4)
+STREAMING_NARROW_N: Final = (32, 64)
+STREAMING_WIDE_FILL: Final = 0.4
+STREAMING_NARROW_MIN_FILL: Final = 2  # the tiles x this reach the SMs
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
 HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or its K stages)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
@@ -355,6 +371,7 @@ class HopperTiles(NamedTuple):
     score: int
     k_stages_per_sm: int
     splitk: int = 1
+    deep: bool = False  # the ring: the deepest of STREAMING_STAGES, not up to HOPPER_MAX_STAGES
 
 
 def streams_weight(problem: MatmulProblem) -> bool:
@@ -429,6 +446,8 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
 
 def _hopper_tiles(ask: _Asker) -> HopperTiles:
     problem, device = ask.problem, ask.device
+    if streams_weight(problem) and (narrow := _narrow_streaming_tiles(ask)) is not None:
+        return narrow
     if streams_weight(problem) and problem.n > STREAMING_WARP_N // 2:
         best = _search_tiles(ask, ((1, 1),), (STREAMING_WARP_N,))
         if best is not None:
@@ -441,6 +460,31 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
         tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
+
+
+def _narrow_streaming_tiles(ask: _Asker) -> HopperTiles | None:
+    """A 16-bit weight-streaming problem's narrowest tile of ``STREAMING_NARROW_N`` weight
+    rows whose tiles fill half the SMs or more within one wave, unsplit, 256 bytes of K a stage
+    and a deep ring, where its 64x128 tiles fill under ``STREAMING_WIDE_FILL`` of the SMs and K
+    is at most ``STREAMING_UNSPLIT_MAX_K``; None elsewhere, or where the rules allow none."""
+    problem, device = ask.problem, ask.device
+    size = problem.operand_dtype.itemsize
+    wide_tiles = _ceil(problem.n, STREAMING_WARP_N)
+    if size != 2 or problem.k > STREAMING_UNSPLIT_MAX_K:
+        return None
+    if wide_tiles >= STREAMING_WIDE_FILL * device.sm_count:
+        return None
+    for n in STREAMING_NARROW_N:
+        cta = TileShape(HOPPER_ROWS, n, STREAMING_STAGE_K_BYTES // size)
+        tiles = _ceil(problem.n, n)
+        if tiles > device.sm_count or tiles * STREAMING_NARROW_MIN_FILL < device.sm_count:
+            continue
+        score, k_stages = hopper_tile_score(problem, device, cta)
+        stages = max(ask.fewest_stages(), min(HOPPER_MIN_STAGES, k_stages))
+        if ask.allows(_hopper_candidate(ask, cta, cta, stages), TILES | {"stages"}):
+            inst = ask.instruction(HOPPER_ROWS, n)
+            return HopperTiles(cta, cta, inst, score, k_stages, deep=True)
+    return None
 
 
 def _search_tiles(
@@ -493,7 +537,7 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
 def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: bool) -> bool:
     """One matmul of at most ``SWAP_MAX_M`` activation rows for its operand type (at most
     ``SWAP_OVER_SPLIT_M`` where the unswapped tiles would split a K of at most
-    ``SWAP_OVER_SPLIT_MAX_K``: *unswapped_splits*): a
+    ``STREAMING_UNSPLIT_MAX_K``: *unswapped_splits*): a
     weight-streaming one (``streams_weight``) whose 64-row weight tiles fill a quarter of the
     SMs or more (no split) and one wave at most, or any of one batch and at most
     ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
@@ -503,7 +547,7 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
     size = problem.operand_dtype.itemsize
     most = SWAP_MAX_M.get(size, 0)
-    if unswapped_splits and problem.k <= SWAP_OVER_SPLIT_MAX_K:
+    if unswapped_splits and problem.k <= STREAMING_UNSPLIT_MAX_K:
         most = max(most, SWAP_OVER_SPLIT_M.get(size, 0))
     few = problem.m <= most
     plain = problem.horizontal == 1 and not problem.block_scaled
@@ -515,7 +559,7 @@ def _swapped_params(ask: _Asker) -> MatmulParams | None:
     allows none of them."""
     problem = ask.problem
     cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
-    cta = TileShape(HOPPER_ROWS, cols, SWAP_STAGE_K_BYTES // problem.operand_dtype.itemsize)
+    cta = TileShape(HOPPER_ROWS, cols, STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize)
     split = streaming_split(problem.transposed(), ask.device, cta)
     params = ask.params(
         cta_tile=cta,
@@ -526,7 +570,7 @@ def _swapped_params(ask: _Asker) -> MatmulParams | None:
         tiling_strategy=TilingStrategy.persistent,
         swap_ab=True,
     )
-    for stages in SWAP_STAGES:
+    for stages in STREAMING_STAGES:
         deeper = params.with_overrides(stages=stages)
         if not violations(ask.scheduler, deeper, problem, ask.device):
             return deeper
@@ -535,10 +579,11 @@ def _swapped_params(ask: _Asker) -> MatmulParams | None:
 
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: the transposed product of a weight-streaming problem
-    (``swaps_operands``); otherwise persistent, warp-specialized, TMA-loaded, K split where
-    a deep K meets few tiles (``hopper_splitk``), CTA pairs on large grids
-    (``hopper_cluster``), the epilogue staged through shared memory, stages filling it up to 6
-    (4 block-scaled) and the K loops a CTA runs."""
+    (``swaps_operands``), or its narrow tiles (``STREAMING_NARROW_N``); otherwise persistent,
+    warp-specialized, TMA-loaded, K split where a deep K meets few tiles (``hopper_splitk``),
+    CTA pairs on large grids (``hopper_cluster``), the epilogue staged through shared memory,
+    stages filling it up to 6 (4 block-scaled; 8 for the narrow tiles) and the K loops a CTA
+    runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
@@ -555,6 +600,11 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     units_per_cta = _ceil(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
     k_loops = _ceil(_ceil(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
+    if tiles.deep:
+        rings = (s for s in STREAMING_STAGES if s <= k_loops)
+        deepest = (s for s in rings if ask.allows(params.with_overrides(stages=s), ("stages",)))
+        if (stages := next(deepest, None)) is not None:
+            return params.with_overrides(stages=stages)
     return params.with_overrides(stages=ask.most_stages(params, min(cap, k_loops)))
 
 

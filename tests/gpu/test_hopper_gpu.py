@@ -322,7 +322,6 @@ def test_swap_ab_clusters_along_n(
         ((24, 8192, 8192), "none"),
         ((16, 8192, 8192), "bias_gelu"),  # handed over by the decode scheduler
         ((12, 1024, 16384), "alpha_beta"),  # ... and split: 16 tiles of 64 weight rows
-        ((64, 4096, 8192), "bias_gelu"),  # 64 rows: the unswapped tiles would split K
     ],
     ids=[
         "32x6144x4096",
@@ -330,7 +329,6 @@ def test_swap_ab_clusters_along_n(
         "24x8192x8192",
         "16x8192x8192",
         "12x1024x16384",
-        "64x4096x8192",
     ],  # fmt: skip
 )
 def test_default_swaps_weight_streaming(
@@ -342,6 +340,31 @@ def test_default_swaps_weight_streaming(
     compiled = _run(checks, _fusion(*shape, mp.bfloat16, "TN", epilogue, 1), pm, seed=31)
     assert compiled.spec.scheduler == "hopper" and compiled.params.swap_ab
     assert (compiled.params.splitk_factor > 1) == (shape[1] == 1024)
+
+
+@pytest.mark.parametrize(
+    ("shape", "layout", "epilogue", "cols"),
+    [
+        ((64, 4096, 8192), "TN", "bias_gelu", 32),  # 128 tiles of 32 weight rows
+        ((60, 4096, 4096), "TN", "relu_aux", 32),  # rows ragged in the 64-row tile
+        ((64, 6144, 4096), "TN", "alpha_beta", 64),  # 96 tiles of 64
+        ((64, 5120, 8192), "NN", "none", 64),
+        ((64, 4096, 8192), "NT", "bias_gelu", 0),  # an N-major weight: swapped instead
+    ],
+    ids=["64x4096x8192", "60x4096x4096", "64x6144x4096", "64x5120x8192_nn", "64x4096x8192_nt"],
+)
+def test_default_streams_64_rows_on_narrow_tiles(
+    pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int], layout: str, epilogue: str,
+    cols: int,
+) -> None:  # fmt: skip
+    """The default plan of 57-64 activation rows against a K-major weight whose 64x128 tiles
+    would fill under 40% of the SMs: 32- or 64-row weight tiles, unsplit, a deep ring; an
+    N-major weight's swaps where the unswapped tiles would split K. Each matches float64 with
+    its fused epilogue."""
+    compiled = _run(checks, _fusion(*shape, mp.bfloat16, layout, epilogue, 1), pm, seed=37)
+    params = compiled.params
+    assert compiled.spec.scheduler == "hopper" and params.swap_ab == (cols == 0)
+    assert params.splitk_factor == 1 and (cols == 0 or params.cta_tile.n == cols)
 
 
 TILES = [

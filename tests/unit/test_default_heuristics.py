@@ -219,15 +219,58 @@ def test_hopper_swaps_fp8_rows_with_256_bytes_of_k_a_stage(m: int) -> None:
 
 @pytest.mark.parametrize("shape", [Shape(64, 4096, 8192), Shape(60, 4096, 14336)], ids=str)
 def test_hopper_swaps_64_rows_where_the_unswapped_tiles_split(shape: Shape) -> None:
-    """57-64 activation rows swap where the unswapped tiles would split a K of at most 16384:
-    the swapped tile (64 x 64 weight rows x activations) needs no split (H200 run 110:
-    64x4096x8192 26.1 -> 24.1 us against a split of 2)."""
-    prob = problem(shape.m, shape.n, shape.k)
+    """57-64 activation rows of an N-major weight (which the narrow 32-row tiles cannot read)
+    swap where the unswapped tiles would split a K of at most 16384: the swapped tile (64 x 64
+    weight rows x activations) needs no split (H200 run 110: 64x4096x8192 26.1 -> 24.1 us
+    against a split of 2)."""
+    prob = problem(shape.m, shape.n, shape.k, layout=Layout.NT)
     params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
     assert params is not None and params.swap_ab and params.splitk_factor == 1
     assert params.cta_tile == TileShape(64, 64, 128)
-    unswapped = mmaplug_matmul_params(problem(shape.m, shape.n, 4096), get_device("h200"), "hopper")
+    unswapped = mmaplug_matmul_params(
+        problem(shape.m, shape.n, 4096, layout=Layout.NT), get_device("h200"), "hopper"
+    )
     assert unswapped is not None and not unswapped.swap_ab  # K = 4096: no split, no swap
+
+
+@pytest.mark.parametrize(
+    ("shape", "cols", "stages"),
+    [
+        (Shape(64, 4096, 4096), 32, 8),  # 128 tiles of 32 weight rows
+        (Shape(60, 4096, 14336), 32, 8),
+        (Shape(64, 6144, 4096), 64, 6),  # 192 of 32 rows: two waves; 96 of 64
+        (Shape(64, 5120, 8192), 64, 6),
+    ],
+    ids=str,
+)
+def test_hopper_streams_64_rows_through_narrow_tiles(shape: Shape, cols: int, stages: int) -> None:
+    """57-64 activation rows of a 16-bit K-major weight whose 64x128 tiles fill under 40% of
+    the SMs: the narrowest weight tile (32 or 64 rows) whose tiles fill half the SMs to one
+    wave, 128 of K a stage, the deepest ring, no split or swap (H200 run 114: 64x6144x4096
+    19.0 -> 15.6 us, 64x5120x8192 32.8 -> 26.9)."""
+    prob = problem(shape.m, shape.n, shape.k, dtype=DType.bfloat16)
+    h200 = get_device("h200")
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None and not params.swap_ab and params.splitk_factor == 1
+    assert params.cta_tile == params.warp_tile == TileShape(64, cols, 128)
+    assert params.instruction_tile == TileShape(64, cols, 16)
+    assert params.stages == stages and params.use_smem_epilogue
+    assert LIMITS["hopper"].violations(params, prob, h200) == []
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [Shape(64, 2048, 8192), Shape(64, 14336, 4096), Shape(64, 28672, 4096),
+     Shape(64, 8192, 8192), Shape(64, 4096, 28672)],
+    ids=str,
+)  # fmt: skip
+def test_hopper_keeps_128_row_weight_tiles_elsewhere(shape: Shape) -> None:
+    """Where the narrow tiles fill under half the SMs (64 tiles of 32 rows at N = 2048: the
+    split 64x128 tiles ran faster, run 113) or past one wave, where the 64x128 tiles fill 40%
+    of the SMs or more (64 at N = 8192: 37.6 against 38.5 us, run 114) and past K = 16384
+    (64x4096x28672: 64.4 against 66.2), the 64x128 weight tile stays."""
+    params = mmaplug_matmul_params(problem(shape.m, shape.n, shape.k), get_device("h200"), "hopper")
+    assert params is not None and params.cta_tile.n == 128
 
 
 @pytest.mark.parametrize(
