@@ -107,13 +107,14 @@ STREAMING_STAGES: Final = (8, 6, 5, 4, 3, 2)  # their rings, deepest first (7: t
 # the 64x128 tiles fill under STREAMING_WIDE_FILL of the SMs and K is at most
 # STREAMING_UNSPLIT_MAX_K: the narrowest weight tile of these whose tiles fill half the SMs or
 # more within one wave, unsplit, 256 bytes of K a stage, the deepest ring. On the H200 a CTA
-# of 64x128 tiles streamed about 53 GB/s of weight (BENCHMARKS.md runs 113-114), so under 40% of
-# the SMs they stay below the ~3.4 TB/s our kernels reach; against the old default in one run
+# of 64x128 tiles streamed about 55 GB/s of weight (BENCHMARKS.md runs 113-114), so under 40% of
+# the SMs they stay below the ~3.6 TB/s our kernels reach; against the old default in one run
 # (bf16 / fp16, best of two): 64x4096x4096 11.6 / 11.4 -> 11.1 / 11.1 us (64x32: 128 CTAs),
 # 64x6144x4096 19.0 -> 15.6 / 15.5 (64x64: 96 CTAs), 64x5120x8192 32.8 / 32.6 -> 26.9 / 25.8
 # (64x64: 80 CTAs against 40), 64x4096x14336 37.1 / 37.4 -> 34.0 / 34.2 (against the
 # swap); it lost where the 64x128 tiles filled 48% (64x8192x8192 37.6 / 37.9 -> 38.5 / 39.3)
-# and past K = 16384 (64x4096x28672 64.4 -> 66.2 bf16, against a split of 4)
+# and past K = 16384 (64x4096x28672 64.4 -> 66.2 bf16, against a split of 4). Run 115 repeated
+# the gains at N = 5120, 6144 and K = 14336; at N = 4096, K <= 8192 the two runs came out even
 STREAMING_NARROW_N: Final = (32, 64)
 STREAMING_WIDE_FILL: Final = 0.4
 STREAMING_NARROW_MIN_FILL: Final = 2  # the tiles x this reach the SMs
