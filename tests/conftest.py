@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -91,6 +91,7 @@ class _Worker:
     """A ``sim_worker.py`` process: jobs go to its stdin, one reply line each comes back."""
 
     def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
         self.log: IO[str] = tempfile.TemporaryFile("w+")  # never a pipe nobody drains
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER)], env=env, text=True, bufsize=1,
@@ -139,12 +140,28 @@ class _Worker:
         self.log.close()
 
 
+_IDLE: list[_Worker] = []  # this pytest process's workers between two simulate calls
+_IDLE_LOCK = threading.Lock()
+
+
+def _worker(env: dict[str, str]) -> _Worker:
+    """An idle worker started with *env*, or a new one."""
+    with _IDLE_LOCK:
+        for worker in _IDLE:
+            if worker.env == env and worker.alive:
+                _IDLE.remove(worker)
+                return worker
+    return _Worker(env)
+
+
 def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, SimRun]:
     """Run *jobs* (name -> ``[script, *args]``) on one worker process per CPU, each job
     taken from a shared queue as soon as a worker is free. A worker runs its jobs one after
     another (the simulator's threads hold the GIL, so more processes only thrash and slow the
     timing-sensitive tests beside them); a job that kills or hangs its worker fails alone and
-    the next job gets a fresh worker."""
+    the next job gets a fresh worker. Workers outlive the call: the next call of this pytest
+    process takes them again, so Numba and mmaplug are imported once per CPU and process, not
+    once per test file (3-4 s each: 14 files of the suite simulate)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
     todo: queue.Queue[tuple[str, list[str]]] = queue.Queue()
     for item in jobs.items():
@@ -152,7 +169,7 @@ def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, Sim
     done: dict[str, SimRun] = {}
 
     def serve() -> None:
-        worker = _Worker(env)
+        worker = _worker(env)
         try:
             while True:
                 try:
@@ -163,7 +180,11 @@ def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, Sim
                     worker = _Worker(env)
                 done[name] = worker.run(job, timeout)
         finally:
-            worker.close()
+            if worker.alive:
+                with _IDLE_LOCK:
+                    _IDLE.append(worker)
+            else:
+                worker.close()
 
     threads = [threading.Thread(target=serve) for _ in range(min(len(jobs), os.cpu_count() or 1))]
     for thread in threads:
@@ -174,7 +195,11 @@ def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, Sim
 
 
 @pytest.fixture(scope="session")
-def simulate() -> Callable[..., dict[str, SimRun]]:
+def simulate() -> Iterator[Callable[..., dict[str, SimRun]]]:
     """``simulate({name: [script, *args]}, timeout=600)``: run every job in the simulator
-    (a pool of worker processes, one per CPU) and return each one's :class:`SimRun`."""
-    return _simulate
+    (a pool of worker processes, one per CPU, kept for the session) and return each one's
+    :class:`SimRun`."""
+    yield _simulate
+    with _IDLE_LOCK:
+        while _IDLE:
+            _IDLE.pop().close()
