@@ -8,9 +8,14 @@ On the device machine, after the README's install::
 launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
         python scripts/ncu_probe.py > ncu.csv
 
-Shapes given as arguments (``64x4096x4096 ...``) replace the default rows, e.g. to read one
-problem's warp stall reasons (``--section WarpStateStats --section SchedulerStats --page details``
-in place of ``--page raw --metrics ...``).
+Shapes given as arguments (``64x4096x4096 ...``) replace the default rows; a shape may name
+overrides of ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in
+CTA pairs along N). Where the warps wait: run 112 read ``--section WarpStateStats --section
+SchedulerStats --page details``; each kernel's stall reasons (not run yet)::
+
+    ncu --profile-from-start off --clock-control none --csv --page raw --metrics \\
+'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio',gpu__time_duration.sum \\
+        python scripts/ncu_probe.py 64x4096x4096 64x4096x4096@c2 > stalls.csv
 
 Each profiled range is announced by a ``RANGE`` line (problem and side) on stdout, in capture
 order, so the CSV's kernel rows group by it: 3 calls of one or two kernels each. Every output
@@ -33,12 +38,20 @@ SHAPES = [(64, 64, 128), (64, 8192, 256), (64, 4096, 4096), (32, 6144, 4096), (5
 CALLS = 3
 
 
-def main(shapes: list[tuple[int, int, int]]) -> None:
+OVERRIDES: dict[str, dict] = {
+    "": {},
+    "c2": {"cluster_dims": (1, 2)},
+    "c4": {"cluster_dims": (1, 4)},
+}
+
+
+def main(shapes: list[tuple[int, int, int, str]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in shapes]
-    ours = [mp.compile(p.fusion(), pm=hopper) for p in problems]
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k, _ in shapes]
+    ours = [mp.compile(p.fusion(), pm=hopper, overrides=OVERRIDES[how] or None)
+            for p, (*_, how) in zip(problems, shapes, strict=True)]  # fmt: skip
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
         inputs = problem_inputs(problem)
@@ -60,4 +73,9 @@ def main(shapes: list[tuple[int, int, int]]) -> None:
 if __name__ == "__main__":  # mp.prebuild's workers import this module
     import sys
 
-    main([tuple(map(int, a.split("x"))) for a in sys.argv[1:]] or SHAPES)
+    def shape(arg: str) -> tuple[int, int, int, str]:
+        extents, _, how = arg.partition("@")
+        m, n, k = map(int, extents.split("x"))
+        return m, n, k, how
+
+    main([shape(a) for a in sys.argv[1:]] or [(*s, "") for s in SHAPES])
