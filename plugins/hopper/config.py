@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 import attrs
 
@@ -475,22 +475,28 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
     return problems
 
 
-def multicast_unit(k_inner: bool, ctas: int) -> int:
-    """What the rows of a tile shared by a cluster of *ctas* CTAs must be a multiple of (B's
-    cta_tile n in a cluster along M, A's m along N): each CTA multicasts a 1/ctas part, whole
-    8-row groups of a K-major operand (16 rows for a pair) or 64-element swizzle rows of an
-    MN-major one (128 for a pair)."""
-    return (8 if k_inner else BOX_INNER) * ctas
+class SharedTile(NamedTuple):
+    """The tile a multicast cluster shares, and what its rows must be a multiple of."""
+
+    operand: str  # "A" or "B"
+    dim: str  # the cta_tile extent of its rows: "m" (A's) or "n" (B's)
+    rows: int
+    ctas: int  # the CTAs sharing it
+    unit: int
 
 
 def shared_tile(
     cluster: Sequence[int], cta: Sequence[int], a_k_inner: bool, b_k_inner: bool
-) -> tuple[str, int, bool]:
-    """The tile a cluster of (m, n) CTAs shares: ("B", cta n, B K-major?) along M, else
-    ("A", cta m, A K-major?) along N; what :func:`multicast_unit` divides."""
+) -> SharedTile:
+    """The tile a cluster of (m, n) CTAs shares: B's (cta_tile n rows) along M, else A's (m
+    rows) along N. Each CTA multicasts a 1/ctas part: whole 8-row groups of a K-major operand
+    (16 rows for a pair) or 64-element swizzle rows of an MN-major one (128 for a pair)."""
+    ctas = cluster[0] * cluster[1]
     if cluster[0] > 1:
-        return "B", cta[1], b_k_inner
-    return "A", cta[0], a_k_inner
+        operand, dim, rows, k_inner = "B", "n", cta[1], b_k_inner
+    else:
+        operand, dim, rows, k_inner = "A", "m", cta[0], a_k_inner
+    return SharedTile(operand, dim, rows, ctas, (8 if k_inner else BOX_INNER) * ctas)
 
 
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
@@ -504,11 +510,11 @@ def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
     if cfg.multicast not in MULTICAST_CLUSTERS:
         return [f"a cluster has 1, 2 or 4 CTAs, got {cfg.multicast}"]
     cluster = (cfg.cluster_m, cfg.cluster_n)
-    shared, rows, k_inner = shared_tile(cluster, cfg.cta_tile, cfg.a_k_inner, cfg.b_k_inner)
-    if rows % (unit := multicast_unit(k_inner, cfg.multicast)):
+    tile = shared_tile(cluster, cfg.cta_tile, cfg.a_k_inner, cfg.b_k_inner)
+    if tile.rows % tile.unit:
         return [
-            f"a cluster of {cfg.multicast} multicasts a part of {shared}'s tile from each CTA: "
-            f"its {rows} rows must be a multiple of {unit}"
+            f"a cluster of {tile.ctas} multicasts a part of {tile.operand}'s tile from each "
+            f"CTA: its {tile.rows} rows must be a multiple of {tile.unit}"
         ]
     return []
 

@@ -35,7 +35,6 @@ from .config import (
     k_box,
     kernel_smem_bytes,
     kernel_threads,
-    multicast_unit,
     reduction_bytes,
     shared_tile,
     staging_bytes,
@@ -350,20 +349,18 @@ def _cluster(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> 
 
 
 def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
-    cta, (along_m, along_n) = params.cta_tile, params.cluster_dims
-    if not CLUSTER.allows(tuple(params.cluster_dims)) or along_m == along_n == 1:
+    cta, cluster = params.cta_tile, tuple(params.cluster_dims)
+    if not CLUSTER.allows(cluster) or cluster == (1, 1):
         return None
-    shared, rows, k_inner = shared_tile(
-        params.cluster_dims, cta.as_tuple(), problem.a_k_inner, problem.b_k_inner
-    )
-    dim, ctas = ("n" if shared == "B" else "m"), along_m * along_n
-    if rows % (unit := multicast_unit(k_inner, ctas)) == 0:
+    tile = shared_tile(cluster, cta.as_tuple(), problem.a_k_inner, problem.b_k_inner)
+    if tile.rows % tile.unit == 0:
         return None
+    ctas, dim, unit = tile.ctas, tile.dim, tile.unit
     return (
-        f"cluster_dims={tuple(params.cluster_dims)} with cta_tile={cta}: each of the {ctas} "
-        f"CTAs multicasts a 1/{ctas} part of the {shared} tile, so {dim} must be a multiple of "
-        f"{unit} for this layout. Set cluster_dims=(1, 1), a smaller cluster, or {dim} to a "
-        f"multiple of {unit}."
+        f"cluster_dims={cluster} with cta_tile={cta}: each of the {ctas} CTAs multicasts a "
+        f"1/{ctas} part of the {tile.operand} tile, so {dim} must be a multiple of {unit} for "
+        f"this layout. Set cluster_dims=(1, 1), a smaller cluster, or {dim} to a multiple of "
+        f"{unit}."
     )
 
 
