@@ -12,7 +12,7 @@ registered with the process-wide plugin manager.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any, Final, NamedTuple
 
 from mmaplug.analysis.problem import MatmulProblem
@@ -231,13 +231,17 @@ class _Asker:
         space = self.spaces["stages"]
         return next((s for s in range(1, STAGE_PROBES) if space.allows(s)), 1)
 
+    def deepest(self, params: MatmulParams, depths: Iterable[int]) -> int | None:
+        """The first of *depths* stages the rules about stages allow (shared memory above
+        all); None if none is."""
+        allowed = (s for s in depths if self.allows(params.with_overrides(stages=s), ("stages",)))
+        return next(allowed, None)
+
     def most_stages(self, params: MatmulParams, cap: int) -> int:
-        """The most stages up to *cap* the rules about stages allow (shared memory above all);
-        the fewest the space allows when none do."""
-        for stages in range(cap, 0, -1):
-            if self.allows(params.with_overrides(stages=stages), ("stages",)):
-                return stages
-        return self.fewest_stages()
+        """The most stages up to *cap* the rules about stages allow; the fewest the space
+        allows when none do."""
+        found = self.deepest(params, range(cap, 0, -1))
+        return self.fewest_stages() if found is None else found
 
 
 def _ceil(a: int, b: int) -> int:
@@ -470,22 +474,39 @@ def _narrow_streaming_tiles(ask: _Asker) -> HopperTiles | None:
     is at most ``STREAMING_UNSPLIT_MAX_K``; None elsewhere, or where the rules allow none."""
     problem, device = ask.problem, ask.device
     size = problem.operand_dtype.itemsize
-    wide_tiles = _ceil(problem.n, STREAMING_WARP_N)
     if size != 2 or problem.k > STREAMING_UNSPLIT_MAX_K:
         return None
-    if wide_tiles >= STREAMING_WIDE_FILL * device.sm_count:
+    if _ceil(problem.n, STREAMING_WARP_N) >= STREAMING_WIDE_FILL * device.sm_count:
         return None
     for n in STREAMING_NARROW_N:
-        cta = TileShape(HOPPER_ROWS, n, STREAMING_STAGE_K_BYTES // size)
         tiles = _ceil(problem.n, n)
         if tiles > device.sm_count or tiles * STREAMING_NARROW_MIN_FILL < device.sm_count:
             continue
-        score, k_stages = hopper_tile_score(problem, device, cta)
-        stages = max(ask.fewest_stages(), min(HOPPER_MIN_STAGES, k_stages))
-        if ask.allows(_hopper_candidate(ask, cta, cta, stages), TILES | {"stages"}):
-            inst = ask.instruction(HOPPER_ROWS, n)
-            return HopperTiles(cta, cta, inst, score, k_stages, deep=True)
+        cta = TileShape(HOPPER_ROWS, n, STREAMING_STAGE_K_BYTES // size)
+        if (legal := _scored_tile(ask, cta, cta)) is not None:
+            return legal._replace(deep=True)
     return None
+
+
+def _scored_tile(
+    ask: _Asker, cta: TileShape, warp: TileShape, splitk: int = 1
+) -> HopperTiles | None:
+    """*cta* in consumers of *warp* tiles, split *splitk* ways (unsplit where the rules refuse
+    the split), scored; None where the rules refuse the tiles with nvFuser's minimum of
+    stages (``HOPPER_MIN_STAGES``, or the K stages per SM)."""
+    problem, device = ask.problem, ask.device
+    score, k_stages = hopper_tile_score(problem, device, cta, splitk)
+    stages = max(ask.fewest_stages(), min(HOPPER_MIN_STAGES, k_stages))
+    params = _hopper_candidate(ask, cta, warp, stages)
+    if not ask.allows(params, TILES | {"stages"}):
+        return None
+    if splitk > 1 and not ask.allows(
+        params.with_overrides(splitk_factor=splitk), ("splitk_factor",)
+    ):
+        splitk = 1
+        score, k_stages = hopper_tile_score(problem, device, cta)
+    inst = ask.instruction(HOPPER_ROWS, warp.n)
+    return HopperTiles(cta, warp, inst, score, k_stages, splitk)
 
 
 def _search_tiles(
@@ -493,28 +514,15 @@ def _search_tiles(
 ) -> HopperTiles | None:
     """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
     wide, each with its split."""
-    problem, device = ask.problem, ask.device
-    fewest = ask.fewest_stages()
     best: HopperTiles | None = None
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
             for instr_n in widths:
                 cta = TileShape(HOPPER_ROWS * rm, instr_n * rn, cta_k)
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
-                splitk = hopper_splitk(problem, device, cta)
-                score, k_stages = hopper_tile_score(problem, device, cta, splitk)
-                stages = max(fewest, min(HOPPER_MIN_STAGES, k_stages))
-                params = _hopper_candidate(ask, cta, warp, stages)
-                if not ask.allows(params, TILES | {"stages"}):
-                    continue
-                if splitk > 1 and not ask.allows(
-                    params.with_overrides(splitk_factor=splitk), ("splitk_factor",)
-                ):
-                    splitk = 1
-                    score, k_stages = hopper_tile_score(problem, device, cta)
-                inst = ask.instruction(HOPPER_ROWS, instr_n)
-                candidate = HopperTiles(cta, warp, inst, score, k_stages, splitk)
-                if _hopper_better(candidate, best):
+                splitk = hopper_splitk(ask.problem, ask.device, cta)
+                candidate = _scored_tile(ask, cta, warp, splitk)
+                if candidate is not None and _hopper_better(candidate, best):
                     best = candidate
     return best
 
@@ -601,12 +609,11 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     units_per_cta = _ceil(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
     k_loops = _ceil(_ceil(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
-    if tiles.deep:
-        rings = (s for s in STREAMING_STAGES if s <= k_loops)
-        deepest = (s for s in rings if ask.allows(params.with_overrides(stages=s), ("stages",)))
-        if (stages := next(deepest, None)) is not None:
-            return params.with_overrides(stages=stages)
-    return params.with_overrides(stages=ask.most_stages(params, min(cap, k_loops)))
+    rings = [s for s in STREAMING_STAGES if s <= k_loops] if tiles.deep else []
+    stages = ask.deepest(params, rings)
+    if stages is None:
+        stages = ask.most_stages(params, min(cap, k_loops))
+    return params.with_overrides(stages=stages)
 
 
 def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:
