@@ -16,6 +16,9 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
+    python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
+    python scripts/config_probe.py swizzle      # the persistent tile order's groups (L2 reuse)
+    python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -454,6 +457,95 @@ def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+FP8_BLOCK_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 5120)]
+
+
+def fp8_block_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Block-scaled e4m3 (1x128 / 128x128) on 128x128 tiles of 128 or 256 of K a stage, the
+    deepest ring that fits, alone or in clusters of 2 and 4 along M or 2 along N, beside the
+    default; the same tiles per tensor, where the promotion is absent (what the tile costs by
+    itself)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FP8_BLOCK_SHAPES:
+        for scale in ("block", "tensor"):
+            problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+            jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+            for depth in (128, 256):
+                for cluster in ((1, 1), (2, 1), (4, 1), (1, 2)):
+                    ov = _wgmma_tiles((128, 128, depth), (64, 128, depth), k=32,
+                                      cluster_dims=cluster)  # fmt: skip
+                    if found := _deepest(problem, ov, range(8, 1, -1), hopper):
+                        stages, compiled = found
+                        label = f"128x128x{depth} s{stages} c{cluster[0]}x{cluster[1]}"
+                        jobs.append((problem, label, compiled))
+    return jobs
+
+
+SWIZZLE_PROBLEMS = [((8192, 8192, 8192), "float8_e4m3fn", "block"),
+                    ((8192, 8192, 8192), "float8_e4m3fn", "tensor"),
+                    ((4096, 4096, 4096), "float8_e4m3fn", "tensor"),
+                    ((2048, 14336, 5120), "float8_e4m3fn", "block"),
+                    ((2048, 14336, 5120), "float8_e4m3fn", "tensor"),
+                    ((4096, 28672, 4096), "float8_e4m3fn", "tensor"),
+                    ((8192, 8192, 8192), "bfloat16", ""), ((4096, 4096, 4096), "bfloat16", ""),
+                    ((2048, 14336, 5120), "bfloat16", ""),
+                    ((4096, 28672, 4096), "bfloat16", ""),
+                    ((16384, 4096, 4096), "bfloat16", "")]  # fmt: skip
+SWIZZLES = [("row_major", g) for g in (2, 4, 8, 16)] + [("column_major", g) for g in (1, 8)]
+
+
+def swizzle_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Hopper's default plans of large products walked in groups of 2-16 tiles along M (row
+    major) or 1 and 8 along N (column major): the tiles the 132 persistent CTAs hold at once
+    then share A and B panels in L2, where one row of tiles spans all of B."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), dtype, scale in SWIZZLE_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for order, group in SWIZZLES:
+            ov = {"cta_order": order, "grid_swizzle_factor": group}
+            jobs.append((problem, f"{order} g{group}", _compiled(problem, pm=hopper,
+                                                                 overrides=ov)))  # fmt: skip
+        if scale == "block":  # the 128-deep tile in pairs, which lost to the default in g1
+            for group in (1, 8):
+                ov = _wgmma_tiles((128, 128, 128), (64, 128, 128), k=32, stages=6,
+                                  cluster_dims=(2, 1), grid_swizzle_factor=group)  # fmt: skip
+                jobs.append((problem, f"128x128x128 s6 c2x1 g{group}",
+                             _compiled(problem, pm=hopper, overrides=ov)))  # fmt: skip
+    return jobs
+
+
+SWIZZLE_AB_PROBLEMS = [((8192, 8192, 8192), "float8_e4m3fn", "block"),
+                       ((8192, 8192, 8192), "float8_e4m3fn", "tensor"),
+                       ((8192, 8192, 8192), "float8_e4m3fn", "row"),
+                       ((8192, 8192, 8192), "bfloat16", ""), ((8192, 8192, 8192), "float16", ""),
+                       ((4096, 4096, 4096), "bfloat16", ""), ((4096, 4096, 4096), "float16", ""),
+                       ((4096, 28672, 4096), "bfloat16", ""),
+                       ((16384, 4096, 4096), "bfloat16", ""),
+                       ((8192, 28672, 8192), "bfloat16", "")]  # fmt: skip
+
+
+def swizzle_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Products whose default plan ``hopper_swizzle`` groups, on the default and on the default
+    planned without groups (``HOPPER_SWIZZLE_L2_SHARE`` 0), each pair twice, interleaved."""
+    import mmaplug.heuristics.default as default
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), dtype, scale in SWIZZLE_AB_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        new = _compiled(problem, pm=hopper)
+        rule, default.HOPPER_SWIZZLE_L2_SHARE = default.HOPPER_SWIZZLE_L2_SHARE, 0  # type: ignore[misc]
+        try:
+            old = _compiled(problem, pm=hopper)
+        finally:
+            default.HOPPER_SWIZZLE_L2_SHARE = rule  # type: ignore[misc]
+        jobs += [(problem, "default", new), (problem, "old default", old)] * 2
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -472,6 +564,9 @@ def main(which: str) -> None:
             "swap64": swap64_jobs,
             "narrow": narrow_jobs,
             "narrow_ab": narrow_ab_jobs,
+            "fp8_block": fp8_block_jobs,
+            "swizzle": swizzle_jobs,
+            "swizzle_ab": swizzle_ab_jobs,
         }[which]()
         if job[2]
     ]

@@ -8,9 +8,11 @@ On the device machine, after the README's install::
 launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
         python scripts/ncu_probe.py > ncu.csv
 
-Shapes given as arguments (``64x4096x4096 ...``) replace the default rows; a shape may name
-overrides of ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in
-CTA pairs along N). Where the warps wait: run 112 read ``--section WarpStateStats --section
+Shapes given as arguments (``64x4096x4096 ...``) replace the default rows; a shape may name a
+dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``; bf16 otherwise) and overrides of
+``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in CTA pairs
+along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles in pairs along M).
+Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (not run yet)::
 
     ncu --profile-from-start off --clock-control none --csv --page raw --metrics \\
@@ -38,18 +40,26 @@ SHAPES = [(64, 64, 128), (64, 8192, 256), (64, 4096, 4096), (32, 6144, 4096), (5
 CALLS = 3
 
 
+_FP8_128 = {"cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128),
+            "instruction_tile": (64, 128, 32), "stages": 6}  # fmt: skip
 OVERRIDES: dict[str, dict] = {
     "": {},
     "c2": {"cluster_dims": (1, 2)},
     "c4": {"cluster_dims": (1, 4)},
+    "t128": {**_FP8_128, "cluster_dims": (1, 1)},
+    "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
+    "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
 }
 
 
-def main(shapes: list[tuple[int, int, int, str]]) -> None:
+def main(shapes: list[tuple[int, int, int, str, str]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k, _ in shapes]
+    problems = []
+    for m, n, k, kind, _ in shapes:
+        dtype, _, scale = kind.partition("-")
+        problems.append(TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale))
     ours = [mp.compile(p.fusion(), pm=hopper, overrides=OVERRIDES[how] or None)
             for p, (*_, how) in zip(problems, shapes, strict=True)]  # fmt: skip
     mp.prebuild(ours, workers=14)
@@ -62,7 +72,7 @@ def main(shapes: list[tuple[int, int, int, str]]) -> None:
         for side, call in sides:
             call()  # built, bound and warm before the profiled range
             torch.cuda.synchronize()
-            print(f"RANGE {problem.m}x{problem.n}x{problem.k} {side}", flush=True)
+            print(f"RANGE {problem.key} {side}", flush=True)
             torch.cuda.profiler.start()
             for _ in range(CALLS):
                 call()
@@ -73,9 +83,10 @@ def main(shapes: list[tuple[int, int, int, str]]) -> None:
 if __name__ == "__main__":  # mp.prebuild's workers import this module
     import sys
 
-    def shape(arg: str) -> tuple[int, int, int, str]:
-        extents, _, how = arg.partition("@")
+    def shape(arg: str) -> tuple[int, int, int, str, str]:
+        what, _, how = arg.partition("@")
+        extents, _, kind = what.partition("/")
         m, n, k = map(int, extents.split("x"))
-        return m, n, k, how
+        return m, n, k, kind or "bfloat16", how
 
-    main([shape(a) for a in sys.argv[1:]] or [(*s, "") for s in SHAPES])
+    main([shape(a) for a in sys.argv[1:]] or [(*s, "bfloat16", "") for s in SHAPES])
