@@ -27,6 +27,7 @@ __all__ = [
     "ampere_params",
     "hopper_horizontal_params",
     "hopper_params",
+    "hopper_swizzle",
     "mmaplug_matmul_params",
     "scheduler_object",
 ]
@@ -127,6 +128,16 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
 # -10%), BENCHMARKS.md run 35; no shape in between was measured.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
+# The persistent CTAs hold sm_count consecutive work units at a time, and ``cta_order_for`` walks
+# the axis with fewer tiles whole before it steps the other (column_major: every M unit of one N
+# column), so a wave reads all of that operand. Where it outgrows half of L2 it comes from HBM
+# again for every column: groups of ``SWIZZLE`` columns (``grid_swizzle_factor``) keep a wave on
+# a few columns of both operands. On the H200 (BENCHMARKS.md run 117), groups of 8 against
+# none: 8192^3 e4m3 block-scaled 1,385 -> 1,283 us, per tensor 918 -> 899, bf16 1,702 -> 1,673,
+# 4096^3 bf16 221 -> 217; even at 4096x28672x4096 and 16384x4096x4096 bf16 (1,499 -> 1,506,
+# 860 -> 863); where the walked operand fits they lost up to 2% (2048x14336x5120 e4m3 255 ->
+# 261, 4096x28672x4096 e4m3 828 -> 845)
+HOPPER_SWIZZLE_L2_SHARE: Final = 2
 # Split-K on hopper: only where K is this many times the larger of M and N (a deep K keeps the
 # split's float32 partials small beside the operands) and the tiles fill under a quarter of
 # the SMs. On the H200 splitting cost 1.2-1.5x on M = 32-256 weight-streaming problems, paid
@@ -543,6 +554,19 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
     return (1, 1)
 
 
+def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams) -> int:
+    """``SWIZZLE`` where the operand the tile order walks whole (A for column_major) is over
+    1 / ``HOPPER_SWIZZLE_L2_SHARE`` of L2 and the other axis has two groups of work units or
+    more, else 1 (and 1 where L2's size is unknown)."""
+    m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
+    cluster_m, cluster_n = params.cluster_dims
+    column = params.cta_order is CtaOrder.column_major
+    walked = (problem.m if column else problem.n) * problem.k * problem.operand_dtype.itemsize
+    stepped = _ceil(n_tiles, cluster_n) if column else _ceil(m_tiles, cluster_m)
+    spills = 0 < device.l2_bytes < walked * HOPPER_SWIZZLE_L2_SHARE
+    return SWIZZLE if spills and stepped >= 2 * SWIZZLE else 1
+
+
 def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: bool) -> bool:
     """One matmul of at most ``SWAP_MAX_M`` activation rows for its operand type (at most
     ``SWAP_OVER_SPLIT_M`` where the unswapped tiles would split a K of at most
@@ -590,7 +614,8 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: the transposed product of a weight-streaming problem
     (``swaps_operands``), or its narrow tiles (``STREAMING_NARROW_N``); otherwise persistent,
     warp-specialized, TMA-loaded, K split where a deep K meets few tiles (``hopper_splitk``),
-    CTA pairs on large grids (``hopper_cluster``), the epilogue staged through shared memory,
+    CTA pairs on large grids (``hopper_cluster``), the tile order grouped where a wave would
+    spill L2 (``hopper_swizzle``), the epilogue staged through shared memory,
     stages filling it up to 6 (4 block-scaled; 8 for the narrow tiles) and the K loops a CTA
     runs."""
     if problem.horizontal > 1:
@@ -606,6 +631,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         cta_order=cta_order_for(m_tiles, n_tiles), splitk_factor=tiles.splitk
     )
     params = params.with_overrides(cluster_dims=_hopper_cluster(ask, params))
+    params = params.with_overrides(grid_swizzle_factor=hopper_swizzle(problem, device, params))
     units_per_cta = _ceil(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
     k_loops = _ceil(_ceil(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES

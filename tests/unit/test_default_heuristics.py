@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
+import attrs
 import pytest
 
 from mmaplug.analysis.problem import Layout, MatmulProblem, VectorWidths
@@ -142,6 +143,38 @@ def test_hopper_pairs_ctas_on_large_grids_only() -> None:
         params = mmaplug_matmul_params(problem(m, n, k), h200, "hopper")
         assert params is not None
         assert params.cluster_dims == ((2, 1) if pairs else (1, 1)), (m, n, k)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "order", "group"),
+    [
+        # the walked operand (B of a row-major order, A of a column-major one) over half of L2
+        (Shape(8192, 8192, 8192), DType.bfloat16, CtaOrder.row_major, 8),
+        (Shape(4096, 4096, 4096), DType.bfloat16, CtaOrder.row_major, 8),
+        (Shape(4096, 28672, 4096), DType.bfloat16, CtaOrder.column_major, 8),
+        # ... within half of it (A of 2048x14336x5120: 20 MiB; B of 4096^3 e4m3: 16 MiB)
+        (Shape(2048, 14336, 5120), DType.bfloat16, CtaOrder.column_major, 1),
+        (Shape(4096, 4096, 4096), DType.float8_e4m3fn, CtaOrder.row_major, 1),
+        # over it (A: 31.5 MiB), but the other axis has under two groups (15 N tiles of 256)
+        (Shape(1920, 3840, 8192), DType.bfloat16, CtaOrder.column_major, 1),
+    ],
+    ids=str,
+)
+def test_hopper_groups_the_tile_order_where_a_wave_spills_l2(
+    shape: Shape, dtype: DType, order: CtaOrder, group: int
+) -> None:
+    """grid_swizzle_factor 8 where the operand the persistent wave walks whole outgrows half of
+    the H200's L2 (BENCHMARKS.md run 117), else 1."""
+    params = mmaplug_matmul_params(problem(*shape[:3], dtype=dtype), get_device("h200"), "hopper")
+    assert params is not None
+    assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
+
+
+def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
+    """A device that does not report its L2 (l2_bytes 0) gets the plain tile order."""
+    unknown = attrs.evolve(get_device("h200"), l2_bytes=0)
+    params = mmaplug_matmul_params(problem(8192, 8192, 8192), unknown, "hopper")
+    assert params is not None and params.grid_swizzle_factor == 1
 
 
 @pytest.mark.parametrize(
