@@ -517,7 +517,7 @@ def test_explain_on_sm90a_lists_ampere_as_lower_priority(mmaplug_pm, problem):
         ("a100", "mm_sm80_ampere_f16f16_TN_cta128x128x32_warp64x64x32_inst16x8x16_s4_k1"),
         (
             "h200",
-            "mm_sm90a_hopper_f16f16_TN_cta128x256x64_warp64x256x64_inst64x256x16_s4_k1_smemepi_persistent_ws",
+            "mm_sm90a_hopper_f16f16_TN_cta128x256x64_warp64x256x64_inst64x256x16_s4_k1_sw8_smemepi_persistent_ws",
         ),
     ],
 )
