@@ -444,6 +444,45 @@ def _emit_consumer(
         em(line)
 
 
+def _takes_turns(cfg: HopperKernelConfig) -> bool:
+    """Whether two cooperative consumers of block scales issue each stage's wgmmas in turn
+    (``_emit_turn``): with one scale block a stage. Stages of two keep three sets of
+    accumulators, and the turns' bookkeeping then spilled (ptxas: 4-8 bytes)."""
+    return (
+        cfg.block_scaled
+        and cfg.cta_tile[2] == SCALE_BLOCK
+        and cfg.consumers == 2
+        and not cfg.pingpong
+    )
+
+
+def _emit_turn(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Before a stage's wgmmas: with ``_takes_turns``, the second consumer waits (barrier 4)
+    until the first has issued this stage's; the first waits (barrier 3) until the second has
+    issued them before it goes on to the next stage (``_emit_stage_end``). Woken by one full
+    barrier, both would issue together, the tensor cores would interleave their wgmmas and both
+    groups would end together, idling the tensor cores while both promote; in turn, one
+    consumer promotes while the other's wgmmas run (barriers 3 and 4 are otherwise ping-pong
+    consumers' only)."""
+    if _takes_turns(cfg):
+        em(f"if {kv.c} == 1:")
+        em(f"    named_barrier_sync(4, {2 * WARPGROUP})")
+
+
+def _emit_turn_over(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """After a stage's wgmmas are issued: the other consumer's turn (``_emit_turn``)."""
+    if _takes_turns(cfg):
+        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+
+
+def _emit_stage_end(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """A stage's end: with ``_takes_turns``, the first consumer waits until the second has
+    issued the stage's wgmmas (long done by now: it only waited for the first's)."""
+    if _takes_turns(cfg):
+        em(f"if {kv.c} == 0:")
+        em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
+
+
 def _emit_k_loop(
     em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
 ) -> None:
@@ -563,7 +602,9 @@ def _emit_block_scaled_loop(
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
+        _emit_turn(em, cfg)
         _emit_stage_wgmmas(em, cfg, a, b, parts, "0")  # fresh partial sums
+        _emit_turn_over(em, cfg)
         for name in ("bsc", *(name for name, _ in rows)):
             em(f"n{name} = s{name}")
         em("kblk += 1")
@@ -578,6 +619,7 @@ def _emit_block_scaled_loop(
             em(f"{acc} = wgmma_promote({acc}, {part}, slo{r} * sbsc, shi{r} * sbsc)")
         for name in ("bsc", *(name for name, _ in rows)):
             em(f"s{name} = n{name}")
+        _emit_stage_end(em, cfg)
         _advance(em, stages)
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:
@@ -595,8 +637,8 @@ def _emit_block_pair_loop(
     """Stages of two scale blocks: the first block's wgmmas into partial sums ``p``, the
     second's into ``q``, each committed as a group; once the first group is done its sums are
     promoted while the second's run, then the second's. The stage's scales (both blocks) are
-    loaded while its wgmmas run (loading them a stage ahead spilled: three sets of 64
-    accumulators leave no room)."""
+    loaded before its full barrier is waited on (loading them a stage ahead spilled: three sets
+    of 64 accumulators leave no room)."""
     stages, bk = cfg.stages, cfg.cta_tile[2]
     steps = bk // wgmma_k(cfg.operand_dtype)
     ps = [f"psum{r}" for r in range(len(accs))]  # (p0, q0 ... are the packed epilogue's)
@@ -616,6 +658,7 @@ def _emit_block_pair_loop(
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
+        load("s", f"{kv.k0} // {SCALE_BLOCK}")  # in flight while the stage fills
         em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
         for part in (*ps, *qs):
             em(f"{part} = fence_operand({part})")
@@ -626,12 +669,14 @@ def _emit_block_pair_loop(
         em("wgmma_commit_group()")
         _emit_wgmma_steps(em, cfg, a, b, qs, range(steps // 2, steps), "0")
         em("wgmma_commit_group()")
-        load("s", f"{kv.k0} // {SCALE_BLOCK}")  # while the wgmmas run
         em("wgmma_wait_group(1)  # the first block is done; the second runs on")
         for part in ps:
             em(f"{part} = fence_operand({part})")
         for r, (acc, part) in enumerate(zip(accs, ps, strict=True)):
             em(f"{acc} = wgmma_promote({acc}, {part}, slo{r}0 * sbsc0, shi{r}0 * sbsc0)")
+            # (or the compiler sinks the promotion past the next wait, which then waits for
+            # both blocks: SASS of run 119)
+            em(f"{acc} = fence_operand({acc})")
         em("wgmma_wait_group(0)")
         for part in qs:
             em(f"{part} = fence_operand({part})")

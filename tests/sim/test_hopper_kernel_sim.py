@@ -332,6 +332,24 @@ def case_tn_e4m3_block_pairs_k256_ragged(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 256), (64, 64, 256), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, e4m3, two cooperative consumers (128x64 tiles of two 64x64 warp tiles)
+    issuing each stage's wgmmas in turn, over five K blocks (the last of 48) and several units
+    a CTA (the turns carry across units); ragged M and N, bf16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 136, 560, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((128, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_block_two_consumers_k256(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales with 256-deep K tiles and two cooperative consumers (128x32 tiles of two
+    64x32 warp tiles), each stage's scales loaded before its full barrier; K = 304, so the
+    second stage's second block lies past K."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 72, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float16))
+    return {**_tile((128, 32, 256), (64, 32, 256), 2, k=32), **PERSISTENT}
+
+
 def case_tn_e4m3_block_out_e4m3_amax(fd: Any, mp: Any) -> dict[str, Any]:
     """A block-scaled quantised layer: an e4m3 output scaled per tensor and the amax of the
     product (its reduction after the block-scaled main loop)."""

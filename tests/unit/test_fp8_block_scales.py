@@ -242,8 +242,10 @@ def test_the_block_scaled_kernel_promotes_each_block_into_the_accumulators() -> 
 
 
 def test_a_stage_of_two_blocks_promotes_the_first_while_the_second_runs() -> None:
-    """256-deep K tiles: the first block's wgmmas into psum, the second's into qsum, two
-    groups; wait_group 1, promote psum; wait_group 0, release, promote qsum."""
+    """256-deep K tiles: the stage's scales loaded before its full barrier is waited on; the
+    first block's wgmmas into psum, the second's into qsum, two groups; wait_group 1, promote
+    psum, fenced ahead of wait_group 0 (or the compiler sinks it past that wait); wait_group
+    0, release, promote qsum."""
     cfg = HopperKernelConfig(
         operand_dtype=mp.float8_e4m3fn,
         cta_tile=(128, 128, 256),
@@ -258,15 +260,52 @@ def test_a_stage_of_two_blocks_promotes_the_first_while_the_second_runs() -> Non
     order = [
         loop.index(s)
         for s in (
+            "slo00 = sfa[",
+            "mbarrier_wait(",
             "psum0 = wgmma_e4m3(",
             "wgmma_commit_group()",
             "qsum0 = wgmma_e4m3(",
-            "slo00 = sfa[",
             "wgmma_wait_group(1)",
             "acc0 = wgmma_promote(acc0, psum0, slo00 * sbsc0, shi00 * sbsc0)",
+            "acc0 = fence_operand(acc0)",
             "wgmma_wait_group(0)",
             "mbarrier_arrive(",
             "acc0 = wgmma_promote(acc0, qsum0, slo01 * sbsc1, shi01 * sbsc1)",
         )
     ]
     assert order == sorted(order), order
+
+
+@pytest.mark.parametrize(
+    ("cta", "warp", "strategy", "turns"),
+    [
+        ((128, 128, 128), (64, 128, 128), "persistent", True),
+        ((128, 128, 256), (64, 128, 256), "persistent", False),  # three sets of sums
+        ((64, 128, 128), (64, 128, 128), "persistent", False),  # one consumer
+        ((128, 64, 128), (128, 64, 128), "persistent_pingpong", False),  # turns by unit
+    ],
+)
+def test_two_cooperative_consumers_issue_each_stage_in_turn(
+    cta: tuple, warp: tuple, strategy: str, turns: bool
+) -> None:
+    """Two consumers sharing a block-scaled tile of one scale block a stage issue each stage's
+    wgmmas in turn (the second waits on barrier 4 for the first's, the first on barrier 3 for
+    the second's before its next stage); 256-deep stages (no register to spare), one consumer,
+    or ping-pong ones (whose main loops take turns by unit on the same barriers) do not."""
+    cfg = HopperKernelConfig(
+        operand_dtype=mp.float8_e4m3fn,
+        cta_tile=cta,
+        warp_tile=warp,
+        block_scaled=True,
+        pingpong=strategy == "persistent_pingpong",
+    )
+    src = generate_source(cfg, sim=False)
+    start = src.index("while k0 < ke:", src.index("acc0 = wgmma_zeros"))  # the consumer's
+    loop = src[start : src.index("k0 += ", start)]
+    steps = ("named_barrier_sync(4, 256)", "mbarrier_wait(", "wgmma_commit_group()",
+             "named_barrier_arrive(4 - c, 256)", "named_barrier_sync(3, 256)")  # fmt: skip
+    if turns:
+        order = [loop.index(step) for step in steps]
+        assert order == sorted(order), order
+    else:
+        assert "named_barrier" not in loop
