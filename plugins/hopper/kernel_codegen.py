@@ -413,6 +413,8 @@ def _emit_consumer(
     if cfg.pingpong:
         em("mine = 0  # ping-pong: this consumer takes the CTA's units c, c + 2, c + 4, ...")
         em("turns = 0")
+    if _takes_turns(cfg):
+        em("turn = 0  # block scales: the consumers issue each stage's wgmmas in turn")
     em(f"while {kv.u} < units:")
     with em.indent():
         _emit_k_range(em, cfg)
@@ -440,6 +442,9 @@ def _emit_consumer(
             _emit_k_loop(em, cfg, a, b, accs)
         emit_epilogue(em, cfg, accs)
         em(f"{kv.u} += {kv.ustep}")
+    if _takes_turns(cfg):  # the second consumer's last hand-over
+        em(f"if {kv.c} == 0 and turn > 0:")
+        em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
     for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
         em(line)
 
@@ -458,29 +463,21 @@ def _takes_turns(cfg: HopperKernelConfig) -> bool:
 
 def _emit_turn(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Before a stage's wgmmas: with ``_takes_turns``, the second consumer waits (barrier 4)
-    until the first has issued this stage's; the first waits (barrier 3) until the second has
-    issued them before it goes on to the next stage (``_emit_stage_end``). Woken by one full
-    barrier, both would issue together, the tensor cores would interleave their wgmmas and both
-    groups would end together, idling the tensor cores while both promote; in turn, one
-    consumer promotes while the other's wgmmas run (barriers 3 and 4 are otherwise ping-pong
-    consumers' only)."""
+    until the first has issued this stage's, the first (barrier 3) until the second has issued
+    the previous stage's. Woken by one full barrier, both would issue together, the tensor
+    cores would interleave their wgmmas and both groups would end together, idling the tensor
+    cores while both promote; in turn, one consumer promotes while the other's wgmmas run
+    (barriers 3 and 4 are otherwise ping-pong consumers' only)."""
     if _takes_turns(cfg):
-        em(f"if {kv.c} == 1:")
-        em(f"    named_barrier_sync(4, {2 * WARPGROUP})")
+        em(f"if {kv.c} == 1 or turn > 0:")
+        em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
 
 
 def _emit_turn_over(em: Emitter, cfg: HopperKernelConfig) -> None:
     """After a stage's wgmmas are issued: the other consumer's turn (``_emit_turn``)."""
     if _takes_turns(cfg):
         em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
-
-
-def _emit_stage_end(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """A stage's end: with ``_takes_turns``, the first consumer waits until the second has
-    issued the stage's wgmmas (long done by now: it only waited for the first's)."""
-    if _takes_turns(cfg):
-        em(f"if {kv.c} == 0:")
-        em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
+        em("turn = 1")
 
 
 def _emit_k_loop(
@@ -619,7 +616,6 @@ def _emit_block_scaled_loop(
             em(f"{acc} = wgmma_promote({acc}, {part}, slo{r} * sbsc, shi{r} * sbsc)")
         for name in ("bsc", *(name for name, _ in rows)):
             em(f"s{name} = n{name}")
-        _emit_stage_end(em, cfg)
         _advance(em, stages)
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:

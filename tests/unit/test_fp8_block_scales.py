@@ -290,8 +290,9 @@ def test_two_cooperative_consumers_issue_each_stage_in_turn(
 ) -> None:
     """Two consumers sharing a block-scaled tile of one scale block a stage issue each stage's
     wgmmas in turn (the second waits on barrier 4 for the first's, the first on barrier 3 for
-    the second's before its next stage); 256-deep stages (no register to spare), one consumer,
-    or ping-pong ones (whose main loops take turns by unit on the same barriers) do not."""
+    the second's previous stage, and takes the second's last hand-over after its units);
+    256-deep stages (no register to spare), one consumer, or ping-pong ones (whose main loops
+    take turns by unit on the same barriers) do not."""
     cfg = HopperKernelConfig(
         operand_dtype=mp.float8_e4m3fn,
         cta_tile=cta,
@@ -302,10 +303,11 @@ def test_two_cooperative_consumers_issue_each_stage_in_turn(
     src = generate_source(cfg, sim=False)
     start = src.index("while k0 < ke:", src.index("acc0 = wgmma_zeros"))  # the consumer's
     loop = src[start : src.index("k0 += ", start)]
-    steps = ("named_barrier_sync(4, 256)", "mbarrier_wait(", "wgmma_commit_group()",
-             "named_barrier_arrive(4 - c, 256)", "named_barrier_sync(3, 256)")  # fmt: skip
+    steps = ("named_barrier_sync(3 + c, 256)", "mbarrier_wait(", "wgmma_commit_group()",
+             "named_barrier_arrive(4 - c, 256)")  # fmt: skip
     if turns:
         order = [loop.index(step) for step in steps]
         assert order == sorted(order), order
     else:
         assert "named_barrier" not in loop
+    assert ("if c == 0 and turn > 0:" in src) is turns
