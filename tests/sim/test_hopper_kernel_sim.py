@@ -673,6 +673,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_out_e4m3_amax": 4,
+         "tn_e4m3_block_two_consumers": 6, "tn_e4m3_block_two_consumers_k256": 6,
          "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
          "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8,
          "tn_e4m3_out_e4m3_amax_packed": 4, "tn_e4m3_out_e4m3_amax_registers": 4,
