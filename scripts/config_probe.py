@@ -148,9 +148,8 @@ def swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         for bm, bk, stages in ((64, 128, 8), (64, 64, 12), (128, 64, 8), (128, 128, 5)):
             for split in (1, 2, 4):
                 ov = _wgmma_tiles((bm, m, bk), (64, m, bk), splitk_factor=split)
-                if found := _deepest(swapped, ov, range(stages, 2, -1), hopper):
-                    depth, compiled = found
-                    jobs.append((swapped, f"swap {bm}x{m}x{bk} s{depth} split {split}", compiled))
+                label = f"swap {bm}x{m}x{bk} s{{s}} split {split}"
+                jobs += _deepest_job(swapped, ov, range(stages, 2, -1), hopper, label)
     return jobs
 
 
@@ -164,6 +163,16 @@ def _deepest(problem: TuneProblem, overrides: dict, depths: Any, pm: Any) -> tup
         except MatmulError:
             continue
     return None
+
+
+def _deepest_job(
+    problem: TuneProblem, overrides: dict, depths: Any, pm: Any, label: str
+) -> list[tuple[TuneProblem, str, Any]]:
+    """``_deepest`` as a job list: none, or *problem* under *label* (its ``{s}`` the stages)."""
+    if found := _deepest(problem, overrides, depths, pm):
+        depth, compiled = found
+        return [(problem, label.format(s=depth), compiled)]
+    return []
 
 
 DECODE_SWAP_SHAPES = [
@@ -206,9 +215,7 @@ def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         cols = 8 * -(-m // 8)
         for bk in (128, 256):
             ov = _wgmma_tiles((64, cols, bk), k=32, **SWAPPED)
-            if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
-                depth, compiled = found
-                jobs.append((problem, f"swap 64x{cols}x{bk} s{depth}", compiled))
+            jobs += _deepest_job(problem, ov, (8, 6, 5, 4), hopper, f"swap 64x{cols}x{bk} s{{s}}")
     return jobs
 
 
@@ -263,10 +270,9 @@ def kcluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
             for split in (2, 4, 8):
                 for cluster in (True, False):
                     ov = {**tiles, "splitk_factor": split, "splitk_in_cluster": cluster}
-                    if found := _deepest(problem, ov, range(8, 2, -1), hopper):
-                        depth, compiled = found
-                        how = "cluster" if cluster else "workspace"
-                        jobs.append((problem, f"{name} s{depth} split {split} {how}", compiled))
+                    how = "cluster" if cluster else "workspace"
+                    label = f"{name} s{{s}} split {split} {how}"
+                    jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, label)
     return jobs
 
 
@@ -331,10 +337,8 @@ def halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
             for split in (1, 2, 4) if cluster == (1, 1) else (1,):
                 ov = _wgmma_tiles((64, cols, 128), splitk_factor=split, cluster_dims=cluster,
                                   **SWAPPED)  # fmt: skip
-                if found := _deepest(problem, ov, range(8, 2, -1), hopper):
-                    depth, compiled = found
-                    label = f"swap 64x{cols} {name} c{cluster[1]} s{depth} split {split}"
-                    jobs.append((problem, label, compiled))
+                label = f"swap 64x{cols} {name} c{cluster[1]} s{{s}} split {split}"
+                jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, label)
     for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120)):
         problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
         jobs.append((problem, "default", _compiled(problem, pm=hopper)))
@@ -423,10 +427,8 @@ def narrow_jobs() -> list[tuple[TuneProblem, str, Any]]:
                 for split in (1, 2, 4, 8) if k >= 16384 else (1, 2, 4) if k >= 8192 else (1, 2):
                     ov = _wgmma_tiles((64, cols, depth), cluster_dims=(1, cluster),
                                       splitk_factor=split)  # fmt: skip
-                    if found := _deepest(problem, ov, range(20, 2, -1), hopper):
-                        stages, compiled = found
-                        label = f"64x{cols}x{depth} s{stages} c{cluster} split {split}"
-                        jobs.append((problem, label, compiled))
+                    label = f"64x{cols}x{depth} s{{s}} c{cluster} split {split}"
+                    jobs += _deepest_job(problem, ov, range(20, 2, -1), hopper, label)
     return jobs
 
 
@@ -435,26 +437,35 @@ NARROW_AB_SHAPES = [(64, 4096, 4096), (60, 4096, 4096), (64, 6144, 4096), (64, 8
                     (64, 5120, 8192)]  # fmt: skip
 
 
-def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Rows the narrow streaming tiles change, fp16 and bf16 (64x4096x4096 also with bias +
-    GELU), on hopper's default and on the default planned without ``STREAMING_NARROW_N``, each
-    pair twice, interleaved."""
+def _default_ab(
+    problems: list[TuneProblem], rule: str, off: Any
+) -> list[tuple[TuneProblem, str, Any]]:
+    """Each of *problems* on hopper's default and on the default planned with the default
+    heuristic's constant *rule* set to *off* (the rule's old default), each pair twice,
+    interleaved."""
     import mmaplug.heuristics.default as default
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in NARROW_AB_SHAPES
-                for dtype in ("bfloat16", "float16")]  # fmt: skip
-    problems.append(TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16", epilogue="bias_gelu"))
     jobs = []
     for problem in problems:
         new = _compiled(problem, pm=hopper)
-        rule, default.STREAMING_NARROW_N = default.STREAMING_NARROW_N, ()  # type: ignore[misc]
+        kept = getattr(default, rule)
+        setattr(default, rule, off)
         try:
             old = _compiled(problem, pm=hopper)
         finally:
-            default.STREAMING_NARROW_N = rule  # type: ignore[misc]
+            setattr(default, rule, kept)
         jobs += [(problem, "default", new), (problem, "old default", old)] * 2
     return jobs
+
+
+def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows the narrow streaming tiles change, fp16 and bf16 (64x4096x4096 also with bias +
+    GELU), with and without ``STREAMING_NARROW_N`` (``_default_ab``)."""
+    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in NARROW_AB_SHAPES
+                for dtype in ("bfloat16", "float16")]  # fmt: skip
+    problems.append(TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16", epilogue="bias_gelu"))
+    return _default_ab(problems, "STREAMING_NARROW_N", ())
 
 
 FP8_BLOCK_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 5120)]
@@ -475,10 +486,8 @@ def fp8_block_jobs() -> list[tuple[TuneProblem, str, Any]]:
                 for cluster in ((1, 1), (2, 1), (4, 1), (1, 2)):
                     ov = _wgmma_tiles((128, 128, depth), (64, 128, depth), k=32,
                                       cluster_dims=cluster)  # fmt: skip
-                    if found := _deepest(problem, ov, range(8, 1, -1), hopper):
-                        stages, compiled = found
-                        label = f"128x128x{depth} s{stages} c{cluster[0]}x{cluster[1]}"
-                        jobs.append((problem, label, compiled))
+                    label = f"128x128x{depth} s{{s}} c{cluster[0]}x{cluster[1]}"
+                    jobs += _deepest_job(problem, ov, range(8, 1, -1), hopper, label)
     return jobs
 
 
@@ -528,22 +537,11 @@ SWIZZLE_AB_PROBLEMS = [((8192, 8192, 8192), "float8_e4m3fn", "block"),
 
 
 def swizzle_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Products whose default plan ``hopper_swizzle`` groups, on the default and on the default
-    planned without groups (``HOPPER_SWIZZLE_L2_SHARE`` 0), each pair twice, interleaved."""
-    import mmaplug.heuristics.default as default
-
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for (m, n, k), dtype, scale in SWIZZLE_AB_PROBLEMS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
-        new = _compiled(problem, pm=hopper)
-        rule, default.HOPPER_SWIZZLE_L2_SHARE = default.HOPPER_SWIZZLE_L2_SHARE, 0  # type: ignore[misc]
-        try:
-            old = _compiled(problem, pm=hopper)
-        finally:
-            default.HOPPER_SWIZZLE_L2_SHARE = rule  # type: ignore[misc]
-        jobs += [(problem, "default", new), (problem, "old default", old)] * 2
-    return jobs
+    """Products whose default plan ``hopper_swizzle`` groups, with and without groups
+    (``HOPPER_SWIZZLE_L2_SHARE`` 0: never; ``_default_ab``)."""
+    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+                for (m, n, k), dtype, scale in SWIZZLE_AB_PROBLEMS]  # fmt: skip
+    return _default_ab(problems, "HOPPER_SWIZZLE_L2_SHARE", 0)
 
 
 def main(which: str) -> None:
