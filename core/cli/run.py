@@ -146,7 +146,8 @@ def add_bench(sub: Any) -> None:
     p.add_argument("--corpus", action="append", default=[], metavar="NAME|FILE",
                    help="time a tuning corpus's problems (e.g. serving; repeatable)")  # fmt: skip
     p.add_argument("--graph", action="store_true",
-                   help="also time CUDA-graph replays (GPU time; TB/s beside TF/s)")  # fmt: skip
+                   help="also time CUDA-graph replays (GPU time; TB/s beside TF/s), on one set "
+                        "of operands and 'cold' on copies read in turn past L2")  # fmt: skip
     p.add_argument("--plot", default="", type=png, metavar="PNG",
                    help="also write a bar chart here (needs matplotlib)")  # fmt: skip
     p.add_argument("--workers", type=positive, default=1,

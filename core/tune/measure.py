@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -121,25 +121,53 @@ def rel_error(got: Any, ref: Any) -> float:
     return float(np.linalg.norm(got64 - ref64) / max(float(np.linalg.norm(ref64)), 1e-30))
 
 
-def graph_us(fn: Callable[[], Any], *, calls: int = 20, reps: int = 50, warmup: int = 3) -> float:
+# copies of a call's operands that graph_us reads in turn span this many L2 sizes, so that no
+# call finds its operands in L2 (cold_copies)
+COLD_L2_SPAN: Final = 2
+COLD_MAX_COPIES: Final = 64
+
+
+def cold_copies(operand_bytes: int, l2_bytes: int) -> int:
+    """How many copies of a call's operands (*operand_bytes* in all), read in turn, leave each
+    call's operands out of L2: enough to span ``COLD_L2_SPAN`` L2 sizes (the other copies read
+    in between evict them), at most ``COLD_MAX_COPIES``; 1 where one copy already spans them or
+    L2's size is unknown (0)."""
+    if operand_bytes <= 0 or l2_bytes <= 0:
+        return 1
+    return max(1, min(COLD_MAX_COPIES, -(-COLD_L2_SPAN * l2_bytes // operand_bytes)))
+
+
+def graph_us(
+    fn: Callable[[], Any] | Sequence[Callable[[], Any]],
+    *,
+    calls: int = 20,
+    reps: int = 50,
+    warmup: int = 3,
+) -> float:
     """GPU microseconds of one call of *fn* as a server runs it: *calls* calls captured in one
     CUDA graph (after one eager call on the capture stream binds the launch), the graph replayed
     *warmup* times, then the median of *reps* replays divided by *calls*.
 
     A per-call event pair around a problem under ~0.1 ms measures the host's call path; a graph
-    replay leaves only the GPU's time (and the launches' gaps the graph keeps).
+    replay leaves only the GPU's time (and the launches' gaps the graph keeps). A sequence of
+    callables (the same call on copies of its operands, ``cold_copies``) is captured in turn,
+    at least once each: then a call does not read operands the previous calls left in L2, as a
+    server's step reads each layer's weight once.
     """
     import torch
 
+    fns = list(fn) if isinstance(fn, Sequence) else [fn]
+    calls = max(calls, len(fns))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        fn()
+        for each in fns:
+            each()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+        for i in range(calls):
+            fns[i % len(fns)]()
     for _ in range(warmup):
         graph.replay()
     times = []

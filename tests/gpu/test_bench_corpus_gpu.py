@@ -10,6 +10,7 @@ import pytest
 from mmaplug.cli import bench
 from mmaplug.cuda.presence import cuda_device_count
 from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.work import problem_inputs
 
 torch = pytest.importorskip("torch") if cuda_device_count() else None
 pytestmark = pytest.mark.sm80
@@ -33,7 +34,27 @@ def test_every_row_is_checked_then_timed_per_call_and_as_replays() -> None:
         assert row["ours_tbps"] == pytest.approx(
             bench.min_bytes(problem) / row["ours_graph_us"] / 1e6
         )
+        # the same replays on operand copies read in turn: these problems' operands are a few
+        # MiB, so their copies (up to 64) are many
+        assert row["cold_copies"] > 1, row
+        assert row["ours_cold_us"] > 0 and row["torch_cold_us"] > 0
+        assert row["cold_ratio"] == pytest.approx(row["torch_cold_us"] / row["ours_cold_us"])
     assert out.getvalue().count("\n") == 1 + len(PROBLEMS)
+
+
+def test_operand_copies_keep_values_and_strides() -> None:
+    """Each copy of a problem's operands is a new tensor equal to the original, with its
+    strides (a transposed operand stays transposed), and the copies span two L2 sizes."""
+    problem = TuneProblem(m=64, n=256, k=512, batch=2, dtype="float16", layout="NN")
+    inputs = problem_inputs(problem)
+    copies = bench.operand_copies(inputs)
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    total = sum(t.nbytes for t in inputs)
+    assert len(copies) == min(64, -(-2 * l2 // total)) and copies[0] is inputs
+    for copy in copies[1:]:
+        for t, c in zip(inputs, copy, strict=True):
+            assert c.data_ptr() != t.data_ptr() and c.stride() == t.stride()
+            assert torch.equal(c, t)
 
 
 def test_a_wrong_kernel_is_reported_and_not_timed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ synchronised and compared."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import types
@@ -105,3 +106,74 @@ def test_probe_arguments_parse_variants_and_shapes() -> None:
     assert probes.shape_wanted(4096, 4096, 512, args.only)
     assert not probes.shape_wanted(16384, 1024, 512, args.only)
     assert probes.shape_wanted(16384, 1024, 512, [])
+
+
+@pytest.mark.parametrize(
+    ("operands", "l2", "copies"),
+    [
+        (32 << 20, 60 << 20, 4),  # 1x4096x4096 bf16's weight: 4 copies span 120 MiB
+        (120 << 20, 60 << 20, 1),  # one copy already spans two L2 sizes
+        (100 << 20, 60 << 20, 2),
+        (1 << 10, 60 << 20, measure.COLD_MAX_COPIES),  # latency-bound: capped
+        (32 << 20, 0, 1),  # L2's size unknown
+    ],
+)
+def test_cold_copies_span_two_l2_sizes(operands: int, l2: int, copies: int) -> None:
+    assert measure.cold_copies(operands, l2) == copies
+
+
+def test_graph_us_captures_copies_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the same call on several operand copies, graph_us calls each once eagerly (binding
+    its launch), then captures them in turn, at least one call each, and divides each replay's
+    time by the calls captured."""
+    log: list[str] = []
+
+    class Graph:
+        def replay(self) -> None:
+            log.append("replay")
+
+    class Capture:
+        def __init__(self, graph: Graph) -> None:
+            log.append("capture")
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, *exc: object) -> None:
+            log.append("captured")
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            return None
+
+        def record(self) -> None:
+            return None
+
+        def synchronize(self) -> None:
+            return None
+
+        def elapsed_time(self, end: Event) -> float:
+            return 1.0  # ms a replay
+
+    class Stream:
+        def wait_stream(self, other: object) -> None:
+            return None
+
+    cuda = types.SimpleNamespace(
+        Stream=Stream,
+        current_stream=Stream,
+        stream=lambda stream: contextlib.nullcontext(),
+        CUDAGraph=Graph,
+        graph=Capture,
+        Event=Event,
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    fns = [lambda i=i: log.append(f"call{i}") for i in range(3)]
+    us = measure.graph_us(fns, calls=4, reps=2, warmup=1)
+    captured = log[log.index("capture") + 1 : log.index("captured")]
+    assert log[: log.index("capture")] == ["call0", "call1", "call2"]
+    assert captured == ["call0", "call1", "call2", "call0"]
+    assert log.count("replay") == 1 + 2 and us == pytest.approx(1e3 / 4)
+    log.clear()
+    measure.graph_us(fns, calls=2, reps=1, warmup=0)  # fewer calls than copies: one each
+    assert log[log.index("capture") + 1 : log.index("captured")] == ["call0", "call1", "call2"]
