@@ -18,8 +18,9 @@ back of its float32 partials through a workspace (mma.sync priced at ``MMA_SYNC_
 peak). Only the
 best-ranked configurations are planned; a candidate is kept when ``plan_problem`` takes it as
 caller overrides (every validator ran on it) and the plan changed nothing: illegal
-configurations never reach a build. cta_order and grid_swizzle_factor vary only as the
-heuristics choose them (``include``).
+configurations never reach a build. cta_order and grid_swizzle_factor are not searched: every
+configuration walks its tiles in the order of *order* (the scheduler's default choice, so that
+tiles are compared under one order), or in ``MatmulParams``' default order without one.
 """
 
 from __future__ import annotations
@@ -276,12 +277,14 @@ def candidates(
     per_tile: int = 4,
     include: Sequence[MatmulParams] = (),
     scheduler: str = "hopper",
+    order: MatmulParams | None = None,
 ) -> list[MatmulParams]:
     """Up to *limit* legal configurations of *scheduler* (any registered with *pm*),
     best-modelled first; *include* (the heuristics' choices) come first whatever the model
     says, when legal. A first pass keeps at most *per_tile* variants of each CTA/warp tile
     pair, so the model's favourite tile cannot fill the list with stage and strategy variants;
-    a second pass fills what is left in model order.
+    a second pass fills what is left in model order. The configurations take *order*'s tile
+    order (``cta_order``, ``grid_swizzle_factor``) where given.
 
     :raises UsageError: *scheduler* is not registered with *pm*.
     """
@@ -292,6 +295,9 @@ def candidates(
             f"{', '.join(scheduler_names(pm)) or 'none'}"
         )
     raw = configurations(registered[scheduler][1], problem, device)
+    if order is not None:
+        walk = {"cta_order": order.cta_order, "grid_swizzle_factor": order.grid_swizzle_factor}
+        raw = [p.with_overrides(**walk) for p in raw]
     ranked = sorted(raw, key=lambda p: (estimate_us(p, problem, device), p.name))
     chosen: dict[str, MatmulParams] = {}
     per: dict[tuple[TileShape, TileShape], int] = {}

@@ -105,7 +105,13 @@ def plan_jobs(
             chosen = [heuristic_choice(problem, device, o, scheduler) for o in others]
             include = [own, *(c for c in chosen if c is not None)]
             found = candidates(
-                mp, device, pm, limit=counts[scheduler], include=include, scheduler=scheduler
+                mp,
+                device,
+                pm,
+                limit=counts[scheduler],
+                include=include,
+                scheduler=scheduler,
+                order=own,  # tiles compared in the order the default walks its own
             )
             jobs += [make_job(problem, params, device, mp, scheduler) for params in found]
     return jobs

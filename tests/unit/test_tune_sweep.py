@@ -148,3 +148,19 @@ def test_decode_jobs_only_where_the_decode_scheduler_takes_the_problem() -> None
     assert {j["scheduler"] for j in sweep.plan_jobs([step], H200, limit=2, decode=0)} == {"hopper"}
     fp8 = TuneProblem(m=256, n=256, k=256, dtype="float8_e4m3fn", scale="tensor")
     assert {j["scheduler"] for j in sweep.plan_jobs([fp8], H200, limit=2, ampere=2)} == {"hopper"}
+
+
+def test_candidates_walk_their_tiles_in_the_defaults_order() -> None:
+    """Where the default groups its tile order (8192^3: a wave would spill L2), every hopper
+    candidate walks its tiles in the same order, so the sweep compares tiles, not orders;
+    where it does not (2048x14336x5120: A fits in L2), they keep the plain order too."""
+    pm = sweep.work.tuning_manager("hopper")
+    for problem, group in (
+        (TuneProblem(m=8192, n=8192, k=8192, dtype="bfloat16"), 8),
+        (TuneProblem(m=2048, n=14336, k=5120, dtype="bfloat16"), 1),
+    ):
+        own = sweep.heuristic_choice(problem, H200, pm)
+        assert own is not None and own.grid_swizzle_factor == group
+        jobs = sweep.plan_jobs([problem], H200, limit=6, decode=0)
+        walks = {(j["params"]["cta_order"], j["params"]["grid_swizzle_factor"]) for j in jobs}
+        assert len(jobs) == 6 and walks == {(own.cta_order.value, group)}, walks
