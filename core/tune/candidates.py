@@ -297,7 +297,7 @@ def candidates(
     raw = configurations(registered[scheduler][1], problem, device)
     if order is not None:
         walk = {"cta_order": order.cta_order, "grid_swizzle_factor": order.grid_swizzle_factor}
-        raw = [p.with_overrides(**walk) for p in raw]
+        raw = (p.with_overrides(**walk) for p in raw)
     ranked = sorted(raw, key=lambda p: (estimate_us(p, problem, device), p.name))
     chosen: dict[str, MatmulParams] = {}
     per: dict[tuple[TileShape, TileShape], int] = {}
