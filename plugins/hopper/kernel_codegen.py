@@ -433,8 +433,7 @@ def _emit_consumer(
             em("mine ^= 1")
             # main loops take turns (the other consumer has waited on every stage before this
             # unit's, so a parity wait is never two phases ahead); epilogues overlap them
-            em(f"if {kv.c} == 1 or turns > 0:")
-            em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
+            _emit_wait_turn(em, "turns")
             em("turns += 1")
         if cfg.block_scaled:
             _emit_block_scaled_loop(em, cfg, a, b, accs)
@@ -461,22 +460,33 @@ def _takes_turns(cfg: HopperKernelConfig) -> bool:
     )
 
 
+def _emit_wait_turn(em: Emitter, taken: str) -> None:
+    """The two consumers' turns (ping-pong main loops by unit, block-scaled stages by stage):
+    consumer 1 waits on barrier 4 for consumer 0's hand-over, consumer 0 on barrier 3 for
+    consumer 1's, but before its first turn (*taken*: the generated count of turns it had)."""
+    em(f"if {kv.c} == 1 or {taken} > 0:")
+    em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
+
+
+def _emit_hand_over(em: Emitter) -> None:
+    """The other consumer's turn (``_emit_wait_turn``)."""
+    em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+
+
 def _emit_turn(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """Before a stage's wgmmas: with ``_takes_turns``, the second consumer waits (barrier 4)
-    until the first has issued this stage's, the first (barrier 3) until the second has issued
-    the previous stage's. Woken by one full barrier, both would issue together, the tensor
-    cores would interleave their wgmmas and both groups would end together, idling the tensor
-    cores while both promote; in turn, one consumer promotes while the other's wgmmas run
-    (barriers 3 and 4 are otherwise ping-pong consumers' only)."""
+    """Before a stage's wgmmas: with ``_takes_turns``, the second consumer waits until the
+    first has issued this stage's, the first until the second has issued the previous stage's.
+    Woken by one full barrier, both would issue together, the tensor cores would interleave
+    their wgmmas and both groups would end together, idling the tensor cores while both
+    promote; in turn, one consumer promotes while the other's wgmmas run."""
     if _takes_turns(cfg):
-        em(f"if {kv.c} == 1 or turn > 0:")
-        em(f"    named_barrier_sync(3 + {kv.c}, {2 * WARPGROUP})")
+        _emit_wait_turn(em, "turn")
 
 
 def _emit_turn_over(em: Emitter, cfg: HopperKernelConfig) -> None:
     """After a stage's wgmmas are issued: the other consumer's turn (``_emit_turn``)."""
     if _takes_turns(cfg):
-        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+        _emit_hand_over(em)
         em("turn = 1")
 
 
@@ -506,7 +516,7 @@ def _emit_k_loop(
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:  # every wgmma of this unit is issued: the other consumer's turn
         # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
-        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+        _emit_hand_over(em)
     em("wgmma_wait_group(0)")
     for acc in accs:
         em(f"{acc} = fence_operand({acc})")
@@ -619,7 +629,7 @@ def _emit_block_scaled_loop(
         _advance(em, stages)
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:
-        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+        _emit_hand_over(em)
 
 
 def _emit_block_pair_loop(
@@ -682,7 +692,7 @@ def _emit_block_pair_loop(
         _advance(em, stages)
         em(f"{kv.k0} += {bk}")
     if cfg.pingpong:
-        em(f"named_barrier_arrive(4 - {kv.c}, {2 * WARPGROUP})")
+        _emit_hand_over(em)
 
 
 def _emit_release(em: Emitter, stages: int, stage: str, cluster: int) -> None:
