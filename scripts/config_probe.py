@@ -34,6 +34,7 @@ from __future__ import annotations
 import sys
 import time
 from typing import Any
+from unittest import mock
 
 import mmaplug as mp
 import mmaplug.plugins.decode.limits as decode_limits
@@ -449,12 +450,8 @@ def _default_ab(
     jobs = []
     for problem in problems:
         new = _compiled(problem, pm=hopper)
-        kept = getattr(default, rule)
-        setattr(default, rule, off)
-        try:
+        with mock.patch.object(default, rule, off):
             old = _compiled(problem, pm=hopper)
-        finally:
-            setattr(default, rule, kept)
         jobs += [(problem, "default", new), (problem, "old default", old)] * 2
     return jobs
 

@@ -13,7 +13,8 @@ dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``; bf16 otherwise) and
 ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in CTA pairs
 along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles in pairs along M).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
-SchedulerStats --page details``; each kernel's stall reasons (not run yet)::
+SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
+sections, BENCHMARKS.md)::
 
     ncu --profile-from-start off --clock-control none --csv --page raw --metrics \\
 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio',gpu__time_duration.sum \\
