@@ -56,6 +56,11 @@ HOPPER_CTA_K: Final = (256, 192, 128, 64)
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
+# block scales: warp tiles of at most one scale block of columns. The 64x256 tiles promoted by
+# 64-column chunks ran 0.97-1.03x the 128x128x256 tile (8192^3 1,283-1,311 against 1,263 us;
+# 4096x4096x14336 538 against 556), promoted by 128-column halves 0.98-1.04x (BENCHMARKS.md,
+# runs 122-123), and spill 112 bytes outside their main loop: the tuner tries them
+BLOCK_SCALED_INSTR_N: Final = (128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
 # tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within
@@ -471,7 +476,8 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
             if m_tiles * n_tiles * best.splitk * SPLITK_MAX_FILL >= device.sm_count:
                 return best
     wide = problem.operand_dtype.itemsize >= 2
-    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, HOPPER_INSTR_N)
+    widths = BLOCK_SCALED_INSTR_N if problem.block_scaled else HOPPER_INSTR_N
+    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, widths)
     if best is None:
         tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)

@@ -29,11 +29,18 @@ BOX_INNER: Final = SWIZZLE_BYTES // 2
 # a block-scaled K tile is one scale block, or two summed into two sets of partial sums (the
 # first promoted while the second's wgmmas run)
 BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
-# why a block-scaled kernel of 256-deep K tiles runs without CTA pairs: three sets of 64
-# accumulators a thread, which the pairs' 232 registers spill (ptxas: 20 bytes)
+# float32 sums a block-scaled consumer thread may hold (``block_sums``: accumulators and
+# partial sums): 192 fit the 240 registers of consumers beside a lone producer; the 232 of a
+# cluster's consumers spilled them (ptxas: 20 bytes, 64x128 tiles of 256-deep stages), so
+# clusters take 128
+BLOCK_SUMS: Final = 192
+# columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
+# scale block (64x256): one set's wgmmas run while the other's sums are promoted
+BLOCK_CHUNK: Final = 64
+BLOCK_CLUSTER_SUMS: Final = 128
 BLOCK_PAIR_CLUSTER: Final = (
-    "block scales with 256-deep K tiles keep 3 sets of accumulators, which CTA pairs' "
-    "232-register consumers spill: cluster_dims (1, 1)"
+    f"block scales with more than {BLOCK_CLUSTER_SUMS} sums a thread (accumulators and partial "
+    "sums), which a cluster's 232-register consumers spill: cluster_dims (1, 1)"
 )
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
@@ -287,16 +294,26 @@ def dtype_problems(dtype: DType, a_k_inner: bool, b_k_inner: bool) -> list[str]:
     return []
 
 
-def accumulator_budget(block_scaled: bool) -> int:
-    """float32 accumulators a consumer thread may hold: ``MAX_ACCUMULATORS``, or half with
-    block scales (each accumulator has a partial sum beside it)."""
-    return MAX_ACCUMULATORS // 2 if block_scaled else MAX_ACCUMULATORS
+def promoted_columns(warp_n: int) -> int:
+    """Columns of a block-scaled consumer's partial sums: its whole tile, or two sets of
+    ``BLOCK_CHUNK`` columns (promoted in turn) where the tile is wider than a scale block."""
+    return warp_n if warp_n <= SCALE_BLOCK else 2 * BLOCK_CHUNK
 
 
-def block_tile(cta_k: int, n_out: int) -> bool:
-    """A block-scaled kernel's CTA tile: one scale block of K per tile, and output columns
-    within one 128-column block of B's scales (n dividing 128)."""
-    return cta_k in BLOCK_CTA_KS and n_out > 0 and SCALE_BLOCK % n_out == 0
+def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
+    """float32 sums a block-scaled consumer thread holds: its accumulators and, for each scale
+    block of a stage's K, partial sums of ``promoted_columns``."""
+    wm, wn, _ = warp_tile
+    return wm * (wn + cta_k // SCALE_BLOCK * promoted_columns(wn)) // WARPGROUP
+
+
+def block_tile(cta_k: int, n_out: int, warp_n: int) -> bool:
+    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage, and the
+    columns of every set of partial sums within one 128-column block of B's scales: the tile's
+    n divides 128 (one block of B's scales a tile), or the tile is one warp tile wide of whole
+    blocks (promoted by chunks, each chunk's block its own)."""
+    aligned = SCALE_BLOCK % n_out == 0 or n_out == warp_n and warp_n % SCALE_BLOCK == 0
+    return cta_k in BLOCK_CTA_KS and n_out > 0 and aligned
 
 
 def consumer_count(
@@ -429,12 +446,10 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             f"{cfg.consumers} consumer warpgroups; the kernel has at most {MAX_CONSUMERS} "
             "(register budget)"
         )
-    budget = accumulator_budget(cfg.block_scaled)
-    if not problems and cfg.accumulators > budget:
+    if not problems and cfg.accumulators > MAX_ACCUMULATORS:
         problems.append(
             f"warp_tile {wm}x{wn} needs {cfg.accumulators} accumulator registers per thread; "
-            f"at most {budget} fit beside the addressing registers"
-            + (" and the partial sums of block scaling" if cfg.block_scaled else "")
+            f"at most {MAX_ACCUMULATORS} fit beside the addressing registers"
         )
     problems += block_scale_problems(cfg)
     problems += cluster_problems(cfg)
@@ -463,14 +478,20 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
     problems = []
     if not cfg.operand_dtype.is_float8:
         problems.append(f"block scales scale FP8 sums, not {cfg.operand_dtype.label} ones")
-    if not block_tile(cfg.cta_tile[2], cfg.n_out):
+    if not block_tile(cfg.cta_tile[2], cfg.n_out, cfg.warp_tile[1]):
         problems.append(
             f"block scales: cta_tile {cfg.cta_tile} must have k in {BLOCK_CTA_KS} (one or two "
-            f"scale blocks) and n dividing {SCALE_BLOCK} (one block of B's scales)"
+            f"scale blocks) and n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of "
+            f"{SCALE_BLOCK} (each set of partial sums within one block of B's scales)"
+        )
+    if (sums := block_sums(cfg.warp_tile, cfg.cta_tile[2])) > BLOCK_SUMS:
+        problems.append(
+            f"block scales: warp_tile {cfg.warp_tile[:2]} with cta_tile k {cfg.cta_tile[2]} "
+            f"holds {sums} sums a thread (accumulators and partial sums); at most {BLOCK_SUMS}"
         )
     if cfg.horizontal > 1:
         problems.append("block scales are generated for one matmul, not a horizontal fusion")
-    if cfg.cta_tile[2] == BLOCK_CTA_KS[-1] and cfg.multicast > 1:
+    if sums > BLOCK_CLUSTER_SUMS and cfg.multicast > 1:
         problems.append(BLOCK_PAIR_CLUSTER)
     return problems
 

@@ -9,6 +9,7 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.ir.ops import SCALE_BLOCK
 
 from .config import (
+    BLOCK_CHUNK,
     BOX_INNER,
     MBARRIER_BYTES,
     SMEM_ALIGN,
@@ -385,8 +386,8 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK:  # one block's sums (pairs: own)
-        for r in range(blocks):
+    if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK >= wn:  # one block's sums (pairs
+        for r in range(blocks):  # and chunks: their own)
             em(f"part{r} = wgmma_zeros({nacc})")
     if cfg.packed_stores:
         emit_packed_setup(em, cfg)
@@ -451,10 +452,11 @@ def _emit_consumer(
 def _takes_turns(cfg: HopperKernelConfig) -> bool:
     """Whether two cooperative consumers of block scales issue each stage's wgmmas in turn
     (``_emit_turn``): with one scale block a stage. Stages of two keep three sets of
-    accumulators, and the turns' bookkeeping then spilled (ptxas: 4-8 bytes)."""
+    accumulators, and the turns' bookkeeping then spilled (ptxas: 4-8 bytes); tiles promoted by
+    chunks overlap their own promotion (``_emit_block_chunks_loop``)."""
     return (
         cfg.block_scaled
-        and cfg.cta_tile[2] == SCALE_BLOCK
+        and cfg.cta_tile[2] == SCALE_BLOCK >= cfg.warp_tile[1]
         and cfg.consumers == 2
         and not cfg.pingpong
     )
@@ -555,14 +557,15 @@ def _emit_wgmma_steps(
     accs: list[str],
     steps: range,
     first: str,
+    desc: str = "db",
 ) -> None:
     """The wgmmas of K *steps* of the stage at ``oa``/``ob`` into *accs*; *first* is the first
-    step's scale-d."""
+    step's scale-d, *desc* the descriptor of B's slice."""
     wgmma, transposes = _WGMMA[cfg.operand_dtype]
     trans = f", {a.trans}, {b.trans}" if transposes else ""
     for j in steps:
         sc = first if j == steps[0] else "1"
-        db = f"db + ob + uint64({b.step_offset(j) >> 4})"
+        db = f"{desc} + ob + uint64({b.step_offset(j) >> 4})"
         for r, acc in enumerate(accs):
             da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
             em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
@@ -578,18 +581,17 @@ def _emit_block_scaled_loop(
     than one block is summed in the tensor cores). The scales of the next block are loaded
     while this block's wgmmas run, so their latency is a whole iteration away; the other
     consumer's wgmmas keep the tensor cores busy during a promotion."""
-    stages, wm = cfg.stages, cfg.warp_tile[0]
+    stages, wn = cfg.stages, cfg.warp_tile[1]
     parts = [f"part{r}" for r in range(len(accs))]
     rows = [
         (f"{h}{r}", 64 * r + off) for r in range(len(accs)) for h, off in (("lo", 0), ("hi", 8))
     ]
+    if wn > SCALE_BLOCK:
+        _emit_block_chunks_loop(em, cfg, a, b, accs, rows)
+        return
     for acc in accs:
-        em(f"{acc} = wgmma_zeros({cfg.warp_tile[1] // 2})")
-    _emit_origin(em, cfg)  # the scales' rows and column block are the tile's
-    emit_column_prefetch(em, cfg)
-    em(f"srow = {kv.m0} + {kv.cm} * {wm} + 16 * {kv.w} + {kv.lane} // 4")
-    for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
-        em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")
+        em(f"{acc} = wgmma_zeros({wn // 2})")
+    _emit_scale_rows(em, cfg, rows)
     em(f"bcol = ({kv.n0} // {SCALE_BLOCK}) * sfb_n")
     if cfg.cta_tile[2] == 2 * SCALE_BLOCK:
         _emit_block_pair_loop(em, cfg, a, b, accs, rows)
@@ -630,6 +632,92 @@ def _emit_block_scaled_loop(
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:
         _emit_hand_over(em)
+
+
+def _emit_scale_rows(em: Emitter, cfg: HopperKernelConfig, rows: list[tuple[str, int]]) -> None:
+    """The unit's origin, and the offsets of the thread's *rows* in A's scales."""
+    _emit_origin(em, cfg)  # the scales' rows and column block are the tile's
+    emit_column_prefetch(em, cfg)
+    em(f"srow = {kv.m0} + {kv.cm} * {cfg.warp_tile[0]} + 16 * {kv.w} + {kv.lane} // 4")
+    for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
+        em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")
+
+
+def _emit_block_chunks_loop(
+    em: Emitter,
+    cfg: HopperKernelConfig,
+    a: _Operand,
+    b: _Operand,
+    accs: list[str],
+    rows: list[tuple[str, int]],
+) -> None:
+    """Consumer tiles of whole scale blocks of columns (64x256, one block of K a stage): the
+    stage's wgmmas are issued ``BLOCK_CHUNK`` columns at a time, into two sets of partial sums
+    in turn, each set committed as a group; while one chunk's wgmmas run, the previous chunk's
+    sums are promoted with their block's scale of B (128 accumulators and two sets of 32
+    partial sums a thread: a set of a 128-column block beside a second would not fit). The
+    chunks' accumulators are joined for the epilogue."""
+    stages, wn = cfg.stages, cfg.warp_tile[1]
+    chunks = wn // BLOCK_CHUNK
+    sets = [[f"part{r}" for r in range(len(accs))], [f"qart{r}" for r in range(len(accs))]]
+    split = [[f"{acc}c{q}" for q in range(chunks)] for acc in accs]
+    for names in (*split, *sets):
+        for name in names:
+            em(f"{name} = wgmma_zeros({BLOCK_CHUNK // 2})")
+    _emit_scale_rows(em, cfg, rows)
+    # each block of B's scales the tile spans (one past N reads the last: its sums are zero)
+    blocks = wn // SCALE_BLOCK
+    em(f"bblk = ({kv.n0} + {kv.cn} * {wn}) // {SCALE_BLOCK}")
+    em(f"blast = (N - 1) // {SCALE_BLOCK}")
+    for h in range(blocks):
+        em(f"bcol{h} = min(bblk + {h}, blast) * sfb_n")
+    em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
+    steps = range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype))
+
+    def issue(q: int) -> None:
+        parts = sets[q % 2]
+        for part in parts:
+            em(f"{part} = fence_operand({part})")
+        em("wgmma_fence()")
+        desc = f"db + uint64(({b.slice_offset(str(q * BLOCK_CHUNK))}) >> 4)" if q else "db"
+        _emit_wgmma_steps(em, cfg, a, b, parts, steps, "0", desc)
+        em("wgmma_commit_group()")
+
+    def promote(q: int, pending: int) -> None:
+        parts = sets[q % 2]
+        em(f"wgmma_wait_group({pending})")
+        for part in parts:
+            em(f"{part} = fence_operand({part})")
+        if not pending:
+            _emit_release(em, stages, kv.s, cfg.multicast)
+        h = q * BLOCK_CHUNK // SCALE_BLOCK
+        for r, part in enumerate(parts):
+            acc = split[r][q]
+            em(f"{acc} = wgmma_promote({acc}, {part}, lo{r} * bsc{h}, hi{r} * bsc{h})")
+            em(f"{acc} = fence_operand({acc})  # (before the set's next wgmmas)")
+
+    em(f"{kv.k0} = {kv.kb}")
+    em(f"while {kv.k0} < {kv.ke}:")
+    with em.indent():
+        for h in range(blocks):  # the stage's scales, in flight while it fills
+            em(f"bsc{h} = sfb[kblk * sfb_k + bcol{h}]")
+        for name, _ in rows:
+            em(f"{name} = sfa[a{name} + kblk * sfa_k]")
+        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+        em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
+        em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+        issue(0)
+        for q in range(1, chunks):
+            issue(q)
+            promote(q - 1, 1)
+        promote(chunks - 1, 0)
+        em("kblk += 1")
+        _advance(em, stages)
+        em(f"{kv.k0} += {cfg.cta_tile[2]}")
+    if cfg.pingpong:
+        _emit_hand_over(em)
+    for acc, names in zip(accs, split, strict=True):
+        em(f"{acc} = {' + '.join(names)}  # the chunks, joined: one m64n{wn} accumulator")
 
 
 def _emit_block_pair_loop(

@@ -20,13 +20,17 @@ from mmaplug.planning.params import MatmulParams, TilingStrategy, Violation
 from mmaplug.planning.scheduler import Resources, Rule
 
 from .config import (
+    BLOCK_CLUSTER_SUMS,
     BLOCK_CTA_KS,
     BLOCK_PAIR_CLUSTER,
+    BLOCK_SUMS,
+    MAX_ACCUMULATORS,
     MAX_CONSUMERS,
     MAX_TMA_BOX,
     MIN_STAGES,
     REGISTER_SPLITS,
-    accumulator_budget,
+    block_sums,
+    block_tile,
     cluster_kind,
     consumer_count,
     epilogue_chunk,
@@ -53,7 +57,6 @@ from .space import (
     TMA_LOADS,
     WARP_SPECIALIZED,
     accumulators,
-    block_n,
     box_k,
     box_mn,
     cta_k_text,
@@ -127,11 +130,7 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         Rule("cta_tile", f"a multiple of warp_tile, m and n <= {MAX_TMA_BOX}", _cta_box),
         Rule("cta_tile", "equal to warp_tile with ping-pong", _pingpong),
         Rule("cta_tile", f"<= {MAX_CONSUMERS} warp tiles", _consumer_limit),
-        Rule(
-            "warp_tile",
-            f"m * n / 128 <= {accumulator_budget(problem.block_scaled)}",
-            _accumulator_limit,
-        ),
+        Rule("warp_tile", f"m * n / 128 <= {MAX_ACCUMULATORS}", _accumulator_limit),
         Rule("stages", f"<= {optin:,} B shared memory", _smem),
         Rule("stages", f">= {MIN_STAGES}", _min_stages),
         Rule("prefetch_gap", PREFETCH_GAP.text, _prefetch_gap),
@@ -153,9 +152,27 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         ),
     ]
     if problem.block_scaled:
-        found.append(Rule("cta_tile", f"n dividing {SCALE_BLOCK} (block scales)", _block_n))
         found.append(
-            Rule("cluster_dims", "(1, 1) with block scales and cta_tile k 256", _block_pair)
+            Rule(
+                "cta_tile",
+                f"n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of {SCALE_BLOCK} "
+                "(block scales)",
+                _block_n,
+            )
+        )
+        found.append(
+            Rule(
+                "warp_tile",
+                f"accumulators + partial sums <= {BLOCK_SUMS} a thread (block scales)",
+                _block_sums,
+            )
+        )
+        found.append(
+            Rule(
+                "cluster_dims",
+                f"(1, 1) with block scales over {BLOCK_CLUSTER_SUMS} sums a thread",
+                _block_pair,
+            )
         )
     if problem.horizontal > 1:
         found += _horizontal_rules(problem)
@@ -257,38 +274,48 @@ def _consumer_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -
     )
 
 
-def _accumulator_limit(params: MatmulParams, problem: MatmulProblem, _d: Device) -> str | None:
-    warp, budget = params.warp_tile, accumulator_budget(problem.block_scaled)
-    if (accs := accumulators(warp)) <= budget:
+def _accumulator_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    warp = params.warp_tile
+    if (accs := accumulators(warp)) <= MAX_ACCUMULATORS:
         return None
-    if problem.block_scaled:
-        return (
-            f"warp_tile={warp} needs {accs} float32 accumulators per thread, and as many "
-            f"partial sums with block scales; at most {budget} of each fit. Use 64x128."
-        )
     return (
         f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
-        f"{budget} fit beside addressing registers. Use 64x256 or 128x128."
+        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256 or 128x128."
     )
 
 
-def _block_pair(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
-    if params.cta_tile.k != BLOCK_CTA_KS[-1] or tuple(params.cluster_dims) == CLUSTERS[0]:
+def _block_sums(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    warp, k = params.warp_tile, params.cta_tile.k
+    if (sums := block_sums(warp.as_tuple(), k)) <= BLOCK_SUMS:
         return None
     return (
-        f"cluster_dims={params.cluster_dims} with cta_tile={params.cta_tile}: "
-        f"{BLOCK_PAIR_CLUSTER}. Set cluster_dims=(1, 1) or cta_tile.k={SCALE_BLOCK}."
+        f"warp_tile={warp} with cta_tile.k={k}: block scales keep {sums} float32 sums per "
+        f"thread (the accumulators and the partial sums of each scale block of a stage, "
+        f"{SCALE_BLOCK} columns at a time); at most {BLOCK_SUMS} fit. Use 64x128, or 64x256 "
+        f"with cta_tile.k={SCALE_BLOCK}."
     )
 
 
-def _block_n(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
-    cta = params.cta_tile
-    if block_n(cta, problem):
+def _block_pair(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    sums = block_sums(params.warp_tile.as_tuple(), params.cta_tile.k)
+    if sums <= BLOCK_CLUSTER_SUMS or tuple(params.cluster_dims) == CLUSTERS[0]:
         return None
     return (
-        f"cta_tile={cta}: with block scales a tile's columns share one of B's "
-        f"{SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, so n must divide {SCALE_BLOCK}. Set "
-        f"cta_tile.n to {SCALE_BLOCK} or 64."
+        f"cluster_dims={params.cluster_dims} with cta_tile={params.cta_tile} and "
+        f"warp_tile={params.warp_tile}: {BLOCK_PAIR_CLUSTER}. Set cluster_dims=(1, 1), or "
+        f"cta_tile.k={SCALE_BLOCK} with warp_tile 64x128."
+    )
+
+
+def _block_n(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    cta, warp = params.cta_tile, params.warp_tile
+    if block_tile(BLOCK_CTA_KS[0], cta.n, warp.n):
+        return None
+    return (
+        f"cta_tile={cta} over warp_tile={warp}: with block scales each set of partial sums "
+        f"lies in one of B's {SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, so n must divide "
+        f"{SCALE_BLOCK}, or equal warp_tile.n, a multiple of it (promoted by chunks). Set "
+        f"cta_tile.n to {SCALE_BLOCK}, or 256 over warp_tile 64x256."
     )
 
 

@@ -18,7 +18,9 @@ from mmaplug.planning.scheduler import Space
 
 from .config import (
     BLOCK_CTA_KS,
+    BLOCK_SUMS,
     BOX_INNER,
+    MAX_ACCUMULATORS,
     MAX_REDUCE_CLUSTER,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
@@ -26,7 +28,7 @@ from .config import (
     MULTICAST_CLUSTERS,
     WARPGROUP,
     WGMMA_M,
-    accumulator_budget,
+    block_sums,
     block_tile,
     horizontal_unit,
     k_box,
@@ -155,9 +157,17 @@ def cta_k_text(problem: MatmulProblem) -> str:
     return ", ".join(map(str, cta_ks(problem)))
 
 
-def block_n(cta: TileShape, problem: MatmulProblem) -> bool:
-    """A block-scaled tile's columns lie in one block of B's scales (``config.block_tile``)."""
-    return not problem.block_scaled or block_tile(SCALE_BLOCK, cta.n)
+def block_n(tile: TileShape, problem: MatmulProblem) -> bool:
+    """A block-scaled CTA or warp tile's n divides one block of B's scales or is whole blocks
+    (``config.block_tile``; the rule between the two is ``limits``')."""
+    return not problem.block_scaled or block_tile(SCALE_BLOCK, tile.n, tile.n)
+
+
+def block_warp(warp: TileShape, problem: MatmulProblem) -> bool:
+    """A block-scaled warp tile's sums fit ``BLOCK_SUMS`` (its k is the CTA tile's)."""
+    if not problem.block_scaled:
+        return True
+    return block_n(warp, problem) and block_sums(warp.as_tuple(), warp.k) <= BLOCK_SUMS
 
 
 def box_mn(cta: TileShape) -> bool:
@@ -179,8 +189,8 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
     def warp_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
             return False
-        budget = accumulator_budget(problem.block_scaled)
-        return wgmma_tile(v, problem) and accumulators(v) <= budget
+        fits = accumulators(v) <= MAX_ACCUMULATORS and block_warp(v, problem)
+        return wgmma_tile(v, problem) and fits
 
     def cta_tile(v: object) -> bool:
         if not isinstance(v, TileShape):
@@ -199,7 +209,12 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         for n in dict.fromkeys(w.n for w in warps)
     ]
     stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
-    stacked += f"n dividing {SCALE_BLOCK}, " if problem.block_scaled else ""
+    stacked += f"n dividing {SCALE_BLOCK} or a multiple of it, " if problem.block_scaled else ""
+    sums = (
+        f", accumulators + partial sums <= {BLOCK_SUMS} (block scales)"
+        if problem.block_scaled
+        else ""
+    )
     return (
         # first: the tuner fixes the fields in this order, and every rule reads swap_ab
         swap,
@@ -213,7 +228,7 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         Space(
             "warp_tile",
             f"m % 64 == 0, n % {n_unit(problem)} == 0, n <= 256, m * n / 128 <= "
-            f"{accumulator_budget(problem.block_scaled)}",
+            f"{MAX_ACCUMULATORS}{sums}",
             accepts=warp_tile,
             examples=tuple(warps),
         ),

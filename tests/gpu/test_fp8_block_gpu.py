@@ -73,8 +73,29 @@ def test_block_scaled_matches_float64(
             "warp_tile": (128, 64, 128),
             "instruction_tile": (64, 64, 32),
         },
+        # 64x256 warp tiles promoted by 64-column chunks; the last tile's second block of
+        # B's scales lies past N = 1040
+        {
+            "cta_tile": (128, 256, 128),
+            "warp_tile": (64, 256, 128),
+            "instruction_tile": (64, 256, 32),
+        },
+        {
+            "tiling_strategy": "persistent_pingpong",
+            "cta_tile": (64, 256, 128),
+            "warp_tile": (64, 256, 128),
+            "instruction_tile": (64, 256, 32),
+        },
     ],
-    ids=["splitk3", "cluster_pairs", "register_epilogue", "pingpong", "two_row_blocks"],
+    ids=[
+        "splitk3",
+        "cluster_pairs",
+        "register_epilogue",
+        "pingpong",
+        "two_row_blocks",
+        "chunks",
+        "chunks_pingpong",
+    ],  # fmt: skip
 )
 def test_block_scaled_kernel_variants_match_float64(
     pm: mp.PluginManager, checks: Checks, overrides: dict

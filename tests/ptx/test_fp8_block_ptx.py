@@ -28,7 +28,7 @@ def _block_scaled(m: int, n: int, k: int, fp8: object = mp.float8_e4m3fn) -> mp.
 
 # plan -> (problem, overrides): the default plan of a large problem (two consumers, 64x128
 # each, 256-deep K tiles: 64 accumulators and two sets of 64 partial sums a thread), 128-deep
-# tiles alone and in CTA pairs, split-K with ping-pong
+# tiles alone and in CTA pairs, split-K with ping-pong, 64x256 warp tiles promoted by chunks
 PLANS = {
     "default": ((4096, 4096, 4096), {}),
     "pairs": (
@@ -49,7 +49,21 @@ PLANS = {
             "splitk_factor": 4,
         },
     ),  # fmt: skip
+    "chunks": (
+        (4096, 4096, 4096),
+        {
+            "cta_tile": (128, 256, 128),
+            "warp_tile": (64, 256, 128),
+            "instruction_tile": (64, 256, 32),
+            "stages": 4,
+        },
+    ),  # fmt: skip
 }
+# bytes ptxas may spill: the 64x256 tiles promoted by chunks hold 192 sums a thread within 240
+# registers; ptxas spilled 112 bytes, all per-unit values stored before the main loop and
+# reloaded around the epilogue (nvdisasm of the linked cubin: no STL/LDL between the stage's
+# full-barrier wait and its release)
+SPILL_BYTES = {"chunks": 128}
 
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
@@ -64,7 +78,8 @@ def test_block_scaled_kernel_compiles_and_links_whole(
     assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "fma.rn.f32" in ptx
     text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text  # wgmmas serialised
-    assert re.search(r"\b0 bytes spill stores", text), text
+    spilled = re.search(r"\b(\d+) bytes spill stores", text)
+    assert spilled and int(spilled.group(1)) <= SPILL_BYTES.get(plan, 0), text
 
 
 def test_block_scaled_default_plan_keeps_partial_sums_beside_accumulators() -> None:

@@ -350,6 +350,16 @@ def case_tn_e4m3_block_two_consumers_k256(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 32, 256), (64, 32, 256), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_chunks_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 64x256 warp tiles (two consumers, 128x256 tiles): each stage's sums are
+    promoted by 64-column chunks, into two sets of partial sums in turn, each chunk with its
+    block of B's scales. N = 300: the second tile's second block lies past N (it reads B's
+    last scale block); ragged M and K (three K blocks, the last of 48), several units a CTA."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 300, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((128, 256, 128), (64, 256, 128), 2, k=32), **PERSISTENT}
+
+
 def case_tn_e4m3_block_out_e4m3_amax(fd: Any, mp: Any) -> dict[str, Any]:
     """A block-scaled quantised layer: an e4m3 output scaled per tensor and the amax of the
     product (its reduction after the block-scaled main loop)."""
@@ -650,6 +660,7 @@ KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue 
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
 # not 16-byte units (N = 90; FP8 N = 72, 74)
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
+                       "tn_e4m3_block_chunks_two_consumers",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
                        "tn_e5m2_out_e5m2_staged_saturating",
                        "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
@@ -672,7 +683,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
          "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
-         "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_out_e4m3_amax": 4,
+         "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
+         "tn_e4m3_block_out_e4m3_amax": 4,
          "tn_e4m3_block_two_consumers": 6, "tn_e4m3_block_two_consumers_k256": 6,
          "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
          "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8,

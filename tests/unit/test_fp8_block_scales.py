@@ -176,10 +176,18 @@ def test_the_default_plan_keeps_one_scale_block_per_tile(shape: tuple) -> None:
         (
             {"cta_tile": (128, 128, 256), "warp_tile": (64, 128, 256), "cluster_dims": (2, 1)},
             "cluster_dims",
-            "3 sets of accumulators",
+            "more than 128 sums",
         ),
-        ({"cta_tile": (64, 256, 128), "warp_tile": (64, 256, 128)}, "cta_tile", "divide 128"),
+        (
+            {"cta_tile": (128, 256, 128), "warp_tile": (64, 256, 128), "cluster_dims": (1, 2)},
+            "cluster_dims",
+            "more than 128 sums",
+        ),
+        ({"cta_tile": (64, 192, 128), "warp_tile": (64, 192, 128)}, "cta_tile", "divide 128"),
+        # two consumers side by side along N: the second's columns are another scale block
+        ({"cta_tile": (64, 256, 128), "warp_tile": (64, 128, 128)}, "cta_tile", "equal warp"),
         ({"cta_tile": (128, 128, 128), "warp_tile": (128, 128, 128)}, "warp_tile", "partial"),
+        ({"cta_tile": (128, 256, 256), "warp_tile": (64, 256, 256)}, "warp_tile", "256 float32"),
     ],
 )
 def test_block_rules_name_what_a_block_needs(change: dict, field: str, words: str) -> None:
@@ -194,10 +202,20 @@ def test_block_rules_name_what_a_block_needs(change: dict, field: str, words: st
 def test_the_generator_refuses_what_block_scaling_cannot_build() -> None:
     with pytest.raises(ValueError, match=r"must have k in \(128, 256\)"):
         HopperKernelConfig(
-            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 256, 128), warp_tile=(64, 256, 128),
+            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 192, 128), warp_tile=(64, 192, 128),
             block_scaled=True,
         )  # fmt: skip
-    with pytest.raises(ValueError, match="CTA pairs' 232-register consumers spill"):
+    with pytest.raises(ValueError, match="n = warp_tile n"):
+        HopperKernelConfig(
+            operand_dtype=mp.float8_e4m3fn, cta_tile=(64, 256, 128), warp_tile=(64, 128, 128),
+            block_scaled=True,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="holds 256 sums a thread"):
+        HopperKernelConfig(
+            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 256, 256), warp_tile=(64, 256, 256),
+            block_scaled=True,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="a cluster's 232-register consumers spill"):
         HopperKernelConfig(
             operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 128, 256), warp_tile=(64, 128, 256),
             cluster_m=2, block_scaled=True,
@@ -283,6 +301,7 @@ def test_a_stage_of_two_blocks_promotes_the_first_while_the_second_runs() -> Non
         ((128, 128, 256), (64, 128, 256), "persistent", False),  # three sets of sums
         ((64, 128, 128), (64, 128, 128), "persistent", False),  # one consumer
         ((128, 64, 128), (128, 64, 128), "persistent_pingpong", False),  # turns by unit
+        ((128, 256, 128), (64, 256, 128), "persistent", False),  # promoted by chunks
     ],
 )
 def test_two_cooperative_consumers_issue_each_stage_in_turn(
@@ -311,3 +330,42 @@ def test_two_cooperative_consumers_issue_each_stage_in_turn(
     else:
         assert "named_barrier" not in loop
     assert ("if c == 0 and turn > 0:" in src) is turns
+
+
+def test_a_wide_warp_tile_promotes_one_chunk_while_the_next_runs() -> None:
+    """64x256 warp tiles: the stage's scales loaded before its full barrier; four 64-column
+    chunks of wgmmas into two sets of partial sums in turn, each committed; after each chunk
+    is issued the previous one is waited for (wait_group 1) and promoted with its block's
+    scale of B; the last after wait_group 0 and the stage's release; the chunks joined."""
+    cfg = HopperKernelConfig(
+        operand_dtype=mp.float8_e4m3fn,
+        cta_tile=(128, 256, 128),
+        warp_tile=(64, 256, 128),
+        block_scaled=True,
+    )
+    src = generate_source(cfg, sim=False)
+    calls = [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+    assert [c.split(" =")[0] for c in calls] == ["part0"] * 4 + ["qart0"] * 4 + ["part0"] * 4 + [
+        "qart0"
+    ] * 4
+    assert "part0 = wgmma_zeros(32)" in src and "acc0c3 = wgmma_zeros(32)" in src
+    loop = src[src.index("while k0 < ke:", src.index("acc0c0 = wgmma_zeros")) :]
+    order = [
+        loop.index(s)
+        for s in (
+            "bsc1 = sfb[kblk * sfb_k + bcol1]",
+            "lo0 = sfa[",
+            "mbarrier_wait(",
+            "qart0 = wgmma_e4m3(",
+            "wgmma_wait_group(1)",
+            "acc0c0 = wgmma_promote(acc0c0, part0, lo0 * bsc0, hi0 * bsc0)",
+            "acc0c1 = wgmma_promote(acc0c1, qart0, lo0 * bsc0, hi0 * bsc0)",
+            "acc0c2 = wgmma_promote(acc0c2, part0, lo0 * bsc1, hi0 * bsc1)",
+            "wgmma_wait_group(0)",
+            "mbarrier_arrive(",
+            "acc0c3 = wgmma_promote(acc0c3, qart0, lo0 * bsc1, hi0 * bsc1)",
+            "acc0 = acc0c0 + acc0c1 + acc0c2 + acc0c3",
+        )
+    ]
+    assert order == sorted(order), order
+    assert "named_barrier" not in loop[: loop.index("acc0 = acc0c0")]
