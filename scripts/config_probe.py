@@ -17,6 +17,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
+    python scripts/config_probe.py fp8_halves   # block scales on 64x256 warp tiles, by halves
     python scripts/config_probe.py swizzle      # the persistent tile order's groups (L2 reuse)
     python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
 
@@ -488,6 +489,37 @@ def fp8_block_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+FP8_HALVES_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 5120),
+                     (4096, 28672, 4096), (4096, 4096, 14336)]  # fmt: skip
+
+
+def fp8_halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Block-scaled e4m3 on 64x256 warp tiles (promoted by column chunks) in 128x256 tiles of
+    two consumers with 3 or 4 stages, or alone, or ping-pong, beside the 128x128x256 tile of
+    run 120's default and the 128x256 tile per tensor (the same tile without promotion)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FP8_HALVES_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="block")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        old = _wgmma_tiles((128, 128, 256), (64, 128, 256), k=32, stages=3)
+        jobs.append((problem, "128x128x256 s3", _compiled(problem, pm=hopper, overrides=old)))
+        for stages in (3, 4):
+            ov = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=stages)
+            jobs.append((problem, f"128x256x128 s{stages}",
+                         _compiled(problem, pm=hopper, overrides=ov)))  # fmt: skip
+        for strategy in ("persistent", "persistent_pingpong"):
+            ov = _wgmma_tiles((64, 256, 128), (64, 256, 128), k=32, stages=4,
+                              tiling_strategy=strategy)  # fmt: skip
+            jobs.append((problem, f"64x256x128 s4 {strategy}",
+                         _compiled(problem, pm=hopper, overrides=ov)))  # fmt: skip
+        tensor = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+        ov = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=4)
+        jobs.append((tensor, "per tensor 128x256x128 s4",
+                     _compiled(tensor, pm=hopper, overrides=ov)))  # fmt: skip
+    return jobs
+
+
 SWIZZLE_PROBLEMS = [((8192, 8192, 8192), "float8_e4m3fn", "block"),
                     ((8192, 8192, 8192), "float8_e4m3fn", "tensor"),
                     ((4096, 4096, 4096), "float8_e4m3fn", "tensor"),
@@ -560,6 +592,7 @@ def main(which: str) -> None:
             "narrow": narrow_jobs,
             "narrow_ab": narrow_ab_jobs,
             "fp8_block": fp8_block_jobs,
+            "fp8_halves": fp8_halves_jobs,
             "swizzle": swizzle_jobs,
             "swizzle_ab": swizzle_ab_jobs,
         }[which]()

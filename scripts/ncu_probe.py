@@ -11,7 +11,8 @@ launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
 Shapes given as arguments (``64x4096x4096 ...``) replace the default rows; a shape may name a
 dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``; bf16 otherwise) and overrides of
 ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in CTA pairs
-along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles in pairs along M).
+along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles in pairs along M;
+``@w256``: 64x256 warp tiles, block scales promoted by chunks).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -50,6 +51,14 @@ OVERRIDES: dict[str, dict] = {
     "t128": {**_FP8_128, "cluster_dims": (1, 1)},
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
+    # 64x256 warp tiles (block scales: promoted by 64-column chunks)
+    "w256": {
+        "cta_tile": (128, 256, 128),
+        "warp_tile": (64, 256, 128),
+        "instruction_tile": (64, 256, 32),
+        "stages": 4,
+        "cluster_dims": (1, 1),
+    },
 }
 
 
