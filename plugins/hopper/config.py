@@ -34,14 +34,14 @@ BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
 # cluster's consumers spilled them (ptxas: 20 bytes, 64x128 tiles of 256-deep stages), so
 # clusters take 128
 BLOCK_SUMS: Final = 192
-# columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
-# scale block (64x256): one set's wgmmas run while the other's sums are promoted
-BLOCK_CHUNK: Final = 64
 BLOCK_CLUSTER_SUMS: Final = 128
 BLOCK_PAIR_CLUSTER: Final = (
     f"block scales with more than {BLOCK_CLUSTER_SUMS} sums a thread (accumulators and partial "
     "sums), which a cluster's 232-register consumers spill: cluster_dims (1, 1)"
 )
+# columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
+# scale block (64x256): one set's wgmmas run while the other's sums are promoted
+BLOCK_CHUNK: Final = 64
 SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
