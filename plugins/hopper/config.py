@@ -294,10 +294,16 @@ def dtype_problems(dtype: DType, a_k_inner: bool, b_k_inner: bool) -> list[str]:
     return []
 
 
+def promoted_by_chunks(warp_n: int) -> bool:
+    """Whether a block-scaled warp tile *warp_n* wide spans several blocks of B's scales, so
+    that its sums are promoted ``BLOCK_CHUNK`` columns at a time."""
+    return warp_n > SCALE_BLOCK
+
+
 def promoted_columns(warp_n: int) -> int:
     """Columns of a block-scaled consumer's partial sums: its whole tile, or two sets of
-    ``BLOCK_CHUNK`` columns (promoted in turn) where the tile is wider than a scale block."""
-    return warp_n if warp_n <= SCALE_BLOCK else 2 * BLOCK_CHUNK
+    ``BLOCK_CHUNK`` columns (promoted in turn) where it is promoted by chunks."""
+    return 2 * BLOCK_CHUNK if promoted_by_chunks(warp_n) else warp_n
 
 
 def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
@@ -307,13 +313,17 @@ def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
     return wm * (wn + cta_k // SCALE_BLOCK * promoted_columns(wn)) // WARPGROUP
 
 
+def block_columns(n_out: int, warp_n: int) -> bool:
+    """The columns of every set of a block-scaled tile's partial sums lie within one 128-column
+    block of B's scales: the tile's n divides 128 (one block of B's scales a tile), or the tile
+    is one warp tile wide of whole blocks (promoted by chunks, each chunk's block its own)."""
+    return n_out > 0 and (SCALE_BLOCK % n_out == 0 or n_out == warp_n and warp_n % SCALE_BLOCK == 0)
+
+
 def block_tile(cta_k: int, n_out: int, warp_n: int) -> bool:
-    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage, and the
-    columns of every set of partial sums within one 128-column block of B's scales: the tile's
-    n divides 128 (one block of B's scales a tile), or the tile is one warp tile wide of whole
-    blocks (promoted by chunks, each chunk's block its own)."""
-    aligned = SCALE_BLOCK % n_out == 0 or n_out == warp_n and warp_n % SCALE_BLOCK == 0
-    return cta_k in BLOCK_CTA_KS and n_out > 0 and aligned
+    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage, its columns
+    as ``block_columns`` allows."""
+    return cta_k in BLOCK_CTA_KS and block_columns(n_out, warp_n)
 
 
 def consumer_count(

@@ -20,6 +20,7 @@ from .config import (
     HopperKernelConfig,
     k_box,
     kernel_params,
+    promoted_by_chunks,
     wgmma_k,
 )
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
@@ -386,8 +387,8 @@ def _emit_consumer(
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
-    if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK >= wn:  # one block's sums (pairs
-        for r in range(blocks):  # and chunks: their own)
+    if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK and not promoted_by_chunks(wn):
+        for r in range(blocks):  # one block's sums (two blocks and chunks keep their own)
             em(f"part{r} = wgmma_zeros({nacc})")
     if cfg.packed_stores:
         emit_packed_setup(em, cfg)
@@ -456,7 +457,8 @@ def _takes_turns(cfg: HopperKernelConfig) -> bool:
     chunks overlap their own promotion (``_emit_block_chunks_loop``)."""
     return (
         cfg.block_scaled
-        and cfg.cta_tile[2] == SCALE_BLOCK >= cfg.warp_tile[1]
+        and cfg.cta_tile[2] == SCALE_BLOCK
+        and not promoted_by_chunks(cfg.warp_tile[1])
         and cfg.consumers == 2
         and not cfg.pingpong
     )
@@ -532,17 +534,27 @@ def _emit_k_loop(
             emit_column_prefetch(em, cfg)
 
 
+def _emit_full_wait(em: Emitter) -> None:
+    """Wait until stage ``s`` is full (its phase ``ph``)."""
+    em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+
+
+def _emit_stage_offsets(em: Emitter, a: _Operand, b: _Operand) -> None:
+    """``oa``/``ob``: stage ``s``'s offsets of A's and B's tiles in descriptor units (16 B)."""
+    em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
+    em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+
+
 def _emit_stage_wgmmas(
     em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str], first: str
 ) -> None:
     """Wait for stage ``s`` to be full and issue its wgmmas into *accs* (one per 64-row block
     and K step), committed as one group; *first* is the first step's scale-d (0 overwrites)."""
-    em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+    _emit_full_wait(em)
     for acc in accs:
         em(f"{acc} = fence_operand({acc})")
     em("wgmma_fence()")
-    em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
-    em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+    _emit_stage_offsets(em, a, b)
     _emit_wgmma_steps(
         em, cfg, a, b, accs, range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)), first
     )
@@ -586,7 +598,7 @@ def _emit_block_scaled_loop(
     rows = [
         (f"{h}{r}", 64 * r + off) for r in range(len(accs)) for h, off in (("lo", 0), ("hi", 8))
     ]
-    if wn > SCALE_BLOCK:
+    if promoted_by_chunks(wn):
         _emit_block_chunks_loop(em, cfg, a, b, accs, rows)
         return
     for acc in accs:
@@ -703,9 +715,8 @@ def _emit_block_chunks_loop(
             em(f"bsc{h} = sfb[kblk * sfb_k + bcol{h}]")
         for name, _ in rows:
             em(f"{name} = sfa[a{name} + kblk * sfa_k]")
-        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
-        em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
-        em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+        _emit_full_wait(em)
+        _emit_stage_offsets(em, a, b)
         issue(0)
         for q in range(1, chunks):
             issue(q)
@@ -753,12 +764,11 @@ def _emit_block_pair_loop(
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
         load("s", f"{kv.k0} // {SCALE_BLOCK}")  # in flight while the stage fills
-        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+        _emit_full_wait(em)
         for part in (*ps, *qs):
             em(f"{part} = fence_operand({part})")
         em("wgmma_fence()")
-        em(f"oa = uint64({kv.s} * {a.stage_bytes >> 4})")
-        em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
+        _emit_stage_offsets(em, a, b)
         _emit_wgmma_steps(em, cfg, a, b, ps, range(steps // 2), "0")
         em("wgmma_commit_group()")
         _emit_wgmma_steps(em, cfg, a, b, qs, range(steps // 2, steps), "0")

@@ -21,7 +21,6 @@ from mmaplug.planning.scheduler import Resources, Rule
 
 from .config import (
     BLOCK_CLUSTER_SUMS,
-    BLOCK_CTA_KS,
     BLOCK_PAIR_CLUSTER,
     BLOCK_SUMS,
     MAX_ACCUMULATORS,
@@ -29,8 +28,8 @@ from .config import (
     MAX_TMA_BOX,
     MIN_STAGES,
     REGISTER_SPLITS,
+    block_columns,
     block_sums,
-    block_tile,
     cluster_kind,
     consumer_count,
     epilogue_chunk,
@@ -290,9 +289,9 @@ def _block_sums(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> st
         return None
     return (
         f"warp_tile={warp} with cta_tile.k={k}: block scales keep {sums} float32 sums per "
-        f"thread (the accumulators and the partial sums of each scale block of a stage, "
-        f"{SCALE_BLOCK} columns at a time); at most {BLOCK_SUMS} fit. Use 64x128, or 64x256 "
-        f"with cta_tile.k={SCALE_BLOCK}."
+        f"thread (the accumulators and, for each scale block of a stage, partial sums of at "
+        f"most {SCALE_BLOCK} columns); at most {BLOCK_SUMS} fit. Use 64x128, or 64x256 with "
+        f"cta_tile.k={SCALE_BLOCK}."
     )
 
 
@@ -309,7 +308,7 @@ def _block_pair(params: MatmulParams, _problem: MatmulProblem, _device: Device) 
 
 def _block_n(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     cta, warp = params.cta_tile, params.warp_tile
-    if block_tile(BLOCK_CTA_KS[0], cta.n, warp.n):
+    if block_columns(cta.n, warp.n):
         return None
     return (
         f"cta_tile={cta} over warp_tile={warp}: with block scales each set of partial sums "

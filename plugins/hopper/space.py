@@ -28,8 +28,8 @@ from .config import (
     MULTICAST_CLUSTERS,
     WARPGROUP,
     WGMMA_M,
+    block_columns,
     block_sums,
-    block_tile,
     horizontal_unit,
     k_box,
     wgmma_k,
@@ -159,8 +159,8 @@ def cta_k_text(problem: MatmulProblem) -> str:
 
 def block_n(tile: TileShape, problem: MatmulProblem) -> bool:
     """A block-scaled CTA or warp tile's n divides one block of B's scales or is whole blocks
-    (``config.block_tile``; the rule between the two is ``limits``')."""
-    return not problem.block_scaled or block_tile(SCALE_BLOCK, tile.n, tile.n)
+    (``config.block_columns``; the rule between the two is ``limits``')."""
+    return not problem.block_scaled or block_columns(tile.n, tile.n)
 
 
 def block_warp(warp: TileShape, problem: MatmulProblem) -> bool:
