@@ -57,6 +57,7 @@ __all__ = [
     "tma_load_3d_multicast",
     "tma_store_2d",
     "tma_store_3d",
+    "warp_uniform",
     "wgmma_bf16",
     "wgmma_commit_group",
     "wgmma_desc",
@@ -365,6 +366,15 @@ def ld_shared_b32(addr):
     """Generate `ld.shared.b32`: return the uint32 at 4-byte aligned shared address `addr`."""
 
 
+def warp_uniform(x):
+    """Generate `shfl.sync.idx.b32 d, x, 0, 0x1f, 0xffffffff`: lane 0's uint32 `x` in every lane.
+
+    For a value equal in all lanes (a warpgroup index from threadIdx) it changes only what the
+    compiler knows: the result is warp-uniform, so what is computed from it (wgmma descriptors)
+    can live in uniform registers. Every lane of the warp must execute it.
+    """
+
+
 # --- Variant tables and instantiation ------------------------------------------------------------
 
 U16, U32, U64 = types.uint16, types.uint32, types.uint64
@@ -452,6 +462,7 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
     stmatrix_x4: (_STMATRIX.format(t=""), (U32,) * 5, None),
     stmatrix_x4_trans: (_STMATRIX.format(t=".trans"), (U32,) * 5, None),
     ld_shared_b32: ("ld.shared.b32 $0, [$1];", (U32,), U32),
+    warp_uniform: ("shfl.sync.idx.b32 $0, $1, 0, 0x1f, 0xffffffff;", (U32,), U32),
 }
 _GROUPS = (range(0, 1 << 16), "a non-negative int")
 _NREGS = (F.SETMAXNREG_COUNTS, "a multiple of 8 in 24..256")

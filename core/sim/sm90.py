@@ -92,6 +92,12 @@ def ld_shared_b32(addr: Any) -> np.uint32:
     return block.smem(addr, 4, 4, "ld.shared.b32").view(np.uint32)[0]
 
 
+def warp_uniform(x: Any) -> np.uint32:
+    """Emulate warp_uniform: the lanes exchange their values (all 32 must arrive); each gets lane
+    0's."""
+    return warp_collective("shfl.sync.idx.b32", int(x), lambda xs: [np.uint32(xs[0])] * WARP_SIZE)
+
+
 def st_shared_b32(addr: Any, value: Any) -> None:
     """Emulate st_shared_b32."""
     block, _ = B.current("st_shared_b32")

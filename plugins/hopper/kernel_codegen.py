@@ -141,7 +141,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         f"wgmma_wait_group, {_wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
         f"{'wgmma_promote, ' if cfg.block_scaled else ''}"
         "wgmma_desc, "
-        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive)"
+        "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive, warp_uniform)"
     )
     if cfg.cluster > 1:
         em(
@@ -288,7 +288,9 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
             em(f"{kv.ustep} = cuda.gridDim.x")
         em(f"{kv.tiles} = tiles_m * tiles_n")
         _emit_grid_constants(em, cfg)
-        em(f"{kv.wg} = {kv.tid} // {WARPGROUP}")
+        # warp-uniform by construction, and said so: the consumers' wgmma descriptors, computed
+        # from it, then live in uniform registers (no per-instruction R2UR; decisions.md)
+        em(f"{kv.wg} = warp_uniform({kv.tid} // {WARPGROUP})")
         em(f"if {kv.wg} == 0:")
         with em.indent():
             _emit_producer(em, cfg, a, b, stage_bytes, sim)

@@ -80,6 +80,7 @@ def _misc_kernel(out):
     H.st_shared_b32(addr, tid)
     H.st_shared_b32(addr + 4, types.float32(tid))
     out[tid] = H.ld_shared_b32(addr)
+    out[tid] += H.warp_uniform(tid // 128)
 
 
 def _desc_kernel(out):
@@ -223,6 +224,7 @@ CASES = {
         r"st\.shared\.b32 \[%r\d+\], %r\d+;\n(.*\n){1,8}.*st\.shared\.b32 \[%r\d+\], %f\d+;",
     ),
     "ld_shared_b32": ("misc", r"ld\.shared\.b32 %r\d+, \[%r\d+\];"),
+    "warp_uniform": ("misc", r"shfl\.sync\.idx\.b32 %r\d+, %r\d+, 0, 0x1f, 0xffffffff;"),
 }
 
 

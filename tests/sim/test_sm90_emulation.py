@@ -367,6 +367,21 @@ def test_named_barrier_thread_count_mismatch():
         kernel[1, 64](np.zeros(1))
 
 
+@in_simulator
+def test_warp_uniform_gives_every_lane_its_lanes_zero_value():
+    """Each warp's lanes get lane 0's value (a per-warp value: a warp that read another's, or a
+    lane that kept its own, would show)."""
+
+    @cuda.jit
+    def kernel(out):
+        tid = cuda.threadIdx.x
+        out[tid] = H.warp_uniform(tid + 1000 * (tid // 32) if tid % 32 == 0 else tid)
+
+    out = np.zeros(64, np.uint32)
+    kernel[1, 64](out)
+    np.testing.assert_array_equal(out, [0] * 32 + [1032] * 32)
+
+
 # --- Pure-Python helpers (no simulator needed) ----------------------------------------------------
 
 
