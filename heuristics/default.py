@@ -56,11 +56,12 @@ HOPPER_CTA_K: Final = (256, 192, 128, 64)
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
-# block scales: warp tiles of at most one scale block of columns. The 64x256 tiles promoted by
-# 64-column chunks ran 0.97-1.03x the 128x128x256 tile (8192^3 1,283-1,311 against 1,263 us;
-# 4096x4096x14336 538 against 556), promoted by 128-column halves 0.98-1.04x (BENCHMARKS.md,
-# runs 122-123), and spill 112 bytes outside their main loop: the tuner tries them
-BLOCK_SCALED_INSTR_N: Final = (128, 64)
+# block scales: warp tiles of whole scale blocks of columns. With the warpgroup index made
+# warp-uniform (wgmma descriptors in uniform registers), the 64x256 tiles promoted by 64-column
+# chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes (8192^3 1,096-1,106
+# against 1,148-1,151 us; 4096x4096x14336 471-486 against 509-511), where before it they had
+# run 0.97-1.03x (BENCHMARKS.md runs 122-123, 125)
+BLOCK_SCALED_INSTR_N: Final = (256, 128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
 # tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within

@@ -73,6 +73,13 @@ def test_block_scaled_matches_float64(
             "warp_tile": (128, 64, 128),
             "instruction_tile": (64, 64, 32),
         },
+        # two scale blocks a stage (the default of large problems before the chunks)
+        {
+            "cta_tile": (128, 128, 256),
+            "warp_tile": (64, 128, 256),
+            "instruction_tile": (64, 128, 32),
+            "stages": 3,
+        },
         # 64x256 warp tiles promoted by 64-column chunks; the last tile's second block of
         # B's scales lies past N = 1040
         {
@@ -93,6 +100,7 @@ def test_block_scaled_matches_float64(
         "register_epilogue",
         "pingpong",
         "two_row_blocks",
+        "two_blocks_a_stage",
         "chunks",
         "chunks_pingpong",
     ],  # fmt: skip

@@ -26,44 +26,36 @@ def _block_scaled(m: int, n: int, k: int, fp8: object = mp.float8_e4m3fn) -> mp.
     return fd.fusion
 
 
-# plan -> (problem, overrides): the default plan of a large problem (two consumers, 64x128
-# each, 256-deep K tiles: 64 accumulators and two sets of 64 partial sums a thread), 128-deep
-# tiles alone and in CTA pairs, split-K with ping-pong, 64x256 warp tiles promoted by chunks
+def _tiles(cta: tuple, warp: tuple, **extra: object) -> dict[str, object]:
+    """Overrides of the CTA and warp tiles, with the FP8 wgmma of the warp tile's width."""
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], 32), **extra}
+
+
+# plan -> (problem, overrides): the default plan of a large problem (two consumers of 64x256
+# warp tiles promoted by chunks), 256-deep K tiles (64 accumulators and two sets of 64 partial
+# sums a thread), 128-deep tiles alone and in CTA pairs, split-K with ping-pong, the chunks
+# with three stages
 PLANS = {
     "default": ((4096, 4096, 4096), {}),
+    "two_blocks_a_stage": ((4096, 4096, 4096), _tiles((128, 128, 256), (64, 128, 256), stages=3)),
     "pairs": (
         (4096, 4096, 4096),
-        {"cluster_dims": (2, 1), "cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128)},
+        _tiles((128, 128, 128), (64, 128, 128), cluster_dims=(2, 1)),
     ),
-    "one_block_a_stage": (
-        (4096, 4096, 4096),
-        {"cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128), "stages": 4},
-    ),
+    "one_block_a_stage": ((4096, 4096, 4096), _tiles((128, 128, 128), (64, 128, 128), stages=4)),
     "pingpong_splitk": (
         (512, 1024, 8192),
-        {
-            "cta_tile": (64, 128, 128),
-            "warp_tile": (64, 128, 128),
-            "instruction_tile": (64, 128, 32),
-            "tiling_strategy": "persistent_pingpong",
-            "splitk_factor": 4,
-        },
+        _tiles(
+            (64, 128, 128), (64, 128, 128), tiling_strategy="persistent_pingpong", splitk_factor=4
+        ),
     ),  # fmt: skip
-    "chunks": (
-        (4096, 4096, 4096),
-        {
-            "cta_tile": (128, 256, 128),
-            "warp_tile": (64, 256, 128),
-            "instruction_tile": (64, 256, 32),
-            "stages": 4,
-        },
-    ),  # fmt: skip
+    "chunks": ((4096, 4096, 4096), _tiles((128, 256, 128), (64, 256, 128), stages=3)),
 }
 # bytes ptxas may spill: the 64x256 tiles promoted by chunks hold 192 sums a thread within 240
 # registers; ptxas spilled 112 bytes, all per-unit values stored before the main loop and
 # reloaded around the epilogue (nvdisasm of the linked cubin: no STL/LDL between the stage's
 # full-barrier wait and its release)
-SPILL_BYTES = {"chunks": 128}
+SPILL_BYTES = {"chunks": 128, "default": 128}
 
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
@@ -82,9 +74,9 @@ def test_block_scaled_kernel_compiles_and_links_whole(
     assert spilled and int(spilled.group(1)) <= SPILL_BYTES.get(plan, 0), text
 
 
-def test_block_scaled_default_plan_keeps_partial_sums_beside_accumulators() -> None:
-    """The default heuristic plans within the block rules: K tiles of one scale block, tile
-    columns inside one block of B's scales, at most 64 accumulators a thread."""
+def test_block_scaled_default_plan_is_the_chunks() -> None:
+    """The default heuristic plans a large problem's 64x256 warp tiles promoted by chunks (the
+    "default" plan above is them), one scale block of K a stage."""
     params = mp.compile(_block_scaled(4096, 4096, 4096), "h200").params
-    assert params.cta_tile.k in (128, 256) and 128 % params.cta_tile.n == 0
-    assert params.warp_tile.m * params.warp_tile.n // 128 <= 64
+    assert params.cta_tile.as_tuple() == (128, 256, 128)
+    assert params.warp_tile.as_tuple() == (64, 256, 128)
