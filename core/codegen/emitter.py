@@ -45,6 +45,7 @@ __all__ = [
     "is16",
     "jit_options",
     "live_instrs",
+    "m_only_inputs",
     "n_only_inputs",
     "narrow",
     "reduce_params",
@@ -240,6 +241,13 @@ def casts_only(prog: EpilogueProgram) -> bool:
 def n_only_inputs(prog: EpilogueProgram) -> list[int]:
     """Inputs that vary along N only (a bias, maybe per batch): loadable once per column."""
     return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
+
+
+def m_only_inputs(prog: EpilogueProgram) -> list[int]:
+    """Inputs that vary along M and not N (a per-row scale of A, maybe per batch): loadable
+    once per row."""
+    axes = [{str(a) for a in inp.axes} for inp in prog.inputs]
+    return [i for i, names in enumerate(axes) if "m" in names and "n" not in names]
 
 
 def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:

@@ -17,6 +17,7 @@ from mmaplug.codegen.emitter import (
     inline_exprs,
     is16,
     live_instrs,
+    m_only_inputs,
     n_only_inputs,
     narrow,
     widen,
@@ -75,11 +76,11 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
 
 def column_input(cfg: HopperKernelConfig) -> int | None:
     """The epilogue input the packed epilogue stages in its column row (the first N-only one it
-    reads, a bias), or None."""
+    reads that varies along N, a bias), or None. (A per-tensor value is loaded once a step.)"""
     if not cfg.packed_stores or cfg.splitk > 1:
         return None
-    used = _used_inputs(cfg.epilogue)
-    return next((i for i in n_only_inputs(cfg.epilogue) if i in used), None)
+    prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
+    return next((i for i in n_only_inputs(prog) if i in used and "n" in _axes(prog, i)), None)
 
 
 def emit_column_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
@@ -118,6 +119,11 @@ def _used_inputs(prog: EpilogueProgram) -> list[int]:
     """The inputs the packed outputs read, in order."""
     live = live_instrs(prog, _roots(prog))
     return sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
+
+
+def _axes(prog: EpilogueProgram, i: int) -> set[str]:
+    """The axes input *i* varies along (``m``, ``n``, maybe ``b``)."""
+    return {str(a) for a in prog.inputs[i].axes}
 
 
 def _roots(prog: EpilogueProgram) -> list[int]:
@@ -225,7 +231,9 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
 
     Step ``ch`` (row block ``ch // chunks``, column chunk ``ch % chunks``): each thread
     applies *prog* to its fragment values of the chunk, ``a0`` ... (inputs clamped into
-    bounds), and packs the results into the chunk buffer ``ebuf`` in the output dtype
+    bounds; one that varies along N only is read once a column, the staged one from the
+    column row, one along M only once for each of the thread's two rows, one along neither
+    once a step), and packs the results into the chunk buffer ``ebuf`` in the output dtype
     (``packed_row_bytes`` a row). One 64-row block a step keeps 16 values in flight whatever
     ``wm`` is (a 128-row tile's two blocks at once spilled 288 bytes with bias + GELU: ptxas
     scheduled all 32 chains together). After a warpgroup barrier every thread loads 16-byte
@@ -248,7 +256,10 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     roots = _roots(prog)
     used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
+    by_row = [i for i in m_only_inputs(prog) if i in used_inputs]
     staged = column_input(cfg)
+    # N-only inputs without N either (a per-tensor scale): one value for the whole step
+    once = [i for i in hoisted if i != staged and "n" not in _axes(prog, i)]
     if cfg.packed_buffers == 1:
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
@@ -260,7 +271,11 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         em(f"pw{j} = sw + {kv.frow} * {rows[j] // 4} + {dtype.itemsize} * {kv.fcol} // 4")
     if staged is not None:
         em(f"cw = {kv.scol} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
+    for i in once:
+        em(f"h{i} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i}]')}")
     for i in hoisted:
+        if i in once:
+            continue
         for q in range(groups):
             for e in (0, 1):
                 if i == staged:
@@ -269,13 +284,21 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 col = f"min({kv.en0} + {8 * q + e} + {kv.fcol}, N - 1)"
                 load = f"in{i}[ib{i} + {col} * in{i}_sn]"
                 em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
+    for i in by_row:  # the thread's two rows (frow and frow + 8) of the step
+        for h in (0, 1):
+            load = f"in{i}[ib{i} + min({kv.em0} + {8 * h} + {kv.frow}, M - 1) * in{i}_sm]"
+            em(f"g{i}_{h} = {widen(prog.inputs[i].dtype, load)}")
     for q, h, e in [(q, h, e) for q in range(groups) for h, e in _PAIRS]:
         row = f"{kv.em0} + {8 * h} + {kv.frow}"
         col = f"{kv.en0} + {8 * q + e} + {kv.fcol}"
         inputs = {}
         for i in used_inputs:
-            if i in hoisted:
+            if i in once:
+                inputs[i] = f"h{i}"
+            elif i in hoisted:
                 inputs[i] = f"h{i}_{q}_{e}"
+            elif i in by_row:
+                inputs[i] = f"g{i}_{h}"
             else:
                 at = f"min({row}, M - 1) * in{i}_sm + min({col}, N - 1) * in{i}_sn"
                 inputs[i] = widen(prog.inputs[i].dtype, f"in{i}[ib{i} + {at}]")

@@ -79,3 +79,25 @@ def test_fp8_outputs_pack_byte_pairs_into_half_words() -> None:
     stores = re.findall(r"\bsh\[([^\]]*)\] = f32x2_to_e4m3x2\(o0_1, o0_0\)", compiled.source)
     assert stores and all(index.startswith("uint64(") for index in stores)
     assert "f32_to_e4m3(" not in compiled.source.split("def packed_step", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("scale", "loads"),
+    [("row", {"in0": 2, "in1": 0}), ("tensor", {"in0": 1, "in1": 1})],
+)
+def test_inputs_without_columns_are_read_once_a_row_or_once_a_step(
+    scale: str, loads: dict[str, int]
+) -> None:
+    """A per-row scale of A is read twice a step (the thread's two fragment rows), a per-tensor
+    one once; only an input that varies along N (the per-column scale of B) takes the column
+    row. Read per element (16 clamped 2-D loads a step), the per-row scale had cost the FP8
+    4096^3 kernel 18% against per-tensor scales (BENCHMARKS.md runs 127-128)."""
+    from mmaplug.tune.corpus import TuneProblem
+
+    problem = TuneProblem(m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale=scale)
+    source = mp.compile(problem.fusion(), "h200").source
+    step = source.split("def packed_step", 1)[1]
+    for name, count in loads.items():
+        assert len(re.findall(rf"\b{name}\[", step)) == count, (name, step)
+    assert ("= sf[" in step) is (scale == "row")  # the column row: B's per-column scale
+    assert not re.search(r"in\d+_sn\]", step)  # no input is read per column: none varies
