@@ -66,12 +66,9 @@ def main(shapes: list[tuple[int, int, int, str, str]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    problems = []
-    for m, n, k, kind, _ in shapes:
-        dtype, _, scale = kind.partition("-")
-        problems.append(TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale))
-    ours = [mp.compile(p.fusion(), pm=hopper, overrides=OVERRIDES[how] or None)
-            for p, (*_, how) in zip(problems, shapes, strict=True)]  # fmt: skip
+    planned = [problem_and_overrides(spec) for spec in shapes]
+    problems = [problem for problem, _ in planned]
+    ours = [mp.compile(p.fusion(), pm=hopper, overrides=ov or None) for p, ov in planned]
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
         inputs = problem_inputs(problem)
@@ -90,13 +87,22 @@ def main(shapes: list[tuple[int, int, int, str, str]]) -> None:
             torch.cuda.profiler.stop()
 
 
+def parse_spec(arg: str) -> tuple[int, int, int, str, str]:
+    """``MxNxK[/dtype-scale][@how]`` as (m, n, k, kind, key of ``OVERRIDES``)."""
+    what, _, how = arg.partition("@")
+    extents, _, kind = what.partition("/")
+    m, n, k = map(int, extents.split("x"))
+    return m, n, k, kind or "bfloat16", how
+
+
+def problem_and_overrides(spec: tuple[int, int, int, str, str]) -> tuple[TuneProblem, dict]:
+    """The problem a parsed spec names, and its overrides."""
+    m, n, k, kind, how = spec
+    dtype, _, scale = kind.partition("-")
+    return TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale), OVERRIDES[how]
+
+
 if __name__ == "__main__":  # mp.prebuild's workers import this module
     import sys
 
-    def shape(arg: str) -> tuple[int, int, int, str, str]:
-        what, _, how = arg.partition("@")
-        extents, _, kind = what.partition("/")
-        m, n, k = map(int, extents.split("x"))
-        return m, n, k, kind or "bfloat16", how
-
-    main([shape(a) for a in sys.argv[1:]] or [(*s, "bfloat16", "") for s in SHAPES])
+    main([parse_spec(a) for a in sys.argv[1:]] or [(*s, "bfloat16", "") for s in SHAPES])

@@ -1,0 +1,46 @@
+"""scripts/sass_counts.py (the static SASS check of BENCHMARKS.md run 125), here without
+nvdisasm: its reading of nvdisasm's lines and of the specs it shares with ncu_probe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPTS = Path(__file__).parents[2] / "scripts"
+
+SASS = """
+        /*2550*/                   LDG.E R229, desc[UR48][R2.64] ;
+        /*25c0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR24], R24 ;
+        /*2610*/              @!P0 BRA `(.L_x_7) ;
+        /*2680*/                   QGMMA.64x64x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT ;
+        /*3080*/              @!P0 SYNCS.ARRIVE.TRANS64.A1T0 RZ, [UR8], RZ ;
+        /*3300*/                   R2UR UR4, R133 ;
+        /*3310*/             @UP1 UIADD3 UR5, UR4, 0x1, URZ ;
+.L_x_54:
+"""
+
+
+@pytest.fixture(scope="module")
+def script(load_script: Callable[[str], ModuleType]) -> ModuleType:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(SCRIPTS))  # (it imports ncu_probe, its neighbour)
+        return load_script("sass_counts")
+
+
+def test_opcodes_are_read_without_predicates_or_modifiers(script: ModuleType) -> None:
+    found = script.OPCODE.findall(SASS)
+    assert found == ["LDG", "SYNCS", "BRA", "QGMMA", "SYNCS", "R2UR", "UIADD3"]
+
+
+def test_a_spec_names_the_problem_and_the_overrides_ncu_probe_does(script: ModuleType) -> None:
+    problem, overrides = script.problem_and_overrides(
+        script.parse_spec("4096x2048x1024/float8_e4m3fn-block@w256")
+    )
+    assert (problem.m, problem.n, problem.k) == (4096, 2048, 1024)
+    assert (problem.dtype, problem.scale) == ("float8_e4m3fn", "block")
+    assert overrides["warp_tile"] == (64, 256, 128)
+    problem, overrides = script.problem_and_overrides(script.parse_spec("64x64x128"))
+    assert problem.dtype == "bfloat16" and overrides == {}
