@@ -51,11 +51,9 @@ PLANS = {
     ),  # fmt: skip
     "chunks": ((4096, 4096, 4096), _tiles((128, 256, 128), (64, 256, 128), stages=3)),
 }
-# bytes ptxas may spill: the 64x256 tiles promoted by chunks hold 192 sums a thread within 240
-# registers; ptxas spilled 112 bytes, all per-unit values stored before the main loop and
-# reloaded around the epilogue (nvdisasm of the linked cubin: no STL/LDL between the stage's
-# full-barrier wait and its release)
-SPILL_BYTES = {"chunks": 128, "default": 128}
+# nothing spilled: the 64x256 tiles promoted by chunks hold 192 sums a thread within 240
+# registers, and spilled 112 bytes outside their main loop until the warpgroup index was made
+# warp-uniform (its wgmma descriptors moved to uniform registers; BENCHMARKS.md run 125)
 
 
 @pytest.mark.parametrize("plan", sorted(PLANS))
@@ -70,8 +68,7 @@ def test_block_scaled_kernel_compiles_and_links_whole(
     assert "wgmma.mma_async.sync.aligned.m64n" in ptx and "fma.rn.f32" in ptx
     text = hopper_link_log(config)
     assert not re.search(r"C750[49]", text), text  # wgmmas serialised
-    spilled = re.search(r"\b(\d+) bytes spill stores", text)
-    assert spilled and int(spilled.group(1)) <= SPILL_BYTES.get(plan, 0), text
+    assert re.search(r"\b0 bytes spill stores", text), text
 
 
 def test_block_scaled_default_plan_is_the_chunks() -> None:
