@@ -1,5 +1,5 @@
-"""scripts/sass_counts.py (the static SASS check of BENCHMARKS.md run 125), here without
-nvdisasm: its reading of nvdisasm's lines and of the specs it shares with ncu_probe."""
+"""scripts/sass_counts.py (the static SASS check of BENCHMARKS.md run 125), here without a
+disassembler: its reading of the SASS lines and of the specs it shares with ncu_probe."""
 
 from __future__ import annotations
 
