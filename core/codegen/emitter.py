@@ -22,7 +22,14 @@ from typing import Any, Final
 
 import attrs
 
-from mmaplug.analysis.epilogue import BINARY_OPS, UNARY_OPS, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.analysis.epilogue import (
+    BINARY_OPS,
+    UNARY_OPS,
+    EpilogueInput,
+    EpilogueOutput,
+    EpilogueProgram,
+    Instr,
+)
 from mmaplug.codegen.amax_epilogue import amax_flush, amax_init, amax_update
 from mmaplug.ir.dtypes import DType
 
@@ -42,6 +49,7 @@ __all__ = [
     "fp8_name",
     "inline_exprs",
     "instr_expr",
+    "invariant_inputs",
     "is16",
     "jit_options",
     "live_instrs",
@@ -238,16 +246,26 @@ def casts_only(prog: EpilogueProgram) -> bool:
     return all(ins.op in ("acc", "cast") for ins in prog.instrs)
 
 
+def _grid_axes(inp: EpilogueInput) -> set[str]:
+    """Which of ``m`` and ``n`` epilogue input *inp* varies along."""
+    return {str(a) for a in inp.axes} & {"m", "n"}
+
+
 def n_only_inputs(prog: EpilogueProgram) -> list[int]:
-    """Inputs that vary along N only (a bias, maybe per batch): loadable once per column."""
-    return [i for i, inp in enumerate(prog.inputs) if "m" not in {str(a) for a in inp.axes}]
+    """Inputs that do not vary along M (a bias, maybe per batch): loadable once per column."""
+    return [i for i, inp in enumerate(prog.inputs) if "m" not in _grid_axes(inp)]
 
 
 def m_only_inputs(prog: EpilogueProgram) -> list[int]:
     """Inputs that vary along M and not N (a per-row scale of A, maybe per batch): loadable
     once per row."""
-    axes = [{str(a) for a in inp.axes} for inp in prog.inputs]
-    return [i for i, names in enumerate(axes) if "m" in names and "n" not in names]
+    return [i for i, inp in enumerate(prog.inputs) if _grid_axes(inp) == {"m"}]
+
+
+def invariant_inputs(prog: EpilogueProgram) -> list[int]:
+    """Inputs that vary along neither M nor N (a per-tensor scale, maybe per batch): loadable
+    once."""
+    return [i for i, inp in enumerate(prog.inputs) if not _grid_axes(inp)]
 
 
 def instr_expr(prog: EpilogueProgram, ins: Instr, inputs: dict[int, str] | None = None) -> str:

@@ -15,6 +15,7 @@ from mmaplug.codegen.emitter import (
     casts_only,
     fp8_name,
     inline_exprs,
+    invariant_inputs,
     is16,
     live_instrs,
     m_only_inputs,
@@ -80,7 +81,8 @@ def column_input(cfg: HopperKernelConfig) -> int | None:
     if not cfg.packed_stores or cfg.splitk > 1:
         return None
     prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
-    return next((i for i in n_only_inputs(prog) if i in used and "n" in _axes(prog, i)), None)
+    once = invariant_inputs(prog)
+    return next((i for i in n_only_inputs(prog) if i in used and i not in once), None)
 
 
 def emit_column_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
@@ -119,11 +121,6 @@ def _used_inputs(prog: EpilogueProgram) -> list[int]:
     """The inputs the packed outputs read, in order."""
     live = live_instrs(prog, _roots(prog))
     return sorted({int(prog.instrs[i].arg) for i in live if prog.instrs[i].op == "input"})
-
-
-def _axes(prog: EpilogueProgram, i: int) -> set[str]:
-    """The axes input *i* varies along (``m``, ``n``, maybe ``b``)."""
-    return {str(a) for a in prog.inputs[i].axes}
 
 
 def _roots(prog: EpilogueProgram) -> list[int]:
@@ -258,8 +255,7 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     by_row = [i for i in m_only_inputs(prog) if i in used_inputs]
     staged = column_input(cfg)
-    # N-only inputs without N either (a per-tensor scale): one value for the whole step
-    once = [i for i in hoisted if i != staged and "n" not in _axes(prog, i)]
+    once = [i for i in invariant_inputs(prog) if i in used_inputs]  # one value a step
     if cfg.packed_buffers == 1:
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
@@ -273,9 +269,7 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
         em(f"cw = {kv.scol} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
     for i in once:
         em(f"h{i} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i}]')}")
-    for i in hoisted:
-        if i in once:
-            continue
+    for i in (i for i in hoisted if i not in once):
         for q in range(groups):
             for e in (0, 1):
                 if i == staged:
