@@ -613,9 +613,8 @@ def _emit_block_scaled_loop(
     em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
 
     def load(prefix: str) -> None:  # raw loads: nothing reads them before they are needed
-        em(f"{prefix}bsc = sfb[kblk * sfb_k + bcol]")
-        for name, _ in rows:
-            em(f"{prefix}{name} = sfa[a{name} + kblk * sfa_k]")
+        a_scales = [(f"{prefix}{name}", name) for name, _ in rows]
+        _emit_scale_loads(em, "kblk", [(f"{prefix}bsc", "bcol")], a_scales)
 
     for name in ("bsc", *(name for name, _ in rows)):
         em(f"s{name} = float32(0)")
@@ -655,6 +654,17 @@ def _emit_scale_rows(em: Emitter, cfg: HopperKernelConfig, rows: list[tuple[str,
     em(f"srow = {kv.m0} + {kv.cm} * {cfg.warp_tile[0]} + 16 * {kv.w} + {kv.lane} // 4")
     for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
         em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")
+
+
+def _emit_scale_loads(
+    em: Emitter, kblk: str, b_scales: list[tuple[str, str]], a_scales: list[tuple[str, str]]
+) -> None:
+    """Scale block *kblk*'s scales: B's into each (name, column offset) of *b_scales*, then
+    A's into each (name, row) of *a_scales*, the row one of ``_emit_scale_rows``'s."""
+    for name, col in b_scales:
+        em(f"{name} = sfb[{kblk} * sfb_k + {col}]")
+    for name, row in a_scales:
+        em(f"{name} = sfa[a{row} + {kblk} * sfa_k]")
 
 
 def _emit_block_chunks_loop(
@@ -713,10 +723,9 @@ def _emit_block_chunks_loop(
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
-        for h in range(blocks):  # the stage's scales, in flight while it fills
-            em(f"bsc{h} = sfb[kblk * sfb_k + bcol{h}]")
-        for name, _ in rows:
-            em(f"{name} = sfa[a{name} + kblk * sfa_k]")
+        b_scales = [(f"bsc{h}", f"bcol{h}") for h in range(blocks)]
+        a_scales = [(name, name) for name, _ in rows]
+        _emit_scale_loads(em, "kblk", b_scales, a_scales)  # in flight while the stage fills
         _emit_full_wait(em)
         _emit_stage_offsets(em, a, b)
         issue(0)
@@ -758,9 +767,8 @@ def _emit_block_pair_loop(
             em(f"kb{h} = {kblk} + {h}")
             em(f"if kb{h} * {SCALE_BLOCK} >= {kv.ke}:")
             em(f"    kb{h} = 0")
-            em(f"{prefix}bsc{h} = sfb[kb{h} * sfb_k + bcol]")
-            for name, _ in rows:
-                em(f"{prefix}{name}{h} = sfa[a{name} + kb{h} * sfa_k]")
+            a_scales = [(f"{prefix}{name}{h}", name) for name, _ in rows]
+            _emit_scale_loads(em, f"kb{h}", [(f"{prefix}bsc{h}", "bcol")], a_scales)
 
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
