@@ -238,16 +238,20 @@ def test_the_generator_refuses_what_block_scaling_cannot_build() -> None:
         )  # fmt: skip
 
 
+def _block_kernel(cta: tuple, warp: tuple, **extra: object) -> tuple[str, list[str]]:
+    """A block-scaled e4m3 kernel's source, and its wgmma calls (stripped lines) in order."""
+    cfg = HopperKernelConfig(
+        operand_dtype=mp.float8_e4m3fn, cta_tile=cta, warp_tile=warp, block_scaled=True, **extra
+    )
+    src = generate_source(cfg, sim=False)
+    return src, [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+
+
 def test_the_block_scaled_kernel_promotes_each_block_into_the_accumulators() -> None:
     """Per stage: fresh partial sums (scale-d 0 on the first wgmma), the next block's scales
     loaded while they run, a full wait, the stage released, then one promotion per 64-row
     block with this block's scales."""
-    cfg = HopperKernelConfig(
-        operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 128, 128), warp_tile=(128, 64, 128),
-        block_scaled=True,
-    )  # fmt: skip
-    src = generate_source(cfg, sim=False)
-    calls = [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+    src, calls = _block_kernel((128, 128, 128), (128, 64, 128))
     assert len(calls) == 2 * 128 // 32 and all(c.startswith("part") for c in calls)
     assert [c.endswith(", 0)") for c in calls].count(True) == 2  # each block's first step
     loop = src[
@@ -275,14 +279,7 @@ def test_a_stage_of_two_blocks_promotes_the_first_while_the_second_runs() -> Non
     first block's wgmmas into psum, the second's into qsum, two groups; wait_group 1, promote
     psum, fenced ahead of wait_group 0 (or the compiler sinks it past that wait); wait_group
     0, release, promote qsum."""
-    cfg = HopperKernelConfig(
-        operand_dtype=mp.float8_e4m3fn,
-        cta_tile=(128, 128, 256),
-        warp_tile=(64, 128, 256),
-        block_scaled=True,
-    )
-    src = generate_source(cfg, sim=False)
-    calls = [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+    src, calls = _block_kernel((128, 128, 256), (64, 128, 256))
     assert [c.split(" =")[0] for c in calls] == ["psum0"] * 4 + ["qsum0"] * 4
     assert calls[0].endswith(", 0)") and calls[4].endswith(", 0)")
     loop = src[src.index("while k0 < ke:", src.index("psum0 = wgmma_zeros")) :]
@@ -323,14 +320,7 @@ def test_two_cooperative_consumers_issue_each_stage_in_turn(
     the second's previous stage, and takes the second's last hand-over after its units);
     256-deep stages (no register to spare), one consumer, or ping-pong ones (whose main loops
     take turns by unit on the same barriers) do not."""
-    cfg = HopperKernelConfig(
-        operand_dtype=mp.float8_e4m3fn,
-        cta_tile=cta,
-        warp_tile=warp,
-        block_scaled=True,
-        pingpong=strategy == "persistent_pingpong",
-    )
-    src = generate_source(cfg, sim=False)
+    src, _ = _block_kernel(cta, warp, pingpong=strategy == "persistent_pingpong")
     start = src.index("while k0 < ke:", src.index("acc0 = wgmma_zeros"))  # the consumer's
     loop = src[start : src.index("k0 += ", start)]
     steps = ("named_barrier_sync(3 + c, 256)", "mbarrier_wait(", "wgmma_commit_group()",
@@ -348,14 +338,7 @@ def test_a_wide_warp_tile_promotes_one_chunk_while_the_next_runs() -> None:
     chunks of wgmmas into two sets of partial sums in turn, each committed; after each chunk
     is issued the previous one is waited for (wait_group 1) and promoted with its block's
     scale of B; the last after wait_group 0 and the stage's release; the chunks joined."""
-    cfg = HopperKernelConfig(
-        operand_dtype=mp.float8_e4m3fn,
-        cta_tile=(128, 256, 128),
-        warp_tile=(64, 256, 128),
-        block_scaled=True,
-    )
-    src = generate_source(cfg, sim=False)
-    calls = [line.strip() for line in src.splitlines() if "= wgmma_e4m3(" in line]
+    src, calls = _block_kernel((128, 256, 128), (64, 256, 128))
     assert [c.split(" =")[0] for c in calls] == ["part0"] * 4 + ["qart0"] * 4 + ["part0"] * 4 + [
         "qart0"
     ] * 4
