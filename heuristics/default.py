@@ -55,13 +55,11 @@ SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
+# (block scales search the same widths, which their rules narrow to whole or divided scale
+# blocks: with the warpgroup index made warp-uniform, the 64x256 tiles promoted by 64-column
+# chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
+# against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
-# block scales: warp tiles of whole scale blocks of columns. With the warpgroup index made
-# warp-uniform (wgmma descriptors in uniform registers), the 64x256 tiles promoted by 64-column
-# chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes (8192^3 1,096-1,106
-# against 1,148-1,151 us; 4096x4096x14336 471-486 against 509-511), where before it they had
-# run 0.97-1.03x (BENCHMARKS.md runs 122-123, 125)
-BLOCK_SCALED_INSTR_N: Final = (256, 128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
 # tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within
@@ -477,8 +475,7 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
             if m_tiles * n_tiles * best.splitk * SPLITK_MAX_FILL >= device.sm_count:
                 return best
     wide = problem.operand_dtype.itemsize >= 2
-    widths = BLOCK_SCALED_INSTR_N if problem.block_scaled else HOPPER_INSTR_N
-    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, widths)
+    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, HOPPER_INSTR_N)
     if best is None:
         tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
