@@ -17,7 +17,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
-    python scripts/config_probe.py fp8_halves   # block scales on 64x256 warp tiles, by halves
+    python scripts/config_probe.py fp8_halves   # block scales on 64x256 warp tiles (chunks)
     python scripts/config_probe.py swizzle      # the persistent tile order's groups (L2 reuse)
     python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
 
@@ -495,8 +495,9 @@ FP8_HALVES_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 5120)
 
 def fp8_halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Block-scaled e4m3 on 64x256 warp tiles (promoted by column chunks) in 128x256 tiles of
-    two consumers with 3 or 4 stages, or alone, or ping-pong, beside the 128x128x256 tile of
-    run 120's default and the 128x256 tile per tensor (the same tile without promotion)."""
+    two consumers with 3 or 4 stages, or alone, or ping-pong, beside the default (since run
+    125 the first of them), the 128x128x256 tile (the default before) and the 128x256 tile per
+    tensor (the same tile without promotion)."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
     for m, n, k in FP8_HALVES_SHAPES:
