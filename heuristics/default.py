@@ -53,6 +53,17 @@ SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
 # keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93) and
 # spills beside fused FP8 epilogues
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
+# ... and on a tie of bytes between K depths of a 16-bit tile of two consumer warp groups along
+# M, 128 wide or more a warp tile, 64 of K a stage (128 bytes, one swizzle row) and the deeper
+# ring win, where nvFuser's order (fewer K stages once past 10) took 128 in 3 stages. On the
+# H200, the 128x128 tile against the old default in one run (BENCHMARKS.md run 132, bf16 /
+# fp16, best of two): 512x4096x4096 29.2 / 30.7 -> 26.8 / 28.4 us, 128x14336x4096 37.2 / 38.6
+# -> 35.5 / 36.0, 1536x1000x7168 44.3 / 46.4 -> 41.0 / 40.9, 256x8192x8192 68.7 / 60.8 ->
+# 60.7 / 61.0. One consumer's 64x128 tile lost at 64 of K in 6 stages (256x4096x4096 16.5 /
+# 15.3 -> 19.7 / 19.9, 64x8192x8192 37.3 -> 39.2), and 64x64x256 ran 1-2% faster than at 64
+# or 128 of K (run 131), so those keep nvFuser's order
+HOPPER_TIE_K_BYTES: Final = 128
+HOPPER_TIE_MIN_WARP_N: Final = 128
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # (block scales search the same widths, which their rules narrow to whole or divided scale
@@ -104,6 +115,17 @@ SWAP_MAX_M: Final = {2: 56, 1: 32}  # by the operands' bytes
 # (STREAMING_NARROW_N: 64x4096x8192 and 64x4096x14336 faster than swapped, run 114), so this
 # is an N-major weight's, whose tiles cannot be 32 rows wide
 SWAP_OVER_SPLIT_M: Final = {2: 64}
+# ... and 16-bit rows of 65-112 activations against a wide weight (N >= 16 M) under the same
+# fill (a quarter of the SMs to one wave of 64-row weight tiles): unswapped, their second
+# 64-row block is partly padding and each weight tile is read twice; swapped, one wgmma of N =
+# the rows covers them. On the H200 against the old default in one run (BENCHMARKS.md run
+# 132, bf16 / fp16, best of two): 72x4096x4096 24.5 / 23.7 -> 12.0 / 12.0 us, 96x4096x14336
+# 59.4 / 62.7 -> 41.6 / 41.2, 80x8192x8192 47.5 / 48.0 -> 40.6 / 40.7, 112x4096x4096 16.0 /
+# 17.4 -> 15.9 / 15.7, 96x6144x4096 19.3 / 19.8 -> 18.6 / 19.9. At 120 rows (4 stages) it lost
+# (120x8192x8192 39.4 / 40.2 -> 43.0 / 46.5), at 128 (a wgmma N of 128, the two unswapped
+# tiles' own) too (128x6144x4096 19.9 -> 22.4, run 130), and over 3.4 waves (96x28672x4096
+# 67.3 -> 80.0, run 131); N up to 256 at 192-512 rows lost everywhere (run 130)
+SWAP_WIDE_M: Final = {2: 112}
 STREAMING_UNSPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
 STREAMING_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage: the swap, narrow tiles
@@ -435,13 +457,25 @@ def hopper_tile_score(
     return panels * problem.operand_dtype.itemsize + partials, k_tiles * waves
 
 
-def _hopper_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
-    """nvFuser's order: lower score; on a tie more K stages per SM, or fewer once past 10."""
+def _hopper_better(candidate: HopperTiles, best: HopperTiles | None, itemsize: int) -> bool:
+    """nvFuser's order: lower score; on a tie more K stages per SM, or fewer once past 10; but
+    first, on a tie between K depths of one tile, the 16-bit one of ``HOPPER_TIE_K_BYTES`` of K
+    a stage (``_shallow``)."""
     if best is None or candidate.score != best.score:
         return best is None or candidate.score < best.score
+    depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
+    if depths and _shallow(candidate, itemsize) != _shallow(best, itemsize):
+        return _shallow(candidate, itemsize)
     if best.k_stages_per_sm < STAGE_TIE_TARGET:
         return candidate.k_stages_per_sm > best.k_stages_per_sm
     return STAGE_TIE_TARGET <= candidate.k_stages_per_sm < best.k_stages_per_sm
+
+
+def _shallow(tiles: HopperTiles, itemsize: int) -> bool:
+    """A 16-bit tile of two consumers or more along M, at least ``HOPPER_TIE_MIN_WARP_N`` wide
+    a warp tile, taking ``HOPPER_TIE_K_BYTES`` of K a stage."""
+    wide = tiles.cta.m > tiles.warp.m and tiles.warp.n >= HOPPER_TIE_MIN_WARP_N
+    return itemsize == 2 and wide and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
 
 
 def _hopper_candidate(ask: _Asker, cta: TileShape, warp: TileShape, stages: int) -> MatmulParams:
@@ -530,6 +564,7 @@ def _search_tiles(
     """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
     wide, each with its split."""
     best: HopperTiles | None = None
+    size = ask.problem.operand_dtype.itemsize
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
             for instr_n in widths:
@@ -537,7 +572,7 @@ def _search_tiles(
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = _scored_tile(ask, cta, warp, splitk)
-                if candidate is not None and _hopper_better(candidate, best):
+                if candidate is not None and _hopper_better(candidate, best, size):
                     best = candidate
     return best
 
@@ -578,7 +613,8 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     weight-streaming one (``streams_weight``) whose 64-row weight tiles fill a quarter of the
     SMs or more (no split) and one wave at most, or any of one batch and at most
     ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
-    them over or is blocked): the default computes its transposed product."""
+    them over or is blocked); or one of 65 to ``SWAP_WIDE_M`` rows against a weight 16 times
+    as wide, under the same fill: the default computes its transposed product."""
     tiles = _ceil(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
@@ -588,7 +624,10 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
         most = max(most, SWAP_OVER_SPLIT_M.get(size, 0))
     few = problem.m <= most
     plain = problem.horizontal == 1 and not problem.block_scaled
-    return few and plain and (decode_rows or (streams_weight(problem) and fills))
+    wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and problem.batch == 1
+    wide_rows = wide_rows and problem.n >= STREAMING_MIN_N_PER_M * problem.m
+    streams = decode_rows or (streams_weight(problem) and fills)
+    return plain and ((few and streams) or (wide_rows and fills))
 
 
 def _swapped_params(ask: _Asker) -> MatmulParams | None:

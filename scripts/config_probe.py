@@ -14,6 +14,10 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
+    python scripts/config_probe.py swap_wide    # 96-512 rows: the transposed product, N up to 256
+    python scripts/config_probe.py odd          # small, odd and batched problems: tiles, fixed cost
+    python scripts/config_probe.py bk_ab        # the default's 128- and 256-deep 16-bit tiles at 64 of K
+    python scripts/config_probe.py skinny_ab    # the 64-deep tie and the swap of 65-112 rows against the old default
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
@@ -32,6 +36,7 @@ other's main loop) against the default on FP8 products, bare and with bias + GEL
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Any
@@ -375,6 +380,121 @@ def swap64_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+SWAP_WIDE_SHAPES = [(96, 6144, 4096), (128, 6144, 4096), (96, 4096, 14336), (192, 4096, 14336),
+                    (128, 8192, 8192), (256, 8192, 8192), (128, 28672, 4096), (384, 28672, 4096),
+                    (512, 10240, 8192), (512, 4096, 4096), (256, 4096, 4096)]  # fmt: skip
+
+
+def swap_wide_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows of 96-512 activations on hopper's default, on unswapped 64x256 tiles, and as the
+    transposed product with the activation rows as the wgmma's N (all of them up to 256, else
+    in two parts), 64 or 128 weight rows a CTA, 64 or 128 of K a stage, split-K 1, 2 and 4
+    (4 at K >= 8192), the deepest ring that fits: cuBLAS runs ``64x192_64x6_2x1_splitK`` of
+    the transposed product at 192x4096x14336 (run 92)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in SWAP_WIDE_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for bk in (64, 128):
+            ov = _wgmma_tiles((64, 256, bk))
+            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"64x256x{bk} s{{s}}")
+        cols = 8 * -(-m // 8) if m <= 256 else 8 * -(-m // 16)
+        for bm in (64, 128):
+            for bk in (64, 128):
+                for split in (1, 2, 4) if k >= 8192 else (1, 2):
+                    ov = _wgmma_tiles((bm, cols, bk), (64, cols, bk), splitk_factor=split,
+                                      **SWAPPED)  # fmt: skip
+                    label = f"swap {bm}x{cols}x{bk} s{{s}} split {split}"
+                    jobs += _deepest_job(problem, ov, range(8, 1, -1), hopper, label)
+    return jobs
+
+
+ODD_PROBLEMS = [(1, 1000, 1000, 1000), (1, 64, 128, 64), (1, 128, 256, 512), (1, 2048, 2048, 2048),
+                (16, 2048, 2048, 128), (32, 1, 4096, 128), (1, 777, 1111, 4096)]  # fmt: skip
+ODD_TILES: dict[str, dict[str, Any]] = {
+    "64x128x64": _wgmma_tiles((64, 128, 64)),
+    "128x128x64": _wgmma_tiles((128, 128, 64), (64, 128, 64)),
+    "128x64x64": _wgmma_tiles((128, 64, 64), (64, 64, 64)),
+    "64x256x64": _wgmma_tiles((64, 256, 64)),
+    "128x256x64": _wgmma_tiles((128, 256, 64), (64, 256, 64)),
+    "64x64x128": _wgmma_tiles((64, 64, 128)),
+}
+
+
+def odd_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Small, odd and batched problems (batch, M, N, K) on hopper's default and six tiles with
+    the deepest ring that fits, one tile per CTA or persistent, alone, split 2 (batch 1) or in
+    CTA pairs along M: what is fixed cost (a 64x128x64 product is one tile and one stage) and
+    what the tiles change."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for batch, m, n, k in ODD_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for name, tiles in ODD_TILES.items():
+            for strategy in ("persistent", "one_tile_per_cta"):
+                for split, cluster in ((1, 1), (2, 1), (1, 2)) if batch == 1 else ((1, 1), (1, 2)):
+                    ov = {**tiles, "tiling_strategy": strategy, "splitk_factor": split,
+                          "cluster_dims": (cluster, 1)}  # fmt: skip
+                    label = f"{name} s{{s}} {strategy} split {split} c{cluster}"
+                    jobs += _deepest_job(problem, ov, range(8, 1, -1), hopper, label)
+    return jobs
+
+
+BK_AB_PROBLEMS = [(64, 28672, 4096), (64, 8192, 8192), (96, 6144, 4096), (192, 4096, 14336),
+                  (256, 8192, 8192), (512, 4096, 4096), (128, 14336, 4096), (1536, 1000, 7168),
+                  (4096, 16, 4096), (8192, 64, 8192), (96, 4096, 14336), (777, 1111, 4096),
+                  (96, 28672, 4096), (112, 4096, 4096), (80, 8192, 8192)]  # fmt: skip
+
+
+def bk_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Problems whose default 16-bit tile takes 128 or 256 of K a stage (nvFuser's tie-break:
+    fewer K stages once a CTA runs 10 or more) against the same tile at 64 of K with the
+    deepest ring that fits (up to 8), twice interleaved; rows of 65-127 activations also as
+    the transposed product (the swap's tile, N = the rows)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in BK_AB_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        default = _compiled(problem, pm=hopper)
+        if default is None:
+            continue
+        params = default.params
+        cta, warp = params.cta_tile, params.warp_tile
+        pair = [(problem, "default", default)]
+        for bk in (64, 128):
+            if bk >= cta.k:
+                continue
+            ov = {"cta_tile": (cta.m, cta.n, bk), "warp_tile": (warp.m, warp.n, bk),
+                  "instruction_tile": params.instruction_tile}  # fmt: skip
+            pair += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"bk {bk} s{{s}}")
+        if 64 < m < 128:
+            cols = 8 * -(-m // 8)
+            ov = _wgmma_tiles((64, cols, 128), **SWAPPED)
+            pair += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"swap 64x{cols}x128 s{{s}}")
+        jobs += pair * 2
+    return jobs
+
+
+SKINNY_AB_SHAPES = [(64, 28672, 4096), (64, 8192, 8192), (96, 6144, 4096), (192, 4096, 14336),
+                    (256, 8192, 8192), (512, 4096, 4096), (128, 14336, 4096), (1536, 1000, 7168),
+                    (777, 1111, 4096), (96, 4096, 14336), (80, 8192, 8192), (112, 4096, 4096),
+                    (72, 4096, 4096), (120, 8192, 8192), (128, 6144, 4096),
+                    (256, 4096, 4096)]  # fmt: skip
+
+
+def skinny_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows the 64-deep tie and the swap of 65-112 rows change, bf16 and fp16 (96x6144x4096
+    and 512x4096x4096 also with bias + GELU), with and without both rules
+    (``HOPPER_TIE_MIN_WARP_N`` past any width, ``SWAP_WIDE_M`` empty; ``_default_ab``)."""
+    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in SKINNY_AB_SHAPES
+                for dtype in ("bfloat16", "float16")]  # fmt: skip
+    problems += [TuneProblem(m=m, n=n, k=k, dtype="bfloat16", epilogue="bias_gelu")
+                 for m, n, k in ((96, 6144, 4096), (512, 4096, 4096))]  # fmt: skip
+    return _default_ab(problems, {"HOPPER_TIE_MIN_WARP_N": 1 << 20, "SWAP_WIDE_M": {}})
+
+
 def _bind_whole(compiled: Any, inputs: Any) -> Any:
     """*compiled* run on *inputs* with its persistent cluster grid left whole: the bound launch
     keeps the grid it is bound with, so only this first call runs under the patch."""
@@ -440,18 +560,20 @@ NARROW_AB_SHAPES = [(64, 4096, 4096), (60, 4096, 4096), (64, 6144, 4096), (64, 8
 
 
 def _default_ab(
-    problems: list[TuneProblem], rule: str, off: Any
+    problems: list[TuneProblem], rules: dict[str, Any]
 ) -> list[tuple[TuneProblem, str, Any]]:
     """Each of *problems* on hopper's default and on the default planned with the default
-    heuristic's constant *rule* set to *off* (the rule's old default), each pair twice,
-    interleaved."""
+    heuristic's constants *rules* set to their values there (the rules' old default), each
+    pair twice, interleaved."""
     import mmaplug.heuristics.default as default
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
     for problem in problems:
         new = _compiled(problem, pm=hopper)
-        with mock.patch.object(default, rule, off):
+        with contextlib.ExitStack() as stack:
+            for rule, off in rules.items():
+                stack.enter_context(mock.patch.object(default, rule, off))
             old = _compiled(problem, pm=hopper)
         jobs += [(problem, "default", new), (problem, "old default", old)] * 2
     return jobs
@@ -463,7 +585,7 @@ def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in NARROW_AB_SHAPES
                 for dtype in ("bfloat16", "float16")]  # fmt: skip
     problems.append(TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16", epilogue="bias_gelu"))
-    return _default_ab(problems, "STREAMING_NARROW_N", ())
+    return _default_ab(problems, {"STREAMING_NARROW_N": ()})
 
 
 FP8_BLOCK_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 5120)]
@@ -571,7 +693,7 @@ def swizzle_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     (``HOPPER_SWIZZLE_L2_SHARE`` 0: never; ``_default_ab``)."""
     problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
                 for (m, n, k), dtype, scale in SWIZZLE_AB_PROBLEMS]  # fmt: skip
-    return _default_ab(problems, "HOPPER_SWIZZLE_L2_SHARE", 0)
+    return _default_ab(problems, {"HOPPER_SWIZZLE_L2_SHARE": 0})
 
 
 def main(which: str) -> None:
@@ -590,6 +712,10 @@ def main(which: str) -> None:
             "clusters": cluster_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
+            "swap_wide": swap_wide_jobs,
+            "odd": odd_jobs,
+            "bk_ab": bk_ab_jobs,
+            "skinny_ab": skinny_ab_jobs,
             "narrow": narrow_jobs,
             "narrow_ab": narrow_ab_jobs,
             "fp8_block": fp8_block_jobs,

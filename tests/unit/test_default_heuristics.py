@@ -187,11 +187,11 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
         # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
         (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
-        (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 128)),
+        (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 64)),
         # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
         # swapped): 64x128 tiles, unsplit where they fill a quarter of the SMs (runs 92-93)
         (Shape(64, 28672, 4096), 1, TileShape(64, 128, 128)),
-        (Shape(256, 8192, 8192), 1, TileShape(128, 128, 128)),
+        (Shape(256, 8192, 8192), 1, TileShape(128, 128, 64)),
         (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
     ],
     ids=str,
@@ -235,6 +235,76 @@ def test_hopper_swaps_the_operands_of_weight_streaming_problems(shape: Shape, co
     assert params.instruction_tile == TileShape(64, cols, 16)
     assert params.splitk_factor == 1
     assert params.stages == (8 if cols <= 48 else 6) and not params.use_smem_epilogue
+    assert LIMITS["hopper"].violations(params, prob, h200) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "stages"),
+    [(Shape(96, 6144, 4096), 5), (Shape(72, 4096, 4096), 6), (Shape(112, 8192, 8192), 5),
+     (Shape(96, 4096, 14336), 5)],
+    ids=str,
+)  # fmt: skip
+def test_hopper_swaps_65_to_112_rows_against_a_wide_weight(shape: Shape, stages: int) -> None:
+    """16-bit rows of 65-112 activations against a weight 16 times as wide, whose 64-row tiles
+    fill a quarter of the SMs to one wave, swap too: one wgmma of N = the rows, no second
+    64-row block of padding (H200 run 132: 96x4096x14336 59.4 -> 41.6 us)."""
+    h200 = get_device("h200")
+    for dtype in (DType.bfloat16, DType.float16):
+        prob = problem(shape.m, shape.n, shape.k, dtype=dtype)
+        params = mmaplug_matmul_params(prob, h200, "hopper")
+        assert params is not None and params.swap_ab and params.splitk_factor == 1
+        assert params.cta_tile == params.warp_tile == TileShape(64, shape.m, 128)
+        assert params.stages == stages and not params.use_smem_epilogue
+        assert LIMITS["hopper"].violations(params, prob, h200) == []
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [Shape(120, 8192, 8192), Shape(128, 6144, 4096), Shape(96, 28672, 4096),
+     Shape(96, 1024, 4096), Shape(96, 6144, 4096, batch=2)],
+    ids=str,
+)  # fmt: skip
+def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
+    """No swap at 120 rows (4 stages; run 132: 39.4 -> 43.0 us) or 128 (the unswapped tiles'
+    own N; run 130: 19.9 -> 22.4), over one wave of 64-row weight tiles (96x28672x4096: 67.3
+    -> 80.0 us, run 131), against a weight under 16 times as wide, or batched; nor for FP8."""
+    h200 = get_device("h200")
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=DType.bfloat16)
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None and not params.swap_ab
+    fp8 = problem(96, 6144, 4096, dtype=DType.float8_e4m3fn)
+    params = mmaplug_matmul_params(fp8, h200, "hopper")
+    assert params is not None and not params.swap_ab
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "cta"),
+    [
+        # 16-bit, two consumers of warp tiles 128 wide: 64 of K a stage, the deeper ring (run
+        # 132: 512x4096x4096 29.2 -> 26.8 us)
+        (Shape(512, 4096, 4096), DType.bfloat16, TileShape(128, 128, 64)),
+        (Shape(1536, 1000, 7168), DType.float16, TileShape(128, 128, 64)),
+        # one consumer, or narrower warp tiles, keep nvFuser's order (256x4096x4096 on 64x128
+        # ran 16.5 -> 19.7 us at 64 of K; 64x64x256 1-2% faster than 64 or 128 deep)
+        (Shape(256, 4096, 4096), DType.bfloat16, TileShape(64, 128, 128)),
+        (Shape(4096, 16, 4096), DType.bfloat16, TileShape(64, 64, 256)),
+        # FP8 keeps it too: 128 of K is its 128 bytes already
+        (Shape(4096, 4096, 4096), DType.float8_e4m3fn, TileShape(128, 256, 128)),
+    ],
+    ids=str,
+)
+def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
+    shape: Shape, dtype: DType, cta: TileShape
+) -> None:
+    """On a tie of bytes between K depths, a 16-bit tile of two consumers whose warp tiles
+    are 128 wide or more takes 64 of K a stage and fills the ring up to 6 stages
+    (``HOPPER_TIE_K_BYTES``)."""
+    h200 = get_device("h200")
+    prob = problem(shape.m, shape.n, shape.k, dtype=dtype)
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None and params.cta_tile == cta
+    if cta.k * dtype.itemsize == default.HOPPER_TIE_K_BYTES and dtype.itemsize == 2:
+        assert params.stages == default.HOPPER_MAX_STAGES
     assert LIMITS["hopper"].violations(params, prob, h200) == []
 
 
