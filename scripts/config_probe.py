@@ -16,8 +16,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
     python scripts/config_probe.py swap_wide    # 96-512 rows: the transposed product, N up to 256
     python scripts/config_probe.py odd          # small, odd and batched problems: tiles, fixed cost
-    python scripts/config_probe.py bk_ab        # the default's 128- and 256-deep 16-bit tiles at 64 of K
-    python scripts/config_probe.py skinny_ab    # the 64-deep tie and the swap of 65-112 rows against the old default
+    python scripts/config_probe.py bk_ab        # the 128/256-deep 16-bit defaults at 64 of K
+    python scripts/config_probe.py skinny_ab    # the 64-deep tie, the swap of 65-112 rows: A/B
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
