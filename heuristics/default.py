@@ -53,17 +53,19 @@ SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
 # keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93) and
 # spills beside fused FP8 epilogues
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
-# ... and on a tie of bytes between K depths of a 16-bit tile of two consumer warp groups along
-# M, 128 wide or more a warp tile, 64 of K a stage (128 bytes, one swizzle row) and the deeper
-# ring win, where nvFuser's order (fewer K stages once past 10) took 128 in 3 stages. On the
-# H200, the 128x128 tile against the old default in one run (BENCHMARKS.md run 132, bf16 /
-# fp16, best of two): 512x4096x4096 29.2 / 30.7 -> 26.8 / 28.4 us, 128x14336x4096 37.2 / 38.6
-# -> 35.5 / 36.0, 1536x1000x7168 44.3 / 46.4 -> 41.0 / 40.9, 256x8192x8192 68.7 / 60.8 ->
-# 60.7 / 61.0. One consumer's 64x128 tile lost at 64 of K in 6 stages (256x4096x4096 16.5 /
-# 15.3 -> 19.7 / 19.9, 64x8192x8192 37.3 -> 39.2), and 64x64x256 ran 1-2% faster than at 64
-# or 128 of K (run 131), so those keep nvFuser's order
+# ... and on a tie of bytes between K depths of a 16-bit tile of 64x192 outputs or more, 64 of
+# K a stage (128 bytes, one swizzle row) and the deepest ring that fits win, where nvFuser's
+# order (fewer K stages once past 10) took 128 in 3 stages: the same bytes in flight in twice
+# the stages. On the H200 against the old default (BENCHMARKS.md runs 133 and 135,
+# bf16 / fp16, best of two): 128x128, 6 stages: 512x4096x4096 29.7 / 30.3 -> 26.9 / 27.3 us,
+# 1536x1000x7168 44.0 / 45.8 -> 39.9 / 39.2, 256x8192x8192 67.0 / 65.7 -> 59.9 / 60.1; 64x192,
+# 6 stages: 160x8192x8192 54.6 / 57.2 -> 48.2 / 47.6, 192x6144x4096 27.3 -> 23.5, 256x5120x4096
+# 25.3 -> 21.5 / 21.8. One consumer's 64x128 tile at 64 of K in 8 stages gained at
+# 192x4096x14336 (54.6 -> 49.7) but lost at 256x4096x4096 (15.4 -> 19.3 bf16, in 6 stages
+# too), and 64x64x256 ran 1-2% faster than at 64 or 128 of K (run 131): smaller tiles keep
+# nvFuser's order
 HOPPER_TIE_K_BYTES: Final = 128
-HOPPER_TIE_MIN_WARP_N: Final = 128
+HOPPER_TIE_MIN_TILE: Final = 64 * 192
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # (block scales search the same widths, which their rules narrow to whole or divided scale
@@ -458,24 +460,29 @@ def hopper_tile_score(
 
 
 def _hopper_better(candidate: HopperTiles, best: HopperTiles | None, itemsize: int) -> bool:
-    """nvFuser's order: lower score; on a tie more K stages per SM, or fewer once past 10; but
-    first, on a tie between K depths of one tile, the 16-bit one of ``HOPPER_TIE_K_BYTES`` of K
-    a stage (``_shallow``)."""
+    """``_nvfuser_better``, but on a tie between K depths of one tile the 16-bit one of
+    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first."""
+    if best is not None and candidate.score == best.score:
+        depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
+        if depths and _shallow(candidate, itemsize) != _shallow(best, itemsize):
+            return _shallow(candidate, itemsize)
+    return _nvfuser_better(candidate, best)
+
+
+def _nvfuser_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
+    """nvFuser's order: lower score; on a tie more K stages per SM, or fewer once past 10."""
     if best is None or candidate.score != best.score:
         return best is None or candidate.score < best.score
-    depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
-    if depths and _shallow(candidate, itemsize) != _shallow(best, itemsize):
-        return _shallow(candidate, itemsize)
     if best.k_stages_per_sm < STAGE_TIE_TARGET:
         return candidate.k_stages_per_sm > best.k_stages_per_sm
     return STAGE_TIE_TARGET <= candidate.k_stages_per_sm < best.k_stages_per_sm
 
 
 def _shallow(tiles: HopperTiles, itemsize: int) -> bool:
-    """A 16-bit tile of two consumers or more along M, at least ``HOPPER_TIE_MIN_WARP_N`` wide
-    a warp tile, taking ``HOPPER_TIE_K_BYTES`` of K a stage."""
-    wide = tiles.cta.m > tiles.warp.m and tiles.warp.n >= HOPPER_TIE_MIN_WARP_N
-    return itemsize == 2 and wide and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
+    """A 16-bit CTA tile of ``HOPPER_TIE_MIN_TILE`` outputs or more, taking
+    ``HOPPER_TIE_K_BYTES`` of K a stage."""
+    large = tiles.cta.m * tiles.cta.n >= HOPPER_TIE_MIN_TILE
+    return itemsize == 2 and large and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
 
 
 def _hopper_candidate(ask: _Asker, cta: TileShape, warp: TileShape, stages: int) -> MatmulParams:
@@ -565,6 +572,7 @@ def _search_tiles(
     wide, each with its split."""
     best: HopperTiles | None = None
     size = ask.problem.operand_dtype.itemsize
+    tied = False  # the best won a tie of depths that nvFuser's order gives the deeper K
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
             for instr_n in widths:
@@ -573,7 +581,10 @@ def _search_tiles(
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = _scored_tile(ask, cta, warp, splitk)
                 if candidate is not None and _hopper_better(candidate, best, size):
+                    tied = best is not None and not _nvfuser_better(candidate, best)
                     best = candidate
+    if best is not None and tied:  # the deepest ring: the bytes in flight of the deeper K's
+        return best._replace(deep=True)
     return best
 
 

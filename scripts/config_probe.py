@@ -18,6 +18,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py odd          # small, odd and batched problems: tiles, fixed cost
     python scripts/config_probe.py bk_ab        # the 128/256-deep 16-bit defaults at 64 of K
     python scripts/config_probe.py skinny_ab    # the 64-deep tie, the swap of 65-112 rows: A/B
+    python scripts/config_probe.py deep_ab      # one consumer's tiles tied to 64 of K: A/B
     python scripts/config_probe.py narrow       # skinny rows on narrow N tiles, deep rings
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
@@ -487,12 +488,28 @@ SKINNY_AB_SHAPES = [(64, 28672, 4096), (64, 8192, 8192), (96, 6144, 4096), (192,
 def skinny_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Rows the 64-deep tie and the swap of 65-112 rows change, bf16 and fp16 (96x6144x4096
     and 512x4096x4096 also with bias + GELU), with and without both rules
-    (``HOPPER_TIE_MIN_WARP_N`` past any width, ``SWAP_WIDE_M`` empty; ``_default_ab``)."""
+    (``HOPPER_TIE_MIN_TILE`` past any tile, ``SWAP_WIDE_M`` empty; ``_default_ab``)."""
     problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in SKINNY_AB_SHAPES
                 for dtype in ("bfloat16", "float16")]  # fmt: skip
     problems += [TuneProblem(m=m, n=n, k=k, dtype="bfloat16", epilogue="bias_gelu")
                  for m, n, k in ((96, 6144, 4096), (512, 4096, 4096))]  # fmt: skip
-    return _default_ab(problems, {"HOPPER_TIE_MIN_WARP_N": 1 << 20, "SWAP_WIDE_M": {}})
+    return _default_ab(problems, {"HOPPER_TIE_MIN_TILE": 1 << 30, "SWAP_WIDE_M": {}})
+
+
+DEEP_AB_SHAPES = [(64, 28672, 4096), (64, 8192, 8192), (192, 4096, 14336), (777, 1111, 4096),
+                  (128, 6144, 4096), (120, 8192, 8192), (256, 4096, 4096), (192, 6144, 4096),
+                  (128, 4096, 4096), (160, 8192, 8192), (256, 5120, 4096)]  # fmt: skip
+
+
+def deep_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows whose one-consumer 64x128 or 64x192 tile a 64-deep tie moves to 64 of K in the
+    deepest ring (8 or 6 stages: the bytes in flight of 4 or 3 stages of 128), bf16 and fp16
+    (192x4096x14336 also with bias + GELU), against the default without the tie
+    (``_default_ab``; run 135 with the rule of every tile 128 wide a warp tile)."""
+    problems = [TuneProblem(m=m, n=n, k=k, dtype=dtype) for m, n, k in DEEP_AB_SHAPES
+                for dtype in ("bfloat16", "float16")]  # fmt: skip
+    problems.append(TuneProblem(m=192, n=4096, k=14336, dtype="bfloat16", epilogue="bias_gelu"))
+    return _default_ab(problems, {"HOPPER_TIE_MIN_TILE": 1 << 30})
 
 
 def _bind_whole(compiled: Any, inputs: Any) -> Any:
@@ -716,6 +733,7 @@ def main(which: str) -> None:
             "odd": odd_jobs,
             "bk_ab": bk_ab_jobs,
             "skinny_ab": skinny_ab_jobs,
+            "deep_ab": deep_ab_jobs,
             "narrow": narrow_jobs,
             "narrow_ab": narrow_ab_jobs,
             "fp8_block": fp8_block_jobs,

@@ -376,17 +376,19 @@ def test_default_streams_64_rows_on_narrow_tiles(
         ((100, 4096, 14336), "TN", "none", True),  # the rows rounded up to 104
         ((512, 4096, 4096), "TN", "bias_gelu", False),  # the 64-deep tie: 128x128x64, 6 stages
         ((1536, 1000, 7168), "NT", "relu_aux", False),
+        ((256, 5120, 4096), "TN", "bias_gelu", False),  # one consumer: 64x192x64, 6 stages
+        ((160, 8192, 8192), "NT", "alpha_beta", False),
     ],
     ids=["96x6144x4096", "72x4096x4096_tt", "112x8192x8192", "100x4096x14336", "512x4096x4096",
-         "1536x1000x7168_nt"],
+         "1536x1000x7168_nt", "256x5120x4096", "160x8192x8192_nt"],
 )  # fmt: skip
 def test_default_swaps_65_to_112_rows_and_ties_to_64_of_k(
     pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int], layout: str, epilogue: str,
     swapped: bool,
 ) -> None:  # fmt: skip
     """The default plans of 65-112 activation rows against a weight 16 times as wide (the
-    transposed product) and of 16-bit tiles of two consumers 128 wide a warp tile (64 of K a
-    stage, the deeper ring) match float64 with their fused epilogues."""
+    transposed product) and of 16-bit tiles of 64x192 outputs or more (64 of K a stage, the
+    deeper ring) match float64 with their fused epilogues."""
     compiled = _run(checks, _fusion(*shape, mp.bfloat16, layout, epilogue, 1), pm, seed=41)
     params = compiled.params
     assert compiled.spec.scheduler == "hopper" and params.swap_ab == swapped

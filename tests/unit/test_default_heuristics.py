@@ -280,12 +280,13 @@ def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
 @pytest.mark.parametrize(
     ("shape", "dtype", "cta"),
     [
-        # 16-bit, two consumers of warp tiles 128 wide: 64 of K a stage, the deeper ring (run
-        # 132: 512x4096x4096 29.2 -> 26.8 us)
+        # 16-bit tiles of 64x192 outputs or more: 64 of K a stage, the deeper ring (run 133:
+        # 512x4096x4096 29.7 -> 26.9 us; run 135: 160x8192x8192 54.6 -> 48.2)
         (Shape(512, 4096, 4096), DType.bfloat16, TileShape(128, 128, 64)),
         (Shape(1536, 1000, 7168), DType.float16, TileShape(128, 128, 64)),
-        # one consumer, or narrower warp tiles, keep nvFuser's order (256x4096x4096 on 64x128
-        # ran 16.5 -> 19.7 us at 64 of K; 64x64x256 1-2% faster than 64 or 128 deep)
+        (Shape(160, 8192, 8192), DType.bfloat16, TileShape(64, 192, 64)),
+        # smaller tiles keep nvFuser's order (256x4096x4096 on 64x128 ran 15.4 -> 19.3 us at
+        # 64 of K; 64x64x256 1-2% faster than 64 or 128 deep)
         (Shape(256, 4096, 4096), DType.bfloat16, TileShape(64, 128, 128)),
         (Shape(4096, 16, 4096), DType.bfloat16, TileShape(64, 64, 256)),
         # FP8 keeps it too: 128 of K is its 128 bytes already
@@ -296,9 +297,8 @@ def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
 def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
     shape: Shape, dtype: DType, cta: TileShape
 ) -> None:
-    """On a tie of bytes between K depths, a 16-bit tile of two consumers whose warp tiles
-    are 128 wide or more takes 64 of K a stage and fills the ring up to 6 stages
-    (``HOPPER_TIE_K_BYTES``)."""
+    """On a tie of bytes between K depths, a 16-bit tile of 64x192 outputs or more takes 64
+    of K a stage and the deepest ring that fits, 6 stages here (``HOPPER_TIE_K_BYTES``)."""
     h200 = get_device("h200")
     prob = problem(shape.m, shape.n, shape.k, dtype=dtype)
     params = mmaplug_matmul_params(prob, h200, "hopper")
