@@ -90,8 +90,9 @@ HORIZONTAL_SPLIT_K: Final = Space("splitk_factor", "1", values=(1,))
 SWAP_FIXED: Final = Space(
     "swap_ab", "False for a horizontal fusion or block scales", values=(False,)
 )
-# the tuner tries the swap where the activations are few: at most this many rows
-SWAP_TRIED_MAX_M: Final = 64
+# the tuner tries the swap where the activations are few: at most this many rows (the default
+# swaps up to 112 of a 16-bit product, heuristics/default.py SWAP_WIDE_M; 128 lost there)
+SWAP_TRIED_MAX_M: Final = 128
 # the splits of a tile summed in their cluster's distributed shared memory: 2 to 8 CTAs
 # (limits' cluster reduction rules)
 SPLITK_CLUSTER: Final = Space(
@@ -252,10 +253,10 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
 def _warp_examples(problem: MatmulProblem, swap: Space) -> tuple[tuple[int, int], ...]:
     """``WARP_EXAMPLES``, and where the tuner tries the swap (*swap*: its space), the warp
     tile whose wgmma N is the activation rows (rounded up to 8s; the swapped kernel's tile of
-    few columns)."""
-    few = 8 * -(-problem.m // 8)
-    if swap.examples and few < WARP_EXAMPLES[0][1]:
-        return (*WARP_EXAMPLES, (WGMMA_M, few))
+    few columns) where they do not hold it."""
+    few = (WGMMA_M, 8 * -(-problem.m // 8))
+    if swap.examples and few not in WARP_EXAMPLES:
+        return (*WARP_EXAMPLES, few)
     return WARP_EXAMPLES
 
 

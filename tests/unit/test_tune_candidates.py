@@ -103,6 +103,20 @@ def test_builtin_configurations_keep_only_what_the_rules_allow() -> None:
         assert all(violations(scheduler, p, problem, H200) == [] for p in found)
 
 
+@pytest.mark.parametrize(("m", "swapped"), [(40, True), (72, True), (112, True), (136, False)])
+def test_hopper_tries_the_swap_where_the_default_may_take_it(m: int, swapped: bool) -> None:
+    """The tuner tries the transposed product up to 128 activation rows (the default swaps up
+    to 112, heuristics/default.py ``SWAP_WIDE_M``), with the warp tile whose wgmma N is the
+    rows rounded up to 8s; not past them."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    problem = TuneProblem(m=m, n=6144, k=4096, dtype="bfloat16").problem()
+    found = list(candidates.configurations(schedulers(pm)["hopper"][1], problem, H200))
+    swaps = [p for p in found if p.swap_ab]
+    assert bool(swaps) == swapped
+    cols = 8 * -(-m // 8)
+    assert not swapped or any(p.warp_tile.n == cols and p.cta_tile.m == 64 for p in swaps)
+
+
 # --- a third scheduler, from a plugin ------------------------------------------------------------
 
 
