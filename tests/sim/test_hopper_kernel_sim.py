@@ -508,6 +508,16 @@ def case_nt_f16_swap_bias_residual_gelu(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 64), (64, 64, 64), 2), **SWAP}
 
 
+def case_tt_bf16_swap_wide_rows_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """TT swapped with the default's wide N of 65-112 rows: 100 activation rows as a wgmma N of
+    104, two weight tiles (the second ragged), ragged K; bias along N and GELU."""
+    a, b = _operands(fd, mp, 100, 72, 96, "TT", mp.bfloat16)
+    bias = fd.define_tensor([72], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [100, 72], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((64, 104, 64), (64, 104, 64), 2), **SWAP}
+
+
 def case_nn_f16_swap_splitk2_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
     """NN swapped, split-K 2: partials written in the output's orientation, which the reduce
     reads as any split's; relu and a float32 aux output."""
@@ -693,6 +703,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_out_e4m3_amax_nan": 4,
          "tt_bf16_batch2_out_e4m3_amax_pingpong_casts": 4,
          "tn_bf16_swap_ragged": 3, "nt_f16_swap_bias_residual_gelu": 2,
+         "tt_bf16_swap_wide_rows_bias_gelu": 2,
          "nn_f16_swap_splitk2_relu_aux": 4, "tt_bf16_swap_batch2_row_scale": 4,
          "tn_e4m3_swap_rowwise_bias": 2, "tn_f16_swap_cluster_pairs": 2,
          "tn_bf16_swap_pingpong_amax": 5, "tn_f16_splitk2_kcluster_ragged": 6,
