@@ -669,9 +669,9 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     (``swaps_operands``), or its narrow tiles (``STREAMING_NARROW_N``); otherwise persistent,
     warp-specialized, TMA-loaded, K split where a deep K meets few tiles (``hopper_splitk``),
     CTA pairs on large grids (``hopper_cluster``), the tile order grouped where a wave would
-    spill L2 (``hopper_swizzle``), the epilogue staged through shared memory,
-    stages filling it up to 6 (4 block-scaled; 8 for the narrow tiles) and the K loops a CTA
-    runs."""
+    spill L2 (``hopper_swizzle``), the epilogue staged through shared memory, stages filling
+    it up to 6 (4 block-scaled; the deepest ring up to 8 for the narrow tiles and the 64-deep
+    ties) and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = _Asker(scheduler_object("hopper"), problem, device)
