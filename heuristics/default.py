@@ -419,10 +419,14 @@ class HopperTiles(NamedTuple):
 
 
 def streams_weight(problem: MatmulProblem) -> bool:
-    """One row block of activations against one wide weight (N >= 16 M): the weight's bytes,
-    read once whatever the tile, are the problem's time."""
-    wide = problem.n >= STREAMING_MIN_N_PER_M * problem.m
-    return problem.batch == 1 and problem.m <= HOPPER_ROWS and wide
+    """One row block of activations against one wide weight (``_wide_weight``): the weight's
+    bytes, read once whatever the tile, are the problem's time."""
+    return problem.m <= HOPPER_ROWS and _wide_weight(problem)
+
+
+def _wide_weight(problem: MatmulProblem) -> bool:
+    """One batch, its weight at least ``STREAMING_MIN_N_PER_M`` times as wide as its rows."""
+    return problem.batch == 1 and problem.n >= STREAMING_MIN_N_PER_M * problem.m
 
 
 def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
@@ -635,8 +639,7 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
         most = max(most, SWAP_OVER_SPLIT_M.get(size, 0))
     few = problem.m <= most
     plain = problem.horizontal == 1 and not problem.block_scaled
-    wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and problem.batch == 1
-    wide_rows = wide_rows and problem.n >= STREAMING_MIN_N_PER_M * problem.m
+    wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and _wide_weight(problem)
     streams = decode_rows or (streams_weight(problem) and fills)
     return plain and ((few and streams) or (wide_rows and fills))
 
