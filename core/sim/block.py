@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mmaplug.errors import UsageError
 from mmaplug.sim.threads import block_dim, current_manager, host_array
-from mmaplug.sim.warp import Warp
+from mmaplug.sim.warp import WARP_SIZE, Warp
 
 WARPGROUP_SIZE = 128
 # The first shared array of a block starts here: deliberately not 1024-byte aligned, so that a
@@ -97,6 +98,7 @@ class Block:
         self.windows: list[tuple[int, np.ndarray]] = []  # (fake base, uint8 view)
         self.mbarriers: dict[int, MBarrier] = {}
         self.named: dict[int, NamedBarrier] = {}
+        self.warps: dict[int, Warp] = {}
         self.groups: dict[int, Warp] = {}
         # simulator threads seen by `current` (weakly: they reference the BlockManager key)
         self.threads: weakref.WeakValueDictionary[int, threading.Thread] = (
@@ -346,18 +348,26 @@ class Block:
                     self.barrier_cond("named", ident),
                 )
 
-    # --- warpgroups ----------------------------------------------------------------------------
+    # --- warps and warpgroups -------------------------------------------------------------------
+
+    def warp(self, thread_id: int, op: str) -> tuple[int, Warp]:
+        """The lane of *thread_id* in its warp, and the warp's exchange."""
+        return self._exchange(self.warps, WARP_SIZE, "warps of 32", thread_id, op)
 
     def warpgroup(self, thread_id: int, op: str) -> tuple[int, Warp]:
-        group, lane = divmod(thread_id, WARPGROUP_SIZE)
-        if self.nthreads < (group + 1) * WARPGROUP_SIZE:
-            raise UsageError(
-                f"{op} needs full warpgroups of 128 threads; this block has {self.nthreads}"
-            )
-        exchange = self.groups.get(group)  # without the lock: every wgmma of every thread
+        """The lane of *thread_id* in its warpgroup, and the warpgroup's exchange."""
+        return self._exchange(self.groups, WARPGROUP_SIZE, "warpgroups of 128", thread_id, op)
+
+    def _exchange(
+        self, exchanges: dict[int, Warp], size: int, what: str, thread_id: int, op: str
+    ) -> tuple[int, Warp]:
+        unit, lane = divmod(thread_id, size)
+        if self.nthreads < (unit + 1) * size:
+            raise UsageError(f"{op} needs full {what} threads; this block has {self.nthreads}")
+        exchange = exchanges.get(unit)  # without the lock: every collective of every thread
         if exchange is None:
             with self.cond:
-                exchange = self.groups.setdefault(group, Warp(WARPGROUP_SIZE))
+                exchange = exchanges.setdefault(unit, Warp(size, self.seen, unit * size))
         return lane, exchange
 
 
@@ -385,6 +395,13 @@ def register_cluster(managers: list[Any]) -> list[Block]:
         for manager, block in zip(managers, blocks, strict=True):
             _BLOCKS[manager] = block
     return blocks
+
+
+def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
+    """Run warp-collective `op`: exchange `value` across the calling thread's warp."""
+    block, thread_id = current(op)
+    lane, warp = block.warp(thread_id, op)
+    return warp.exchange(lane, op, value, combine)
 
 
 def current(op: str) -> tuple[Block, int]:

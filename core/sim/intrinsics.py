@@ -16,8 +16,9 @@ import ml_dtypes
 import numpy as np
 
 from mmaplug.errors import UsageError
+from mmaplug.sim.block import warp_collective
 from mmaplug.sim.threads import host_array
-from mmaplug.sim.warp import WARP_SIZE, warp_collective
+from mmaplug.sim.warp import WARP_SIZE
 
 LDMATRIX_ROW_BYTES = 16
 

@@ -143,6 +143,16 @@ def _per_block_shared(shared_of_kernel: Any) -> property:
     return property(shared_of_block)
 
 
+def _run_to_exit(kernel: Any, args: tuple[Any, ...]) -> None:
+    """A simulated thread's body: the kernel, then the mark that it has exited, which the
+    exchanges of its warp read (``mmaplug.sim.warp.Warp``: a thread not yet started is not
+    alive either, so ``is_alive`` cannot tell an exited lane from a late one)."""
+    try:
+        kernel(*args)
+    finally:
+        threading.current_thread().exited = True  # type: ignore[attr-defined]
+
+
 def run_together(
     held: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]], cluster: list[Any]
 ) -> None:
@@ -161,8 +171,9 @@ def run_together(
         kernel, debug = field(manager, "_f"), field(manager, "_debug")
         for block_point in np.ndindex(*block_dim(manager)):
             thread = BlockThread(
-                functools.partial(kernel, *args), manager, grid_point, block_point, debug
-            )
+                functools.partial(_run_to_exit, kernel, args), manager, grid_point, block_point,
+                debug,
+            )  # fmt: skip
             block.add_thread(thread)  # seen from the start: a thread may exit before any op
             thread.start()
             threads.add(thread)

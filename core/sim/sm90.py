@@ -15,8 +15,9 @@ import numpy as np
 
 from mmaplug.errors import UsageError
 from mmaplug.sim import block as B
+from mmaplug.sim.block import warp_collective
 from mmaplug.sim.tensormaps import MapSpec, lookup_at
-from mmaplug.sim.warp import WARP_SIZE, warp_collective
+from mmaplug.sim.warp import WARP_SIZE
 from mmaplug.sim.wgmma import (  # noqa: F401 - emulations of mmaplug.cuda.sm90 names
     fence_operand,
     literal,

@@ -1,33 +1,40 @@
 """The exchange of a simulated warp (or warpgroup): each lane deposits its operand, the last to
-arrive computes every lane's result, and a lane stuck too long means the warp diverged."""
+arrive computes every lane's result; a lane that exited instead means the warp diverged. The
+block's warps and warpgroups are ``mmaplug.sim.block.Block``'s."""
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-import numpy as np
-
 from mmaplug.errors import UsageError
-from mmaplug.sim.threads import block_dim, current_manager
 
-__all__ = ["EXCHANGE_TIMEOUT_S", "WARP_SIZE", "Warp", "warp_collective"]
+__all__ = ["EXCHANGE_TIMEOUT_S", "WARP_SIZE", "Warp"]
 
 WARP_SIZE: Final = 32
-# A lane stuck this long at a warp-collective op means the warp diverged (or a lane is in
-# syncthreads): fail instead of hanging the simulator.
-EXCHANGE_TIMEOUT_S: Final = 60.0
+# A lane that exited without reaching the warp-collective op the others wait at means the warp
+# diverged: found at the next scan. A live lane may be slow, not lost: the 1,536 threads of a
+# simulated cluster on a loaded 2-core machine kept lanes from an exchange over 60 s (a CI run
+# of 2026-12-03), so a wait gives up only after as long as a barrier wait
+# (``mmaplug.sim.block.WAIT_TIMEOUT_S``): a lane stuck elsewhere (syncthreads, a barrier).
+EXCHANGE_TIMEOUT_S: Final = 600.0
 _POLL_S: Final = 0.05
+_SCAN_S: Final = 0.5  # how often a waiting lane looks for exited lanes
+
+# (simulator thread id, thread) of the block's threads seen so far
+Members = Callable[[], Iterable[tuple[int, threading.Thread]]]
 
 
 class Warp:
-    """Scratch slots and a generation barrier shared by the lanes of one simulated warp."""
+    """Scratch slots and a generation barrier shared by the lanes of one simulated warp (or
+    warpgroup): threads ``first`` .. ``first + size - 1`` of the block whose threads *members*
+    lists."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, members: Members, first: int) -> None:
         self.size = size
+        self.members, self.first = members, first
         self.cond = threading.Condition()
         self.slots: list[Any] = [None] * size
         self.arrived = 0
@@ -64,48 +71,31 @@ class Warp:
 
     def _wait(self, generation: int, op: str) -> None:
         thread = threading.current_thread()
-        deadline = time.monotonic() + EXCHANGE_TIMEOUT_S
+        now = time.monotonic()
+        deadline, scan = now + EXCHANGE_TIMEOUT_S, now + _SCAN_S
         while self.generation == generation:
             if getattr(thread, "abort", False):
                 raise RuntimeError("simulated kernel aborted by another thread")
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > scan:
+                scan = now + _SCAN_S
                 missing = [i for i, slot in enumerate(self.slots) if slot is None]
-                raise UsageError(
-                    f"{op}: lanes {missing} never arrived within {EXCHANGE_TIMEOUT_S:.0f} s; "
-                    "every lane of the warp must execute the same warp-collective op"
-                )
+                if exited := self._exited(missing):
+                    raise UsageError(
+                        f"{op}: lanes {exited} exited without reaching it; every lane of the "
+                        "warp must execute the same warp-collective op"
+                    )
+                if now > deadline:
+                    raise UsageError(
+                        f"{op}: lanes {missing} never arrived within {EXCHANGE_TIMEOUT_S:.0f} "
+                        "s; every lane of the warp must execute the same warp-collective op"
+                    )
             self.cond.wait(_POLL_S)
 
-
-# BlockManager (one per simulated block) -> {warp id: Warp}; entries vanish with the block.
-_BLOCKS: weakref.WeakKeyDictionary[Any, dict[int, Warp]] = weakref.WeakKeyDictionary()
-_BLOCKS_LOCK = threading.Lock()
-
-
-def _lane_and_warp(op: str) -> tuple[int, Warp]:
-    """Find the calling simulator thread's lane and its warp's exchange.
-
-    Numba's simulator runs each CUDA thread as a `BlockThread`, which carries `thread_id` (the
-    linear id x + X * (y + Y * z)) and the BlockManager of its block (``current_manager``).
-    """
-    thread: Any = threading.current_thread()
-    manager = current_manager()
-    if manager is None or not hasattr(thread, "thread_id"):
-        raise UsageError(f"{op} must be called from a kernel running in Numba's CUDA simulator")
-    warp_id, lane = divmod(thread.thread_id, WARP_SIZE)
-    nthreads = int(np.prod(block_dim(manager)))
-    size = min(WARP_SIZE, nthreads - warp_id * WARP_SIZE)
-    if size != WARP_SIZE:
-        raise UsageError(f"{op} needs full warps of 32 threads; this block has {nthreads} threads")
-    with _BLOCKS_LOCK:
-        warps = _BLOCKS.setdefault(manager, {})
-        warp = warps.get(warp_id)
-        if warp is None:
-            warp = warps[warp_id] = Warp(size)
-    return lane, warp
-
-
-def warp_collective(op: str, value: Any, combine: Callable[[list[Any]], Any]) -> Any:
-    """Run warp-collective `op`: exchange `value` across the calling thread's warp."""
-    lane, warp = _lane_and_warp(op)
-    return warp.exchange(lane, op, value, combine)
+    def _exited(self, missing: list[int]) -> list[int]:
+        """The lanes of *missing* whose thread has exited: marked ``exited`` by
+        ``mmaplug.sim.simulator.run_together`` (a launch outside ``simulated_launch`` marks
+        none, and waits out the timeout)."""
+        first, size = self.first, self.size
+        lanes = {tid - first: t for tid, t in self.members() if 0 <= tid - first < size}
+        return [lane for lane in missing if getattr(lanes.get(lane), "exited", False)]

@@ -310,6 +310,31 @@ def test_partial_warp_is_rejected():
 
 
 @in_simulator
+def test_lanes_that_exit_before_a_collective_are_named_at_once():
+    """Half a warp returns while the other half waits at ldmatrix: the waiting lanes raise a
+    UsageError naming the exited lanes within seconds (the patience for live lanes is minutes:
+    a slow lane of a loaded simulator is not a lost one)."""
+    import time
+
+    from mmaplug.errors import UsageError
+    from mmaplug.sim.simulator import simulated_launch
+    from mmaplug.sim.warp import EXCHANGE_TIMEOUT_S
+
+    @cuda.jit
+    def kernel(out):
+        sm = cuda.shared.array(64, types.uint16)
+        if cuda.threadIdx.x >= 16:
+            return
+        out[cuda.threadIdx.x] = I.ldmatrix_x1(I.smem_addr(sm, 0))
+
+    start = time.monotonic()
+    with pytest.raises(UsageError, match=r"lanes \[16, .*31\] exited without reaching it"):
+        with simulated_launch():
+            kernel[1, 32](np.zeros(32, np.uint32))
+    assert time.monotonic() - start < EXCHANGE_TIMEOUT_S / 10
+
+
+@in_simulator
 def test_cp_async_copies_and_zero_fills():
     """cp.async copies 16/8/4 bytes, zero-fills past src_bytes, and src_bytes=0 writes zeros."""
 
