@@ -25,6 +25,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_halves   # block scales on 64x256 warp tiles (chunks)
     python scripts/config_probe.py swizzle      # the persistent tile order's groups (L2 reuse)
     python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
+    python scripts/config_probe.py overlap      # 128x128 against 128x256 tiles, bare and fused
+    python scripts/config_probe.py fp8_fused    # FP8 defaults bare and fused, per row and tensor
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -713,6 +715,58 @@ def swizzle_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _default_ab(problems, {"HOPPER_SWIZZLE_L2_SHARE": 0})
 
 
+OVERLAP_PROBLEMS = [((4096, 4096, 4096), "bfloat16", ""), ((4096, 4096, 4096), "float16", ""),
+                    ((8192, 8192, 8192), "bfloat16", ""),
+                    ((2048, 14336, 5120), "bfloat16", ""),
+                    ((4096, 4096, 4096), "float8_e4m3fn", "tensor"),
+                    ((4096, 4096, 4096), "float8_e4m3fn", "row"),
+                    ((8192, 8192, 8192), "float8_e4m3fn", "tensor")]  # fmt: skip
+
+
+def overlap_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """What an epilogue overlapped with the next tile's main loop could win: hopper's default
+    (128x256 tiles) and cooperative 128x128 tiles (two 64x128 consumers, whose 64 accumulators
+    a thread leave room for a second set) with the deepest ring, bare and with bias + GELU."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), dtype, scale in OVERLAP_PROBLEMS:
+        wk = 32 if scale else 16
+        bk = 128 if scale else 64
+        for epilogue in ("none", "bias_gelu"):
+            problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
+            jobs.append((problem, f"{epilogue} default", _compiled(problem, pm=hopper)))
+            ov = _wgmma_tiles((128, 128, bk), (64, 128, bk), k=wk, tiling_strategy="persistent")
+            for cluster in ((1, 1), (2, 1)):
+                ovc = {**ov, "cluster_dims": cluster}
+                label = f"{epilogue} 128x128x{bk} c{cluster[0]} s{{s}}"
+                jobs += _deepest_job(problem, ovc, range(8, 2, -1), hopper, label)
+    return jobs
+
+
+FP8_FUSED_PROBLEMS = [((4096, 4096, 4096), "row", "none"), ((4096, 4096, 4096), "row", "bias"),
+                      ((4096, 4096, 4096), "row", "bias_gelu"),
+                      ((4096, 4096, 4096), "tensor", "none"),
+                      ((4096, 4096, 4096), "tensor", "bias_gelu"),
+                      ((8192, 8192, 8192), "row", "none"), ((8192, 8192, 8192), "row", "bias_gelu"),
+                      ((2048, 14336, 5120), "row", "none"),
+                      ((2048, 14336, 5120), "row", "bias_gelu"),
+                      ((4096, 28672, 4096), "row", "bias_gelu"),
+                      ((4096, 4096, 4096), "", "bias_gelu")]  # fmt: skip
+
+
+def fp8_fused_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """e4m3 products on hopper's default plan, bare and with a bias (and GELU), per-row and
+    per-tensor scales, and a bf16 one (no scale): what the fused epilogue costs against the
+    bare kernel (run on two trees for an A/B of an epilogue change, BENCHMARKS.md run 139)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), scale, epilogue in FP8_FUSED_PROBLEMS:
+        dtype = "float8_e4m3fn" if scale else "bfloat16"
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
+        jobs.append((problem, f"{scale} {epilogue}", _compiled(problem, pm=hopper)))
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -740,6 +794,8 @@ def main(which: str) -> None:
             "fp8_halves": fp8_halves_jobs,
             "swizzle": swizzle_jobs,
             "swizzle_ab": swizzle_ab_jobs,
+            "overlap": overlap_jobs,
+            "fp8_fused": fp8_fused_jobs,
         }[which]()
         if job[2]
     ]
