@@ -46,6 +46,10 @@ SMEM_ALIGN: Final = 1024  # a 128B-swizzle pattern repeats every 1024 bytes
 MBARRIER_BYTES: Final = 8
 VECTOR_ALIGN: Final = 16  # packed epilogue stores: 16-byte vectors
 STAGED_ROWS: Final = 64  # rows a smem epilogue stages at a time: one wgmma fragment block
+# N-only epilogue inputs the packed epilogue stages in shared memory, a float32 row of the
+# consumer's columns each: a bias, and FP8's per-column scale of B beside it (run 137: the
+# bias loaded from global memory every step cost the per-row FP8 4096^3 kernel ~5%)
+COLUMN_ROWS: Final = 2
 # the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
 # portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
 MAX_REDUCE_CLUSTER: Final = 8
@@ -389,15 +393,16 @@ def epilogue_outputs(epilogue: EpilogueProgram, workspace: bool) -> tuple[DType,
 def staging_bytes(consumers: int, wn: int) -> int:
     """Shared memory of the smem epilogue: ``STAGED_ROWS`` rows of ``4 * chunk + 32`` bytes per
     consumer (the epilogues stage one 64-row fragment block's chunk at a time, whatever the
-    warp tile's height), then a column row of ``wn`` floats per consumer.
+    warp tile's height), then ``COLUMN_ROWS`` column rows of ``wn`` floats per consumer.
 
     The rows hold the staged path's float32 chunk (``chunk + 4`` floats a row) and, with
     ``packed_stores``, two 16-bit chunk buffers or one float32 one (``chunk * size + 16`` bytes a
-    row, see :func:`packed_row_bytes`). The column row holds the packed epilogue's bias (its
-    first N-only input) widened, written once per tile instead of loaded from global memory at
-    every chunk (runs 54-55: those loads cost the fused fp16 4096^3 kernel 14%, the column row 5%).
+    row, see :func:`packed_row_bytes`). The column rows hold the packed epilogue's N-only
+    inputs (a bias, an FP8 column scale) widened, written once per tile instead of loaded from
+    global memory at every chunk (runs 54-55: those loads cost the fused fp16 4096^3 kernel
+    14%, the column row 5%).
     """
-    return consumers * (STAGED_ROWS * staging_row_bytes(wn) + 4 * wn)
+    return consumers * (STAGED_ROWS * staging_row_bytes(wn) + 4 * wn * COLUMN_ROWS)
 
 
 def staging_row_bytes(wn: int) -> int:

@@ -26,7 +26,7 @@ from .config import (
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
 from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import (
-    emit_column_prefetch,
+    emit_input_prefetch,
     emit_packed_setup,
     emit_packed_step_function,
     steps_called,
@@ -511,7 +511,7 @@ def _emit_k_loop(
         em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
         with em.indent():
             _emit_origin(em, cfg)
-            emit_column_prefetch(em, cfg)
+            emit_input_prefetch(em, cfg)
         em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
         for acc in accs:
             em(f"{acc} = fence_operand({acc})")
@@ -533,7 +533,7 @@ def _emit_k_loop(
             for acc in accs:
                 em(f"{acc} = wgmma_zeros({nacc})")
             _emit_origin(em, cfg)
-            emit_column_prefetch(em, cfg)
+            emit_input_prefetch(em, cfg)
 
 
 def _emit_full_wait(em: Emitter) -> None:
@@ -650,7 +650,7 @@ def _emit_block_scaled_loop(
 def _emit_scale_rows(em: Emitter, cfg: HopperKernelConfig, rows: list[tuple[str, int]]) -> None:
     """The unit's origin, and the offsets of the thread's *rows* in A's scales."""
     _emit_origin(em, cfg)  # the scales' rows and column block are the tile's
-    emit_column_prefetch(em, cfg)
+    emit_input_prefetch(em, cfg)
     em(f"srow = {kv.m0} + {kv.cm} * {cfg.warp_tile[0]} + 16 * {kv.w} + {kv.lane} // 4")
     for name, off in rows:  # rows past M read row M - 1; the epilogue drops them
         em(f"a{name} = min(srow + {off}, M - 1) * sfa_m")

@@ -98,9 +98,17 @@ class KernelVars:
     ebuf: str = "ebuf"
     """The chunk buffer the packed epilogue writes next (0 or 1)."""
     scol: str = "scol"
-    """float32 index of the consumer's column row (the staged N-only input)."""
+    """float32 index of the consumer's column row of the first staged N-only input (the rows of
+    further ones follow the consumers' rows of the first)."""
     pc: str = "pc"
-    """Prefix of the registers ``pc0``, ``pc1``, ... holding the prefetched column input."""
+    """Prefix of the registers ``pc0``, ``pc1``, ... holding the prefetched first column input
+    (``pc0_1``, ... the second's)."""
+    pv: str = "pv"
+    """Prefix of the registers ``pv{i}`` holding per-tensor epilogue input ``i``, loaded with
+    the tile's origin."""
+    pr: str = "pr"
+    """Prefix of the registers ``pr{i}_{k}`` holding epilogue input ``i`` along M at the
+    thread's fragment row ``k`` of the tile (``2 * block + h``), loaded with its origin."""
     red: str = "red"
     """Shared address of the cluster reduction's two mbarriers, its partial tile after them."""
     rph: str = "rph"

@@ -26,6 +26,7 @@ from mmaplug.codegen.emitter import (
 from mmaplug.ir.dtypes import DType
 
 from .config import (
+    COLUMN_ROWS,
     STAGED_ROWS,
     VECTOR_ALIGN,
     WARPGROUP,
@@ -36,8 +37,8 @@ from .config import (
 from .kernel_vars import KERNEL_VARS
 
 __all__ = [
-    "column_input",
-    "emit_column_prefetch",
+    "column_inputs",
+    "emit_input_prefetch",
     "emit_packed_epilogue",
     "emit_packed_setup",
     "emit_packed_step_function",
@@ -67,7 +68,7 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     )
     em(f"{kv.fcol} = 2 * ({kv.lane} % 4)  # its first column in each 8-column group")
     em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
-    if column_input(cfg) is not None:
+    if column_inputs(cfg):
         regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)
         em(
             f"{kv.scol} = ({kv.stg} - {kv.base} + {regions}) // 4 + {kv.c} * {wn}  "
@@ -75,27 +76,61 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
         )
 
 
-def column_input(cfg: HopperKernelConfig) -> int | None:
-    """The epilogue input the packed epilogue stages in its column row (the first N-only one it
-    reads that varies along N, a bias), or None. (A per-tensor value is loaded once a step.)"""
+def column_inputs(cfg: HopperKernelConfig) -> list[int]:
+    """The epilogue inputs the packed epilogue stages in column rows: the first
+    ``COLUMN_ROWS`` N-only ones it reads that vary along N (a bias; FP8's per-column scale of
+    B beside it). A further N-only input is loaded once a column of each step; per-tensor and
+    per-row values once a tile (:func:`tile_inputs`)."""
     if not cfg.packed_stores or cfg.splitk > 1:
-        return None
+        return []
     prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
     once = invariant_inputs(prog)
-    return next((i for i in n_only_inputs(prog) if i in used and i not in once), None)
+    return [i for i in n_only_inputs(prog) if i in used and i not in once][:COLUMN_ROWS]
 
 
-def emit_column_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
-    """Before a unit's main loop: load this consumer's columns of the staged N-only input into
-    registers (``WARPGROUP`` columns a load), as stored, so the loads are in flight during the
-    main loop; the epilogue widens them into the column row."""
-    i = column_input(cfg)
-    if i is None:
-        return
-    wn = cfg.warp_tile[1]
-    for j in range(-(-wn // WARPGROUP)):
-        col = f"min({kv.n0} + {kv.cn} * {wn} + {kv.t} + {j * WARPGROUP}, N - 1)"
-        em(f"{kv.pc}{j} = in{i}[{kv.bt} * in{i}_sb + {col} * in{i}_sn]")
+def _column_row(cfg: HopperKernelConfig, k: int) -> str:
+    """The word offset (expression) of this consumer's column row of staged input *k*."""
+    return f"{kv.scol} + {k * cfg.consumers * cfg.warp_tile[1]}" if k else kv.scol
+
+
+def _prefetched(k: int, j: int) -> str:
+    """The register holding load *j* of staged input *k* (:func:`emit_input_prefetch`)."""
+    return f"{kv.pc}{j}_{k}" if k else f"{kv.pc}{j}"
+
+
+def tile_inputs(cfg: HopperKernelConfig) -> tuple[list[int], list[int]]:
+    """The epilogue inputs the packed epilogue loads once per tile, before the main loop (see
+    :func:`emit_input_prefetch`): those along neither M nor N (a per-tensor scale) and those
+    along M only (a per-row scale of A). Both unchanged from step to step of a row block, they
+    were loaded at every step, whose first instructions then waited for them (runs 139-140).
+    A casts-only epilogue reads no input."""
+    if not cfg.packed_stores or cfg.splitk > 1 or not steps_called(cfg.epilogue):
+        return [], []
+    prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
+    once = [i for i in invariant_inputs(prog) if i in used]
+    return once, [i for i in m_only_inputs(prog) if i in used and i not in once]
+
+
+def emit_input_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
+    """Before a unit's main loop (its origin decoded), load what its epilogue reads once a
+    tile, as stored, so the loads are in flight during the main loop: this consumer's columns
+    of each staged N-only input (``WARPGROUP`` columns a load; the epilogue widens them into
+    the column rows), each per-tensor input (``pv{i}``) and, for each of the thread's two
+    fragment rows of each 64-row block, each input along M only (``pr{i}_{2 * block + h}``)."""
+    wm, wn, _ = cfg.warp_tile
+    for k, i in enumerate(column_inputs(cfg)):
+        for j in range(-(-wn // WARPGROUP)):
+            col = f"min({kv.n0} + {kv.cn} * {wn} + {kv.t} + {j * WARPGROUP}, N - 1)"
+            em(f"{_prefetched(k, j)} = in{i}[{kv.bt} * in{i}_sb + {col} * in{i}_sn]")
+    once, by_row = tile_inputs(cfg)
+    for i in once:
+        em(f"{kv.pv}{i} = in{i}[{kv.bt} * in{i}_sb]")
+    for i in by_row:
+        for r in range(wm // STAGED_ROWS):
+            for h in (0, 1):
+                row = f"{kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS * r + 8 * h} + {kv.frow}"
+                at = f"{kv.bt} * in{i}_sb + min({row}, M - 1) * in{i}_sm"
+                em(f"{kv.pr}{i}_{2 * r + h} = in{i}[{at}]")
 
 
 def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tuple[str, int]]:
@@ -141,7 +176,7 @@ def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
     """This consumer's tile, a 64-row block's column chunk a step: before the steps the column
-    row is written (see :func:`column_input`, from the registers :func:`emit_column_prefetch`
+    rows are written (see :func:`column_inputs`, from the registers :func:`emit_input_prefetch`
     loaded before the main loop). With arithmetic (:func:`steps_called`) each step is a call
     of :func:`emit_packed_step_function`'s device function with the step's accumulator
     registers by constant index: a step loop picks them through a branch chain, 16 register
@@ -150,21 +185,22 @@ def emit_packed_epilogue(
     the same step code (LLVM unrolls it; a function would only cost build time)."""
     wn = cfg.warp_tile[1]
     chunks, groups = wn // cfg.epilogue_chunk, cfg.epilogue_chunk // 8
-    staged = column_input(cfg)
+    staged = column_inputs(cfg)
+    once, by_row = tile_inputs(cfg)
     for i in _used_inputs(prog):
-        if i != staged:
+        if i not in staged + once + by_row:
             em(f"ib{i} = {kv.bt} * in{i}_sb")
-    if staged is not None:
+    for k, i in enumerate(staged):
         for j in range(-(-wn // WARPGROUP)):
-            value = widen(prog.inputs[staged].dtype, f"{kv.pc}{j}")
-            store = f"{kv.sf}[{kv.scol} + {kv.t} + {j * WARPGROUP}] = {value}"
+            value = widen(prog.inputs[i].dtype, _prefetched(k, j))
+            store = f"{kv.sf}[{_column_row(cfg, k)} + {kv.t} + {j * WARPGROUP}] = {value}"
             if (j + 1) * WARPGROUP > wn:
                 em(f"if {kv.t} + {j * WARPGROUP} < {wn}:")
                 em(f"    {store}")
             else:
                 em(store)
-        if cfg.packed_buffers == 2:  # (with one buffer each step's first barrier orders it)
-            em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the column row is written")
+    if staged and cfg.packed_buffers == 2:  # (with one buffer each step's first barrier orders it)
+        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the column row is written")
     body, params = _step_source(cfg, prog)
     if not steps_called(prog):
         em(f"{kv.ch} = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
@@ -181,10 +217,7 @@ def emit_packed_epilogue(
         return
     for step, (acc, index) in enumerate((acc, index) for acc in accs for index in range(chunks)):
         first = 4 * index * groups  # the step's first register in the block's fragment
-        args = [
-            str(step) if p == kv.ch else f"{acc}[{first + int(p[1:])}]" if _is_value(p) else p
-            for p in params
-        ]
+        args = [_step_arg(p, step, f"{acc}[{{}}]", first, step // chunks) for p in params]
         call = f"{_maxima(prog)} = " if prog.amaxes else ""  # the step returns them
         call += f"{STEP_FUNCTION}({', '.join(args)})"
         em(f"{call}  # row block {step // chunks}, chunk {index}")
@@ -223,14 +256,38 @@ def _is_value(name: str) -> bool:
     return name[0] == "a" and name[1:].isdigit()
 
 
+def _step_arg(name: str, step: int, register: str, first: int, block: int) -> str:
+    """The argument of step *step*'s call for parameter *name*: the step's index, its
+    accumulator register (*register* formatted with the index; *first* the step's first), its
+    row block *block*'s prefetched row of an input along M, or the kernel's variable."""
+    if name == kv.ch:
+        return str(step)
+    if _is_value(name):
+        return register.format(first + int(name[1:]))
+    if row := _row_param(name):  # the step's row h of input i: the block's register
+        i, h = row
+        return f"{kv.pr}{i}_{2 * block + h}"
+    return name
+
+
+def _row_param(name: str) -> tuple[int, int] | None:
+    """(input, h) when *name* is the step's parameter ``pr{i}_{h}``: row h (0: frow, 1: frow +
+    8) of input i along M, which each call binds to its row block's prefetched register."""
+    head, _, h = name.partition("_")
+    if head.startswith(kv.pr) and head[len(kv.pr) :].isdigit() and h in ("0", "1"):
+        return int(head[len(kv.pr) :]), int(h)
+    return None
+
+
 def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[str], list[str]]:
     """One step's code and its parameters, the free names it reads (first use first).
 
     Step ``ch`` (row block ``ch // chunks``, column chunk ``ch % chunks``): each thread
     applies *prog* to its fragment values of the chunk, ``a0`` ... (inputs clamped into
-    bounds; one that varies along N only is read once a column, the staged one from the
-    column row, one along M only once for each of the thread's two rows, one along neither
-    once a step), and packs the results into the chunk buffer ``ebuf`` in the output dtype
+    bounds; one that varies along N only is read once a column, a staged one from its
+    column row; one along M only (parameters ``pr{i}_0``, ``pr{i}_1``: the thread's two rows
+    of the step's row block) and one along neither (``pv{i}``) come loaded with the tile),
+    and packs the results into the chunk buffer ``ebuf`` in the output dtype
     (``packed_row_bytes`` a row). One 64-row block a step keeps 16 values in flight whatever
     ``wm`` is (a 128-row tile's two blocks at once spilled 288 bytes with bias + GELU: ptxas
     scheduled all 32 chains together). After a warpgroup barrier every thread loads 16-byte
@@ -253,9 +310,8 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     roots = _roots(prog)
     used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
-    by_row = [i for i in m_only_inputs(prog) if i in used_inputs]
-    staged = column_input(cfg)
-    once = [i for i in invariant_inputs(prog) if i in used_inputs]  # one value a step
+    staged = column_inputs(cfg)
+    once, by_row = tile_inputs(cfg)  # prefetched once a tile (the step widens them)
     if cfg.packed_buffers == 1:
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
@@ -265,23 +321,24 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
             em(f"hw{j} = 2 * sw + {kv.frow} * {rows[j] // 2} + {kv.fcol} // 2")
             continue
         em(f"pw{j} = sw + {kv.frow} * {rows[j] // 4} + {dtype.itemsize} * {kv.fcol} // 4")
-    if staged is not None:
-        em(f"cw = {kv.scol} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
+    for k, _ in enumerate(staged):  # the thread's first column in each staged input's row
+        cw = _column_row(cfg, k)
+        em(f"cw{k or ''} = {cw} + ({kv.ch} % {chunks}) * {chunk} + {kv.fcol}")
     for i in once:
-        em(f"h{i} = {widen(prog.inputs[i].dtype, f'in{i}[ib{i}]')}")
+        em(f"h{i} = {widen(prog.inputs[i].dtype, f'{kv.pv}{i}')}")
     for i in (i for i in hoisted if i not in once):
         for q in range(groups):
             for e in (0, 1):
-                if i == staged:
-                    em(f"h{i}_{q}_{e} = {kv.sf}[uint64(cw + {8 * q + e})]")
+                if i in staged:
+                    k = staged.index(i)
+                    em(f"h{i}_{q}_{e} = {kv.sf}[uint64(cw{k or ''} + {8 * q + e})]")
                     continue
                 col = f"min({kv.en0} + {8 * q + e} + {kv.fcol}, N - 1)"
                 load = f"in{i}[ib{i} + {col} * in{i}_sn]"
                 em(f"h{i}_{q}_{e} = {widen(prog.inputs[i].dtype, load)}")
-    for i in by_row:  # the thread's two rows (frow and frow + 8) of the step
+    for i in by_row:  # the thread's two rows (frow and frow + 8) of the step's row block
         for h in (0, 1):
-            load = f"in{i}[ib{i} + min({kv.em0} + {8 * h} + {kv.frow}, M - 1) * in{i}_sm]"
-            em(f"g{i}_{h} = {widen(prog.inputs[i].dtype, load)}")
+            em(f"g{i}_{h} = {widen(prog.inputs[i].dtype, f'{kv.pr}{i}_{h}')}")
     for q, h, e in [(q, h, e) for q in range(groups) for h, e in _PAIRS]:
         row = f"{kv.em0} + {8 * h} + {kv.frow}"
         col = f"{kv.en0} + {8 * q + e} + {kv.fcol}"

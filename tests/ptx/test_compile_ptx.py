@@ -116,6 +116,25 @@ def test_packed_epilogue_128_rows_spills_nothing(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
+@pytest.mark.parametrize("scale", ["row", "tensor"])
+def test_fp8_tile_inputs_held_through_the_main_loop_spill_nothing(
+    scale: str, hopper_link_log: Callable[[object], str]
+) -> None:
+    """The FP8 default (128x256 tiles, 64x256 consumers, 128 accumulators a thread) with bias +
+    GELU: its per-row (or per-tensor) scales and its column inputs are loaded before the main
+    loop and held through it, and ptxas still keeps everything in registers."""
+    from mmaplug.tune.corpus import TuneProblem
+
+    problem = TuneProblem(
+        m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale=scale, epilogue="bias_gelu"
+    )
+    config = mp.compile(problem.fusion(), "h200")._artifact.config
+    assert config.warp_tile[:2] == (64, 256) and config.packed_stores
+    text = hopper_link_log(config)
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
+
+
 def test_ampere_ptx_holds_the_mma_sync_pipeline(ampere_compiled: mp.CompiledFusion) -> None:
     """The a100 kernel for linear+bias+GELU uses cp.async, ldmatrix and mma.sync on sm_80."""
     ptx = ampere_compiled.ptx

@@ -441,10 +441,10 @@ def test_hopper_output_dtype_does_not_change_the_plan() -> None:
 
 def test_hopper_stages_fill_smem_less_alignment_slack() -> None:
     """Stages fill the opt-in shared memory minus 1024 B of alignment slack and the epilogue
-    staging (two consumers x (64 rows x (4 * 32 + 32) bytes + a column row of 256 floats)),
+    staging (two consumers x (64 rows x (4 * 32 + 32) bytes + two column rows of 256 floats)),
     exactly."""
     stage = (128 + 256) * 64 * 2 + 16  # operand bytes of one stage plus its two mbarriers
-    staging = 2 * (64 * (4 * 32 + 32) + 256 * 4)
+    staging = 2 * (64 * (4 * 32 + 32) + 2 * 256 * 4)
     for stages in (3, 4, 5):
         tight = Device(
             name="h100-tight",

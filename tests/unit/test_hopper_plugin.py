@@ -158,7 +158,8 @@ def test_build_wraps_generator_refusals(pm):
 def test_smem_epilogue_counts_its_staging(pm) -> None:
     """use_smem_epilogue adds a 64-row staging region per consumer to the smem count: rows of
     4 * 32 + 32 bytes, room for the staged path's float32 chunk (32 + 4 floats) or two packed
-    buffers of 16-bit rows (2 * 32 + 16 bytes); and a column row of 256 floats (the bias)."""
+    buffers of 16-bit rows (2 * 32 + 16 bytes); and two column rows of 256 floats (a bias, an FP8
+    column scale)."""
     from mmaplug.plugins.hopper import limits
     from mmaplug.plugins.hopper.config import HopperKernelConfig
 
@@ -168,7 +169,7 @@ def test_smem_epilogue_counts_its_staging(pm) -> None:
     )  # fmt: skip
     problem = linear(pm, 4096, 4096, 4096)
     plain = limits.smem_bytes(params.with_overrides(use_smem_epilogue=False), problem)
-    assert limits.smem_bytes(params, problem) - plain == 2 * (64 * (4 * 32 + 32) + 256 * 4)
+    assert limits.smem_bytes(params, problem) - plain == 2 * (64 * (4 * 32 + 32) + 2 * 256 * 4)
     for packed in (False, True):
         config = HopperKernelConfig(smem_epilogue=True, packed_stores=packed, stages=4)
         assert config.smem_bytes == limits.smem_bytes(params, problem)
