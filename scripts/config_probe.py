@@ -767,6 +767,143 @@ def fp8_fused_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+_T = _wgmma_tiles
+#: the serving rows furthest below cuBLAS (run 143, ncu): each beside the tile, split and
+#: cluster cuBLAS's kernel name reports for it (first) and neighbours of both
+ANCHOR_SETS: list[tuple[tuple[int, int, int, int], list[dict[str, Any]]]] = [
+    ((1, 1000, 1000, 1000), [_T((128, 64, 64), (64, 64, 64), cluster_dims=c)
+                             for c in ((1, 2), (1, 1), (2, 1))]
+     + [_T((64, 128, 64), cluster_dims=(1, 2)), _T((64, 64, 64))]),
+    ((1, 96, 6144, 4096), [_T((64, 96, bk), swap_ab=True, cluster_dims=c)
+                           for bk in (64, 128) for c in ((4, 1), (2, 1), (1, 1))]),
+    ((16, 2048, 2048, 128), [_T((256, 128, 64), (128, 128, 64), cluster_dims=c)
+                             for c in ((1, 2), (2, 1), (1, 1))]
+     + [_T((128, 256, 64), (64, 256, 64), cluster_dims=(1, 1)),
+        _T((128, 128, 64), (64, 128, 64), cluster_dims=(1, 1))]),
+    ((1, 512, 10240, 8192), [_T((128, 160, 64), (64, 160, 64)),
+                             _T((128, 160, 64), (64, 160, 64), cluster_dims=(2, 1)),
+                             _T((256, 128, 64), (128, 128, 64), cluster_dims=(1, 2)),
+                             _T((128, 256, 64), (64, 256, 64), cluster_dims=(1, 1))]),
+    ((1, 64, 512, 28672), [_T((64, 32, 64), splitk_factor=s, cluster_dims=c)
+                           for s, c in ((8, (1, 2)), (8, (1, 1)), (16, (1, 1)))]
+     + [_T((64, 64, 64), splitk_factor=s) for s in (8, 16)]),
+    ((1, 256, 256, 16384), [_T((64, 64, 64), splitk_factor=s) for s in (6, 8)]
+     + [_T((64, 64, 64), splitk_factor=8, cluster_dims=(1, 4)),
+        _T((128, 128, 64), (64, 128, 64), splitk_factor=8),
+        _T((128, 128, 64), (64, 128, 64), splitk_factor=16),
+        _T((64, 128, 64), splitk_factor=16)]),
+]  # fmt: skip
+
+
+def anchor_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``ANCHOR_SETS``: the default plan, then each set with the deepest ring that fits."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (batch, m, n, k), sets in ANCHOR_SETS:
+        problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype="bfloat16")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for ov in sets:
+            (bm, bn, bk), wm = ov["cta_tile"], ov["warp_tile"][0]
+            swap = " swap" if ov.get("swap_ab") else ""
+            label = (f"{bm}x{bn}x{bk}/w{wm} s{{s}} split {ov.get('splitk_factor', 1)} "
+                     f"c{ov.get('cluster_dims', (1, 1))}{swap}")  # fmt: skip
+            jobs += _deepest_job(problem, ov, range(16, 2, -1), hopper, label)
+    return jobs
+
+
+PLANS_AB_PROBLEMS = [TuneProblem(m=m, n=n, k=k, batch=b, dtype=dtype, scale=scale, epilogue=epi)
+                     for b, m, n, k, dtype, scale, epi in (
+                         (1, 256, 256, 16384, "bfloat16", "", "none"),
+                         (1, 256, 256, 16384, "float16", "", "none"),
+                         (1, 64, 512, 28672, "bfloat16", "", "none"),
+                         (1, 64, 512, 28672, "float16", "", "bias_gelu"),
+                         (1, 512, 10240, 8192, "bfloat16", "", "none"),
+                         (1, 512, 10240, 8192, "float16", "", "bias_gelu"),
+                         (2, 200, 136, 9000, "bfloat16", "", "none"),
+                         (2, 200, 136, 9000, "float16", "", "bias_gelu"),
+                         (1, 1000, 1040, 528, "float8_e4m3fn", "tensor", "none"),
+                         (1, 1000, 1040, 528, "float8_e4m3fn", "row", "none"))]  # fmt: skip
+#: the heuristic's rules of runs 144-147 at their old values
+PLANS_AB_OLD = {"PARTIAL_BYTES": 8, "HOPPER_INSTR_N": (256, 192, 128, 64)}
+
+
+def plans_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The plans the rules of runs 144-147 change, new and old default (``_default_ab``), and
+    each split plan's tiles in deeper rings (what the default's cap of stages leaves)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = _default_ab(PLANS_AB_PROBLEMS, PLANS_AB_OLD)
+    for problem in PLANS_AB_PROBLEMS:
+        default = _compiled(problem, pm=hopper)
+        if default is None or default.params.splitk_factor == 1:
+            continue
+        for depth in (8, 10, 13):
+            try:
+                ov = {"stages": depth}
+                deeper = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
+            except MatmulError:
+                continue
+            jobs.append((problem, f"default s{depth}", deeper))
+    for dtype in ("bfloat16", "float16"):  # run 143's best at 64x512x28672: 64 of K, 13 stages
+        problem = TuneProblem(m=64, n=512, k=28672, dtype=dtype)
+        ov = _wgmma_tiles((64, 64, 64), splitk_factor=16, stages=13)
+        jobs.append((problem, "64x64x64 s13 split 16", _compiled(problem, pm=hopper, overrides=ov)))
+    return jobs
+
+
+SPLIT_RING_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
+                       for m, n, k in ((256, 256, 16384), (128, 128, 32768), (64, 512, 28672),
+                                       (512, 512, 65536), (32, 1024, 16384))
+                       for dtype in ("bfloat16", "float16")]  # fmt: skip
+
+
+def split_ring_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The deep-K problems' default split plans (the deepest ring up to 8 stages) and the same
+    tiles in rings of 6 (the old cap) and 10-16 stages where they fit, the default timed first
+    and last."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in SPLIT_RING_PROBLEMS:
+        default = _compiled(problem, pm=hopper)
+        jobs.append((problem, "default", default))
+        for depth in (6, 10, 12, 13, 16):
+            try:
+                deeper = compile_fusion(problem.fusion(), overrides={"stages": depth}, pm=hopper)
+            except MatmulError:
+                continue
+            jobs.append((problem, f"default s{depth}", deeper))
+        jobs.append((problem, "default", default))
+    return jobs
+
+
+SPLIT_AB_SETS = [
+    ((64, 512, 28672), [_wgmma_tiles((64, 128, 64), splitk_factor=32, stages=6),
+                        _wgmma_tiles((64, 64, 128), splitk_factor=16, stages=6),
+                        _wgmma_tiles((64, 64, 64), splitk_factor=16, stages=6),
+                        _wgmma_tiles((64, 64, 64), splitk_factor=16, stages=8)]),
+    ((256, 256, 16384), [_wgmma_tiles((128, 128, 64), (64, 128, 64), splitk_factor=32, stages=6),
+                         _wgmma_tiles((64, 128, 64), splitk_factor=16, stages=6),
+                         _wgmma_tiles((64, 128, 64), splitk_factor=16, stages=8)]),
+    ((128, 128, 32768), [_wgmma_tiles((64, 64, 64), splitk_factor=32, stages=6),
+                         _wgmma_tiles((64, 64, 64), splitk_factor=32, stages=8)]),
+]  # fmt: skip
+
+
+def split_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Deep-K split plans (the old default's first, then run 144's tiles, 64 of K and a deeper
+    ring), bf16 and fp16, each set timed three times interleaved."""
+    jobs = []
+    for (m, n, k), sets in SPLIT_AB_SETS:
+        for dtype in ("bfloat16", "float16"):
+            problem = TuneProblem(m=m, n=n, k=k, dtype=dtype)
+            built = []
+            for ov in sets:
+                (bm, bn, bk), stages = ov["cta_tile"], ov["stages"]
+                label = f"{bm}x{bn}x{bk} s{stages} split {ov['splitk_factor']}"
+                built.append((problem, label, _compiled(problem, overrides=ov)))
+            jobs += built * 3
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -796,6 +933,10 @@ def main(which: str) -> None:
             "swizzle_ab": swizzle_ab_jobs,
             "overlap": overlap_jobs,
             "fp8_fused": fp8_fused_jobs,
+            "anchors": anchor_jobs,
+            "plans_ab": plans_ab_jobs,
+            "split_rings": split_ring_jobs,
+            "split_ab": split_ab_jobs,
         }[which]()
         if job[2]
     ]

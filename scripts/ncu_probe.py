@@ -8,11 +8,12 @@ On the device machine, after the README's install::
 launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
         python scripts/ncu_probe.py > ncu.csv
 
-Shapes given as arguments (``64x4096x4096 ...``) replace the default rows; a shape may name a
-dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``; bf16 otherwise) and overrides of
-``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``: the same plan in CTA pairs
-along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles in pairs along M;
-``@w256``: 64x256 warp tiles, block scales promoted by chunks).
+Shapes given as arguments (``64x4096x4096 ...``, batched ``16x2048x2048x128``) replace the
+default rows; a shape may name a dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``;
+bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan
+(``64x4096x4096@c2``: the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``:
+FP8 on 128x128x128 tiles in pairs along M; ``@w256``: 64x256 warp tiles, block scales
+promoted by chunks).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -62,7 +63,7 @@ OVERRIDES: dict[str, dict] = {
 }
 
 
-def main(shapes: list[tuple[int, int, int, str, str]]) -> None:
+def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -87,22 +88,23 @@ def main(shapes: list[tuple[int, int, int, str, str]]) -> None:
             torch.cuda.profiler.stop()
 
 
-def parse_spec(arg: str) -> tuple[int, int, int, str, str]:
-    """``MxNxK[/dtype-scale][@how]`` as (m, n, k, kind, key of ``OVERRIDES``)."""
+def parse_spec(arg: str) -> tuple[int, int, int, int, str, str]:
+    """``[BATCHx]MxNxK[/dtype-scale][@how]`` as (batch, m, n, k, kind, key of ``OVERRIDES``)."""
     what, _, how = arg.partition("@")
     extents, _, kind = what.partition("/")
-    m, n, k = map(int, extents.split("x"))
-    return m, n, k, kind or "bfloat16", how
+    *batch, m, n, k = map(int, extents.split("x"))
+    return (*(batch or [1]), m, n, k, kind or "bfloat16", how)
 
 
-def problem_and_overrides(spec: tuple[int, int, int, str, str]) -> tuple[TuneProblem, dict]:
+def problem_and_overrides(spec: tuple[int, int, int, int, str, str]) -> tuple[TuneProblem, dict]:
     """The problem a parsed spec names, and its overrides."""
-    m, n, k, kind, how = spec
+    batch, m, n, k, kind, how = spec
     dtype, _, scale = kind.partition("-")
-    return TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale), OVERRIDES[how]
+    problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype=dtype, scale=scale)
+    return problem, OVERRIDES[how]
 
 
 if __name__ == "__main__":  # mp.prebuild's workers import this module
     import sys
 
-    main([parse_spec(a) for a in sys.argv[1:]] or [(*s, "bfloat16", "") for s in SHAPES])
+    main([parse_spec(a) for a in sys.argv[1:]] or [(1, *s, "bfloat16", "") for s in SHAPES])
