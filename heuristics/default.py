@@ -63,7 +63,8 @@ HOPPER_CTA_K: Final = (256, 192, 128, 64)
 # 25.3 -> 21.5 / 21.8. One consumer's 64x128 tile at 64 of K in 8 stages gained at
 # 192x4096x14336 (54.6 -> 49.7) but lost at 256x4096x4096 (15.4 -> 19.3 bf16, in 6 stages
 # too), and 64x64x256 ran 1-2% faster than at 64 or 128 of K (run 131): smaller tiles keep
-# nvFuser's order
+# nvFuser's order. A deep-K split tile takes 64 of K too, in the ring it would have had (6 stages):
+# 64x64 split 16 at 64x512x28672, 12.1 -> 11.5 us bf16, 11.8 -> 11.3 fp16 (run 146)
 HOPPER_TIE_K_BYTES: Final = 128
 HOPPER_TIE_MIN_TILE: Final = 64 * 192
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
@@ -72,7 +73,11 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # blocks: with the warpgroup index made warp-uniform, the 64x256 tiles promoted by 64-column
 # chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
 # against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
-HOPPER_INSTR_N: Final = (256, 192, 128, 64)
+# 160: 512x10240x8192 in 128x160 tiles fills two waves (256 tiles) where 128x192 leaves a third
+# of the second idle (216): 143.9 -> 133.2 us bf16, 158 -> 143 fp16 with bias + GELU; FP8
+# 1000x1040x528 in 64x160: 6.5 -> 6.2 per tensor, even per row (BENCHMARKS.md run 144). An
+# N-major B is read in 64-column swizzle rows, so the rules keep 160 to K-major B
+HOPPER_INSTR_N: Final = (256, 192, 160, 128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
 # tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within
@@ -173,7 +178,13 @@ HOPPER_SWIZZLE_L2_SHARE: Final = 2
 # runs 86-87; powers of two up to 32 (32 of 4 tiles beat 16 by 10% at 128x128x32768)
 HOPPER_SPLITK_MIN_DEPTH: Final = 4
 HOPPER_SPLITK_MAX: Final = 32
-PARTIAL_BYTES: Final = 8  # a split's float32 partial, written once and read once per element
+# A split's float32 partial per element: 4 bytes written by the gemm and read by the reduce,
+# weighed 4x the operand bytes, which stream from L2 under the wgmmas while neither crossing of
+# a partial overlaps the tensor cores. Weighed 1x (8) the score chose 128x128 tiles in 32 splits
+# at 256x256x16384 and 64x128 in 32 at 64x512x28672, where cuBLAS splits 64x64 tiles 6-8 ways
+# (ncu, run 143); at 4x, 64x128 in 16 and 64x64 in 16: 12.7 -> 11.1 and 14.5 -> 11.4 us bf16,
+# 12.8 -> 11.8 and 14.5 -> 11.3 fp16 (BENCHMARKS.md runs 144 and 146)
+PARTIAL_BYTES: Final = 32
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
@@ -429,12 +440,17 @@ def _wide_weight(problem: MatmulProblem) -> bool:
     return problem.batch == 1 and problem.n >= STREAMING_MIN_N_PER_M * problem.m
 
 
+def deep_k(problem: MatmulProblem) -> bool:
+    """K at least HOPPER_SPLITK_MIN_DEPTH times the larger of M and N."""
+    return problem.k >= HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n)
+
+
 def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
-    """Split K of a deep-K problem (K >= HOPPER_SPLITK_MIN_DEPTH x max(M, N)) as
-    ``split_to_one_wave`` does, up to HOPPER_SPLITK_MAX, or of a weight-streaming one keeping
-    STREAMING_SPLIT_MIN_BYTES of every weight row a split; 1 otherwise.
+    """Split K of a deep-K problem (``deep_k``) as ``split_to_one_wave`` does, up to
+    HOPPER_SPLITK_MAX, or of a weight-streaming one keeping STREAMING_SPLIT_MIN_BYTES of every
+    weight row a split; 1 otherwise.
     Our addition: nvFuser's Hopper heuristic never splits K."""
-    if problem.k >= HOPPER_SPLITK_MIN_DEPTH * max(problem.m, problem.n):
+    if deep_k(problem):
         return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
     if streams_weight(problem):
         return streaming_split(problem, device, cta)
@@ -463,13 +479,16 @@ def hopper_tile_score(
     return panels * problem.operand_dtype.itemsize + partials, k_tiles * waves
 
 
-def _hopper_better(candidate: HopperTiles, best: HopperTiles | None, itemsize: int) -> bool:
+def _hopper_better(
+    candidate: HopperTiles, best: HopperTiles | None, itemsize: int, deep: bool
+) -> bool:
     """``_nvfuser_better``, but on a tie between K depths of one tile the 16-bit one of
-    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first."""
+    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``; *deep*: a ``deep_k`` problem's) first."""
     if best is not None and candidate.score == best.score:
         depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
-        if depths and _shallow(candidate, itemsize) != _shallow(best, itemsize):
-            return _shallow(candidate, itemsize)
+        shallow = _shallow(candidate, itemsize, deep)
+        if depths and shallow != _shallow(best, itemsize, deep):
+            return shallow
     return _nvfuser_better(candidate, best)
 
 
@@ -482,10 +501,10 @@ def _nvfuser_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
     return STAGE_TIE_TARGET <= candidate.k_stages_per_sm < best.k_stages_per_sm
 
 
-def _shallow(tiles: HopperTiles, itemsize: int) -> bool:
-    """A 16-bit CTA tile of ``HOPPER_TIE_MIN_TILE`` outputs or more, taking
-    ``HOPPER_TIE_K_BYTES`` of K a stage."""
-    large = tiles.cta.m * tiles.cta.n >= HOPPER_TIE_MIN_TILE
+def _shallow(tiles: HopperTiles, itemsize: int, deep: bool) -> bool:
+    """A 16-bit CTA tile of ``HOPPER_TIE_MIN_TILE`` outputs or more, or split for a deep K
+    (*deep*), taking ``HOPPER_TIE_K_BYTES`` of K a stage."""
+    large = tiles.cta.m * tiles.cta.n >= HOPPER_TIE_MIN_TILE or (deep and tiles.splitk > 1)
     return itemsize == 2 and large and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
 
 
@@ -575,7 +594,7 @@ def _search_tiles(
     """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
     wide, each with its split."""
     best: HopperTiles | None = None
-    size = ask.problem.operand_dtype.itemsize
+    size, deep = ask.problem.operand_dtype.itemsize, deep_k(ask.problem)
     tied = False  # the best won a tie of depths that nvFuser's order gives the deeper K
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
@@ -584,10 +603,12 @@ def _search_tiles(
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = _scored_tile(ask, cta, warp, splitk)
-                if candidate is not None and _hopper_better(candidate, best, size):
+                if candidate is not None and _hopper_better(candidate, best, size, deep):
                     tied = best is not None and not _nvfuser_better(candidate, best)
                     best = candidate
-    if best is not None and tied:  # the deepest ring: the bytes in flight of the deeper K's
+    # the deepest ring: the bytes in flight of the deeper K's (not for split units, whose 8
+    # stages ran 2-17% slower than 6 on three of four deep-K rows, BENCHMARKS.md run 146)
+    if best is not None and tied and best.splitk == 1:
         return best._replace(deep=True)
     return best
 
