@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
 from mmaplug.analysis.epilogue import EpilogueProgram
 from mmaplug.codegen.amax_epilogue import amax_update
@@ -37,7 +37,8 @@ from .config import (
 from .kernel_vars import KERNEL_VARS
 
 __all__ = [
-    "column_inputs",
+    "TileInputs",
+    "tile_inputs",
     "emit_input_prefetch",
     "emit_packed_epilogue",
     "emit_packed_setup",
@@ -68,7 +69,7 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     )
     em(f"{kv.fcol} = 2 * ({kv.lane} % 4)  # its first column in each 8-column group")
     em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
-    if column_inputs(cfg):
+    if tile_inputs(cfg).staged:
         regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)
         em(
             f"{kv.scol} = ({kv.stg} - {kv.base} + {regions}) // 4 + {kv.c} * {wn}  "
@@ -76,16 +77,31 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
         )
 
 
-def column_inputs(cfg: HopperKernelConfig) -> list[int]:
-    """The epilogue inputs the packed epilogue stages in column rows: the first
-    ``COLUMN_ROWS`` N-only ones it reads that vary along N (a bias; FP8's per-column scale of
-    B beside it). A further N-only input is loaded once a column of each step; per-tensor and
-    per-row values once a tile (:func:`tile_inputs`)."""
+class TileInputs(NamedTuple):
+    """The epilogue inputs the packed epilogue reads once per tile (:func:`tile_inputs`)."""
+
+    staged: list[int]  # N-only, in column rows
+    once: list[int]  # along neither M nor N, in registers (``pv{i}``)
+    by_row: list[int]  # along M only, in registers (``pr{i}_{k}``)
+
+
+def tile_inputs(cfg: HopperKernelConfig) -> TileInputs:
+    """The epilogue inputs the packed epilogue loads once per tile, before the main loop (see
+    :func:`emit_input_prefetch`). *staged*: the first ``COLUMN_ROWS`` N-only inputs it reads
+    that vary along N (a bias; FP8's per-column scale of B beside it), written into column
+    rows; a further N-only input is loaded once a column of each step. With arithmetic
+    (:func:`steps_called`; a casts-only epilogue reads no input) *once*: those along neither
+    M nor N (a per-tensor scale), and *by_row*: those along M only (a per-row scale of A).
+    Unchanged from step to step of a row block, they were loaded at every step, whose first
+    instructions then waited for them (runs 139-140)."""
     if not cfg.packed_stores or cfg.splitk > 1:
-        return []
+        return TileInputs([], [], [])
     prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
-    once = invariant_inputs(prog)
-    return [i for i in n_only_inputs(prog) if i in used and i not in once][:COLUMN_ROWS]
+    once = [i for i in invariant_inputs(prog) if i in used]
+    staged = [i for i in n_only_inputs(prog) if i in used and i not in once][:COLUMN_ROWS]
+    if not steps_called(prog):
+        return TileInputs(staged, [], [])
+    return TileInputs(staged, once, [i for i in m_only_inputs(prog) if i in used and i not in once])
 
 
 def _column_row(cfg: HopperKernelConfig, k: int) -> str:
@@ -98,19 +114,6 @@ def _prefetched(k: int, j: int) -> str:
     return f"{kv.pc}{j}_{k}" if k else f"{kv.pc}{j}"
 
 
-def tile_inputs(cfg: HopperKernelConfig) -> tuple[list[int], list[int]]:
-    """The epilogue inputs the packed epilogue loads once per tile, before the main loop (see
-    :func:`emit_input_prefetch`): those along neither M nor N (a per-tensor scale) and those
-    along M only (a per-row scale of A). Both unchanged from step to step of a row block, they
-    were loaded at every step, whose first instructions then waited for them (runs 139-140).
-    A casts-only epilogue reads no input."""
-    if not cfg.packed_stores or cfg.splitk > 1 or not steps_called(cfg.epilogue):
-        return [], []
-    prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
-    once = [i for i in invariant_inputs(prog) if i in used]
-    return once, [i for i in m_only_inputs(prog) if i in used and i not in once]
-
-
 def emit_input_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
     """Before a unit's main loop (its origin decoded), load what its epilogue reads once a
     tile, as stored, so the loads are in flight during the main loop: this consumer's columns
@@ -118,11 +121,11 @@ def emit_input_prefetch(em: Emitter, cfg: HopperKernelConfig) -> None:
     the column rows), each per-tensor input (``pv{i}``) and, for each of the thread's two
     fragment rows of each 64-row block, each input along M only (``pr{i}_{2 * block + h}``)."""
     wm, wn, _ = cfg.warp_tile
-    for k, i in enumerate(column_inputs(cfg)):
+    staged, once, by_row = tile_inputs(cfg)
+    for k, i in enumerate(staged):
         for j in range(-(-wn // WARPGROUP)):
             col = f"min({kv.n0} + {kv.cn} * {wn} + {kv.t} + {j * WARPGROUP}, N - 1)"
             em(f"{_prefetched(k, j)} = in{i}[{kv.bt} * in{i}_sb + {col} * in{i}_sn]")
-    once, by_row = tile_inputs(cfg)
     for i in once:
         em(f"{kv.pv}{i} = in{i}[{kv.bt} * in{i}_sb]")
     for i in by_row:
@@ -176,7 +179,7 @@ def emit_packed_epilogue(
     em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
 ) -> None:
     """This consumer's tile, a 64-row block's column chunk a step: before the steps the column
-    rows are written (see :func:`column_inputs`, from the registers :func:`emit_input_prefetch`
+    rows are written (see :func:`tile_inputs`, from the registers :func:`emit_input_prefetch`
     loaded before the main loop). With arithmetic (:func:`steps_called`) each step is a call
     of :func:`emit_packed_step_function`'s device function with the step's accumulator
     registers by constant index: a step loop picks them through a branch chain, 16 register
@@ -185,8 +188,7 @@ def emit_packed_epilogue(
     the same step code (LLVM unrolls it; a function would only cost build time)."""
     wn = cfg.warp_tile[1]
     chunks, groups = wn // cfg.epilogue_chunk, cfg.epilogue_chunk // 8
-    staged = column_inputs(cfg)
-    once, by_row = tile_inputs(cfg)
+    staged, once, by_row = tile_inputs(cfg)
     for i in _used_inputs(prog):
         if i not in staged + once + by_row:
             em(f"ib{i} = {kv.bt} * in{i}_sb")
@@ -310,8 +312,7 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     roots = _roots(prog)
     used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
-    staged = column_inputs(cfg)
-    once, by_row = tile_inputs(cfg)  # prefetched once a tile (the step widens them)
+    staged, once, by_row = tile_inputs(cfg)  # prefetched once a tile (the step widens them)
     if cfg.packed_buffers == 1:
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
