@@ -675,13 +675,23 @@ SWIZZLE_PROBLEMS = [((8192, 8192, 8192), "float8_e4m3fn", "block"),
 SWIZZLES = [("row_major", g) for g in (2, 4, 8, 16)] + [("column_major", g) for g in (1, 8)]
 
 
-def swizzle_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Hopper's default plans of large products walked in groups of 2-16 tiles along M (row
-    major) or 1 and 8 along N (column major): the tiles the 132 persistent CTAs hold at once
-    then share A and B panels in L2, where one row of tiles spans all of B."""
+#: the fp8 corpus's per-row rows below cuBLASLt, whose 128x256 default read 1.1-3.3x the
+#: bytes cuBLASLt's kernel read from DRAM (ncu, run 148), and a bf16 one
+SWIZZLE_ROW_PROBLEMS = [((4096, 6144, 4096), "float8_e4m3fn", "row"),
+                        ((4096, 4096, 4096), "float8_e4m3fn", "row"),
+                        ((4096, 10240, 8192), "float8_e4m3fn", "row"),
+                        ((3000, 5008, 2048), "float8_e4m3fn", "row"),
+                        ((4096, 6144, 4096), "bfloat16", "")]  # fmt: skip
+
+
+def swizzle_jobs(problems: Any = None) -> list[tuple[TuneProblem, str, Any]]:
+    """Hopper's default plans of large products (*problems*, ``SWIZZLE_PROBLEMS`` when None)
+    walked in groups of 2-16 tiles along M (row major) or 1 and 8 along N (column major): the
+    tiles the 132 persistent CTAs hold at once then share A and B panels in L2, where one row
+    of tiles spans all of B."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
-    for (m, n, k), dtype, scale in SWIZZLE_PROBLEMS:
+    for (m, n, k), dtype, scale in problems or SWIZZLE_PROBLEMS:
         problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
         jobs.append((problem, "default", _compiled(problem, pm=hopper)))
         for order, group in SWIZZLES:
@@ -694,6 +704,8 @@ def swizzle_jobs() -> list[tuple[TuneProblem, str, Any]]:
                                   cluster_dims=(2, 1), grid_swizzle_factor=group)  # fmt: skip
                 jobs.append((problem, f"128x128x128 s6 c2x1 g{group}",
                              _compiled(problem, pm=hopper, overrides=ov)))  # fmt: skip
+        if problems:  # the default last as well (a kernel timed late runs slower, run 140)
+            jobs.append((problem, "default", jobs[-len(SWIZZLES) - 1][2]))
     return jobs
 
 
@@ -904,6 +916,35 @@ def split_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+FP8_ANCHOR_PROBLEMS = [((4096, 6144, 4096), "row"), ((3000, 5008, 2048), "row"),
+                       ((4096, 10240, 8192), "row"), ((4096, 28672, 4096), "row"),
+                       ((4096, 4096, 4096), "row"), ((128, 4096, 4096), "tensor")]  # fmt: skip
+_W256 = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32)
+FP8_ANCHOR_SETS = [{**_W256, "cluster_dims": c} for c in ((1, 1), (2, 1), (1, 2))] + [
+    _wgmma_tiles((128, 128, 128), (64, 128, 128), k=32, cluster_dims=c) for c in ((1, 1), (2, 1))
+] + [_wgmma_tiles((256, 128, 128), (128, 128, 128), k=32, cluster_dims=(1, 2)),
+     _wgmma_tiles((128, 160, 128), (64, 160, 128), k=32), _wgmma_tiles((64, 128, 256), k=32),
+     _wgmma_tiles((64, 64, 256), k=32, cluster_dims=(1, 2))]  # fmt: skip
+
+
+def fp8_anchor_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The fp8 corpus's rows below cuBLASLt (run 141) on the default and on 128x256 tiles alone
+    and in pairs along M or N, 128x128 and 256x128 tiles, 128x160, and narrow tiles, each with
+    the deepest ring that fits (the default timed first and last)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), scale in FP8_ANCHOR_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+        default = _compiled(problem, pm=hopper)
+        jobs.append((problem, "default", default))
+        for ov in FP8_ANCHOR_SETS:
+            (bm, bn, bk), wm = ov["cta_tile"], ov["warp_tile"][0]
+            label = f"{bm}x{bn}x{bk}/w{wm} s{{s}} c{ov.get('cluster_dims', (1, 1))}"
+            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, label)
+        jobs.append((problem, "default", default))
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -930,6 +971,7 @@ def main(which: str) -> None:
             "fp8_block": fp8_block_jobs,
             "fp8_halves": fp8_halves_jobs,
             "swizzle": swizzle_jobs,
+            "swizzle_rows": lambda: swizzle_jobs(SWIZZLE_ROW_PROBLEMS),
             "swizzle_ab": swizzle_ab_jobs,
             "overlap": overlap_jobs,
             "fp8_fused": fp8_fused_jobs,
@@ -937,6 +979,7 @@ def main(which: str) -> None:
             "plans_ab": plans_ab_jobs,
             "split_rings": split_ring_jobs,
             "split_ab": split_ab_jobs,
+            "fp8_anchors": fp8_anchor_jobs,
         }[which]()
         if job[2]
     ]
