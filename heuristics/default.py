@@ -73,11 +73,7 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # blocks: with the warpgroup index made warp-uniform, the 64x256 tiles promoted by 64-column
 # chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
 # against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
-# 160: 512x10240x8192 in 128x160 tiles fills two waves (256 tiles) where 128x192 leaves a third
-# of the second idle (216): 143.9 -> 133.2 us bf16, 158 -> 143 fp16 with bias + GELU; FP8
-# 1000x1040x528 in 64x160: 6.5 -> 6.2 per tensor, even per row (BENCHMARKS.md run 144). An
-# N-major B is read in 64-column swizzle rows, so the rules keep 160 to K-major B
-HOPPER_INSTR_N: Final = (256, 192, 160, 128, 64)
+HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
 # shapes) reads the same weight bytes whatever the tile, so the per-SM byte score cannot rank its
 # tiles. On the H200 one consumer warp group with a 64x128 wgmma was the fastest tile or within

@@ -178,23 +178,6 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
 
 
 @pytest.mark.parametrize(
-    ("layout", "cta"),
-    [(Layout.TN, TileShape(128, 160, 64)), (Layout.NN, TileShape(128, 160, 64)),
-     (Layout.NT, TileShape(128, 192, 64))],
-    ids=str,
-)  # fmt: skip
-def test_hopper_tiles_of_160_fill_two_waves_where_b_is_k_major(
-    layout: Layout, cta: TileShape
-) -> None:
-    """512x10240x8192: 128x160 tiles make 256 units, two waves of 132 SMs nearly whole, where
-    128x192 make 216 (BENCHMARKS.md run 144); an N-major B (NT) cannot take a 160-wide tile."""
-    params = mmaplug_matmul_params(
-        problem(512, 10240, 8192, layout=layout), get_device("h200"), "hopper"
-    )
-    assert params is not None and (params.cta_tile, params.stages) == (cta, 5)
-
-
-@pytest.mark.parametrize(
     ("shape", "splitk", "cta"),
     [
         # deep K over few tiles: split until the units fill one wave (H200 runs 86-87), the
@@ -205,9 +188,7 @@ def test_hopper_tiles_of_160_fill_two_waves_where_b_is_k_major(
         (Shape(64, 512, 28672), 16, TileShape(64, 64, 64)),
         (Shape(512, 512, 65536), 16, TileShape(128, 256, 64)),
         # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
-        (Shape(200, 184, 9000, batch=2), 16, TileShape(64, 192, 64)),
-        # ... and a 64x160 tile covers N = 136 in fewer bytes than either
-        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 160, 64)),
+        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
         (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 64)),
         # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
