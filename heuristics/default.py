@@ -602,8 +602,9 @@ def _search_tiles(
                 if candidate is not None and _hopper_better(candidate, best, size, deep):
                     tied = best is not None and not _nvfuser_better(candidate, best)
                     best = candidate
-    # the deepest ring: the bytes in flight of the deeper K's (not for split units, whose 8
-    # stages ran 2-17% slower than 6 on three of four deep-K rows, BENCHMARKS.md run 146)
+    # the deepest ring: the bytes in flight of the deeper K's (not for split units: 8 stages
+    # ran 2-17% slower than 6 on three of four deep-K rows in run 146 and 4-5% faster in runs
+    # 144 and 147, BENCHMARKS.md; unsettled, they keep 6)
     if best is not None and tied and best.splitk == 1:
         return best._replace(deep=True)
     return best
