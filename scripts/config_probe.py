@@ -839,6 +839,13 @@ PLANS_AB_PROBLEMS = [TuneProblem(m=m, n=n, k=k, batch=b, dtype=dtype, scale=scal
 PLANS_AB_OLD = {"PARTIAL_BYTES": 8, "HOPPER_INSTR_N": (256, 192, 128, 64)}
 
 
+def _ring_jobs(problem: TuneProblem, depths: Any, pm: Any) -> list[tuple[TuneProblem, str, Any]]:
+    """*problem*'s default plan in each of *depths* stages (``main`` drops the ones the rules
+    refuse, which ``_compiled`` reports)."""
+    return [(problem, f"default s{depth}", _compiled(problem, pm=pm, overrides={"stages": depth}))
+            for depth in depths]  # fmt: skip
+
+
 def plans_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The plans the rules of runs 144-147 change, new and old default (``_default_ab``), and
     each split plan's tiles in deeper rings (what the default's cap of stages leaves)."""
@@ -848,13 +855,7 @@ def plans_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
         default = _compiled(problem, pm=hopper)
         if default is None or default.params.splitk_factor == 1:
             continue
-        for depth in (8, 10, 13):
-            try:
-                ov = {"stages": depth}
-                deeper = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
-            except MatmulError:
-                continue
-            jobs.append((problem, f"default s{depth}", deeper))
+        jobs += _ring_jobs(problem, (8, 10, 13), hopper)
     for dtype in ("bfloat16", "float16"):  # run 143's best at 64x512x28672: 64 of K, 13 stages
         problem = TuneProblem(m=64, n=512, k=28672, dtype=dtype)
         ov = _wgmma_tiles((64, 64, 64), splitk_factor=16, stages=13)
@@ -877,12 +878,7 @@ def split_ring_jobs() -> list[tuple[TuneProblem, str, Any]]:
     for problem in SPLIT_RING_PROBLEMS:
         default = _compiled(problem, pm=hopper)
         jobs.append((problem, "default", default))
-        for depth in (6, 10, 12, 13, 16):
-            try:
-                deeper = compile_fusion(problem.fusion(), overrides={"stages": depth}, pm=hopper)
-            except MatmulError:
-                continue
-            jobs.append((problem, f"default s{depth}", deeper))
+        jobs += _ring_jobs(problem, (6, 10, 12, 13, 16), hopper)
         jobs.append((problem, "default", default))
     return jobs
 
