@@ -82,10 +82,10 @@ def launch_checked(
     names = code.co_varnames[: code.co_argcount] if code is not None else ()
     values = kernel_arguments(name, kernels.signatures[name], args, names)
     if simulating():
-        from mmaplug.sim.simulator import simulated_launch
+        from mmaplug.sim.simulator import in_place, simulated_launch
 
         with simulated_launch():  # the simulator's patches, for this launch only
-            dispatcher[grid, block, 0, smem](*args)
+            dispatcher[grid, block, 0, smem](*in_place(list(args)))
         return
     params = KernelParams(values)
     kernel = generated_kernel(

@@ -26,7 +26,7 @@ from mmaplug.errors import UsageError
 from mmaplug.sim import block as B
 from mmaplug.sim.threads import block_dim, current_manager, field, grid_dim
 
-__all__ = ["run_together", "simulated_launch"]
+__all__ = ["in_place", "run_together", "simulated_launch"]
 
 _POLL_S: Final = 0.001  # how often a launch looks for exited threads and blocks in syncthreads
 _LAUNCH_LOCK: Final = threading.RLock()
@@ -71,6 +71,16 @@ def simulated_launch(cluster: int = 1) -> Iterator[None]:
             for owner, name, value in saved:
                 setattr(owner, name, value)
             _outer_cluster = 0
+
+
+def in_place(args: list[Any]) -> list[Any]:
+    """*args* of a simulated launch with each host array wrapped as the simulator's device
+    array over the same memory. Numba's simulator copies a bare numpy argument and writes the
+    copy back after the launch, over whatever a TMA store wrote at the array's address in the
+    meantime (a map holds the address, not the argument); on the GPU both are one buffer."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    return [FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in args]
 
 
 def _simulator() -> Any:
