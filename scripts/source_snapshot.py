@@ -50,7 +50,7 @@ KEEP_MARKER = ".source_snapshot"  # only a folder holding it is cleared by --wri
 LAYOUTS = ("TN", "TT", "NT", "NN")
 # features a compiled plan is checked against (the others are how the fusion was written)
 CHECKED = frozenset({"hopper", "ampere", "splitk", "pingpong", "cluster", "batch", "horizontal",
-                     "segmented", "symbolic", "prologue", "swap", "kcluster",
+                     "segmented", "symbolic", "prologue", "swap", "kcluster", "tma_stores",
                      *LAYOUTS})  # fmt: skip
 
 
@@ -636,6 +636,25 @@ def _hopper_plans() -> Iterator[Plan]:
         yield Plan(f"hopper/kcluster/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
 
 
+def _tma_store_plans() -> Iterator[Plan]:
+    """Casts-only epilogues of grids of more work units than resident CTAs: the packed chunks
+    leave by TMA stores (``stores_by_tma``), 16-bit and float32 boxes, CTA pairs, ping-pong."""
+    tma = frozenset({"tma_stores"})
+    plans = (
+        ("default_bare", Gemm("TN", "float16", 4096, 4096, 4096, epilogue="bare"), None),
+        ("default_bare", Gemm("TT", "bfloat16", 2048, 2048, 128, batch=16, epilogue="bare"), None),
+        ("out_f32", Gemm("TN", "bfloat16", 4096, 4096, 256, epilogue="out_f32"),
+         _hopper((128, 128, 64), (64, 128, 64), 3, use_smem_epilogue=True, **PERSISTENT)),
+        ("cast", Gemm("NT", "float16", 4096, 2048, 256, epilogue="cast"),
+         _hopper((128, 256, 64), (64, 256, 64), 4, use_smem_epilogue=True, **PERSISTENT)),
+        ("pingpong_out_f16", Gemm("NN", "bfloat16", 4096, 4096, 256, epilogue="out_f16"),
+         _hopper((128, 128, 64), (128, 128, 64), 4, use_smem_epilogue=True, **PINGPONG)),
+    )  # fmt: skip
+    for name, g, overrides in plans:
+        yield Plan(f"hopper/tma_stores/{name}_{g.tag}", g, "h200", "hopper",
+                   overrides, extra=tma)  # fmt: skip
+
+
 def _horizontal_plans() -> Iterator[Plan]:
     """Horizontal fusions (hopper: one wgmma over the stacked B tiles; ampere: segmented)."""
 
@@ -827,6 +846,7 @@ def plans() -> list[Plan]:
     found = [
         *_default_plans(), *_epilogue_plans(), *_hopper_plans(), *_horizontal_plans(),
         *_ampere_plans(), *_prologue_plans(), *_symbolic_plans(), *_segmented_plans(),
+        *_tma_store_plans(),
     ]  # fmt: skip
     seen = collections.Counter(p.id for p in found)
     if dupes := [i for i, c in seen.items() if c > 1]:
@@ -878,6 +898,8 @@ def _observed(compiled: Any, kernels: Sequence[Any], symbolic: bool) -> set[str]
         found.add("swap")
     if any(p.splitk_in_cluster for p in params):
         found.add("kcluster")
+    if any("_ps_ts" in k.kernel_name for k in kernels):
+        found.add("tma_stores")
     if any(p.batch > 1 for p in problems):
         found.add("batch")
     if any(p.horizontal > 1 for p in problems):

@@ -13,7 +13,7 @@ from mmaplug.analysis.bindings import SCALE_DIMS
 from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.codegen.emitter import REDUCE_THREADS
+from mmaplug.codegen.emitter import REDUCE_THREADS, casts_only
 from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import (
@@ -28,9 +28,11 @@ from mmaplug.cuda.launching import (
     zero_words,
 )
 from mmaplug.cuda.modules import require_numba
+from mmaplug.cuda.tensormap import TensorMapSpec
 from mmaplug.errors import DeclinedLaunchError, LaunchError
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
+from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TilingStrategy
 
 from .config import (
@@ -42,7 +44,11 @@ from .config import (
     through_workspace,
 )
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
-from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec
+from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec, output_spec
+
+# the packed epilogue's chunks may leave through TMA tensor stores (``stores_by_tma``); probes
+# turn it off to compare
+TMA_STORES = True
 
 
 def _b_name(j: int, swapped: bool = False) -> str:
@@ -65,7 +71,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
     fields = spec_fields(spec, analysis)
     if params.swap_ab:  # the kernel's operands: the problem's B, then its A
         fields.update(a_k_inner=problem.b_k_inner, b_k_inner=problem.a_k_inner)
-    return HopperKernelConfig(
+    cfg = HopperKernelConfig(
         **fields,
         swap_ab=params.swap_ab,
         splitk_cluster=params.splitk_in_cluster,
@@ -77,6 +83,44 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         horizontal=problem.horizontal,
         block_scaled=problem.block_scaled,
     )
+    if TMA_STORES and stores_by_tma(cfg, spec):
+        cfg = attrs.evolve(cfg, tma_stores=True)
+    return cfg
+
+
+def stores_by_tma(cfg: HopperKernelConfig, spec: KernelSpec) -> bool:
+    """Whether the packed epilogue of *cfg* hands its chunks to TMA stores: its program is
+    casts only, without a split-K workspace, and each CTA walks more than one work unit (the
+    stores of one tile then drain under the next tile's main loop).
+
+    Measured (BENCHMARKS.md run 151, TMA against the consumers' own 16-byte stores): 16 x
+    2048x2048x128 11-13% faster, 2048x14336x5120 3%, 8192^3 1-1.5%; but bias + GELU 1-3%
+    slower (each chunk waits for the TMA unit to have read the one before it) and 1000^3, one
+    64x128 tile a CTA, 7% slower (nothing to overlap)."""
+    if not cfg.packed_stores or cfg.workspace_splitk or not casts_only(cfg.epilogue):
+        return False
+    if spec.params.tiling_strategy is TilingStrategy.one_tile_per_cta:
+        return False
+    problem = spec.problem.transposed() if cfg.swap_ab else spec.problem
+    return work_units(cfg, problem.m, problem.n, problem.k, problem.batch) > resident_units(
+        cfg, spec.device
+    )
+
+
+def work_units(cfg: HopperKernelConfig, m: int, n: int, k: int, batch: int) -> int:
+    """Work units of a launch: batch x splits through the workspace x tiles (a cluster's CTAs
+    share one unit: adjacent M or N tiles, or its splits)."""
+    tiles_m = -(-m // (cfg.cta_tile[0] * cfg.cluster_m))
+    tiles_n = -(-n // (cfg.n_out * cfg.cluster_n))
+    splits = cfg.splitk if cfg.workspace_splitk else 1
+    return batch * splits * tiles_m * tiles_n
+
+
+def resident_units(cfg: HopperKernelConfig, device: Device) -> int:
+    """Work units a persistent grid runs at once: the clusters that fit the device's SMs by
+    shared memory and threads (the launch may cut it further, ``resident_grid``)."""
+    per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
+    return max(1, device.sm_count * per_sm // cfg.cluster)
 
 
 def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: MatmulParams) -> bool:
@@ -108,6 +152,19 @@ def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int
         if out.address % VECTOR_ALIGN or any(s * size % VECTOR_ALIGN for s in strides):
             bad.append(f"output {j} at {out.address:#x} with element strides {strides}")
     return bad
+
+
+def _output_specs(
+    cfg: HopperKernelConfig, args: LaunchArgs, m: int, n: int, batch: int
+) -> list[tuple[DeviceTensor, TensorMapSpec]]:
+    """The stored outputs of a ``tma_stores`` kernel and the maps it stores them through, in
+    the order of its ``maps`` after the operands' (empty without TMA stores)."""
+    if not cfg.tma_stores:
+        return []
+    return [
+        (args.outputs[j], output_spec(cfg, out.dtype, args.outputs[j], m, n, batch))
+        for j, out in cfg.epilogue.stored
+    ]
 
 
 @attrs.frozen
@@ -187,10 +244,15 @@ class HopperArtifact:
             raise DeclinedLaunchError(
                 "hopper", "TMA cannot load the operands: " + "; ".join(problems)
             )
-        if cfg.packed_stores and packed_misfits(cfg, args, problem.n, problem.batch):
+        out_specs = _output_specs(cfg, args, problem.m, problem.n, problem.batch)
+        if cfg.packed_stores and (
+            packed_misfits(cfg, args, problem.n, problem.batch)
+            or any(spec.violations(out.address) for out, spec in out_specs)
+        ):
             # another shape class of a symbolic fusion, or a strided output: the same kernel
             # with the staged epilogue (same shared memory and stages), built once
-            cfg = attrs.evolve(cfg, packed_stores=False)
+            cfg = attrs.evolve(cfg, packed_stores=False, tma_stores=False)
+            out_specs = []
         bm, _, bk = cfg.cta_tile
         # a cluster's CTAs take one work unit: adjacent M or N tiles, or its splits
         cl = cfg.cluster
@@ -198,13 +260,10 @@ class HopperArtifact:
         tiles_n = -(-problem.n // (cfg.n_out * cfg.cluster_n))
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
-        splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile
-        units = problem.batch * splits * tiles_m * tiles_n
-        device = self.spec.device
+        units = work_units(cfg, problem.m, problem.n, problem.k, problem.batch)
         persistent = self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta
         if persistent:
-            per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
-            grid_x = min(units, max(1, device.sm_count * per_sm // cl)) * cl
+            grid_x = min(units, resident_units(cfg, self.spec.device)) * cl
         else:
             grid_x = units * cl
         epi = [
@@ -237,7 +296,7 @@ class HopperArtifact:
         )
         return _Launch(
             config=cfg,
-            maps=DeviceMaps(a_spec, *b_specs),
+            maps=DeviceMaps(a_spec, *b_specs, *(spec for _, spec in out_specs)),
             grid=(grid_x, 1, 1),
             shape=shape,
             grid_args=(k_split, tiles_m, tiles_n, units),
@@ -268,7 +327,14 @@ class HopperArtifact:
         zero_words([args.outputs[j] for j, _ in cfg.epilogue.amaxes], args.stream)
         more_b = tuple(b.address for b in args.more_b)
         operands = (args.b, args.a) if cfg.swap_ab else (args.a, args.b)
-        maps, _ = plan.maps.get(operands[0].address, operands[1].address, args.stream, more_b)
+        outputs = tuple(args.outputs[j].address for j, _ in cfg.epilogue.stored)
+        maps, _ = plan.maps.get(
+            operands[0].address,
+            operands[1].address,
+            args.stream,
+            more_b,
+            outputs if cfg.tma_stores else (),
+        )
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -314,8 +380,12 @@ class BoundHopper(BoundKernels):
         sizes_out = [o.dtype.itemsize for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
-        maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal), 8)  # A's map, then each B's
+        # A's map, then each B's and each stored output's (TMA stores)
+        self._stored = [j for j, _ in prog.stored] if cfg.tma_stores else []
+        maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal + len(self._stored)), 8)
         scales = [(0, t.array.size, 4) for t in args.scales]  # float32 block scales
+        # where output j's address is among __call__'s: after A, B, scales, epilogue inputs
+        self._outputs_at = 2 + len(scales) + len(ins)
         sc_strides = list(plan.scale_strides)
         self._more_b = cfg.horizontal - 1
         self._swap = cfg.swap_ab
@@ -377,7 +447,8 @@ class BoundHopper(BoundKernels):
             super().__call__([maps[1], *addresses[rest:]], scalars, stream)
             return
         a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
-        maps = self._maps.get(a, b, stream)  # held until queued
+        outputs = tuple(addresses[self._outputs_at + j] for j in self._stored)
+        maps = self._maps.get(a, b, stream, (), outputs)  # held until queued
         super().__call__([maps[1], *addresses[2:]], scalars, stream)
 
 

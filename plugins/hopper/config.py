@@ -134,6 +134,7 @@ class HopperKernelConfig:
     grid_swizzle: int = 1
     smem_epilogue: bool = False
     packed_stores: bool = False
+    tma_stores: bool = False
     pingpong: bool = False
     cluster_m: int = 1
     cluster_n: int = 1
@@ -211,8 +212,10 @@ class HopperKernelConfig:
 
     @property
     def packed_buffers(self) -> int:
-        """Chunk buffers per consumer for ``packed_stores`` (0: the outputs do not fit)."""
-        return packed_buffers(self.epilogue_outputs, self.warp_tile[1])
+        """Chunk buffers per consumer for ``packed_stores``, of padded rows or with
+        ``tma_stores`` TMA boxes (0: the outputs do not fit)."""
+        fits = tma_buffers if self.tma_stores else packed_buffers
+        return fits(self.epilogue_outputs, self.warp_tile[1])
 
     @property
     def epilogue_outputs(self) -> tuple[DType, ...]:
@@ -262,6 +265,7 @@ class HopperKernelConfig:
         return (
             f"{config_label(self)}{'_se' if self.smem_epilogue else ''}"
             f"{'_ps' if self.packed_stores else ''}"
+            f"{'_ts' if self.tma_stores else ''}"
             f"{'_pp' if self.pingpong else ''}"
             f"{f'_c{self.cluster_m}' if self.cluster_m > 1 else ''}"
             f"{f'_cn{self.cluster_n}' if self.cluster_n > 1 else ''}"
@@ -417,6 +421,30 @@ def packed_row_bytes(dtype: DType, wn: int) -> int:
     return epilogue_chunk(wn) * dtype.itemsize + 16
 
 
+def tma_row_bytes(dtype: DType, wn: int) -> int:
+    """Bytes of one row of an output chunk that a TMA store reads: the chunk's columns, no
+    padding (the swizzle of :func:`tma_swizzle` spreads a fragment store over the banks)."""
+    return epilogue_chunk(wn) * dtype.itemsize
+
+
+def tma_swizzle(row_bytes: int) -> int:
+    """The swizzle span of a TMA store box with *row_bytes* rows: the row itself when it is
+    32, 64 or 128 bytes (the 8 rows of a fragment store then land on distinct banks), else
+    none (a 16-byte row)."""
+    return row_bytes if row_bytes in (32, 64, 128) else 0
+
+
+def tma_buffers(outputs: tuple[DType, ...], wn: int) -> int:
+    """Chunk buffers (every output's ``STAGED_ROWS`` rows, each output's 1024-byte aligned)
+    that fit a consumer's staging region for TMA stores: 2 for one 16-bit or FP8 output, 1 for
+    a float32 output or two 16-bit ones, 0 when none fits or a row is not whole 16-byte units
+    (TMA's innermost coordinate and box row)."""
+    rows = [tma_row_bytes(d, wn) for d in outputs]
+    if not rows or any(r % VECTOR_ALIGN or r > SWIZZLE_BYTES for r in rows):
+        return 0
+    return min(2, staging_row_bytes(wn) // sum(rows))
+
+
 def packed_buffers(outputs: tuple[DType, ...], wn: int) -> int:
     """Chunk buffers (every output's rows) that fit a consumer's staging region: 2 for one
     16-bit or FP8 output, 1 for a float32 output or two 16-bit ones, 0 when they do not fit or
@@ -483,6 +511,8 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             "packed_stores needs smem_epilogue and outputs whose chunk rows fit the staging "
             f"region (outputs {[d.label for d in cfg.epilogue_outputs]})"
         )
+    if cfg.tma_stores and not (cfg.packed_stores and not cfg.workspace_splitk):
+        problems.append("tma_stores needs packed_stores and no split-K workspace")
     return problems
 
 

@@ -153,6 +153,11 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
             "from mmaplug.cuda.sm90 import (fence_acq_rel_cluster, ld_shared_cluster_f32, "
             "mbarrier_wait_cluster)"
         )
+    if cfg.tma_stores:
+        em(
+            "from mmaplug.cuda.sm90 import (fence_proxy_async, tma_store_3d, bulk_commit_group, "
+            "bulk_wait_group_read)"
+        )
     if fp8 := fp8_imports(cfg.epilogue):  # the conversions of FP8 inputs, outputs, casts
         em(fp8)
     if amax := amax_imports(cfg.epilogue):  # the reductions of amax outputs
@@ -245,11 +250,15 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
         em(f"{kv.base} = int64(shared_base(smem))")
         em(f"{kv.sa} = ({kv.base} + {SMEM_ALIGN - 1}) // {SMEM_ALIGN} * {SMEM_ALIGN}")
         em(f"{kv.sb} = {kv.sa} + {stages * a.stage_bytes}")
-        em(
-            f"{kv.bar} = {kv.sb} + {stages * b.stage_bytes}  "
-            "# full[s]: bar + 8s, empty[s]: bar + 8(S + s)"
-        )
-        if cfg.smem_epilogue:
+        barriers = "# full[s]: bar + 8s, empty[s]: bar + 8(S + s)"
+        assert stages * stage_bytes % SMEM_ALIGN == 0  # (whole 8-row swizzle groups a stage)
+        if cfg.tma_stores:  # staging before the barriers: a TMA box's swizzle is 1024-aligned
+            em(f"{kv.stg} = {kv.sb} + {stages * b.stage_bytes}  # epilogue staging")
+            em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
+            em(f"{kv.bar} = {kv.stg} + {cfg.staging_bytes}  {barriers}")
+        else:
+            em(f"{kv.bar} = {kv.sb} + {stages * b.stage_bytes}  {barriers}")
+        if cfg.smem_epilogue and not cfg.tma_stores:
             em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
             em(
                 f"{kv.stg} = {kv.bar} + {2 * stages * MBARRIER_BYTES}  "
@@ -450,6 +459,9 @@ def _emit_consumer(
         em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
     for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
         em(line)
+    if cfg.tma_stores:  # the shared memory stays until the last stores have read it
+        em(f"if {kv.t} == 0:")
+        em("    bulk_wait_group_read(0)")
 
 
 def _takes_turns(cfg: HopperKernelConfig) -> bool:

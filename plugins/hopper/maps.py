@@ -11,8 +11,18 @@ from mmaplug.analysis.patterns import DimRole
 from mmaplug.cuda.kernel_views import DeviceTensor
 from mmaplug.cuda.streams import is_capturing, upload
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
+from mmaplug.ir.dtypes import DType
 
-from .config import BOX_INNER, SWIZZLE_BYTES, HopperKernelConfig, k_box
+from .config import (
+    BOX_INNER,
+    STAGED_ROWS,
+    SWIZZLE_BYTES,
+    HopperKernelConfig,
+    epilogue_chunk,
+    k_box,
+    tma_row_bytes,
+    tma_swizzle,
+)
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes
 _TMA_ALIGN: Final = 16
@@ -56,6 +66,25 @@ def operand_spec(
     )
 
 
+def output_spec(
+    cfg: HopperKernelConfig, dtype: DType, tensor: DeviceTensor, m: int, n: int, batch: int
+) -> TensorMapSpec:
+    """The 3-D map ``{N, M, batch}`` a ``tma_stores`` kernel stores output *tensor* through:
+    boxes of one staged chunk, ``STAGED_ROWS`` rows of ``epilogue_chunk`` columns, swizzled as
+    the consumer wrote them (``config.tma_swizzle``). Stores clip at M and N."""
+    strides, size = tensor.role_strides, dtype.itemsize
+    row_bytes = strides[DimRole.M] * size if m > 1 else _round16(n * size)
+    batch_bytes = strides[DimRole.BATCH] * size if batch > 1 else _round16(m * row_bytes)
+    chunk = epilogue_chunk(cfg.warp_tile[1])
+    return TensorMapSpec(
+        dtype=dtype,
+        dims=(n, m, batch),
+        strides_bytes=(row_bytes, batch_bytes),
+        box=(chunk, STAGED_ROWS, 1),
+        swizzle=tma_swizzle(tma_row_bytes(dtype, cfg.warp_tile[1])),
+    )
+
+
 def _round16(nbytes: int) -> int:
     return max(_TMA_ALIGN, -(-nbytes // _TMA_ALIGN) * _TMA_ALIGN)
 
@@ -71,8 +100,9 @@ def check_operand(what: str, spec: TensorMapSpec, address: int) -> list[str]:
 
 
 class DeviceMaps:
-    """Device arrays holding the A and B maps (a horizontal fusion's B maps after A's, 128
-    bytes each), encoded once per distinct tuple of addresses (a "pair" below).
+    """Device arrays holding the A and B maps (a horizontal fusion's B maps after A's, then a
+    ``tma_stores`` kernel's output maps; 128 bytes each), encoded once per distinct tuple of
+    addresses (a "pair" below).
 
     A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
     on the host and uploaded on first sight (``streams.upload``: complete before the launch
@@ -84,22 +114,28 @@ class DeviceMaps:
     the caller holds the returned entry (it owns the buffer) until its launch is queued.
     """
 
-    def __init__(self, a: TensorMapSpec, *bs: TensorMapSpec) -> None:
-        self._specs = (a, *bs)
+    def __init__(self, a: TensorMapSpec, *rest: TensorMapSpec) -> None:
+        self._specs = (a, *rest)
         self._cache: dict[tuple[int, ...], tuple[Any, int]] = {}  # oldest first
         self._used: set[tuple[int, ...]] = set()  # pairs used since the last eviction
         self._pinned: dict[tuple[int, ...], tuple[Any, int]] = {}
         self._lock = threading.Lock()
 
     def get(
-        self, a_address: int, b_address: int, stream: int = 0, more_b: tuple[int, ...] = ()
+        self,
+        a_address: int,
+        b_address: int,
+        stream: int = 0,
+        more_b: tuple[int, ...] = (),
+        outputs: tuple[int, ...] = (),
     ) -> tuple[Any, int]:
         """The ``maps`` kernel argument for operands at these addresses, and its address.
 
         *stream*: the raw handle the launch reading them goes to; *more_b*: the addresses of
-        B operands 1, 2, ... of a horizontal fusion.
+        B operands 1, 2, ... of a horizontal fusion; *outputs*: those of the stored outputs
+        of a ``tma_stores`` kernel.
         """
-        key = (a_address, b_address, *more_b)
+        key = (a_address, b_address, *more_b, *outputs)
         entry = self._cache.get(key)
         if entry is not None and not is_capturing(stream):
             self._used.add(key)

@@ -33,8 +33,11 @@ from .config import (
     HopperKernelConfig,
     packed_row_bytes,
     staging_row_bytes,
+    tma_row_bytes,
+    tma_swizzle,
 )
 from .kernel_vars import KERNEL_VARS
+from .maps import MAP_WORDS
 
 __all__ = [
     "TileInputs",
@@ -69,6 +72,15 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     )
     em(f"{kv.fcol} = 2 * ({kv.lane} % 4)  # its first column in each 8-column group")
     em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
+    if cfg.tma_stores:
+        stored = [j for j, _ in cfg.epilogue.stored]
+        for p, j in enumerate(stored):  # after A's and the Bs' maps
+            em(f"{_store_map(j)} = global_addr(maps, {MAP_WORDS * (1 + cfg.horizontal + p)})")
+        em(f"if {kv.t} == 0:  # the consumer's thread that issues its TMA stores")
+        with em.indent():
+            for j in stored:
+                em(f"fence_tensormap_acquire({_store_map(j)})")
+                em(f"prefetch_tensormap({_store_map(j)})")
     if tile_inputs(cfg).staged:
         regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)
         em(
@@ -102,6 +114,11 @@ def tile_inputs(cfg: HopperKernelConfig) -> TileInputs:
     if not steps_called(prog):
         return TileInputs(staged, [], [])
     return TileInputs(staged, once, [i for i in m_only_inputs(prog) if i in used and i not in once])
+
+
+def _store_map(j: int) -> str:
+    """The variable holding output *j*'s tensor map address (``tma_stores``)."""
+    return f"tmap_o{j}"
 
 
 def _column_row(cfg: HopperKernelConfig, k: int) -> str:
@@ -306,18 +323,28 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     chunk = cfg.epilogue_chunk
     chunks, groups = wn // chunk, chunk // 8
     dtypes: dict[int, DType] = {j: o.dtype for j, o in prog.stored}  # by output index
-    rows = {j: packed_row_bytes(d, wn) for j, d in dtypes.items()}
+    tma = cfg.tma_stores
+    row_bytes = tma_row_bytes if tma else packed_row_bytes
+    rows = {j: row_bytes(d, wn) for j, d in dtypes.items()}
     offsets = {j: STAGED_ROWS * sum(list(rows.values())[:p]) for p, j in enumerate(rows)}
     buf_bytes = STAGED_ROWS * sum(rows.values())
+    buffers = cfg.packed_buffers
     roots = _roots(prog)
     used_inputs = _used_inputs(prog)
     hoisted = [i for i in n_only_inputs(prog) if i in used_inputs]
     staged, once, by_row = tile_inputs(cfg)  # prefetched once a tile (the step widens them)
-    if cfg.packed_buffers == 1:
+    if buffers == 1:
+        if tma:
+            em(f"if {kv.t} == 0:")
+            em("    bulk_wait_group_read(0)  # the previous chunk's store has read the buffer")
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
     emit_step_origin(em, cfg, chunk, chunks)
     em(f"sw = ({kv.sreg} - {kv.base} + {kv.ebuf} * {buf_bytes}) // 4  # the buffer, in words")
     for j, dtype in dtypes.items():  # the thread's first word (FP8: half-word) in j's rows
+        if tma:  # its row's first byte, and the XOR of its row's 16-byte units
+            em(f"rb{j} = {_plus('4 * sw', offsets[j])} + {kv.frow} * {rows[j]}")
+            em(f"xb{j} = {_swizzle_xor(f'{kv.frow} * {rows[j]}', tma_swizzle(rows[j]))}")
+            continue
         if dtype.is_float8:
             em(f"hw{j} = 2 * sw + {kv.frow} * {rows[j] // 2} + {kv.fcol} // 2")
             continue
@@ -368,6 +395,9 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
             continue
         for j, dtype in dtypes.items():
             lrow = 8 * h
+            if tma:
+                _emit_swizzled_pair(em, j, dtype, _plus(f"rb{j}", lrow * rows[j]), q)
+                continue
             if dtype.is_float8:  # column fcol in the low byte: it comes first
                 off = offsets[j] + lrow * rows[j] + 8 * q
                 em(
@@ -384,6 +414,9 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 off = offsets[j] + lrow * rows[j] + 32 * q
                 em(f"{kv.sf}[uint64(pw{j} + {off // 4})] = o{j}_0")
                 em(f"{kv.sf}[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
+    if tma:
+        _emit_tma_stores(em, offsets, buffers)
+        return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
     em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
     for j, dtype in dtypes.items():
         per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
@@ -408,6 +441,59 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
     # a step function takes and returns the running maxima it folds its values into
     return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
+
+
+def _plus(expr: str, const: int) -> str:
+    """*expr* + *const*, the sum left out when *const* is 0."""
+    return f"{expr} + {const}" if const else expr
+
+
+def _swizzle_xor(row_byte: str, span: int) -> str:
+    """The XOR a TMA box of *span*-byte swizzle applies to the byte offsets of the row starting
+    at byte *row_byte* of a 1024-aligned box: bits 7 and up of the offset onto its 16-byte unit
+    index (bits 4 and up, ``log2(span / 16)`` bits); "0" without a swizzle."""
+    if not span:
+        return "0"
+    return f"((({row_byte}) >> 7) & {span // 16 - 1}) << 4"
+
+
+def _emit_swizzled_pair(em: Emitter, j: int, dtype: DType, row: str, q: int) -> None:
+    """Store the pair ``o{j}_0``, ``o{j}_1`` at the thread's columns of 8-column group *q* in
+    the row starting at byte *row* of output *j*'s swizzled box: its 16-byte unit XOR
+    ``xb{j}`` (the pair never straddles a unit: it starts at an even column of the group)."""
+    size = dtype.itemsize
+    at = f"{row} + (({_plus(f'{kv.fcol} * {size}', 8 * q * size)}) ^ xb{j})"
+    if dtype.is_float8:  # column fcol in the low byte: it comes first
+        em(f"{kv.sh}[uint64(({at}) >> 1)] = f32x2_to_{fp8_name(dtype)}x2(o{j}_1, o{j}_0)")
+    elif is16(dtype):
+        em(f"{kv.su}[uint64(({at}) >> 2)] = uint32(o{j}_0) | (uint32(o{j}_1) << uint32(16))")
+    else:
+        em(f"w{j} = uint64(({at}) >> 2)")
+        em(f"{kv.sf}[w{j}] = o{j}_0")
+        em(f"{kv.sf}[w{j} + uint64(1)] = o{j}_1")
+
+
+def _emit_tma_stores(em: Emitter, offsets: dict[int, int], buffers: int) -> None:
+    """The end of a ``tma_stores`` step: every writer fences its shared stores for the async
+    proxy; after the warpgroup barrier one thread stores each output's box (rows past M and
+    columns past N clipped by the map) and commits them as one bulk group. With two buffers
+    that thread first waits until the previous step's stores have read theirs, before the
+    barrier that lets the warpgroup write it again at the next step; with one, the step's first
+    barrier does (:func:`_step_source`)."""
+    em("fence_proxy_async()  # the chunk's shared stores, before the TMA stores read them")
+    if buffers == 2:
+        em(f"if {kv.t} == 0:")
+        em("    bulk_wait_group_read(0)  # the other buffer's stores have read it")
+    em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
+    em(f"if {kv.t} == 0 and {kv.em0} < M and {kv.en0} < N:")
+    with em.indent():
+        for j, off in offsets.items():
+            src = f"uint32({_plus(f'{kv.base} + 4 * sw', off)})"
+            em(
+                f"tma_store_3d({_store_map(j)}, int32({kv.en0}), int32({kv.em0}), "
+                f"int32({kv.bt}), {src})"
+            )
+        em("bulk_commit_group()")
 
 
 def _free_names(lines: list[str]) -> list[str]:

@@ -61,6 +61,23 @@ def test_hopper_default_kernel_links_whole(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
+def test_hopper_default_epilogue_stores_by_tma() -> None:
+    """The bare 4096^3 default hands each packed chunk to a TMA tensor store: every writer
+    fences its shared stores for the async proxy, one thread waits for the previous store's
+    reads, issues and commits, and waits for all of them to read their chunks before the
+    kernel ends; no thread stores a 16-byte vector of the output itself."""
+    from mmaplug.cli.bench import linear_fusion
+
+    compiled = mp.compile(linear_fusion(4096, 4096, 4096, mp.bfloat16, False), "h200")
+    assert compiled._artifact.config.tma_stores
+    ptx = compiled.ptx
+    assert "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx
+    assert "cp.async.bulk.commit_group" in ptx
+    assert "cp.async.bulk.wait_group.read 0" in ptx
+    assert "st.global.v4" not in ptx
+
+
 @pytest.mark.parametrize(
     ("layout", "cluster"),
     [("k_inner", (2, 1)), ("n_inner", (2, 1)), ("k_inner", (1, 2)), ("m_inner", (1, 2))],

@@ -148,6 +148,25 @@ def case_tt_bf16_two_outputs_packed(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
+def case_tt_bf16_two_outputs_tma(fd: Any, mp: Any) -> dict[str, Any]:
+    """TMA stores of two casts-only outputs, bf16 and fp16 (one buffer of two 64-byte swizzled
+    boxes a chunk), batch 2 x 2 x 2 tiles on 2 persistent CTAs, ragged M and N (the boxes past
+    them clipped by the maps)."""
+    a, b = _operands(fd, mp, 70, 88, 64, "TT", mp.bfloat16, batch=2)
+    y = fd.ops.matmul(a, b)
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    fd.add_output(fd.ops.cast(y, mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
+def case_tn_f16_out_f32_tma(fd: Any, mp: Any) -> dict[str, Any]:
+    """A float32 output by TMA stores: 128-byte rows, swizzled 128 bytes, one buffer; 3 x 2
+    tiles on 2 persistent CTAs, ragged M and N."""
+    a, b = _operands(fd, mp, 150, 100, 64, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float32))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
 def case_tn_f16_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
     """CTA pairs (cluster_dims=(2, 1)): the cluster's two blocks run at once in the simulator,
     each multicasting half of the B tile into both; M = 100 is one pair of M tiles, ragged; the
@@ -679,12 +698,17 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e4m3_out_e4m3_amax_nan",
                        "tt_bf16_cluster4_relu",
                        "tn_f16_clustern4_splitk2"} - SWAPPED - KCLUSTERED  # fmt: skip
+# cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
+TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
+       "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
+       "tn_f16_ragged_persistent", "tt_bf16_batch2_out_e4m3_amax_pingpong_casts",
+       "tt_two_consumers_batch2", "tt_bf16_two_outputs_tma", "tn_f16_out_f32_tma"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
-         "tt_bf16_two_outputs_packed": 4,
+         "tt_bf16_two_outputs_packed": 4, "tt_bf16_two_outputs_tma": 8, "tn_f16_out_f32_tma": 6,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
          "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8,
          "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
@@ -829,6 +853,7 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     assert res["launches"][0][1:] == [CTAS.get(name, 2), UNITS[name]], res["launches"]
     assert res["kernel"].endswith("_kc") == ("_kcluster" in name), res["kernel"]
     assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
+    assert ("_ps_ts" in res["kernel"]) == (name in TMA), res["kernel"]
     assert ("_swap" in res["kernel"]) == (name in SWAPPED), res["kernel"]
     assert res["outputs"], "no outputs compared"
     operand = "bfloat16" if "bf16" in name else "float16"

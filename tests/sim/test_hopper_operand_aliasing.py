@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.sim
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2, "float32": 1e-3}
-MAP_ARRAY = ["to_device", [32], "uint64"]  # one CUtensorMap (16 words) for A and one for B
+MAP_WORDS = 16  # one CUtensorMap: for A, for B and, with TMA stores, for each output
 NUMBA_ALLOCATORS = ("device_array", "device_array_like", "to_device", "pinned_array",
                     "mapped_array", "managed_array")  # fmt: skip
 
@@ -201,6 +201,8 @@ def run_case(name: str) -> dict[str, Any]:
         "allocations": allocations,
         "map_addresses": map_addresses,
         "operand_addresses": [int(x.__array_interface__["data"][0]) for x in operands],
+        "tma_stores": compiled._artifact.config.tma_stores,
+        "output_addresses": [int(np.asarray(x).__array_interface__["data"][0]) for x in results],
         "launches": launches,
         "outputs": outputs,
     }  # fmt: skip
@@ -229,10 +231,12 @@ def test_hopper_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
 
 @pytest.mark.parametrize("name", CASES)
 def test_operands_are_loaded_from_the_inputs(sim_results: dict, name: str) -> None:
-    """The TMA maps hold the fusion inputs' own addresses: no operand was copied or relaid."""
+    """The TMA maps hold the fusion inputs' own addresses: no operand was copied or relaid; a
+    kernel storing by TMA has a map of each output's own buffer after them."""
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
-    assert res["map_addresses"] == res["operand_addresses"], res
+    outputs = res["output_addresses"] if res["tma_stores"] else []
+    assert res["map_addresses"] == res["operand_addresses"] + outputs, res
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -241,7 +245,8 @@ def test_only_outputs_maps_and_workspace_are_allocated(sim_results: dict, name: 
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     expected = [["output", out["shape"], out["dtype"]] for out in res["outputs"]]
-    expected.append(MAP_ARRAY)
+    maps = 2 + len(res["outputs"]) * res["tma_stores"]
+    expected.append(["to_device", [MAP_WORDS * maps], "uint64"])
     batch, m, n = res["problem"]
     if res["splitk"] > 1:
         expected.append(["device_array", [res["splitk"] * batch * m * n], "float32"])
