@@ -27,6 +27,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
     python scripts/config_probe.py overlap      # 128x128 against 128x256 tiles, bare and fused
     python scripts/config_probe.py fp8_fused    # FP8 defaults bare and fused, per row and tensor
+    python scripts/config_probe.py tma_ab       # the epilogue's TMA stores against thread stores
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -941,6 +942,38 @@ def fp8_anchor_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+TMA_AB_PROBLEMS = [
+    TuneProblem(m=2048, n=2048, k=128, batch=16, dtype="bfloat16"),
+    TuneProblem(m=2048, n=2048, k=128, batch=16, dtype="float16"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="float16"),
+    TuneProblem(m=8192, n=8192, k=8192, dtype="bfloat16"),
+    TuneProblem(m=2048, n=14336, k=5120, dtype="bfloat16"),
+    TuneProblem(m=512, n=10240, k=8192, dtype="bfloat16"),
+    TuneProblem(m=16384, n=1024, k=512, dtype="bfloat16"),
+    TuneProblem(m=8192, n=8192, k=8192, dtype="float8_e4m3fn", scale="block"),
+    TuneProblem(m=2048, n=14336, k=5120, dtype="float8_e4m3fn", scale="block"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale="block"),
+]
+
+
+def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The packed epilogue's chunks stored by TMA (where ``stores_by_tma`` takes it) against the
+    consumers' 16-byte stores, each pair twice, interleaved: store-bound, square, llama and
+    skinny rows, block-scaled FP8 (run 153). Runs 151-152 also timed bias + GELU (16-bit, FP8
+    per row), FP8 per row and per tensor and 1000^3 with TMA stores forced on."""
+    import mmaplug.plugins.hopper.artifact as artifact
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in TMA_AB_PROBLEMS:
+        new = _compiled(problem, pm=hopper)
+        with mock.patch.object(artifact, "TMA_STORES", False):
+            old = _compiled(problem, pm=hopper)
+        jobs += [(problem, "tma stores", new), (problem, "thread stores", old)] * 2
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -976,6 +1009,7 @@ def main(which: str) -> None:
             "split_rings": split_ring_jobs,
             "split_ab": split_ab_jobs,
             "fp8_anchors": fp8_anchor_jobs,
+            "tma_ab": tma_ab_jobs,
         }[which]()
         if job[2]
     ]
