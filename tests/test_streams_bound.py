@@ -83,14 +83,21 @@ def test_ampere_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
 
 
-@pytest.mark.parametrize("splitk", [1, 2])
-def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> None:
-    """The maps of (A, B) replace them; the rest as ampere, asked on the launch's stream."""
-    asked: list[tuple[int, int, int]] = []
-    maps = types.SimpleNamespace(get=lambda a, b, stream: asked.append((a, b, stream)) or (0, MAPS))
+@pytest.mark.parametrize(("splitk", "tma"), [(1, False), (2, False), (1, True)])
+def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int, tma: bool) -> None:
+    """The maps of (A, B) replace them (and with TMA stores, of the outputs too: the output's
+    address is in their key); the rest as ampere, asked on the launch's stream."""
+    asked: list[tuple[int, int, int, tuple[int, ...]]] = []
+
+    def get(a: int, b: int, stream: int, outputs: tuple[int, ...] = ()) -> tuple[int, int]:
+        asked.append((a, b, stream, outputs))
+        return 0, MAPS
+
+    maps = types.SimpleNamespace(get=get)
     config = HopperKernelConfig(
         cta_tile=(64, 64, 64), warp_tile=(64, 64, 64), stages=2, splitk=splitk,
         epilogue=epilogue_program("alpha_beta", DType.float16),
+        smem_epilogue=tma, packed_stores=tma, tma_stores=tma,
     )  # fmt: skip
     artifact = types.SimpleNamespace(config=config)
     plan = hopper_artifact._Launch(
@@ -106,7 +113,7 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
     )
     bound = hopper_artifact.BoundHopper(artifact, plan, args)  # type: ignore[arg-type]
     bound([A, B, C, OUT] + ([WS] if splitk > 1 else []), [1.5, -0.5], STREAM)
-    assert asked == [(A, B, STREAM)]
+    assert asked == [(A, B, STREAM, (OUT,) if tma else ())]
     assert all(launch["stream"] == STREAM for launch in recorded)
     if splitk == 1:
         (main,) = recorded

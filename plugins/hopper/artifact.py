@@ -93,25 +93,27 @@ def stores_by_tma(cfg: HopperKernelConfig, spec: KernelSpec) -> bool:
     casts only, without a split-K workspace, and each CTA walks more than one work unit (the
     stores of one tile then drain under the next tile's main loop).
 
-    Measured (BENCHMARKS.md run 151, TMA against the consumers' own 16-byte stores): 16 x
-    2048x2048x128 11-13% faster, 2048x14336x5120 3%, 8192^3 1-1.5%; but bias + GELU 1-3%
-    slower (each chunk waits for the TMA unit to have read the one before it) and 1000^3, one
-    64x128 tile a CTA, 7% slower (nothing to overlap)."""
+    Measured (BENCHMARKS.md runs 151-153, TMA against the consumers' own 16-byte stores): 16
+    x 2048x2048x128 11-14% faster, 2048x14336x5120 2-3%, block-scaled FP8 3%, 8192^3 under 1%;
+    but bias + GELU 1-3% slower (each chunk waits for the TMA unit to have read the one before
+    it) and 1000^3, one 64x128 tile a CTA, 7% slower (nothing to overlap)."""
     if not cfg.packed_stores or cfg.workspace_splitk or not casts_only(cfg.epilogue):
         return False
     if spec.params.tiling_strategy is TilingStrategy.one_tile_per_cta:
         return False
     problem = spec.problem.transposed() if cfg.swap_ab else spec.problem
-    return work_units(cfg, problem.m, problem.n, problem.k, problem.batch) > resident_units(
-        cfg, spec.device
-    )
+    units = work_units(cfg, problem.m, problem.n, problem.batch)
+    return units > resident_units(cfg, spec.device)
 
 
-def work_units(cfg: HopperKernelConfig, m: int, n: int, k: int, batch: int) -> int:
-    """Work units of a launch: batch x splits through the workspace x tiles (a cluster's CTAs
-    share one unit: adjacent M or N tiles, or its splits)."""
-    tiles_m = -(-m // (cfg.cta_tile[0] * cfg.cluster_m))
-    tiles_n = -(-n // (cfg.n_out * cfg.cluster_n))
+def unit_tiles(cfg: HopperKernelConfig, m: int, n: int) -> tuple[int, int]:
+    """Work units along M and along N (a cluster's CTAs share one: adjacent M or N tiles)."""
+    return -(-m // (cfg.cta_tile[0] * cfg.cluster_m)), -(-n // (cfg.n_out * cfg.cluster_n))
+
+
+def work_units(cfg: HopperKernelConfig, m: int, n: int, batch: int) -> int:
+    """Work units of a launch: batch x splits through the workspace x :func:`unit_tiles`."""
+    tiles_m, tiles_n = unit_tiles(cfg, m, n)
     splits = cfg.splitk if cfg.workspace_splitk else 1
     return batch * splits * tiles_m * tiles_n
 
@@ -253,14 +255,13 @@ class HopperArtifact:
             # with the staged epilogue (same shared memory and stages), built once
             cfg = attrs.evolve(cfg, packed_stores=False, tma_stores=False)
             out_specs = []
-        bm, _, bk = cfg.cta_tile
+        bk = cfg.cta_tile[2]
         # a cluster's CTAs take one work unit: adjacent M or N tiles, or its splits
         cl = cfg.cluster
-        tiles_m = -(-problem.m // (bm * cfg.cluster_m))
-        tiles_n = -(-problem.n // (cfg.n_out * cfg.cluster_n))
+        tiles_m, tiles_n = unit_tiles(cfg, problem.m, problem.n)
         k_tiles = -(-problem.k // bk)
         k_split = -(-k_tiles // cfg.splitk) * bk
-        units = work_units(cfg, problem.m, problem.n, problem.k, problem.batch)
+        units = work_units(cfg, problem.m, problem.n, problem.batch)
         persistent = self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta
         if persistent:
             grid_x = min(units, resident_units(cfg, self.spec.device)) * cl
@@ -448,7 +449,7 @@ class BoundHopper(BoundKernels):
             return
         a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
         outputs = tuple(addresses[self._outputs_at + j] for j in self._stored)
-        maps = self._maps.get(a, b, stream, (), outputs)  # held until queued
+        maps = self._maps.get(a, b, stream, outputs=outputs)  # held until queued
         super().__call__([maps[1], *addresses[2:]], scalars, stream)
 
 

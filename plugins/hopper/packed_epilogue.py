@@ -1,5 +1,6 @@
 """The consumer's epilogue in its accumulator fragment: results packed into shared memory in
-the output dtype by column chunks, then stored as coalesced 16-byte vectors."""
+the output dtype by column chunks, then stored as coalesced 16-byte vectors, or with
+``tma_stores`` by one TMA tensor store per chunk and output."""
 
 from __future__ import annotations
 
@@ -313,7 +314,9 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
     vectors of whole rows back and stores them coalesced, skipping rows past M and vectors past
     N (N * itemsize is a multiple of 16). With two buffers the next step writes the other one,
     so one barrier a step orders it all; with one, a second barrier waits for the reads. Global
-    stores do not stall the thread: they drain while the warpgroup goes on. The outputs are
+    stores do not stall the thread: they drain while the warpgroup goes on. With
+    ``tma_stores`` the rows are unpadded and swizzled as TMA boxes (:func:`_emit_swizzled_pair`)
+    and one thread stores each chunk (:func:`_emit_tma_stores`). The outputs are
     ``out{j}`` with strides ``out{j}_sb`` / ``out{j}_sm`` and batch ``bt``. An amax output
     ``j`` folds the values inside M and N into ``amx{j}`` (a parameter of the step function,
     which returns it).
