@@ -28,6 +28,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py overlap      # 128x128 against 128x256 tiles, bare and fused
     python scripts/config_probe.py fp8_fused    # FP8 defaults bare and fused, per row and tensor
     python scripts/config_probe.py tma_ab       # the epilogue's TMA stores against thread stores
+    python scripts/config_probe.py tma_forced   # TMA stores forced where the rule keeps threads'
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -957,11 +958,40 @@ TMA_AB_PROBLEMS = [
 ]
 
 
+TMA_FORCED_PROBLEMS = [
+    TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16", epilogue="bias_gelu"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="float16", epilogue="bias_gelu"),
+    TuneProblem(m=1000, n=1000, k=1000, dtype="bfloat16"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale="row"),
+    TuneProblem(m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale="row", epilogue="bias_gelu"),
+    TuneProblem(m=8192, n=8192, k=8192, dtype="float8_e4m3fn", scale="tensor"),
+]
+
+
+def tma_forced_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows ``stores_by_tma`` leaves to the threads' stores (epilogues with arithmetic, one tile
+    a CTA) with TMA stores forced on wherever the chunks are packed, against their default,
+    each pair twice, interleaved (runs 151-152's rows outside the rule)."""
+    import mmaplug.plugins.hopper.artifact as artifact
+
+    def forced(cfg: Any, spec: Any) -> bool:
+        return cfg.packed_stores and not cfg.workspace_splitk
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in TMA_FORCED_PROBLEMS:
+        default = _compiled(problem, pm=hopper)
+        with mock.patch.object(artifact, "stores_by_tma", forced):
+            tma = _compiled(problem, pm=hopper)
+        jobs += [(problem, "tma stores (forced)", tma), (problem, "default", default)] * 2
+    return jobs
+
+
 def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The packed epilogue's chunks stored by TMA (where ``stores_by_tma`` takes it) against the
     consumers' 16-byte stores, each pair twice, interleaved: store-bound, square, llama and
-    skinny rows, block-scaled FP8 (run 153). Runs 151-152 also timed bias + GELU (16-bit, FP8
-    per row), FP8 per row and per tensor and 1000^3 with TMA stores forced on."""
+    skinny rows, block-scaled FP8 (run 153; runs 151-152 forced TMA stores on every packed
+    epilogue: ``tma_forced`` times the rows the rule then left to the threads' stores)."""
     import mmaplug.plugins.hopper.artifact as artifact
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -1010,6 +1040,7 @@ def main(which: str) -> None:
             "split_ab": split_ab_jobs,
             "fp8_anchors": fp8_anchor_jobs,
             "tma_ab": tma_ab_jobs,
+            "tma_forced": tma_forced_jobs,
         }[which]()
         if job[2]
     ]
