@@ -167,6 +167,16 @@ def case_tn_f16_out_f32_tma(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
+def case_tn_f16_batch2_out_m_batch_n_tma(fd: Any, mp: Any) -> dict[str, Any]:
+    """TMA stores into an output permuted to [M, B, N]: the map's row stride is B x N and its
+    batch stride N, so the boxes of the two batches interleave by rows; 2 x 2 x 2 tiles,
+    ragged M and N."""
+    a, b = _operands(fd, mp, 70, 72, 64, "TN", mp.float16, batch=2)
+    y = fd.ops.cast(fd.ops.matmul(a, b), mp.float16)
+    fd.add_output(fd.ops.permute(y, [1, 0, 2]))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
 def case_tn_f16_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
     """CTA pairs (cluster_dims=(2, 1)): the cluster's two blocks run at once in the simulator,
     each multicasting half of the B tile into both; M = 100 is one pair of M tiles, ragged; the
@@ -702,13 +712,15 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
        "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
        "tn_f16_ragged_persistent", "tt_bf16_batch2_out_e4m3_amax_pingpong_casts",
-       "tt_two_consumers_batch2", "tt_bf16_two_outputs_tma", "tn_f16_out_f32_tma"}  # fmt: skip
+       "tt_two_consumers_batch2", "tt_bf16_two_outputs_tma", "tn_f16_out_f32_tma",
+       "tn_f16_batch2_out_m_batch_n_tma"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,
          "tt_bf16_two_outputs_packed": 4, "tt_bf16_two_outputs_tma": 8, "tn_f16_out_f32_tma": 6,
+         "tn_f16_batch2_out_m_batch_n_tma": 8,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
          "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8,
          "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
