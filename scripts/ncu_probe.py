@@ -13,7 +13,10 @@ default rows; a shape may name a dtype and FP8 scale (``8192x8192x8192/float8_e4
 bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan
 (``64x4096x4096@c2``: the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``:
 FP8 on 128x128x128 tiles in pairs along M; ``@w256``: 64x256 warp tiles, block scales
-promoted by chunks).
+promoted by chunks). An epilogue of the tune corpus follows the dtype after a ``+``
+(``4096x4096x4096/bfloat16+bias_gelu``), and ``@tma`` builds the default plan with the packed
+epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogues to the
+threads' stores: ``config_probe.py tma_forced``).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -29,9 +32,12 @@ is checked against float64 first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from unittest import mock
 
 import mmaplug as mp
+import mmaplug.plugins.hopper.artifact as hopper_artifact
 from mmaplug.cli.bench import torch_call
 from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.measure import rel_error
@@ -60,7 +66,20 @@ OVERRIDES: dict[str, dict] = {
         "stages": 4,
         "cluster_dims": (1, 1),
     },
+    "tma": {},  # the default plan, its packed chunks stored by TMA (``_built``)
 }
+
+
+def _built(problem: TuneProblem, overrides: dict, how: str, pm: mp.PluginManager) -> object:
+    """*problem* compiled with *overrides*; with ``@tma`` under a rule that stores every packed
+    epilogue without a split-K workspace by TMA."""
+    forced = mock.patch.object(
+        hopper_artifact,
+        "stores_by_tma",
+        lambda cfg, spec: cfg.packed_stores and not cfg.workspace_splitk,
+    )
+    with forced if how == "tma" else contextlib.nullcontext():
+        return mp.compile(problem.fusion(), pm=pm, overrides=overrides or None)
 
 
 def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
@@ -69,7 +88,7 @@ def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     planned = [problem_and_overrides(spec) for spec in shapes]
     problems = [problem for problem, _ in planned]
-    ours = [mp.compile(p.fusion(), pm=hopper, overrides=ov or None) for p, ov in planned]
+    ours = [_built(p, ov, spec[-1], hopper) for (p, ov), spec in zip(planned, shapes, strict=True)]
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
         inputs = problem_inputs(problem)
@@ -89,7 +108,8 @@ def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
 
 
 def parse_spec(arg: str) -> tuple[int, int, int, int, str, str]:
-    """``[BATCHx]MxNxK[/dtype-scale][@how]`` as (batch, m, n, k, kind, key of ``OVERRIDES``)."""
+    """``[BATCHx]MxNxK[/dtype-scale[+epilogue]][@how]`` as (batch, m, n, k, kind, key of
+    ``OVERRIDES``)."""
     what, _, how = arg.partition("@")
     extents, _, kind = what.partition("/")
     *batch, m, n, k = map(int, extents.split("x"))
@@ -99,8 +119,11 @@ def parse_spec(arg: str) -> tuple[int, int, int, int, str, str]:
 def problem_and_overrides(spec: tuple[int, int, int, int, str, str]) -> tuple[TuneProblem, dict]:
     """The problem a parsed spec names, and its overrides."""
     batch, m, n, k, kind, how = spec
+    kind, _, epilogue = kind.partition("+")
     dtype, _, scale = kind.partition("-")
-    problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype=dtype, scale=scale)
+    problem = TuneProblem(
+        m=m, n=n, k=k, batch=batch, dtype=dtype, scale=scale, epilogue=epilogue or "none"
+    )
     return problem, OVERRIDES[how]
 
 
