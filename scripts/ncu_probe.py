@@ -66,20 +66,22 @@ OVERRIDES: dict[str, dict] = {
         "stages": 4,
         "cluster_dims": (1, 1),
     },
-    "tma": {},  # the default plan, its packed chunks stored by TMA (``_built``)
+    "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
 }
 
 
-def _built(problem: TuneProblem, overrides: dict, how: str, pm: mp.PluginManager) -> object:
-    """*problem* compiled with *overrides*; with ``@tma`` under a rule that stores every packed
-    epilogue without a split-K workspace by TMA."""
+def built(
+    problem: TuneProblem, overrides: dict, how: str, pm: mp.PluginManager, device: str | None = None
+) -> mp.CompiledFusion:
+    """*problem* compiled with *overrides* (for *device*, default the GPU's); with ``@tma``
+    under a rule that stores every packed epilogue without a split-K workspace by TMA."""
     forced = mock.patch.object(
         hopper_artifact,
         "stores_by_tma",
         lambda cfg, spec: cfg.packed_stores and not cfg.workspace_splitk,
     )
     with forced if how == "tma" else contextlib.nullcontext():
-        return mp.compile(problem.fusion(), pm=pm, overrides=overrides or None)
+        return mp.compile(problem.fusion(), device, pm=pm, overrides=overrides or None)
 
 
 def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
@@ -88,7 +90,7 @@ def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     planned = [problem_and_overrides(spec) for spec in shapes]
     problems = [problem for problem, _ in planned]
-    ours = [_built(p, ov, spec[-1], hopper) for (p, ov), spec in zip(planned, shapes, strict=True)]
+    ours = [built(p, ov, spec[-1], hopper) for (p, ov), spec in zip(planned, shapes, strict=True)]
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
         inputs = problem_inputs(problem)

@@ -7,6 +7,8 @@ install nvidia-cuda-nvdisasm`` (``mmaplug.runtime.dump.sass_tool`` finds either)
 
     python scripts/sass_counts.py \\
         4096x4096x4096/float8_e4m3fn-block 4096x4096x4096/float8_e4m3fn-block@w256
+    python scripts/sass_counts.py \\
+        4096x4096x4096/bfloat16+bias_gelu 4096x4096x4096/bfloat16+bias_gelu@tma
 
 Specs as ``scripts/ncu_probe.py`` takes them (``MxNxK[/dtype-scale][@how]``; bf16 4096^3's
 default without arguments). One line a kernel: its instructions, then the opcodes of
@@ -19,12 +21,13 @@ import collections
 import re
 import sys
 
-from ncu_probe import parse_spec, problem_and_overrides
+from ncu_probe import built, parse_spec, problem_and_overrides
 
 import mmaplug as mp
 from mmaplug.errors import UnsupportedTargetError
 
-COUNTED = ("R2UR", "IMAD", "IADD3", "UIADD3", "FFMA", "HGMMA", "QGMMA", "SHFL", "STL", "LDL")
+COUNTED = ("R2UR", "IMAD", "IADD3", "UIADD3", "FFMA", "HGMMA", "QGMMA", "SHFL", "STL", "LDL",
+           "LDS", "STG", "FENCE", "UTMASTG")  # fmt: skip
 # an instruction line: /*0a30*/ then an optional predicate, then the opcode (modifiers after dots)
 OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
 
@@ -32,8 +35,9 @@ OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
 def main(specs: list[str]) -> None:
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     for spec in specs:
-        problem, overrides = problem_and_overrides(parse_spec(spec))
-        compiled = mp.compile(problem.fusion(), "h200", pm=hopper, overrides=overrides or None)
+        parsed = parse_spec(spec)
+        problem, overrides = problem_and_overrides(parsed)
+        compiled = built(problem, overrides, parsed[-1], hopper, "h200")
         try:
             counts = collections.Counter(OPCODE.findall(compiled.sass))
         except UnsupportedTargetError as error:
