@@ -44,3 +44,18 @@ def test_a_spec_names_the_problem_and_the_overrides_ncu_probe_does(script: Modul
     assert overrides["warp_tile"] == (64, 256, 128)
     problem, overrides = script.problem_and_overrides(script.parse_spec("64x64x128"))
     assert problem.dtype == "bfloat16" and overrides == {}
+
+
+def test_a_spec_may_name_an_epilogue_and_force_tma_stores(script: ModuleType) -> None:
+    """``+bias_gelu`` is the corpus epilogue; ``@tma`` builds the default plan with its packed
+    chunks stored by TMA, which the build step's rule leaves to the threads for a fused one."""
+    pytest.importorskip("numba")
+    import mmaplug as mp
+
+    parsed = script.parse_spec("4096x4096x4096/bfloat16+bias_gelu@tma")
+    problem, overrides = script.problem_and_overrides(parsed)
+    assert (problem.epilogue, overrides) == ("bias_gelu", {})
+    pm = mp.make_plugin_manager(block=["decode", "ampere"], load_entrypoints=False)
+    forced = script.built(problem, overrides, parsed[-1], pm, "h200")
+    plain = script.built(problem, overrides, "", pm, "h200")
+    assert forced._artifact.config.tma_stores and not plain._artifact.config.tma_stores
