@@ -580,6 +580,29 @@ NARROW_AB_SHAPES = [(64, 4096, 4096), (60, 4096, 4096), (64, 6144, 4096), (64, 8
                     (64, 5120, 8192)]  # fmt: skip
 
 
+def _ab(
+    problems: list[TuneProblem],
+    patches: list[tuple[Any, str, Any]],
+    plain: str,
+    patched: str,
+    patched_first: bool = False,
+) -> list[tuple[TuneProblem, str, Any]]:
+    """Each of *problems* on hopper planned and built as it is (label *plain*) and with each
+    ``(owner, attribute, value)`` of *patches* set while it compiles (label *patched*), each
+    pair twice, interleaved (the patched one first with *patched_first*)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in problems:
+        as_is = _compiled(problem, pm=hopper)
+        with contextlib.ExitStack() as stack:
+            for owner, name, value in patches:
+                stack.enter_context(mock.patch.object(owner, name, value))
+            changed = _compiled(problem, pm=hopper)
+        pair = [(problem, plain, as_is), (problem, patched, changed)]
+        jobs += (pair[::-1] if patched_first else pair) * 2
+    return jobs
+
+
 def _default_ab(
     problems: list[TuneProblem], rules: dict[str, Any]
 ) -> list[tuple[TuneProblem, str, Any]]:
@@ -588,16 +611,8 @@ def _default_ab(
     pair twice, interleaved."""
     import mmaplug.heuristics.default as default
 
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for problem in problems:
-        new = _compiled(problem, pm=hopper)
-        with contextlib.ExitStack() as stack:
-            for rule, off in rules.items():
-                stack.enter_context(mock.patch.object(default, rule, off))
-            old = _compiled(problem, pm=hopper)
-        jobs += [(problem, "default", new), (problem, "old default", old)] * 2
-    return jobs
+    patches = [(default, rule, off) for rule, off in rules.items()]
+    return _ab(problems, patches, "default", "old default")
 
 
 def narrow_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
@@ -977,14 +992,8 @@ def tma_forced_jobs() -> list[tuple[TuneProblem, str, Any]]:
     def forced(cfg: Any, spec: Any) -> bool:
         return cfg.packed_stores and not cfg.workspace_splitk
 
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for problem in TMA_FORCED_PROBLEMS:
-        default = _compiled(problem, pm=hopper)
-        with mock.patch.object(artifact, "stores_by_tma", forced):
-            tma = _compiled(problem, pm=hopper)
-        jobs += [(problem, "tma stores (forced)", tma), (problem, "default", default)] * 2
-    return jobs
+    patches = [(artifact, "stores_by_tma", forced)]
+    return _ab(TMA_FORCED_PROBLEMS, patches, "default", "tma stores (forced)", True)
 
 
 def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
@@ -994,14 +1003,8 @@ def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     epilogue: ``tma_forced`` times the rows the rule then left to the threads' stores)."""
     import mmaplug.plugins.hopper.artifact as artifact
 
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for problem in TMA_AB_PROBLEMS:
-        new = _compiled(problem, pm=hopper)
-        with mock.patch.object(artifact, "TMA_STORES", False):
-            old = _compiled(problem, pm=hopper)
-        jobs += [(problem, "tma stores", new), (problem, "thread stores", old)] * 2
-    return jobs
+    patches = [(artifact, "TMA_STORES", False)]
+    return _ab(TMA_AB_PROBLEMS, patches, "tma stores", "thread stores")
 
 
 def main(which: str) -> None:
