@@ -159,13 +159,12 @@ def packed_misfits(cfg: HopperKernelConfig, args: LaunchArgs, n: int, batch: int
 def _output_specs(
     cfg: HopperKernelConfig, args: LaunchArgs, m: int, n: int, batch: int
 ) -> list[tuple[DeviceTensor, TensorMapSpec]]:
-    """The stored outputs of a ``tma_stores`` kernel and the maps it stores them through, in
-    the order of its ``maps`` after the operands' (empty without TMA stores)."""
-    if not cfg.tma_stores:
-        return []
+    """The outputs a ``tma_stores`` kernel stores by TMA and the maps it stores them through, in
+    the order of its ``maps`` after the operands' (``tma_outputs``; empty without)."""
+    outputs = cfg.epilogue.outputs
     return [
-        (args.outputs[j], output_spec(cfg, out.dtype, args.outputs[j], m, n, batch))
-        for j, out in cfg.epilogue.stored
+        (args.outputs[j], output_spec(cfg, outputs[j].dtype, args.outputs[j], m, n, batch))
+        for j in cfg.tma_outputs
     ]
 
 
@@ -328,13 +327,9 @@ class HopperArtifact:
         zero_words([args.outputs[j] for j, _ in cfg.epilogue.amaxes], args.stream)
         more_b = tuple(b.address for b in args.more_b)
         operands = (args.b, args.a) if cfg.swap_ab else (args.a, args.b)
-        outputs = tuple(args.outputs[j].address for j, _ in cfg.epilogue.stored)
+        outputs = tuple(args.outputs[j].address for j in cfg.tma_outputs)
         maps, _ = plan.maps.get(
-            operands[0].address,
-            operands[1].address,
-            args.stream,
-            more_b,
-            outputs if cfg.tma_stores else (),
+            operands[0].address, operands[1].address, args.stream, more_b, outputs
         )
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
@@ -381,8 +376,8 @@ class BoundHopper(BoundKernels):
         sizes_out = [o.dtype.itemsize for o in prog.outputs]
         ins = [(0, t.array.size, s) for t, s in zip(args.epilogue_inputs, sizes_in, strict=True)]
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
-        # A's map, then each B's and each stored output's (TMA stores)
-        self._stored = [j for j, _ in prog.stored] if cfg.tma_stores else []
+        # A's map, then each B's and each output's TMA stores
+        self._stored = cfg.tma_outputs
         maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal + len(self._stored)), 8)
         scales = [(0, t.array.size, 4) for t in args.scales]  # float32 block scales
         # where output j's address is among __call__'s: after A, B, scales, epilogue inputs

@@ -218,6 +218,12 @@ class HopperKernelConfig:
         return fits(self.epilogue_outputs, self.warp_tile[1])
 
     @property
+    def tma_outputs(self) -> tuple[int, ...]:
+        """The outputs the kernel stores by TMA, each through a map after the operands' in its
+        ``maps``: the stored ones with ``tma_stores`` (not an amax scalar), else none."""
+        return tuple(j for j, _ in self.epilogue.stored) if self.tma_stores else ()
+
+    @property
     def epilogue_outputs(self) -> tuple[DType, ...]:
         """Dtypes of the arrays the main kernel's epilogue writes (see :func:`epilogue_outputs`)."""
         return epilogue_outputs(self.epilogue, self.workspace_splitk)

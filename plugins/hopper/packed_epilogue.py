@@ -74,12 +74,11 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     em(f"{kv.fcol} = 2 * ({kv.lane} % 4)  # its first column in each 8-column group")
     em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
     if cfg.tma_stores:
-        stored = [j for j, _ in cfg.epilogue.stored]
-        for p, j in enumerate(stored):  # after A's and the Bs' maps
+        for p, j in enumerate(cfg.tma_outputs):  # after A's and the Bs' maps
             em(f"{_store_map(j)} = global_addr(maps, {MAP_WORDS * (1 + cfg.horizontal + p)})")
         em(f"if {kv.t} == 0:  # the consumer's thread that issues its TMA stores")
         with em.indent():
-            for j in stored:
+            for j in cfg.tma_outputs:
                 em(f"fence_tensormap_acquire({_store_map(j)})")
                 em(f"prefetch_tensormap({_store_map(j)})")
     if tile_inputs(cfg).staged:
