@@ -418,7 +418,18 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 em(f"{kv.sf}[uint64(pw{j} + {off // 4 + 1})] = o{j}_1")
     if tma:
         _emit_tma_stores(em, offsets, buffers)
-        return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
+    else:
+        _emit_vector_stores(em, chunk, dtypes, rows, offsets)
+    # a step function takes and returns the running maxima it folds its values into
+    return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
+
+
+def _emit_vector_stores(
+    em: Emitter, chunk: int, dtypes: dict[int, DType], rows: dict[int, int], offsets: dict[int, int]
+) -> None:
+    """The end of a step without TMA stores: after the warpgroup barrier every thread loads
+    16-byte vectors of whole packed rows (output *j*'s ``rows[j]`` bytes a row, from byte
+    ``offsets[j]`` of the buffer) and stores them, skipping rows past M and vectors past N."""
     em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
     for j, dtype in dtypes.items():
         per_row = chunk * dtype.itemsize // VECTOR_ALIGN  # vectors in a chunk row
@@ -441,8 +452,6 @@ def _step_source(cfg: HopperKernelConfig, prog: EpilogueProgram) -> tuple[list[s
                 em(f"p0, p1, p2, p3 = ld_shared_v4_f32(smem_addr({kv.su}, {word}))")
                 dst = f"at + {part * rows_per_part} * out{j}_sm" if part else "at"
                 em(f"st_global_v4_b32(out{j}, {dst}, p0, p1, p2, p3)")
-    # a step function takes and returns the running maxima it folds its values into
-    return em.lines, _free_names(em.lines) + [f"amx{j}" for j, _ in prog.amaxes]
 
 
 def _plus(expr: str, const: int) -> str:
