@@ -8,6 +8,7 @@ import importlib.metadata
 import json
 import threading
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from mmaplug.cuda import cache, driver
@@ -21,6 +22,7 @@ __all__ = [
     "flaw",
     "keep",
     "kernel",
+    "lowering_digest",
     "read",
     "stored",
     "target",
@@ -46,14 +48,27 @@ class Binary(NamedTuple):
 
 @functools.cache
 def toolchain_key() -> str:
-    """``cache.versions_key`` plus the versions of the CUDA packages that make the cubin."""
+    """``cache.versions_key`` plus the versions of the CUDA packages that make the cubin and
+    :func:`lowering_digest`."""
     parts = [cache.versions_key()]
     for dist in _TOOLCHAIN:
         try:
             parts.append(f"{dist}={importlib.metadata.version(dist)}")
         except importlib.metadata.PackageNotFoundError:
             parts.append(f"{dist}=none")
+    parts.append(f"lowering={lowering_digest()}")
     return ";".join(parts)
+
+
+@functools.cache
+def lowering_digest() -> str:
+    """A digest of the source of ``mmaplug.cuda``'s modules: the intrinsics a generated kernel
+    imports (their inline PTX, GELU's polynomial) and the patches of Numba that lower it. The
+    generated source names an intrinsic, not its body, so without this a cubin built before an
+    intrinsic changed would be served after it, under the same mmaplug version (a checkout, an
+    editable install)."""
+    modules = sorted(Path(__file__).parent.glob("*.py"))
+    return cache.digest(*(f"{path.name}\0{path.read_text()}" for path in modules))
 
 
 def arch(cc: tuple[int | str, ...]) -> str:

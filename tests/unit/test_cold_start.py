@@ -146,6 +146,7 @@ def test_miss_builds_stores_and_a_new_process_loads_from_disk(
 def test_keys_are_per_target_source_kernel_and_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "nvidia-nvjitlink=" in cubin.toolchain_key()
     assert "numba-cuda=" in cubin.toolchain_key()
+    assert f"lowering={cubin.lowering_digest()}" in cubin.toolchain_key()
     key = cubin.entry_key("m", "src", "k", "sm_90a")
     assert len({
         key,
@@ -156,6 +157,29 @@ def test_keys_are_per_target_source_kernel_and_toolchain(monkeypatch: pytest.Mon
     }) == 5  # fmt: skip
     monkeypatch.setattr(cubin, "toolchain_key", lambda: "numba=0.0")
     assert cubin.entry_key("m", "src", "k", "sm_90a") != key
+
+
+def test_the_lowering_digest_follows_the_intrinsics_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel's generated source names an intrinsic, not its body: a changed intrinsic module
+    (GELU's polynomial, an inline-PTX string) changes every cubin's key; a copy does not."""
+    import mmaplug.cuda as package
+
+    real = cubin.lowering_digest()
+    for path in Path(package.__file__).parent.glob("*.py"):
+        (tmp_path / path.name).write_text(path.read_text())
+    monkeypatch.setattr(cubin, "__file__", str(tmp_path / "cubin.py"))
+    try:
+        cubin.lowering_digest.cache_clear()
+        copied = cubin.lowering_digest()
+        cubin.lowering_digest.cache_clear()
+        mathfuncs = tmp_path / "mathfuncs.py"
+        mathfuncs.write_text(mathfuncs.read_text().replace("MAGNITUDE_CAP: Final = ", "CAP = "))
+        changed = cubin.lowering_digest()
+    finally:
+        cubin.lowering_digest.cache_clear()
+    assert copied == real != changed
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 6), (9, 0), (10, 0)])
