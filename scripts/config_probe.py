@@ -29,6 +29,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_fused    # FP8 defaults bare and fused, per row and tensor
     python scripts/config_probe.py tma_ab       # the epilogue's TMA stores against thread stores
     python scripts/config_probe.py tma_forced   # TMA stores forced where the rule keeps threads'
+    python scripts/config_probe.py tma_fill     # TMA stores forced on tiles the rows do not fill
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -997,6 +998,26 @@ def tma_forced_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _ab(TMA_FORCED_PROBLEMS, patches, "default", "tma stores (forced)", True)
 
 
+TMA_FILL_PROBLEMS = [
+    TuneProblem(m=1, n=4096, k=128, batch=32, dtype="bfloat16"),
+    TuneProblem(m=1, n=4096, k=128, batch=32, dtype="float16"),
+    TuneProblem(m=8, n=4096, k=256, batch=64, dtype="bfloat16"),
+    TuneProblem(m=48, n=2048, k=512, batch=16, dtype="bfloat16"),
+]
+
+
+def tma_fill_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Casts-only batched problems of fewer rows than a tile, whose chunks ``stores_by_tma``
+    leaves to the threads' stores, with TMA stores forced on (run 158), each pair twice."""
+    import mmaplug.plugins.hopper.artifact as artifact
+
+    def forced(cfg: Any, spec: Any) -> bool:
+        return cfg.packed_stores and not cfg.workspace_splitk
+
+    patches = [(artifact, "stores_by_tma", forced)]
+    return _ab(TMA_FILL_PROBLEMS, patches, "default", "tma stores (forced)", True)
+
+
 def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The packed epilogue's chunks stored by TMA (where ``stores_by_tma`` takes it) against the
     consumers' 16-byte stores, each pair twice, interleaved: store-bound, square, llama and
@@ -1044,6 +1065,7 @@ def main(which: str) -> None:
             "split_ab": split_ab_jobs,
             "fp8_anchors": fp8_anchor_jobs,
             "tma_ab": tma_ab_jobs,
+            "tma_fill": tma_fill_jobs,
             "tma_forced": tma_forced_jobs,
         }[which]()
         if job[2]

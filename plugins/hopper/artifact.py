@@ -90,18 +90,23 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
 
 def stores_by_tma(cfg: HopperKernelConfig, spec: KernelSpec) -> bool:
     """Whether the packed epilogue of *cfg* hands its chunks to TMA stores: its program is
-    casts only, without a split-K workspace, and each CTA walks more than one work unit (the
-    stores of one tile then drain under the next tile's main loop).
+    casts only, without a split-K workspace, each CTA walks more than one work unit (the
+    stores of one tile then drain under the next tile's main loop), and the problem fills at
+    least one CTA tile in M and in N (the threads' stores skip rows and columns past them, a
+    chunk's fence and wait do not).
 
     Measured (BENCHMARKS.md runs 151-153, TMA against the consumers' own 16-byte stores): 16
     x 2048x2048x128 11-14% faster, 2048x14336x5120 2-3%, block-scaled FP8 3%, 8192^3 under 1%;
     but bias + GELU 1-3% slower (each chunk waits for the TMA unit to have read the one before
-    it) and 1000^3, one 64x128 tile a CTA, 7% slower (nothing to overlap)."""
+    it), 1000^3, one 64x128 tile a CTA, 7% slower (nothing to overlap) and 32 x 1x4096x128,
+    one row of each 64-row tile, 12 -> 17 us (run 158)."""
     if not cfg.packed_stores or cfg.workspace_splitk or not casts_only(cfg.epilogue):
         return False
     if spec.params.tiling_strategy is TilingStrategy.one_tile_per_cta:
         return False
     problem = spec.problem.transposed() if cfg.swap_ab else spec.problem
+    if problem.m < cfg.cta_tile[0] or problem.n < cfg.n_out:
+        return False
     units = work_units(cfg, problem.m, problem.n, problem.batch)
     return units > resident_units(cfg, spec.device)
 

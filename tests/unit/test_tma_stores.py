@@ -39,12 +39,15 @@ def _config(problem: TuneProblem) -> HopperKernelConfig:
         (TuneProblem(m=1000, n=1000, k=1000, dtype="bfloat16"), False),
         # split-K through the workspace: its partials go to the reduce kernel
         (TuneProblem(m=256, n=256, k=16384, dtype="bfloat16"), False),
+        # one row of each 64-row tile: the threads store that row, TMA a fenced chunk
+        (TuneProblem(m=1, n=4096, k=128, batch=32, dtype="bfloat16"), False),
     ],
     ids=lambda v: v.key if isinstance(v, TuneProblem) else str(v),
 )
 def test_default_stores_by_tma_where_measured_faster(problem: TuneProblem, tma: bool) -> None:
-    """Casts-only epilogues of grids with more work units than resident CTAs store by TMA
-    (BENCHMARKS.md runs 151-153), named ``_ts``; the rest keep the threads' stores."""
+    """Casts-only epilogues of grids with more work units than resident CTAs, of problems that
+    fill a tile in M and N, store by TMA (BENCHMARKS.md runs 151-153, 158), named ``_ts``; the
+    rest keep the threads' stores."""
     config = _config(problem)
     assert config.packed_stores or not tma
     assert config.tma_stores is tma
