@@ -985,17 +985,19 @@ TMA_FORCED_PROBLEMS = [
 ]
 
 
-def tma_forced_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Rows ``stores_by_tma`` leaves to the threads' stores (epilogues with arithmetic, one tile
-    a CTA) with TMA stores forced on wherever the chunks are packed, against their default,
-    each pair twice, interleaved (runs 151-152's rows outside the rule)."""
+def _tma_forced_ab(problems: list[TuneProblem]) -> list[tuple[TuneProblem, str, Any]]:
+    """*problems* on their default plan and with TMA stores forced on wherever the chunks can
+    take them (``tma_storable``), each pair twice, interleaved, the forced one first."""
     import mmaplug.plugins.hopper.artifact as artifact
 
-    def forced(cfg: Any, spec: Any) -> bool:
-        return cfg.packed_stores and not cfg.workspace_splitk
+    patches = [(artifact, "stores_by_tma", lambda cfg, spec: cfg.tma_storable)]
+    return _ab(problems, patches, "default", "tma stores (forced)", True)
 
-    patches = [(artifact, "stores_by_tma", forced)]
-    return _ab(TMA_FORCED_PROBLEMS, patches, "default", "tma stores (forced)", True)
+
+def tma_forced_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Rows ``stores_by_tma`` leaves to the threads' stores (epilogues with arithmetic, one tile
+    a CTA) with TMA stores forced on (runs 151-152's rows outside the rule)."""
+    return _tma_forced_ab(TMA_FORCED_PROBLEMS)
 
 
 TMA_FILL_PROBLEMS = [
@@ -1008,14 +1010,8 @@ TMA_FILL_PROBLEMS = [
 
 def tma_fill_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Casts-only batched problems of fewer rows than a tile, whose chunks ``stores_by_tma``
-    leaves to the threads' stores, with TMA stores forced on (run 158), each pair twice."""
-    import mmaplug.plugins.hopper.artifact as artifact
-
-    def forced(cfg: Any, spec: Any) -> bool:
-        return cfg.packed_stores and not cfg.workspace_splitk
-
-    patches = [(artifact, "stores_by_tma", forced)]
-    return _ab(TMA_FILL_PROBLEMS, patches, "default", "tma stores (forced)", True)
+    leaves to the threads' stores, with TMA stores forced on (runs 158-159)."""
+    return _tma_forced_ab(TMA_FILL_PROBLEMS)
 
 
 def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:

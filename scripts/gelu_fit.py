@@ -20,7 +20,7 @@ import numpy as np
 
 from mmaplug.cuda import mathfuncs
 
-LOG2_E = 1.0 / math.log(2.0)
+LOG2_E = mathfuncs.LOG2_E
 
 
 def target(t: np.ndarray) -> np.ndarray:

@@ -78,7 +78,7 @@ def built(
     forced = mock.patch.object(
         hopper_artifact,
         "stores_by_tma",
-        lambda cfg, spec: cfg.packed_stores and not cfg.workspace_splitk,
+        lambda cfg, spec: cfg.tma_storable,
     )
     with forced if how == "tma" else contextlib.nullcontext():
         return mp.compile(problem.fusion(), device, pm=pm, overrides=overrides or None)

@@ -100,7 +100,7 @@ def stores_by_tma(cfg: HopperKernelConfig, spec: KernelSpec) -> bool:
     but bias + GELU 1-3% slower (each chunk waits for the TMA unit to have read the one before
     it), 1000^3, one 64x128 tile a CTA, 7% slower (nothing to overlap) and 32 x 1x4096x128,
     one row of each 64-row tile, 12 -> 17 us (run 158)."""
-    if not cfg.packed_stores or cfg.workspace_splitk or not casts_only(cfg.epilogue):
+    if not cfg.tma_storable or not casts_only(cfg.epilogue):
         return False
     if spec.params.tiling_strategy is TilingStrategy.one_tile_per_cta:
         return False

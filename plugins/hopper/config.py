@@ -170,6 +170,12 @@ class HopperKernelConfig:
         return through_workspace(self.splitk, self.splitk_cluster)
 
     @property
+    def tma_storable(self) -> bool:
+        """Whether the epilogue's chunks can leave by TMA stores at all (``tma_stores``): packed
+        into shared memory, and no split-K workspace (whose partials the reduce kernel reads)."""
+        return self.packed_stores and not self.workspace_splitk
+
+    @property
     def n_out(self) -> int:
         """Output columns of a CTA tile: cta_tile n, or its share per product (horizontal)."""
         return self.cta_tile[1] // self.horizontal
@@ -517,7 +523,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
             "packed_stores needs smem_epilogue and outputs whose chunk rows fit the staging "
             f"region (outputs {[d.label for d in cfg.epilogue_outputs]})"
         )
-    if cfg.tma_stores and not (cfg.packed_stores and not cfg.workspace_splitk):
+    if cfg.tma_stores and not cfg.tma_storable:
         problems.append("tma_stores needs packed_stores and no split-K workspace")
     return problems
 
