@@ -30,6 +30,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tma_ab       # the epilogue's TMA stores against thread stores
     python scripts/config_probe.py tma_forced   # TMA stores forced where the rule keeps threads'
     python scripts/config_probe.py tma_fill     # TMA stores forced on tiles the rows do not fill
+    python scripts/config_probe.py streamk      # the default plans with stream-K's tail pieces
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1025,6 +1026,41 @@ def tma_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _ab(TMA_AB_PROBLEMS, patches, "tma stores", "thread stores")
 
 
+STREAMK_PROBLEMS = [  # (m, n, k, dtype, scale): tails of many or few tiles, all-tail grids
+    (512, 10240, 8192, "bfloat16", None), (4096, 4096, 4096, "bfloat16", None),
+    (8192, 8192, 8192, "bfloat16", None), (2048, 14336, 5120, "bfloat16", None),
+    (4096, 28672, 4096, "float8_e4m3fn", "row"), (4096, 28672, 4096, "float8_e4m3fn", "tensor"),
+    (4096, 6144, 4096, "float8_e4m3fn", "row"), (8192, 8192, 8192, "float8_e4m3fn", "row"),
+    (96, 6144, 4096, "bfloat16", None), (384, 28672, 4096, "bfloat16", None),
+    (256, 256, 16384, "bfloat16", None), (128, 128, 32768, "bfloat16", None),
+    (64, 512, 28672, "bfloat16", None),
+]  # fmt: skip
+STREAMK_PIECES = (2, 3, 4, 6, 8, 16, 32)
+
+
+def streamk_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Each problem's default plan, and the same plan with stream-K (its last, partly filled
+    wave's tiles cut into 2-8 pieces of K; deep-K plans' split-K factor and up), each twice,
+    interleaved."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k, dtype, scale in STREAMK_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        default = _compiled(problem, pm=hopper)
+        if default is None:
+            continue
+        plan = default.params.as_dict()
+        split = plan["splitk_factor"]
+        pieces = [p for p in STREAMK_PIECES if (p <= 8 and split == 1) or split <= p <= 4 * split]
+        variants = [("default", default)]
+        for p in pieces:
+            ov = {**plan, "tiling_strategy": "persistent_streamk", "splitk_factor": p,
+                  "splitk_in_cluster": False, "cluster_dims": (1, 1)}  # fmt: skip
+            variants.append((f"stream-K {p}", _compiled(problem, pm=hopper, overrides=ov)))
+        jobs += [(problem, label, c) for label, c in variants] * 2
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1063,6 +1099,7 @@ def main(which: str) -> None:
             "tma_ab": tma_ab_jobs,
             "tma_fill": tma_fill_jobs,
             "tma_forced": tma_forced_jobs,
+            "streamk": streamk_jobs,
         }[which]()
         if job[2]
     ]

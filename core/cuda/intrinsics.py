@@ -46,6 +46,7 @@ __all__ = [
     "f32x2_to_e4m3x2",
     "f32x2_to_e5m2x2",
     "global_addr",
+    "ld_global_cg_v4_f32",
     "ld_global_nc_v4_b32",
     "ld_shared_v4_f32",
     "ldmatrix_x1",
@@ -266,6 +267,15 @@ def ld_global_nc_v4_b32(arr, index):
     """
 
 
+def ld_global_cg_v4_f32(arr, index):
+    """Generate `ld.global.cg.v4.f32` of `&arr[index]`: four float32 from L2, past the SM's
+    L1 (which other SMs' stores do not update), lowest address first.
+
+    The byte address must be a multiple of 16. For data other CTAs of the running kernel wrote
+    and published (a fence before their count, a fence after reading it).
+    """
+
+
 def ld_shared_v4_f32(addr):
     """Generate `ld.shared.v4.f32`: four consecutive float32 at 16-byte aligned `addr`.
 
@@ -314,6 +324,11 @@ CP_ASYNC_SYNC_VARIANTS: Final = {
     cp_async_commit: "cp.async.commit_group",
     cp_async_wait_all: "cp.async.wait_all",
 }
+# stub -> (the 16-byte load, the type of its 4 words)
+LD_GLOBAL_VARIANTS: Final = {
+    ld_global_nc_v4_b32: ("ld.global.nc.v4.u32", types.uint32),
+    ld_global_cg_v4_f32: ("ld.global.cg.v4.f32", types.float32),
+}
 # stub -> 32-bit words per access (and the loaded type).
 LD_SHARED_VARIANTS: Final = {ld_shared_v4_f32: (4, types.float32)}
 ST_GLOBAL_VARIANTS: Final = {st_global_b32: 1, st_global_v2_b32: 2, st_global_v4_b32: 4}
@@ -342,7 +357,8 @@ def _instantiate() -> dict[str, Any]:
     made = {smem_addr.__name__: F.address_intrinsic(smem_addr, SHARED_ADDRSPACE, 32)}
     made[cp_async_wait_group.__name__] = F.cp_async_wait_group_intrinsic(cp_async_wait_group)
     made[global_addr.__name__] = F.address_intrinsic(global_addr, GLOBAL_ADDRSPACE, 64)
-    made[ld_global_nc_v4_b32.__name__] = F.ld_global_nc_v4_intrinsic(ld_global_nc_v4_b32)
+    for stub, (text, ty) in LD_GLOBAL_VARIANTS.items():
+        made[stub.__name__] = F.ld_global_v4_intrinsic(stub, text, ty)
     for stub, (count, ty) in LD_SHARED_VARIANTS.items():
         made[stub.__name__] = F.ld_shared_v_intrinsic(stub, count, ty)
     for stub, count in ST_GLOBAL_VARIANTS.items():

@@ -329,8 +329,9 @@ class BoundKernels:
     of scratch the launches need: the caller allocates it (with the framework of the tensors,
     so streams and graph capture order it) and passes its address last. *zeroed*: which of
     the call's addresses get their first 32-bit word zeroed on the stream before the launches
-    (amax outputs, see :func:`zero_words`). A lock keeps two threads from interleaving their
-    patches of the shared parameter blocks.
+    (amax outputs, see :func:`zero_words`); *workspace_zeroed*: how many 32-bit words at the
+    workspace's start are zeroed so (stream-K's counters). A lock keeps two threads from
+    interleaving their patches of the shared parameter blocks.
     """
 
     def __init__(
@@ -340,9 +341,11 @@ class BoundKernels:
         scalar_slots: Sequence[tuple[KernelParams, int]],
         workspace: int = 0,
         zeroed: Sequence[int] = (),
+        workspace_zeroed: int = 0,
     ) -> None:
         self.launches = tuple(launches)
         self._zeroed = tuple(zeroed)
+        self._workspace_zeroed = workspace_zeroed
         self._runs = tuple(getattr(launch, "run", launch) for launch in self.launches)
         self.workspace = workspace
         self._writes: tuple[tuple[Any, slice, slice], ...] = tuple(
@@ -363,6 +366,8 @@ class BoundKernels:
                     view.value = value
             for i in self._zeroed:
                 driver.memset_d32(addresses[i], 0, 1, stream)
+            if self._workspace_zeroed:  # (the workspace's address comes last)
+                driver.memset_d32(addresses[-1], 0, self._workspace_zeroed, stream)
             for run in self._runs:
                 run(stream)
 

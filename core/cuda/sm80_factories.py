@@ -152,8 +152,9 @@ def cp_async_wait_group_intrinsic(stub):
     return typer
 
 
-def ld_global_nc_v4_intrinsic(stub):
-    text = "ld.global.nc.v4.u32"
+def ld_global_v4_intrinsic(stub, text: str, ty: Any):
+    """A 16-byte global load *text* (``ld.global.nc.v4.u32``, ``ld.global.cg.v4.f32``) of
+    ``&arr[index]`` as a 4-tuple of *ty*."""
     asm = f"{text} {{$0, $1, $2, $3}}, [$4];"
 
     @implements(stub)
@@ -166,10 +167,10 @@ def ld_global_nc_v4_intrinsic(stub):
             addr = item_address(
                 context, builder, aryty, args[0], args[1], idxty, GLOBAL_ADDRSPACE, 64
             )
-            out = inline_asm(builder, [types.uint32] * 4, asm, [types.uint64], [addr], effect=True)
+            out = inline_asm(builder, [ty] * 4, asm, [types.uint64], [addr], effect=True)
             return as_tuple(context, builder, sig.return_type, out)
 
-        return types.UniTuple(types.uint32, 4)(arr, index), codegen
+        return types.UniTuple(ty, 4)(arr, index), codegen
 
     return typer
 

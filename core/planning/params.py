@@ -110,11 +110,16 @@ class CtaOrder(_ReprEnum):
 class TilingStrategy(_ReprEnum):
     """One output tile per CTA, or persistent CTAs looping over tiles (Hopper only); with
     ``persistent_pingpong`` two consumer warp groups of a CTA take alternate tiles, so one
-    stores its epilogue while the other runs its main loop (Hopper only)."""
+    stores its epilogue while the other runs its main loop (Hopper only); with
+    ``persistent_streamk`` (nvFuser's ``DistributeStagesAcrossSMs``) the tiles that would make
+    a last, partly filled wave are cut along K into ``splitk_factor`` pieces, and the CTA that
+    finishes a tile's last piece adds the others' partial sums and runs the epilogue (Hopper
+    only)."""
 
     one_tile_per_cta = "one_tile_per_cta"
     persistent = "persistent"
     persistent_pingpong = "persistent_pingpong"
+    persistent_streamk = "persistent_streamk"
 
 
 def _to_pair(value: object) -> object:

@@ -67,8 +67,10 @@ FIELD_DOCS: Final = {
     "use_smem_epilogue": "Stage the output tile through shared memory before storing it.",
     "cluster_dims": "(m, n) CTAs per thread block cluster; (2, 1) pairs CTAs along M, sharing "
     "one multicast B tile, (1, 2) along N, sharing one multicast A tile.",
-    "tiling_strategy": "One output tile per CTA, persistent CTAs looping over tiles, or two "
-    "consumer warp groups taking turns (ping-pong).",
+    "tiling_strategy": "One output tile per CTA, persistent CTAs looping over tiles, two "
+    "consumer warp groups taking turns (ping-pong), or persistent CTAs whose last, partly "
+    "filled wave of tiles is cut along K into splitk_factor pieces, summed in the kernel by "
+    "the CTA that finishes a tile's last piece (stream-K).",
     "warp_specialized": "A producer warp group loads while consumer warp groups compute.",
     "swap_ab": "Compute the transposed product C^T = B^T A^T: the kernel's A is the problem's "
     "B (a weight's rows fill the instruction's 64 rows) and its B the problem's A (a few "

@@ -86,6 +86,15 @@ def ld_global_nc_v4_b32(arr: Any, index: int) -> tuple[np.uint32, ...]:
     return tuple(_bytes_at(arr, index, 16, 16, op).copy().view(np.uint32))
 
 
+def ld_global_cg_v4_f32(arr: Any, index: int) -> tuple[np.float32, ...]:
+    """Emulate ld_global_cg_v4_f32: 16 bytes at a 16-byte aligned element, as 4 float32 (the
+    simulator has no L1 to pass)."""
+    op = "ld.global.cg.v4.f32"
+    if host_array(arr).__array_interface__["data"][0] % 16:
+        raise UsageError(f"{op}: the array base is not 16-byte aligned")
+    return tuple(_bytes_at(arr, index, 16, 16, op).copy().view(np.float32))
+
+
 def _st_global(count: int) -> Callable[..., None]:
     op = "st.global.b32" if count == 1 else f"st.global.v{count}.b32"
 

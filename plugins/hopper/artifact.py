@@ -38,6 +38,7 @@ from mmaplug.planning.params import MatmulParams, TilingStrategy
 from .config import (
     SCALE_PARAMS,
     VECTOR_ALIGN,
+    WARPGROUP,
     HopperKernelConfig,
     epilogue_outputs,
     packed_buffers,
@@ -75,6 +76,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         **fields,
         swap_ab=params.swap_ab,
         splitk_cluster=params.splitk_in_cluster,
+        streamk=params.tiling_strategy is TilingStrategy.persistent_streamk,
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
@@ -121,6 +123,24 @@ def work_units(cfg: HopperKernelConfig, m: int, n: int, batch: int) -> int:
     tiles_m, tiles_n = unit_tiles(cfg, m, n)
     splits = cfg.splitk if cfg.workspace_splitk else 1
     return batch * splits * tiles_m * tiles_n
+
+
+def streamk_split(tiles: int, grid: int) -> tuple[int, int]:
+    """Stream-K's (whole tiles, tail tiles) of *tiles* on *grid* persistent CTAs: the tiles of
+    whole waves, and those of the last, partly filled one (the kernel's own rule,
+    ``streamk_codegen.emit_streamk_units``)."""
+    full = tiles // grid * grid
+    return full, tiles - full
+
+
+def streamk_workspace(cfg: HopperKernelConfig, tiles: int, grid: int) -> tuple[int, int]:
+    """float32 words of stream-K's workspace for *tiles* on *grid* CTAs, and how many of them
+    are its counters (zeroed before each launch): a counter per tail tile and consumer
+    warpgroup, 16-byte rounded, then every piece's partial accumulators."""
+    _, rest = streamk_split(tiles, grid)
+    counters = -(-rest * cfg.consumers // 4) * 4
+    partials = rest * cfg.splitk * cfg.consumers * cfg.accumulators * WARPGROUP
+    return max(4, counters + partials), counters  # (an array the kernel takes, if unread)
 
 
 def resident_units(cfg: HopperKernelConfig, device: Device) -> int:
@@ -189,6 +209,7 @@ class _Launch:
     n: int
     batch: int
     persistent: bool  # CTAs (clusters) stride over the units: the grid may be cut
+    streamk: tuple[int, int] = (0, 0)  # stream-K's workspace words, and its counters'
 
 
 @attrs.frozen
@@ -267,7 +288,13 @@ class HopperArtifact:
         k_split = -(-k_tiles // cfg.splitk) * bk
         units = work_units(cfg, problem.m, problem.n, problem.batch)
         persistent = self.spec.params.tiling_strategy is not TilingStrategy.one_tile_per_cta
-        if persistent:
+        streamk = (0, 0)
+        if cfg.streamk:  # whole waves' tiles, then the tail tiles' pieces
+            grid_x = min(units * cfg.splitk, resident_units(cfg, self.spec.device))
+            full, rest = streamk_split(units, grid_x)
+            streamk = streamk_workspace(cfg, units, grid_x)
+            units = full + rest * cfg.splitk
+        elif persistent:
             grid_x = min(units, resident_units(cfg, self.spec.device)) * cl
         else:
             grid_x = units * cl
@@ -312,11 +339,17 @@ class HopperArtifact:
             n=args.problem.n,
             batch=problem.batch,
             persistent=persistent,
+            streamk=streamk,
         )
 
     def _workspace(self, plan: _Launch) -> Any:
         from numba import cuda
 
+        if plan.config.streamk:  # its counters start at zero
+            words, counters = plan.streamk
+            ws = cuda.device_array(words, "float32")
+            ws[:counters].copy_to_device(np.zeros(counters, np.float32))
+            return ws
         return cuda.device_array(self.config.splitk * plan.batch * plan.m * plan.n, "float32")
 
     def launch(self, args: LaunchArgs) -> None:
@@ -345,6 +378,7 @@ class HopperArtifact:
         if not cfg.workspace_splitk:
             main = [maps, *scales, *ins, *outs, *scal32, *plan.shape, *sc_strides]
             main += [*plan.epi_strides, *plan.out_strides]
+            main += [self._workspace(plan)] if cfg.streamk else []
         else:
             ws = self._workspace(plan)
             main = [maps, ws, *scales, *plan.shape, *sc_strides]
@@ -401,18 +435,22 @@ class BoundHopper(BoundKernels):
         zeroed = [first_out + j for j, _ in prog.amaxes]  # amax outputs start at 0.0
         first_scalar = ARRAY_SLOTS * arrays
         if not cfg.workspace_splitk:
+            words, counters = plan.streamk  # (0, 0) without stream-K
+            scratch = [(0, words, 4)] if cfg.streamk else []
             values: list[int | float | tuple[int, int, int]] = [
                 maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s,
-                *grid_args,
+                *scratch, *grid_args,
             ]  # fmt: skip
             params = KernelParams(values)
             main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(params.slots))
             grid = _resident(main_kern, plan, block)
             super().__init__(
                 [DriverLaunch(main_kern, grid, block, cfg.smem_bytes, params, cfg.cluster)],
-                [(params, tensors)],
+                [(params, tensors + list(range(arrays, arrays + len(scratch))))],
                 [(params, first_scalar + i) for i in range(len(prog.scalars))],
+                workspace=words,
                 zeroed=zeroed,
+                workspace_zeroed=counters,
             )
             return
         size = cfg.splitk * plan.batch * plan.m * plan.n

@@ -69,10 +69,11 @@ MULTICAST_CLUSTERS: Final = (1, 2, 4)
 REGISTER_SPLITS: Final = {"none": (24, 240), "pairs": (40, 232), "splits": (56, 224)}
 
 
-def through_workspace(splitk: int, in_cluster: bool) -> bool:
-    """Whether *splitk* splits meet in the float32 workspace (the reduce kernel sums them),
-    not in their cluster (*in_cluster*)."""
-    return splitk > 1 and not in_cluster
+def through_workspace(splitk: int, in_cluster: bool, streamk: bool = False) -> bool:
+    """Whether *splitk* splits meet in the float32 workspace and the reduce kernel sums them:
+    not in their cluster (*in_cluster*), nor in the kernel (*streamk*: the pieces of a tail
+    tile)."""
+    return splitk > 1 and not in_cluster and not streamk
 
 
 def cluster_kind(pairs: bool, splits: bool) -> str:
@@ -121,6 +122,12 @@ class HopperKernelConfig:
     writes its float32 partial tile to its shared memory, and each sums a ``1/splitk`` slice of
     the tile over the cluster's partials (distributed shared memory) and applies the epilogue
     there: no workspace, no second kernel.
+
+    ``streamk`` (stream-K): the persistent CTAs take the tiles of their whole waves as usual;
+    the tiles left for a last, partly filled wave are cut along K into ``splitk`` pieces. Each
+    piece's consumers store their float32 accumulators to the workspace and count the piece
+    done on the tile's counter; the consumers that count the last piece add every piece's
+    partial sums, in piece order, and run the epilogue (``streamk_codegen``). No second kernel.
     """
 
     operand_dtype: DType = DType.float16
@@ -142,6 +149,7 @@ class HopperKernelConfig:
     block_scaled: bool = False
     swap_ab: bool = False
     splitk_cluster: bool = False
+    streamk: bool = False
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -167,7 +175,7 @@ class HopperKernelConfig:
     @property
     def workspace_splitk(self) -> bool:
         """Split-K through the float32 workspace and the reduce kernel."""
-        return through_workspace(self.splitk, self.splitk_cluster)
+        return through_workspace(self.splitk, self.splitk_cluster, self.streamk)
 
     @property
     def tma_storable(self) -> bool:
@@ -256,7 +264,7 @@ class HopperKernelConfig:
         """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging
         or the cluster reduction (:func:`kernel_smem_bytes`, the scheduler's one model)."""
         itemsize = self.operand_dtype.itemsize
-        after = self.staging_bytes + self.reduction_bytes
+        after = self.staging_bytes + self.reduction_bytes + streamk_bytes(self.streamk)
         return kernel_smem_bytes(self.cta_tile, itemsize, self.stages, after)
 
     @property
@@ -285,6 +293,7 @@ class HopperKernelConfig:
             f"{'_bs' if self.block_scaled else ''}"
             f"{'_swap' if self.swap_ab else ''}"
             f"{'_kc' if self.splitk_cluster else ''}"
+            f"{'_sk' if self.streamk else ''}"
         )
 
 
@@ -371,6 +380,13 @@ def kernel_smem_bytes(
     bm, bn, bk = cta_tile
     per_stage = (bm + bn) * bk * itemsize + 2 * MBARRIER_BYTES
     return SMEM_ALIGN + stages * per_stage + staging
+
+
+def streamk_bytes(streamk: bool) -> int:
+    """Shared memory of stream-K's fix-up: a word per consumer warpgroup, where its first
+    thread leaves the count it read off the tile's counter (``MAX_CONSUMERS`` words,
+    16-byte rounded; 0 without stream-K)."""
+    return -(-4 * MAX_CONSUMERS // VECTOR_ALIGN) * VECTOR_ALIGN if streamk else 0
 
 
 def reduction_stride(cta_tile: tuple[int, int, int]) -> int:
@@ -511,6 +527,7 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     problems += horizontal_problems(cfg)
     problems += swap_problems(cfg)
     problems += splitk_cluster_problems(cfg)
+    problems += streamk_problems(cfg)
     if cfg.stages < MIN_STAGES:
         problems.append(
             f"stages must be >= {MIN_STAGES} (the producer runs ahead), got {cfg.stages}"
@@ -660,6 +677,22 @@ def splitk_cluster_problems(cfg: HopperKernelConfig) -> list[str]:
     return problems
 
 
+def streamk_problems(cfg: HopperKernelConfig) -> list[str]:
+    """Why *cfg*'s stream-K cannot be built: 2 or more pieces a tail tile, CTAs alone (no
+    cluster, no cluster reduction), cooperative consumers (no ping-pong), one matmul."""
+    if not cfg.streamk:
+        return []
+    problems = []
+    if cfg.splitk < 2:
+        problems.append(f"streamk: splitk (pieces of a tail tile) must be >= 2, got {cfg.splitk}")
+    if cfg.cluster > 1 or cfg.splitk_cluster or cfg.pingpong or cfg.horizontal > 1:
+        problems.append(
+            "streamk is generated without clusters, the cluster reduction, ping-pong or a "
+            "horizontal fusion"
+        )
+    return problems
+
+
 def kernel_params(cfg: HopperKernelConfig) -> list[str]:
     """Parameter names of ``hopper_gemm``, in launch order."""
     scales = list(SCALE_PARAMS) if cfg.block_scaled else []
@@ -667,7 +700,8 @@ def kernel_params(cfg: HopperKernelConfig) -> list[str]:
     if cfg.workspace_splitk:
         return ["maps", "ws", *scales, *SHAPE_PARAMS, *strides, *GRID_PARAMS]
     ins, outs, scal, in_strides, out_strides = epilogue_params(cfg.epilogue)
+    workspace = ["ws"] if cfg.streamk else []  # the tail tiles' counters and partial sums
     return [
         "maps", *scales, *ins, *outs, *scal, *SHAPE_PARAMS, *strides, *in_strides, *out_strides,
-        *GRID_PARAMS,
+        *workspace, *GRID_PARAMS,
     ]  # fmt: skip

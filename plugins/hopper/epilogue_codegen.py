@@ -48,14 +48,14 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
         return
     em(f"rbase = {kv.m0} + {kv.cm} * {wm} + 16 * {kv.w} + {kv.lane} // 4")
     em(f"cbase = {kv.n0} + {kv.cn} * {wn} + 2 * ({kv.lane} % 4)")
-    if cfg.splitk > 1:
+    if cfg.workspace_splitk:
         em(f"wbase = ({kv.sp} * batch + {kv.bt}) * M * N")
     # the variables holding the kernel's row and column: the output's transposed with swap_ab
     row, col = (ev.col, ev.row) if cfg.swap_ab else (ev.row, ev.col)
     out_cols = "M" if cfg.swap_ab else "N"  # the output's columns (the kernel's rows, swapped)
 
     def element(value: str) -> None:
-        if cfg.splitk > 1:  # partials in the output's orientation, as the reduce reads them
+        if cfg.workspace_splitk:  # partials in the output's orientation, as the reduce reads them
             em(f"ws[wbase + {ev.row} * {out_cols} + {ev.col}] = {value}")
         else:
             em(f"{ev.v} = {value}")
@@ -76,7 +76,7 @@ def emit_epilogue(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None
     if cfg.horizontal > 1:
         _emit_horizontal(em, cfg, accs)
         return
-    if cfg.splitk > 1 or trivial_epilogue(cfg):
+    if cfg.workspace_splitk or trivial_epilogue(cfg):
         for r, acc in enumerate(accs):
             for q in range(wn // 8):
                 for h in range(2):

@@ -20,7 +20,8 @@ is one output tile of one batch and one K split):
    adjacent columns per step, bounds-checked against M and N; with split-K it writes float32
    partials to a workspace and ``hopper_splitk_reduce`` applies the epilogue once, or the
    splits of a tile, one cluster, sum them in distributed shared memory and apply it there
-   (``reduction_codegen``).
+   (``reduction_codegen``); with stream-K the CTA that finishes a tail tile's last piece
+   adds the other pieces' partials from the workspace and applies it (``streamk_codegen``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def kernel_signatures(config: HopperKernelConfig) -> dict[str, Any]:
             "hopper_splitk_reduce": reduce_signature(config.epilogue),
         }
     main = [u64a, *scales, *ins, *outs, *scal, *shape, *strides, *in_strides, *out_strides]
+    main += [f32a] if config.streamk else []  # stream-K's counters and partial sums
     main += grid
     return {"hopper_gemm": types.void(*main)}
 

@@ -32,6 +32,7 @@ from .packed_epilogue import (
     steps_called,
 )
 from .reduction_codegen import emit_reduction_setup
+from .streamk_codegen import emit_streamk_fixup, emit_streamk_k_range, emit_streamk_units
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
 _MN_STEP_BYTES = 16 * SWIZZLE_BYTES
@@ -153,6 +154,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
             "from mmaplug.cuda.sm90 import (fence_acq_rel_cluster, ld_shared_cluster_f32, "
             "mbarrier_wait_cluster)"
         )
+    if cfg.streamk:
+        em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
     if cfg.tma_stores:
         em(
             "from mmaplug.cuda.sm90 import (fence_proxy_async, tma_store_3d, bulk_commit_group, "
@@ -191,6 +194,9 @@ def _emit_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
         em(f"{kv.kb} = 0")
         em(f"{kv.ke} = K")
         return
+    if cfg.streamk:
+        emit_streamk_k_range(em, cfg)
+        return
     if cfg.splitk_cluster:  # the cluster's CTAs are the unit's splits
         em(f"{kv.sp} = int64({kv.rank})")
     else:
@@ -211,9 +217,13 @@ def _emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
     while its first wgmmas run)."""
     bm = cfg.cta_tile[0]
     # uint32 arithmetic, cast back at every step as in the tile decode (units < 2**31)
-    em(f"tile = uint32(uint32({kv.u}) % {kv.tiles32})")
-    splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile
-    em(f"{kv.bt} = int64(uint32({kv.u}) // {kv.tiles32} // uint32({splits}))")
+    if cfg.streamk:  # the tile over the batch is decoded with the K range
+        em(f"tile = uint32(uint32({kv.ti}) % {kv.tiles32})")
+        em(f"{kv.bt} = int64(uint32({kv.ti}) // {kv.tiles32})")
+    else:
+        em(f"tile = uint32(uint32({kv.u}) % {kv.tiles32})")
+        splits = cfg.splitk if cfg.workspace_splitk else 1  # work units per tile
+        em(f"{kv.bt} = int64(uint32({kv.u}) // {kv.tiles32} // uint32({splits}))")
     tm, tn = emit_tile_decode(
         em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
     )
@@ -264,6 +274,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
                 f"{kv.stg} = {kv.bar} + {2 * stages * MBARRIER_BYTES}  "
                 "# epilogue staging, 16-byte aligned"
             )
+        if cfg.streamk and not cfg.smem_epilogue:  # (the fix-up's counts)
+            em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
         if cfg.splitk_cluster:
             em(f"{kv.sf} = cuda.shared.array(0, dtype=float32)  # the same bytes, as float32")
             em(
@@ -297,6 +309,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
             em(f"{kv.ustep} = cuda.gridDim.x")
         em(f"{kv.tiles} = tiles_m * tiles_n")
         _emit_grid_constants(em, cfg)
+        if cfg.streamk:
+            emit_streamk_units(em, cfg)
         # warp-uniform by construction, and said so: the consumers' wgmma descriptors, computed
         # from it, then live in uniform registers (no per-instruction R2UR; decisions.md)
         em(f"{kv.wg} = warp_uniform({kv.tid} // {WARPGROUP})")
@@ -413,7 +427,7 @@ def _emit_consumer(
             f"{kv.wrow} = {kv.sbase} + (16 * {kv.w} + {kv.lane} // 4) * {stride} "
             f"+ 2 * ({kv.lane} % 4)"
         )
-    elif not (cfg.splitk > 1 or trivial_epilogue(cfg)):
+    elif not (cfg.workspace_splitk or cfg.splitk_cluster or trivial_epilogue(cfg)):
         em(f"{kv.spill} = cuda.local.array({len(accs) * nacc}, dtype=float32)")
     if cfg.splitk_cluster:
         emit_reduction_setup(em, cfg)
@@ -452,7 +466,13 @@ def _emit_consumer(
             _emit_block_scaled_loop(em, cfg, a, b, accs)
         else:
             _emit_k_loop(em, cfg, a, b, accs)
-        emit_epilogue(em, cfg, accs)
+        if cfg.streamk:  # a tail tile's pieces meet; its last runs the epilogue
+            emit_streamk_fixup(em, cfg, accs)
+            em("if go:")
+            with em.indent():
+                emit_epilogue(em, cfg, accs)
+        else:
+            emit_epilogue(em, cfg, accs)
         em(f"{kv.u} += {kv.ustep}")
     if _takes_turns(cfg):  # the second consumer's last hand-over
         em(f"if {kv.c} == 0 and turn > 0:")

@@ -41,6 +41,7 @@ from .config import (
     reduction_bytes,
     shared_tile,
     staging_bytes,
+    streamk_bytes,
     wgmma_k,
 )
 from .space import (
@@ -81,6 +82,7 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     staged = params.use_smem_epilogue and warp.n % 8 == 0
     staging = staging_bytes(consumers, warp.n) if staged else 0
     staging += reduction_bytes(cta) if params.splitk_in_cluster else 0
+    staging += streamk_bytes(params.tiling_strategy is TilingStrategy.persistent_streamk)
     smem = kernel_smem_bytes(cta, problem.operand_dtype.itemsize, params.stages, staging)
     kind = cluster_kind(max(params.cluster_dims) > 1, params.splitk_in_cluster)
     return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[kind][1])
@@ -148,6 +150,12 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
             f"with cluster_dims {NO_CLUSTER.text}, use_smem_epilogue {REGISTER_EPILOGUE.text} "
             "and no ping-pong",
             _cluster_reduction_alone,
+        ),
+        Rule("splitk_factor", ">= 2 with persistent_streamk", _streamk_pieces),
+        Rule(
+            "tiling_strategy",
+            "persistent_streamk with cluster_dims (1, 1) and splitk_in_cluster=False",
+            _streamk_alone,
         ),
     ]
     if problem.block_scaled:
@@ -427,6 +435,29 @@ def _cluster_reduction_alone(
         "epilogue runs on the summed partials in shared memory, and each consumer group "
         "reduces the tile it computed. Set cluster_dims=(1, 1), use_smem_epilogue=False and "
         "a tiling_strategy other than persistent_pingpong."
+    )
+
+
+def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
+    streamk = params.tiling_strategy is TilingStrategy.persistent_streamk
+    if not streamk or params.splitk_factor >= 2:
+        return None
+    return (
+        f"tiling_strategy='persistent_streamk' with splitk_factor={params.splitk_factor}: "
+        "splitk_factor is the number of K pieces each tail tile is cut into. Set it to 2 or "
+        "more, or tiling_strategy='persistent'."
+    )
+
+
+def _streamk_alone(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
+    streamk = params.tiling_strategy is TilingStrategy.persistent_streamk
+    alone = NO_CLUSTER.allows(tuple(params.cluster_dims)) and not params.splitk_in_cluster
+    if not streamk or alone:
+        return None
+    return (
+        f"tiling_strategy='persistent_streamk' with cluster_dims={params.cluster_dims} and "
+        f"splitk_in_cluster={params.splitk_in_cluster}: a tail tile's pieces meet in the "
+        "workspace, each CTA alone. Set cluster_dims=(1, 1) and splitk_in_cluster=False."
     )
 
 

@@ -106,7 +106,7 @@ def tile_inputs(cfg: HopperKernelConfig) -> TileInputs:
     M nor N (a per-tensor scale), and *by_row*: those along M only (a per-row scale of A).
     Unchanged from step to step of a row block, they were loaded at every step, whose first
     instructions then waited for them (runs 139-140)."""
-    if not cfg.packed_stores or cfg.splitk > 1:
+    if not cfg.packed_stores or cfg.workspace_splitk:
         return TileInputs([], [], [])
     prog, used = cfg.epilogue, _used_inputs(cfg.epilogue)
     once = [i for i in invariant_inputs(prog) if i in used]

@@ -692,9 +692,68 @@ def case_tn_e4m3_block_splitk2_kcluster_out_e4m3_amax(fd: Any, mp: Any) -> dict[
     return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **KCLUSTER, "splitk_factor": 2}
 
 
+# --- stream-K: 3 tiles on 2 CTAs, so one whole wave and one tail tile cut along K ---------------
+STREAMK = {"tiling_strategy": "persistent_streamk"}
+
+
+def case_tn_f16_streamk3_ragged_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K: the third of 3 tiles (ragged M) in 3 pieces of K = 200 (the last piece
+    empty), bias + GELU in the packed epilogue of the last piece."""
+    a, b = _operands(fd, mp, 150, 64, 200, "TN", mp.float16)
+    bias = fd.define_tensor([64], dtype=mp.float16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [150, 64], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **STREAMK, "splitk_factor": 3,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
+def case_tt_bf16_streamk2_two_consumers_batch3_relu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K over the batch: 3 batches of one 128x64 tile of two consumers, each with its
+    own counter; the third batch's tile in 2 pieces, relu."""
+    a, b = _operands(fd, mp, 100, 64, 160, "TT", mp.bfloat16, batch=3)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.bfloat16))
+    return {**_tile((128, 64, 64), (64, 64, 64), 2), **STREAMK, "splitk_factor": 2,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
+def case_tn_e4m3_streamk2_out_e4m3_amax_registers(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K, FP8 per row: an e4m3 output and its amax from the register epilogue, which
+    the pieces that are not last skip (their sums must not count)."""
+    _with_amax(fd, mp, 150, mp.float8_e4m3fn, 16.0)
+    return {**_tile((128, 64, 128), (64, 64, 128), 2, k=32), **STREAMK, "splitk_factor": 2,
+            "use_smem_epilogue": False}  # fmt: skip
+
+
+def case_tn_bf16_swap_streamk2_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K of the transposed product: 3 weight tiles, the third in 2 pieces; a bias
+    along N from the register epilogue."""
+    a, b = _operands(fd, mp, 20, 192, 256, "TN", mp.bfloat16)
+    bias = fd.define_tensor([192], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [20, 192], [1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 24, 64), (64, 24, 64), 2), **SWAP, **STREAMK, "splitk_factor": 2}
+
+
+def case_tn_e4m3_block_streamk3(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K of block scales: each piece one 128-deep block, promoted as it goes; the
+    pieces' promoted sums meet; ragged M, bf16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 60, 192, 384, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **STREAMK, "splitk_factor": 3}
+
+
+def case_tn_f16_streamk2_tma(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K with the casts-only epilogue's TMA stores, which only the last piece issues."""
+    a, b = _operands(fd, mp, 192, 64, 256, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **STREAMK, "splitk_factor": 2,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 SWAPPED = {name for name in CASES if "_swap" in name}
 KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue is their own)
+STREAMED = {name for name in CASES if "_streamk" in name}
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
 # not 16-byte units (N = 90; FP8 N = 72, 74)
@@ -707,13 +766,15 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e5m2_out_e5m2_amax_staged_residual",
                        "tn_e4m3_out_e4m3_amax_nan",
                        "tt_bf16_cluster4_relu",
-                       "tn_f16_clustern4_splitk2"} - SWAPPED - KCLUSTERED  # fmt: skip
+                       "tn_f16_clustern4_splitk2",
+                       "tn_e4m3_streamk2_out_e4m3_amax_registers",
+                       } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
        "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
        "tn_f16_ragged_persistent", "tt_bf16_batch2_out_e4m3_amax_pingpong_casts",
        "tt_two_consumers_batch2", "tt_bf16_two_outputs_tma", "tn_f16_out_f32_tma",
-       "tn_f16_batch2_out_m_batch_n_tma"}  # fmt: skip
+       "tn_f16_batch2_out_m_batch_n_tma", "tn_f16_streamk2_tma"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
@@ -747,12 +808,18 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_bf16_swap_splitk4_kcluster_relu_aux": 3,
          "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4, "tt_bf16_cluster4_relu": 1,
          "tn_bf16_swap_cluster4_bias": 2, "tn_bf16_swap_clustern2_bias": 4,
-         "nn_bf16_clustern2_staged_relu": 4, "tn_f16_clustern4_splitk2": 4}  # fmt: skip
+         "nn_bf16_clustern2_staged_relu": 4, "tn_f16_clustern4_splitk2": 4,
+         # stream-K: 2 whole tiles, then the third tile's pieces
+         "tn_f16_streamk3_ragged_bias_gelu": 5, "tt_bf16_streamk2_two_consumers_batch3_relu": 4,
+         "tn_e4m3_streamk2_out_e4m3_amax_registers": 4, "tn_bf16_swap_streamk2_bias": 6,
+         "tn_e4m3_block_streamk3": 5, "tn_f16_streamk2_tma": 4}  # fmt: skip
 # CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
 # cluster of 4 along M
 CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
         "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4,
-        "tn_f16_clustern4_splitk2": 4}  # fmt: skip
+        "tn_f16_clustern4_splitk2": 4,
+        "tn_bf16_swap_streamk2_bias": 4}  # fmt: skip
+# (the swapped stream-K tile fits 2 CTAs an SM: 4 CTAs, so all 3 tiles are tail tiles)
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
 
@@ -864,6 +931,7 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     assert kernels == ["hopper_gemm", *(["hopper_splitk_reduce"] * split)], res["launches"]
     assert res["launches"][0][1:] == [CTAS.get(name, 2), UNITS[name]], res["launches"]
     assert res["kernel"].endswith("_kc") == ("_kcluster" in name), res["kernel"]
+    assert res["kernel"].endswith("_sk") == (name in STREAMED), res["kernel"]
     assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
     assert ("_ps_ts" in res["kernel"]) == (name in TMA), res["kernel"]
     assert ("_swap" in res["kernel"]) == (name in SWAPPED), res["kernel"]
