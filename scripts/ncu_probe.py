@@ -67,6 +67,9 @@ OVERRIDES: dict[str, dict] = {
         "cluster_dims": (1, 1),
     },
     "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
+    # the default plan with stream-K: the last wave's tiles in 2 or 3 pieces of K
+    "sk2": {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (1, 1)},
+    "sk3": {"tiling_strategy": "persistent_streamk", "splitk_factor": 3, "cluster_dims": (1, 1)},
 }
 
 

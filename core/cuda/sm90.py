@@ -32,6 +32,7 @@ __all__ = [
     "fence_operand",
     "fence_proxy_async",
     "fence_acq_rel_cluster",
+    "fence_acq_rel_gpu",
     "fence_tensormap_acquire",
     "ld_shared_b32",
     "ld_shared_cluster_f32",
@@ -187,6 +188,12 @@ def fence_acq_rel_cluster():
     """Generate `fence.acq_rel.cluster`: order this thread's earlier memory accesses (and those
     a barrier made it observe) before its later ones at cluster scope, e.g. before a remote
     mbarrier arrive that announces shared-memory data to the cluster."""
+
+
+def fence_acq_rel_gpu():
+    """Generate `fence.acq_rel.gpu`: order this thread's earlier memory accesses (and those a
+    barrier made it observe) before its later ones at GPU scope: before a relaxed atomic that
+    announces global data (release), or after one that read such an announcement (acquire)."""
 
 
 def cluster_sync():
@@ -440,6 +447,7 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
     ),
     ld_shared_cluster_f32: ("ld.shared::cluster.f32 $0, [$1];", (U32,), types.float32),
     fence_acq_rel_cluster: ("fence.acq_rel.cluster;", (), None),
+    fence_acq_rel_gpu: ("fence.acq_rel.gpu;", (), None),
     cluster_sync: ("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", (), None),
     tma_store_2d: (_TMA_STORE.format(d=2) + " [$0, {$1, $2}], [$3];", (U64, U32, U32, U32), None),
     tma_store_3d: (

@@ -414,6 +414,10 @@ def fence_acq_rel_cluster() -> None:
     """Emulate fence_acq_rel_cluster: nothing to order in the simulator."""
 
 
+def fence_acq_rel_gpu() -> None:
+    """Emulate fence_acq_rel_gpu: nothing to order in the simulator."""
+
+
 def cluster_sync() -> None:
     """Emulate cluster_sync."""
     B.current("cluster_sync")[0].sync_cluster("cluster_sync")

@@ -156,6 +156,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         )
     if cfg.streamk:
         em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
+        em("from mmaplug.cuda.sm90 import fence_acq_rel_gpu")
     if cfg.tma_stores:
         em(
             "from mmaplug.cuda.sm90 import (fence_proxy_async, tma_store_3d, bulk_commit_group, "

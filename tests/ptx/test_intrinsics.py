@@ -128,7 +128,8 @@ def _vector_kernel():
         a, b, c, d = I.ld_shared_v4_f32(I.smem_addr(sm, cuda.threadIdx.x * 4))
         low = types.uint32(I.global_addr(out, 0) & 7)
         I.st_global_v2_b32(out, cuda.threadIdx.x * 4, low, types.uint32(1))
-        I.st_global_v4_b32(f, cuda.threadIdx.x * 4, a, b, c, d)
+        e, g, h, i = I.ld_global_cg_v4_f32(f, 512 + cuda.threadIdx.x * 4)
+        I.st_global_v4_b32(f, cuda.threadIdx.x * 4, a + e, b + g, c + h, d + i)
 
     return kernel, (U16, F32)
 
@@ -166,6 +167,7 @@ CASES = {
     "ld_shared_v4_f32": (*_vector_kernel(), "ld.shared.v4.f32"),
     "st_global_v2_b32": (*_vector_kernel(), "st.global.v2.b32"),
     "st_global_v4_b32": (*_vector_kernel(), "st.global.v4.b32"),
+    "ld_global_cg_v4_f32": (*_vector_kernel(), "ld.global.cg.v4.f32"),
     "global_addr": (*_vector_kernel(), "cvta.to.global.u64"),
     "f32_abs_bits": (*_amax_kernel(), "and.b32"),
     "warp_max_u32": (*_amax_kernel(), "redux.sync.max.u32"),

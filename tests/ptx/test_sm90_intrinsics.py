@@ -58,6 +58,7 @@ def _cluster_kernel(maps, out):
     rank = H.cluster_ctarank()
     H.tma_load_3d_multicast(buf, I.global_addr(maps, 0), out[0], out[1], rank, bar, out[2])
     H.fence_acq_rel_cluster()
+    H.fence_acq_rel_gpu()
     H.mbarrier_arrive_cluster(H.mapa_shared(bar, rank ^ 1))
     H.mbarrier_wait_cluster(bar, 0)
     out[4] = types.uint32(H.ld_shared_cluster_f32(H.mapa_shared(buf, rank ^ 1)))
@@ -200,6 +201,7 @@ CASES = {
         r"mbarrier\.arrive\.shared::cluster\.b64 _, \[%r\d+\];",
     ),
     "fence_acq_rel_cluster": ("cluster", r"fence\.acq_rel\.cluster;"),
+    "fence_acq_rel_gpu": ("cluster", r"fence\.acq_rel\.gpu;"),
     "mbarrier_wait_cluster": (
         "cluster",
         r"(mbar_wait_\d+):\nmbarrier\.try_wait\.parity\.acquire\.cluster\.shared::cta\.b64 "
