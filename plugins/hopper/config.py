@@ -123,8 +123,8 @@ class HopperKernelConfig:
     the tile over the cluster's partials (distributed shared memory) and applies the epilogue
     there: no workspace, no second kernel.
 
-    ``streamk`` (stream-K): the persistent CTAs take the tiles of their whole waves as usual;
-    the tiles left for a last, partly filled wave are cut along K into ``splitk`` pieces. Each
+    ``streamk`` (stream-K): the tiles left for a last, partly filled wave of the persistent
+    CTAs are cut along K into ``splitk`` pieces, which the CTAs take before the whole tiles. Each
     piece's consumers store their float32 accumulators to the workspace and count the piece
     done on the tile's counter; the consumers that count the last piece add every piece's
     partial sums, in piece order, and run the epilogue (``streamk_codegen``). No second kernel.

@@ -52,7 +52,7 @@ class KernelVars:
     ti: str = "ti"
     """The unit's tile counted over the batch (stream-K: the pieces of a tail tile share it)."""
     skfull: str = "sk_full"
-    """Work units of whole tiles, the whole waves' (stream-K); units past them are pieces."""
+    """Tiles of whole waves (stream-K): the tiles before the tail."""
     skrest: str = "sk_rest"
     """Tail tiles (stream-K): the tiles after ``sk_full``, each cut into ``splitk`` pieces."""
     bt: str = "bt"
