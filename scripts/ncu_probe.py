@@ -70,6 +70,7 @@ OVERRIDES: dict[str, dict] = {
     # the default plan with stream-K: the last wave's tiles in 2 or 3 pieces of K
     "sk2": {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (1, 1)},
     "sk3": {"tiling_strategy": "persistent_streamk", "splitk_factor": 3, "cluster_dims": (1, 1)},
+    "sk4": {"tiling_strategy": "persistent_streamk", "splitk_factor": 4, "cluster_dims": (1, 1)},
 }
 
 
