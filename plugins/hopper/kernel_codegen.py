@@ -32,12 +32,7 @@ from .packed_epilogue import (
     steps_called,
 )
 from .reduction_codegen import emit_reduction_setup
-from .streamk_codegen import (
-    emit_streamk_k_range,
-    emit_streamk_publish,
-    emit_streamk_store,
-    emit_streamk_units,
-)
+from .streamk_codegen import emit_streamk_fixup, emit_streamk_k_range, emit_streamk_units
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
 _MN_STEP_BYTES = 16 * SWIZZLE_BYTES
@@ -388,6 +383,7 @@ def _emit_producer(
 def _emit_consumer(
     em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, sim: bool
 ) -> None:
+    stages = cfg.stages
     gm, _gn = cfg.consumer_grid
     wm, wn, _ = cfg.warp_tile
     blocks = wm // 64
@@ -447,35 +443,6 @@ def _emit_consumer(
         em("turns = 0")
     if _takes_turns(cfg):
         em("turn = 0  # block scales: the consumers issue each stage's wgmmas in turn")
-    if cfg.streamk:
-        _emit_streamk_loop(em, cfg, a, b, accs)
-    else:
-        _emit_unit_loop(em, cfg, a, b, accs)
-    if _takes_turns(cfg):  # the second consumer's last hand-over
-        em(f"if {kv.c} == 0 and turn > 0:")
-        em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
-    for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
-        em(line)
-    if cfg.tma_stores:  # the shared memory stays until the last stores have read it
-        em(f"if {kv.t} == 0:")
-        em("    bulk_wait_group_read(0)")
-
-
-def _emit_main_loop(
-    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
-) -> None:
-    """The unit's K loop into the accumulators (block-scaled: promoted as it goes)."""
-    if cfg.block_scaled:
-        _emit_block_scaled_loop(em, cfg, a, b, accs)
-    else:
-        _emit_k_loop(em, cfg, a, b, accs)
-
-
-def _emit_unit_loop(
-    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
-) -> None:
-    """The consumer's walk over its work units: main loop, epilogue."""
-    stages = cfg.stages
     em(f"while {kv.u} < units:")
     with em.indent():
         _emit_k_range(em, cfg)
@@ -496,44 +463,26 @@ def _emit_unit_loop(
             # unit's, so a parity wait is never two phases ahead); epilogues overlap them
             _emit_wait_turn(em, "turns")
             em("turns += 1")
-        _emit_main_loop(em, cfg, a, b, accs)
-        emit_epilogue(em, cfg, accs)
-        em(f"{kv.u} += {kv.ustep}")
-
-
-def _emit_streamk_loop(
-    em: Emitter, cfg: HopperKernelConfig, a: _Operand, b: _Operand, accs: list[str]
-) -> None:
-    """Stream-K's walk (``streamk_codegen``): a piece's partials are stored after its main
-    loop and counted after the next unit's (or after the last unit), so the count's fences
-    wait on stores long done; a whole tile's epilogue, then the pending piece's tile's where
-    it was the last, share one copy of the epilogue."""
-    em("sk_pend = int64(-1)  # the tail tile of a piece stored, not yet counted")
-    em(f"while {kv.u} < units or sk_pend >= 0:")
-    with em.indent():
-        em("sk_e = 1  # epilogue passes from: 0 this unit's whole tile, 1 the pending tile")
-        em("sk_next = int64(-1)")
-        em(f"if {kv.u} < units:")
-        with em.indent():
-            _emit_k_range(em, cfg)
-            _emit_main_loop(em, cfg, a, b, accs)
-            em(f"if {kv.u} < sk_pieces:")
+        if cfg.block_scaled:
+            _emit_block_scaled_loop(em, cfg, a, b, accs)
+        else:
+            _emit_k_loop(em, cfg, a, b, accs)
+        if cfg.streamk:  # a tail tile's pieces meet; its last runs the epilogue
+            emit_streamk_fixup(em, cfg, accs)
+            em("if go:")
             with em.indent():
-                emit_streamk_store(em, cfg, accs)
-                em(f"sk_next = {kv.ti} - {kv.skfull}")
-            em("else:")
-            em("    sk_e = 0")
-        em("while sk_e < 2:")
-        with em.indent():
-            em("if sk_e == 1:  # count the pending piece; its tile's epilogue if the last")
-            with em.indent():
-                emit_streamk_publish(em, cfg, accs)
-                _emit_origin(em, cfg)
-                emit_input_prefetch(em, cfg)
+                emit_epilogue(em, cfg, accs)
+        else:
             emit_epilogue(em, cfg, accs)
-            em("sk_e += 1")
-        em("sk_pend = sk_next")
         em(f"{kv.u} += {kv.ustep}")
+    if _takes_turns(cfg):  # the second consumer's last hand-over
+        em(f"if {kv.c} == 0 and turn > 0:")
+        em(f"    named_barrier_sync(3, {2 * WARPGROUP})")
+    for line in amax_flush(main_epilogue, kv.lane):  # (the unit loop's end: converged warps)
+        em(line)
+    if cfg.tma_stores:  # the shared memory stays until the last stores have read it
+        em(f"if {kv.t} == 0:")
+        em("    bulk_wait_group_read(0)")
 
 
 def _takes_turns(cfg: HopperKernelConfig) -> bool:

@@ -40,9 +40,8 @@ from .kernel_vars import KERNEL_VARS as kv
 
 __all__ = [
     "STREAMK_BARRIER",
+    "emit_streamk_fixup",
     "emit_streamk_k_range",
-    "emit_streamk_publish",
-    "emit_streamk_store",
     "emit_streamk_units",
     "streamk_flag_offset",
 ]
@@ -87,56 +86,45 @@ def emit_streamk_k_range(em: Emitter, cfg: HopperKernelConfig) -> None:
         em(f"{kv.ke} = int64(K)")
 
 
-def _piece_base(cfg: HopperKernelConfig, tail: str, piece: str) -> str:
-    """float32 index of this thread's first partial of piece *piece* of tail tile *tail*."""
-    groups = cfg.accumulators // 4
-    return (
-        f"sk_words + ((({tail}) * {cfg.splitk} + {piece}) * {cfg.consumers} + {kv.c}) "
-        f"* {groups * _GROUP} + 4 * {kv.t}"
-    )
-
-
-def emit_streamk_store(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
-    """Step 1 for the piece just computed: its accumulators to the workspace (published with
-    the next unit, ``emit_streamk_publish``)."""
-    nacc = cfg.warp_tile[1] // 2
-    em(f"sk_w = {_piece_base(cfg, f'{kv.ti} - {kv.skfull}', kv.sp)}")
-    for r, acc in enumerate(accs):
-        for g in range(nacc // 4):
-            words = ", ".join(f"{acc}[{4 * g + e}]" for e in range(4))
-            em(f"st_global_v4_b32(ws, sk_w + {(r * nacc // 4 + g) * _GROUP}, {words})")
-
-
-def emit_streamk_publish(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
-    """Steps 2-4 for the pending piece (tail tile ``sk_pend``), inside the epilogue loop:
-    ``break`` unless it was its tile's last; then its tile's sums in the accumulators and
-    ``ti`` its tile (the caller decodes its origin)."""
-    nacc, pieces = cfg.warp_tile[1] // 2, cfg.splitk
+def emit_streamk_fixup(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) -> None:
+    """Steps 1-4 of the module's fix-up for the unit just computed; binds ``go``: whether
+    this warpgroup runs the epilogue (a whole tile, or a tail tile's last piece)."""
+    nacc, pieces, consumers = cfg.warp_tile[1] // 2, cfg.splitk, cfg.consumers
     groups = len(accs) * nacc // 4
-    piece = cfg.consumers * groups * _GROUP  # floats between two pieces of a tile's partials
-    flag = f"({kv.bar} + {streamk_flag_offset(cfg)} - {kv.base}) // 4 + {kv.c}"
-    em("if sk_pend < 0:  # no piece pending")
-    em("    break")
-    em(f"named_barrier_sync({STREAMK_BARRIER} + {kv.c}, {WARPGROUP})  # its partials stored")
-    em(f"if {kv.t} == 0:  # release the warpgroup's partials, count, acquire the others'")
+    piece = consumers * groups * _GROUP  # floats between two pieces of a tile's partials
+    em("go = True")
+    em(f"if {kv.u} < sk_pieces:  # a piece: its partials, then the last piece sums them")
     with em.indent():
-        em("fence_acq_rel_gpu()")
-        em(f"sk_n = cuda.atomic.add(ws, sk_pend * {cfg.consumers} + {kv.c}, float32(1))")
-        em("fence_acq_rel_gpu()")
-        em(f"{kv.sf}[{flag}] = sk_n")
-    em(f"named_barrier_sync({STREAMK_BARRIER} + {kv.c}, {WARPGROUP})  # the count is read")
-    em(f"if {kv.sf}[{flag}] != float32({pieces - 1}):  # not the tile's last piece")
-    em("    break")
-    em(f"sk_w0 = {_piece_base(cfg, 'sk_pend', '0')}")
-    # every name assigned once (NVVM's tuple building asks it of the accumulators')
-    for p in range(pieces):
-        for i in range(groups):
-            em(f"sk_p{p}_{i} = ld_global_cg_v4_f32(ws, sk_w0 + {p * piece + i * _GROUP})")
-    for i in range(groups):
-        for e in range(4):  # ((p0 + p1) + p2) + ...: piece order
-            total = " + ".join(f"sk_p{p}_{i}[{e}]" for p in range(pieces))
-            em(f"sk_s{4 * i + e} = {total}")
-    for r, acc in enumerate(accs):  # (a tuple display's target: assigned once)
-        em(f"sk_t{r} = ({', '.join(f'sk_s{r * nacc + i}' for i in range(nacc))})")
-        em(f"{acc} = sk_t{r}")
-    em(f"{kv.ti} = {kv.skfull} + sk_pend")
+        em(f"sk_r = {kv.ti} - {kv.skfull}")
+        em(
+            f"sk_w = sk_words + ((sk_r * {pieces} + {kv.sp}) * {consumers} + {kv.c}) "
+            f"* {groups * _GROUP} + 4 * {kv.t}"
+        )
+        for r, acc in enumerate(accs):
+            for g in range(nacc // 4):
+                words = ", ".join(f"{acc}[{4 * g + e}]" for e in range(4))
+                em(f"st_global_v4_b32(ws, sk_w + {(r * nacc // 4 + g) * _GROUP}, {words})")
+        flag = f"({kv.bar} + {streamk_flag_offset(cfg)} - {kv.base}) // 4 + {kv.c}"
+        em(f"named_barrier_sync({STREAMK_BARRIER} + {kv.c}, {WARPGROUP})  # all stored")
+        em(f"if {kv.t} == 0:  # release the warpgroup's partials, count, acquire the others'")
+        with em.indent():
+            em("fence_acq_rel_gpu()")
+            em(f"sk_n = cuda.atomic.add(ws, sk_r * {consumers} + {kv.c}, float32(1))")
+            em("fence_acq_rel_gpu()")
+            em(f"{kv.sf}[{flag}] = sk_n")
+        em(f"named_barrier_sync({STREAMK_BARRIER} + {kv.c}, {WARPGROUP})  # the count is read")
+        em(f"go = {kv.sf}[{flag}] == float32({pieces - 1})")
+        em("if go:  # the tile's last piece: every piece's partials, in piece order")
+        with em.indent():
+            em(f"sk_w0 = sk_w - {kv.sp} * {piece}  # piece 0")
+            # every name assigned once (NVVM's tuple building asks it of the accumulators')
+            for p in range(pieces):
+                for i in range(groups):
+                    em(f"sk_p{p}_{i} = ld_global_cg_v4_f32(ws, sk_w0 + {p * piece + i * _GROUP})")
+            for i in range(groups):
+                for e in range(4):  # ((p0 + p1) + p2) + ...: piece order
+                    total = " + ".join(f"sk_p{p}_{i}[{e}]" for p in range(pieces))
+                    em(f"sk_s{4 * i + e} = {total}")
+            for r, acc in enumerate(accs):  # (a tuple display's target: assigned once)
+                em(f"sk_t{r} = ({', '.join(f'sk_s{r * nacc + i}' for i in range(nacc))})")
+                em(f"{acc} = sk_t{r}")
