@@ -5,9 +5,9 @@ workspace, and the consumers that finish a tile's last piece add them up and run
 (the tail) are cut along K into ``splitk`` pieces. The pieces come first, piece-major (unit
 ``piece * sk_rest + r`` is piece ``piece`` of tile ``sk_full + r``), so the CTAs of one round
 walk neighbouring tiles over the same K range, as a whole wave does; the whole tiles follow
-(unit ``sk_rest * splitk + t`` is tile ``t``). Pieces first is CUTLASS's order: the fix-ups'
-stores and loads then run beside other CTAs' main loops instead of after the last of them
-(pieces last cost 5-9% at 4096^3 and 2048x14336x5120, runs 162-164).
+(unit ``sk_rest * splitk + t`` is tile ``t``). Pieces first is CUTLASS's order, so that the
+fix-ups' stores and loads run beside other CTAs' main loops; measured no faster than pieces
+last (BENCHMARKS.md runs 164-165).
 
 The float32 workspace ``ws``: a counter per tail tile and consumer warpgroup (``sk_rest *
 consumers`` words, 16-byte rounded), zeroed before each launch; then per tail tile, piece and

@@ -179,7 +179,8 @@ def scaled_linear() -> Linear:
 
 
 #: Hopper kernel variants an FP8 epilogue feature runs on: split-K (the reduce kernel applies
-#: the epilogue), stream-K (the last piece of a tile applies it), CTA pairs, ping-pong on 64x128 tiles and both epilogues (registers, staged)
+#: the epilogue), stream-K (the last piece of a tile applies it), CTA pairs, ping-pong on
+#: 64x128 tiles and both epilogues (registers, staged)
 EPILOGUE_VARIANTS: dict[str, dict[str, Any]] = {
     "splitk3": {"splitk_factor": 3},
     "streamk3": {"splitk_factor": 3, "tiling_strategy": "persistent_streamk"},

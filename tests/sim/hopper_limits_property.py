@@ -9,7 +9,9 @@ hopper parameters from a grid that holds illegal values too (warp m 96, warp n
 not a multiple of 64 for an N-major B, cta k 32, three warp tiles per CTA, stages 1, ...),
 now and then for the transposed product (``swap_ab``: the tiles are the kernel's, whose A is
 the problem's B), with split-K summed in the cluster of a tile's splits
-(``splitk_in_cluster``) or in a cluster along M or N (``cluster_dims``: a multicast tile).
+(``splitk_in_cluster``) or in a cluster along M or N (``cluster_dims``: a multicast tile), or
+stream-K (``persistent_streamk``: the tail tiles cut into ``splitk_factor`` pieces; with a
+third argument ``streamk``, every set that can be).
 Every set that ``limits.violations`` accepts is compiled through ``mp.compile`` for an h200
 with 2 SMs (ampere and decode blocked, so the plan is hopper's or none) and must launch
 ``hopper_gemm``, keep the params unchanged and match ``mp.evaluate`` with every output written
@@ -52,6 +54,8 @@ MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and bui
 MAX_SWAP_RUNS = 4  # ... but for the transposed product's, until this many of them ran
 MAX_KCLUSTER_RUNS = 4  # ... and for the cluster reduction's
 MAX_MULTICAST_RUNS = 3  # ... and for clusters multicasting a tile
+MAX_STREAMK_RUNS = 3  # ... and for stream-K's tail pieces
+STREAMK = False  # the stream-K shard (a third argument "streamk"): stream-K wherever it can be
 # clusters along M (B multicast) or N (A multicast) and one shape the kernel refuses
 CLUSTER_DRAWS = ((1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2))
 COUNTS: dict = {
@@ -64,6 +68,7 @@ COUNTS: dict = {
     "swap_ran": 0,
     "kcluster_ran": 0,
     "multicast_ran": 0,
+    "streamk_ran": 0,
     "launches": 0,
     "ran": 0,
     "seconds": 0.0,
@@ -135,6 +140,9 @@ def cases(draw: st.DrawFn) -> dict:
     # here would shift every later example of the seeded shards)
     multicast = legal and not kcluster and (7 * m + k) % 2 == 0
     cluster = CLUSTER_DRAWS[1 + (m + n) % 4] if multicast else (1, 1)
+    # the stream-K shard's sets are stream-K where they can be (CTAs alone, 2 pieces or more
+    # if legal); the other shards' are unchanged (no draw spent on it)
+    streamk = STREAMK and not (pingpong or kcluster or multicast)
     return dict(
         shape=(m, n, k),
         aligned=aligned,
@@ -150,17 +158,20 @@ def cases(draw: st.DrawFn) -> dict:
             warp_tile=(wm, wn, bk),
             instruction_tile=inst,
             stages=draw(st.integers(2, 4) if legal else st.integers(1, 6)),
-            splitk_factor=draw(
-                st.integers(1 + (kcluster and legal), max(1 + kcluster, min(3, -(-k // bk))))
-                if legal
-                else st.integers(1, 3)
+            splitk_factor=max(
+                1 + (streamk and legal),
+                draw(
+                    st.integers(1 + (kcluster and legal), max(1 + kcluster, min(3, -(-k // bk))))
+                    if legal
+                    else st.integers(1, 3)
+                ),
             ),
             splitk_in_cluster=kcluster,
             grid_swizzle_factor=draw(st.integers(1, 3)),
             cta_order=draw(st.sampled_from(("row_major", "column_major"))),
             tiling_strategy="persistent_pingpong"
             if pingpong
-            else draw(st.sampled_from(("one_tile_per_cta", "persistent"))),
+            else _or_streamk(draw(st.sampled_from(("one_tile_per_cta", "persistent"))), streamk),
             use_smem_epilogue=draw(st.booleans()) and (not (swap or kcluster) or not legal),
             swap_ab=swap,
             warp_specialized=not rare or draw(st.booleans()),
@@ -169,6 +180,11 @@ def cases(draw: st.DrawFn) -> dict:
             cluster_dims=draw(st.sampled_from(CLUSTER_DRAWS)) if rare else cluster,
         ),
     )
+
+
+def _or_streamk(strategy: str, streamk: bool) -> str:
+    """*strategy*, or stream-K (drawn anyway: the seeded shards keep their examples)."""
+    return "persistent_streamk" if streamk else strategy
 
 
 def sim_cost(case: dict) -> tuple[int, int, int]:
@@ -180,11 +196,15 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
         m, n = n, m
     units = batch * split * -(-m // bm) * -(-n // bn)
     k_steps = -(-k // bk) // split + 1  # K tiles of the longest split, plus one at most
+    if p["tiling_strategy"] == "persistent_streamk":  # at most every tile in pieces
+        units, k_steps = units // split, -(-k // bk) + split
     k_inst = 32 if "float8" in case["dtype"] else 16
     wgmmas = units * k_steps * (bk // k_inst) * (bm // 64) * (bn // wn)
     ctas = units if p["tiling_strategy"] == "one_tile_per_cta" else min(units, 2 * DEVICE.sm_count)
     if p["splitk_in_cluster"]:  # a cluster of the splits per tile, reduced in it
         return wgmmas, max(ctas, split), 0
+    if p["tiling_strategy"] == "persistent_streamk":  # the pieces meet in the kernel
+        return wgmmas, ctas, 0
     reduce_blocks = -(-batch * m * n // REDUCE_THREADS) if split > 1 else 0
     return wgmmas, ctas, reduce_blocks
 
@@ -254,7 +274,9 @@ def check(case: dict) -> None:
     )
     multicast = tuple(case["params"]["cluster_dims"]) != (1, 1)
     multicast_due = multicast and COUNTS["multicast_ran"] < MAX_MULTICAST_RUNS
-    due = swap_due or kcluster_due or multicast_due
+    streamk = case["params"]["tiling_strategy"] == "persistent_streamk"
+    streamk_due = streamk and COUNTS["streamk_ran"] < MAX_STREAMK_RUNS
+    due = swap_due or kcluster_due or multicast_due or streamk_due
     if too_slow or (COUNTS["ran"] >= MAX_RUNS and not due):
         return  # planned and built (its config passed config_problems); not run here
     rng = np.random.default_rng(0)
@@ -267,6 +289,7 @@ def check(case: dict) -> None:
     COUNTS["swap_ran"] += case["params"]["swap_ab"]
     COUNTS["kcluster_ran"] += case["params"]["splitk_in_cluster"]
     COUNTS["multicast_ran"] += multicast
+    COUNTS["streamk_ran"] += streamk
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
@@ -325,4 +348,5 @@ if __name__ == "__main__":
     sys.setswitchinterval(1e-4)
     warnings.simplefilter("error", MatmulWarning)  # a fallback or an adjustment is a failure
     _record_launches()
+    STREAMK = sys.argv[3:] == ["streamk"]
     sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))

@@ -19,7 +19,7 @@ import pytest
 pytestmark = pytest.mark.sim
 
 RUNNER = Path(__file__).with_name("hopper_limits_property.py")
-SHARDS = {"seed1": ["1", "100"], "seed2": ["2", "100"]}
+SHARDS = {"seed1": ["1", "100"], "seed2": ["2", "100"], "streamk": ["3", "40", "streamk"]}
 
 
 @pytest.fixture(scope="module")
@@ -67,3 +67,10 @@ def test_multicast_parameter_sets_ran(runs: dict) -> None:
     rules accept ran and matched mp.evaluate."""
     counts = [runs[shard][1] or {} for shard in SHARDS]
     assert sum(c.get("multicast_ran", 0) for c in counts) >= 1, counts
+
+
+def test_streamk_parameter_sets_ran(runs: dict) -> None:
+    """Across the shards stream-K sets (the tail tiles cut into pieces of K, summed by the last
+    piece) that the rules accept ran and matched mp.evaluate."""
+    counts = [runs[shard][1] or {} for shard in SHARDS]
+    assert sum(c.get("streamk_ran", 0) for c in counts) >= 1, counts
