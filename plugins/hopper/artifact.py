@@ -348,7 +348,8 @@ class HopperArtifact:
         if plan.config.streamk:  # its counters start at zero
             words, counters = plan.streamk
             ws = cuda.device_array(words, "float32")
-            ws[:counters].copy_to_device(np.zeros(counters, np.float32))
+            if counters:
+                ws[:counters].copy_to_device(np.zeros(counters, np.float32))
             return ws
         return cuda.device_array(self.config.splitk * plan.batch * plan.m * plan.n, "float32")
 

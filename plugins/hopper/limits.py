@@ -53,6 +53,7 @@ from .space import (
     PREFETCH_GAP,
     REGISTER_EPILOGUE,
     STAGES,
+    STREAMK_PIECES,
     SWAP_FIXED,
     TMA_LOADS,
     WARP_SPECIALIZED,
@@ -151,7 +152,7 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
             "and no ping-pong",
             _cluster_reduction_alone,
         ),
-        Rule("splitk_factor", ">= 2 with persistent_streamk", _streamk_pieces),
+        Rule("splitk_factor", STREAMK_PIECES.text, _streamk_pieces),
         Rule(
             "tiling_strategy",
             "persistent_streamk with cluster_dims (1, 1) and splitk_in_cluster=False",
@@ -440,7 +441,7 @@ def _cluster_reduction_alone(
 
 def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
     streamk = params.tiling_strategy is TilingStrategy.persistent_streamk
-    if not streamk or params.splitk_factor >= 2:
+    if not streamk or STREAMK_PIECES.allows(params.splitk_factor):
         return None
     return (
         f"tiling_strategy='persistent_streamk' with splitk_factor={params.splitk_factor}: "

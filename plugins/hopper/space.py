@@ -98,6 +98,10 @@ SWAP_TRIED_MAX_M: Final = 128
 SPLITK_CLUSTER: Final = Space(
     "splitk_in_cluster", "either", values=(False, True), examples=(False, True)
 )
+# the pieces of a stream-K tail tile (limits' stream-K rules)
+STREAMK_PIECES: Final = Space(
+    "splitk_factor", ">= 2 with persistent_streamk", accepts=_int_at_least(2)
+)
 CLUSTER_SPLITS: Final = Space(
     "splitk_factor",
     f"2..{MAX_REDUCE_CLUSTER} (one portable cluster)",

@@ -478,6 +478,22 @@ def test_ampere_rules(
             r"140,737,488,355,328 work units \(batch x split-K x tiles\) exceed the grid's "
             r"2,147,483,647",
         ),
+        (
+            {"tiling_strategy": "persistent_streamk"},
+            "h100",
+            problem(),
+            "splitk_factor",
+            r"tiling_strategy='persistent_streamk' with splitk_factor=1: splitk_factor is the "
+            r"number of K pieces each tail tile is cut into\. Set it to 2 or more",
+        ),
+        (
+            {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (2, 1)},
+            "h100",
+            problem(),
+            "tiling_strategy",
+            r"a tail tile's pieces meet in the workspace, each CTA alone\. Set "
+            r"cluster_dims=\(1, 1\) and splitk_in_cluster=False",
+        ),
     ],
     ids=[
         "cc",
@@ -503,6 +519,8 @@ def test_ampere_rules(
         "cluster_pair_unit",
         "splitk_le_k_tiles",
         "work_units",
+        "streamk_pieces",
+        "streamk_alone",
     ],
 )
 def test_hopper_rules(
@@ -624,3 +642,12 @@ def test_operand_vectors_are_what_the_kernel_is_built_with(
     analysis = SimpleNamespace(epilogue=EpilogueProgram(), prologue_a=None, prologue_b=None)
     config = kernel_config(spec, analysis)  # type: ignore[arg-type]
     assert (config.vec_a, config.vec_b) == expected
+
+
+def test_streamk_is_legal_alone_with_two_pieces_or_more() -> None:
+    """Stream-K of the default 4096^3 tile in 2 or 3 pieces: nothing to refuse."""
+    for pieces in (2, 3):
+        params = HOPPER_OK.with_overrides(
+            tiling_strategy="persistent_streamk", splitk_factor=pieces
+        )
+        assert hopper.violations(params, problem(), get_device("h100")) == []
