@@ -133,11 +133,10 @@ def streamk_split(tiles: int, grid: int) -> tuple[int, int]:
     return full, tiles - full
 
 
-def streamk_workspace(cfg: HopperKernelConfig, tiles: int, grid: int) -> tuple[int, int]:
-    """float32 words of stream-K's workspace for *tiles* on *grid* CTAs, and how many of them
-    are its counters (zeroed before each launch): a counter per tail tile and consumer
-    warpgroup, 16-byte rounded, then every piece's partial accumulators."""
-    _, rest = streamk_split(tiles, grid)
+def streamk_workspace(cfg: HopperKernelConfig, rest: int) -> tuple[int, int]:
+    """float32 words of stream-K's workspace for *rest* tail tiles (:func:`streamk_split`),
+    and how many of them are its counters (zeroed before each launch): a counter per tail
+    tile and consumer warpgroup, 16-byte rounded, then every piece's partial accumulators."""
     counters = -(-rest * cfg.consumers // 4) * 4
     partials = rest * cfg.splitk * cfg.consumers * cfg.accumulators * WARPGROUP
     return max(4, counters + partials), counters  # (an array the kernel takes, if unread)
@@ -292,7 +291,7 @@ class HopperArtifact:
         if cfg.streamk:  # whole waves' tiles, then the tail tiles' pieces
             grid_x = min(units * cfg.splitk, resident_units(cfg, self.spec.device))
             full, rest = streamk_split(units, grid_x)
-            streamk = streamk_workspace(cfg, units, grid_x)
+            streamk = streamk_workspace(cfg, rest)
             units = full + rest * cfg.splitk
         elif persistent:
             grid_x = min(units, resident_units(cfg, self.spec.device)) * cl

@@ -250,22 +250,20 @@ class HopperKernelConfig:
         return staging_bytes(self.consumers, self.warp_tile[1])
 
     @property
-    def reduction_bytes(self) -> int:
-        """Shared memory of the cluster's split-K reduction (0 without it)."""
-        return reduction_bytes(self.cta_tile) if self.splitk_cluster else 0
-
-    @property
     def reduction_stride(self) -> int:
         """Row stride (floats) of the partial tile: odd, so a column walk hits 32 banks."""
         return reduction_stride(self.cta_tile)
 
     @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory: alignment slack, operand stages, barriers, epilogue staging
-        or the cluster reduction (:func:`kernel_smem_bytes`, the scheduler's one model)."""
-        itemsize = self.operand_dtype.itemsize
-        after = self.staging_bytes + self.reduction_bytes + streamk_bytes(self.streamk)
-        return kernel_smem_bytes(self.cta_tile, itemsize, self.stages, after)
+        """Dynamic shared memory: alignment slack, operand stages, barriers, then what follows
+        them (:func:`kernel_smem_bytes` and :func:`after_stages_bytes`, the scheduler's one
+        model)."""
+        after = after_stages_bytes(
+            self.consumers, self.cta_tile, self.warp_tile[1], staged=self.smem_epilogue,
+            splitk_cluster=self.splitk_cluster, streamk=self.streamk,
+        )  # fmt: skip
+        return kernel_smem_bytes(self.cta_tile, self.operand_dtype.itemsize, self.stages, after)
 
     @property
     def accumulators(self) -> int:
@@ -380,6 +378,23 @@ def kernel_smem_bytes(
     bm, bn, bk = cta_tile
     per_stage = (bm + bn) * bk * itemsize + 2 * MBARRIER_BYTES
     return SMEM_ALIGN + stages * per_stage + staging
+
+
+def after_stages_bytes(
+    consumers: int,
+    cta_tile: tuple[int, int, int],
+    warp_n: int,
+    *,
+    staged: bool,
+    splitk_cluster: bool,
+    streamk: bool,
+) -> int:
+    """Shared memory after the stages and their mbarriers (:func:`kernel_smem_bytes`'s
+    *staging*): the staged epilogue's chunks (*staged*), the cluster reduction's partial tile,
+    stream-K's counts. The kernel config and the rules (``limits.resources``) both read it."""
+    after = staging_bytes(consumers, warp_n) if staged else 0
+    after += reduction_bytes(cta_tile) if splitk_cluster else 0
+    return after + streamk_bytes(streamk)
 
 
 def streamk_bytes(streamk: bool) -> int:

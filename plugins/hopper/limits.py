@@ -28,6 +28,7 @@ from .config import (
     MAX_TMA_BOX,
     MIN_STAGES,
     REGISTER_SPLITS,
+    after_stages_bytes,
     block_columns,
     block_sums,
     cluster_kind,
@@ -38,10 +39,7 @@ from .config import (
     k_box,
     kernel_smem_bytes,
     kernel_threads,
-    reduction_bytes,
     shared_tile,
-    staging_bytes,
-    streamk_bytes,
     wgmma_k,
 )
 from .space import (
@@ -80,10 +78,10 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     producer's count is lower, ``config.REGISTER_SPLITS``)."""
     consumers = _consumers(params)
     warp, cta = params.warp_tile, params.cta_tile.as_tuple()
-    staged = params.use_smem_epilogue and warp.n % 8 == 0
-    staging = staging_bytes(consumers, warp.n) if staged else 0
-    staging += reduction_bytes(cta) if params.splitk_in_cluster else 0
-    staging += streamk_bytes(params.tiling_strategy is TilingStrategy.persistent_streamk)
+    staging = after_stages_bytes(
+        consumers, cta, warp.n, staged=params.use_smem_epilogue and warp.n % 8 == 0,
+        splitk_cluster=params.splitk_in_cluster, streamk=_streamk(params),
+    )  # fmt: skip
     smem = kernel_smem_bytes(cta, problem.operand_dtype.itemsize, params.stages, staging)
     kind = cluster_kind(max(params.cluster_dims) > 1, params.splitk_in_cluster)
     return Resources(smem, kernel_threads(consumers), REGISTER_SPLITS[kind][1])
@@ -439,9 +437,13 @@ def _cluster_reduction_alone(
     )
 
 
+def _streamk(params: MatmulParams) -> bool:
+    """Whether *params* ask for stream-K."""
+    return params.tiling_strategy is TilingStrategy.persistent_streamk
+
+
 def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
-    streamk = params.tiling_strategy is TilingStrategy.persistent_streamk
-    if not streamk or STREAMK_PIECES.allows(params.splitk_factor):
+    if not _streamk(params) or STREAMK_PIECES.allows(params.splitk_factor):
         return None
     return (
         f"tiling_strategy='persistent_streamk' with splitk_factor={params.splitk_factor}: "
@@ -451,9 +453,8 @@ def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -
 
 
 def _streamk_alone(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
-    streamk = params.tiling_strategy is TilingStrategy.persistent_streamk
     alone = NO_CLUSTER.allows(tuple(params.cluster_dims)) and not params.splitk_in_cluster
-    if not streamk or alone:
+    if not _streamk(params) or alone:
         return None
     return (
         f"tiling_strategy='persistent_streamk' with cluster_dims={params.cluster_dims} and "

@@ -27,8 +27,8 @@ def test_workspace_holds_counters_then_every_pieces_partials() -> None:
     consumer."""
     cfg = HopperKernelConfig(**TILES, splitk=2, streamk=True)
     counters = 116 * 2
-    assert streamk_workspace(cfg, 512, 132) == (counters + 116 * 2 * 2 * 128 * 128, counters)
-    assert streamk_workspace(cfg, 1056, 132) == (4, 0)  # no tail: an array all the same
+    assert streamk_workspace(cfg, 116) == (counters + 116 * 2 * 2 * 128 * 128, counters)
+    assert streamk_workspace(cfg, 0) == (4, 0)  # no tail: an array all the same
 
 
 def test_streamk_config_rules_and_name() -> None:
