@@ -117,11 +117,11 @@ def emit_streamk_fixup(em: Emitter, cfg: HopperKernelConfig, accs: list[str]) ->
         em("if go:  # the tile's last piece: every piece's partials, in piece order")
         with em.indent():
             em(f"sk_w0 = sk_w - {kv.sp} * {piece}  # piece 0")
-            # every name assigned once (NVVM's tuple building asks it of the accumulators')
-            for p in range(pieces):
-                for i in range(groups):
-                    em(f"sk_p{p}_{i} = ld_global_cg_v4_f32(ws, sk_w0 + {p * piece + i * _GROUP})")
+            # group by group: a group's pieces loaded, then summed, so that only one group's
+            # pieces are live (every name assigned once: NVVM's tuple building asks it)
             for i in range(groups):
+                for p in range(pieces):
+                    em(f"sk_p{p}_{i} = ld_global_cg_v4_f32(ws, sk_w0 + {p * piece + i * _GROUP})")
                 for e in range(4):  # ((p0 + p1) + p2) + ...: piece order
                     total = " + ".join(f"sk_p{p}_{i}[{e}]" for p in range(pieces))
                     em(f"sk_s{4 * i + e} = {total}")
