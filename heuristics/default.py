@@ -157,6 +157,12 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
 # -10%), BENCHMARKS.md run 35; no shape in between was measured.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
+# ... and where a work unit's main loop runs 8 K tiles or more: at 1-4 the pair's shared load
+# saves little and its handshakes cost (paired against alone, us: 16 x 2048^2 x 128 54.8-55.6 /
+# 52.5-53.7, 8192^2 x 64 42.1-42.2 / 41.2, 8192 x 4096 x 256 42.0-42.1 / 40.8-41.0), from 8 on
+# it pays (8192^2 x 512 126.1-126.7 / 128.3-128.5, x 1024 226-227 / 229-235); BENCHMARKS.md
+# runs 175-176
+HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # The persistent CTAs hold sm_count consecutive work units at a time, and ``cta_order_for`` walks
 # the axis with fewer tiles whole before it steps the other (column_major: every M unit of one N
 # column), so a wave reads all of that operand. Where it outgrows half of L2 it comes from HBM
@@ -612,7 +618,8 @@ def _search_tiles(
 
 def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams) -> tuple[int, int]:
     """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
-    waves of tiles and the scheduler's rules allow the pair; one CTA per cluster otherwise."""
+    waves of tiles, each unit's main loop HOPPER_CLUSTER_MIN_K_TILES K tiles or more, and the
+    scheduler's rules allow the pair; one CTA per cluster otherwise."""
     return _hopper_cluster(_Asker(scheduler_object("hopper"), problem, device), params)
 
 
@@ -620,7 +627,8 @@ def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
     problem, device = ask.problem, ask.device
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
-    if m_tiles >= 2 and waves >= HOPPER_CLUSTER_MIN_WAVES:
+    k_tiles = _ceil(_ceil(problem.k, params.splitk_factor), params.cta_tile.k)
+    if m_tiles >= 2 and waves >= HOPPER_CLUSTER_MIN_WAVES and k_tiles >= HOPPER_CLUSTER_MIN_K_TILES:
         if ask.allows(params.with_overrides(cluster_dims=CTA_PAIR), ("cluster_dims",)):
             return CTA_PAIR
     return (1, 1)

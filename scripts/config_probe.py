@@ -1061,6 +1061,39 @@ def streamk_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+SHORT_K_PROBLEMS = [  # (batch, m, n, k, dtype): output-bound grids of 1-4 K tiles a unit, and
+    # 8-32 K tiles (where CTA pairs start to pay)
+    (1, 4096, 4096, 64, "bfloat16"), (1, 8192, 8192, 64, "bfloat16"),
+    (1, 4096, 4096, 128, "bfloat16"), (16, 2048, 2048, 128, "bfloat16"),
+    (1, 8192, 4096, 256, "bfloat16"), (1, 4096, 4096, 64, "float16"),
+    (1, 8192, 8192, 512, "bfloat16"), (1, 8192, 8192, 1024, "bfloat16"),
+    (1, 8192, 8192, 2048, "bfloat16"),
+]  # fmt: skip
+SHORT_K_TILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "128x256 alone": _wgmma_tiles((128, 256, 64), (64, 256, 64), stages=4, cluster_dims=(1, 1)),
+    "128x256 pairs M": _wgmma_tiles((128, 256, 64), (64, 256, 64), stages=4, cluster_dims=(2, 1)),
+    "128x256 pairs N": _wgmma_tiles((128, 256, 64), (64, 256, 64), stages=4, cluster_dims=(1, 2)),
+    "256x128 alone": _wgmma_tiles((256, 128, 64), (128, 128, 64), stages=4, cluster_dims=(1, 1)),
+    "256x128 pairs N": _wgmma_tiles((256, 128, 64), (128, 128, 64), stages=4, cluster_dims=(1, 2)),
+    "128x128 pairs N": _wgmma_tiles((128, 128, 64), (64, 128, 64), stages=6, cluster_dims=(1, 2)),
+}
+
+
+def short_k_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Output-bound grids (K of 64-256: a unit's main loop is one to four K tiles and its
+    epilogue writes most of the bytes) on hopper's default and on cuBLAS's shapes for them
+    (``nvjet_sm90_tst_256x128_64x4_1x2``: 256x128 tiles in pairs along N, ncu run 174), twice."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for batch, m, n, k, dtype in SHORT_K_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype=dtype)
+        built = [(label, _compiled(problem, pm=hopper, overrides=ov or None))
+                 for label, ov in SHORT_K_TILES.items()]  # fmt: skip
+        jobs += [(problem, label, compiled) for label, compiled in built] * 2
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1100,6 +1133,7 @@ def main(which: str) -> None:
             "tma_fill": tma_fill_jobs,
             "tma_forced": tma_forced_jobs,
             "streamk": streamk_jobs,
+            "short_k": short_k_jobs,
         }[which]()
         if job[2]
     ]

@@ -443,6 +443,20 @@ def test_default_plan(pm: mp.PluginManager, checks: Checks, shape: tuple[int, in
     assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
 
 
+@pytest.mark.parametrize(
+    ("batch", "k"), [(16, 128), (1, 64), (1, 512)], ids=["b16_k128", "k64", "k512"]
+)
+def test_default_plan_pairs_long_units_only(
+    pm: mp.PluginManager, checks: Checks, batch: int, k: int
+) -> None:
+    """Grids of 12 waves and more (16 x 2048x2048, 8192x8192 of 128x256 tiles) run CTA pairs
+    only where a unit's main loop is 8 K tiles or more (runs 175-176): 2 and 1 alone, 8
+    paired; each plan checked against float64."""
+    m = n = 2048 if batch > 1 else 8192
+    compiled = _run(checks, _fusion(m, n, k, mp.bfloat16, "TN", "none", batch), pm, seed=9)
+    assert compiled.params.cluster_dims == ((2, 1) if k >= 512 else (1, 1))
+
+
 DEEP_K = [
     ((256, 256, 16384, 1), "none", mp.bfloat16),
     ((128, 128, 32768, 1), "alpha_beta", mp.bfloat16),

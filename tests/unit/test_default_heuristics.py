@@ -129,18 +129,23 @@ def test_hookimpl_is_trylast() -> None:
     assert mmaplug_matmul_params.mmaplug_impl["trylast"] is True  # type: ignore[attr-defined]
 
 
-def test_hopper_pairs_ctas_on_large_grids_only() -> None:
+def test_hopper_pairs_ctas_on_large_grids_of_long_units_only() -> None:
     """8192^3 (2048 tiles of 128x256, 15.5 waves on 132 SMs) runs CTA pairs; 4096^3 (3.9
-    waves) and the llama FFN shape (6.8) do not: the H200 measurements of run 35."""
+    waves) and the llama FFN shape (6.8) do not: the H200 measurements of run 35. Of grids as
+    large, those whose units run fewer than 8 K tiles of 64 stay alone (runs 175-176)."""
     h200 = get_device("h200")
     measured = {
-        (8192, 8192, 8192): True,
-        (8192, 8192, 4096): True,
-        (4096, 4096, 4096): False,
-        (2048, 14336, 5120): False,
+        (1, 8192, 8192, 8192): True,
+        (1, 8192, 8192, 4096): True,
+        (1, 4096, 4096, 4096): False,
+        (1, 2048, 14336, 5120): False,
+        (16, 2048, 2048, 128): False,  # 2 K tiles a unit
+        (1, 8192, 8192, 64): False,
+        (1, 8192, 8192, 448): False,  # 7
+        (1, 8192, 8192, 512): True,  # 8
     }
-    for (m, n, k), pairs in measured.items():
-        params = mmaplug_matmul_params(problem(m, n, k), h200, "hopper")
+    for (batch, m, n, k), pairs in measured.items():
+        params = mmaplug_matmul_params(problem(m, n, k, batch=batch), h200, "hopper")
         assert params is not None
         assert params.cluster_dims == ((2, 1) if pairs else (1, 1)), (m, n, k)
 
@@ -483,16 +488,19 @@ HOPPER_CASES = [case for case in CASES if case.values[1] == "hopper"]
 def test_hopper_defaults_are_what_the_kernel_builds(
     device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
 ) -> None:
-    """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more, the smem
-    epilogue, wgmma m64nNk16 with N the warp tile's n, prefetch_gap 1, and stages that fill
-    shared memory unless capped; hopper's limits accept it."""
+    """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more whose
+    units run 8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the warp tile's n,
+    prefetch_gap 1, and stages that fill shared memory unless capped; hopper's limits accept
+    it."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     gpu = get_device(device)
     params = mmaplug_matmul_params(prob, gpu, scheduler)
     assert params is not None
     cta = params.cta_tile
     tiles = shape.batch * -(-shape.m // cta.m) * -(-shape.n // cta.n)
-    pairs = tiles >= 12 * gpu.sm_count and -(-shape.m // cta.m) >= 2
+    unit_k = -(-shape.k // params.splitk_factor)
+    k_tiles = -(-unit_k // cta.k)
+    pairs = tiles >= 12 * gpu.sm_count and -(-shape.m // cta.m) >= 2 and k_tiles >= 8
     assert params.cluster_dims == ((2, 1) if pairs else (1, 1))
     assert (params.use_smem_epilogue, params.prefetch_gap) == (True, 1)
     assert hopper_limits.violations(params, prob, gpu) == []
