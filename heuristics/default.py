@@ -158,9 +158,9 @@ STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # -10%), BENCHMARKS.md run 35; no shape in between was measured.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
 # ... and where a work unit's main loop runs 8 K tiles or more: at 1-4 the pair's shared load
-# saves little and its handshakes cost (paired against alone, us: 16 x 2048^2 x 128 54.8-55.6 /
-# 52.5-53.7, 8192^2 x 64 42.1-42.2 / 41.2, 8192 x 4096 x 256 42.0-42.1 / 40.8-41.0), from 8 on
-# it pays (8192^2 x 512 126.1-126.7 / 128.3-128.5, x 1024 226-227 / 229-235); BENCHMARKS.md
+# saves little and its handshakes cost (paired against alone, us: 16 x 2048^2 x 128 53.9-56.2 /
+# 52.5-54.3, 8192^2 x 64 42.1-42.4 / 41.2-41.6, 8192 x 4096 x 256 42.0-42.4 / 40.3-42.0), from 8
+# on it pays (8192^2 x 512 126.1-126.7 / 128.3-128.5, x 1024 226-227 / 229-235); BENCHMARKS.md
 # runs 175-176
 HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # The persistent CTAs hold sm_count consecutive work units at a time, and ``cta_order_for`` walks

@@ -1061,6 +1061,26 @@ def streamk_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+STREAMK_SUMS = ["4096x4096x4096/bfloat16@sk2", "4096x28672x4096/float8_e4m3fn-row@sk4",
+                "512x10240x8192/bfloat16@sk3", "96x6144x4096/bfloat16@sk4",
+                "4096x4096x4096/bfloat16@sk8"]  # fmt: skip
+
+
+def streamk_sums_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Stream-K plans whose last piece's sums spilled before they went group by group (e4m3
+    per row in 4 pieces, bf16 in 8) and three more, twice; run in two trees alternately to
+    A/B a change of the fix-up (BENCHMARKS.md runs 172-173)."""
+    from ncu_probe import OVERRIDES, parse_spec, problem_and_overrides
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for spec in STREAMK_SUMS:
+        problem, overrides = problem_and_overrides(parse_spec(spec))
+        assert overrides is OVERRIDES[spec.partition("@")[2]]
+        jobs += [(problem, spec, _compiled(problem, pm=hopper, overrides=overrides))] * 2
+    return jobs
+
+
 SHORT_K_PROBLEMS = [  # (batch, m, n, k, dtype): output-bound grids of 1-4 K tiles a unit, and
     # 8-32 K tiles (where CTA pairs start to pay)
     (1, 4096, 4096, 64, "bfloat16"), (1, 8192, 8192, 64, "bfloat16"),
@@ -1134,6 +1154,7 @@ def main(which: str) -> None:
             "tma_forced": tma_forced_jobs,
             "streamk": streamk_jobs,
             "short_k": short_k_jobs,
+            "streamk_sums": streamk_sums_jobs,
         }[which]()
         if job[2]
     ]

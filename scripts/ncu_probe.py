@@ -16,7 +16,8 @@ FP8 on 128x128x128 tiles in pairs along M; ``@w256``: 64x256 warp tiles, block s
 promoted by chunks). An epilogue of the tune corpus follows the dtype after a ``+``
 (``4096x4096x4096/bfloat16+bias_gelu``), and ``@tma`` builds the default plan with the packed
 epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogues to the
-threads' stores: ``config_probe.py tma_forced``).
+threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode
+scheduler allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -71,6 +72,9 @@ OVERRIDES: dict[str, dict] = {
     "sk2": {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (1, 1)},
     "sk3": {"tiling_strategy": "persistent_streamk", "splitk_factor": 3, "cluster_dims": (1, 1)},
     "sk4": {"tiling_strategy": "persistent_streamk", "splitk_factor": 4, "cluster_dims": (1, 1)},
+    "sk8": {"tiling_strategy": "persistent_streamk", "splitk_factor": 8, "cluster_dims": (1, 1)},
+    # the default plan with the decode scheduler allowed (M <= 16 rows: the decode kernel)
+    "decode": {},
 }
 
 
@@ -92,9 +96,11 @@ def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
     import torch
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    decode = mp.make_plugin_manager(block=["ampere"])
     planned = [problem_and_overrides(spec) for spec in shapes]
     problems = [problem for problem, _ in planned]
-    ours = [built(p, ov, spec[-1], hopper) for (p, ov), spec in zip(planned, shapes, strict=True)]
+    ours = [built(p, ov, spec[-1], decode if spec[-1] == "decode" else hopper)
+            for (p, ov), spec in zip(planned, shapes, strict=True)]  # fmt: skip
     mp.prebuild(ours, workers=14)
     for problem, compiled in zip(problems, ours, strict=True):
         inputs = problem_inputs(problem)
