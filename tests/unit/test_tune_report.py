@@ -71,6 +71,19 @@ def test_report_divides_the_best_time_by_each_choice(recorded: Path) -> None:
     assert "geometric mean" in text and "0.707" in text and "0.500" in text
 
 
+def test_report_means_over_problems_with_a_candidate_beside_the_choice(recorded: Path) -> None:
+    """SKINNY's one ok row is the default's own (its other candidate crashed): 1.0 of nothing.
+    The report says so: a second mean over SQUARE alone, 0.5 (a sweep cut short, run 179)."""
+    result = report.report(db.connect(recorded), [SQUARE, SKINNY], H200, ["default"])
+    assert result["geomean_of_best"]["default"] == pytest.approx(0.5**0.5)
+    assert result["compared_problems"] == 1
+    assert result["geomean_of_best_compared"]["default"] == pytest.approx(0.5)
+    lines = report.format_report(result, ["default"]).splitlines()
+    assert lines[-1].startswith("... of the 1 with 2+ rows") and lines[-1].endswith("0.500")
+    alone = report.report(db.connect(recorded), [SQUARE], H200, ["default"])
+    assert "... of the" not in report.format_report(alone, ["default"])  # nothing to add
+
+
 def test_unmeasured_choice_is_reported_as_such(recorded: Path) -> None:
     """A problem without rows has no best and no ratio; the table says 'not measured'."""
     other = TuneProblem(m=1024, n=1024, k=1024, dtype="bfloat16")
