@@ -1081,6 +1081,30 @@ def streamk_sums_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+DECODE_WARP_ROWS = [  # (m, n, k): the serving corpus's decode rows whose best measured plan in
+    # run 179's sweep had 2 warps (10240x8192, 57344x8192, 16x10240x8192) and their neighbours
+    (1, 10240, 8192), (4, 10240, 8192), (8, 10240, 8192), (16, 10240, 8192),
+    (1, 57344, 8192), (8, 57344, 8192), (1, 28672, 4096), (8, 8192, 8192), (1, 6144, 4096),
+]  # fmt: skip
+
+
+def decode_warps_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Each decode row (bf16) on its default plan and on the decode kernel (hopper blocked: the
+    16-row ones too) with 2, 4 and 8 warps and 3 chunks in flight, twice, interleaved."""
+    pm = mp.make_plugin_manager(block=["ampere"])
+    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
+    jobs = []
+    for m, n, k in DECODE_WARP_ROWS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        built = [(problem, "default", _compiled(problem, pm=pm))]
+        for warps in (2, 4, 8):
+            overrides = {"splitk_factor": warps, "stages": 3}
+            forced = _compiled(problem, pm=decode_only, overrides=overrides)
+            built.append((problem, f"decode {warps} warps", forced))
+        jobs += built * 2
+    return jobs
+
+
 SHORT_K_PROBLEMS = [  # (batch, m, n, k, dtype): output-bound grids of 1-4 K tiles a unit, and
     # 8-32 K tiles (where CTA pairs start to pay)
     (1, 4096, 4096, 64, "bfloat16"), (1, 8192, 8192, 64, "bfloat16"),
@@ -1120,6 +1144,7 @@ def main(which: str) -> None:
         for job in {
             "splitk": splitk_jobs,
             "decode": decode_jobs,
+            "decode_warps": decode_warps_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,

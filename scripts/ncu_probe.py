@@ -56,6 +56,9 @@ OVERRIDES: dict[str, dict] = {
     "": {},
     "c2": {"cluster_dims": (1, 2)},
     "c4": {"cluster_dims": (1, 4)},
+    # the same plan in pairs or fours along M (sharing the B tile)
+    "m2": {"cluster_dims": (2, 1)},
+    "m4": {"cluster_dims": (4, 1)},
     "t128": {**_FP8_128, "cluster_dims": (1, 1)},
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
