@@ -48,6 +48,14 @@ def case_m16_two_tiles_unroll3_f16(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2, "stages": 3}
 
 
+def case_batches_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Several batches: 2 warps, 2 chunks in flight, K = 840 (13 whole chunks and one vector):
+    warp 0 runs three batches (chunks 0-10) and warp 1 three (1-11); then chunk 12 and the
+    last vector go one at a time."""
+    fd.add_output(fd.ops.cast(_linear(fd, mp, 3, 24, 840, mp.bfloat16), mp.bfloat16))
+    return {"splitk_factor": 2, "stages": 2}
+
+
 def case_bias_gelu_f16(fd: Any, mp: Any) -> dict[str, Any]:
     """The fused epilogue: gelu(x @ w.T + bias), cast; one warp, one chunk in flight."""
     x = fd.define_tensor([3, 64], dtype=mp.float16)
