@@ -46,6 +46,7 @@ from .config import (
 )
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec, output_spec
+from .space import asks_streamk
 
 # the packed epilogue's chunks may leave through TMA tensor stores (``stores_by_tma``); probes
 # turn it off to compare
@@ -76,7 +77,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         **fields,
         swap_ab=params.swap_ab,
         splitk_cluster=params.splitk_in_cluster,
-        streamk=params.tiling_strategy is TilingStrategy.persistent_streamk,
+        streamk=asks_streamk(params),
         smem_epilogue=params.use_smem_epilogue,
         packed_stores=params.use_smem_epilogue and packed_storable(problem, analysis, params),
         pingpong=params.tiling_strategy is TilingStrategy.persistent_pingpong,
@@ -156,7 +157,9 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     checks the actual tensors)."""
     if problem.horizontal > 1:  # the staged path combines the products; packing does not
         return False
-    workspace = through_workspace(params.splitk_factor, params.splitk_in_cluster)
+    workspace = through_workspace(
+        params.splitk_factor, params.splitk_in_cluster, asks_streamk(params)
+    )
     dtypes = epilogue_outputs(analysis.epilogue, workspace)
     fits = packed_buffers(dtypes, params.warp_tile.n) > 0 if params.warp_tile.n % 8 == 0 else False
     return fits and all(problem.n * d.itemsize % VECTOR_ALIGN == 0 for d in dtypes)

@@ -56,6 +56,7 @@ from .space import (
     TMA_LOADS,
     WARP_SPECIALIZED,
     accumulators,
+    asks_streamk,
     box_k,
     box_mn,
     cta_k_text,
@@ -80,7 +81,7 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     warp, cta = params.warp_tile, params.cta_tile.as_tuple()
     staging = after_stages_bytes(
         consumers, cta, warp.n, staged=params.use_smem_epilogue and warp.n % 8 == 0,
-        splitk_cluster=params.splitk_in_cluster, streamk=_streamk(params),
+        splitk_cluster=params.splitk_in_cluster, streamk=asks_streamk(params),
     )  # fmt: skip
     smem = kernel_smem_bytes(cta, problem.operand_dtype.itemsize, params.stages, staging)
     kind = cluster_kind(max(params.cluster_dims) > 1, params.splitk_in_cluster)
@@ -437,13 +438,8 @@ def _cluster_reduction_alone(
     )
 
 
-def _streamk(params: MatmulParams) -> bool:
-    """Whether *params* ask for stream-K."""
-    return params.tiling_strategy is TilingStrategy.persistent_streamk
-
-
 def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> str | None:
-    if not _streamk(params) or STREAMK_PIECES.allows(params.splitk_factor):
+    if not asks_streamk(params) or STREAMK_PIECES.allows(params.splitk_factor):
         return None
     return (
         f"tiling_strategy='persistent_streamk' with splitk_factor={params.splitk_factor}: "
@@ -454,7 +450,7 @@ def _streamk_pieces(params: MatmulParams, _problem: MatmulProblem, _d: Device) -
 
 def _streamk_alone(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     alone = NO_CLUSTER.allows(tuple(params.cluster_dims)) and not params.splitk_in_cluster
-    if not _streamk(params) or alone:
+    if not asks_streamk(params) or alone:
         return None
     return (
         f"tiling_strategy='persistent_streamk' with cluster_dims={params.cluster_dims} and "

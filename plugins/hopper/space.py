@@ -13,7 +13,7 @@ from typing import Final
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.ir.ops import SCALE_BLOCK
 from mmaplug.planning.device import Device
-from mmaplug.planning.params import CtaOrder, TileShape, TilingStrategy
+from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Space
 
 from .config import (
@@ -102,6 +102,14 @@ SPLITK_CLUSTER: Final = Space(
 STREAMK_PIECES: Final = Space(
     "splitk_factor", ">= 2 with persistent_streamk", accepts=_int_at_least(2)
 )
+
+
+def asks_streamk(params: MatmulParams) -> bool:
+    """Whether *params* ask for stream-K (``persistent_streamk``): the rules, the kernel config
+    and the packed-store decision read it here."""
+    return params.tiling_strategy is TilingStrategy.persistent_streamk
+
+
 CLUSTER_SPLITS: Final = Space(
     "splitk_factor",
     f"2..{MAX_REDUCE_CLUSTER} (one portable cluster)",

@@ -750,13 +750,23 @@ def case_tn_f16_streamk2_tma(fd: Any, mp: Any) -> dict[str, Any]:
             "use_smem_epilogue": True}  # fmt: skip
 
 
+def case_tn_f16_streamk2_staged_rows(fd: Any, mp: Any) -> dict[str, Any]:
+    """Stream-K whose output rows (N = 60 halves, 120 bytes) are no 16-byte units: the staged
+    epilogue, not the packed one (which float32 partials' rows of 240 bytes would allow: the
+    decision reads the outputs, not a workspace stream-K does not have); relu."""
+    a, b = _operands(fd, mp, 150, 60, 256, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.float16))
+    return {**_tile((64, 64, 64), (64, 64, 64), 2), **STREAMK, "splitk_factor": 2,
+            "use_smem_epilogue": True}  # fmt: skip
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 SWAPPED = {name for name in CASES if "_swap" in name}
 KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue is their own)
 STREAMED = {name for name in CASES if "_streamk" in name}
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
-# not 16-byte units (N = 90; FP8 N = 72, 74)
+# not 16-byte units (N = 90; FP8 N = 72, 74; stream-K N = 60)
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
                        "tn_e4m3_block_chunks_two_consumers",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
@@ -768,6 +778,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tt_bf16_cluster4_relu",
                        "tn_f16_clustern4_splitk2",
                        "tn_e4m3_streamk2_out_e4m3_amax_registers",
+                       "tn_f16_streamk2_staged_rows",
                        } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
@@ -812,7 +823,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          # stream-K: 2 whole tiles, then the third tile's pieces
          "tn_f16_streamk3_ragged_bias_gelu": 5, "tt_bf16_streamk2_two_consumers_batch3_relu": 4,
          "tn_e4m3_streamk2_out_e4m3_amax_registers": 4, "tn_bf16_swap_streamk2_bias": 6,
-         "tn_e4m3_block_streamk3": 5, "tn_f16_streamk2_tma": 4}  # fmt: skip
+         "tn_e4m3_block_streamk3": 5, "tn_f16_streamk2_tma": 4,
+         "tn_f16_streamk2_staged_rows": 4}  # fmt: skip
 # CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
 # cluster of 4 along M
 CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
