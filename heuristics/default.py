@@ -190,8 +190,17 @@ PARTIAL_BYTES: Final = 32
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
-DECODE_WARPS: Final = 4  # warps of a decode CTA, splitting K
-DECODE_WARPS_FEW_CTAS: Final = 8  # ... when its CTAs are fewer than two per SM (one m tile)
+# Warps of a 16-bit decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs are all
+# resident at once (one wave), DECODE_WARPS where none is. A wave cut short leaves its last CTAs
+# streaming alone with too few bytes in flight: 4 warps at 529-1056 CTAs (1.0-2.0 waves, one m
+# tile) ran 2-10% behind 2 warps (one wave), 1x10240x8192 46.0 -> 42.3 us, 16x10240x8192 48.8 ->
+# 46.1, 1x9216x4096 23.9 -> 21.5; at 512 CTAs 4 warps (one wave) led 2 (34.6 against 36.4 us),
+# past 2 waves they tie (BENCHMARKS.md runs 180-181)
+DECODE_WARPS: Final = 4
+DECODE_WARP_COUNTS: Final = (8, 4, 2)
+# warps of the decode kernel an SM holds, by m tiles: 17 of one (118 registers a thread, ptxas
+# for sm_90a), 12 of two (152-156)
+DECODE_SM_WARPS: Final = (17, 12)
 DECODE_M_TILE: Final = 8  # activation rows of one decode m tile (the N of mma.sync m16n8)
 DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
 # FP8 weights (one byte): half the warps where the CTAs are few, and where they are many unless
@@ -314,20 +323,22 @@ def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
 
 
 def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default decode parameters: 8 warps splitting K (``splitk_factor``) while the CTAs (one
-    per ``cta_tile.n`` weight rows) are fewer than two per SM (fewer than one with two m
-    tiles: their warps carry twice the activations), else 4; three chunks in flight (measured
-    on the H200: BENCHMARKS.md, "Decode kernel" and run 89). FP8 weights: ``DECODE_FP8_*``."""
+    """The default decode parameters: the most warps splitting K (``splitk_factor``) whose CTAs
+    (one per ``cta_tile.n`` weight rows) an SM's share of ``DECODE_SM_WARPS`` holds at once,
+    else ``DECODE_WARPS``; three chunks in flight (measured on the H200: BENCHMARKS.md,
+    "Decode kernel", runs 89 and 180-181). FP8 weights: ``DECODE_FP8_*``."""
     asker = _Asker(scheduler_object("decode"), problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
-    ctas_per_sm = 2 if cta.m <= DECODE_M_TILE else 1
-    few_ctas = _ceil(problem.n, cta.n) < ctas_per_sm * device.sm_count
+    ctas = _ceil(problem.n, cta.n)
+    sm_warps = DECODE_SM_WARPS[cta.m > DECODE_M_TILE]
+    one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= sm_warps // w * device.sm_count]
     if problem.operand_dtype.itemsize == 1:
+        few_ctas = DECODE_WARP_COUNTS[0] in one_wave
         short_row = problem.k <= DECODE_FP8_SHORT_ROW
         warps = DECODE_FP8_WARPS_FEW_CTAS if few_ctas or short_row else DECODE_FP8_WARPS
         return asker.params(splitk_factor=warps, stages=DECODE_FP8_UNROLL)
-    warps = DECODE_WARPS_FEW_CTAS if few_ctas else DECODE_WARPS
+    warps = one_wave[0] if one_wave else DECODE_WARPS
     return asker.params(splitk_factor=warps, stages=DECODE_UNROLL)
 
 

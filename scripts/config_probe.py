@@ -10,6 +10,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode_swap  # M <= 16: the decode kernel against the swap
     python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
     python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
+    python scripts/config_probe.py decode_wave  # decode warps where the CTAs fill about one wave
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -1088,13 +1089,23 @@ DECODE_WARP_ROWS = [  # (m, n, k): the serving corpus's decode rows whose best m
 ]  # fmt: skip
 
 
-def decode_warps_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Each decode row (bf16) on its default plan and on the decode kernel (hopper blocked: the
-    16-row ones too) with 2, 4 and 8 warps and 3 chunks in flight, twice, interleaved."""
+DECODE_WAVE_ROWS = [  # (m, n, k): one m tile (17 warps an SM) at 576-1024 CTAs of 16 weight
+    # rows, which fit one wave at 2 warps but not at 4; two m tiles (12 warps an SM) at 256-3584
+    (1, 9216, 4096), (1, 11008, 4096), (8, 12288, 4096), (1, 14336, 4096), (8, 14336, 4096),
+    (1, 16384, 2048), (1, 13824, 5120), (16, 6144, 4096), (16, 8192, 8192), (12, 10240, 8192),
+    (16, 4096, 14336), (16, 8192, 28672), (16, 14336, 4096), (16, 28672, 4096),
+    (16, 57344, 8192), (9, 57344, 8192),
+]  # fmt: skip
+
+
+def decode_warps_jobs(rows: Any = None) -> list[tuple[TuneProblem, str, Any]]:
+    """Each decode row (bf16; *rows*, default ``DECODE_WARP_ROWS``) on its default plan and on
+    the decode kernel (hopper blocked: the 16-row ones too) with 2, 4 and 8 warps and 3 chunks
+    in flight, twice, interleaved."""
     pm = mp.make_plugin_manager(block=["ampere"])
     decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
     jobs = []
-    for m, n, k in DECODE_WARP_ROWS:
+    for m, n, k in rows or DECODE_WARP_ROWS:
         problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
         built = [(problem, "default", _compiled(problem, pm=pm))]
         for warps in (2, 4, 8):
@@ -1145,6 +1156,7 @@ def main(which: str) -> None:
             "splitk": splitk_jobs,
             "decode": decode_jobs,
             "decode_warps": decode_warps_jobs,
+            "decode_wave": lambda: decode_warps_jobs(DECODE_WAVE_ROWS),
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,

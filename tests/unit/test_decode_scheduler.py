@@ -68,11 +68,26 @@ def test_declines_before_sm80() -> None:
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "warps"), [(1, 4096, 8), (1, 14336, 4), (16, 4096, 4), (16, 2048, 8), (9, 1040, 8)]
+    ("m", "n", "warps"),
+    [
+        (1, 4096, 8),  # 256 CTAs: 2 of 8 warps an SM hold 264
+        (1, 4240, 4),  # 265
+        (1, 8192, 4),  # 512: 4 of 4 warps an SM hold 528
+        (8, 8464, 2),  # 529: 8 of 2 warps an SM hold 1056
+        (1, 14336, 2),  # 896
+        (1, 16896, 2),  # 1056
+        (1, 16912, 4),  # 1057: no count fits one wave
+        (1, 28672, 4),
+        (16, 2048, 8),  # two m tiles: 132 CTAs of 8 warps an SM hold 132
+        (9, 1040, 8),
+        (16, 4096, 4),  # 256: 3 of 4 warps an SM hold 396
+        (16, 6352, 2),  # 397: 6 of 2 warps an SM hold 792
+        (16, 12688, 4),  # 793
+    ],
 )
 def test_plans_decode_with_the_default_heuristic(m: int, n: int, warps: int) -> None:
-    """M <= 16 TN problems plan to decode: 8 warps while its CTAs are fewer than 2 per SM with
-    one m tile, fewer than 1 per SM with two (H200 runs 71, 88, 89)."""
+    """M <= 16 TN problems plan to decode with the most warps (8, 4, 2) whose CTAs an SM's
+    17 warps (one m tile), 12 (two) hold at once, else 4 (H200 runs 71, 88, 89, 180-181)."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     spec = plan_problem(_problem(m=m, n=n), H200, pm=pm)
     assert spec.scheduler == "decode"
