@@ -324,22 +324,27 @@ def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
 
 def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default decode parameters: the most warps splitting K (``splitk_factor``) whose CTAs
-    (one per ``cta_tile.n`` weight rows) an SM's share of ``DECODE_SM_WARPS`` holds at once,
-    else ``DECODE_WARPS``; three chunks in flight (measured on the H200: BENCHMARKS.md,
-    "Decode kernel", runs 89 and 180-181). FP8 weights: ``DECODE_FP8_*``."""
+    (one per ``cta_tile.n`` weight rows and product of the batch) an SM's share of
+    ``DECODE_SM_WARPS`` holds at once, else ``DECODE_WARPS``; three chunks in flight (measured
+    on the H200: BENCHMARKS.md, "Decode kernel", runs 89 and 180-181). FP8 weights:
+    ``DECODE_FP8_*``. No more warps than a row has K chunks (a short K of a batched product:
+    a warp without a chunk only holds registers)."""
     asker = _Asker(scheduler_object("decode"), problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
-    ctas = _ceil(problem.n, cta.n)
+    ctas = problem.batch * _ceil(problem.n, cta.n)
     sm_warps = DECODE_SM_WARPS[cta.m > DECODE_M_TILE]
     one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= sm_warps // w * device.sm_count]
     if problem.operand_dtype.itemsize == 1:
         few_ctas = DECODE_WARP_COUNTS[0] in one_wave
         short_row = problem.k <= DECODE_FP8_SHORT_ROW
         warps = DECODE_FP8_WARPS_FEW_CTAS if few_ctas or short_row else DECODE_FP8_WARPS
-        return asker.params(splitk_factor=warps, stages=DECODE_FP8_UNROLL)
-    warps = one_wave[0] if one_wave else DECODE_WARPS
-    return asker.params(splitk_factor=warps, stages=DECODE_UNROLL)
+        unroll = DECODE_FP8_UNROLL
+    else:
+        warps, unroll = (one_wave[0] if one_wave else DECODE_WARPS), DECODE_UNROLL
+    most = min(warps, _ceil(problem.k, cta.k))  # the row's chunks
+    warps = max(w for w in asker.spaces["splitk_factor"].values if w <= most)
+    return asker.params(splitk_factor=warps, stages=unroll)
 
 
 # --- Ampere (mma.sync m16n8k16, cp.async pipeline) ----------------------------------------------

@@ -1116,6 +1116,33 @@ def decode_warps_jobs(rows: Any = None) -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
+    (32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 1, 4096, 4096), (64, 8, 4096, 256),
+    (4, 4, 14336, 4096), (2, 8, 28672, 4096), (8, 1, 4096, 14336), (8, 8, 4096, 4096),
+    (4, 16, 4096, 4096), (64, 1, 4096, 1024), (8, 1, 8192, 2048), (2, 16, 10240, 8192),
+]  # fmt: skip
+
+
+def decode_batched_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Batched decode-sized products (bf16) on the default plan, on hopper's (decode blocked)
+    and on the decode kernel's (one launch for the batch; hopper blocked) with 2, 4 and 8
+    warps, twice, interleaved (run 181)."""
+    default = mp.make_plugin_manager(block=["ampere"])
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
+    jobs = []
+    for batch, m, n, k in DECODE_BATCHED:
+        problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype="bfloat16")
+        built = [(problem, "default", _compiled(problem, pm=default)),
+                 (problem, "hopper", _compiled(problem, pm=hopper))]  # fmt: skip
+        for warps in (2, 4, 8):
+            overrides = {"splitk_factor": warps, "stages": 3}
+            forced = _compiled(problem, pm=decode_only, overrides=overrides)
+            built.append((problem, f"decode {warps} warps", forced))
+        jobs += built * 2
+    return jobs
+
+
 SHORT_K_PROBLEMS = [  # (batch, m, n, k, dtype): output-bound grids of 1-4 K tiles a unit, and
     # 8-32 K tiles (where CTA pairs start to pay)
     (1, 4096, 4096, 64, "bfloat16"), (1, 8192, 8192, 64, "bfloat16"),
@@ -1157,6 +1184,7 @@ def main(which: str) -> None:
             "decode": decode_jobs,
             "decode_warps": decode_warps_jobs,
             "decode_wave": lambda: decode_warps_jobs(DECODE_WAVE_ROWS),
+            "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,
@@ -1208,7 +1236,8 @@ def main(which: str) -> None:
         bind = _bind_whole if label.endswith(WHOLE) else lambda c, i: c.execute(i)
         error = rel_error(bind(compiled, inputs)[0], ref)
         ours = graph_us(lambda c=compiled, i=inputs: c.execute(i)) if error < 1e-2 else float("nan")
-        print(f"{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
+        batch = f"{problem.batch}x" if problem.batch > 1 else ""
+        print(f"{batch}{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
               f"cuBLAS {theirs:8.1f} us  ratio {theirs / ours:5.2f}  err {error:.1e}  "
               f"{compiled.kernel_name}", flush=True)  # fmt: skip
     if which == "clusters":

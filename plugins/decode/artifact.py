@@ -44,14 +44,15 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelCon
 
 
 def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole, vector: int) -> int:
-    """The stride between *tensor*'s rows, which the 16-byte loads (of *vector* elements) need
-    16-byte aligned."""
+    """The stride between *tensor*'s rows (or products of the batch: *outer*), which the 16-byte
+    loads (of *vector* elements) need 16-byte aligned."""
     stride = tensor.role_strides[outer]
     if tensor.address % 16 or stride % vector:
+        step = "products of the batch" if outer is DimRole.BATCH else "rows"
         raise DeclinedLaunchError(
             "decode",
-            f"{what} must start 16-byte aligned with rows every {vector} elements for its "
-            f"16-byte loads (address {tensor.address:#x}, row stride {stride})",
+            f"{what} must start 16-byte aligned with {step} every {vector} elements for its "
+            f"16-byte loads (address {tensor.address:#x}, stride {stride})",
         )
     return stride
 
@@ -87,12 +88,15 @@ class DecodeArtifact:
         return kernel_jobs(self.config, (major, minor))
 
     def _shape(self, args: LaunchArgs) -> list[int]:
-        """``M, N, K, a_sm, b_sn, *input strides, *output strides`` of *args*, checked."""
+        """``M, N, K, a_sm, b_sn, a_sb, b_sb, *input strides, *output strides`` of *args*,
+        checked."""
         require_unit_stride("operand A", args.a, DimRole.K)
         require_unit_stride("operand B", args.b, DimRole.K)
         vector = self.config.vector
         a_sm = _row_stride("operand A", args.a, DimRole.M, vector)
         b_sn = _row_stride("operand B", args.b, DimRole.N, vector)
+        a_sb = _row_stride("operand A", args.a, DimRole.BATCH, vector)
+        b_sb = _row_stride("operand B", args.b, DimRole.BATCH, vector)
         for out in args.outputs:
             require_unit_stride("an output", out, DimRole.N)
         p = args.problem
@@ -102,10 +106,10 @@ class DecodeArtifact:
             for r in (DimRole.BATCH, DimRole.M, DimRole.N)
         ]
         out_strides = [t.role_strides[r] for t in args.outputs for r in (DimRole.BATCH, DimRole.M)]
-        return [p.m, p.n, p.k, a_sm, b_sn, *in_strides, *out_strides]
+        return [p.m, p.n, p.k, a_sm, b_sn, a_sb, b_sb, *in_strides, *out_strides]
 
     def _grid(self, args: LaunchArgs) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        return (-(-args.problem.n // ROWS), 1, 1), (self.config.threads, 1, 1)
+        return (-(-args.problem.n // ROWS), args.problem.batch, 1), (self.config.threads, 1, 1)
 
     def launch(self, args: LaunchArgs) -> None:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""

@@ -45,7 +45,8 @@ def vector(dtype: DType) -> int:
 
 
 #: Shape parameters of the kernel after the epilogue arrays and scalars.
-SHAPE_PARAMS: Final = ("M", "N", "K", "a_sm", "b_sn")
+#: (a_sb, b_sb: the operands' batch strides, 0 for one shared across the batch.)
+SHAPE_PARAMS: Final = ("M", "N", "K", "a_sm", "b_sn", "a_sb", "b_sb")
 
 
 @attrs.frozen(kw_only=True)

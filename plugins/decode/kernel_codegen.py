@@ -9,8 +9,9 @@ fragments are m16n8k16's (a0..a3 and b0, b1 one word each; words t and t + 4 of 
 k-step, rows g and g + 8), so everything below holds with K counted in bytes: a chunk is 128
 bytes of a row (64 16-bit or 128 FP8 elements) and a lane's vectors start at byte 16 * c.
 
-- **Grid:** one CTA per 16 weight rows (``n0 = 16 * blockIdx.x``); rows past N are clamped for
-  the loads and never stored.
+- **Grid:** one CTA per 16 weight rows (``n0 = 16 * blockIdx.x``) and product of the batch
+  (``bt = blockIdx.y``; an operand shared across the batch has batch stride 0); rows past N
+  are clamped for the loads and never stored.
 - **Loads:** K is cut into chunks of 64 (16-bit; 128 FP8); warp ``w`` of the CTA takes chunks
   ``w, w + warps, ...`` so a CTA reads ``128 * warps`` contiguous bytes of each of its rows per
   step. Lane ``(g, c) = (lane // 4, lane % 4)`` loads, per chunk and row ``g`` and ``g + 8``, two
@@ -52,8 +53,11 @@ class DecodeVars:
     """The lane's place in its group (lane % 4): its 16-byte vectors start at byte ``16 * c``."""
     n0: str = "n0"
     """The first of the CTA's 16 weight rows."""
+    bt: str = "bt"
+    """The CTA's product of the batch (``blockIdx.y``): the operands' and the epilogue's."""
     base_w0: str = "base_w0"
-    """Element index of weight row ``n0 + g`` (clamped to N - 1) at the lane's K offset."""
+    """Element index of weight row ``n0 + g`` (clamped to N - 1) of product ``bt`` at the
+    lane's K offset."""
     base_w1: str = "base_w1"
     """The same for row ``n0 + g + 8``."""
     base_x: str = "base_x"
@@ -119,12 +123,14 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
         em(f"{DV.g} = (tid % 32) // 4")
         em(f"{DV.c} = tid % 4")
         em(f"{DV.n0} = cuda.blockIdx.x * {ROWS}")
-        em(f"{DV.base_w0} = min({DV.n0} + {DV.g}, N - 1) * b_sn + {vec} * {DV.c}")
-        em(f"{DV.base_w1} = min({DV.n0} + {DV.g} + 8, N - 1) * b_sn + {vec} * {DV.c}")
+        em(f"{DV.bt} = cuda.blockIdx.y")
+        for name, row in ((DV.base_w0, f"{DV.n0} + {DV.g}"), (DV.base_w1, f"{DV.n0} + {DV.g} + 8")):
+            em(f"{name} = {DV.bt} * b_sb + min({row}, N - 1) * b_sn + {vec} * {DV.c}")
         em(f"{DV.base_x} = cuda.local.array({mt}, int64)")
         em(f"for t in range({mt}):")
         with em.indent():
-            em(f"{DV.base_x}[t] = min(t * {COLS_PER_MMA} + {DV.g}, M - 1) * a_sm + {vec} * {DV.c}")
+            row = f"min(t * {COLS_PER_MMA} + {DV.g}, M - 1)"
+            em(f"{DV.base_x}[t] = {DV.bt} * a_sb + {row} * a_sm + {vec} * {DV.c}")
         em(f"{DV.acc} = cuda.local.array(({mt}, 4), float32)")
         em(f"for t in range({mt}):")
         with em.indent():
@@ -210,7 +216,6 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
         em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0] = {DV.acc}[t, 2]")
         em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0 + 1] = {DV.acc}[t, 3]")
     em("cuda.syncthreads()")
-    em("bt = 0")
     em("e = tid")
     em(f"while e < {ROWS * COLS_PER_MMA * mt}:")
     with em.indent():

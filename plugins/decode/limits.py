@@ -24,8 +24,8 @@ from mmaplug.planning.scheduler import Resources, Rule, Space
 from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "HANDOFF_M", "HANDOFF_ROW_BYTES", "MAX_M", "MIN_CC", "WARPS", "instruction",
-    "m_tile", "min_cc", "resources", "rules", "space",
+    "FP8_CC", "HANDOFF_BATCH_ROW_BYTES", "HANDOFF_M", "HANDOFF_ROW_BYTES", "MAX_M", "MIN_CC",
+    "WARPS", "instruction", "m_tile", "min_cc", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
@@ -41,6 +41,13 @@ MAX_M: Final = 16
 #: 9-16 rows, 46.6-48.7 against 50.3-51.0 us.
 HANDOFF_M: Final = 8
 HANDOFF_ROW_BYTES: Final = 16384
+#: A batch of products goes to the hopper scheduler, where it takes the problem, when they have
+#: more than HANDOFF_M rows or weight rows under HANDOFF_BATCH_ROW_BYTES: hopper's tiles ran
+#: 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps), 4x16x4096x4096 38.1 against
+#: 41.1, 64x8x4096x256 38.7 against 40.8; with 1-8 rows of 2 KiB or longer the decode kernel
+#: led (16x1x4096x4096 129.2 against 138.1, 4x4x14336x4096 113.9 against 116.2, 8x1x8192x2048
+#: 67.0 against 68.7; BENCHMARKS.md run 181).
+HANDOFF_BATCH_ROW_BYTES: Final = 2048
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
 

@@ -20,7 +20,7 @@ __all__ = ["NAME", "PRIORITY", "SCHEDULER", "DecodeScheduler"]
 
 NAME: Final = "decode"
 PRIORITY: Final = 30  # above hopper's and ampere's: for the few rows it takes, it streams faster
-HOPPER: Final = "hopper"  # the scheduler it hands longer 9-16-row problems to (limits.HANDOFF_M)
+HOPPER: Final = "hopper"  # the scheduler it hands 9-16 rows of long weight rows and some batches
 
 
 @final
@@ -33,9 +33,9 @@ class DecodeScheduler:
     priority: int = PRIORITY
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
-        """None for one TN matmul of 16-bit or FP8 operands with M <= 16 and K a multiple of
-        one 16-byte load, on sm_80 or newer (FP8 operands and outputs: sm_89 or newer), with no
-        FP8 epilogue input and no amax output; else why not."""
+        """None for one TN matmul (or a batch of them) of 16-bit or FP8 operands with M <= 16
+        and K a multiple of one 16-byte load, on sm_80 or newer (FP8 operands and outputs:
+        sm_89 or newer), with no FP8 epilogue input and no amax output; else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -73,8 +73,6 @@ class DecodeScheduler:
                 "streams K-contiguous operands only (layout TN: x[M, K] and w[N, K] row-major), "
                 f"not layout {problem.layout}"
             )
-        if problem.batch > 1:
-            return f"runs one product per launch, not batch={problem.batch}"
         if problem.k % vector(dtype):
             return (
                 f"loads 16-byte vectors: K must be a multiple of {vector(dtype)} "
@@ -84,15 +82,7 @@ class DecodeScheduler:
             return "runs one matmul per kernel, not a fusion of several"
         if problem.a_prologue_ops or problem.b_prologue_ops:
             return "loads operands straight into mma registers: no operand prologue"
-        if _handed_to_hopper(problem, device):
-            return (
-                f"hands {problem.m} rows of {problem.k * dtype.itemsize:,}-byte weight rows to "
-                "the hopper scheduler, whose transposed product streams them faster (over "
-                f"{limits.HANDOFF_M} rows of {dtype.label}, weight rows of "
-                f"{limits.HANDOFF_ROW_BYTES:,} bytes or more; docs/decisions.md, 'The "
-                "operand swap')"
-            )
-        return None
+        return _handed_to_hopper(problem, device)
 
     def space(self, problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         """The legal values of each field (``limits.space``)."""
@@ -123,15 +113,36 @@ class DecodeScheduler:
         return DecodeArtifact(config, spec)
 
 
-def _handed_to_hopper(problem: MatmulProblem, device: Device) -> bool:
-    """Whether the plan being made has a hopper scheduler that takes *problem*, which is
-    16-bit, of more than ``limits.HANDOFF_M`` rows and weight rows of
-    ``limits.HANDOFF_ROW_BYTES`` or more (outside planning, or with hopper blocked: no)."""
-    long_rows = problem.k * problem.operand_dtype.itemsize >= limits.HANDOFF_ROW_BYTES
-    if problem.m <= limits.HANDOFF_M or not problem.operand_dtype.is_half or not long_rows:
-        return False
+def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
+    """Why *problem* goes to the hopper scheduler, where the plan being made has one that takes
+    it (outside planning, or with hopper blocked: None): a batch of products of more than
+    ``limits.HANDOFF_M`` rows or weight rows under ``limits.HANDOFF_BATCH_ROW_BYTES``; one
+    16-bit product of more than ``limits.HANDOFF_M`` rows and weight rows of
+    ``limits.HANDOFF_ROW_BYTES`` or more."""
+    dtype = problem.operand_dtype
+    row_bytes = problem.k * dtype.itemsize
+    rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"
+    if problem.batch > 1:
+        if problem.m <= limits.HANDOFF_M and row_bytes >= limits.HANDOFF_BATCH_ROW_BYTES:
+            return None
+        why = (
+            f"hands a batch of {rows} to the hopper scheduler, whose tiles run it faster "
+            f"(batches of over {limits.HANDOFF_M} rows or of weight rows under "
+            f"{limits.HANDOFF_BATCH_ROW_BYTES:,} bytes; docs/decisions.md, 'Batches of "
+            "decode-sized products')"
+        )
+    else:
+        if problem.m <= limits.HANDOFF_M or not dtype.is_half:
+            return None
+        if row_bytes < limits.HANDOFF_ROW_BYTES:
+            return None
+        why = (
+            f"hands {rows} to the hopper scheduler, whose transposed product streams them "
+            f"faster (over {limits.HANDOFF_M} rows of {dtype.label}, weight rows of "
+            f"{limits.HANDOFF_ROW_BYTES:,} bytes or more; docs/decisions.md, 'The operand swap')"
+        )
     hopper = active(HOPPER)
-    return hopper is not None and hopper.accepts(problem, device) is None
+    return why if hopper is not None and hopper.accepts(problem, device) is None else None
 
 
 SCHEDULER: Final = DecodeScheduler()

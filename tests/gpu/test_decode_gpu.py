@@ -72,6 +72,45 @@ def test_the_checked_launch_path(
     checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(7)))
 
 
+BATCHED = [((32, 1, 4096, 128), mp.bfloat16), ((8, 16, 4096, 4096), mp.bfloat16),
+           ((3, 5, 1000, 520), mp.float16), ((4, 8, 2048, 2048), mp.bfloat16)]  # fmt: skip
+
+
+def _batched(batch: int, m: int, n: int, k: int, dtype: object) -> mp.Fusion:
+    """gelu(a @ b) of *batch* products, each its own activations and weight (K-inner)."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([batch, m, k], dtype=dtype, stride_order=[2, 1, 0])
+        b = fd.define_tensor([batch, k, n], dtype=dtype, stride_order=[2, 0, 1])
+        fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.matmul(a, b)), dtype))
+    return fd.fusion
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "fast"),
+    [(s, d, True) for s, d in BATCHED] + [(BATCHED[2][0], BATCHED[2][1], False)],
+    ids=[f"{b}x{m}x{n}x{k}_{d.label}" for (b, m, n, k), d in BATCHED] + ["checked"],
+)
+def test_batched_products_match_float64(
+    checks: Checks, monkeypatch: pytest.MonkeyPatch, shape: tuple, dtype: object, fast: bool
+) -> None:
+    """A batch of products in one launch (a CTA row per product), through the bound launch and
+    the checked one (MMAPLUG_FAST_LAUNCH=0); hopper blocked, which takes the batches of more
+    than 8 rows or shorter weight rows where it plans."""
+    if not fast:
+        monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    fusion = _batched(*shape, dtype)
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(8)))
+    assert compiled.spec.scheduler == "decode"
+
+
+def test_a_batch_of_8_rows_plans_decode(pm: mp.PluginManager, checks: Checks) -> None:
+    """With every scheduler: 4 products of 8 rows and 4 KiB weight rows run on decode."""
+    fusion = _batched(*BATCHED[3][0], BATCHED[3][1])
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(9)))
+    assert compiled.spec.scheduler == "decode"
+
+
 def test_unaligned_rows_run_on_a_kernel_planned_without_decode() -> None:
     """A view whose data starts off 16 bytes is declined; execute runs it on another kernel
     (ampere: hopper is blocked, its TMA would decline the view too)."""

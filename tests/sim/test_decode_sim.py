@@ -56,6 +56,26 @@ def case_batches_bf16(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2, "stages": 2}
 
 
+def case_batch_gelu_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """A batch of 3 products, each its own activations and weight (a shared operand folds into
+    M or N instead): gelu(a [3, 2, 200] @ b [3, 200, 40]), K ragged (3 chunks and one vector),
+    the third CTA's rows clamped."""
+    a = fd.define_tensor([3, 2, 200], dtype=mp.bfloat16, stride_order=[2, 1, 0])
+    b = fd.define_tensor([3, 200, 40], dtype=mp.bfloat16, stride_order=[2, 0, 1])
+    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.matmul(a, b)), mp.bfloat16))
+    return {}
+
+
+def case_batch_of_weights_residual_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """A batch of 2 products, each its own weight (B [2, K, N] K-inner) and residual [2, M, N]:
+    M = 9 (two m tiles), 2 warps over K = 136 (2 chunks and one vector)."""
+    a = fd.define_tensor([2, 9, 136], dtype=mp.float16, stride_order=[2, 1, 0])
+    b = fd.define_tensor([2, 136, 24], dtype=mp.float16, stride_order=[2, 0, 1])
+    residual = fd.define_tensor([2, 9, 24], dtype=mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.matmul(a, b), residual), mp.float16))
+    return {"splitk_factor": 2}
+
+
 def case_bias_gelu_f16(fd: Any, mp: Any) -> dict[str, Any]:
     """The fused epilogue: gelu(x @ w.T + bias), cast; one warp, one chunk in flight."""
     x = fd.define_tensor([3, 64], dtype=mp.float16)
@@ -149,12 +169,13 @@ def _errors(fd: Any, mp: Any, compiled: Any, rng: Any) -> list[dict[str, Any]]:
 
 
 def run_case(name: str) -> dict[str, Any]:
-    """Compile and execute case *name* in this (simulating) process; errors per output."""
+    """Compile and execute case *name* in this (simulating) process; errors per output. Hopper
+    is blocked: it takes batches of short weight rows, which the cases are."""
     import numpy as np
 
     import mmaplug as mp
 
-    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
     with mp.FusionDefinition() as fd:
         overrides = globals()["case_" + name](fd, mp)
     compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides or None)

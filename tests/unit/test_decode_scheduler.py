@@ -7,6 +7,7 @@ import attrs
 import pytest
 
 import mmaplug as mp
+from mmaplug.heuristics.default import mmaplug_matmul_params
 from mmaplug.planning.plan import plan_problem
 from mmaplug.planning.scheduler import violations
 from mmaplug.plugins.decode.scheduler import SCHEDULER
@@ -24,12 +25,55 @@ def _problem(**fields: object) -> mp.MatmulProblem:
     [
         ({"m": 17}, "at most 16 activation rows"),
         ({"layout": "NN", "m": 4}, "K-contiguous operands only"),
-        ({"batch": 2}, "one product per launch"),
         ({"k": 4100}, "K must be a multiple of 8"),
     ],
 )
 def test_declines_with_its_reason(fields: dict, reason: str) -> None:
     assert reason in (SCHEDULER.accepts(_problem(**fields), H200) or "")
+
+
+def test_takes_a_batch_and_counts_its_ctas() -> None:
+    """A batch of products (each its own weight: a shared operand folds into M or N) is one
+    launch, a CTA row per product: 32 x 1x4096x128 is 8,192 CTAs (4 warps' worth of CTAs), and
+    its rows' 2 chunks of K leave work for 2 warps, so the default plans 2; the warps fit the
+    CTAs of the whole batch in one wave."""
+    problem = _problem(batch=32, k=128)
+    assert SCHEDULER.accepts(problem, H200) is None
+    params = mmaplug_matmul_params(problem, H200, "decode")
+    assert params is not None and params.splitk_factor == 2
+    one = mmaplug_matmul_params(_problem(n=4096, k=4096), H200, "decode")
+    assert one is not None and one.splitk_factor == 8  # 256 CTAs: fewer than 2 a SM
+    batched = mmaplug_matmul_params(_problem(n=4096, k=4096, batch=2), H200, "decode")
+    assert batched is not None and batched.splitk_factor == 4  # 512 CTAs
+    four = mmaplug_matmul_params(_problem(n=4096, k=4096, batch=4), H200, "decode")
+    assert four is not None and four.splitk_factor == 2  # 1,024 CTAs
+
+
+@pytest.mark.parametrize(
+    ("batch", "m", "k", "planner"),
+    [
+        (4, 8, 1024, "decode"),
+        (8, 1, 4096, "decode"),
+        (4, 9, 4096, "hopper"),
+        (8, 16, 4096, "hopper"),
+        (64, 8, 1016, "hopper"),
+        (32, 1, 128, "hopper"),
+    ],  # fmt: skip
+    ids=str,
+)
+def test_hands_batches_of_many_rows_or_short_rows_to_hopper(
+    batch: int, m: int, k: int, planner: str
+) -> None:
+    """Beside a hopper scheduler that takes the problem, decode keeps batches of at most 8 rows
+    whose weight rows are 2 KiB or more (run 181) and names the hand-off of the others."""
+    problem = _problem(batch=batch, m=m, k=k)
+    spec = plan_problem(problem, H200)
+    assert spec.scheduler == planner
+    if planner == "hopper":
+        (why,) = [c.reason for c in spec.provenance.candidates if c.name == "decode"]
+        assert "hands a batch of" in why and "2,048 bytes" in why
+        no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
+        assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
 
 
 @pytest.mark.parametrize(
