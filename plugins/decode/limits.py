@@ -35,12 +35,15 @@ MAX_M: Final = 16
 #: Where the hopper scheduler takes the problem, a 16-bit one of more rows than HANDOFF_M
 #: whose weight rows are HANDOFF_ROW_BYTES or longer streams faster through hopper's
 #: transposed product (``swap_ab``): 16x8192x28672 140.7 -> 107.5 us, 16x8192x8192 44.3 ->
-#: 36.0, 12x4096x14336 34.9 -> 32.1, 9x57344x8192 223.8 -> 213.6; on shorter rows the decode
-#: kernel stays as fast or faster (16x4096x4096 9.5 against 10.6), and up to 8 rows everywhere
-#: (BENCHMARKS.md runs 101 and 105). The one loss of the hand-off measured: x10240x8192 at
-#: 9-16 rows, 46.6-48.7 against 50.3-51.0 us.
+#: 36.0, 9x57344x8192 223.8 -> 213.6 (BENCHMARKS.md runs 101 and 105); on 8 KiB rows since
+#: hopper's 64x16 tiles of 8 stages: 16x28672x4096 67.1 -> 61.5, 16x14336x4096 37.8 -> 33.5,
+#: 16x8192x4096 22.1 -> 20.0, 16x4096x4096 9.8 -> 9.5, 16x6144x4096 15.5-16.0 -> 15.5 (run
+#: 183). Up to 8 rows the decode kernel is as fast or faster everywhere; shorter weight rows
+#: than 8 KiB were not timed handed over. The one loss of the hand-off measured: x10240x8192
+#: at 9-16 rows, 44.3-46.1 against 50.2-51.1 us (runs 180-181: hopper's 160 tiles of 64 rows
+#: are 1.2 waves).
 HANDOFF_M: Final = 8
-HANDOFF_ROW_BYTES: Final = 16384
+HANDOFF_ROW_BYTES: Final = 8192
 #: A batch of products goes to the hopper scheduler, where it takes the problem, when they have
 #: more than HANDOFF_M rows or weight rows under HANDOFF_BATCH_ROW_BYTES: hopper's tiles ran
 #: 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps), 4x16x4096x4096 38.1 against

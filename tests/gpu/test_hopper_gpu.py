@@ -434,13 +434,14 @@ def test_wgmma_n_160(pm: mp.PluginManager, checks: Checks, layout: str, epilogue
 
 
 @pytest.mark.parametrize(
-    "shape", [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (16, 4096, 4096)]
+    "shape",
+    [(4096, 4096, 4096), (2048, 1024, 512), (128, 4096, 4096), (8, 4096, 4096), (16, 4096, 4096)],
 )
 def test_default_plan(pm: mp.PluginManager, checks: Checks, shape: tuple[int, int, int]) -> None:
-    """The default heuristic's plan for benchmark shapes (and a decode-sized M, which the decode
-    scheduler takes)."""
+    """The default heuristic's plan for benchmark shapes (and decode-sized rows: the decode
+    scheduler takes 8, and hands 16 of 8 KiB weight rows to hopper's transposed product)."""
     compiled = _run(checks, _fusion(*shape, mp.bfloat16, "TN", "none", 1), pm, seed=3)
-    assert compiled.spec.scheduler == ("decode" if shape[0] <= 16 else "hopper")
+    assert compiled.spec.scheduler == ("decode" if shape[0] <= 8 else "hopper")
 
 
 @pytest.mark.parametrize(

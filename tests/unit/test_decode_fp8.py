@@ -98,14 +98,16 @@ def test_plans_fp8_decode_in_bytes_of_k(
     """A chunk is 128 bytes of a row as for 16-bit operands (128 FP8 elements), one mma 32 of K.
     The default heuristic gives FP8 half the 16-bit warps where the CTAs are few (1x4096x4096:
     256 CTAs), and where they are many unless a row is at most 4 KiB (16x14336x4096 keeps 4,
-    1x8192x8192 takes 2), and four chunks in flight, not three (run 96's sweep)."""
+    1x8192x8192 takes 2), and four chunks in flight, not three (run 96's sweep). (The 16-bit
+    plan blocks hopper, which takes 16 rows of 8 KiB rows.)"""
     spec = plan_problem(_problem(m=m, n=n, k=k, scale=scale), H200, pm=_pm())
     assert spec.scheduler == "decode"
     rows = 8 * -(-m // 8)
     assert spec.params.cta_tile == spec.params.warp_tile == mp.TileShape(rows, 16, 128)
     assert spec.params.instruction_tile == mp.TileShape(8, 16, 32)
     assert (spec.params.splitk_factor, spec.params.stages) == (warps, 4)
-    bf16 = plan_problem(TuneProblem(m=m, n=n, k=k).problem(), H200, pm=_pm())
+    no_hopper = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    bf16 = plan_problem(TuneProblem(m=m, n=n, k=k).problem(), H200, pm=no_hopper)
     assert (bf16.params.splitk_factor, bf16.params.stages) == (bf16_warps, 3)
     assert bf16.params.cta_tile.k * 2 == spec.params.cta_tile.k
 

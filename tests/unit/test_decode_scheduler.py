@@ -82,7 +82,8 @@ def test_hands_batches_of_many_rows_or_short_rows_to_hopper(
         (16, 8192, 8192, "bfloat16", "hopper"),  # 16 KiB weight rows: hopper's swap
         (9, 57344, 8192, "float16", "hopper"),
         (16, 128, 16384, "bfloat16", "hopper"),  # a narrow weight too: swapped and split
-        (16, 4096, 4096, "bfloat16", "decode"),  # 8 KiB rows: decode stays faster
+        (16, 4096, 4096, "bfloat16", "hopper"),  # 8 KiB rows too (run 183)
+        (16, 4096, 2048, "bfloat16", "decode"),  # 4 KiB rows: not timed handed over
         (8, 8192, 28672, "bfloat16", "decode"),  # up to 8 rows: decode everywhere
         (16, 8192, 8192, "float8_e4m3fn", "decode"),  # FP8: not measured handed off
     ],
@@ -92,8 +93,9 @@ def test_hands_longer_rows_of_9_to_16_activations_to_hopper(
     m: int, n: int, k: int, dtype: str, planner: str
 ) -> None:
     """Beside a hopper scheduler that takes the problem, decode declines 16-bit problems of
-    more than 8 rows whose weight rows are 16 KiB or more (hopper's transposed product streams
-    them faster, runs 101 and 105), naming the hand-off; with hopper blocked it takes them."""
+    more than 8 rows whose weight rows are 8 KiB or more (hopper's transposed product streams
+    them faster, runs 101, 105 and 183), naming the hand-off; with hopper blocked it takes
+    them."""
     scale = "row" if dtype.startswith("float8") else ""
     problem = _problem(m=m, n=n, k=k, dtype=dtype, scale=scale)
     spec = plan_problem(problem, H200)
@@ -121,7 +123,8 @@ def test_declines_before_sm80() -> None:
         (1, 14336, 2),  # 896
         (1, 16896, 2),  # 1056
         (1, 16912, 4),  # 1057: no count fits one wave
-        (1, 28672, 4),
+        (1, 20480, 4),  # 1,280: the last wave fills 42% of 4 warps' slots, 21% of 2 warps'
+        (1, 28672, 2),  # 1,792: 39% and 70%
         (16, 2048, 8),  # two m tiles: 132 CTAs of 8 warps an SM hold 132
         (9, 1040, 8),
         (16, 4096, 4),  # 256: 3 of 4 warps an SM hold 396
@@ -131,8 +134,9 @@ def test_declines_before_sm80() -> None:
 )
 def test_plans_decode_with_the_default_heuristic(m: int, n: int, warps: int) -> None:
     """M <= 16 TN problems plan to decode with the most warps (8, 4, 2) whose CTAs an SM's
-    17 warps (one m tile), 12 (two) hold at once, else 4 (H200 runs 71, 88, 89, 180-181)."""
-    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    17 warps (one m tile), 12 (two) hold at once, else 4 or 2, the fuller last wave (H200 runs
+    71, 88, 89, 180-183). Hopper is blocked: it takes 9-16 rows of weight rows of 8 KiB."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
     spec = plan_problem(_problem(m=m, n=n), H200, pm=pm)
     assert spec.scheduler == "decode"
     assert spec.params.cta_tile == mp.TileShape(8 * -(-m // 8), 16, 64)
