@@ -20,7 +20,7 @@ from mmaplug.errors import UsageError
 from mmaplug.markers import hookimpl
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.planning.scheduler import Scheduler, active, violations
+from mmaplug.planning.scheduler import Scheduler, active, resident_ctas, violations
 from mmaplug.planning.scheduler_registry import schedulers
 
 __all__ = [
@@ -190,20 +190,18 @@ PARTIAL_BYTES: Final = 32
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
-# Warps of a 16-bit decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs are all
-# resident at once (one wave); where none is, the one of DECODE_MANY_WAVES_WARPS whose last wave
-# is fuller. A wave cut short leaves its last CTAs streaming alone with too few bytes in flight:
-# 4 warps at 529-1056 CTAs (1.0-2.0 waves, one m tile) ran 2-10% behind 2 warps (one wave),
-# 1x10240x8192 46.0 -> 42.3 us, 16x10240x8192 48.8 -> 46.1, 1x9216x4096 23.9 -> 21.5; at 512
-# CTAs 4 warps (one wave) led 2 (34.6 against 36.4 us). Past one wave: 1x28672x4096 (1,792
-# CTAs, 1.70 waves of 2 warps, 3.39 of 4) 58.5 against 60.3 us, 8x28672x4096 58.8 against 61.0;
-# 1x20480x4096 (1.21 and 2.42) 45.8 against 42.7; 1x57344x8192 (3.39 and 6.79) 219.5 against
-# 217.1; 8 warps there lost to both (BENCHMARKS.md runs 180-183)
+# Warps of a 16-bit decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs the SMs
+# hold at once (one wave; the decode scheduler's resources name its registers); where none is,
+# the one of DECODE_MANY_WAVES_WARPS whose last wave is fuller. A wave cut short leaves its last
+# CTAs streaming alone with too few bytes in flight: 4 warps at 529-1056 CTAs (1.0-2.0 waves,
+# one m tile) ran 2-10% behind 2 warps (one wave), 1x10240x8192 46.0 -> 42.3 us,
+# 16x10240x8192 48.8 -> 46.1, 1x9216x4096 23.9 -> 21.5; at 512 CTAs 4 warps (one wave) led 2
+# (34.6 against 36.4 us). Past one wave: 1x28672x4096 (1,792 CTAs, 1.70 waves of 2 warps, 3.39
+# of 4) 60.3 -> 58.5 us, 8x28672x4096 61.0 -> 58.8; 1x20480x4096 (1.21 and 2.42) 45.8 against
+# 42.7; 1x57344x8192 (3.39 and 6.79) 219.5 against 217.1; 8 warps there lost to both
+# (BENCHMARKS.md runs 180-183)
 DECODE_WARP_COUNTS: Final = (8, 4, 2)
 DECODE_MANY_WAVES_WARPS: Final = (4, 2)
-# warps of the decode kernel an SM holds, by m tiles: 17 of one (118 registers a thread, ptxas
-# for sm_90a), 12 of two (152-156)
-DECODE_SM_WARPS: Final = (17, 12)
 DECODE_M_TILE: Final = 8  # activation rows of one decode m tile (the N of mma.sync m16n8)
 DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
 # FP8 weights (one byte): half the warps where the CTAs are few, and where they are many unless
@@ -327,29 +325,41 @@ def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
 
 def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default decode parameters: the most warps splitting K (``splitk_factor``) whose CTAs
-    (one per ``cta_tile.n`` weight rows and product of the batch) an SM's share of
-    ``DECODE_SM_WARPS`` holds at once, else those of ``DECODE_MANY_WAVES_WARPS`` whose last
-    wave is fuller; three chunks in flight (measured on the H200: BENCHMARKS.md, "Decode
-    kernel", runs 89 and 180-183). FP8 weights: ``DECODE_FP8_*``. No more warps than a row has
-    K chunks (a short K of a batched product: a warp without a chunk only holds registers)."""
-    asker = _Asker(scheduler_object("decode"), problem, device)
+    (one per ``cta_tile.n`` weight rows and product of the batch) the SMs hold at once (by the
+    scheduler's ``resources``), else those of ``DECODE_MANY_WAVES_WARPS`` whose last wave is
+    fuller; three chunks in flight (measured on the H200: BENCHMARKS.md, "Decode kernel", runs
+    89 and 180-183). FP8 weights: ``DECODE_FP8_*``. No more warps than a row has K chunks (a
+    short K of a batched product: a warp without a chunk only holds registers)."""
+    scheduler = scheduler_object("decode")
+    asker = _Asker(scheduler, problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
     ctas = problem.batch * _ceil(problem.n, cta.n)
-    sm_warps = DECODE_SM_WARPS[cta.m > DECODE_M_TILE]
-    resident = {w: sm_warps // w * device.sm_count for w in DECODE_WARP_COUNTS}
-    one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
     if problem.operand_dtype.itemsize == 1:
-        few_ctas = DECODE_WARP_COUNTS[0] in one_wave
+        # fewer CTAs than 2 a SM (1 with two m tiles), as run 96's sweep measured them
+        few_ctas = ctas < (2 if cta.m <= DECODE_M_TILE else 1) * device.sm_count
         short_row = problem.k <= DECODE_FP8_SHORT_ROW
         warps = DECODE_FP8_WARPS_FEW_CTAS if few_ctas or short_row else DECODE_FP8_WARPS
         unroll = DECODE_FP8_UNROLL
     else:
+        unroll = DECODE_UNROLL
+        resident = {
+            w: _resident(scheduler, asker.params(splitk_factor=w, stages=unroll), problem, device)
+            for w in DECODE_WARP_COUNTS
+        }
+        one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
         fuller = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
-        warps, unroll = (one_wave[0] if one_wave else fuller), DECODE_UNROLL
+        warps = one_wave[0] if one_wave else fuller
     most = min(warps, _ceil(problem.k, cta.k))  # the row's chunks
     warps = max(w for w in asker.spaces["splitk_factor"].values if w <= most)
     return asker.params(splitk_factor=warps, stages=unroll)
+
+
+def _resident(
+    scheduler: Scheduler, params: MatmulParams, problem: MatmulProblem, device: Device
+) -> int:
+    """CTAs of *params* that the SMs hold at once, by *scheduler*'s resources."""
+    return device.sm_count * resident_ctas(scheduler.resources(params, problem), device)
 
 
 def _last_wave(ctas: int, resident: int) -> float:

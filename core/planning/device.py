@@ -51,6 +51,8 @@ class Device:
     smem_per_block_optin: int = attrs.field(converter=as_int, validator=int_field(1))
     smem_per_sm: int = attrs.field(converter=as_int, validator=int_field(1))
     regs_per_sm: int = attrs.field(default=65536, converter=as_int, validator=int_field(1))
+    threads_per_sm: int = attrs.field(default=2048, converter=as_int, validator=int_field(1))
+    ctas_per_sm: int = attrs.field(default=32, converter=as_int, validator=int_field(1))
     max_threads_per_block: int = attrs.field(default=1024, converter=as_int, validator=int_field(1))
     l2_bytes: int = attrs.field(default=0, converter=as_int, validator=int_field(0))
     warp_size: int = attrs.field(default=32, converter=as_int, validator=int_field(1))
@@ -164,6 +166,8 @@ def device_from_attributes(gpu: Any) -> Device:
         smem_per_block_optin=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", smem_per_block)),
         smem_per_sm=int(getattr(gpu, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", smem_per_block)),
         regs_per_sm=int(getattr(gpu, "MAX_REGISTERS_PER_MULTIPROCESSOR", 65536)),
+        threads_per_sm=int(getattr(gpu, "MAX_THREADS_PER_MULTIPROCESSOR", 2048)),
+        ctas_per_sm=int(getattr(gpu, "MAX_BLOCKS_PER_MULTIPROCESSOR", 32)),
         max_threads_per_block=int(getattr(gpu, "MAX_THREADS_PER_BLOCK", 1024)),
         l2_bytes=int(getattr(gpu, "L2_CACHE_SIZE", 0)),
         warp_size=int(getattr(gpu, "WARP_SIZE", 32)),

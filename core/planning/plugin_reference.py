@@ -117,6 +117,8 @@ ATTRIBUTE_DOCS: Final[dict[type, dict[str, str]]] = {
         "smem_per_block_optin": "bytes of shared memory one block may use",
         "smem_per_sm": "bytes of shared memory per SM",
         "regs_per_sm": "32-bit registers per SM",
+        "threads_per_sm": "threads resident on one SM at most",
+        "ctas_per_sm": "CTAs resident on one SM at most",
         "max_threads_per_block": "threads per block",
         "l2_bytes": "L2 cache bytes (0 when unknown)",
         "warp_size": "threads per warp",

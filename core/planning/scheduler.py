@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -47,6 +47,7 @@ __all__ = [
     "Space",
     "active",
     "planning_with",
+    "resident_ctas",
     "violations",
 ]
 
@@ -57,7 +58,23 @@ class Resources:
 
     smem_bytes: int
     threads: int
-    registers: int = 0  # per thread, when the kernel sets it (0: the compiler's choice)
+    registers: int = 0  # a thread: what the kernel sets or ptxas was measured to take (0: unknown)
+
+
+REGISTER_GRAIN: Final = 8  # registers a thread is allocated in (256 a warp)
+
+
+def resident_ctas(resources: Resources, device: Device) -> int:
+    """CTAs taking *resources* that one SM of *device* holds at once: bounded by its threads,
+    shared memory, registers (when *resources* names them) and CTAs; 0 when one does not fit."""
+    warps = -(-resources.threads // device.warp_size)
+    bounds = [device.ctas_per_sm, device.threads_per_sm // (warps * device.warp_size)]
+    if resources.smem_bytes:
+        bounds.append(device.smem_per_sm // resources.smem_bytes)
+    if resources.registers:
+        per_warp = -(-resources.registers // REGISTER_GRAIN) * REGISTER_GRAIN * device.warp_size
+        bounds.append(device.regs_per_sm // per_warp // warps)
+    return min(bounds)
 
 
 @attrs.frozen

@@ -19,13 +19,14 @@ from typing import Final
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.planning.scheduler import Resources, Rule, Space
+from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 
 from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "HANDOFF_BATCH_ROW_BYTES", "HANDOFF_M", "HANDOFF_ROW_BYTES", "MAX_M", "MIN_CC",
-    "WARPS", "instruction", "m_tile", "min_cc", "resources", "rules", "space",
+    "FP8_CC", "HANDOFF_BATCH_ROW_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
+    "HOPPER_SWAP_ROWS", "MAX_M", "MIN_CC", "REGISTERS", "WARPS", "instruction", "m_tile",
+    "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
@@ -51,8 +52,24 @@ HANDOFF_ROW_BYTES: Final = 8192
 #: led (16x1x4096x4096 129.2 against 138.1, 4x4x14336x4096 113.9 against 116.2, 8x1x8192x2048
 #: 67.0 against 68.7; BENCHMARKS.md run 181).
 HANDOFF_BATCH_ROW_BYTES: Final = 2048
+#: Except where hopper's swapped tiles (HOPPER_SWAP_ROWS weight rows each) are more than one
+#: a SM while the decode plan of HANDOFF_KEEP_PLAN (warps, chunks in flight) runs its CTAs in
+#: one wave: hopper's second wave is then at most half full (the one-wave CTAs of 2 warps of
+#: two m tiles end at 12,672 weight rows, hopper's 1.5 waves of 64 rows), and decode led
+#: 16x10240x8192 45.3 against 47.7-51.5 us, 12x10240x8192 43.7 against 51.5, 16x11008x4096
+#: 26.5 against 28.3, 16x9216x4096 23.8 against 26.0; past it hopper led 16x14336x4096 (1.7
+#: waves) 33.5 against 35.7-37.8, 16x20480x4096 44.0 against 48.1 (runs 183 and 185).
+HOPPER_SWAP_ROWS: Final = 64
+HANDOFF_KEEP_PLAN: Final = (2, 3)
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
+#: Registers a thread of the kernel takes (ptxas for sm_90a; the most seen over 1 and 4 warps,
+#: 4096x4096 and x10240x8192), by operand bytes and m tiles, for 1-4 chunks in flight: three
+#: take fewest.
+REGISTERS: Final = {
+    (2, 1): (132, 132, 120, 132), (2, 2): (176, 174, 158, 176),
+    (1, 1): (160, 158, 132, 156), (1, 2): (206, 204, 174, 204),
+}  # fmt: skip
 
 
 def instruction(problem: MatmulProblem) -> TileShape:
@@ -135,6 +152,19 @@ def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
 
 
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
-    """One CTA: a warp per K split, each with a float32 16 x m partial in shared memory."""
-    warps = params.splitk_factor
-    return Resources(smem_bytes=warps * ROWS * params.cta_tile.m * 4, threads=32 * warps)
+    """One CTA: a warp per K split, each with a float32 16 x m partial in shared memory, and
+    the registers of ``REGISTERS``."""
+    return _resources(problem, params.splitk_factor, params.stages)
+
+
+def _resources(problem: MatmulProblem, warps: int, stages: int) -> Resources:
+    rows = m_tile(problem)
+    registers = REGISTERS[problem.operand_dtype.itemsize, rows // COLS_PER_MMA][stages - 1]
+    return Resources(warps * ROWS * rows * 4, 32 * warps, registers)
+
+
+def one_wave(problem: MatmulProblem, device: Device, warps: int, stages: int) -> bool:
+    """Whether the SMs hold all CTAs (one per 16 weight rows and product of the batch) of a
+    kernel of *warps* and *stages* chunks in flight at once."""
+    ctas = problem.batch * -(-problem.n // ROWS)
+    return ctas <= device.sm_count * resident_ctas(_resources(problem, warps, stages), device)

@@ -118,7 +118,8 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     it (outside planning, or with hopper blocked: None): a batch of products of more than
     ``limits.HANDOFF_M`` rows or weight rows under ``limits.HANDOFF_BATCH_ROW_BYTES``; one
     16-bit product of more than ``limits.HANDOFF_M`` rows and weight rows of
-    ``limits.HANDOFF_ROW_BYTES`` or more."""
+    ``limits.HANDOFF_ROW_BYTES`` or more, but where hopper's swapped tiles are more than one a
+    SM and the decode CTAs of ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
     dtype = problem.operand_dtype
     row_bytes = problem.k * dtype.itemsize
     rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"
@@ -135,6 +136,11 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
         if problem.m <= limits.HANDOFF_M or not dtype.is_half:
             return None
         if row_bytes < limits.HANDOFF_ROW_BYTES:
+            return None
+        swap_tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)
+        if swap_tiles > device.sm_count and limits.one_wave(
+            problem, device, *limits.HANDOFF_KEEP_PLAN
+        ):
             return None
         why = (
             f"hands {rows} to the hopper scheduler, whose transposed product streams them "

@@ -146,7 +146,7 @@ def streamk_workspace(cfg: HopperKernelConfig, rest: int) -> tuple[int, int]:
 def resident_units(cfg: HopperKernelConfig, device: Device) -> int:
     """Work units a persistent grid runs at once: the clusters that fit the device's SMs by
     shared memory and threads (the launch may cut it further, ``resident_grid``)."""
-    per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, 2048 // cfg.threads))
+    per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, device.threads_per_sm // cfg.threads))
     return max(1, device.sm_count * per_sm // cfg.cluster)
 
 

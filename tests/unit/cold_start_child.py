@@ -55,6 +55,8 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
         "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": preset.smem_per_block_optin,
         "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": preset.smem_per_sm,
         "MAX_REGISTERS_PER_MULTIPROCESSOR": preset.regs_per_sm,
+        "MAX_THREADS_PER_MULTIPROCESSOR": preset.threads_per_sm,
+        "MAX_BLOCKS_PER_MULTIPROCESSOR": preset.ctas_per_sm,
         "MAX_THREADS_PER_BLOCK": preset.max_threads_per_block,
         "L2_CACHE_SIZE": preset.l2_bytes,
         "WARP_SIZE": preset.warp_size,

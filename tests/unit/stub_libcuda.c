@@ -45,7 +45,8 @@ CUresult cuCtxGetDevice(int* d){*d=0;return 0;}
 CUresult cuDevicePrimaryCtxRetain(void** c, int d){*c=PRIMARY;return 0;}
 CUresult cuDeviceGetAttribute(int* v, int a, int d){
   switch(a){case 75:*v=9;break;case 76:*v=0;break;case 16:*v=132;break;case 1:*v=1024;break;case 10:*v=32;break;
-  case 8:*v=49152;break;case 97:*v=232448;break;case 81:*v=233472;break;case 82:*v=65536;break;case 38:*v=52428800;break;default:*v=0;}
+  case 8:*v=49152;break;case 97:*v=232448;break;case 81:*v=233472;break;case 82:*v=65536;break;
+  case 39:*v=2048;break;case 106:*v=32;break;case 38:*v=52428800;break;default:*v=0;}
   return 0;}
 CUresult cuDeviceGetName(char* n, int len, int d){strncpy(n,"Stub H200",len);return 0;}
 CUresult cuLibraryLoadData(void** lib, const void* code, void* a, void* b, unsigned n, void* c, void* d, unsigned m){static long nl=0x5000; *lib=(void*)(nl+=16);return 0;}

@@ -84,6 +84,12 @@ def test_hands_batches_of_many_rows_or_short_rows_to_hopper(
         (16, 128, 16384, "bfloat16", "hopper"),  # a narrow weight too: swapped and split
         (16, 4096, 4096, "bfloat16", "hopper"),  # 8 KiB rows too (run 183)
         (16, 4096, 2048, "bfloat16", "decode"),  # 4 KiB rows: not timed handed over
+        (16, 10240, 8192, "bfloat16", "decode"),  # hopper's 160 swapped tiles: 1.2 waves
+        (12, 9216, 4096, "bfloat16", "decode"),  # 144 tiles; decode's 576 CTAs: one wave
+        (16, 12672, 4096, "bfloat16", "decode"),  # 792 CTAs of 2 warps: the last in one wave
+        (16, 12688, 4096, "bfloat16", "hopper"),  # 793
+        (16, 14336, 4096, "bfloat16", "hopper"),  # 1.7 waves of hopper's tiles
+        (16, 8448, 4096, "bfloat16", "hopper"),  # 132 tiles: one wave
         (8, 8192, 28672, "bfloat16", "decode"),  # up to 8 rows: decode everywhere
         (16, 8192, 8192, "float8_e4m3fn", "decode"),  # FP8: not measured handed off
     ],
@@ -94,8 +100,9 @@ def test_hands_longer_rows_of_9_to_16_activations_to_hopper(
 ) -> None:
     """Beside a hopper scheduler that takes the problem, decode declines 16-bit problems of
     more than 8 rows whose weight rows are 8 KiB or more (hopper's transposed product streams
-    them faster, runs 101, 105 and 183), naming the hand-off; with hopper blocked it takes
-    them."""
+    them faster, runs 101, 105 and 183), naming the hand-off, but where hopper's 64-row tiles
+    are more than one a SM while decode's CTAs of 2 warps run in one wave (runs 183 and 185); with
+    hopper blocked it takes them."""
     scale = "row" if dtype.startswith("float8") else ""
     problem = _problem(m=m, n=n, k=k, dtype=dtype, scale=scale)
     spec = plan_problem(problem, H200)
@@ -106,6 +113,8 @@ def test_hands_longer_rows_of_9_to_16_activations_to_hopper(
         assert "hands" in why and "transposed product" in why
         no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
         assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
+    elif m > 8 and n > 132 * 64:  # kept for its one wave: of 2 warps
+        assert spec.params.splitk_factor == 2
 
 
 def test_declines_before_sm80() -> None:

@@ -34,6 +34,7 @@ def test_presets(
         1024,
         32,
     )
+    assert (device.threads_per_sm, device.ctas_per_sm) == (2048, 32)
 
 
 def test_hopper_presets_share_everything_but_l2() -> None:
@@ -138,6 +139,25 @@ def test_local_gpu_is_read_through_numba(monkeypatch: pytest.MonkeyPatch) -> Non
         smem_per_sm=233_472,
         l2_bytes=62_914_560,
     )
+
+
+def test_local_gpu_limits_per_sm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threads and CTAs one SM holds are read from the GPU (an sm_86 holds 1,536 and 16)."""
+    gpu = types.SimpleNamespace(
+        name="NVIDIA RTX A6000",
+        compute_capability=(8, 6),
+        MULTIPROCESSOR_COUNT=84,
+        MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=101_376,
+        MAX_SHARED_MEMORY_PER_MULTIPROCESSOR=102_400,
+        MAX_THREADS_PER_MULTIPROCESSOR=1536,
+        MAX_BLOCKS_PER_MULTIPROCESSOR=16,
+    )
+    _fake_numba(
+        monkeypatch,
+        types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu),
+    )
+    device = get_device()
+    assert (device.threads_per_sm, device.ctas_per_sm, device.target) == (1536, 16, "sm_86")
 
 
 def test_presets_are_listed() -> None:
