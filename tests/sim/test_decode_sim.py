@@ -135,6 +135,15 @@ def case_fp8_m16_e5m2_tensor_unroll4(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2, "stages": 4}
 
 
+def case_fp8_batch_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
+    """A batch of 3 FP8 products without scales (each its own weight), bfloat16 out: K = 272
+    (2 chunks and a vector), N = 40 (the third CTA's rows clamped); 2 warps."""
+    a = fd.define_tensor([3, 2, 272], dtype=mp.float8_e4m3fn, stride_order=[2, 1, 0])
+    b = fd.define_tensor([3, 272, 40], dtype=mp.float8_e4m3fn, stride_order=[2, 0, 1])
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.bfloat16))
+    return {"splitk_factor": 2}
+
+
 def case_fp8_quantized_output_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
     """A quantised layer: cast(scaled_mm(...) * out_scale, e4m3) written as bytes by the
     epilogue (cvt.rn.satfinite), M = 3, ragged N = 20."""
