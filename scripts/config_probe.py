@@ -1098,22 +1098,30 @@ DECODE_WAVE_ROWS = [  # (m, n, k): one m tile (17 warps an SM) at 576-1024 CTAs 
 ]  # fmt: skip
 
 
-def decode_warps_jobs(rows: Any = None) -> list[tuple[TuneProblem, str, Any]]:
-    """Each decode row (bf16; *rows*, default ``DECODE_WARP_ROWS``) on its default plan and on
-    the decode kernel (hopper blocked: the 16-row ones too) with 2, 4 and 8 warps and 3 chunks
-    in flight, twice, interleaved."""
-    pm = mp.make_plugin_manager(block=["ampere"])
+def _decode_warps(problems: list[TuneProblem], hopper: bool = False) -> list[tuple]:
+    """Each problem on its default plan (and, with *hopper*, on hopper's: decode blocked) and
+    on the decode kernel (hopper blocked) with 2, 4 and 8 warps and 3 chunks in flight, twice,
+    interleaved."""
+    pms = {"default": mp.make_plugin_manager(block=["ampere"])}
+    if hopper:
+        pms["hopper"] = mp.make_plugin_manager(block=["decode", "ampere"])
     decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
     jobs = []
-    for m, n, k in rows or DECODE_WARP_ROWS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
-        built = [(problem, "default", _compiled(problem, pm=pm))]
+    for problem in problems:
+        built = [(problem, label, _compiled(problem, pm=pm)) for label, pm in pms.items()]
         for warps in (2, 4, 8):
             overrides = {"splitk_factor": warps, "stages": 3}
             forced = _compiled(problem, pm=decode_only, overrides=overrides)
             built.append((problem, f"decode {warps} warps", forced))
         jobs += built * 2
     return jobs
+
+
+def decode_warps_jobs(rows: Any = None) -> list[tuple[TuneProblem, str, Any]]:
+    """The decode rows (bf16; *rows*, default ``DECODE_WARP_ROWS``): ``_decode_warps``."""
+    return _decode_warps(
+        [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in rows or DECODE_WARP_ROWS]
+    )
 
 
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
@@ -1124,23 +1132,12 @@ DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, 
 
 
 def decode_batched_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """Batched decode-sized products (bf16) on the default plan, on hopper's (decode blocked)
-    and on the decode kernel's (one launch for the batch; hopper blocked) with 2, 4 and 8
-    warps, twice, interleaved (run 181)."""
-    default = mp.make_plugin_manager(block=["ampere"])
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
-    jobs = []
-    for batch, m, n, k in DECODE_BATCHED:
-        problem = TuneProblem(m=m, n=n, k=k, batch=batch, dtype="bfloat16")
-        built = [(problem, "default", _compiled(problem, pm=default)),
-                 (problem, "hopper", _compiled(problem, pm=hopper))]  # fmt: skip
-        for warps in (2, 4, 8):
-            overrides = {"splitk_factor": warps, "stages": 3}
-            forced = _compiled(problem, pm=decode_only, overrides=overrides)
-            built.append((problem, f"decode {warps} warps", forced))
-        jobs += built * 2
-    return jobs
+    """Batched decode-sized products (bf16): ``_decode_warps`` with hopper's plan (runs
+    181-182)."""
+    problems = [
+        TuneProblem(m=m, n=n, k=k, batch=b, dtype="bfloat16") for b, m, n, k in DECODE_BATCHED
+    ]
+    return _decode_warps(problems, hopper=True)
 
 
 SHORT_K_PROBLEMS = [  # (batch, m, n, k, dtype): output-bound grids of 1-4 K tiles a unit, and

@@ -86,6 +86,14 @@ def _fake_numba(monkeypatch: pytest.MonkeyPatch, cuda: object) -> None:
     monkeypatch.setitem(sys.modules, "numba.cuda", cuda)  # type: ignore[arg-type]
 
 
+def _local_gpu(monkeypatch: pytest.MonkeyPatch, **attributes: object) -> Device:
+    """get_device() of a local GPU with *attributes*, read through a fake numba.cuda."""
+    gpu = types.SimpleNamespace(**attributes)
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu)
+    _fake_numba(monkeypatch, cuda)
+    return get_device()
+
+
 def test_no_gpu_raises_unsupported_target(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no CUDA GPU, get_device() says so and points to the presets."""
     cuda = types.SimpleNamespace(is_available=lambda: False)
@@ -111,7 +119,8 @@ def test_driver_error_becomes_unsupported_target(monkeypatch: pytest.MonkeyPatch
 
 def test_local_gpu_is_read_through_numba(monkeypatch: pytest.MonkeyPatch) -> None:
     """The local GPU's attributes become a Device, with the "a" suffix on cc 9.0."""
-    gpu = types.SimpleNamespace(
+    device = _local_gpu(
+        monkeypatch,
         name=b"NVIDIA H200",
         compute_capability=(9, 0),
         MULTIPROCESSOR_COUNT=132,
@@ -123,11 +132,6 @@ def test_local_gpu_is_read_through_numba(monkeypatch: pytest.MonkeyPatch) -> Non
         L2_CACHE_SIZE=62_914_560,
         WARP_SIZE=32,
     )
-    _fake_numba(
-        monkeypatch,
-        types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu),
-    )
-    device = get_device()
     assert device.name == "NVIDIA H200"
     assert device.target == "sm_90a"
     assert device == get_device("h200").__class__(
@@ -143,7 +147,8 @@ def test_local_gpu_is_read_through_numba(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_local_gpu_limits_per_sm(monkeypatch: pytest.MonkeyPatch) -> None:
     """The threads and CTAs one SM holds are read from the GPU (an sm_86 holds 1,536 and 16)."""
-    gpu = types.SimpleNamespace(
+    device = _local_gpu(
+        monkeypatch,
         name="NVIDIA RTX A6000",
         compute_capability=(8, 6),
         MULTIPROCESSOR_COUNT=84,
@@ -152,11 +157,6 @@ def test_local_gpu_limits_per_sm(monkeypatch: pytest.MonkeyPatch) -> None:
         MAX_THREADS_PER_MULTIPROCESSOR=1536,
         MAX_BLOCKS_PER_MULTIPROCESSOR=16,
     )
-    _fake_numba(
-        monkeypatch,
-        types.SimpleNamespace(is_available=lambda: True, get_current_device=lambda: gpu),
-    )
-    device = get_device()
     assert (device.threads_per_sm, device.ctas_per_sm, device.target) == (1536, 16, "sm_86")
 
 
