@@ -40,9 +40,7 @@ MAX_M: Final = 16
 #: hopper's 64x16 tiles of 8 stages: 16x28672x4096 67.1 -> 61.5, 16x14336x4096 37.8 -> 33.5,
 #: 16x8192x4096 22.1 -> 20.0, 16x4096x4096 9.8 -> 9.5, 16x6144x4096 15.5-16.0 -> 15.5 (run
 #: 183). Up to 8 rows the decode kernel is as fast or faster everywhere; shorter weight rows
-#: than 8 KiB were not timed handed over. The one loss of the hand-off measured: x10240x8192
-#: at 9-16 rows, 44.3-46.1 against 50.2-51.1 us (runs 180-181: hopper's 160 tiles of 64 rows
-#: are 1.2 waves).
+#: than 8 KiB were not timed handed over.
 HANDOFF_M: Final = 8
 HANDOFF_ROW_BYTES: Final = 8192
 #: A batch of products goes to the hopper scheduler, where it takes the problem, when they have
@@ -65,7 +63,7 @@ WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
 #: Registers a thread of the kernel takes (ptxas for sm_90a; the most seen over 1 and 4 warps,
 #: 4096x4096 and x10240x8192), by operand bytes and m tiles, for 1-4 chunks in flight: three
-#: take fewest.
+#: take fewest. (Chunks the rules refuse: 0, unknown.)
 REGISTERS: Final = {
     (2, 1): (132, 132, 120, 132), (2, 2): (176, 174, 158, 176),
     (1, 1): (160, 158, 132, 156), (1, 2): (206, 204, 174, 204),
@@ -159,7 +157,8 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
 
 def _resources(problem: MatmulProblem, warps: int, stages: int) -> Resources:
     rows = m_tile(problem)
-    registers = REGISTERS[problem.operand_dtype.itemsize, rows // COLS_PER_MMA][stages - 1]
+    counts = REGISTERS.get((problem.operand_dtype.itemsize, rows // COLS_PER_MMA), ())
+    registers = counts[stages - 1] if 1 <= stages <= len(counts) else 0
     return Resources(warps * ROWS * rows * 4, 32 * warps, registers)
 
 

@@ -133,9 +133,8 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
             "decode-sized products')"
         )
     else:
-        if problem.m <= limits.HANDOFF_M or not dtype.is_half:
-            return None
-        if row_bytes < limits.HANDOFF_ROW_BYTES:
+        long_rows = row_bytes >= limits.HANDOFF_ROW_BYTES
+        if problem.m <= limits.HANDOFF_M or not dtype.is_half or not long_rows:
             return None
         swap_tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)
         if swap_tiles > device.sm_count and limits.one_wave(

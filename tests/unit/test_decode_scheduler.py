@@ -9,7 +9,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.heuristics.default import mmaplug_matmul_params
 from mmaplug.planning.plan import plan_problem
-from mmaplug.planning.scheduler import violations
+from mmaplug.planning.scheduler import resident_ctas, violations
 from mmaplug.plugins.decode.scheduler import SCHEDULER
 from mmaplug.tune.corpus import TuneProblem
 
@@ -185,7 +185,12 @@ def test_a_refused_value_names_its_field_and_the_accepted_ones() -> None:
 
 
 def test_resources_count_each_warps_partial() -> None:
+    """Shared memory for each warp's partial, and the registers ptxas takes (158 a thread at
+    two m tiles and 3 chunks: an SM holds 3 CTAs of 4 warps); chunks the rules refuse name
+    none."""
     params = mp.MatmulParams(cta_tile=(16, 16, 64), warp_tile=(16, 16, 64),
-                             instruction_tile=(8, 16, 16), splitk_factor=4)  # fmt: skip
+                             instruction_tile=(8, 16, 16), splitk_factor=4, stages=3)  # fmt: skip
     res = SCHEDULER.resources(params, _problem(m=16))
-    assert (res.smem_bytes, res.threads) == (4 * 16 * 16 * 4, 128)
+    assert (res.smem_bytes, res.threads, res.registers) == (4 * 16 * 16 * 4, 128, 158)
+    assert resident_ctas(res, H200) == 3
+    assert SCHEDULER.resources(attrs.evolve(params, stages=5), _problem(m=16)).registers == 0
