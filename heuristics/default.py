@@ -351,7 +351,8 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         fuller = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
         warps = one_wave[0] if one_wave else fuller
     most = min(warps, _ceil(problem.k, cta.k))  # the row's chunks
-    warps = max(w for w in asker.spaces["splitk_factor"].values if w <= most)
+    counts = asker.spaces["splitk_factor"].values
+    warps = max(w for w in counts if isinstance(w, int) and w <= most)
     return asker.params(splitk_factor=warps, stages=unroll)
 
 
