@@ -11,6 +11,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_swap     # FP8 skinny rows swapped
     python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
     python scripts/config_probe.py decode_wave  # decode warps where the CTAs fill about one wave
+    python scripts/config_probe.py fp8_decode_waves  # FP8 decode warps by waves against run 96's
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -1098,10 +1099,12 @@ DECODE_WAVE_ROWS = [  # (m, n, k): one m tile (17 warps an SM) at 576-1024 CTAs 
 ]  # fmt: skip
 
 
-def _decode_warps(problems: list[TuneProblem], hopper: bool = False) -> list[tuple]:
+def _decode_warps(
+    problems: list[TuneProblem], hopper: bool = False, stages: int = 3
+) -> list[tuple]:
     """Each problem on its default plan (and, with *hopper*, on hopper's: decode blocked) and
-    on the decode kernel (hopper blocked) with 2, 4 and 8 warps and 3 chunks in flight, twice,
-    interleaved."""
+    on the decode kernel (hopper blocked) with 2, 4 and 8 warps and *stages* chunks in flight,
+    twice, interleaved."""
     pms = {"default": mp.make_plugin_manager(block=["ampere"])}
     if hopper:
         pms["hopper"] = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -1110,7 +1113,7 @@ def _decode_warps(problems: list[TuneProblem], hopper: bool = False) -> list[tup
     for problem in problems:
         built = [(problem, label, _compiled(problem, pm=pm)) for label, pm in pms.items()]
         for warps in (2, 4, 8):
-            overrides = {"splitk_factor": warps, "stages": 3}
+            overrides = {"splitk_factor": warps, "stages": stages}
             forced = _compiled(problem, pm=decode_only, overrides=overrides)
             built.append((problem, f"decode {warps} warps", forced))
         jobs += built * 2
@@ -1122,6 +1125,25 @@ def decode_warps_jobs(rows: Any = None) -> list[tuple[TuneProblem, str, Any]]:
     return _decode_warps(
         [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in rows or DECODE_WARP_ROWS]
     )
+
+
+FP8_DECODE_WAVE_ROWS = [  # (m, n, k): FP8 rows where the one-wave rule (FP8's registers:
+    # 12 warps an SM) and run 96's FP8 rule disagree (2,112 rows or fewer: 8 warps against 4;
+    # 264-396 CTAs of long rows: 4 against 2; 397-792 CTAs of 4 KiB rows: 2 against 4), and
+    # two where they agree
+    (1, 2048, 4096), (4, 2048, 8192), (1, 6144, 8192), (8, 6144, 8192), (1, 8192, 4096),
+    (1, 10240, 4096), (4, 12288, 4096), (1, 8192, 8192), (1, 28672, 4096),
+]  # fmt: skip
+
+
+def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """FP8 (e4m3, per tensor) decode rows on the default and 2, 4 and 8 warps, 4 chunks:
+    whether one warp rule, by waves, serves FP8 too."""
+    problems = [
+        TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+        for m, n, k in FP8_DECODE_WAVE_ROWS
+    ]
+    return _decode_warps(problems, stages=4)
 
 
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
@@ -1181,6 +1203,7 @@ def main(which: str) -> None:
             "decode": decode_jobs,
             "decode_warps": decode_warps_jobs,
             "decode_wave": lambda: decode_warps_jobs(DECODE_WAVE_ROWS),
+            "fp8_decode_waves": fp8_decode_waves_jobs,
             "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
