@@ -190,28 +190,25 @@ PARTIAL_BYTES: Final = 32
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
 INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
-# Warps of a 16-bit decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs the SMs
-# hold at once (one wave; the decode scheduler's resources name its registers); where none is,
-# the one of DECODE_MANY_WAVES_WARPS whose last wave is fuller. A wave cut short leaves its last
-# CTAs streaming alone with too few bytes in flight: 4 warps at 529-1056 CTAs (1.0-2.0 waves,
-# one m tile) ran 2-10% behind 2 warps (one wave), 1x10240x8192 46.0 -> 42.3 us,
-# 16x10240x8192 48.8 -> 46.1, 1x9216x4096 23.9 -> 21.5; at 512 CTAs 4 warps (one wave) led 2
-# (34.6 against 36.4 us). Past one wave: 1x28672x4096 (1,792 CTAs, 1.70 waves of 2 warps, 3.39
-# of 4) 60.3 -> 58.5 us, 8x28672x4096 61.0 -> 58.8; 1x20480x4096 (1.21 and 2.42) 45.8 against
-# 42.7; 1x57344x8192 (3.39 and 6.79) 219.5 against 217.1; 8 warps there lost to both
-# (BENCHMARKS.md runs 180-183)
+# Warps of a decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs the SMs hold at
+# once (one wave; the decode scheduler's resources name its registers, which differ by operand
+# width and chunks in flight); where none is, the one of DECODE_MANY_WAVES_WARPS whose last wave
+# is fuller. A wave cut short leaves its last CTAs streaming alone with too few bytes in
+# flight: 4 warps at 529-1056 CTAs (1.0-2.0 waves, one m tile) ran 2-10% behind 2 warps (one
+# wave), 1x10240x8192 46.0 -> 42.3 us, 16x10240x8192 48.8 -> 46.1, 1x9216x4096 23.9 -> 21.5;
+# at 512 CTAs 4 warps (one wave) led 2 (34.6 against 36.4 us). Past one wave: 1x28672x4096
+# (1,792 CTAs, 1.70 waves of 2 warps, 3.39 of 4) 60.3 -> 58.5 us, 8x28672x4096 61.0 -> 58.8;
+# 1x20480x4096 (1.21 and 2.42) 45.8 against 42.7; 1x57344x8192 (3.39 and 6.79) 219.5 against
+# 217.1; 8 warps there lost to both (BENCHMARKS.md runs 180-183). FP8 (12 warps an SM, by its
+# registers) follows the same rule: where it disagreed with run 96's own FP8 rule it won 11-24%
+# (1x6144x8192 4 warps 12.6-13.1 against 14.7-15.3 us, 1x8192x4096 2 warps 7.2-7.3 against 8.7,
+# 1x10240x4096 8.3 against 10.3), tied at 128 CTAs (8 warps 4.3 against 4.3-4.4) and lost 1.5-3%
+# at 4x2048x8192 (6.8 against 6.6-6.7; run 188)
 DECODE_WARP_COUNTS: Final = (8, 4, 2)
 DECODE_MANY_WAVES_WARPS: Final = (4, 2)
-DECODE_M_TILE: Final = 8  # activation rows of one decode m tile (the N of mma.sync m16n8)
-DECODE_UNROLL: Final = 3  # K chunks a decode warp loads before their mmas
-# FP8 weights (one byte): half the warps where the CTAs are few, and where they are many unless
-# a weight row is at most 4 KiB, four chunks in flight: the best of the 16 configurations or
-# within 2% of it on all seven FP8 decode problems of the sweep of run 96 (the 16-bit rule
-# there was 0.75-0.95 of the best on five of them: its warps split rows half as long)
-DECODE_FP8_WARPS_FEW_CTAS: Final = 4
-DECODE_FP8_WARPS: Final = 2
-DECODE_FP8_SHORT_ROW: Final = 4096  # bytes of a weight row at most which keep 4 warps
-DECODE_FP8_UNROLL: Final = 4
+# K chunks a decode warp loads before their mmas, by operand bytes: FP8 four, the best or within
+# 2% of it on all FP8 decode problems of run 96's sweep (three lost 1-10% there)
+DECODE_UNROLL: Final = {2: 3, 1: 4}
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
@@ -327,30 +324,22 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default decode parameters: the most warps splitting K (``splitk_factor``) whose CTAs
     (one per ``cta_tile.n`` weight rows and product of the batch) the SMs hold at once (by the
     scheduler's ``resources``), else those of ``DECODE_MANY_WAVES_WARPS`` whose last wave is
-    fuller; three chunks in flight (measured on the H200: BENCHMARKS.md, "Decode kernel", runs
-    89 and 180-183). FP8 weights: ``DECODE_FP8_*``. No more warps than a row has K chunks (a
-    short K of a batched product: a warp without a chunk only holds registers)."""
+    fuller; ``DECODE_UNROLL`` chunks in flight (measured on the H200: BENCHMARKS.md, "Decode
+    kernel", runs 89, 96 and 180-188). No more warps than a row has K chunks (a short K of a
+    batched product: a warp without a chunk only holds registers)."""
     scheduler = scheduler_object("decode")
     asker = _Asker(scheduler, problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
     ctas = problem.batch * _ceil(problem.n, cta.n)
-    if problem.operand_dtype.itemsize == 1:
-        # fewer CTAs than 2 a SM (1 with two m tiles), as run 96's sweep measured them
-        few_ctas = ctas < (2 if cta.m <= DECODE_M_TILE else 1) * device.sm_count
-        short_row = problem.k <= DECODE_FP8_SHORT_ROW
-        warps = DECODE_FP8_WARPS_FEW_CTAS if few_ctas or short_row else DECODE_FP8_WARPS
-        unroll = DECODE_FP8_UNROLL
-    else:
-        unroll = DECODE_UNROLL
-        resident = {
-            w: _resident(scheduler, asker.params(splitk_factor=w, stages=unroll), problem, device)
-            for w in DECODE_WARP_COUNTS
-        }
-        one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
-        fuller = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
-        warps = one_wave[0] if one_wave else fuller
-    most = min(warps, _ceil(problem.k, cta.k))  # the row's chunks
+    unroll = DECODE_UNROLL[problem.operand_dtype.itemsize]
+    resident = {
+        w: _resident(scheduler, asker.params(splitk_factor=w, stages=unroll), problem, device)
+        for w in DECODE_WARP_COUNTS
+    }
+    one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
+    fuller = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
+    most = min(one_wave[0] if one_wave else fuller, _ceil(problem.k, cta.k))  # the row's chunks
     counts = asker.spaces["splitk_factor"].values
     warps = max(w for w in counts if isinstance(w, int) and w <= most)
     return asker.params(splitk_factor=warps, stages=unroll)

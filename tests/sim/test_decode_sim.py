@@ -135,6 +135,13 @@ def case_fp8_m16_e5m2_tensor_unroll4(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2, "stages": 4}
 
 
+def case_fp8_m16_e4m3_8_warps(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 16 of FP8 over 8 warps of 4 chunks (the default where 8 warps' CTAs fit one wave,
+    as 16x1040x1024 plans): K = 1040, a whole chunk for each warp, then one vector."""
+    fd.add_output(_scaled(fd, mp, 16, 40, 1040, mp.float8_e4m3fn, "row", out_dtype=mp.bfloat16))
+    return {"splitk_factor": 8, "stages": 4}
+
+
 def case_fp8_batch_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
     """A batch of 3 FP8 products without scales (each its own weight), bfloat16 out: K = 272
     (2 chunks and a vector), N = 40 (the third CTA's rows clamped); 2 warps."""

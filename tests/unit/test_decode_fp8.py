@@ -90,16 +90,23 @@ def test_block_scaled_problems_are_not_offered_to_decode() -> None:
 @pytest.mark.parametrize("scale", ["tensor", "row"])
 @pytest.mark.parametrize(
     ("m", "n", "k", "warps", "bf16_warps"),
-    [(1, 4096, 4096, 4, 8), (16, 14336, 4096, 4, 4), (1, 8192, 8192, 2, 4)],
+    [
+        (1, 4096, 4096, 4, 8),
+        (1, 2048, 4096, 8, 8),
+        (1, 6144, 8192, 4, 4),
+        (1, 8192, 4096, 2, 4),
+        (1, 8192, 8192, 2, 4),
+        (1, 28672, 4096, 4, 2),
+    ],  # fmt: skip
 )
 def test_plans_fp8_decode_in_bytes_of_k(
     scale: str, m: int, n: int, k: int, warps: int, bf16_warps: int
 ) -> None:
     """A chunk is 128 bytes of a row as for 16-bit operands (128 FP8 elements), one mma 32 of K.
-    The default heuristic gives FP8 half the 16-bit warps where the CTAs are few (1x4096x4096:
-    256 CTAs), and where they are many unless a row is at most 4 KiB (16x14336x4096 keeps 4,
-    1x8192x8192 takes 2), and four chunks in flight, not three (run 96's sweep). (The 16-bit
-    plan blocks hopper, which takes 16 rows of 8 KiB rows.)"""
+    The warps follow the 16-bit rule by waves, with FP8's registers (12 warps an SM at four
+    chunks: one wave is 132 CTAs of 8 warps, 396 of 4, 792 of 2; 16-bit's 264, 528, 1,056), and
+    four chunks in flight, not three (runs 96 and 188). (The 16-bit plan blocks hopper, which
+    takes 16 rows of 8 KiB rows.)"""
     spec = plan_problem(_problem(m=m, n=n, k=k, scale=scale), H200, pm=_pm())
     assert spec.scheduler == "decode"
     rows = 8 * -(-m // 8)
