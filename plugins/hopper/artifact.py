@@ -34,6 +34,7 @@ from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TilingStrategy
+from mmaplug.planning.scheduler import Resources, resident_ctas
 
 from .config import (
     SCALE_PARAMS,
@@ -145,8 +146,9 @@ def streamk_workspace(cfg: HopperKernelConfig, rest: int) -> tuple[int, int]:
 
 def resident_units(cfg: HopperKernelConfig, device: Device) -> int:
     """Work units a persistent grid runs at once: the clusters that fit the device's SMs by
-    shared memory and threads (the launch may cut it further, ``resident_grid``)."""
-    per_sm = max(1, min(device.smem_per_sm // cfg.smem_bytes, device.threads_per_sm // cfg.threads))
+    shared memory and threads (``resident_ctas``; the launch may cut it further,
+    ``resident_grid``)."""
+    per_sm = max(1, resident_ctas(Resources(cfg.smem_bytes, cfg.threads), device))
     return max(1, device.sm_count * per_sm // cfg.cluster)
 
 
