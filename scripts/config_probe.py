@@ -12,6 +12,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode_long  # 9-16 rows, llama-70B weights, swap vs decode
     python scripts/config_probe.py decode_wave  # decode warps where the CTAs fill about one wave
     python scripts/config_probe.py fp8_decode_waves  # FP8 decode warps by waves against run 96's
+    python scripts/config_probe.py decode_one_warp  # one warp a CTA past one wave, short rows
+    python scripts/config_probe.py decode_past_one_wave  # FP8 rows, 9-16 FP8 rows to hopper
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -1100,11 +1102,11 @@ DECODE_WAVE_ROWS = [  # (m, n, k): one m tile (17 warps an SM) at 576-1024 CTAs 
 
 
 def _decode_warps(
-    problems: list[TuneProblem], hopper: bool = False, stages: int = 3
+    problems: list[TuneProblem], hopper: bool = False, stages: int = 3, warps: Any = (2, 4, 8)
 ) -> list[tuple]:
     """Each problem on its default plan (and, with *hopper*, on hopper's: decode blocked) and
-    on the decode kernel (hopper blocked) with 2, 4 and 8 warps and *stages* chunks in flight,
-    twice, interleaved."""
+    on the decode kernel (hopper blocked) with each of *warps* warps and *stages* chunks in
+    flight, twice, interleaved."""
     pms = {"default": mp.make_plugin_manager(block=["ampere"])}
     if hopper:
         pms["hopper"] = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -1112,10 +1114,10 @@ def _decode_warps(
     jobs = []
     for problem in problems:
         built = [(problem, label, _compiled(problem, pm=pm)) for label, pm in pms.items()]
-        for warps in (2, 4, 8):
-            overrides = {"splitk_factor": warps, "stages": stages}
+        for count in warps:
+            overrides = {"splitk_factor": count, "stages": stages}
             forced = _compiled(problem, pm=decode_only, overrides=overrides)
-            built.append((problem, f"decode {warps} warps", forced))
+            built.append((problem, f"decode {count} warps", forced))
         jobs += built * 2
     return jobs
 
@@ -1144,6 +1146,44 @@ def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
         for m, n, k in FP8_DECODE_WAVE_ROWS
     ]
     return _decode_warps(problems, stages=4)
+
+
+DECODE_ONE_WARP_ROWS = [  # (batch, m, n, k): rows whose default went to one warp a CTA (more
+    # than two waves of it, or one wave of it alone) and batches of short rows decode now keeps
+    (32, 1, 4096, 128), (64, 1, 4096, 1024), (32, 8, 4096, 512), (64, 8, 4096, 256),
+    (64, 4, 4096, 256), (8, 1, 4096, 256), (4, 8, 2048, 128), (16, 2, 4096, 512),
+    (1, 1, 28672, 4096), (1, 8, 28672, 4096), (1, 1, 20480, 4096), (1, 4, 24576, 4096),
+]  # fmt: skip
+
+
+def decode_one_warp_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``DECODE_ONE_WARP_ROWS`` (bf16) and FP8 16x57344x8192 (per row) on the default, hopper's
+    plan and 1, 2 and 4 decode warps (3 chunks; FP8 4)."""
+    problems = [
+        TuneProblem(m=m, n=n, k=k, batch=b, dtype="bfloat16") for b, m, n, k in DECODE_ONE_WARP_ROWS
+    ]
+    fp8 = [TuneProblem(m=16, n=57344, k=8192, dtype="float8_e4m3fn", scale="row")]
+    warps = (1, 2, 4)
+    return _decode_warps(problems, True, 3, warps) + _decode_warps(fp8, True, 4, warps)
+
+
+FP8_DECODE_ROWS = [  # (m, n, k): FP8 (e4m3, per row) rows past one wave of one warp (1,584
+    # CTAs of one m tile), and 9-16 rows that hopper's transposed product may stream faster
+    (1, 28672, 4096), (8, 28672, 4096), (16, 57344, 8192), (12, 57344, 8192), (16, 8192, 8192),
+    (16, 14336, 8192), (16, 10240, 8192), (16, 28672, 4096), (16, 8192, 4096), (16, 4096, 16384),
+]  # fmt: skip
+
+
+def decode_rows_past_one_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_DECODE_ROWS`` and bf16 rows past one wave of one warp (2x57344x8192,
+    8x57344x8192) on the default, hopper's plan and 1, 2 and 4 decode warps."""
+    fp8 = [
+        TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="row")
+        for m, n, k in FP8_DECODE_ROWS
+    ]
+    bf16 = [TuneProblem(m=m, n=57344, k=8192, dtype="bfloat16") for m in (2, 8)]
+    warps = (1, 2, 4)
+    return _decode_warps(fp8, True, 4, warps) + _decode_warps(bf16, True, 3, warps)
 
 
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
@@ -1204,6 +1244,8 @@ def main(which: str) -> None:
             "decode_warps": decode_warps_jobs,
             "decode_wave": lambda: decode_warps_jobs(DECODE_WAVE_ROWS),
             "fp8_decode_waves": fp8_decode_waves_jobs,
+            "decode_one_warp": decode_one_warp_jobs,
+            "decode_past_one_wave": decode_rows_past_one_wave_jobs,
             "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,

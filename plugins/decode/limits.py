@@ -24,7 +24,7 @@ from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "HANDOFF_BATCH_ROW_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
+    "FP8_CC", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
     "HOPPER_SWAP_ROWS", "MAX_M", "MIN_CC", "REGISTERS", "WARPS", "instruction", "m_tile",
     "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
@@ -40,16 +40,18 @@ MAX_M: Final = 16
 #: hopper's 64x16 tiles of 8 stages: 16x28672x4096 67.1 -> 61.5, 16x14336x4096 37.8 -> 33.5,
 #: 16x8192x4096 22.1 -> 20.0, 16x4096x4096 9.8 -> 9.5, 16x6144x4096 15.5-16.0 -> 15.5 (run
 #: 183). Up to 8 rows the decode kernel is as fast or faster everywhere; shorter weight rows
-#: than 8 KiB were not timed handed over.
+#: than 8 KiB were not timed handed over. FP8 products of more than HANDOFF_M rows go over
+#: whatever their rows: hopper's 64x16 e4m3 tiles (8 stages of 256 of K) led by 10-25% on all
+#: eight timed, 4-16 KiB rows (16x8192x4096 10.6 -> 9.0 us, 16x4096x16384 25.0 -> 21.2,
+#: 16x10240x8192 35.3 -> 29.5, 16x57344x8192 146.7 -> 113.3; run 193).
 HANDOFF_M: Final = 8
 HANDOFF_ROW_BYTES: Final = 8192
-#: A batch of products goes to the hopper scheduler, where it takes the problem, when they have
-#: more than HANDOFF_M rows or weight rows under HANDOFF_BATCH_ROW_BYTES: hopper's tiles ran
-#: 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps), 4x16x4096x4096 38.1 against
-#: 41.1, 64x8x4096x256 38.7 against 40.8; with 1-8 rows of 2 KiB or longer the decode kernel
-#: led (16x1x4096x4096 129.2 against 138.1, 4x4x14336x4096 113.9 against 116.2, 8x1x8192x2048
-#: 67.0 against 68.7; BENCHMARKS.md run 181).
-HANDOFF_BATCH_ROW_BYTES: Final = 2048
+#: A batch of products of more than HANDOFF_M rows goes to the hopper scheduler, where it takes
+#: the problem: hopper's tiles ran 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps),
+#: 4x16x4096x4096 38.1 against 41.1; with 1-8 rows the decode kernel led (16x1x4096x4096 129.2
+#: against 138.1, 4x4x14336x4096 113.9 against 116.2, 8x1x8192x2048 67.0 against 68.7;
+#: BENCHMARKS.md run 181), on weight rows under 2 KiB too since its CTAs of one warp (32 x
+#: 1x4096x128 9.1 against 12.2, 32x8x4096x512 36.5 against 37.8-38.4; run 191).
 #: Except where hopper's swapped tiles (HOPPER_SWAP_ROWS weight rows each) are more than one
 #: a SM while the decode plan of HANDOFF_KEEP_PLAN (warps, chunks in flight) runs its CTAs in
 #: one wave: hopper's second wave is then at most half full (the one-wave CTAs of 2 warps of

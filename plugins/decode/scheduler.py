@@ -116,25 +116,30 @@ class DecodeScheduler:
 def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     """Why *problem* goes to the hopper scheduler, where the plan being made has one that takes
     it (outside planning, or with hopper blocked: None): a batch of products of more than
-    ``limits.HANDOFF_M`` rows or weight rows under ``limits.HANDOFF_BATCH_ROW_BYTES``; one
-    16-bit product of more than ``limits.HANDOFF_M`` rows and weight rows of
-    ``limits.HANDOFF_ROW_BYTES`` or more, but where hopper's swapped tiles are more than one a
-    SM and the decode CTAs of ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
+    ``limits.HANDOFF_M`` rows; one FP8 product of more; one 16-bit product of more and weight
+    rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where hopper's swapped tiles are more than
+    one a SM and the decode CTAs of ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
     dtype = problem.operand_dtype
     row_bytes = problem.k * dtype.itemsize
     rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"
     if problem.batch > 1:
-        if problem.m <= limits.HANDOFF_M and row_bytes >= limits.HANDOFF_BATCH_ROW_BYTES:
+        if problem.m <= limits.HANDOFF_M:
             return None
         why = (
             f"hands a batch of {rows} to the hopper scheduler, whose tiles run it faster "
-            f"(batches of over {limits.HANDOFF_M} rows or of weight rows under "
-            f"{limits.HANDOFF_BATCH_ROW_BYTES:,} bytes; docs/decisions.md, 'Batches of "
+            f"(batches of over {limits.HANDOFF_M} rows; docs/decisions.md, 'Batches of "
             "decode-sized products')"
         )
+    elif problem.m <= limits.HANDOFF_M:
+        return None
+    elif not dtype.is_half:
+        why = (
+            f"hands {rows} to the hopper scheduler, whose transposed product streams them "
+            f"faster (FP8 products of over {limits.HANDOFF_M} rows; docs/decisions.md, 'The "
+            "operand swap')"
+        )
     else:
-        long_rows = row_bytes >= limits.HANDOFF_ROW_BYTES
-        if problem.m <= limits.HANDOFF_M or not dtype.is_half or not long_rows:
+        if row_bytes < limits.HANDOFF_ROW_BYTES:
             return None
         swap_tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)
         if swap_tiles > device.sm_count and limits.one_wave(

@@ -96,7 +96,7 @@ def test_block_scaled_problems_are_not_offered_to_decode() -> None:
         (1, 6144, 8192, 4, 4),
         (1, 8192, 4096, 2, 4),
         (1, 8192, 8192, 2, 4),
-        (1, 28672, 4096, 4, 2),
+        (1, 28672, 4096, 4, 1),
     ],  # fmt: skip
 )
 def test_plans_fp8_decode_in_bytes_of_k(
@@ -105,8 +105,10 @@ def test_plans_fp8_decode_in_bytes_of_k(
     """A chunk is 128 bytes of a row as for 16-bit operands (128 FP8 elements), one mma 32 of K.
     The warps follow the 16-bit rule by waves, with FP8's registers (12 warps an SM at four
     chunks: one wave is 132 CTAs of 8 warps, 396 of 4, 792 of 2; 16-bit's 264, 528, 1,056), and
-    four chunks in flight, not three (runs 96 and 188). (The 16-bit plan blocks hopper, which
-    takes 16 rows of 8 KiB rows.)"""
+    four chunks in flight, not three (runs 96 and 188); 1,792 CTAs are past one wave of FP8 (12
+    warps an SM hold 1,584 CTAs of one warp: the fuller last wave of 4 or 2, run 193), not of
+    16-bit (17 hold 2,244). (The 16-bit plan blocks hopper, which takes 16 rows of 8 KiB
+    rows.)"""
     spec = plan_problem(_problem(m=m, n=n, k=k, scale=scale), H200, pm=_pm())
     assert spec.scheduler == "decode"
     rows = 8 * -(-m // 8)

@@ -34,13 +34,13 @@ def test_declines_with_its_reason(fields: dict, reason: str) -> None:
 
 def test_takes_a_batch_and_counts_its_ctas() -> None:
     """A batch of products (each its own weight: a shared operand folds into M or N) is one
-    launch, a CTA row per product: 32 x 1x4096x128 is 8,192 CTAs (4 warps' worth of CTAs), and
-    its rows' 2 chunks of K leave work for 2 warps, so the default plans 2; the warps fit the
-    CTAs of the whole batch in one wave."""
+    launch, a CTA row per product: 32 x 1x4096x128 is 8,192 CTAs, more than two waves of CTAs of
+    one warp (an SM holds 17), so the default plans one warp, each streaming its rows' 2 chunks
+    of K (run 191); 256-1,024 CTAs take the most warps that fit one wave."""
     problem = _problem(batch=32, k=128)
     assert SCHEDULER.accepts(problem, H200) is None
     params = mmaplug_matmul_params(problem, H200, "decode")
-    assert params is not None and params.splitk_factor == 2
+    assert params is not None and params.splitk_factor == 1
     one = mmaplug_matmul_params(_problem(n=4096, k=4096), H200, "decode")
     assert one is not None and one.splitk_factor == 8  # 256 CTAs: fewer than 2 a SM
     batched = mmaplug_matmul_params(_problem(n=4096, k=4096, batch=2), H200, "decode")
@@ -50,28 +50,46 @@ def test_takes_a_batch_and_counts_its_ctas() -> None:
 
 
 @pytest.mark.parametrize(
+    ("batch", "k", "warps"),
+    [
+        (32, 128, 1),  # 8,192 CTAs of 256-byte rows
+        (32, 256, 1),
+        (32, 1024, 1),  # 2 KiB rows
+        (16, 512, 1),  # 4,096 CTAs
+        (32, 1032, 2),  # longer rows: the fuller last wave, 2 warps' 76% against 4's 52%
+        (16, 4096, 2),  # 88% against 76%
+        (4, 4096, 2),  # 1,024 CTAs: one wave of 2 warps
+    ],  # fmt: skip
+)
+def test_plans_one_warp_for_short_rows_past_one_wave(batch: int, k: int, warps: int) -> None:
+    """Where no warp count's CTAs fit one wave (2,244 CTAs of one warp, 17 an SM), weight rows
+    of at most 2 KiB take one warp a CTA, each streaming all of its row's K (runs 191-192);
+    longer rows the fuller last wave of 4 or 2 warps (run 193)."""
+    params = mmaplug_matmul_params(_problem(batch=batch, k=k), H200, "decode")
+    assert params is not None and params.splitk_factor == warps
+
+
+@pytest.mark.parametrize(
     ("batch", "m", "k", "planner"),
     [
         (4, 8, 1024, "decode"),
         (8, 1, 4096, "decode"),
         (4, 9, 4096, "hopper"),
         (8, 16, 4096, "hopper"),
-        (64, 8, 1016, "hopper"),
-        (32, 1, 128, "hopper"),
+        (64, 8, 1016, "decode"),  # short weight rows too (run 191)
+        (32, 1, 128, "decode"),
     ],  # fmt: skip
     ids=str,
 )
-def test_hands_batches_of_many_rows_or_short_rows_to_hopper(
-    batch: int, m: int, k: int, planner: str
-) -> None:
+def test_hands_batches_of_many_rows_to_hopper(batch: int, m: int, k: int, planner: str) -> None:
     """Beside a hopper scheduler that takes the problem, decode keeps batches of at most 8 rows
-    whose weight rows are 2 KiB or more (run 181) and names the hand-off of the others."""
+    (runs 181 and 191) and names the hand-off of the others."""
     problem = _problem(batch=batch, m=m, k=k)
     spec = plan_problem(problem, H200)
     assert spec.scheduler == planner
     if planner == "hopper":
         (why,) = [c.reason for c in spec.provenance.candidates if c.name == "decode"]
-        assert "hands a batch of" in why and "2,048 bytes" in why
+        assert "hands a batch of" in why and "over 8 rows" in why
         no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
         assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
 
@@ -91,7 +109,9 @@ def test_hands_batches_of_many_rows_or_short_rows_to_hopper(
         (16, 14336, 4096, "bfloat16", "hopper"),  # 1.7 waves of hopper's tiles
         (16, 8448, 4096, "bfloat16", "hopper"),  # 132 tiles: one wave
         (8, 8192, 28672, "bfloat16", "decode"),  # up to 8 rows: decode everywhere
-        (16, 8192, 8192, "float8_e4m3fn", "decode"),  # FP8: not measured handed off
+        (16, 8192, 8192, "float8_e4m3fn", "hopper"),  # FP8: hopper's e4m3 tiles (run 193)
+        (16, 8192, 4096, "float8_e4m3fn", "hopper"),  # on 4 KiB rows too
+        (16, 1040, 1024, "float8_e4m3fn", "hopper"),  # and 1 KiB rows
     ],
     ids=str,
 )
@@ -131,20 +151,22 @@ def test_declines_before_sm80() -> None:
         (8, 8464, 2),  # 529: 8 of 2 warps an SM hold 1056
         (1, 14336, 2),  # 896
         (1, 16896, 2),  # 1056
-        (1, 16912, 4),  # 1057: no count fits one wave
-        (1, 20480, 4),  # 1,280: the last wave fills 42% of 4 warps' slots, 21% of 2 warps'
-        (1, 28672, 2),  # 1,792: 39% and 70%
+        (1, 16912, 1),  # 1057: one wave of one warp (17 an SM hold 2,244)
+        (1, 28672, 1),  # 1,792
+        (1, 35904, 1),  # 2,244
+        (1, 57344, 4),  # 3,584, past one wave: the last fills 79% of 4 warps' slots, 39% of 2's
         (16, 2048, 8),  # two m tiles: 132 CTAs of 8 warps an SM hold 132
         (9, 1040, 8),
         (16, 4096, 4),  # 256: 3 of 4 warps an SM hold 396
         (16, 6352, 2),  # 397: 6 of 2 warps an SM hold 792
-        (16, 12688, 4),  # 793
+        (16, 12688, 1),  # 793: 12 of one warp hold 1,584
     ],
 )
 def test_plans_decode_with_the_default_heuristic(m: int, n: int, warps: int) -> None:
-    """M <= 16 TN problems plan to decode with the most warps (8, 4, 2) whose CTAs an SM's
-    17 warps (one m tile), 12 (two) hold at once, else 4 or 2, the fuller last wave (H200 runs
-    71, 88, 89, 180-183). Hopper is blocked: it takes 9-16 rows of weight rows of 8 KiB."""
+    """M <= 16 TN problems plan to decode with the most warps (8, 4, 2, 1) whose CTAs an SM's
+    17 warps (one m tile), 12 (two) hold at once, else (rows of 8 KiB) 4 or 2, the fuller last
+    wave (H200 runs 71, 88, 89, 180-183, 190-193). Hopper is blocked: it takes 9-16 rows of
+    weight rows of 8 KiB."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
     spec = plan_problem(_problem(m=m, n=n), H200, pm=pm)
     assert spec.scheduler == "decode"
