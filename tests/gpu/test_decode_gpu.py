@@ -95,7 +95,7 @@ def test_batched_products_match_float64(
 ) -> None:
     """A batch of products in one launch (a CTA row per product), through the bound launch and
     the checked one (MMAPLUG_FAST_LAUNCH=0); hopper blocked, which takes the batches of more
-    than 8 rows or shorter weight rows where it plans."""
+    than 8 rows where it plans."""
     if not fast:
         monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
@@ -104,11 +104,14 @@ def test_batched_products_match_float64(
     assert compiled.spec.scheduler == "decode"
 
 
-def test_a_batch_of_8_rows_plans_decode(pm: mp.PluginManager, checks: Checks) -> None:
-    """With every scheduler: 4 products of 8 rows and 4 KiB weight rows run on decode."""
-    fusion = _batched(*BATCHED[3][0], BATCHED[3][1])
+@pytest.mark.parametrize("shape", [BATCHED[3][0], BATCHED[0][0]], ids=str)
+def test_a_batch_of_8_rows_plans_decode(pm: mp.PluginManager, checks: Checks, shape: tuple) -> None:
+    """With every scheduler: 4 products of 8 rows and 4 KiB weight rows run on decode, and 32
+    of one row and 256-byte weight rows on decode's CTAs of one warp (run 192)."""
+    fusion = _batched(*shape, mp.bfloat16)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(9)))
     assert compiled.spec.scheduler == "decode"
+    assert compiled.params.splitk_factor == (1 if shape == BATCHED[0][0] else 4)
 
 
 def test_unaligned_rows_run_on_a_kernel_planned_without_decode() -> None:

@@ -34,9 +34,10 @@ def test_declines_with_its_reason(fields: dict, reason: str) -> None:
 
 def test_takes_a_batch_and_counts_its_ctas() -> None:
     """A batch of products (each its own weight: a shared operand folds into M or N) is one
-    launch, a CTA row per product: 32 x 1x4096x128 is 8,192 CTAs, more than two waves of CTAs of
-    one warp (an SM holds 17), so the default plans one warp, each streaming its rows' 2 chunks
-    of K (run 191); 256-1,024 CTAs take the most warps that fit one wave."""
+    launch, a CTA row per product: 32 x 1x4096x128 is 8,192 CTAs, past one wave of CTAs of one
+    warp (an SM holds 17), and its weight rows are short, so the default plans one warp, each
+    streaming its rows' 2 chunks of K (run 191); 256-1,024 CTAs take the most warps that fit
+    one wave."""
     problem = _problem(batch=32, k=128)
     assert SCHEDULER.accepts(problem, H200) is None
     params = mmaplug_matmul_params(problem, H200, "decode")
