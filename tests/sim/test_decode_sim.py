@@ -137,7 +137,8 @@ def case_fp8_m16_e5m2_tensor_unroll4(fd: Any, mp: Any) -> dict[str, Any]:
 
 def case_fp8_m16_e4m3_8_warps(fd: Any, mp: Any) -> dict[str, Any]:
     """M = 16 of FP8 over 8 warps of 4 chunks (the default where 8 warps' CTAs fit one wave,
-    as 16x1040x1024 plans): K = 1040, a whole chunk for each warp, then one vector."""
+    as 16x1040x1024 plans with hopper blocked): K = 1040, a whole chunk for each warp, then one
+    vector."""
     fd.add_output(_scaled(fd, mp, 16, 40, 1040, mp.float8_e4m3fn, "row", out_dtype=mp.bfloat16))
     return {"splitk_factor": 8, "stages": 4}
 
