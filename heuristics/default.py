@@ -351,8 +351,9 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
         most = 1
     else:
         most = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
+    most = min(most, _ceil(problem.k, cta.k))  # the row's chunks
     counts = asker.spaces["splitk_factor"].values
-    warps = max(w for w in counts if isinstance(w, int) and w <= min(most, _ceil(problem.k, cta.k)))
+    warps = max(w for w in counts if isinstance(w, int) and w <= most)
     return asker.params(splitk_factor=warps, stages=unroll)
 
 

@@ -41,9 +41,10 @@ MAX_M: Final = 16
 #: 16x8192x4096 22.1 -> 20.0, 16x4096x4096 9.8 -> 9.5, 16x6144x4096 15.5-16.0 -> 15.5 (run
 #: 183). Up to 8 rows the decode kernel is as fast or faster everywhere; shorter weight rows
 #: than 8 KiB were not timed handed over. FP8 products of more than HANDOFF_M rows go over
-#: whatever their rows: hopper's 64x16 e4m3 tiles (8 stages of 256 of K) led by 10-25% on all
-#: eight timed, 4-16 KiB rows (16x8192x4096 10.6 -> 9.0 us, 16x4096x16384 25.0 -> 21.2,
-#: 16x10240x8192 35.3 -> 29.5, 16x57344x8192 146.7 -> 113.3; run 193).
+#: whatever their rows: hopper's 64x16 e4m3 tiles (8 stages of 256 of K) took 14-20% less time
+#: than decode's best warps on all eight timed, 4-16 KiB rows (16x8192x4096 10.6 -> 9.0 us,
+#: 16x4096x16384 25.0 -> 21.2, 16x10240x8192 34.9 -> 29.5, 16x57344x8192 141.7 -> 113.3; run
+#: 193).
 HANDOFF_M: Final = 8
 HANDOFF_ROW_BYTES: Final = 8192
 #: A batch of products of more than HANDOFF_M rows goes to the hopper scheduler, where it takes
@@ -51,7 +52,7 @@ HANDOFF_ROW_BYTES: Final = 8192
 #: 4x16x4096x4096 38.1 against 41.1; with 1-8 rows the decode kernel led (16x1x4096x4096 129.2
 #: against 138.1, 4x4x14336x4096 113.9 against 116.2, 8x1x8192x2048 67.0 against 68.7;
 #: BENCHMARKS.md run 181), on weight rows under 2 KiB too since its CTAs of one warp (32 x
-#: 1x4096x128 9.1 against 12.2, 32x8x4096x512 36.5 against 37.8-38.4; run 191).
+#: 1x4096x128 9.1 against 12.2, 32x8x4096x512 36.5 against 37.8-38.4; runs 190-192).
 #: Except where hopper's swapped tiles (HOPPER_SWAP_ROWS weight rows each) are more than one
 #: a SM while the decode plan of HANDOFF_KEEP_PLAN (warps, chunks in flight) runs its CTAs in
 #: one wave: hopper's second wave is then at most half full (the one-wave CTAs of 2 warps of
