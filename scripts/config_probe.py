@@ -14,6 +14,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_decode_waves  # FP8 decode warps by waves against run 96's
     python scripts/config_probe.py decode_one_warp  # one warp a CTA past one wave, short rows
     python scripts/config_probe.py decode_past_one_wave  # FP8 rows, 9-16 FP8 rows to hopper
+    python scripts/config_probe.py fp8_few_tiles  # FP8 9-16 rows on few swapped tiles: splits
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -234,6 +235,37 @@ def fp8_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
         for bk in (128, 256):
             ov = _wgmma_tiles((64, cols, bk), k=32, **SWAPPED)
             jobs += _deepest_job(problem, ov, (8, 6, 5, 4), hopper, f"swap 64x{cols}x{bk} s{{s}}")
+    return jobs
+
+
+FP8_FEW_TILES = [  # (m, n, k, scale): FP8 rows of 9-16 activations whose 64-row swapped tiles
+    # fill half the SMs or less (16x4096x4096 per tensor: 0.75 of cuBLASLt, run 196)
+    (16, 4096, 4096, "tensor"), (16, 4096, 4096, "row"), (12, 4096, 4096, "tensor"),
+    (16, 2048, 8192, "tensor"), (16, 4096, 2048, "tensor"), (16, 6144, 4096, "tensor"),
+]  # fmt: skip
+
+
+def fp8_few_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_FEW_TILES`` on the default (hopper's transposed product), on it split 2 and 4 ways
+    over K, on 128-deep stages, and on the decode kernel at 4 and 8 warps (hopper blocked)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
+    jobs = []
+    for m, n, k, scale in FP8_FEW_TILES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        cols = 8 * -(-m // 8)
+        for split in (2, 4):
+            ov = _wgmma_tiles((64, cols, 256), k=32, splitk_factor=split, **SWAPPED)
+            jobs += _deepest_job(
+                problem, ov, (8, 6, 4), hopper, f"swap 64x{cols}x256 s{{s}} split {split}"
+            )
+        ov = _wgmma_tiles((64, cols, 128), k=32, **SWAPPED)
+        jobs += _deepest_job(problem, ov, (12, 10, 8), hopper, f"swap 64x{cols}x128 s{{s}}")
+        for warps in (4, 8):
+            ov = {"splitk_factor": warps, "stages": 4}
+            compiled = _compiled(problem, pm=decode_only, overrides=ov)
+            jobs.append((problem, f"decode {warps} warps", compiled))
     return jobs
 
 
@@ -1246,6 +1278,7 @@ def main(which: str) -> None:
             "fp8_decode_waves": fp8_decode_waves_jobs,
             "decode_one_warp": decode_one_warp_jobs,
             "decode_past_one_wave": decode_rows_past_one_wave_jobs,
+            "fp8_few_tiles": fp8_few_tiles_jobs,
             "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
