@@ -1180,8 +1180,8 @@ def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _decode_warps(problems, stages=4)
 
 
-DECODE_ONE_WARP_ROWS = [  # (batch, m, n, k): rows whose default went to one warp a CTA (more
-    # than two waves of it, or one wave of it alone) and batches of short rows decode now keeps
+DECODE_ONE_WARP_ROWS = [  # (batch, m, n, k): rows whose default may go to one warp a CTA
+    # (one wave of it alone, or short rows past one wave) and batches of short rows decode keeps
     (32, 1, 4096, 128), (64, 1, 4096, 1024), (32, 8, 4096, 512), (64, 8, 4096, 256),
     (64, 4, 4096, 256), (8, 1, 4096, 256), (4, 8, 2048, 128), (16, 2, 4096, 512),
     (1, 1, 28672, 4096), (1, 8, 28672, 4096), (1, 1, 20480, 4096), (1, 4, 24576, 4096),

@@ -132,24 +132,23 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
         )
     elif problem.m <= limits.HANDOFF_M:
         return None
-    elif not dtype.is_half:
-        why = (
-            f"hands {rows} to the hopper scheduler, whose transposed product streams them "
-            f"faster (FP8 products of over {limits.HANDOFF_M} rows; docs/decisions.md, 'The "
-            "operand swap')"
-        )
     else:
-        if row_bytes < limits.HANDOFF_ROW_BYTES:
+        if not dtype.is_half:
+            which = f"FP8 products of over {limits.HANDOFF_M} rows"
+        elif row_bytes < limits.HANDOFF_ROW_BYTES:
             return None
-        swap_tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)
-        if swap_tiles > device.sm_count and limits.one_wave(
+        elif -(-problem.n // limits.HOPPER_SWAP_ROWS) > device.sm_count and limits.one_wave(
             problem, device, *limits.HANDOFF_KEEP_PLAN
         ):
             return None
+        else:
+            which = (
+                f"over {limits.HANDOFF_M} rows of {dtype.label}, weight rows of "
+                f"{limits.HANDOFF_ROW_BYTES:,} bytes or more"
+            )
         why = (
             f"hands {rows} to the hopper scheduler, whose transposed product streams them "
-            f"faster (over {limits.HANDOFF_M} rows of {dtype.label}, weight rows of "
-            f"{limits.HANDOFF_ROW_BYTES:,} bytes or more; docs/decisions.md, 'The operand swap')"
+            f"faster ({which}; docs/decisions.md, 'The operand swap')"
         )
     hopper = active(HOPPER)
     return why if hopper is not None and hopper.accepts(problem, device) is None else None
