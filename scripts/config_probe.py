@@ -15,6 +15,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode_one_warp  # one warp a CTA past one wave, short rows
     python scripts/config_probe.py decode_past_one_wave  # FP8 rows, 9-16 FP8 rows to hopper
     python scripts/config_probe.py fp8_few_tiles  # FP8 9-16 rows on few swapped tiles: splits
+    python scripts/config_probe.py fp8_few_rule  # FP8 9-16 rows about the few-tiles rule
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -247,7 +248,8 @@ FP8_FEW_TILES = [  # (m, n, k, scale): FP8 rows of 9-16 activations whose 64-row
 
 def fp8_few_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``FP8_FEW_TILES`` on the default (hopper's transposed product), on it split 2 and 4 ways
-    over K, on 128-deep stages, and on the decode kernel at 4 and 8 warps (hopper blocked)."""
+    over K (through the workspace and summed in the cluster), on 128-deep stages, and on the
+    decode kernel at 4 and 8 warps (hopper blocked)."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
     jobs = []
@@ -260,12 +262,40 @@ def fp8_few_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
             jobs += _deepest_job(
                 problem, ov, (8, 6, 4), hopper, f"swap 64x{cols}x256 s{{s}} split {split}"
             )
+            ov = {**ov, "splitk_in_cluster": True}
+            jobs += _deepest_job(
+                problem, ov, (8, 6, 4), hopper, f"swap 64x{cols}x256 s{{s}} cluster split {split}"
+            )
         ov = _wgmma_tiles((64, cols, 128), k=32, **SWAPPED)
         jobs += _deepest_job(problem, ov, (12, 10, 8), hopper, f"swap 64x{cols}x128 s{{s}}")
         for warps in (4, 8):
             ov = {"splitk_factor": warps, "stages": 4}
             compiled = _compiled(problem, pm=decode_only, overrides=ov)
             jobs.append((problem, f"decode {warps} warps", compiled))
+    return jobs
+
+
+FP8_FEW_RULE = [  # (m, n, k, scale): FP8 rows of 9-16 about "hopper's swapped tiles fill at most
+    # half the SMs and weight rows of at most 8 KiB": inside (decode), outside (hopper)
+    (16, 1040, 1024, "tensor"), (16, 2048, 8192, "row"), (12, 2048, 8192, "tensor"),
+    (16, 4096, 2048, "tensor"), (16, 4096, 4096, "tensor"), (16, 4096, 4096, "row"),
+    (12, 4096, 4096, "row"), (9, 4096, 4096, "tensor"), (16, 4096, 8192, "tensor"),
+    (16, 3072, 8192, "tensor"), (16, 4224, 4096, "tensor"), (16, 4288, 4096, "tensor"),
+    (16, 2048, 16384, "tensor"), (16, 4096, 16384, "tensor"),
+]  # fmt: skip
+
+
+def fp8_few_rule_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_FEW_RULE`` on hopper's plan (decode blocked) and decode's (hopper blocked), twice,
+    interleaved."""
+    pms = {
+        "hopper": mp.make_plugin_manager(block=["decode", "ampere"]),
+        "decode": mp.make_plugin_manager(block=["ampere", "hopper"]),
+    }
+    jobs = []
+    for m, n, k, scale in FP8_FEW_RULE:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+        jobs += [(problem, label, _compiled(problem, pm=pm)) for label, pm in pms.items()] * 2
     return jobs
 
 
@@ -1279,6 +1309,7 @@ def main(which: str) -> None:
             "decode_one_warp": decode_one_warp_jobs,
             "decode_past_one_wave": decode_rows_past_one_wave_jobs,
             "fp8_few_tiles": fp8_few_tiles_jobs,
+            "fp8_few_rule": fp8_few_rule_jobs,
             "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,

@@ -24,7 +24,7 @@ from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
+    "FP8_CC", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
     "HOPPER_SWAP_ROWS", "MAX_M", "MIN_CC", "REGISTERS", "WARPS", "instruction", "m_tile",
     "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
@@ -44,8 +44,14 @@ MAX_M: Final = 16
 #: whatever their rows: hopper's 64x16 e4m3 tiles (8 stages of 256 of K) took 14-20% less time
 #: than decode's best warps on all eight timed, 4-16 KiB rows (16x8192x4096 10.6 -> 9.0 us,
 #: 16x4096x16384 25.0 -> 21.2, 16x10240x8192 34.9 -> 29.5, 16x57344x8192 141.7 -> 113.3; run
-#: 193).
+#: 193), but for weights of at most FP8_KEEP_WEIGHT_BYTES whose swapped tiles fill at most half
+#: the SMs: there hopper's few CTAs stream slower than decode's (16x1040x1024 4.6 -> 3.3 us,
+#: 12x2048x8192 9.7 -> 7.7, 16x2048x8192 9.8 -> 8.7, 12x4096x4096 7.5 -> 7.0, 9x4096x4096
+#: 7.0 -> 6.6, 16x4096x2048 5.6 -> 5.3, 16x4096x4096 7.3-7.8 -> 7.0-7.5), while past either
+#: bound hopper led or tied (16x4096x8192 10.0 against 11.6, 16x2048x16384 11.4 against 13.3,
+#: 16x4288x4096 on 67 tiles 7.1 against 8.3; 16x3072x8192 and 16x4224x4096 even; run 200).
 HANDOFF_M: Final = 8
+FP8_KEEP_WEIGHT_BYTES: Final = 16 << 20
 HANDOFF_ROW_BYTES: Final = 8192
 #: A batch of products of more than HANDOFF_M rows goes to the hopper scheduler, where it takes
 #: the problem: hopper's tiles ran 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps),

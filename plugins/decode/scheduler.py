@@ -116,9 +116,11 @@ class DecodeScheduler:
 def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     """Why *problem* goes to the hopper scheduler, where the plan being made has one that takes
     it (outside planning, or with hopper blocked: None): a batch of products of more than
-    ``limits.HANDOFF_M`` rows; one FP8 product of more; one 16-bit product of more and weight
-    rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where hopper's swapped tiles are more than
-    one a SM and the decode CTAs of ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
+    ``limits.HANDOFF_M`` rows; one FP8 product of more, but a weight of at most
+    ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at most half the SMs; one
+    16-bit product of more and weight rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where
+    hopper's swapped tiles are more than one a SM and the decode CTAs of
+    ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
     dtype = problem.operand_dtype
     row_bytes = problem.k * dtype.itemsize
     rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"
@@ -133,11 +135,20 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     elif problem.m <= limits.HANDOFF_M:
         return None
     else:
+        tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)  # hopper's swapped tiles
         if not dtype.is_half:
-            which = f"FP8 products of over {limits.HANDOFF_M} rows"
+            weight = problem.n * row_bytes
+            if weight <= limits.FP8_KEEP_WEIGHT_BYTES and 2 * tiles <= device.sm_count:
+                return None
+            which = (
+                f"FP8 products of over {limits.HANDOFF_M} rows, but weights of at most "
+                f"{limits.FP8_KEEP_WEIGHT_BYTES >> 20} MiB whose {limits.HOPPER_SWAP_ROWS}-row "
+                f"tiles fill at most half the SMs; this one is {weight / (1 << 20):.1f} MiB on "
+                f"{tiles} tiles"
+            )
         elif row_bytes < limits.HANDOFF_ROW_BYTES:
             return None
-        elif -(-problem.n // limits.HOPPER_SWAP_ROWS) > device.sm_count and limits.one_wave(
+        elif tiles > device.sm_count and limits.one_wave(
             problem, device, *limits.HANDOFF_KEEP_PLAN
         ):
             return None

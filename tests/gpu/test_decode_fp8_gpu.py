@@ -22,7 +22,8 @@ pytestmark = pytest.mark.sm90  # FP8 mma.sync needs sm_89; the tier's FP8 GPU is
 
 # (m, n, k): a decode step on a llama weight, ragged N and K (a last chunk of one vector),
 # two m tiles, a tiny one, and a wide weight at M = 4. Hopper is blocked: it takes FP8 rows of
-# 9-16 activations by default (the hand-off, run 193), whose kernel the decode tests are about.
+# 9-16 activations of most weights by default (the hand-off, run 193), whose kernel the decode
+# tests are about.
 SHAPES = [(1, 4096, 4096), (5, 1000, 528), (16, 1040, 1024), (3, 16, 64), (4, 14336, 4096)]
 CASES = [
     (shape, dtype, scales, epilogue)
@@ -57,6 +58,16 @@ def test_fp8_decode_matches_float64(
     compiled = checks.run(fusion, decode_pm, checks.inputs(fusion, np.random.default_rng(31)))
     assert compiled.spec.scheduler == "decode"
     assert compiled.params.instruction_tile.k == 32 and compiled.params.cta_tile.k == 128
+
+
+def test_fp8_rows_of_small_weights_stay_on_decode(
+    pm: mp.PluginManager, scaled_linear: Linear, checks: Checks
+) -> None:
+    """12 rows of a 16 MiB e4m3 weight (32 of hopper's swapped tiles): the default plans the
+    decode kernel's two m tiles (run 200) and matches float64."""
+    fusion = scaled_linear(12, 2048, 8192, mp.float8_e4m3fn, "row", "bias_gelu")
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(33)))
+    assert compiled.spec.scheduler == "decode"
 
 
 @pytest.mark.parametrize(("warps", "stages"), [(1, 1), (2, 4), (4, 3), (8, 2)])

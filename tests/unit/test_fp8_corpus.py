@@ -194,12 +194,13 @@ def test_the_fp8_corpus_covers_what_fp8_serving_runs() -> None:
 @pytest.mark.parametrize("tp", corpus.BUILTIN["fp8"], ids=lambda tp: tp.key)
 def test_every_fp8_corpus_problem_plans_to_an_fp8_kernel(tp: TuneProblem) -> None:
     """Its analysis has FP8 operand letters and its own shape; the decode scheduler plans it at
-    M <= 8 (mma.sync m16n8k32, sm_89+), the hopper scheduler above (its transposed product at
-    9-16 rows, run 193)."""
+    M <= 8 (mma.sync m16n8k32, sm_89+) and at 9-16 rows of a weight of at most 16 MiB on 64
+    of hopper's tiles (run 200), the hopper scheduler above (its transposed product at 9-16
+    rows of the larger weights, run 193)."""
     problem = tp.problem()
     assert problem.precision[0] in "QR" and problem.layout == "TN"
     assert (problem.m, problem.n, problem.k, problem.batch) == (tp.m, tp.n, tp.k, 1)
-    expected = "decode" if tp.m <= 8 else "hopper"
+    expected = "decode" if tp.m <= 8 or (tp.m, tp.n, tp.k) == (16, 4096, 4096) else "hopper"
     assert mp.plan_problem(problem, "h200").scheduler == expected
 
 

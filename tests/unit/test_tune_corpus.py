@@ -80,8 +80,8 @@ def test_unknown_corpus_names_the_builtins(tmp_path: Path) -> None:
 def test_builtin_corpora_are_hopper_problems() -> None:
     """Every built-in problem analyses to its own shape, and the hopper scheduler takes it;
     by default it plans on decode exactly where decode accepts it beside hopper (the skinny
-    few-row ones, but FP8 ones of 9-16 rows and 16-bit ones of long weight rows, which it hands
-    to hopper)."""
+    few-row ones, but FP8 ones of 9-16 rows past 16 MiB or half the SMs' tiles and 16-bit ones
+    of long weight rows, which it hands to hopper)."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     no_decode = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["decode"])
     problems = corpus.load_all(list(corpus.BUILTIN))
@@ -99,7 +99,8 @@ def test_builtin_corpora_are_hopper_problems() -> None:
     few = {"bfloat16_TN_none_b1_1x4096x4096", "float8_e4m3fn-row_TN_none_b1_4x10240x8192"}
     assert few <= decoded
     assert "bfloat16_TN_none_b1_16x4096x4096" not in decoded  # 8 KiB weight rows
-    assert "float8_e4m3fn-tensor_TN_none_b1_16x4096x4096" not in decoded
+    assert "float8_e4m3fn-row_TN_none_b1_16x57344x8192" not in decoded  # FP8: 896 MiB
+    assert "float8_e4m3fn-tensor_TN_none_b1_16x4096x4096" in decoded  # 16 MiB, 64 tiles
 
 
 @pytest.mark.parametrize(
