@@ -1,5 +1,5 @@
-"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo, bench, tuning,
-cache."""
+"""The ``mmaplug`` command (also ``python -m mmaplug``): explain, plugins, demo, bench, targets,
+tuning, cache."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from mmaplug.cli.args import (
 from mmaplug.cli.cache import add_cache
 from mmaplug.cli.report import add_diff, add_report
 from mmaplug.cli.run import add_bench, add_demo
+from mmaplug.cli.targets import add_targets
 from mmaplug.cli.tune import add_db, add_tune
 from mmaplug.errors import MatmulError, UsageError
 from mmaplug.hooks.manager import get_plugin_manager
@@ -48,9 +49,9 @@ DESCRIPTION = """\
 Compile matmul fusions into tensor-core GPU kernels, and see how each kernel is chosen.
 
 explain and plugins need no GPU; demo runs on a GPU or in Numba's CUDA simulator;
-bench needs a CUDA GPU and torch; tune times on GPUs (--plan-only and --build-only need
-none); db, report and diff read the tuning database (docs/tuning.md); cache shows,
-clears and verifies the kernel cache."""
+bench and targets need a CUDA GPU and torch (targets --rows judges saved rows without);
+tune times on GPUs (--plan-only and --build-only need none); db, report and diff read the
+tuning database (docs/tuning.md); cache shows, clears and verifies the kernel cache."""
 
 EPILOG = """\
 examples:
@@ -312,6 +313,7 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
     _add_explain,
     _add_plugins,
     add_bench,
+    add_targets,
     add_tune,
     add_db,
     add_report,

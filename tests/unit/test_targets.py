@@ -1,0 +1,125 @@
+"""The kernel targets table (``mmaplug targets``): which problems each target reads, and its
+verdict on measured rows, judged here on rows written by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+
+from mmaplug.cli.main import main
+from mmaplug.tune import targets
+from mmaplug.tune.corpus import TuneProblem
+from mmaplug.tune.targets import TARGETS, Target, judge, markdown
+
+BARE = TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16")
+FUSED = attrs.evolve(BARE, epilogue="bias_gelu")
+DECODE = TuneProblem(m=1, n=8192, k=8192, dtype="bfloat16")
+
+
+def _row(p: TuneProblem, us: float, ratio: float = 1.0, cold_us: float | None = None) -> dict:
+    """A ``run_corpus`` row of *p*: *us* per warm replay, torch's time over ours *ratio*."""
+    cold = us if cold_us is None else cold_us
+    return {"problem": p.key, "bytes": 2 * (p.m * p.k + p.n * p.k + p.m * p.n),
+            "ours_graph_us": us, "graph_ratio": ratio, "ours_cold_us": cold,
+            "cold_ratio": ratio * us / cold}  # fmt: skip
+
+
+def test_every_target_reads_problems_of_its_kind() -> None:
+    """Decode targets read M <= 16 against weights of 16 Mi elements or more; the large target
+    no problem of 64 rows or fewer, none of deep K; the fused-cost targets a bare twin beside
+    each fused problem; every problem once in ``problems()``."""
+    by_text = {t.text: t for t in TARGETS}
+    decode = [t for t in TARGETS if t.text.startswith("decode")]
+    assert len(decode) == 2 and decode[0].problems == decode[1].problems
+    assert all(p.m <= 16 and p.n * p.k >= 16 << 20 for p in decode[0].problems)
+    assert {p.dtype for p in decode[0].problems} == {"bfloat16", "float16", "float8_e4m3fn"}
+    (large,) = [t for t in TARGETS if t.text.startswith("large")]
+    assert all(p.m > 64 and p.k < 4 * max(p.m, p.n) for p in large.problems)
+    for cost in (t for t in TARGETS if t.measure == "cost"):
+        fused = [p for p in cost.problems if p.epilogue == "bias_gelu"]
+        assert fused and {attrs.evolve(p, epilogue="none") for p in fused} <= set(cost.problems)
+    assert by_text["block-scaled FP8 >= 1,200 TF/s at 8192³"].problems[0].scale == "block"
+    every = targets.problems()
+    assert len(every) == len(set(every)) and set(every) == {p for t in TARGETS for p in t.problems}
+
+
+def test_a_target_is_met_only_with_every_problem_measured_and_within_bounds() -> None:
+    """Each problem at least *each*, the geometric mean at least *mean*: one problem under
+    either fails it, a problem without a row (or with a wrong output: no times) leaves it
+    unmet and named."""
+    target = Target(issue=25, text="t", problems=(BARE, DECODE), measure="ratio", each=0.9,
+                    mean=1.0)  # fmt: skip
+    (met,) = judge([target], [_row(BARE, 10, 1.2), _row(DECODE, 10, 0.95)])
+    assert met.met and met.mean == pytest.approx((1.2 * 0.95) ** 0.5)
+    (low,) = judge([target], [_row(BARE, 10, 1.2), _row(DECODE, 10, 0.85)])
+    assert not low.met and low.failing == (DECODE,)
+    (mean,) = judge([target], [_row(BARE, 10, 1.0), _row(DECODE, 10, 0.95)])
+    assert not mean.met and not mean.failing  # each within, the mean under 1.0
+    (missing,) = judge([target], [_row(BARE, 10, 1.2), {"problem": DECODE.key, "rel_err": 1.0}])
+    assert not missing.met and missing.missing == (DECODE,) and set(missing.values) == {BARE}
+
+
+def test_measures_read_tflops_tbps_and_the_fused_cost_over_the_bare_twin() -> None:
+    """TF/s from the problem's flops, TB/s from the row's bytes, both per warm replay; the cost
+    of a fused epilogue is its time over its bare twin's (at most *each*), cold beside warm."""
+    tflops = Target(issue=24, text="tf", problems=(BARE,), measure="tflops", each=1000.0)
+    (v,) = judge([tflops], [_row(BARE, 137.4)])
+    assert v.values[BARE] == pytest.approx(2 * 4096**3 / 137.4e-6 / 1e12) and v.met
+    tbps = Target(issue=25, text="tb", problems=(DECODE,), measure="tbps", each=3.85)
+    row = _row(DECODE, 30.0, cold_us=50.0)
+    (v,) = judge([tbps], [row])
+    assert v.values[DECODE] == pytest.approx(row["bytes"] / 30e-6 / 1e12) and v.met
+    assert v.cold[DECODE] == pytest.approx(row["bytes"] / 50e-6 / 1e12)
+    cost = Target(issue=25, text="c", problems=(FUSED, BARE), measure="cost", each=1.02)
+    (v,) = judge([cost], [_row(FUSED, 214.0), _row(BARE, 200.0)])
+    assert v.values == {FUSED: pytest.approx(1.07)} and v.failing == (FUSED,)
+    (v,) = judge([cost], [_row(FUSED, 214.0)])  # no bare twin: not measured
+    assert v.missing == (FUSED,) and not v.met
+
+
+def test_the_table_names_the_worst_problem_what_fails_and_the_verdict() -> None:
+    target = Target(issue=25, text="decode >= 1.0x", problems=(BARE, DECODE), measure="ratio",
+                    each=1.0)  # fmt: skip
+    table = markdown(judge([target], [_row(BARE, 10, 1.1), _row(DECODE, 10, 0.96)]))
+    header, rule, line = table.splitlines()
+    assert header.startswith("| issue | target |") and rule == "|---|---|---|---|"
+    assert line.startswith("| 25 | decode >= 1.0x | 2 problems; worst bf16 1×8192×8192 0.96x")
+    assert "outside: bf16 1×8192×8192 0.96x" in line and line.endswith("| no |")
+
+
+def test_targets_judges_saved_rows_without_a_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--rows`` reads a ``--json`` file: rows of only some problems leave the others' targets
+    unmet, naming what was not measured; ``--issue`` keeps one issue's targets."""
+    rows = [_row(p, 10.0, 1.5) for p in targets.problems() if p.m <= 16]
+    saved = tmp_path / "rows.json"
+    saved.write_text(json.dumps({"schema": 1, "rows": rows}))
+    assert main(["targets", "--rows", str(saved), "--issue", "25"]) == 0
+    lines = capsys.readouterr().out.splitlines()[2:]
+    assert len(lines) == sum(t.issue == 25 for t in TARGETS)
+    decode = [line for line in lines if "decode (M <= 16, N·K >= 16 Mi) >= 1.0x" in line]
+    assert decode and decode[0].endswith("| yes |")
+    large = [line for line in lines if line.startswith("| 25 | large")]
+    assert "not measured: " in large[0] and large[0].endswith("| no |")
+    assert main(["targets", "--rows", str(saved), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {t["issue"] for t in doc["targets"]} == {24, 25} and len(doc["rows"]) == len(rows)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{", "is not JSON"), ('{"rows": [1]}', "no list 'rows' of problem rows")],
+)
+def test_targets_refuses_unreadable_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    saved = tmp_path / "rows.json"
+    saved.write_text(text)
+    assert main(["targets", "--rows", str(saved)]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["targets", "--rows", str(tmp_path / "none.json")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
