@@ -101,10 +101,14 @@ _FP8_FUSED: Final = tuple(
     for s in ("tensor", "row")
 )
 _SERVING: Final = tuple(p for p in BUILTIN["serving"] if p not in _DECODE)
-_FEW_ROWS: Final = (
-    _DECODE
-    + _shapes([(m, n, k) for m in (32, 64) for n, k in LLAMA_WEIGHTS.values()], dtype="bfloat16")
-    + tuple(p for p in _SERVING if p.m <= 64 or _deep_k(p))
+_FEW_ROWS: Final = tuple(
+    dict.fromkeys(
+        _DECODE
+        + _shapes(
+            [(m, n, k) for m in (32, 64) for n, k in LLAMA_WEIGHTS.values()], dtype="bfloat16"
+        )
+        + tuple(p for p in _SERVING if p.m <= 64 or _deep_k(p))
+    )
 )
 _LARGE: Final = tuple(
     p
@@ -210,10 +214,18 @@ def _short(p: TuneProblem) -> str:
     return " ".join(parts)
 
 
+def _fmt(value: float, measure: str, *, unit: bool = True) -> str:
+    """*value* of *measure* as the table writes it: ratios to three places (0.996 is under
+    1.0), TF/s whole, TB/s to two places."""
+    places = {"ratio": 3, "cost": 3, "tflops": 0, "tbps": 2}[measure]
+    return f"{value:,.{places}f}{_UNITS[measure] if unit else ''}"
+
+
 def _named(
-    problems: Sequence[TuneProblem], values: Mapping[TuneProblem, float], unit: str, most: int = 4
-) -> str:
-    shown = ", ".join(f"{_short(p)} {values[p]:.2f}{unit}" for p in problems[:most])
+    problems: Sequence[TuneProblem], values: Mapping[TuneProblem, float], measure: str,
+    most: int = 4,
+) -> str:  # fmt: skip
+    shown = ", ".join(f"{_short(p)} {_fmt(values[p], measure)}" for p in problems[:most])
     return shown + (f" and {len(problems) - most} more" if len(problems) > most else "")
 
 
@@ -223,19 +235,21 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
     lines = ["| issue | target | measured (graph replays; cold: operands past L2) | met |",
              "|---|---|---|---|"]  # fmt: skip
     for v in verdicts:
-        t, unit = v.target, _UNITS[v.target.measure]
+        t = v.target
         parts = []
         if v.values:
             worst = (max if t.measure == "cost" else min)(v.values, key=v.values.__getitem__)
-            parts.append(f"{len(v.values)} problems; worst {_short(worst)} "
-                         f"{v.values[worst]:.2f}{unit}")  # fmt: skip
+            count = f"{len(v.values)} problem{'s' if len(v.values) > 1 else ''}"
+            parts.append(f"{count}; worst {_short(worst)} {_fmt(v.values[worst], t.measure)}")
             if len(v.values) > 1:
-                parts.append(f"geometric mean {v.mean:.3f}{unit}")
+                parts.append(f"geometric mean {_fmt(v.mean or 0.0, t.measure)}")
             if v.cold:
-                cold = list(v.cold.values())
-                parts.append(f"cold {min(cold):.2f}–{max(cold):.2f}{unit}")
+                low, high = min(v.cold.values()), max(v.cold.values())
+                cold = _fmt(low, t.measure) if len(v.cold) == 1 else (
+                    f"{_fmt(low, t.measure, unit=False)}–{_fmt(high, t.measure)}")  # fmt: skip
+                parts.append(f"cold {cold}")
         if v.failing:
-            parts.append(f"outside: {_named(v.failing, v.values, unit)}")
+            parts.append(f"outside: {_named(v.failing, v.values, t.measure)}")
         if v.missing:
             parts.append(f"not measured: {', '.join(_short(p) for p in v.missing)}")
         lines.append(f"| {t.issue} | {t.text} | {'; '.join(parts)} | {'yes' if v.met else 'no'} |")
