@@ -37,6 +37,7 @@ __all__ = [
     "cast_dtype",
     "casts_only",
     "REDUCE_THREADS",
+    "REDUCE_VECTOR",
     "EPILOGUE_VARS",
     "Emitter",
     "EpilogueVars",
@@ -56,12 +57,16 @@ __all__ = [
     "m_only_inputs",
     "n_only_inputs",
     "narrow",
+    "reduce_grid",
     "reduce_params",
     "tile3",
     "widen",
 ]
 
 REDUCE_THREADS: Final = 256
+#: Consecutive output elements one thread of the split-K reduce kernel sums (a 16-byte load of
+#: float32 partials a split).
+REDUCE_VECTOR: Final = 4
 
 
 @attrs.frozen
@@ -373,31 +378,69 @@ def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
         em(amax_update(j, f"x{out.src}"))
 
 
+def reduce_grid(batch: int, m: int, n: int) -> tuple[int, int, int]:
+    """The split-K reduce kernel's grid for a ``batch`` x ``m`` x ``n`` output: a thread for
+    every ``REDUCE_VECTOR`` consecutive elements, ``REDUCE_THREADS`` threads a block."""
+    return -(-batch * m * n // (REDUCE_THREADS * REDUCE_VECTOR)), 1, 1
+
+
 def emit_splitk_reduce(
     em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
-    apply *prog* once per element (``REDUCE_THREADS`` threads per block, one element each;
-    amax outputs reduced per warp, every thread of the block taking part)."""
-    ev = EPILOGUE_VARS
+    apply *prog* once per element (``REDUCE_THREADS`` threads per block, ``REDUCE_VECTOR``
+    consecutive elements each, read with one 16-byte load a split where ``batch·M·N`` keeps
+    every split's slice 16-byte aligned, else one element at a time; amax outputs reduced per
+    warp, every thread of the block taking part)."""
+    ev, vec = EPILOGUE_VARS, REDUCE_VECTOR
+    em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
+    em()
     em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
-        em("i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")
+        em(f"i = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) * {vec}")
         em("mn = M * N")
+        em("total = batch * mn")
         for line in amax_init(prog):
             em(line)
-        em("if i < batch * mn:")
+        em("if i < total:")
         with em.indent():
+            em(f"sums = cuda.local.array({vec}, float32)")
+            em(f"if total % {vec} == 0:  # every split's slice 16-byte aligned, i inside it")
+            with em.indent():
+                em(f"{', '.join(f'sums[{e}]' for e in range(vec))} = ld_global_cg_v4_f32(ws, i)")
+                for s in range(1, splitk):
+                    em(f"part = ld_global_cg_v4_f32(ws, i + {s} * total)")
+                    for e in range(vec):
+                        em(f"sums[{e}] += part[{e}]")
+            em("else:")
+            with em.indent():
+                em(f"for e in range({vec}):")
+                with em.indent():
+                    em("if i + e < total:")
+                    with em.indent():
+                        em("sums[e] = ws[i + e]")
+                        for s in range(1, splitk):
+                            em(f"sums[e] += ws[i + e + {s} * total]")
             em(f"{ev.col} = i % N")
             em("rest = i // N")
             em(f"{ev.row} = rest % M")
             em(f"{ev.bt} = rest // M")
-            em(f"off = {ev.bt} * mn + {ev.row} * N + {ev.col}")
-            em(f"{ev.v} = ws[off]")
-            for s in range(1, splitk):
-                em(f"{ev.v} += ws[off + {s} * batch * mn]")
-            emit_epilogue_body(em, prog)
+            em(f"for e in range({vec}):")
+            with em.indent():
+                em("if i + e < total:")
+                with em.indent():
+                    em(f"{ev.v} = sums[e]")
+                    emit_epilogue_body(em, prog)
+                em(f"{ev.col} += 1")
+                em(f"if {ev.col} == N:")
+                with em.indent():
+                    em(f"{ev.col} = 0")
+                    em(f"{ev.row} += 1")
+                    em(f"if {ev.row} == M:")
+                    with em.indent():
+                        em(f"{ev.row} = 0")
+                        em(f"{ev.bt} += 1")
         for line in amax_flush(prog, "cuda.threadIdx.x % 32"):
             em(line)
     em()

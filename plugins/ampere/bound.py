@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mmaplug.codegen.emitter import reduce_grid
 from mmaplug.cuda.launching import ARRAY_SLOTS, BoundKernels, DriverLaunch, KernelParams
 
 from .kernel import REDUCE_THREADS, AmpereKernelConfig
@@ -65,14 +66,11 @@ class BoundGemm(BoundKernels):
         red = KernelParams([ws_arg, *ins, *outs, *placeholders, m, n, batch, *in_s, *out_s])
         main_kern = loaded(config, "ampere_gemm", smem, len(main.slots))
         red_kern = loaded(config, "ampere_splitk_reduce", 0, len(red.slots))
-        total = batch * m * n
         first = ARRAY_SLOTS * (1 + len(ins) + len(outs))
         super().__init__(
             [
                 DriverLaunch(main_kern, grid, block, smem, main),
-                DriverLaunch(
-                    red_kern, (-(-total // REDUCE_THREADS), 1, 1), (REDUCE_THREADS, 1, 1), 0, red
-                ),
+                DriverLaunch(red_kern, reduce_grid(batch, m, n), (REDUCE_THREADS, 1, 1), 0, red),
             ],
             [(main, [0, 1, ws]), (red, [ws, *range(2, len(arrays))])],
             [(red, first + i) for i in range(scalars)]

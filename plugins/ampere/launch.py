@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mmaplug.codegen.emitter import reduce_grid
 from mmaplug.cuda.launching import KernelJob, launch_checked
 
 from .kernel import KERNELS, REDUCE_THREADS, AmpereKernelConfig, build
@@ -101,8 +102,7 @@ def run_gemm(
     pro_scal = scal if config.prologue_scalars else []
     main = [a_arr, b_arr, ws, *pro_scal, *dims, *tail]
     launch_checked(kernels, "ampere_gemm", main, grid, block, stream, smem)
-    total = batch * m * n
-    rgrid = (-(-total // REDUCE_THREADS), 1, 1)
+    rgrid = reduce_grid(batch, m, n)
     rargs = [ws, *ins, *outs, *scal, int(m), int(n), int(batch), *in_strides, *out_strides]
     reduce_block = (REDUCE_THREADS, 1, 1)
     launch_checked(kernels, "ampere_splitk_reduce", rargs, rgrid, reduce_block, stream, 0)

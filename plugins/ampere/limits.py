@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.codegen.emitter import REDUCE_THREADS, REDUCE_VECTOR, reduce_grid
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy, Violation
 from mmaplug.planning.scheduler import Rule, Space
@@ -40,7 +41,6 @@ INSTRUCTION_TILE: Final = TileShape(16, 8, 16)
 MAX_STAGES: Final = 8
 MAX_GRID_X: Final = 2**31 - 1
 MAX_GRID_Z: Final = 65_535
-REDUCE_THREADS: Final = 256  # threads per block of the split-K reduce kernel (config.py)
 KERNEL_VECTORS: Final = (8, 4, 2, 1)  # elements per operand copy the generator emits
 CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
 
@@ -95,7 +95,7 @@ def _grid_z_fits(problem: MatmulProblem, splitk: int) -> bool:
 
 
 def _reduce_blocks(problem: MatmulProblem) -> int:
-    return _ceil(problem.batch * problem.m * problem.n, REDUCE_THREADS)
+    return reduce_grid(problem.batch, problem.m, problem.n)[0]
 
 
 def _reduce_fits(problem: MatmulProblem, splitk: int) -> bool:
@@ -109,7 +109,9 @@ def _multiple_of_16(tile: object) -> bool:
 
 
 _LIMIT_GRID_Z: Final = f"batch x splitk_factor <= {MAX_GRID_Z:,} (grid z)"
-_LIMIT_REDUCE: Final = f"batch x m x n <= {MAX_GRID_X * REDUCE_THREADS:,} with split-K"
+_LIMIT_REDUCE: Final = (
+    f"batch x m x n <= {MAX_GRID_X * REDUCE_THREADS * REDUCE_VECTOR:,} with split-K"
+)
 
 
 def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:

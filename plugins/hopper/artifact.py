@@ -13,7 +13,7 @@ from mmaplug.analysis.bindings import SCALE_DIMS
 from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.codegen.emitter import REDUCE_THREADS, casts_only
+from mmaplug.codegen.emitter import REDUCE_THREADS, casts_only, reduce_grid
 from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import (
@@ -394,7 +394,7 @@ class HopperArtifact:
             )
         if not cfg.workspace_splitk:
             return
-        rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
+        rgrid = reduce_grid(plan.batch, plan.m, plan.n)
         rargs = [ws, *ins, *outs, *scal32, plan.m, plan.n, plan.batch]
         rargs += [*plan.epi_strides, *plan.out_strides]
         reduce_block = (REDUCE_THREADS, 1, 1)
@@ -466,7 +466,7 @@ class BoundHopper(BoundKernels):
         )
         main_kern = loaded(cfg, "hopper_gemm", cfg.smem_bytes, len(main.slots))
         red_kern = loaded(cfg, "hopper_splitk_reduce", 0, len(red.slots))
-        rgrid = (-(-plan.batch * plan.m * plan.n // REDUCE_THREADS), 1, 1)
+        rgrid = reduce_grid(plan.batch, plan.m, plan.n)
         grid = _resident(main_kern, plan, block)
         super().__init__(
             [

@@ -37,17 +37,36 @@ def _same_names(ptx: str) -> str:
     return re.sub(r"_cudapy_smem_\d+", lambda m: seen.setdefault(m[0], f"smem{len(seen)}"), ptx)
 
 
+def _numbered(ptx: str) -> str:
+    """*ptx* with its virtual registers renumbered in order of first use, per class: two
+    compilations that allocate (and drop) different registers for the same instructions."""
+    seen: dict[str, str] = {}
+
+    def number(m: re.Match[str]) -> str:
+        kind = m[1]
+        return seen.setdefault(m[0], f"%{kind}{sum(k.startswith(f'%{kind}') for k in seen)}")
+
+    return re.sub(r"%(rd|rs|r|fd|f|p)(\d+)\b", number, ptx)
+
+
 @pytest.mark.parametrize("name", ["ampere_gemm", "ampere_splitk_reduce"])
 def test_lean_ptx_is_numbas_ptx(name: str) -> None:
-    """The passes the lean pipeline skips change nothing in the ampere kernels' PTX."""
+    """The passes the lean pipeline skips change nothing in the ampere kernels' PTX: the gemm's
+    is the same text, the reduce's the same instructions with its registers numbered otherwise
+    (its element loop reassigns the column, row and batch; the lean pipeline reconstructs no
+    SSA)."""
     from numba import cuda
 
     dispatcher, sig = _kernel(name)
     threads = SMALL.threads if name == "ampere_gemm" else 256
     ref, _ = cuda.compile_ptx(dispatcher.py_func, sig.args, cc=(8, 0), launch_bounds=(threads, 1))
     lean = pipeline.ptx(_kernel(name)[0], sig, (8, 0), threads)
-    assert "mma.sync" in lean or name != "ampere_gemm"
-    assert _same_names(lean) == _same_names(ref)
+    if name == "ampere_gemm":
+        assert "mma.sync" in lean
+        assert _same_names(lean) == _same_names(ref)
+    else:
+        assert "ld.global.cg.v4.f32" in lean
+        assert _numbered(_same_names(lean)) == _numbered(_same_names(ref))
 
 
 def _record_compiles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, set[str]]]:

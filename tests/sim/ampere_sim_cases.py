@@ -62,6 +62,12 @@ CASES = {
         dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3),
     ),
     "splitk2_nt": (Case(m=40, n=24, k=96, a_k_inner=False, b_k_inner=False), dict(SMALL, splitk=2)),
+    # the reduce kernel's four elements a thread: 2 x 37 x 19 partials (an odd count, so one
+    # element at a time), a thread's four crossing rows and the batch; bias + GELU + aux on each
+    "splitk3_odd_total_batch2": (
+        Case(m=37, n=19, k=96, batch=2),
+        dict(SMALL, splitk=3, epilogue=BIAS_GELU_AUX),
+    ),
     # the vector epilogue (4 columns per thread): N odd, so every row is misaligned and the
     # last group of each row is partial (scalar stores); then N % 4 == 0 with a partial N tile
     # (8- and 16-byte stores), batch 2

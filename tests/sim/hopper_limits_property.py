@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from limits_fusions import fusion_for  # tests/sim is the script's folder
 
 import mmaplug as mp
-from mmaplug.codegen.emitter import REDUCE_THREADS
+from mmaplug.codegen.emitter import reduce_grid
 from mmaplug.errors import InvalidParamsError, MatmulWarning, NoSchedulerError
 from mmaplug.planning.params import PARAM_NAMES, MatmulParams
 from mmaplug.plugins.hopper import artifact, limits
@@ -205,7 +205,7 @@ def sim_cost(case: dict) -> tuple[int, int, int]:
         return wgmmas, max(ctas, split), 0
     if p["tiling_strategy"] == "persistent_streamk":  # the pieces meet in the kernel
         return wgmmas, ctas, 0
-    reduce_blocks = -(-batch * m * n // REDUCE_THREADS) if split > 1 else 0
+    reduce_blocks = reduce_grid(batch, m, n)[0] if split > 1 else 0
     return wgmmas, ctas, reduce_blocks
 
 

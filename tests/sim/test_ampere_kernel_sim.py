@@ -29,6 +29,7 @@ CASES = [
     "bk64_w32_pad_vec4",
     "odd_k_stages3",
     "splitk2_nt",
+    "splitk3_odd_total_batch2",
     "odd_n_bias_gelu_aux",
     "n44_bias_gelu_aux_batch2",
 ]

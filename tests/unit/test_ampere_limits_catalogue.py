@@ -269,10 +269,10 @@ CASES = {
     ),
     "reduce_over_grid_x": (
         {"splitk_factor": 2},
-        problem(m=2**20, n=2**20),
+        problem(m=2**21, n=2**20),  # 4 elements a thread: 2**31 blocks of 256
         "a100",
         "splitk_factor",
-        r"splitk_factor=2 sums the partials in a kernel of 4,294,967,296 blocks",
+        r"splitk_factor=2 sums the partials in a kernel of 2,147,483,648 blocks",
     ),
     "cluster_2x1": (
         {"cluster_dims": (2, 1)},

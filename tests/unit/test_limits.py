@@ -256,9 +256,9 @@ def test_smem_message_names_value_limit_and_fix() -> None:
         (
             {"splitk_factor": 2},
             "a100",
-            problem(m=2**20, n=2**20),
+            problem(m=2**21, n=2**20),  # 4 elements a thread: 2**31 blocks of 256
             "splitk_factor",
-            r"sums the partials in a kernel of 4,294,967,296 blocks",
+            r"sums the partials in a kernel of 2,147,483,648 blocks",
         ),
     ],
     ids=[
