@@ -38,6 +38,7 @@ __all__ = [
     "casts_only",
     "REDUCE_THREADS",
     "REDUCE_VECTOR",
+    "REDUCE_VECTOR_MIN",
     "EPILOGUE_VARS",
     "Emitter",
     "EpilogueVars",
@@ -59,14 +60,18 @@ __all__ = [
     "narrow",
     "reduce_grid",
     "reduce_params",
+    "reduce_vector",
     "tile3",
     "widen",
 ]
 
 REDUCE_THREADS: Final = 256
 #: Consecutive output elements one thread of the split-K reduce kernel sums (a 16-byte load of
-#: float32 partials a split).
+#: float32 partials a split), from REDUCE_VECTOR_MIN outputs: below, a thread an element keeps
+#: more SMs busy (run 203: 64x512 outputs 11.1 -> 12.1 us with 4 a thread, 1024x1024 63.0 ->
+#: 56.1; 512x512 58.2 -> 56.4).
 REDUCE_VECTOR: Final = 4
+REDUCE_VECTOR_MIN: Final = 1 << 18
 
 
 @attrs.frozen
@@ -378,69 +383,86 @@ def emit_epilogue_body(em: Emitter, prog: EpilogueProgram) -> None:
         em(amax_update(j, f"x{out.src}"))
 
 
+def reduce_vector(total: int) -> int:
+    """Consecutive elements each thread of the split-K reduce kernel sums for *total* outputs:
+    ``REDUCE_VECTOR`` where that many stay 16-byte aligned in every split's slice and the
+    outputs are ``REDUCE_VECTOR_MIN`` or more, else 1 (fewer threads would leave SMs idle)."""
+    vector = total >= REDUCE_VECTOR_MIN and total % REDUCE_VECTOR == 0
+    return REDUCE_VECTOR if vector else 1
+
+
 def reduce_grid(batch: int, m: int, n: int) -> tuple[int, int, int]:
-    """The split-K reduce kernel's grid for a ``batch`` x ``m`` x ``n`` output: a thread for
-    every ``REDUCE_VECTOR`` consecutive elements, ``REDUCE_THREADS`` threads a block."""
-    return -(-batch * m * n // (REDUCE_THREADS * REDUCE_VECTOR)), 1, 1
+    """The split-K reduce kernel's grid for a ``batch`` x ``m`` x ``n`` output:
+    ``REDUCE_THREADS`` threads a block, each summing ``reduce_vector`` elements."""
+    total = batch * m * n
+    return -(-total // (REDUCE_THREADS * reduce_vector(total))), 1, 1
 
 
 def emit_splitk_reduce(
     em: Emitter, prog: EpilogueProgram, splitk: int, name: str, sim: bool
 ) -> None:
     """Kernel *name*: sum the ``[splitk, batch, M, N]`` float32 partials in a fixed order and
-    apply *prog* once per element (``REDUCE_THREADS`` threads per block, ``REDUCE_VECTOR``
-    consecutive elements each, read with one 16-byte load a split where ``batch·M·N`` keeps
-    every split's slice 16-byte aligned, else one element at a time; amax outputs reduced per
-    warp, every thread of the block taking part)."""
+    apply *prog* once per element (``REDUCE_THREADS`` threads per block, each on
+    ``reduce_vector`` consecutive elements: one 16-byte load a split and the column, row and
+    batch stepped, or one element and its indices divided out; amax outputs reduced per warp,
+    every thread of the block taking part)."""
     ev, vec = EPILOGUE_VARS, REDUCE_VECTOR
     em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
     em()
     em(f"@cuda.jit({jit_options(REDUCE_THREADS, sim)})")
     em(f"def {name}({', '.join(reduce_params(prog))}):")
     with em.indent():
-        em(f"i = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) * {vec}")
+        em("t = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x")
         em("mn = M * N")
         em("total = batch * mn")
         for line in amax_init(prog):
             em(line)
-        em("if i < total:")
+        em(f"if total >= {REDUCE_VECTOR_MIN} and total % {vec} == 0:  # reduce_vector: {vec}")
         with em.indent():
-            em(f"sums = cuda.local.array({vec}, float32)")
-            em(f"if total % {vec} == 0:  # every split's slice 16-byte aligned, i inside it")
+            em(f"i = t * {vec}")
+            em("if i < total:")
             with em.indent():
-                em(f"{', '.join(f'sums[{e}]' for e in range(vec))} = ld_global_cg_v4_f32(ws, i)")
-                for s in range(1, splitk):
-                    em(f"part = ld_global_cg_v4_f32(ws, i + {s} * total)")
-                    for e in range(vec):
-                        em(f"sums[{e}] += part[{e}]")
-            em("else:")
-            with em.indent():
-                em(f"for e in range({vec}):")
-                with em.indent():
-                    em("if i + e < total:")
-                    with em.indent():
-                        em("sums[e] = ws[i + e]")
-                        for s in range(1, splitk):
-                            em(f"sums[e] += ws[i + e + {s} * total]")
-            em(f"{ev.col} = i % N")
-            em("rest = i // N")
+                _emit_reduce_vector(em, prog, splitk)
+        em("elif t < total:  # one element")
+        with em.indent():
+            em(f"{ev.col} = t % N")
+            em("rest = t // N")
             em(f"{ev.row} = rest % M")
             em(f"{ev.bt} = rest // M")
-            em(f"for e in range({vec}):")
-            with em.indent():
-                em("if i + e < total:")
-                with em.indent():
-                    em(f"{ev.v} = sums[e]")
-                    emit_epilogue_body(em, prog)
-                em(f"{ev.col} += 1")
-                em(f"if {ev.col} == N:")
-                with em.indent():
-                    em(f"{ev.col} = 0")
-                    em(f"{ev.row} += 1")
-                    em(f"if {ev.row} == M:")
-                    with em.indent():
-                        em(f"{ev.row} = 0")
-                        em(f"{ev.bt} += 1")
+            em(f"{ev.v} = ws[t]")
+            for s in range(1, splitk):
+                em(f"{ev.v} += ws[t + {s} * total]")
+            emit_epilogue_body(em, prog)
         for line in amax_flush(prog, "cuda.threadIdx.x % 32"):
             em(line)
     em()
+
+
+def _emit_reduce_vector(em: Emitter, prog: EpilogueProgram, splitk: int) -> None:
+    """Elements ``i .. i + REDUCE_VECTOR - 1``: a 16-byte load of each split's partials, summed
+    in split order, then the epilogue on each, stepping the column (and row, and batch)."""
+    ev, vec = EPILOGUE_VARS, REDUCE_VECTOR
+    sums = [f"s{e}" for e in range(vec)]
+    em(f"{', '.join(sums)} = ld_global_cg_v4_f32(ws, i)")
+    for s in range(1, splitk):
+        em(f"{', '.join(f'p{e}' for e in range(vec))} = ld_global_cg_v4_f32(ws, i + {s} * total)")
+        for e in range(vec):
+            em(f"s{e} += p{e}")
+    em(f"{ev.col} = i % N")
+    em("rest = i // N")
+    em(f"{ev.row} = rest % M")
+    em(f"{ev.bt} = rest // M")
+    for e in range(vec):
+        em(f"{ev.v} = s{e}")
+        emit_epilogue_body(em, prog)
+        if e == vec - 1:
+            break
+        em(f"{ev.col} += 1")
+        em(f"if {ev.col} == N:")
+        with em.indent():
+            em(f"{ev.col} = 0")
+            em(f"{ev.row} += 1")
+            em(f"if {ev.row} == M:")
+            with em.indent():
+                em(f"{ev.row} = 0")
+                em(f"{ev.bt} += 1")

@@ -110,7 +110,8 @@ def _multiple_of_16(tile: object) -> bool:
 
 _LIMIT_GRID_Z: Final = f"batch x splitk_factor <= {MAX_GRID_Z:,} (grid z)"
 _LIMIT_REDUCE: Final = (
-    f"batch x m x n <= {MAX_GRID_X * REDUCE_THREADS * REDUCE_VECTOR:,} with split-K"
+    f"batch x m x n <= {MAX_GRID_X * REDUCE_THREADS:,} with split-K ({REDUCE_VECTOR}x that "
+    f"for a multiple of {REDUCE_VECTOR})"
 )
 
 

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 from mmaplug.analysis.epilogue import EpilogueInput, EpilogueOutput, EpilogueProgram, Instr
+from mmaplug.codegen import emitter
+from mmaplug.codegen.emitter import REDUCE_VECTOR_MIN
 from mmaplug.ir.dtypes import DType
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests/: ampere_harness
@@ -62,10 +64,16 @@ CASES = {
         dict(cta_tile=(32, 32, 16), warp_tile=(16, 16, 16), stages=3),
     ),
     "splitk2_nt": (Case(m=40, n=24, k=96, a_k_inner=False, b_k_inner=False), dict(SMALL, splitk=2)),
-    # the reduce kernel's four elements a thread: 2 x 37 x 19 partials (an odd count, so one
-    # element at a time), a thread's four crossing rows and the batch; bias + GELU + aux on each
+    # the split-K reduce kernel on an odd count of partials (2 x 37 x 19: one element a thread)
+    # and, with its vector threshold lowered to 0 (REDUCE_VECTOR_MIN: 2**18 outputs on a GPU),
+    # on 2 x 38 x 19, four elements a thread whose four cross rows (and, at element 722, the
+    # batch); bias + GELU + aux on each
     "splitk3_odd_total_batch2": (
         Case(m=37, n=19, k=96, batch=2),
+        dict(SMALL, splitk=3, epilogue=BIAS_GELU_AUX),
+    ),
+    "splitk3_vector_reduce_batch2": (
+        Case(m=38, n=19, k=96, batch=2),
         dict(SMALL, splitk=3, epilogue=BIAS_GELU_AUX),
     ),
     # the vector epilogue (4 columns per thread): N odd, so every row is misaligned and the
@@ -92,6 +100,7 @@ def main(names: list[str]) -> int:
     bad = 0
     for name in names:
         case, overrides = CASES[name]
+        emitter.REDUCE_VECTOR_MIN = 0 if "vector_reduce" in name else REDUCE_VECTOR_MIN
         cfg = config_for(case, **overrides)
         t0 = time.time()
         res = run_case(case, cfg)

@@ -30,6 +30,7 @@ CASES = [
     "odd_k_stages3",
     "splitk2_nt",
     "splitk3_odd_total_batch2",
+    "splitk3_vector_reduce_batch2",
     "odd_n_bias_gelu_aux",
     "n44_bias_gelu_aux_batch2",
 ]
