@@ -6,17 +6,17 @@
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report" and "serving_report" on
 # request), so that a run can be split over calls of 10 minutes each. The tier alone takes one
-# call: its 8 shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s
-# in run 115 (H200; three shards cut at 440), hence TIER_TIMEOUT 520, which leaves the 600-s
-# call its install and the interrupt's grace (run 195: with TIER_TIMEOUT=470, to leave the
-# serving corpus room in the same call, 7 of 8 shards were cut; give the tier its own call). A
+# call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in
+# run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12 shards of about
+# 120 (the default since) took 360-415 s in run 202, the whole tier inside TIER_TIMEOUT 520,
+# which leaves the 600-s call its install and the interrupt's grace. Give the tier its own call. A
 # shard past it is interrupted (SIGINT), so pytest still prints its failures and counts, and
 # each shard's 15 slowest tests; the shards' logs come back as one file, tier.log (a device
 # call returns a limited number of files).
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}
-SHARDS=${SHARDS:-8}
+SHARDS=${SHARDS:-12}
 if [[ " $PARTS " == *" tier "* ]]; then
 echo "== GPU tier ($SHARDS shards)"
 for i in $(seq 0 $((SHARDS - 1))); do
