@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -203,7 +203,8 @@ def parse(text: str, *, toml: bool, source: str = "corpus") -> list[TuneProblem]
     return [_entry(raw, f"{source}: problem {i + 1}") for i, raw in enumerate(entries)]
 
 
-def _shapes(shapes: Sequence[tuple[int, ...]], **fields: Any) -> tuple[TuneProblem, ...]:
+def shaped(shapes: Iterable[tuple[int, ...]], **fields: Any) -> tuple[TuneProblem, ...]:
+    """Problems of *fields* at each of *shapes*: ``(M, N, K)`` or ``(batch, M, N, K)``."""
     return tuple(
         TuneProblem(m=s[-3], n=s[-2], k=s[-1], batch=s[0] if len(s) == 4 else 1, **fields)
         for s in shapes
@@ -235,19 +236,17 @@ def _serving() -> tuple[TuneProblem, ...]:
     skinny += [(384, *w["8b_gate_up"]), (512, *w["70b_qkv"]), (512, *w["8b_o"])]
     deep_k = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536)]
     return (
-        _shapes(decode + skinny + deep_k, dtype="bfloat16")
-        + _shapes([(1, 4096, 4096), (16, 8192, 8192), (2048, 2048, 2048)], dtype="float16")
-        + _shapes([(3333, 4444, 5632), (1000, 1000, 1000), (8192, 8192, 8192)], dtype="bfloat16")
+        shaped(decode + skinny + deep_k, dtype="bfloat16")
+        + shaped([(1, 4096, 4096), (16, 8192, 8192), (2048, 2048, 2048)], dtype="float16")
+        + shaped([(3333, 4444, 5632), (1000, 1000, 1000), (8192, 8192, 8192)], dtype="bfloat16")
         + tuple(
             TuneProblem(m=4096, n=4096, k=4096, dtype="bfloat16", layout=layout)
             for layout in ("TT", "NT", "NN")
         )
         + (TuneProblem(m=1, n=4096, k=4096, dtype="bfloat16", layout="NN"),)
-        + _shapes(
-            [(32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 2048, 2048, 128)], dtype="bfloat16"
-        )
-        + _shapes([(4096, 4096, 4096), (1, 14336, 4096)], dtype="bfloat16", epilogue="bias_gelu")
-        + _shapes([(4096, 4096, 4096)], dtype="float16", epilogue="bias_gelu")
+        + shaped([(32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 2048, 2048, 128)], dtype="bfloat16")
+        + shaped([(4096, 4096, 4096), (1, 14336, 4096)], dtype="bfloat16", epilogue="bias_gelu")
+        + shaped([(4096, 4096, 4096)], dtype="float16", epilogue="bias_gelu")
     )
 
 
@@ -262,11 +261,11 @@ def _fp8() -> tuple[TuneProblem, ...]:
     rowwise += [(4, *w["70b_qkv"]), (16, *w["70b_gate_up"])]
     e4m3 = "float8_e4m3fn"
     return (
-        _shapes(both, dtype=e4m3, scale="tensor")
-        + _shapes(both + rowwise, dtype=e4m3, scale="row")
-        + _shapes([(4096, 4096, 4096)], dtype="float8_e5m2", scale="tensor")
-        + _shapes([(4096, 4096, 4096)], dtype=e4m3, scale="tensor", epilogue="bias_gelu")
-        + _shapes([(4096, 4096, 4096)], dtype=e4m3, scale="row", epilogue="bias_gelu")
+        shaped(both, dtype=e4m3, scale="tensor")
+        + shaped(both + rowwise, dtype=e4m3, scale="row")
+        + shaped([(4096, 4096, 4096)], dtype="float8_e5m2", scale="tensor")
+        + shaped([(4096, 4096, 4096)], dtype=e4m3, scale="tensor", epilogue="bias_gelu")
+        + shaped([(4096, 4096, 4096)], dtype=e4m3, scale="row", epilogue="bias_gelu")
     )
 
 
@@ -275,14 +274,14 @@ def _fp8_block() -> tuple[TuneProblem, ...]:
     shapes = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120)]
     shapes += [(4096, *w[name]) for name in ("8b_gate_up", "8b_down", "70b_qkv", "70b_down")]
     shapes += [(128, 4096, 4096), (1000, 1040, 528)]
-    return _shapes(shapes, dtype="float8_e4m3fn", scale="block") + _shapes(
+    return shaped(shapes, dtype="float8_e4m3fn", scale="block") + shaped(
         [(4096, 4096, 4096)], dtype="float8_e4m3fn", scale="block", epilogue="bias_gelu"
     )
 
 
 # Llama-3 8B / 70B projections at 4096 tokens (qkv, o, gate+up, down), plus bias+GELU MLP shapes
 BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
-    "llm": _shapes(
+    "llm": shaped(
         [
             (4096, 6144, 4096),
             (4096, 4096, 4096),
@@ -294,9 +293,9 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
         ],
         dtype="bfloat16",
     )
-    + _shapes([(2048, 14336, 5120)], dtype="bfloat16", epilogue="bias_gelu"),
+    + shaped([(2048, 14336, 5120)], dtype="bfloat16", epilogue="bias_gelu"),
     # decode and GEMV-like: few rows against a large weight, or few columns
-    "skinny": _shapes(
+    "skinny": shaped(
         [
             (1, 4096, 4096),
             (16, 4096, 4096),
@@ -308,7 +307,7 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
         dtype="bfloat16",
     ),
     # extents that fill no tile evenly
-    "odd": _shapes(
+    "odd": shaped(
         [
             (1000, 1000, 1000),
             (4095, 4097, 4096),
@@ -319,7 +318,7 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
         dtype="float16",
     ),
     # attention-like batched products
-    "batched": _shapes(
+    "batched": shaped(
         [(8, 2048, 2048, 128), (32, 512, 512, 64), (16, 1024, 128, 1024), (64, 256, 256, 256)],
         dtype="bfloat16",
     ),

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import attrs
 
-from mmaplug.tune.corpus import BUILTIN, LLAMA_WEIGHTS, TuneProblem
+from mmaplug.tune.corpus import BUILTIN, LLAMA_WEIGHTS, TuneProblem, shaped
 
 __all__ = ["TARGETS", "Target", "Verdict", "judge", "markdown", "problems"]
 
@@ -65,13 +65,6 @@ class Verdict:
         return not self.missing and not self.failing and mean_ok
 
 
-def _shapes(shapes: Iterable[tuple[int, ...]], **fields: Any) -> tuple[TuneProblem, ...]:
-    return tuple(
-        TuneProblem(m=s[-3], n=s[-2], k=s[-1], batch=s[0] if len(s) == 4 else 1, **fields)
-        for s in shapes
-    )
-
-
 def _fused_twins(problems: Iterable[TuneProblem]) -> tuple[TuneProblem, ...]:
     """Each fused problem and its bare twin (epilogue ``none``), which ``cost`` divides by."""
     return tuple(p for f in problems for p in (f, attrs.evolve(f, epilogue="none")))
@@ -87,11 +80,11 @@ _FP8_LARGE: Final = list(dict.fromkeys([(4096, 4096, 4096), (8192, 8192, 8192),
 _E4M3: Final = "float8_e4m3fn"
 _DECODE: Final = tuple(
     p
-    for p in _shapes([(m, n, k) for m in (1, 2, 4, 8, 16) for n, k in LLAMA_WEIGHTS.values()],
+    for p in shaped([(m, n, k) for m in (1, 2, 4, 8, 16) for n, k in LLAMA_WEIGHTS.values()],
             dtype="bfloat16")
-    + _shapes([(m, 4096, 4096) for m in (1, 16)] + [(m, 8192, 8192) for m in (1, 16)],
+    + shaped([(m, 4096, 4096) for m in (1, 16)] + [(m, 8192, 8192) for m in (1, 16)],
               dtype="float16")
-    + _shapes([(m, n, k) for m in (1, 4, 8, 16)
+    + shaped([(m, n, k) for m in (1, 4, 8, 16)
                for n, k in (LLAMA_WEIGHTS["8b_o"], LLAMA_WEIGHTS["8b_gate_up"],
                             LLAMA_WEIGHTS["70b_o"])], dtype=_E4M3, scale="tensor")
     if p.n * p.k >= DECODE_MIN_WEIGHT
@@ -104,9 +97,7 @@ _SERVING: Final = tuple(p for p in BUILTIN["serving"] if p not in _DECODE)
 _FEW_ROWS: Final = tuple(
     dict.fromkeys(
         _DECODE
-        + _shapes(
-            [(m, n, k) for m in (32, 64) for n, k in LLAMA_WEIGHTS.values()], dtype="bfloat16"
-        )
+        + shaped([(m, n, k) for m in (32, 64) for n, k in LLAMA_WEIGHTS.values()], dtype="bfloat16")
         + tuple(p for p in _SERVING if p.m <= 64 or _deep_k(p))
     )
 )
@@ -118,17 +109,17 @@ _LARGE: Final = tuple(
 
 TARGETS: Final = (
     Target(issue=24, text="FP8 per tensor >= 1.0x cuBLASLt at 4096³, 8192³ and the llama shapes",
-           problems=_shapes(_FP8_LARGE, dtype=_E4M3, scale="tensor"), measure="ratio", each=1.0),
+           problems=shaped(_FP8_LARGE, dtype=_E4M3, scale="tensor"), measure="ratio", each=1.0),
     Target(issue=24, text="FP8 per row >= 1.0x cuBLASLt at 4096³, 8192³ and the llama shapes",
-           problems=_shapes(_FP8_LARGE, dtype=_E4M3, scale="row"), measure="ratio", each=1.0),
+           problems=shaped(_FP8_LARGE, dtype=_E4M3, scale="row"), measure="ratio", each=1.0),
     Target(issue=24, text="FP8 at M = 128 >= 0.9x cuBLASLt",
-           problems=_shapes([(128, 4096, 4096)], dtype=_E4M3, scale="tensor")
-           + _shapes([(128, 4096, 4096)], dtype=_E4M3, scale="row"), measure="ratio", each=0.9),
+           problems=shaped([(128, 4096, 4096)], dtype=_E4M3, scale="tensor")
+           + shaped([(128, 4096, 4096)], dtype=_E4M3, scale="row"), measure="ratio", each=0.9),
     Target(issue=24, text="block-scaled FP8 >= 1,200 TF/s at 8192³",
-           problems=_shapes([(8192, 8192, 8192)], dtype=_E4M3, scale="block"),
+           problems=shaped([(8192, 8192, 8192)], dtype=_E4M3, scale="block"),
            measure="tflops", each=1200.0),
     Target(issue=24, text="block-scaled FP8 >= 1,000 TF/s at the llama shapes",
-           problems=_shapes([(2048, 14336, 5120), *_LLAMA_4096], dtype=_E4M3, scale="block"),
+           problems=shaped([(2048, 14336, 5120), *_LLAMA_4096], dtype=_E4M3, scale="block"),
            measure="tflops", each=1000.0),
     Target(issue=24, text="FP8 + bias + GELU <= 1.03x our bare FP8 (4096³)",
            problems=_fused_twins(_FP8_FUSED), measure="cost", each=1.03),
