@@ -4,8 +4,8 @@
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
-# parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report" and "serving_report" on
-# request), so that a run can be split over calls of 10 minutes each. The tier alone takes one
+# parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report" and
+# "targets" on request), so that a run can be split over calls of 10 minutes each. The tier alone takes one
 # call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in
 # run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12 shards of about
 # 120 (the default since) took 360-415 s in run 202, the whole tier inside TIER_TIMEOUT 520,
@@ -59,6 +59,12 @@ echo "== the block-scaled fp8 corpus (cuBLASLt per tensor, promoted, beside it)"
 timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8_block --graph --workers 14 --reps 20 \
     --progress --json > "$OUT/fp8_block.json" 2> "$OUT/fp8_block.txt"
 tail -20 "$OUT/fp8_block.txt"
+fi
+if [[ " $PARTS " == *" targets "* ]]; then
+echo "== issues 24 and 25's kernel targets (mmaplug targets: 143 problems, ~3 min in run 201)"
+timeout "${TARGETS_TIMEOUT:-400}" mmaplug targets --workers 14 --progress --json \
+    > "$OUT/targets.json" 2> "$OUT/targets.txt"
+mmaplug targets --rows "$OUT/targets.json" | tee "$OUT/targets.md"
 fi
 report_part() {  # CORPUS: a time-limited, resumable sweep (hopper + decode), then the report
   local MMAPLUG_TUNING_DB="/tmp/$1_tune.sqlite"  # kept while the machine is: a rerun resumes
