@@ -32,7 +32,8 @@ def _saved_rows(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
-    """Measure (or, with ``--rows``, read) the targets' problems and print the targets table."""
+    """Measure (or, with ``--rows``, read) the targets' problems and print the targets table;
+    1 where a problem's output failed its float64 check."""
     from mmaplug.tune import targets
 
     chosen = [t for t in targets.TARGETS if not args.issue or t.issue in args.issue]
@@ -57,6 +58,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
                         "cold": {p.key: x for p, x in v.cold.items()},
                         "failing": [p.key for p in v.failing],
                         "missing": [p.key for p in v.missing],
+                        "wrong": [p.key for p in v.wrong],
                     }
                     for v in verdicts
                 ],
@@ -65,7 +67,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
         )
     else:
         print(targets.markdown(verdicts))
-    return 0
+    return 1 if any(v.wrong for v in verdicts) else 0
 
 
 def _measure(args: argparse.Namespace, problems: list[Any]) -> list[dict[str, Any]]:

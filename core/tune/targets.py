@@ -42,7 +42,8 @@ class Target:
 
 @attrs.frozen(kw_only=True)
 class Verdict:
-    """A target against the rows: its values by problem key, what is missing or wrong, and
+    """A target against the rows: its values by problem, what was not measured, what was
+    wrong (its output failed the float64 check, so it was not timed), what falls outside, and
     whether it is met (every problem measured and within bounds)."""
 
     target: Target
@@ -50,6 +51,7 @@ class Verdict:
     cold: Mapping[TuneProblem, float]
     missing: tuple[TuneProblem, ...]
     failing: tuple[TuneProblem, ...]
+    wrong: tuple[TuneProblem, ...] = ()
 
     @property
     def mean(self) -> float | None:
@@ -62,7 +64,7 @@ class Verdict:
     def met(self) -> bool:
         """Every problem measured, none failing, and the mean within its bound."""
         mean_ok = self.target.mean is None or (self.mean or 0.0) >= self.target.mean
-        return not self.missing and not self.failing and mean_ok
+        return not self.missing and not self.failing and not self.wrong and mean_ok
 
 
 def _fused_twins(problems: Iterable[TuneProblem]) -> tuple[TuneProblem, ...]:
@@ -164,19 +166,21 @@ def _value(target: Target, p: TuneProblem, rows: Mapping[str, Mapping[str, Any]]
 
 
 def judge(targets: Sequence[Target], rows: Iterable[Mapping[str, Any]]) -> list[Verdict]:
-    """Each target against *rows* (``run_corpus``'s, by problem key; a row whose output was
-    wrong carries no times and counts as missing)."""
+    """Each target against *rows* (``run_corpus``'s, by problem key; a row whose output failed
+    the float64 check carries no times: its problem is wrong, and a fused cost over it is not
+    measured)."""
     by_key = {r["problem"]: r for r in rows}
     verdicts = []
     for t in targets:
         judged = [p for p in t.problems if t.measure != "cost" or p.epilogue != "none"]
+        wrong = [p for p in t.problems if p.key in by_key and "ours_ms" not in by_key[p.key]]
         values: dict[TuneProblem, float] = {}
         cold: dict[TuneProblem, float] = {}
         missing = []
         for p in judged:
             value = _value(t, p, by_key, cold=False)
             if value is None:
-                missing.append(p)
+                missing += [] if p in wrong else [p]
                 continue
             values[p] = value
             if (c := _value(t, p, by_key, cold=True)) is not None:
@@ -188,7 +192,7 @@ def judge(targets: Sequence[Target], rows: Iterable[Mapping[str, Any]]) -> list[
         else:
             failing = [k for k, v in values.items() if v < t.each]
         verdicts.append(Verdict(target=t, values=values, cold=cold, missing=tuple(missing),
-                                failing=tuple(failing)))  # fmt: skip
+                                failing=tuple(failing), wrong=tuple(wrong)))  # fmt: skip
     return verdicts
 
 
@@ -241,6 +245,8 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
                 parts.append(f"cold {cold}")
         if v.failing:
             parts.append(f"outside: {_named(v.failing, v.values, t.measure)}")
+        if v.wrong:
+            parts.append(f"WRONG output (not timed): {', '.join(_short(p) for p in v.wrong)}")
         if v.missing:
             parts.append(f"not measured: {', '.join(_short(p) for p in v.missing)}")
         lines.append(f"| {t.issue} | {t.text} | {'; '.join(parts)} | {'yes' if v.met else 'no'} |")

@@ -23,7 +23,7 @@ def _row(p: TuneProblem, us: float, ratio: float = 1.0, cold_us: float | None = 
     """A ``run_corpus`` row of *p*: *us* per warm replay, torch's time over ours *ratio*."""
     cold = us if cold_us is None else cold_us
     return {"problem": p.key, "bytes": 2 * (p.m * p.k + p.n * p.k + p.m * p.n),
-            "ours_graph_us": us, "graph_ratio": ratio, "ours_cold_us": cold,
+            "ours_ms": us / 1e3, "ours_graph_us": us, "graph_ratio": ratio, "ours_cold_us": cold,
             "cold_ratio": ratio * us / cold}  # fmt: skip
 
 
@@ -49,8 +49,8 @@ def test_every_target_reads_problems_of_its_kind() -> None:
 
 def test_a_target_is_met_only_with_every_problem_measured_and_within_bounds() -> None:
     """Each problem at least *each*, the geometric mean at least *mean*: one problem under
-    either fails it, a problem without a row (or with a wrong output: no times) leaves it
-    unmet and named."""
+    either fails it; a problem without a row, or whose output failed its float64 check (a row
+    without times), leaves it unmet and named as not measured or wrong."""
     target = Target(issue=25, text="t", problems=(BARE, DECODE), measure="ratio", each=0.9,
                     mean=1.0)  # fmt: skip
     (met,) = judge([target], [_row(BARE, 10, 1.2), _row(DECODE, 10, 0.95)])
@@ -59,8 +59,11 @@ def test_a_target_is_met_only_with_every_problem_measured_and_within_bounds() ->
     assert not low.met and low.failing == (DECODE,)
     (mean,) = judge([target], [_row(BARE, 10, 1.0), _row(DECODE, 10, 0.95)])
     assert not mean.met and not mean.failing  # each within, the mean under 1.0
-    (missing,) = judge([target], [_row(BARE, 10, 1.2), {"problem": DECODE.key, "rel_err": 1.0}])
+    (missing,) = judge([target], [_row(BARE, 10, 1.2)])
     assert not missing.met and missing.missing == (DECODE,) and set(missing.values) == {BARE}
+    (wrong,) = judge([target], [_row(BARE, 10, 1.2), {"problem": DECODE.key, "rel_err": 1.0}])
+    assert not wrong.met and wrong.wrong == (DECODE,) and not wrong.missing
+    assert "WRONG output (not timed): bf16 1×8192×8192" in markdown([wrong])
 
 
 def test_measures_read_tflops_tbps_and_the_fused_cost_over_the_bare_twin() -> None:
@@ -110,6 +113,18 @@ def test_targets_judges_saved_rows_without_a_gpu(
     assert main(["targets", "--rows", str(saved), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert {t["issue"] for t in doc["targets"]} == {24, 25} and len(doc["rows"]) == len(rows)
+
+
+def test_targets_exits_1_on_a_wrong_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A saved row whose output failed its float64 check (no times): the table names it and
+    the command fails, as ``mmaplug bench`` does."""
+    saved = tmp_path / "rows.json"
+    saved.write_text(json.dumps({"rows": [{"problem": FUSED.key, "rel_err": 0.5}]}))
+    assert main(["targets", "--rows", str(saved), "--issue", "25"]) == 1
+    out = capsys.readouterr().out
+    assert "WRONG output (not timed): bf16 bias_gelu 4096×4096×4096" in out
 
 
 @pytest.mark.parametrize(
