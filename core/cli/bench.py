@@ -15,6 +15,7 @@ import numpy as np
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.frontend import FusionDefinition
 from mmaplug.ir.fusion import Fusion
+from mmaplug.progress import Progress
 from mmaplug.runtime.prebuild import Prebuilt, prebuild
 from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.measure import (
@@ -210,6 +211,25 @@ def prewarm_problems(
 
     compiled = [compile_fusion(p.fusion(), overrides=overrides) for p in problems]
     return prebuild(compiled, workers=workers)
+
+
+def corpus_rows(
+    problems: Sequence[TuneProblem],
+    progress: Progress,
+    table: TextIO,
+    *,
+    workers: int,
+    reps: int,
+    graph: bool,
+    overrides: dict[str, object] | None = None,
+) -> list[dict]:
+    """``run_corpus``'s rows of *problems* (its table to *table*), their kernels built first in
+    *workers* processes where more than one (said through *progress*)."""
+    if workers > 1:
+        with progress.step(f"building the kernels in {workers} processes"):
+            done = prewarm_problems(problems, workers, overrides)
+        progress.say(f"built {len(done.built)} kernels in {done.seconds:.1f} s")
+    return run_corpus(table, problems, reps=reps, graph=graph, overrides=overrides)
 
 
 #: Relative Frobenius error above which a corpus row is wrong and is not timed (16-bit outputs).

@@ -106,14 +106,13 @@ def _bench_problems(
     from mmaplug.tune.corpus import load_all
 
     problems = load_all(args.corpus) if args.corpus else bench.shape_problems(shapes, dtypes)
-    if args.workers > 1:
-        with progress.step(f"building the kernels in {args.workers} processes"):
-            done = bench.prewarm_problems(problems, args.workers, overrides)
-        progress.say(f"built {len(done.built)} kernels in {done.seconds:.1f} s")
     table = (
         sys.stdout if not args.json else (progress.stream if progress.enabled else io.StringIO())
     )
-    rows = bench.run_corpus(table, problems, reps=args.reps, graph=args.graph, overrides=overrides)
+    rows = bench.corpus_rows(
+        problems, progress, table, workers=args.workers, reps=args.reps, graph=args.graph,
+        overrides=overrides,
+    )  # fmt: skip
     if args.json:
         print_json({"schema": 1, "rows": [finite(r) for r in rows]})
     return 0 if all(r["rel_err"] <= bench.CORPUS_TOLERANCE for r in rows) else 1

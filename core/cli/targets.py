@@ -82,12 +82,10 @@ def _measure(args: argparse.Namespace, problems: list[Any]) -> list[dict[str, An
             "rows measured before)"
         )
     progress = Progress(args.progress)
-    if args.workers > 1:
-        with progress.step(f"building the kernels in {args.workers} processes"):
-            done = bench.prewarm_problems(problems, args.workers)
-        progress.say(f"built {len(done.built)} kernels in {done.seconds:.1f} s")
     table = progress.stream if progress.enabled else io.StringIO()
-    return bench.run_corpus(table, problems, reps=args.reps, graph=True)
+    return bench.corpus_rows(
+        problems, progress, table, workers=args.workers, reps=args.reps, graph=True
+    )
 
 
 def add_targets(sub: Any) -> None:

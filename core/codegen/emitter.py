@@ -425,10 +425,7 @@ def emit_splitk_reduce(
                 _emit_reduce_vector(em, prog, splitk)
         em("elif t < total:  # one element")
         with em.indent():
-            em(f"{ev.col} = t % N")
-            em("rest = t // N")
-            em(f"{ev.row} = rest % M")
-            em(f"{ev.bt} = rest // M")
+            _emit_indices(em, "t")
             em(f"{ev.v} = ws[t]")
             for s in range(1, splitk):
                 em(f"{ev.v} += ws[t + {s} * total]")
@@ -436,6 +433,16 @@ def emit_splitk_reduce(
         for line in amax_flush(prog, "cuda.threadIdx.x % 32"):
             em(line)
     em()
+
+
+def _emit_indices(em: Emitter, flat: str) -> None:
+    """The column, row and batch of the output element at flat index *flat* of ``[batch, M,
+    N]``."""
+    ev = EPILOGUE_VARS
+    em(f"{ev.col} = {flat} % N")
+    em(f"rest = {flat} // N")
+    em(f"{ev.row} = rest % M")
+    em(f"{ev.bt} = rest // M")
 
 
 def _emit_reduce_vector(em: Emitter, prog: EpilogueProgram, splitk: int) -> None:
@@ -448,10 +455,7 @@ def _emit_reduce_vector(em: Emitter, prog: EpilogueProgram, splitk: int) -> None
         em(f"{', '.join(f'p{e}' for e in range(vec))} = ld_global_cg_v4_f32(ws, i + {s} * total)")
         for e in range(vec):
             em(f"s{e} += p{e}")
-    em(f"{ev.col} = i % N")
-    em("rest = i // N")
-    em(f"{ev.row} = rest % M")
-    em(f"{ev.bt} = rest // M")
+    _emit_indices(em, "i")
     for e in range(vec):
         em(f"{ev.v} = s{e}")
         emit_epilogue_body(em, prog)

@@ -73,6 +73,9 @@ def _fused_twins(problems: Iterable[TuneProblem]) -> tuple[TuneProblem, ...]:
 
 
 def _deep_k(p: TuneProblem) -> bool:
+    """K at least 4 times the larger of M and N: where the default heuristic starts splitting K
+    (its ``deep_k``; core imports no heuristic, so the bound is stated here as the issue's
+    class of problems)."""
     return p.k >= 4 * max(p.m, p.n)
 
 
