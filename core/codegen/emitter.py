@@ -405,7 +405,8 @@ def emit_splitk_reduce(
     apply *prog* once per element (``REDUCE_THREADS`` threads per block, each on
     ``reduce_vector`` consecutive elements: one 16-byte load a split and the column, row and
     batch stepped, or one element and its indices divided out; amax outputs reduced per warp,
-    every thread of the block taking part)."""
+    every thread of the block taking part). The kernel reads which from its grid, the one
+    :func:`reduce_grid` launched: fewer threads than outputs means four a thread."""
     ev, vec = EPILOGUE_VARS, REDUCE_VECTOR
     em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
     em()
@@ -417,7 +418,7 @@ def emit_splitk_reduce(
         em("total = batch * mn")
         for line in amax_init(prog):
             em(line)
-        em(f"if total >= {REDUCE_VECTOR_MIN} and total % {vec} == 0:  # reduce_vector: {vec}")
+        em(f"if cuda.gridDim.x * cuda.blockDim.x < total:  # reduce_grid chose {vec} a thread")
         with em.indent():
             em(f"i = t * {vec}")
             em("if i < total:")
