@@ -16,6 +16,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py decode_past_one_wave  # FP8 rows, 9-16 FP8 rows to hopper
     python scripts/config_probe.py fp8_few_tiles  # FP8 9-16 rows on few swapped tiles: splits
     python scripts/config_probe.py fp8_few_rule  # FP8 9-16 rows about the few-tiles rule
+    python scripts/config_probe.py fp8_lt_tiles  # FP8 decode rows on cuBLASLt's tile shapes
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -272,6 +273,37 @@ def fp8_few_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
             ov = {"splitk_factor": warps, "stages": 4}
             compiled = _compiled(problem, pm=decode_only, overrides=ov)
             jobs.append((problem, f"decode {warps} warps", compiled))
+    return jobs
+
+
+FP8_LT_ROWS = [  # (m, n, k): FP8 decode rows against cuBLASLt's own tiles (run 206's ncu:
+    # 64x8 tiles in pairs along the activations at 16x4096x4096, 64x8 in fours along the weight
+    # at M <= 8, 128x16 and 128x8 in pairs along the weight on 28672x4096)
+    (16, 4096, 4096), (12, 4096, 4096), (8, 4096, 4096), (16, 8192, 8192), (16, 28672, 4096),
+    (8, 8192, 8192), (8, 28672, 4096), (16, 6144, 4096), (16, 2048, 8192),
+]  # fmt: skip
+
+
+def fp8_lt_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_LT_ROWS`` (e4m3 per tensor) on the default and on hopper's transposed product in
+    cuBLASLt's shapes: 64x8 tiles alone and in CTA pairs sharing the weight tile (rows of 9-16:
+    two activation tiles), 64x16 and 128x16 tiles in pairs sharing the activation tile."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FP8_LT_ROWS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+        jobs.append((problem, "default", _compiled(problem)))
+        cols = 8 * -(-m // 8)
+        shapes = [((64, 8, 128), None, (1, 1)), ((64, 8, 128), None, (1, 2)),
+                  ((64, 8, 256), None, (1, 2)), ((64, cols, 128), None, (2, 1)),
+                  ((128, cols, 128), (64, cols, 128), (1, 1)),
+                  ((128, cols, 128), (64, cols, 128), (2, 1))]  # fmt: skip
+        for cta, warp, cluster in shapes:
+            if cluster == (1, 2) and m <= 8:
+                continue  # one activation tile: nothing to pair along it
+            ov = _wgmma_tiles(cta, warp, k=32, cluster_dims=cluster, **SWAPPED)
+            label = f"swap {'x'.join(map(str, cta))} s{{s}} cl{cluster[0]}x{cluster[1]}"
+            jobs += _deepest_job(problem, ov, (16, 12, 10, 8, 6, 4), hopper, label)
     return jobs
 
 
@@ -1310,6 +1342,7 @@ def main(which: str) -> None:
             "decode_past_one_wave": decode_rows_past_one_wave_jobs,
             "fp8_few_tiles": fp8_few_tiles_jobs,
             "fp8_few_rule": fp8_few_rule_jobs,
+            "fp8_lt_tiles": fp8_lt_tiles_jobs,
             "decode_batched": decode_batched_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,

@@ -78,6 +78,18 @@ OVERRIDES: dict[str, dict] = {
     "sk8": {"tiling_strategy": "persistent_streamk", "splitk_factor": 8, "cluster_dims": (1, 1)},
     # the default plan with the decode scheduler allowed (M <= 16 rows: the decode kernel)
     "decode": {},
+    # cuBLASLt's FP8 16x4096x4096 shape: the transposed product on 64x8 tiles in pairs that
+    # share the weight tile (BENCHMARKS.md run 208)
+    "lt8": {
+        "cta_tile": (64, 8, 128),
+        "warp_tile": (64, 8, 128),
+        "instruction_tile": (64, 8, 32),
+        "stages": 16,
+        "cluster_dims": (1, 2),
+        "swap_ab": True,
+        "use_smem_epilogue": False,
+        "tiling_strategy": "persistent",
+    },
 }
 
 
