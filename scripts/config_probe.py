@@ -17,6 +17,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_few_tiles  # FP8 9-16 rows on few swapped tiles: splits
     python scripts/config_probe.py fp8_few_rule  # FP8 9-16 rows about the few-tiles rule
     python scripts/config_probe.py fp8_lt_tiles  # FP8 decode rows on cuBLASLt's tile shapes
+    python scripts/config_probe.py fp8_two_tiles  # FP8 rows of 9-16: decode warps and hopper
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -1280,6 +1281,22 @@ def decode_rows_past_one_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _decode_warps(fp8, True, 4, warps) + _decode_warps(bf16, True, 3, warps)
 
 
+FP8_WIDE_ROWS = [  # (m, n, k): FP8 (e4m3, per tensor) rows of 9-16 activations (two m tiles
+    # of the decode kernel), few and many weight blocks, for the widened FP8 mma (run 209)
+    (16, 4096, 4096), (12, 4096, 4096), (9, 4096, 4096), (16, 2048, 8192), (16, 1040, 1024),
+    (16, 6144, 4096), (16, 8192, 8192), (16, 28672, 4096), (16, 10240, 8192), (16, 4096, 14336),
+]  # fmt: skip
+
+
+def fp8_two_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_WIDE_ROWS``: ``_decode_warps`` with hopper's plan, 1-8 warps of 4 chunks."""
+    fp8 = [
+        TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+        for m, n, k in FP8_WIDE_ROWS
+    ]
+    return _decode_warps(fp8, True, 4, (1, 2, 4, 8))
+
+
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
     (32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 1, 4096, 4096), (64, 8, 4096, 256),
     (4, 4, 14336, 4096), (2, 8, 28672, 4096), (8, 1, 4096, 14336), (8, 8, 4096, 4096),
@@ -1344,6 +1361,7 @@ def main(which: str) -> None:
             "fp8_few_rule": fp8_few_rule_jobs,
             "fp8_lt_tiles": fp8_lt_tiles_jobs,
             "decode_batched": decode_batched_jobs,
+            "fp8_two_tiles": fp8_two_tiles_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,
