@@ -18,6 +18,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_few_rule  # FP8 9-16 rows about the few-tiles rule
     python scripts/config_probe.py fp8_lt_tiles  # FP8 decode rows on cuBLASLt's tile shapes
     python scripts/config_probe.py fp8_two_tiles  # FP8 rows of 9-16: decode warps and hopper
+    python scripts/config_probe.py fp8_unroll   # FP8 decode with 6 and 8 chunks in flight
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
@@ -1297,6 +1298,31 @@ def fp8_two_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _decode_warps(fp8, True, 4, (1, 2, 4, 8))
 
 
+FP8_UNROLL_ROWS = [  # (m, n, k): FP8 (e4m3, per tensor) decode rows where more chunks in flight
+    # may pay: a weight L2 holds (16 MiB) and long rows past one wave (run 210)
+    (16, 4096, 4096), (12, 4096, 4096), (16, 2048, 8192), (16, 6144, 4096), (8, 4096, 4096),
+    (8, 8192, 8192), (8, 28672, 4096), (4, 8192, 8192),
+]  # fmt: skip
+
+
+def fp8_unroll_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_UNROLL_ROWS`` on the default and on 2 and 4 decode warps with 4, 6 and 8 chunks in
+    flight (past the rules' 4: ``UNROLLS`` raised in this process only)."""
+    decode_limits.UNROLLS = (1, 2, 3, 4, 6, 8)  # type: ignore[misc]  # this process only
+    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
+    jobs = []
+    for m, n, k in FP8_UNROLL_ROWS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+        built = [(problem, "default", _compiled(problem))]
+        for warps in (2, 4):
+            for chunks in (4, 6, 8):
+                ov = {"splitk_factor": warps, "stages": chunks}
+                compiled = _compiled(problem, pm=decode_only, overrides=ov)
+                built.append((problem, f"decode {warps} warps {chunks} chunks", compiled))
+        jobs += built * 2
+    return jobs
+
+
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
     (32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 1, 4096, 4096), (64, 8, 4096, 256),
     (4, 4, 14336, 4096), (2, 8, 28672, 4096), (8, 1, 4096, 14336), (8, 8, 4096, 4096),
@@ -1362,6 +1388,7 @@ def main(which: str) -> None:
             "fp8_lt_tiles": fp8_lt_tiles_jobs,
             "decode_batched": decode_batched_jobs,
             "fp8_two_tiles": fp8_two_tiles_jobs,
+            "fp8_unroll": fp8_unroll_jobs,
             "skinny": skinny_jobs,
             "fp8": fp8_jobs,
             "swap": swap_jobs,
