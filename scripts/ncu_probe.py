@@ -50,8 +50,14 @@ SHAPES = [(64, 64, 128), (64, 8192, 256), (64, 4096, 4096), (32, 6144, 4096), (5
 CALLS = 3
 
 
-_FP8_128 = {"cta_tile": (128, 128, 128), "warp_tile": (64, 128, 128),
-            "instruction_tile": (64, 128, 32), "stages": 6}  # fmt: skip
+def _fp8_tiles(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
+    """FP8 tiles: *cta* over warp tiles of *warp_m* rows, the wgmma of their N and K = 32."""
+    warp = (warp_m, *cta[1:])
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, cta[1], 32),
+            "stages": stages}  # fmt: skip
+
+
+_FP8_128 = _fp8_tiles((128, 128, 128), 64, 6)
 OVERRIDES: dict[str, dict] = {
     "": {},
     "c2": {"cluster_dims": (1, 2)},
@@ -63,13 +69,7 @@ OVERRIDES: dict[str, dict] = {
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
     # 64x256 warp tiles (block scales: promoted by 64-column chunks)
-    "w256": {
-        "cta_tile": (128, 256, 128),
-        "warp_tile": (64, 256, 128),
-        "instruction_tile": (64, 256, 32),
-        "stages": 4,
-        "cluster_dims": (1, 1),
-    },
+    "w256": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (1, 1)},
     "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
     # the default plan with stream-K: the last wave's tiles in 2 or 3 pieces of K
     "sk2": {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (1, 1)},
@@ -81,10 +81,7 @@ OVERRIDES: dict[str, dict] = {
     # cuBLASLt's FP8 16x4096x4096 shape: the transposed product on 64x8 tiles in pairs that
     # share the weight tile (BENCHMARKS.md run 208)
     "lt8": {
-        "cta_tile": (64, 8, 128),
-        "warp_tile": (64, 8, 128),
-        "instruction_tile": (64, 8, 32),
-        "stages": 16,
+        **_fp8_tiles((64, 8, 128), 64, 16),
         "cluster_dims": (1, 2),
         "swap_ab": True,
         "use_smem_epilogue": False,

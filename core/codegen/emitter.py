@@ -458,16 +458,15 @@ def _emit_reduce_vector(em: Emitter, prog: EpilogueProgram, splitk: int) -> None
             em(f"s{e} += p{e}")
     _emit_indices(em, "i")
     for e in range(vec):
+        if e:  # the next element: step the column, carrying into the row and the batch
+            em(f"{ev.col} += 1")
+            em(f"if {ev.col} == N:")
+            with em.indent():
+                em(f"{ev.col} = 0")
+                em(f"{ev.row} += 1")
+                em(f"if {ev.row} == M:")
+                with em.indent():
+                    em(f"{ev.row} = 0")
+                    em(f"{ev.bt} += 1")
         em(f"{ev.v} = s{e}")
         emit_epilogue_body(em, prog)
-        if e == vec - 1:
-            break
-        em(f"{ev.col} += 1")
-        em(f"if {ev.col} == N:")
-        with em.indent():
-            em(f"{ev.col} = 0")
-            em(f"{ev.row} += 1")
-            em(f"if {ev.row} == M:")
-            with em.indent():
-                em(f"{ev.row} = 0")
-                em(f"{ev.bt} += 1")

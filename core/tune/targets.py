@@ -153,8 +153,9 @@ def problems(targets: Sequence[Target] = TARGETS) -> list[TuneProblem]:
 def _value(target: Target, p: TuneProblem, rows: Mapping[str, Mapping[str, Any]],
            cold: bool) -> float | None:  # fmt: skip
     """*target*'s measure of *p* in *rows* (warm replays, or *cold*); None where not measured."""
+    time = "ours_cold_us" if cold else "ours_graph_us"
     row = rows.get(p.key, {})
-    us = row.get("ours_cold_us" if cold else "ours_graph_us")
+    us = row.get(time)
     if us is None:
         return None
     if target.measure == "ratio":
@@ -164,7 +165,7 @@ def _value(target: Target, p: TuneProblem, rows: Mapping[str, Mapping[str, Any]]
     if target.measure == "tbps":
         return row["bytes"] / us / 1e6
     bare = rows.get(attrs.evolve(p, epilogue="none").key, {})
-    bare_us = bare.get("ours_cold_us" if cold else "ours_graph_us")
+    bare_us = bare.get(time)
     return us / bare_us if bare_us else None
 
 
