@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from mmaplug.cli.args import add_json, finite, positive, print_json, requires, shape
+from mmaplug.cli.args import add_json, finite, one_of, positive, print_json, requires, shape
 from mmaplug.errors import UnsupportedTargetError, UsageError
 from mmaplug.planning.device import get_device
 from mmaplug.progress import Progress
@@ -54,8 +54,9 @@ def add_problems(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
         default="bfloat16",
-        choices=["float16", "bfloat16"],
-        help="dtype of the --shape problems (default bfloat16)",
+        type=one_of(["float16", "bfloat16"], "a --shape dtype"),
+        metavar="DTYPE",
+        help="dtype of the --shape problems: float16 or bfloat16 (default bfloat16)",
     )
     p.add_argument(
         "--db",
@@ -308,13 +309,15 @@ def add_db(sub: Any) -> None:
     p.add_argument("--db", default="", metavar="PATH", help="the database (default as for tune)")
     p.add_argument("--problem", default=None, metavar="KEY", help="one problem key")
     p.add_argument("--device", default=None, help="one device (h200, ...)")
-    p.add_argument("--status", default=None, choices=db.STATUSES, help="one status")
+    p.add_argument("--status", default=None, type=one_of(db.STATUSES, "a row status"),
+                   metavar="STATUS", help=f"one status: {', '.join(db.STATUSES)}")  # fmt: skip
     p.add_argument("--best", action="store_true", help="only the fastest ok row per problem")
     p.add_argument("--limit", type=positive, default=None, help="at most this many rows")
     p.add_argument(
         "--format",
         default="table",
-        choices=["table", "csv", "json"],
+        type=one_of(["table", "csv", "json"], "an output format"),
+        metavar="FORMAT",
         help="table (default), csv or json",
     )
     p.set_defaults(func=cmd_db)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import importlib.util
 import json
 import logging
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -173,6 +175,33 @@ def test_enumerations_take_any_case(capsys: pytest.CaptureFixture[str], options:
     expected = capsys.readouterr().out or run(capsys, *SMALL, *canonical, "--device", "a100")[1]
     status, out, _ = run(capsys, *SMALL, *options, "--emit", "PLAN")
     assert status == 0 and out == expected and "layout=NT" in out and "precision=TSS" in out
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """*parser* and every subcommand's parser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _subparsers(sub)
+
+
+def test_no_option_has_case_sensitive_choices() -> None:
+    """argparse's ``choices`` match one case only; every enumeration goes through ``one_of``."""
+    fixed = [
+        f"{sub.prog} {'/'.join(action.option_strings)}"
+        for sub in _subparsers(cli.build_parser())
+        for action in sub._actions
+        if action.choices and not isinstance(action, argparse._SubParsersAction)
+    ]
+    assert not fixed
+
+
+def test_tuning_enumerations_take_any_case() -> None:
+    """db's --status and --format, tune's --dtype: the canonical spelling from any case."""
+    args = cli.build_parser().parse_args(["db", "--status", "OK", "--format", "CSV"])
+    assert (args.status, args.format) == ("ok", "csv")
+    assert cli.build_parser().parse_args(["tune", "--dtype", "Float16"]).dtype == "float16"
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
