@@ -71,7 +71,7 @@ class SegmentedFusion:
             f"read it per kernel (compiled.kernels[i].{attribute}, i a segment index of "
             f"compiled.segments: {sorted(self.kernels)})"
             if self.kernels
-            else "the framework computes every segment"
+            else "compiled.kernels is empty: the framework computes every segment"
         )
         raise UsageError(
             f"{self.fusion.origin} runs as {len(self.segments)} segments ({kinds}) with "

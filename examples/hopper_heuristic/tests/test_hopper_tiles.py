@@ -60,8 +60,9 @@ def test_the_kernel_is_built_from_its_params(mmaplug_pm):
         (linear(2048, 4096, 4096), "h200"),  # M below LARGE
         (linear(4096, 4096, 512), "h200"),  # K below 1024
         (linear(4096, 4096, 4096), "a100"),  # the ampere scheduler
+        (linear(4096, 4096, 4096, mp.float8_e4m3fn), "h200"),  # FP8: K steps of 32
     ],
-    ids=["small_m", "short_k", "ampere"],
+    ids=["small_m", "short_k", "ampere", "fp8"],
 )
 def test_defers_otherwise(mmaplug_pm, fd, device):
     """Other problems, and other schedulers, get the default heuristic's base."""

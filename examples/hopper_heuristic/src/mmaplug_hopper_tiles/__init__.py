@@ -45,9 +45,9 @@ PAIRS: Final = MatmulParams(
 
 @hookimpl
 def mmaplug_matmul_params(problem: MatmulProblem, scheduler: str) -> MatmulParams | None:
-    """``PAIRS`` for a large single matmul on the hopper scheduler; None otherwise."""
-    if scheduler != "hopper" or problem.horizontal > 1:
-        return None
+    """``PAIRS`` for a large single 16-bit matmul on the hopper scheduler; None otherwise."""
+    if scheduler != "hopper" or problem.horizontal > 1 or problem.operand_dtype.itemsize != 2:
+        return None  # (PAIRS's K steps of 16 are 16-bit wgmmas: FP8 ones take 32)
     if min(problem.m, problem.n) < LARGE or problem.k < 1024:
         return None
     return PAIRS
