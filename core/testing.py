@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, final
@@ -14,7 +13,13 @@ import pluggy
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.hooks.manager import make_plugin_manager, plugin_name
 from mmaplug.markers import hookimpl
-from mmaplug.planning.params import SENTINELS, MatmulParams, ParamOverride, check_param_names
+from mmaplug.planning.params import (
+    HARNESS_CHANGES,
+    SENTINELS,
+    MatmulParams,
+    ParamOverride,
+    check_param_names,
+)
 
 __all__ = [
     "OVERRIDE_SOURCE",
@@ -28,10 +33,6 @@ __all__ = [
 ]
 
 OVERRIDE_SOURCE: Final = "override_matmul_params"
-_EMPTY: Final[Mapping[str, object]] = MappingProxyType({})
-_active: contextvars.ContextVar[Mapping[str, object]] = contextvars.ContextVar(
-    "mmaplug_override_matmul_params", default=_EMPTY
-)
 
 
 @contextlib.contextmanager
@@ -46,18 +47,18 @@ def override_matmul_params(**changes: object) -> Iterator[Mapping[str, object]]:
     :returns: the changes in force inside the block.
     """
     check_param_names(changes, source=OVERRIDE_SOURCE)
-    merged = MappingProxyType({**_active.get(), **changes})
-    token = _active.set(merged)
+    merged = MappingProxyType({**HARNESS_CHANGES.get(), **changes})
+    token = HARNESS_CHANGES.set(merged)
     try:
         yield merged
     finally:
-        _active.reset(token)
+        HARNESS_CHANGES.reset(token)
 
 
 @hookimpl
 def mmaplug_matmul_overrides() -> ParamOverride | None:
     """The changes of the active ``override_matmul_params`` block, if any."""
-    changes = _active.get()
+    changes = HARNESS_CHANGES.get()
     return ParamOverride(OVERRIDE_SOURCE, changes) if changes else None
 
 

@@ -83,6 +83,12 @@ class PluginManager(pluggy.PluginManager):
                 self._undecorated(plugin, registered, functions)
         return registered
 
+    def get_canonical_name(self, plugin: object) -> str:
+        """The name *plugin* is registered under when ``register`` is given none: its ``name``
+        attribute if a string (what the plugin reference tells authors to set), else pluggy's
+        (a module's ``__name__``, else a number)."""
+        return plugin_name(plugin) or super().get_canonical_name(plugin)
+
     def unregister(self, plugin: object | None = None, name: str | None = None) -> object | None:
         """Unregister *plugin* (or the plugin called *name*) as pluggy does."""
         removed = super().unregister(plugin, name)
@@ -269,7 +275,7 @@ def make_plugin_manager(
         if isinstance(plugin, str):
             name, plugin = plugin, importlib.import_module(plugin)
         else:
-            name = plugin_name(plugin) or pm.get_canonical_name(plugin)
+            name = pm.get_canonical_name(plugin)
         if pm.register(plugin, name=name) is not None:
             module = getattr(plugin, "__name__", type(plugin).__module__)
             pm.plugin_info[name] = PluginInfo(name, module)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import enum
 import numbers
@@ -11,7 +12,7 @@ from typing import Any, Final, cast
 
 import attrs
 
-from mmaplug.errors import InvalidParamsError, UnknownParamError
+from mmaplug.errors import InvalidParamsError, UnknownParamError, UsageError
 
 
 @attrs.frozen
@@ -344,7 +345,7 @@ class ParamOverride:
     ``changes`` is stored as a sorted tuple of pairs (hashable); read it back as a mapping.
     """
 
-    source: str
+    source: str = attrs.field(validator=lambda _, __, value: _check_source(value))
     _items: tuple[tuple[str, object], ...] = attrs.field(
         alias="changes", converter=lambda c: _sorted_items(c)
     )
@@ -359,6 +360,15 @@ class ParamOverride:
 
     def __repr__(self) -> str:
         return f"ParamOverride(source={self.source!r}, changes={dict(self._items)!r})"
+
+
+def _check_source(source: object) -> None:
+    """A ParamOverride's source is the name provenance and error messages show."""
+    if not isinstance(source, str) or not source:
+        raise UsageError(
+            f"ParamOverride source {source!r} is not allowed; it must be a non-empty str, the "
+            "name provenance shows (usually the plugin's own)"
+        )
 
 
 def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
@@ -408,4 +418,13 @@ SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "splitk_factor": frozenset({"ampere"}),
         "tiling_strategy": frozenset({"hopper"}),
     }
+)
+
+
+#: The changes of the ``mmaplug.testing.override_matmul_params`` blocks active in this thread or
+#: asyncio task (an inner block's keys win). The built-in ``testing`` plugin answers them as its
+#: overrides; the planner lets them win over other plugins' and faults when that plugin is
+#: blocked (they would change nothing).
+HARNESS_CHANGES: Final[contextvars.ContextVar[Mapping[str, object]]] = contextvars.ContextVar(
+    "mmaplug_override_matmul_params", default=MappingProxyType({})
 )

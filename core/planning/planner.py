@@ -19,14 +19,16 @@ from mmaplug.errors import (
     PluginResultError,
     PluginWarning,
     UnknownParamError,
+    UsageError,
 )
 from mmaplug.hooks.attribution import warn_about
 from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, wrong
-from mmaplug.hooks.manager import DEFAULT_HEURISTIC, describe, is_builtin
+from mmaplug.hooks.manager import BUILTIN_NAMES, DEFAULT_HEURISTIC, describe, fault, is_builtin
 from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device
 from mmaplug.planning.layers import Layer, check_agree, find_clash, overlaps
 from mmaplug.planning.params import (
+    HARNESS_CHANGES,
     PARAM_NAMES,
     MatmulParams,
     ParamOverride,
@@ -39,6 +41,8 @@ from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecate
 
 #: The source name of the caller's overrides (``plan_problem(..., overrides=)``).
 CALLER: Final = "caller"
+#: The built-in plugin that answers the ``override_matmul_params`` blocks' changes as overrides.
+HARNESS: Final = "testing"
 #: Why a scheduler that does not say ``block_scales = True`` is not offered a block-scaled
 #: problem: a kernel that ignored ``LaunchArgs.scales`` would return a silently wrong sum.
 NO_BLOCK_SCALES: Final = (
@@ -156,12 +160,25 @@ class Planner:
                 what = f"{wrong(answer, 'a mapping of field names')}: {error}"
                 self.guard.fault(plugin, hook, what, error, cls=PluginResultError)
                 continue
-            if isinstance(answer, ParamOverride):
+            if isinstance(answer, ParamOverride) and self.borrowed(answer.source, plugin):
+                what = (
+                    f"answered a ParamOverride whose source {answer.source!r} names another "
+                    "plugin, which would then be credited (and blamed) for its values; use "
+                    f"{plugin!r} or a name no plugin has"
+                )
+                self.guard.fault(plugin, hook, what, cls=PluginResultError)
+            elif isinstance(answer, ParamOverride):
                 found.append((plugin, answer))
             else:
                 expected = "ParamOverride, a mapping or None"
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
         return sorted(found, key=lambda item: (item[1].source, item[0]))
+
+    def borrowed(self, source: str, plugin: str) -> bool:
+        """Whether an override's *source* names another plugin than *plugin*, or the caller."""
+        if source == plugin:
+            return False
+        return source in (CALLER, *BUILTIN_NAMES) or self.guard.pm.get_plugin(source) is not None
 
     def own(self, scheduler: str) -> tuple[str, Scheduler] | None:
         """The chosen scheduler's plugin and object, when it is *scheduler* and has one."""
@@ -278,11 +295,16 @@ class Planner:
     def merge(
         self, base: MatmulParams, overrides: Mapping[str, object]
     ) -> tuple[list[Layer], dict[str, str]]:
-        """Plugin overrides (a conflict raises), then the caller's, as layers; field sources."""
+        """Plugin overrides (a conflict raises), then the ``override_matmul_params`` blocks',
+        then the caller's, as layers, each winning over those before; field sources."""
         sources = dict.fromkeys(PARAM_NAMES, "")
         merged: dict[str, tuple[object, str]] = {}
         layers: dict[str, dict[str, object]] = {}
+        harness = []
         for plugin, override in self.overrides(base):
+            if plugin == HARNESS:
+                harness.append(override)
+                continue
             for key, value in override.changes.items():
                 clash = find_clash(key, value, merged)
                 if clash is not None:
@@ -299,15 +321,47 @@ class Planner:
                     layers.setdefault(plugin, {})[key] = value
                     sources[key.partition(".")[0]] = override.source
                     self.owners[key.partition(".")[0]] = (plugin, "mmaplug_matmul_overrides")
+        if not harness and HARNESS_CHANGES.get() and self.guard.pm.get_plugin(HARNESS) is None:
+            fault(
+                f"an override_matmul_params block is active ({dict(HARNESS_CHANGES.get())}), but "
+                f"the {HARNESS!r} plugin that applies it is blocked in this plugin manager "
+                "(MMAPLUG_DISABLE or block=)",
+                strict=self.guard.strict,
+                plugin=HARNESS,
+                hook="mmaplug_matmul_overrides",
+                fallback="the block changes nothing",
+                cls=UsageError,
+            )
+        for override in harness:
+            owner = (HARNESS, "mmaplug_matmul_overrides")
+            self.win(layers, sources, HARNESS, override.source, override.changes, owner)
         check_param_names(overrides, source=CALLER)
-        for key, value in overrides.items():
-            for changes in layers.values():  # the caller wins: drop what it replaces
-                for other in [k for k in changes if overlaps(k, key) and "." not in key]:
-                    del changes[other]
-            layers.setdefault(CALLER, {})[key] = value
-            sources[key.partition(".")[0]] = CALLER
-            self.owners.pop(key.partition(".")[0], None)
+        self.win(layers, sources, CALLER, CALLER, overrides, None)
         return [(p, c) for p, c in layers.items() if c], sources
+
+    def win(
+        self,
+        layers: dict[str, dict[str, object]],
+        sources: dict[str, str],
+        layer: str,
+        source: str,
+        changes: Mapping[str, object],
+        owner: tuple[str, str] | None,
+    ) -> None:
+        """*changes* as *layer*'s, from *source*: each drops what the layers before it set of
+        the same field (no conflict); *owner* is where a warning about the field points (none
+        for the caller's own values)."""
+        for key, value in changes.items():
+            for earlier in layers.values():
+                for other in [k for k in earlier if overlaps(k, key) and "." not in key]:
+                    del earlier[other]
+            layers.setdefault(layer, {})[key] = value
+            field = key.partition(".")[0]
+            sources[field] = source
+            if owner is None:
+                self.owners.pop(field, None)
+            else:
+                self.owners[field] = owner
 
     def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
         choice, scheduler_plugin, candidates = self.choose()

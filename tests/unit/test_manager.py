@@ -125,6 +125,20 @@ def test_explicit_plugins_by_object_and_module_name():
     assert pm.has_plugin("named") and pm.has_plugin("mmaplug.planning.choices")
 
 
+def test_register_names_an_object_by_its_name_attribute():
+    """``pm.register(obj)`` (the plugin reference's way) registers under ``obj.name``, so
+    provenance, warnings and blocking use it; a blocked name is not registered."""
+
+    class Named(ExternalPlugin):
+        name = "named"
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    plugin = Named()
+    assert pm.register(plugin) == "named" and pm.get_plugin("named") is plugin
+    blocked = make_plugin_manager(block=["named"], load_entrypoints=False)
+    assert blocked.register(Named()) is None and not blocked.has_plugin("named")
+
+
 def test_entry_point_loaded_with_distribution(entry_points):
     """An entry point is registered under its name with its distribution and version."""
     plugin = ExternalPlugin()

@@ -32,6 +32,7 @@ from mmaplug.planning.params import (
     SENTINELS,
     CtaOrder,
     MatmulParams,
+    ParamOverride,
     TileShape,
     TilingStrategy,
 )
@@ -192,6 +193,39 @@ def test_caller_overrides_win(mmaplug_pm, problem):
     with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 2})):
         spec = plan_problem(problem, A100, pm=mmaplug_pm, overrides={"stages": 3})
     assert (spec.params.stages, spec.provenance.source("stages")) == (3, "caller")
+
+
+class Sourced:
+    """An overrides plugin whose ParamOverride carries *source*."""
+
+    name = "sourced"
+
+    def __init__(self, source: object) -> None:
+        self.source = source
+
+    @hookimpl
+    def mmaplug_matmul_overrides(self):
+        return ParamOverride(self.source, {"stages": 3})
+
+
+@pytest.mark.parametrize("source", [None, "", "default", "caller", "ampere"])
+def test_override_source_must_be_its_own(problem, source):
+    """A ParamOverride source that is no str, or another plugin's name (credited and blamed
+    for the values in its place), is the plugin's fault, named; warning mode drops it."""
+    pm = make_plugin_manager(plugins=[Sourced(source)], load_entrypoints=False, strict=False)
+    with pytest.warns(PluginWarning, match="mmaplug_matmul_overrides: plugin 'sourced'"):
+        spec = plan_problem(problem, A100, pm=pm)
+    assert spec.provenance.source("stages") == "default"
+    strict = make_plugin_manager(plugins=[Sourced(source)], load_entrypoints=False, strict=True)
+    with pytest.raises(PluginError, match="plugin 'sourced'"):
+        plan_problem(problem, A100, pm=strict)
+
+
+def test_override_source_of_its_own_choosing(problem):
+    """A source that names no plugin (a tuned table's file, say) is shown as given."""
+    pm = make_plugin_manager(plugins=[Sourced("tuned.csv")], load_entrypoints=False, strict=True)
+    spec = plan_problem(problem, A100, pm=pm)
+    assert (spec.params.stages, spec.provenance.source("stages")) == (3, "tuned.csv")
 
 
 def test_caller_unknown_key_suggests(mmaplug_pm, problem):

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
-from mmaplug.errors import UnknownParamError
+from mmaplug.errors import PluginWarning, UnknownParamError, UsageError
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning import params as params_module
 from mmaplug.planning.device import get_device
@@ -102,6 +102,34 @@ def test_override_is_isolated_per_task(mmaplug_pm):
         return list(await asyncio.gather(plan(2), plan(3)))
 
     assert asyncio.run(both()) == [2, 3]
+
+
+def test_override_wins_over_a_plugins_override(mmaplug_pm):
+    """A block wins over a plugin setting the same field (no conflict), as the caller's
+    overrides do; the plugin's other fields stay; the caller still wins over the block."""
+    fake = FakeHeuristic("fake", {"stages": 4, "grid_swizzle_factor": 2})
+    with registered(mmaplug_pm, fake), override_matmul_params(stages=3):
+        spec = plan_problem(make_problem(), A100, pm=mmaplug_pm)
+        caller = plan_problem(make_problem(), A100, pm=mmaplug_pm, overrides={"stages": 2})
+    assert (spec.params.stages, spec.provenance.source("stages")) == (3, "override_matmul_params")
+    assert spec.provenance.source("grid_swizzle_factor") == "fake"
+    assert (caller.params.stages, caller.provenance.source("stages")) == (2, "caller")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_override_with_the_testing_plugin_blocked_is_a_fault(strict):
+    """With ``testing`` blocked a block would change nothing: a warning (strict: an error)
+    says so instead of a silent default."""
+    pm = make_plugin_manager(block=["testing"], load_entrypoints=False, strict=strict)
+    with override_matmul_params(stages=3):
+        if strict:
+            with pytest.raises(UsageError, match="'testing' plugin that applies it is blocked"):
+                plan_problem(make_problem(), A100, pm=pm)
+        else:
+            with pytest.warns(PluginWarning, match="the block changes nothing"):
+                spec = plan_problem(make_problem(), A100, pm=pm)
+            assert spec.provenance.source("stages") == "default"
+    assert plan_problem(make_problem(), A100, pm=pm).provenance.source("stages") == "default"
 
 
 def test_fake_heuristic_when(mmaplug_pm):
