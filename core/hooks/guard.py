@@ -27,7 +27,8 @@ FALLBACKS: Final[dict[str, str | None]] = {
     # the scheduler objects: the hook, then each method (labels of ``scheduler_label``)
     "mmaplug_schedulers": "its schedulers are ignored",
     "mmaplug_schedulers (accepts)": "its answer is ignored",
-    "mmaplug_schedulers (rules)": "its rules are not applied",
+    "mmaplug_schedulers (space)": "its schedulers are not used",
+    "mmaplug_schedulers (rules)": "its schedulers are not used",
     "mmaplug_schedulers (adjustments)": "its adjustments are not applied",
     "mmaplug_schedulers (build)": None,  # the chosen scheduler must build its kernel
 }

@@ -35,7 +35,7 @@ from mmaplug.planning.params import (
     Violation,
     check_param_names,
 )
-from mmaplug.planning.scheduler import Scheduler
+from mmaplug.planning.scheduler import Scheduler, rules_problems, space_problems
 from mmaplug.planning.scheduler import violations as rule_violations
 from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecated
 
@@ -84,7 +84,14 @@ class Planner:
         )
         if not accepted:
             rejections = tuple(a for a in candidates if isinstance(a, Rejection))
-            lines = "".join(f"\n  {r.name}: {r.reason}" for r in rejections) or " (none answered)"
+            lines = "".join(f"\n  {r.name}: {r.reason}" for r in rejections)
+            hook = self.guard.pm.hook.mmaplug_schedulers
+            providers = {i.plugin_name for i in hook.get_hookimpls()}
+            if dropped := sorted(self.guard.dropped & providers):
+                lines += f"\n  dropped (their warnings say why): {', '.join(dropped)}"
+            if blocked := getattr(self.guard.pm, "blocked", ()):
+                lines += f"\n  blocked (MMAPLUG_DISABLE or block=): {', '.join(blocked)}"
+            lines = lines or " (none answered)"
             raise NoSchedulerError(
                 f"no scheduler accepts {self.problem.describe()} on "
                 f"{self.device.name} ({self.device.target}):{lines}",
@@ -138,9 +145,15 @@ class Planner:
                 elif not self.check(params, scheduler, plugin, [], hook, retry=False):
                     return plugin, params
                 break
+        own = self.own(scheduler)
+        plugin = own[0] if own is not None else DEFAULT_HEURISTIC
         raise PluginResultError(
-            f"no plugin answered {hook}; is {DEFAULT_HEURISTIC!r} registered?",
-            plugin=DEFAULT_HEURISTIC,
+            f"no heuristic answered {hook} for scheduler {scheduler!r}"
+            + (f" (of plugin {describe(self.guard.pm, plugin)})" if own is not None else "")
+            + f"; the built-in {DEFAULT_HEURISTIC!r} heuristic plans only the built-in "
+            "schedulers, so a plugin that adds a scheduler also answers mmaplug_matmul_params "
+            "for it (docs/plugin-reference.md)",
+            plugin=plugin,
             hook=hook,
         )
 
@@ -180,6 +193,23 @@ class Planner:
             return False
         return source in (CALLER, *BUILTIN_NAMES) or self.guard.pm.get_plugin(source) is not None
 
+    def vet(self, scheduler: str) -> None:
+        """The chosen scheduler object's ``space`` and ``rules``, read once through the guard
+        before any heuristic reads them (the default heuristic does, and a fault there would be
+        blamed on it): raising or answering the wrong kind is the scheduler's plugin's fault;
+        warning mode drops it and plans again without it."""
+        if (own := self.own(scheduler)) is None:
+            return
+        plugin, obj = own
+        for method, problems in (("space", space_problems), ("rules", rules_problems)):
+            label = scheduler_label(scheduler, method)
+            function = getattr(obj, method)
+            answer = self.guard.ask(plugin, label, function, self.problem, self.device)
+            if answer is not SKIPPED and (what := problems(answer)):
+                self.guard.fault(plugin, label, what, cls=PluginResultError)
+            if plugin in self.guard.dropped:
+                raise Retry
+
     def own(self, scheduler: str) -> tuple[str, Scheduler] | None:
         """The chosen scheduler's plugin and object, when it is *scheduler* and has one."""
         if self.chosen is not None and self.chosen[1].name == scheduler:
@@ -197,8 +227,9 @@ class Planner:
             broken = self.guard.ask(
                 plugin, label, rule_violations, obj, params, self.problem, self.device, at=obj.rules
             )
-            if broken is not SKIPPED:
-                found.extend((plugin, v) for v in broken)
+            if plugin in self.guard.dropped:
+                raise Retry  # a scheduler is never used without its rules
+            found.extend((plugin, v) for v in broken)
         for plugin, answer in self.guard.call(
             hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
         ):
@@ -367,6 +398,7 @@ class Planner:
         choice, scheduler_plugin, candidates = self.choose()
         own = self.schedulers.get(choice.name)
         self.chosen = own if own is not None and own[0] == scheduler_plugin else None
+        self.vet(choice.name)
         base_plugin, base = self.base(choice.name)
         self.owners = dict.fromkeys(PARAM_NAMES, (base_plugin, "mmaplug_matmul_params"))
         layers, sources = self.merge(base, overrides)

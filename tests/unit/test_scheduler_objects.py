@@ -13,6 +13,7 @@ from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.errors import (
     InvalidParamsError,
     KernelBuildError,
+    NoSchedulerError,
     ParamAdjustedWarning,
     PluginError,
     PluginResultError,
@@ -94,7 +95,9 @@ class Toy:
     built: list[KernelSpec] = attrs.field(factory=list)
     accepts_raises: bool = False
     artifact: Callable[[], object] = ToyArtifact
-    broken: str = ""  # "rules": rules() raises; "adjustments": adjustments() answers garbage
+    # "rules": rules() raises; "space": space() answers 7; "rule_bool": a rule's check answers
+    # False (a bool, not None or a message); "adjustments": adjustments() answers garbage
+    broken: str = ""
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         if self.accepts_raises:
@@ -102,6 +105,8 @@ class Toy:
         return None if problem.m == 64 else f"toy takes m == 64 only, not m={problem.m}"
 
     def space(self, problem: MatmulProblem, device: Device) -> Sequence[Space]:
+        if self.broken == "space":
+            return 7  # type: ignore[return-value]
         tile = Space(
             "cta_tile",
             "m == 64",
@@ -113,6 +118,8 @@ class Toy:
     def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
         if self.broken == "rules":
             raise ValueError("toy lost its rules")
+        if self.broken == "rule_bool":
+            return [Rule("stages", "2 to 4", lambda params, problem, device: False)]
         return [
             Rule("stages", "2 to 4", _stages_rule),
             Rule("splitk_factor", "stages * splitk_factor <= 6", _depth_rule),
@@ -258,6 +265,31 @@ def test_a_toy_build_failure_is_a_verdict(pm: PluginManager, toy: Toy) -> None:
             mp.compile(linear_fusion(), "h200", pm=lenient)
 
 
+class Unplanned:
+    """A plugin adding a scheduler and no heuristic for it."""
+
+    name = "unplanned"
+
+    @mp.hookimpl
+    def mmaplug_schedulers(self) -> object:
+        return [Toy()]
+
+
+def test_a_scheduler_nobody_plans_is_named(pm: PluginManager) -> None:
+    """No heuristic answers for a new scheduler: the error names it and its plugin, and says
+    that the default plans only the built-in schedulers."""
+    with registered(pm, Unplanned()):
+        with pytest.raises(PluginResultError, match="for scheduler 'toy' \\(of plugin 'unplanned'"):
+            plan_problem(problem(), H200, pm=pm)
+
+
+def test_no_scheduler_left_says_what_was_blocked() -> None:
+    """With every scheduler blocked, the error lists the blocked names."""
+    pm = make_plugin_manager(block=["ampere", "hopper", "decode"], load_entrypoints=False)
+    with pytest.raises(NoSchedulerError, match=r"blocked \(MMAPLUG_DISABLE or block=\): ampere, "):
+        plan_problem(problem(), H200, pm=pm)
+
+
 def test_two_schedulers_of_one_name(pm: PluginManager) -> None:
     """Two plugins registering a scheduler 'toy' are a PluginError naming both."""
     with registered(pm, ToyPlugin(Toy(), "first"), ToyPlugin(Toy(), "second")):
@@ -280,22 +312,31 @@ def test_a_raising_accepts_is_named(pm: PluginManager) -> None:
 
 
 @pytest.mark.parametrize(
-    ("broken", "error", "match", "fallback"),
+    ("broken", "error", "match", "fallback", "scheduler"),
     [
-        ("rules", PluginError, "raised ValueError: toy lost its rules", "its rules are not"),
-        ("adjustments", PluginResultError, "returned 'stages'", "its adjustments are not"),
+        # a scheduler is never used without its rules: hopper plans instead
+        ("rules", PluginError, "raised ValueError: toy lost its rules", "are not used", "hopper"),
+        ("space", PluginResultError, "answered 7, not a sequence of Space", "are not", "hopper"),
+        ("rule_bool", PluginError, "raised PluginResultError: .*False", "are not", "hopper"),
+        ("adjustments", PluginResultError, "returned 'stages'", "its adjustments are not", "toy"),
     ],
 )
 def test_a_faulty_toy_method_is_named(
-    pm: PluginManager, broken: str, error: type[Exception], match: str, fallback: str
+    pm: PluginManager,
+    broken: str,
+    error: type[Exception],
+    match: str,
+    fallback: str,
+    scheduler: str,
 ) -> None:
     """Strict: an error naming plugin and method; lenient: a warning and the fallback."""
     with registered(pm, ToyPlugin(Toy(broken=broken))):
-        with pytest.raises(error, match=rf"\(toy.{broken}\): plugin 'toyplug' {match}"):
+        method = "rules" if broken == "rule_bool" else broken
+        with pytest.raises(error, match=rf"\(toy.{method}\): plugin 'toyplug' {match}"):
             plan_problem(problem(), H200, pm=pm)
         with pytest.warns(PluginWarning, match=fallback):
             spec = plan_problem(problem(), H200, pm=pm, strict=False)
-    assert spec.scheduler == "toy" and spec.provenance.dropped == ("toyplug",)
+    assert spec.scheduler == scheduler and spec.provenance.dropped == ("toyplug",)
     assert spec.provenance.adjustments == ()  # a dropped plugin is asked nothing more
 
 
