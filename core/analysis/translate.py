@@ -55,27 +55,43 @@ def translate_matmul_patterns(
     """
     fusion = as_fusion(fusion, "translate_matmul_patterns")  # a FusionDefinition is accepted
     guard = Guard(pm or get_plugin_manager())
-    patterns = _find(guard, fusion)
-    as_found = [attrs.evolve(p) for p in patterns]
-    for pattern in patterns:
-        if pattern.kind == "mma":
+    earlier: dict[int, MatmulPattern] = {}  # translated by a pass cut short, by new output
+    while True:  # each pass but the last drops a recogniser (warning mode), so this ends
+        found = _found(guard, fusion)
+        as_found = [earlier.get(id(p.output), attrs.evolve(p)) for p, _ in found]
+        try:
+            for (pattern, finder), copy in zip(found, as_found, strict=True):
+                if pattern.kind == "mma":
+                    continue
+                if pattern.kind in _TRANSLATORS:
+                    translate_as(fusion, pattern, pattern.kind)
+                else:
+                    _translate_by_plugin(guard, fusion, pattern, finder)
+                pattern.kind = "mma"
+                earlier[id(pattern.output)] = copy
+        except _FinderDropped:
             continue
-        if pattern.kind in _TRANSLATORS:
-            translate_as(fusion, pattern, pattern.kind)
-        else:
-            _translate_by_plugin(guard, fusion, pattern)
-        pattern.kind = "mma"
+        break
     guard.notify("mmaplug_fusion_translated", fusion=fusion, patterns=as_found)
-    return patterns
+    return [pattern for pattern, _ in found]
+
+
+class _FinderDropped(Exception):
+    """A recogniser's pattern had no translator and warning mode dropped it: find again."""
 
 
 _DEFINED_BY: Final = {"matmul": MatmulOp, "linear": LinearOp, "mma": MmaOp, "mul_sum": ReductionOp}
 
 
 def _find(guard: Guard, fusion: Fusion) -> list[MatmulPattern]:
+    return [pattern for pattern, _ in _found(guard, fusion)]
+
+
+def _found(guard: Guard, fusion: Fusion) -> list[tuple[MatmulPattern, str]]:
+    """Every pattern in fusion order, with the plugin that recognised it (the first to)."""
     hook = "mmaplug_matmul_patterns"
     tensors = {id(tv) for tv in fusion.tensors()}
-    seen: dict[int, MatmulPattern] = {}
+    seen: dict[int, tuple[MatmulPattern, str]] = {}
     for plugin, answer in guard.call(hook, fusion=fusion):
         if not isinstance(answer, list | tuple):
             expected = "a list of MatmulPattern or None"
@@ -86,9 +102,9 @@ def _find(guard: Guard, fusion: Fusion) -> list[MatmulPattern]:
             guard.fault(plugin, hook, f"returned {faults[0]}", cls=PluginResultError)
             continue
         for pattern in answer:
-            seen.setdefault(id(pattern.output), pattern)
+            seen.setdefault(id(pattern.output), (pattern, plugin))
     order = {id(e.output): i for i, e in enumerate(fusion.exprs())}
-    return sorted(seen.values(), key=lambda p: order.get(id(p.output), len(order)))
+    return sorted(seen.values(), key=lambda item: order.get(id(item[0].output), len(order)))
 
 
 def _pattern_fault(pattern: object, tensors: set[int]) -> str:
@@ -120,8 +136,9 @@ def _reads(expr: object, a: TensorView, b: TensorView) -> bool:
     return len(inputs) >= 2 and inputs[0] is a and inputs[1] is b
 
 
-def _translate_by_plugin(guard: Guard, fusion: Fusion, pattern: MatmulPattern) -> None:
-    """Ask the ``mmaplug_translate_pattern`` plugins; the first True must leave an MmaOp."""
+def _translate_by_plugin(guard: Guard, fusion: Fusion, pattern: MatmulPattern, finder: str) -> None:
+    """Ask the ``mmaplug_translate_pattern`` plugins; the first True must leave an MmaOp. None
+    answering True is the fault of *finder*, the recogniser of a kind nothing translates."""
     hook = "mmaplug_translate_pattern"
     for plugin, answer in guard.call(hook, fusion=fusion, pattern=pattern):
         if answer is False:
@@ -139,11 +156,15 @@ def _translate_by_plugin(guard: Guard, fusion: Fusion, pattern: MatmulPattern) -
                 cls=PluginResultError,
             )
         return
-    raise UnsupportedFusionError(
-        f"no translation to MmaOp for pattern kind {pattern.kind!r} "
-        f"(output {pattern.output.name}); the plugin that recognises it must implement "
-        "mmaplug_translate_pattern"
+    guard.fault(
+        finder,
+        "mmaplug_matmul_patterns",
+        f"recognised pattern kind {pattern.kind!r} (output {pattern.output.name}), which no "
+        "plugin translates: implement mmaplug_translate_pattern for it (translate_as reuses "
+        "a built-in translation), or leave the op to the built-in kinds",
+        cls=PluginResultError,
     )
+    raise _FinderDropped
 
 
 def translate_as(fusion: Fusion, pattern: MatmulPattern, kind: str) -> None:

@@ -251,10 +251,13 @@ def make_plugin_manager(
     """
     strict = env.strict() if strict is None else strict
     pm = PluginManager(strict=bool(strict), heuristic=heuristic or None)
-    blocked = tuple(dict.fromkeys(name.strip() for name in block if name.strip()))
-    for name in blocked:
+    names = [name.strip() for name in block if name.strip()]
+    for name in names:
         if name in ESSENTIAL_PLUGINS or name in map(short_name, ESSENTIAL_PLUGINS):
             raise UsageError(f"plugin {name!r} cannot be disabled: mmaplug needs it to plan")
+    # a built-in blocked by its module (mmaplug.plugins.hopper) is its registered short name
+    blocked = tuple(dict.fromkeys(short_name(n) if n in DEFAULT_PLUGINS else n for n in names))
+    for name in blocked:
         pm.set_blocked(name)
     pm.blocked = blocked
     for module in DEFAULT_PLUGINS:

@@ -233,11 +233,22 @@ class Planner:
         for plugin, answer in self.guard.call(
             hook, problem=self.problem, device=self.device, params=params, scheduler=scheduler
         ):
-            if isinstance(answer, list | tuple) and all(isinstance(v, Violation) for v in answer):
-                found.extend((plugin, v) for v in answer)
-            else:
+            if not isinstance(answer, list | tuple) or not all(
+                isinstance(v, Violation) for v in answer
+            ):
                 expected = "list[Violation]"
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
+            elif unknown := sorted(
+                {f"{v.field}" for v in answer if f"{v.field}".partition(".")[0] not in PARAM_NAMES}
+            ):
+                what = (
+                    f"answered a Violation of {', '.join(map(repr, unknown))}, which is no "
+                    "MatmulParams field (a violation names the field whose value breaks the "
+                    "rule, so that the plugin that chose it is blamed)"
+                )
+                self.guard.fault(plugin, hook, what, cls=PluginResultError)
+            else:
+                found.extend((plugin, v) for v in answer)
         unique: list[tuple[str, Violation]] = []  # a plugin answering both ways: each rule once
         for item in found:
             if item not in unique:

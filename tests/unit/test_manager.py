@@ -97,6 +97,13 @@ def test_other_builtins_can_be_blocked(name):
     assert pm.blocked == (name,)
 
 
+def test_a_builtin_blocked_by_its_module_name():
+    """MMAPLUG_DISABLE=mmaplug.plugins.hopper blocks hopper (it was listed as blocked, and
+    hopper still ran)."""
+    pm = make_plugin_manager(block=["mmaplug.plugins.hopper"], load_entrypoints=False)
+    assert pm.get_plugin("hopper") is None and pm.blocked == ("hopper",)
+
+
 def test_check_pending_rejects_unknown_hooks():
     """An explicit plugin implementing a misspelt hook is a PluginError naming it and the hook."""
 

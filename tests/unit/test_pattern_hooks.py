@@ -102,10 +102,42 @@ def test_translated_plugin_op_computes_the_same_values(pm: mp.PluginManager) -> 
     np.testing.assert_array_equal(mp.evaluate(fusion, inputs)[0], before)
 
 
-def test_recognised_kind_without_translator_is_rejected_by_name(pm: mp.PluginManager) -> None:
-    """A pattern kind nobody translates is an UnsupportedFusionError naming the kind."""
-    with registered(pm, Recogniser()), pytest.raises(mp.UnsupportedFusionError, match="nt_matmul"):
+def test_recognised_kind_without_translator_is_the_recognisers_fault(pm: mp.PluginManager) -> None:
+    """A pattern kind nobody translates is a fault of the plugin that recognised it, naming
+    both (before, it was an UnsupportedFusionError that mp.compile turned into a silent
+    framework segment)."""
+    with registered(pm, Recogniser()) as (name,), pytest.raises(mp.PluginResultError) as info:
         mp.translate_matmul_patterns(nt_fusion(), pm=pm)
+    assert "recognised pattern kind 'nt_matmul' (output T2), which no plugin" in str(info.value)
+    assert (info.value.plugin, info.value.hook) == (name, "mmaplug_matmul_patterns")
+
+
+class Claimer:
+    """Claims F.linear under a kind of its own and translates nothing."""
+
+    name = "claimer"
+
+    @mp.hookimpl
+    def mmaplug_matmul_patterns(self, fusion: mp.Fusion) -> list[MatmulPattern]:
+        return [
+            MatmulPattern(e.inputs[0], e.inputs[1], e.output, "my_linear")
+            for e in fusion.exprs()
+            if isinstance(e, LinearOp)
+        ]
+
+
+def test_a_dropped_recogniser_leaves_the_op_to_the_built_in_kinds() -> None:
+    """Warning mode: the claimer is named and dropped, and the linear is found and translated
+    as the built-in kind, so the fusion still gets its kernel."""
+    pm = mp.make_plugin_manager(plugins=[Claimer()], load_entrypoints=False, strict=False)
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([256, 256], dtype=mp.float16)
+        w = fd.define_tensor([256, 256], dtype=mp.float16)
+        fd.add_output(fd.ops.linear(x, w))
+    observer = Observer()
+    with registered(pm, observer), pytest.warns(mp.PluginWarning, match="plugin 'claimer'"):
+        compiled = mp.compile(fd, device="h200", pm=pm)
+    assert isinstance(compiled, mp.CompiledFusion) and observer.seen == [["linear"]]
 
 
 def test_unrecognised_op_is_no_matmul(pm: mp.PluginManager) -> None:

@@ -35,6 +35,7 @@ from mmaplug.planning.params import (
     ParamOverride,
     TileShape,
     TilingStrategy,
+    Violation,
 )
 from mmaplug.planning.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
 from mmaplug.planning.scheduler import Resources
@@ -226,6 +227,26 @@ def test_override_source_of_its_own_choosing(problem):
     pm = make_plugin_manager(plugins=[Sourced("tuned.csv")], load_entrypoints=False, strict=True)
     spec = plan_problem(problem, A100, pm=pm)
     assert (spec.params.stages, spec.provenance.source("stages")) == (3, "tuned.csv")
+
+
+class SitePolicy:
+    name = "site_policy"
+
+    @hookimpl
+    def mmaplug_validate_params(self, params):
+        return [Violation("max_stages", params.stages, "<= 3", "at most 3 stages")]
+
+
+def test_a_violation_of_no_field_is_the_validators_fault(problem):
+    """A Violation must name a MatmulParams field (blame goes to whoever chose its value); one
+    that does not was blamed on the default heuristic: now it is the validator's fault."""
+    strict = make_plugin_manager(plugins=[SitePolicy()], load_entrypoints=False, strict=True)
+    with pytest.raises(PluginResultError, match="'site_policy' answered a Violation of 'max_st"):
+        plan_problem(problem, A100, pm=strict)
+    lenient = make_plugin_manager(plugins=[SitePolicy()], load_entrypoints=False, strict=False)
+    with pytest.warns(PluginWarning, match="its rules are not applied"):
+        spec = plan_problem(problem, A100, pm=lenient)
+    assert spec.provenance.dropped == ("site_policy",)
 
 
 def test_caller_unknown_key_suggests(mmaplug_pm, problem):
