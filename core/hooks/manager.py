@@ -77,6 +77,19 @@ class PluginManager(pluggy.PluginManager):
         except pluggy.PluginValidationError as error:
             name = name or self.get_canonical_name(plugin)
             raise self._invalid(plugin, name, error) from error
+        except ValueError as error:  # pluggy: the name, or the object, is registered already
+            name = name or self.get_canonical_name(plugin)
+            holder = self.get_plugin(name)
+            what = (
+                f"the name {name!r} is taken by {describe(self, name)}"
+                if holder is not None and holder is not plugin
+                else "it is registered already"
+            )
+            raise PluginError(
+                f"plugin {plugin!r:.80} cannot be registered as {name!r}: {what}; pass "
+                "register(plugin, name=...) or give it another 'name' attribute",
+                plugin=name,
+            ) from error
         if registered is not None:
             self.generation += 1
             if functions := undecorated(self, plugin):

@@ -167,9 +167,21 @@ def _enum_field(kind: type[enum.StrEnum], default: enum.StrEnum) -> Any:
     return attrs.field(default=default, converter=convert, validator=check)
 
 
-def _tile(value: TileShape | Sequence[int]) -> TileShape:
-    """``to_tile`` typed for the tile fields, so type checkers accept ``(m, n, k)`` tuples."""
-    return to_tile(value)
+def named_tile(name: str, value: object) -> TileShape:
+    """``to_tile`` for the tile field *name*: a bad tile's error names that field (``cta_tile``,
+    or ``cta_tile.m`` for one bad dimension), not the TileShape's own ``m``."""
+    try:
+        return to_tile(value)
+    except InvalidParamsError as error:
+        (inner,) = error.violations
+        field = f"{name}.{inner.field}" if inner.field in ("m", "n", "k") else name
+        message = f"{name}={value!r} is not allowed: {inner.message}"
+        raise _fail(field, value, inner.limit, message) from None
+
+
+def _tile_field(name: str) -> Any:
+    """A tile field: ``(m, n, k)`` sequences become TileShapes (``named_tile``)."""
+    return attrs.field(converter=lambda value: named_tile(name, value))
 
 
 def _int_field(default: int, low: int = 1) -> Any:
@@ -191,9 +203,9 @@ class MatmulParams:
     the output tile is ``cta_tile.n / h`` columns.
     """
 
-    cta_tile: TileShape = attrs.field(converter=_tile)
-    warp_tile: TileShape = attrs.field(converter=_tile)
-    instruction_tile: TileShape = attrs.field(converter=_tile)
+    cta_tile: TileShape = _tile_field("cta_tile")
+    warp_tile: TileShape = _tile_field("warp_tile")
+    instruction_tile: TileShape = _tile_field("instruction_tile")
     stages: int = _int_field(2)
     prefetch_gap: int = _int_field(1)
     async_gmem_load_operands: bool = _bool_field(True)
@@ -267,8 +279,9 @@ class MatmulParams:
         for key, value in changes.items():
             if "." in key:
                 tile_name, dim = key.split(".", 1)
-                tile = flat.get(tile_name, getattr(self, tile_name))
-                flat[tile_name] = attrs.evolve(to_tile(tile), **{dim: value})
+                tile = named_tile(tile_name, flat.get(tile_name, getattr(self, tile_name)))
+                dims = {**dict(zip("mnk", tile.as_tuple(), strict=True)), dim: value}
+                flat[tile_name] = named_tile(tile_name, tuple(dims.values()))
             else:
                 flat[key] = value
         return attrs.evolve(self, **flat)

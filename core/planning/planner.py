@@ -122,7 +122,14 @@ class Planner:
         for plugin, answer in self.guard.call(
             hook, skip=owners(self.schedulers), problem=self.problem, device=self.device
         ):
-            if isinstance(answer, SchedulerChoice | Rejection):
+            if isinstance(answer, SchedulerChoice | Rejection) and answer.name in self.schedulers:
+                owner = self.schedulers[answer.name][0]
+                what = (
+                    f"answered scheduler {answer.name!r}, the name of plugin "
+                    f"{describe(self.guard.pm, owner)}'s scheduler object; name yours differently"
+                )
+                self.guard.fault(plugin, hook, what, cls=PluginResultError)
+            elif isinstance(answer, SchedulerChoice | Rejection):
                 warn_deprecated(self.guard.pm, plugin, hook)
                 if self.problem.block_scaled and isinstance(answer, SchedulerChoice):
                     answer = Rejection(answer.name, NO_BLOCK_SCALES)
@@ -463,8 +470,13 @@ class Planner:
             if isinstance(answer, list | tuple) and all(
                 isinstance(a, Adjustment) and a.field in PARAM_NAMES for a in answer
             ):
-                mine = answers.setdefault(plugin, [])  # answering both ways: each change once
-                mine += [a for a in answer if a not in mine]
+                mine = answers.get(plugin, [])  # answering both ways: each change once
+                mine = mine + [a for a in answer if a not in mine]
+                if twice := _set_twice(mine):
+                    self.guard.fault(plugin, label, twice, cls=PluginResultError)
+                    answers.pop(plugin, None)
+                else:
+                    answers[plugin] = mine
             else:
                 expected = "list[Adjustment] of MatmulParams fields"
                 self.guard.fault(plugin, label, wrong(answer, expected), cls=PluginResultError)
@@ -492,3 +504,15 @@ class Planner:
                     owner, chose = self.owners.get(adj.field, (CALLER, ""))
                     warn_about(warning, self.guard.pm, owner, chose, stacklevel=4)
         return adjusted, tuple(done)
+
+
+def _set_twice(adjustments: Sequence[Adjustment]) -> str:
+    """The fault of one plugin's *adjustments* setting a field to two values, or ''."""
+    first: dict[str, object] = {}
+    for adj in adjustments:
+        if first.setdefault(adj.field, adj.new) != adj.new:
+            return (
+                f"answered adjustments of {adj.field!r} to both {first[adj.field]!r} and "
+                f"{adj.new!r}; one plugin changes a field once"
+            )
+    return ""

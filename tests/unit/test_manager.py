@@ -97,6 +97,22 @@ def test_other_builtins_can_be_blocked(name):
     assert pm.blocked == (name,)
 
 
+def test_a_taken_name_is_a_plugin_error():
+    """Registering under a registered name (a 'name' attribute of 'hopper', say) is a
+    PluginError saying who has it, not pluggy's ValueError; registering twice too."""
+
+    class Clash(ExternalPlugin):
+        name = "hopper"
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    with pytest.raises(PluginError, match="as 'hopper': the name 'hopper' is taken by 'hopper'"):
+        pm.register(Clash())
+    plugin = ExternalPlugin()
+    pm.register(plugin, name="ext")
+    with pytest.raises(PluginError, match="it is registered already"):
+        pm.register(plugin, name="ext2")
+
+
 def test_a_builtin_blocked_by_its_module_name():
     """MMAPLUG_DISABLE=mmaplug.plugins.hopper blocks hopper (it was listed as blocked, and
     hopper still ran)."""

@@ -272,6 +272,23 @@ def test_params_are_frozen_and_hashable() -> None:
     assert {p: 1}[make()] == 1
 
 
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"cta_tile": (0, 256, 64)}, "cta_tile.m"),
+        ({"warp_tile.k": 0}, "warp_tile.k"),
+        ({"instruction_tile": (64, 256)}, "instruction_tile"),
+    ],
+)
+def test_a_bad_tile_names_its_field(changes: dict, field: str) -> None:
+    """A bad tile's violation and message name the MatmulParams field (the plugin author's
+    key), not the TileShape's own m, n or k."""
+    with pytest.raises(InvalidParamsError) as info:
+        make().with_overrides(**changes)
+    assert [v.field for v in info.value.violations] == [field]
+    assert str(info.value).startswith(f"{field.partition('.')[0]}=")
+
+
 def test_param_override_sorts_and_exposes_mapping() -> None:
     """ParamOverride stores sorted pairs and exposes a read-only mapping."""
     o = ParamOverride("fake", {"stages": 3, "cta_tile": [128, 64, 32]})

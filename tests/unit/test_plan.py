@@ -422,6 +422,15 @@ class LegacyScheduler:
         return SchedulerChoice(self.name, self.priority)
 
 
+def test_a_legacy_candidate_cannot_take_a_scheduler_objects_name(problem):
+    """The deprecated hook answering 'ampere' (a scheduler object's name) is named, as two
+    objects of one name are; it had won the plan and failed at build."""
+    pm = make_plugin_manager(load_entrypoints=False)
+    pm.register(LegacyScheduler("ampere", 99), name="legacy")
+    with pytest.raises(PluginResultError, match="answered scheduler 'ampere', the name of"):
+        plan_problem(problem, A100, pm=pm, strict=True)
+
+
 @pytest.mark.parametrize("form", [Scheduler, LegacyScheduler], ids=["object", "legacy"])
 @pytest.mark.parametrize(
     ("priorities", "winner"),
@@ -454,6 +463,32 @@ class StageCap:
         if scheduler != "ampere" or params.stages <= 3:
             return None
         return [Adjustment("stages", params.stages, 3, "K loop too short for more")]
+
+
+class TwoCaps:
+    name = "two_caps"
+
+    @hookimpl
+    def mmaplug_adjust_params(self, params):
+        return [
+            Adjustment("stages", params.stages, 3, "cap A"),
+            Adjustment("stages", params.stages, 2, "cap B"),
+        ]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_one_plugin_adjusting_a_field_twice_is_its_fault(problem, strict):
+    """Two values for one field from one adjuster: named (the last had silently won, and
+    provenance recorded both changes with the final value)."""
+    pm = make_plugin_manager(plugins=[TwoCaps()], load_entrypoints=False, strict=strict)
+    match = "'two_caps' answered adjustments of 'stages' to both 3 and 2"
+    if strict:
+        with pytest.raises(PluginResultError, match=match):
+            plan_problem(problem, A100, pm=pm)
+    else:
+        with pytest.warns(PluginWarning, match=match):
+            spec = plan_problem(problem, A100, pm=pm)
+        assert spec.provenance.adjustments == () and spec.provenance.dropped == ("two_caps",)
 
 
 def test_adjustments_are_recorded(mmaplug_pm, problem):
