@@ -181,6 +181,8 @@ class _Builder:
         g, lead = self.g, self._lead()
         keep = [len(lead) + 1] * len(lead)  # the batch dim outermost
         order = [*keep, *([1, 0] if g.layout[0] == "T" else [0, 1])]
+        if lead and not g.b_batched and g.layout[0] == "N":  # the batch folds into M-major M:
+            order = [*range(len(lead), 0, -1), 0, len(lead) + 1]  # it sits right outside M
         dtype = getattr(mp, g.a_dtype) if g.a_dtype else self.dt
         a = self.tensor([*lead, self._m(), g.k], dtype, order)
         return self._prologue(a, g.prologue[0])

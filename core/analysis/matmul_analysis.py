@@ -70,8 +70,14 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     b_tvs, accs = [b_tv], None  # the B operand of each accumulator, and each MmaOp's
     if len(patterns) > 1:
         ordered, found = horizontal_operands(patterns, troles[TensorRole.OPERAND_B])
-        if found:
-            b_tvs, accs = found, {id(p.output): j for j, p in enumerate(ordered)}
+        if not found:  # their dims would multiply into one meaningless problem
+            raise UnsupportedFusionError(
+                f"the fusion's {len(patterns)} matmuls are not one horizontal "
+                "fusion: a kernel computes one matmul, or several that read one A and B inputs "
+                "of one shape, dtype and layout (x @ W1, x @ W3); mp.compile computes each in a "
+                "segment of its own"
+            )
+        b_tvs, accs = found, {id(p.output): j for j, p in enumerate(ordered)}
     _check_operand_dtypes(patterns[0].a, patterns[0].b, name)
     _check_float64(work, name)
     for tv in (*troles[TensorRole.OPERAND_A], *troles[TensorRole.OPERAND_B]):
@@ -115,7 +121,10 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
     )
     for binding, tv in ((a, a_tv), *zip(bs, b_tvs, strict=True)):
         _check_blocks(binding)
+        _check_memory_blocks(binding)
         _check_operand_inner(binding, tv, roles, graph)
+    for binding in epi_inputs:
+        _check_memory_blocks(binding)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
     program = lower_epilogue(work, patterns, epi_inputs, name, accs, amax_of)
@@ -379,6 +388,23 @@ def _check_blocks(binding: TensorBinding) -> None:
             "batch, M, N or K dims cannot be addressed with one stride; permute or reshape "
             "before the fusion)"
         )
+
+
+def _check_memory_blocks(binding: TensorBinding) -> None:
+    """Each role's dims adjacent in memory too, outer before inner, or they never merge into
+    one stride (an input's layout: outputs are row-major, ``_check_output_order``)."""
+    seq = {r for r in binding.dim_roles if r is not None}
+    real = [i for i in binding.alloc_order if binding.dim_roles[i] and binding.shape[i] > 1]
+    for role in seq:
+        at = [k for k, i in enumerate(real) if binding.dim_roles[i] is role]
+        dims = [real[k] for k in at]
+        if at and (at[-1] - at[0] + 1 != len(at) or dims != sorted(dims)):
+            raise UnsupportedFusionError(
+                f"{binding.role.value} tensor {binding.name} (shape {list(binding.shape)}) is "
+                f"laid out with its {role.value.upper()} dims apart in memory (stride_order "
+                "makes them no single stride); declare a stride_order that keeps the dims of "
+                "each role next to each other and in their order, e.g. row-major"
+            )
 
 
 def _check_operand_inner(binding: TensorBinding, tv: TensorView, roles, graph) -> None:  # noqa: ANN001

@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from mmaplug.ir.arguments import as_int, int_field, of_type
+from mmaplug.ir.arguments import as_int, int_field, of_type, tuple_of
 from mmaplug.ir.dtypes import DType
 
 
@@ -79,11 +79,16 @@ class MatmulProblem:
     vector_widths: VectorWidths = attrs.field(validator=of_type(VectorWidths, "a VectorWidths"))
     num_patterns: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
     horizontal: int = attrs.field(default=1, converter=as_int, validator=int_field(1))
-    epilogue_ops: tuple[str, ...] = ()
-    epilogue_input_dtypes: tuple[DType, ...] = ()  # of the tensors the epilogue reads, in order
-    a_prologue_ops: tuple[str, ...] = ()  # element-wise ops between input A and the mma
-    b_prologue_ops: tuple[str, ...] = ()
-    block_scaled: bool = False  # FP8 sums scaled per K block (ScaledMmaOp, SCALE_BLOCK)
+    epilogue_ops: tuple[str, ...] = attrs.field(default=(), validator=tuple_of(str, "op names"))
+    # of the tensors the epilogue reads, in order
+    epilogue_input_dtypes: tuple[DType, ...] = attrs.field(
+        default=(), validator=tuple_of(DType, "mmaplug dtypes (mp.float16)")
+    )
+    # element-wise ops between input A (B) and the mma
+    a_prologue_ops: tuple[str, ...] = attrs.field(default=(), validator=tuple_of(str, "op names"))
+    b_prologue_ops: tuple[str, ...] = attrs.field(default=(), validator=tuple_of(str, "op names"))
+    # FP8 sums scaled per K block (ScaledMmaOp, SCALE_BLOCK)
+    block_scaled: bool = attrs.field(default=False, validator=of_type(bool, "True or False"))
 
     @property
     def layout(self) -> Layout:

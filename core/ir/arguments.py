@@ -117,6 +117,19 @@ def of_type(kind: type | tuple[type, ...], accepted: str) -> Callable[[Any, Any,
     return check
 
 
+def tuple_of(kind: type, accepted: str) -> Callable[[Any, Any, Any], None]:
+    """Validator: a tuple of *kind* instances, else a UsageError naming the class and field."""
+
+    def check(instance: Any, attribute: Any, value: Any) -> None:
+        if not isinstance(value, tuple) or not all(isinstance(v, kind) for v in value):
+            raise UsageError(
+                f"{type(instance).__name__}.{attribute.name}={value!r:.80} is not allowed; it "
+                f"must be a tuple of {accepted}"
+            )
+
+    return check
+
+
 def extents(value: object, what: str) -> list[int]:
     """*value* as extents: ints in ``[1, 2**31)``, or -1 for a symbolic extent."""
     items = ints(value, what)

@@ -76,7 +76,9 @@ def evaluate(fusion: Fusion, inputs: Sequence[object]) -> list[np.ndarray]:
     """Run *fusion* (or a FusionDefinition) on *inputs* (arrays and numbers, in input order).
 
     Every op computes in float64; each op's result is rounded to its declared dtype, as a
-    kernel storing or converting that value would, and a scalar meeting a tensor is first
+    kernel storing or converting that value would (but a kernel reads the float32 sum where a
+    half matmul result is cast straight back to float32: docs/decisions.md, "Half arithmetic
+    computes in float32 through explicit casts"), and a scalar meeting a tensor is first
     converted to the op's type (a float32 op sees ``float32(0.1)``, as in nvFuser and torch).
     Symbolic extents (-1) take the extents of *inputs*. Returns the outputs in their declared
     dtypes, each strided as its ``stride_order`` asks (row-major unless ``fd.ops.stride_order``).

@@ -110,7 +110,16 @@ def matmul_params(problem: MatmulProblem, device: Device | str | None = None) ->
 
 
 def explain(spec: KernelSpec) -> str:
-    """A readable account of how *spec* was decided: inputs, candidates, sources, adjustments."""
+    """A readable account of how *spec* was decided: inputs, candidates, sources, adjustments.
+
+    :raises UsageError: *spec* is no KernelSpec (a problem is planned first: ``plan_problem``).
+    """
+    if not isinstance(spec, KernelSpec):
+        raise UsageError(
+            f"explain takes a KernelSpec (mp.plan_problem(problem, device) or compiled.spec "
+            f"makes one; compiled.explain() explains a compiled fusion), not a "
+            f"{type(spec).__name__}"
+        )
     p, d, prov = spec.problem, spec.device, spec.provenance
     lines = [
         f"plan:       {spec.name}",

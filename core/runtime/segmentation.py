@@ -73,13 +73,10 @@ def segment(
         return (
             Segment(kind="matmul", fusion=fusion, inputs=names, outputs=_names(fusion.outputs)),
         )
-    if analysis.problem.horizontal > 1:
-        why = (
-            f"{matmuls} matmuls sharing operand A: one kernel takes them only where a scheduler "
-            "builds horizontal fusions (hopper, sm_90a); otherwise a kernel computes one"
-        )
-    else:
-        why = f"{matmuls} matmuls that are not a horizontal fusion: a kernel computes one"
+    why = (  # (several matmuls that are no horizontal fusion have no analysis: cut above)
+        f"{matmuls} matmuls sharing operand A: one kernel takes them only where a scheduler "
+        "builds horizontal fusions (hopper, sm_90a); otherwise a kernel computes one"
+    )
     return _cut(fusion, why, pm)
 
 

@@ -346,6 +346,9 @@ def _k_major(
         return None  # an operand the translation renamed: no copy to make
     reason = "; ".join(f"{r.name}: {r.reason}" for r in refused.rejections)
     segments = k_major_segments(work, operands, reason, pm)
+    copied = analyze(segments[1].fusion, pm=pm).problem
+    if not (copied.a_k_inner and copied.b_k_inner):
+        return None  # the copies read no more K-major (K = 1): the refusal stands
     try:
         kernel = compile_concrete(segments[1].fusion, device, pm=pm, overrides=overrides)
     except NoSchedulerError:

@@ -236,6 +236,13 @@ def test_a_layout_no_kernel_takes_even_k_major_is_still_refused() -> None:
         mp.compile(scaled(256, 256, 256, b_k_inner=False).fusion, device="a100")
 
 
+def test_k_of_one_is_refused_not_copied_k_major_forever() -> None:
+    """K = 1 reads as neither operand K-major, and a copy does not change that: compile refuses
+    it with the reasons (it recursed until Python's stack ran out)."""
+    with pytest.raises(mp.NoSchedulerError, match="k=1"):
+        mp.compile(scaled(64, 64, 1).fusion, device="h200")
+
+
 def fp8_problem(m: int, n: int, k: int) -> MatmulProblem:
     return MatmulProblem(
         m=m, n=n, k=k, a_k_inner=True, b_k_inner=True, operand_dtype=DType.float8_e4m3fn,

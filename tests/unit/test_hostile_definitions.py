@@ -506,6 +506,36 @@ CASES = [
         r"MatmulProblem.output_dtype='float16' is not allowed",
     ),
     (
+        "problem_epilogue_ops_none",
+        _problem(epilogue_ops=None),
+        mp.UsageError,
+        r"MatmulProblem.epilogue_ops=None is not allowed; it must be a tuple of op names",
+    ),
+    (
+        "problem_prologue_ops_none",
+        _problem(a_prologue_ops=None),
+        mp.UsageError,
+        r"MatmulProblem.a_prologue_ops=None is not allowed",
+    ),
+    (
+        "problem_epilogue_dtypes_strings",
+        _problem(epilogue_input_dtypes=("float16",)),
+        mp.UsageError,
+        r"epilogue_input_dtypes=\('float16',\) is not allowed; it must be a tuple of mmaplug",
+    ),
+    (
+        "problem_block_scaled_string",
+        _problem(block_scaled="yes"),
+        mp.UsageError,
+        r"MatmulProblem.block_scaled='yes' is not allowed; it must be True or False",
+    ),
+    (
+        "explain_a_problem",
+        lambda: mp.explain(_problem()()),
+        mp.UsageError,
+        r"explain takes a KernelSpec .* not a MatmulProblem",
+    ),
+    (
         "vector_width_zero",
         lambda: mp.VectorWidths(a=0, b=8, epilogue=8),
         mp.UsageError,

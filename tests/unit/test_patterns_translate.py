@@ -302,6 +302,11 @@ def test_linear_translates(pm, a_col_major, bias, lead):
         w = fd.define_tensor([N, K], H)
         bt = fd.define_tensor([N], H) if bias else None
         fd.add_output(fd.ops.gelu(fd.ops.linear(x, w, bt)))
+    if lead and a_col_major:  # M = [3, M] folded, K between them in memory: no one M stride
+        with pytest.raises(mp.UnsupportedFusionError, match="M dims apart in memory"):
+            mp.matmul_problem(fd.fusion, pm=pm)
+        _translate_and_check(fd.fusion, pm, expected=False)  # translation itself still holds
+        return
     problem = mp.matmul_problem(fd.fusion, pm=pm)
     assert (problem.m, problem.n, problem.k, problem.batch) == (M * (3 if lead else 1), N, K, 1)
     assert (problem.a_k_inner, problem.b_k_inner) == (not a_col_major, True)

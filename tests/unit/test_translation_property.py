@@ -92,6 +92,9 @@ def _build(case):
             pre = lambda x, y, *_: np.matmul(x, y)  # noqa: E731
             if mode == "a_broadcast":
                 reject = "non-consecutive"
+            elif mode in ("a_only", "b_broadcast") and not case["a_k_inner"]:
+                # B has no batch of its own: A's batch folds into M, with K between them
+                reject = "M dims apart in memory"
         elif form == "linear":
             ra = len(batch) + 2
             a = fd.define_tensor(
@@ -100,6 +103,8 @@ def _build(case):
             w = fd.define_tensor([n, k], dt, _order(2, None if case["b_k_inner"] else (0, 1)))
             bias = fd.define_tensor([n], dt) if case["linear_bias"] else None
             acc = fd.ops.linear(a, w, bias)
+            if batch and not case["a_k_inner"]:  # the batch folds into M, K between them
+                reject = "M dims apart in memory"
             if bias is None:
                 pre = lambda x, y, *_: x @ y.T  # noqa: E731
             else:
