@@ -179,9 +179,17 @@ def named_tile(name: str, value: object) -> TileShape:
         raise _fail(field, value, inner.limit, message) from None
 
 
-def _tile_field(name: str) -> Any:
-    """A tile field: ``(m, n, k)`` sequences become TileShapes (``named_tile``)."""
-    return attrs.field(converter=lambda value: named_tile(name, value))
+# the tile fields' converters, one each (typed, so that type checkers accept (m, n, k) tuples)
+def _cta_tile(value: TileShape | Sequence[int]) -> TileShape:
+    return named_tile("cta_tile", value)
+
+
+def _warp_tile(value: TileShape | Sequence[int]) -> TileShape:
+    return named_tile("warp_tile", value)
+
+
+def _instruction_tile(value: TileShape | Sequence[int]) -> TileShape:
+    return named_tile("instruction_tile", value)
 
 
 def _int_field(default: int, low: int = 1) -> Any:
@@ -203,9 +211,9 @@ class MatmulParams:
     the output tile is ``cta_tile.n / h`` columns.
     """
 
-    cta_tile: TileShape = _tile_field("cta_tile")
-    warp_tile: TileShape = _tile_field("warp_tile")
-    instruction_tile: TileShape = _tile_field("instruction_tile")
+    cta_tile: TileShape = attrs.field(converter=_cta_tile)
+    warp_tile: TileShape = attrs.field(converter=_warp_tile)
+    instruction_tile: TileShape = attrs.field(converter=_instruction_tile)
     stages: int = _int_field(2)
     prefetch_gap: int = _int_field(1)
     async_gmem_load_operands: bool = _bool_field(True)

@@ -234,7 +234,7 @@ class Planner:
             broken = self.guard.ask(
                 plugin, label, rule_violations, obj, params, self.problem, self.device, at=obj.rules
             )
-            if plugin in self.guard.dropped:
+            if broken is SKIPPED:  # its plugin is dropped
                 raise Retry  # a scheduler is never used without its rules
             found.extend((plugin, v) for v in broken)
         for plugin, answer in self.guard.call(
