@@ -289,8 +289,11 @@ def cmd_db(args: argparse.Namespace) -> int:
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
         return 0
     for r in found:
+        tflops = f"{r['tflops']:7.1f}" if isinstance(r["tflops"], float | int) else "      ?"
         timing = (
-            f"{r['time_ms']:.4f} ms {r['tflops']:7.1f} TF/s" if r["time_ms"] else r["error"][:60]
+            f"{r['time_ms']:.4f} ms {tflops} TF/s"
+            if isinstance(r["time_ms"], float | int) and r["time_ms"]
+            else f"{r['error'] or ''}"[:60]
         )
         print(
             f"{r['device']:<6} {r['problem_key']:<40} {r['status']:<8} {timing}  {r['params_name']}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -246,7 +247,7 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
         where.mkdir(parents=True, exist_ok=True)
         for suffix, data in texts.items():
             path = where / f"{stem}{suffix}"
-            path.write_bytes(data if isinstance(data, bytes) else data.encode())
+            _replace(path, data if isinstance(data, bytes) else data.encode())
             files.append(path)
     except OSError as error:
         raise UsageError(
@@ -255,6 +256,21 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
         ) from error
     DUMP.info("%s: wrote %s{%s} in %s", name, stem, ",".join(texts), where)
     return files
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """*path* holds *data*: written to a new file of its directory (``O_EXCL``), then renamed
+    over *path*. A name planted in a shared directory (a symlink to another file) is replaced,
+    never written through (docs/threat-model.md)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def on_build(spec: KernelSpec, artifact: object) -> list[Path]:

@@ -8,9 +8,11 @@ the schema version; opening an older file runs the missing ``MIGRATIONS`` in ord
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -90,7 +92,12 @@ def connect(path: str | Path, *, create: bool = True) -> sqlite3.Connection:
     path = Path(path)
     if not create and not path.is_file():
         raise UsageError(f"tuning database {str(path)!r} does not exist; run 'mmaplug tune' first")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not create:  # a reader changes nothing in a file that is no tuning database
+        _check_ours(path)
+    elif not path.exists():  # the user's own, as the cache directory it usually sits in
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     # check_same_thread: the runner's supervisor threads record through one connection,
     # one at a time (under the runner's lock)
     conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
@@ -99,10 +106,30 @@ def connect(path: str | Path, *, create: bool = True) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout = 60000")
         conn.execute("PRAGMA journal_mode = WAL")
         _migrate(conn, path)
+        conn.execute("SELECT * FROM measurements LIMIT 0")  # a schema number without the table
     except sqlite3.DatabaseError as error:
         conn.close()
         raise UsageError(f"{str(path)!r} is not an mmaplug tuning database: {error}") from None
     return conn
+
+
+def _check_ours(path: Path) -> None:
+    """Raise UsageError unless *path* is an mmaplug tuning database (looked at read-only)."""
+    try:
+        peek = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            found = peek.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'measurements'"
+            ).fetchone()
+        finally:
+            peek.close()
+    except sqlite3.DatabaseError as error:
+        raise UsageError(f"{str(path)!r} is not an mmaplug tuning database: {error}") from None
+    if found is None:
+        raise UsageError(
+            f"{str(path)!r} is not an mmaplug tuning database (it has no measurements table); "
+            "'mmaplug tune --db' creates one"
+        )
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
@@ -184,7 +211,13 @@ def rows(
 def _plain(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     for key in ("params", "plugins", "versions"):
-        out[key] = json.loads(out[key])
+        try:
+            out[key] = json.loads(out[key])
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UsageError(
+                f"tuning database row {out.get('id')} has an unreadable {key} ({error}); it "
+                "was not written by mmaplug tune, or is damaged (remove the row or the file)"
+            ) from None
     return out
 
 

@@ -114,12 +114,14 @@ def choose(problem: TuneProblem, device: Device, plugin_set: str, pm: Any) -> Ch
 
 
 def _ratio(best: float | None, time_ms: float | None) -> float | None:
-    return best / time_ms if best and time_ms else None
+    """best / time_ms; None unless both are positive times (a row written by hand may not be)."""
+    positive = all(isinstance(t, float | int) and t > 0 for t in (best, time_ms))
+    return best / time_ms if positive else None  # type: ignore[operator]
 
 
 def geomean(values: Sequence[float | None]) -> float | None:
-    """Geometric mean of the known values (None when there are none)."""
-    known = [v for v in values if v]
+    """Geometric mean of the known (positive) values (None when there are none)."""
+    known = [v for v in values if v is not None and v > 0]
     return math.exp(sum(map(math.log, known)) / len(known)) if known else None
 
 

@@ -122,6 +122,25 @@ def test_compile_dumps_source_and_plan(
     assert record["scheduler"] == scheduler and record["params"]["stages"] >= 2
 
 
+def test_a_planted_symlink_is_replaced_not_written_through(
+    tmp_path: Path, pm: mp.PluginManager
+) -> None:
+    """Dump names are predictable: a symlink planted under one (in a shared directory) is
+    replaced by the dump, and the file it points at stays as it was; no temporary is left."""
+    fusion = example_fusion(64, 64, 64)
+    compiled = mp.compile(fusion, "h200", pm=pm)
+    stem = dump.file_stem(compiled.spec, compiled.kernel_name, compiled.source)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    where = tmp_path / "d"
+    where.mkdir()
+    (where / f"{stem}.py").symlink_to(victim)
+    (path,) = dump.write(compiled.spec, compiled._artifact, ("source",), where)
+    assert victim.read_text() == "keep me"
+    assert not path.is_symlink() and path.read_text() == compiled.source
+    assert [p.name for p in where.iterdir()] == [path.name]
+
+
 def test_kernels_sharing_a_name_get_their_own_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pm: mp.PluginManager
 ) -> None:

@@ -64,6 +64,46 @@ def test_missing_or_foreign_files_are_usage_errors(tmp_path: Path) -> None:
         db.connect(junk)
 
 
+def test_a_reader_changes_nothing_in_a_foreign_database(tmp_path: Path) -> None:
+    """mmaplug db --db on another program's SQLite file (or an empty file) refuses it without
+    adding a table, a schema number or WAL mode; a schema number without the table is refused
+    too."""
+    other = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE bookmarks (url TEXT)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    with pytest.raises(UsageError, match="has no measurements table"):
+        db.connect(other, create=False)
+    assert other.read_bytes() == before
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(UsageError, match="has no measurements table"):
+        db.connect(empty, create=False)
+    assert empty.read_bytes() == b""
+    numbered = tmp_path / "numbered.sqlite"
+    sqlite3.connect(numbered).execute("PRAGMA user_version = 2").connection.close()
+    with pytest.raises(UsageError, match="is not an mmaplug tuning database"):
+        db.connect(numbered)
+
+
+def test_a_new_database_is_the_users_own(tmp_path: Path) -> None:
+    """Created 0600 in a directory created 0700, as the cache directory it usually sits in."""
+    path = tmp_path / "new" / "t.sqlite"
+    db.connect(path).close()
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+
+
+def test_a_damaged_row_is_a_usage_error(tmp_path: Path) -> None:
+    """A row whose JSON cannot be read names itself instead of a JSONDecodeError."""
+    conn = db.connect(tmp_path / "t.sqlite")
+    db.record(conn, row("p"))
+    conn.execute("UPDATE measurements SET params = 'garbage'")
+    with pytest.raises(UsageError, match=r"row \d+ has an unreadable params"):
+        db.rows(conn)
+
+
 def test_several_processes_write_at_once(tmp_path: Path) -> None:
     """Four writer processes recording 50 rows each all land (WAL + busy timeout)."""
     path = str(tmp_path / "shared.sqlite")
