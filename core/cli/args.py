@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -134,9 +136,10 @@ def load_fusion(text: str) -> Any:
     from mmaplug.ir.fusion import Fusion
 
     path, _, name = text.partition(":")
-    try:
-        namespace = runpy.run_path(path, run_name="__mmaplug_fusion__")
-    except Exception as error:  # noqa: BLE001 - the user's script; said in one line
+    try:  # what the file prints goes to stderr: stdout is the command's (--json parses)
+        with contextlib.redirect_stdout(sys.stderr):
+            namespace = runpy.run_path(path, run_name="__mmaplug_fusion__")
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the user's script; one line
         raise UsageError(
             f"--fusion {text}: running {path} raised {type(error).__name__}: {error}"
         ) from error

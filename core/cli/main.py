@@ -170,7 +170,12 @@ def _explain_fusion(
     from mmaplug.runtime.segmented_fusion import SegmentedFusion
 
     compiled = compile_fusion(load_fusion(args.fusion), device, overrides=overrides)
-    if args.emit != "plan":
+    if args.emit != "plan" and args.json:  # as without --fusion: the record plus the text
+        text = getattr(compiled, args.emit)
+        print_json(
+            {**plan_record(compiled.spec), "kernel_name": compiled.kernel_name, args.emit: text}
+        )
+    elif args.emit != "plan":
         text = getattr(compiled, args.emit)
         print(text, end="" if text.endswith("\n") else "\n")
     elif not args.json:

@@ -16,14 +16,17 @@ from mmaplug.progress import Progress
 def _saved_rows(path: str) -> list[dict[str, Any]]:
     """The rows of a ``mmaplug targets --json`` or ``mmaplug bench --graph --json`` file."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except OSError as error:
         raise UsageError(f"--rows {path!r} cannot be read: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise UsageError(f"--rows {path!r} is not JSON: {error}") from None
+    except (ValueError, RecursionError) as error:  # bad UTF-8, bad JSON, numbers, nesting
+        what = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise UsageError(f"--rows {path!r} is not JSON: {what}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not isinstance(rows, list) or not all(isinstance(r, dict) and "problem" in r for r in rows):
+    if not isinstance(rows, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("problem"), str) for r in rows
+    ):
         raise UsageError(
             f"--rows {path!r} has no list 'rows' of problem rows: write it with "
             "'mmaplug targets --json' or 'mmaplug bench --graph --json'"

@@ -195,8 +195,9 @@ def parse(text: str, *, toml: bool, source: str = "corpus") -> list[TuneProblem]
     """The problems of a corpus document (JSON, or TOML when *toml*)."""
     try:
         doc = tomllib.loads(text) if toml else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
-        raise UsageError(f"{source}: not valid {'TOML' if toml else 'JSON'}: {error}") from None
+    except (ValueError, RecursionError) as error:  # (the decoders' errors are ValueErrors)
+        what = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise UsageError(f"{source}: not valid {'TOML' if toml else 'JSON'}: {what}") from None
     entries = doc.get("problems") if isinstance(doc, Mapping) else None
     if not isinstance(entries, list) or not entries:
         raise UsageError(f"{source}: expected a non-empty list 'problems' of problem tables")
@@ -351,9 +352,11 @@ def load(spec: str) -> list[TuneProblem]:
             ".json or .toml file"
         )
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise UsageError(f"corpus {spec!r} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"corpus {spec!r} is not UTF-8 text: {error}") from None
     return parse(text, toml=path.suffix.lower() == ".toml", source=spec)
 
 

@@ -90,7 +90,12 @@ def manager(plugin_set: str) -> Any:
         if spec is None or spec.loader is None or not path.is_file():
             raise UsageError(f"plugin file {name!r} does not exist")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:  # the user's file: one line, as explain --fusion says it
+            raise UsageError(
+                f"plugin file {name!r} failed to run: {type(error).__name__}: {error}"
+            ) from None
         return make_plugin_manager(
             block=block, load_entrypoints=False, plugins=[module], heuristic=module.__name__
         )

@@ -296,10 +296,28 @@ def test_explain_fusion_of_one_kernel_prints_its_plan(
     assert status == 0 and out.startswith("plan:       mm_sm80_ampere") and "segment" not in out
 
 
+def test_explain_fusion_json_stays_parseable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """What the fusion file prints goes to stderr, so --json parses; --emit with --json is
+    the record plus the text under that key, as without --fusion."""
+    script = tmp_path / "mm.py"
+    plain = FUSION_FILE.replace("fd.ops.slice(", "(").replace(", [0, 0], [8, 8]", "")
+    script.write_text(plain + 'print("loading weights...")\n')
+    status, out, err = run(capsys, "explain", "--device", "h200", "--fusion", str(script), "--json")
+    assert status == 0 and json.loads(out)["scheduler"] == "hopper"
+    assert "loading weights..." in err
+    argv = ["explain", "--device", "h200", "--fusion", str(script), "--emit", "source", "--json"]
+    status, out, _ = run(capsys, *argv)
+    record = json.loads(out)
+    assert status == 0 and "def hopper_gemm(" in record["source"] and record["kernel_name"]
+
+
 FUSION_ERRORS = {
     "two_fusions": (FUSION_FILE + "other = fd.fusion\n", "", "defines 2 fusions (fd, other)"),
     "no_such_name": (FUSION_FILE, ":fusion", "defines no variable 'fusion'"),
     "raises": ("raise ValueError('boom')\n", "", "raised ValueError: boom"),
+    "exits": ("import sys\nsys.exit(0)\n", "", "raised SystemExit: 0"),
     "with_extents": (FUSION_FILE, "", "--fusion takes the extents from the fusion; drop --m"),
 }
 

@@ -60,13 +60,33 @@ def test_toml_and_json_files(tmp_path: Path) -> None:
         ('{"problems": [{"m": 1, "n": 2, "k": 3, "layout": "XX"}]}', "layout='XX'; choose from TN"),
         ('{"problems": []}', "expected a non-empty list 'problems'"),
         ("{", "not valid JSON"),
+        ("[" * 100_000, "not valid JSON: nested too deeply"),
+        ('{"problems": [{"m": ' + "9" * 5000 + "}]}", "not valid JSON: Exceeds the limit"),
     ],
-    ids=["unknown-field", "zero", "missing", "dtype", "layout", "empty", "syntax"],
+    ids=[
+        "unknown-field",
+        "zero",
+        "missing",
+        "dtype",
+        "layout",
+        "empty",
+        "syntax",
+        "deep",
+        "digits",
+    ],  # fmt: skip
 )
 def test_bad_corpus_entries_say_what_is_wrong(text: str, match: str) -> None:
     """Each mistake is a UsageError naming the problem's position and what is accepted."""
     with pytest.raises(UsageError, match=match):
         corpus.parse(text, toml=False, source="c.json")
+
+
+def test_a_corpus_file_that_is_no_text_says_so(tmp_path: Path) -> None:
+    """A binary or UTF-16 file is a UsageError, not a UnicodeDecodeError traceback."""
+    path = tmp_path / "c.json"
+    path.write_text('{"problems": []}', encoding="utf-16")
+    with pytest.raises(UsageError, match="is not UTF-8 text"):
+        corpus.load(str(path))
 
 
 def test_unknown_corpus_names_the_builtins(tmp_path: Path) -> None:

@@ -112,6 +112,14 @@ def test_unknown_plugin_set_is_a_usage_error() -> None:
         report.manager("missing.py")
 
 
+def test_a_plugin_file_that_raises_is_one_line(tmp_path: Path) -> None:
+    """report --heuristic FILE.py / diff: the file's exception is a UsageError naming it."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ValueError('boom')\n")
+    with pytest.raises(UsageError, match=r"plugin file '.*bad.py' failed to run: ValueError: boom"):
+        report.manager(str(bad))
+
+
 def test_cli_db_report_diff(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The subcommands read the same rows: db exports, report and diff print JSON."""
     assert main(["db", "--db", str(recorded), "--format", "json", "--best"]) == 0
