@@ -83,8 +83,10 @@ def max_bytes() -> int:
     value = env.text("MMAPLUG_CACHE_MAX_BYTES")
     if not value:
         return DEFAULT_MAX_BYTES
-    if (found := _SIZE.fullmatch(value.lower())) and int(found[1]) > 0:
-        return int(found[1]) * _UNITS[found[2]]
+    found = _SIZE.fullmatch(value.lower())
+    with contextlib.suppress(ValueError):  # (past Python's 4,300 digits: no size either)
+        if found and int(found[1]) > 0:
+            return int(found[1]) * _UNITS[found[2]]
     env.complain(
         f"MMAPLUG_CACHE_MAX_BYTES={value!r} is not a size; it accepts a positive number of "
         "bytes with an optional K, M, G or T suffix (powers of 1024); using the default (2G)"
@@ -312,7 +314,7 @@ def manifest(root: Path) -> dict[str, Any]:
         records = document["entries"]
         if document["format"] == _MANIFEST_FORMAT and isinstance(records, dict):
             return records
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         pass
     raise OSError(f"the cache manifest {root / MANIFEST} is damaged")
 

@@ -206,7 +206,7 @@ def _trusted(data: bytes, record: Mapping[str, Any] | None) -> Binary:
         meta = json.loads(head)
         binary = Binary(image, str(meta["entry"]), int(meta["slots"]))
         layout, intact = meta["format"], meta["sha256"] == hashlib.sha256(image).hexdigest()
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError):  # (slots: Infinity)
         raise ValueError("is damaged") from None
     if layout != _FORMAT:
         raise ValueError(f"is of cache format {layout!r}, not {_FORMAT} (another mmaplug's)")

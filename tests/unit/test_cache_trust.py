@@ -200,6 +200,34 @@ def test_a_damaged_manifest_means_a_rebuild_and_a_new_manifest(
     assert builds == [1] and list(_manifest(root)) == [_key()]
 
 
+def test_a_deeply_nested_manifest_is_damaged_not_a_recursion_error(
+    root: Path, loads: list[tuple[bytes, str]]
+) -> None:
+    _launch([])
+    (root / "manifest.json").write_text("[" * 100_000)
+    cubin._loaded.clear()
+    builds: list[int] = []
+    with pytest.warns(CacheWarning, match=r"cache manifest .*manifest\.json is damaged"):
+        _launch(builds)
+    assert builds == [1]
+
+
+def test_an_entry_of_infinite_slots_is_damaged_not_an_overflow(
+    root: Path, loads: list[tuple[bytes, str]]
+) -> None:
+    """A header with a matching sha256 and slots Infinity (no mmaplug writes that): rebuilt."""
+    _launch([])
+    stored = root / "cubins" / f"{_key()}.cubin"
+    sha = hashlib.sha256(BUILT.cubin).hexdigest()
+    head = f'{{"format": {cubin._FORMAT}, "entry": "_Zk", "slots": Infinity, "sha256": "{sha}"}}'
+    stored.write_bytes(head.encode() + b"\n" + BUILT.cubin)
+    cubin._loaded.clear()
+    builds: list[int] = []
+    with pytest.warns(CacheWarning, match="is damaged"):
+        _launch(builds)
+    assert builds == [1]
+
+
 def test_a_fifo_at_a_cubin_path_is_refused_without_blocking(
     root: Path, loads: list[tuple[bytes, str]]
 ) -> None:
@@ -377,7 +405,7 @@ def test_the_bound_reads_sizes(monkeypatch: pytest.MonkeyPatch, value: str, expe
     assert cache.max_bytes() == expected
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5G", "2 GB extra"])
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1.5G", "2 GB extra", "9" * 5000])
 def test_a_bad_bound_warns_and_keeps_the_default(monkeypatch, value: str) -> None:
     monkeypatch.setenv("MMAPLUG_CACHE_MAX_BYTES", value)
     with pytest.warns(EnvWarning, match="MMAPLUG_CACHE_MAX_BYTES=.* is not a size"):
