@@ -379,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # point stdout at devnull so the flush at exit raises nothing, and exit quietly
         _stdout_to_devnull()
         return 1
+    except OSError as error:  # the output cannot be written (a full disk), or the like
+        _stdout_to_devnull()
+        print(f"mmaplug: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("mmaplug: interrupted", file=sys.stderr)
         return 130
@@ -394,7 +398,8 @@ def _run(argv: Sequence[str] | None) -> int:
         handler = log.to_stream(logging.DEBUG if args.verbose > 1 else logging.INFO)
     try:
         result: int = args.func(args)
-        sys.stdout.flush()  # a closed pipe is found here, not at interpreter exit
+        if sys.stdout is not None:  # (None: started with stdout closed; print writes nothing)
+            sys.stdout.flush()  # a closed pipe is found here, not at interpreter exit
     except MatmulError as error:
         lines = [line.strip() for line in str(error).splitlines() if line.strip()]
         print(f"mmaplug: error: {'; '.join(lines) or type(error).__name__}", file=sys.stderr)

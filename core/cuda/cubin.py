@@ -124,13 +124,21 @@ def kernel(
 
 def stored(key: str) -> bool:
     """Whether the kernel under *key* needs no build: loaded, kept, or in the disk cache (a
-    file the cache manifest lists)."""
+    file the cache manifest lists, intact: what :func:`read` would load)."""
     if key in _loaded or key in _kept:
         return True
     if not cache.disk_cache_enabled():
         return False
     where = cache.entry(key)
-    return where is not None and cache.listed(where)
+    if where is None or not cache.listed(where):
+        return False
+    try:
+        found = cache.fetch(where)
+        if found is not None:
+            _trusted(*found)
+    except (OSError, ValueError):  # damaged or untrusted: read() would rebuild it
+        return False
+    return found is not None
 
 
 def keep(key: str, binary: Binary) -> None:

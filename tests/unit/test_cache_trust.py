@@ -152,6 +152,10 @@ def test_prebuild_lists_what_it_built_in_the_manifest(
     assert _manifest(root)["pre"]["sha256"] == hashlib.sha256(BUILT.cubin).hexdigest()
     cubin._kept.clear()  # a later process
     assert cubin.stored("pre") and cubin.read("pre", 21) == BUILT
+    stored = root / "cubins" / "pre.cubin"
+    stored.write_bytes(stored.read_bytes()[:-1])  # truncated: listed, but not what was built
+    assert not cubin.stored("pre")  # so prebuild builds it again instead of counting it
+    assert mp.prebuild([Compiled()]).built == ("hopper_x.hopper_gemm (pre)",)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -224,6 +224,22 @@ def test_python_dash_m_runs_the_command() -> None:
     assert done.returncode == 0 and done.stdout.startswith("registered plugins:\n"), done.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_an_output_that_cannot_be_written_is_one_line() -> None:
+    """stdout on a full disk: one error line and status 1, no traceback."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "mmaplug", "plugins"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert done.stderr == "mmaplug: error: [Errno 28] No space left on device\n"
+
+
 @pytest.mark.parametrize("command", [[], ["explain"], ["plugins"], ["demo"], ["bench"]])
 def test_help_is_written_for_a_terminal(
     capsys: pytest.CaptureFixture[str], command: list[str]
