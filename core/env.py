@@ -172,10 +172,20 @@ def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def complain(message: str, environ: Mapping[str, str] | None = None) -> None:
-    """An ``EnvWarning`` with *message*; a ``UsageError`` under ``MMAPLUG_STRICT``."""
+    """An ``EnvWarning`` with *message*; a ``UsageError`` under ``MMAPLUG_STRICT``.
+
+    The warning is the environment's, not a line of code's: it is issued at ``<environment>``,
+    so the default filter shows each message once a process, however many reads meet it.
+    """
     if strict(environ):
         raise UsageError(f"{message} ({STRICT} is on)")
-    warnings.warn(EnvWarning(message), stacklevel=4)
+    warnings.warn_explicit(
+        EnvWarning(message), EnvWarning, "<environment>", 0, module=__name__, registry=_SHOWN
+    )
+
+
+#: The warnings registry of ``complain`` (what ``__warningregistry__`` is for a module).
+_SHOWN: Final[dict[object, object]] = {}
 
 
 def _accepted(name: str) -> str:

@@ -50,6 +50,28 @@ def positive(text: str) -> int:
     return value
 
 
+def count(text: str) -> int:
+    """An int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an int >= 0)")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def one_of(names: Sequence[str], what: str) -> Callable[[str], str]:
     """A type that takes any case of *names* and gives the canonical spelling."""
     canonical = {name.lower(): name for name in names}
@@ -117,9 +139,17 @@ def png(text: str) -> str:
     return text
 
 
+def split_fusion(text: str) -> tuple[str, str]:
+    """``FILE`` or ``FILE:NAME`` as (path, name); a file whose own name has a colon is FILE."""
+    if Path(text).is_file():
+        return text, ""
+    path, _, name = text.rpartition(":")
+    return (path, name) if path else (text, "")
+
+
 def fusion_file(text: str) -> str:
     """``FILE`` or ``FILE:NAME``: a Python file that builds a fusion (NAME: which variable)."""
-    path, _, name = text.partition(":")
+    path, name = split_fusion(text)
     if not Path(path).is_file():
         raise argparse.ArgumentTypeError(f"{text!r}: {path} is not a file")
     if name and not name.isidentifier():
@@ -135,7 +165,7 @@ def load_fusion(text: str) -> Any:
     from mmaplug.ir.frontend import FusionDefinition
     from mmaplug.ir.fusion import Fusion
 
-    path, _, name = text.partition(":")
+    path, name = split_fusion(text)
     try:  # what the file prints goes to stderr: stdout is the command's (--json parses)
         with contextlib.redirect_stdout(sys.stderr):
             namespace = runpy.run_path(path, run_name="__mmaplug_fusion__")

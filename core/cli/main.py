@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from mmaplug import log
+from mmaplug import env, log
 from mmaplug.analysis.problem import Layout, MatmulProblem, VectorWidths
 from mmaplug.cli.args import (
     Parser,
@@ -397,6 +397,7 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.verbose:  # None or a count
         handler = log.to_stream(logging.DEBUG if args.verbose > 1 else logging.INFO)
     try:
+        env.strict()  # a bad MMAPLUG_STRICT is an error for every command, not only some
         result: int = args.func(args)
         if sys.stdout is not None:  # (None: started with stdout closed; print writes nothing)
             sys.stdout.flush()  # a closed pipe is found here, not at interpreter exit

@@ -9,7 +9,17 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from mmaplug.cli.args import add_json, finite, one_of, positive, print_json, requires, shape
+from mmaplug.cli.args import (
+    add_json,
+    count,
+    finite,
+    one_of,
+    positive,
+    print_json,
+    requires,
+    seconds,
+    shape,
+)
 from mmaplug.errors import UnsupportedTargetError, UsageError
 from mmaplug.planning.device import get_device
 from mmaplug.progress import Progress
@@ -100,7 +110,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     problems = problems_of(args)
     progress = Progress(args.progress)
     if args.plan_only or args.build_only:
-        device = get_device(args.device or "h200")
+        device = get_device("h200" if args.device is None else args.device)
         jobs = sweep.plan_jobs(
             problems, device, limit=args.candidates, ampere=args.ampere, decode=args.decode
         )
@@ -172,18 +182,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _print_jobs(jobs: list[dict[str, Any]], as_json: bool) -> None:
-    if as_json:
-        print_json(
-            [
-                {
-                    "problem": j["key"],
-                    "scheduler": j["scheduler"],
-                    "params": j["params"],
-                    "name": j["params_name"],
-                }  # fmt: skip
-                for j in jobs
-            ]
-        )
+    if as_json:  # one object, as every --json prints
+        candidates = [
+            {"problem": j["key"], "scheduler": j["scheduler"], "params": j["params"],
+             "name": j["params_name"]}
+            for j in jobs
+        ]  # fmt: skip
+        print_json({"candidates": candidates})
         return
     for job in jobs:
         print(f"{job['key']:<44} {job['scheduler']:<7} {job['params_name']}")
@@ -232,10 +237,10 @@ def add_tune(sub: Any) -> None:
         default=CORES,
         help="build processes (default: the cores less one)",
     )
-    p.add_argument("--gpus", type=int, default=0, help="timing workers, one per GPU (0: all)")
+    p.add_argument("--gpus", type=count, default=0, help="timing workers, one per GPU (0: all)")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=120.0,
         help="seconds a build or a timing may take before its worker is killed",
     )

@@ -329,6 +329,27 @@ def test_explain_fusion_json_stays_parseable(
     assert status == 0 and "def hopper_gemm(" in record["source"] and record["kernel_name"]
 
 
+def test_a_fusion_file_whose_name_has_a_colon(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--fusion 'a:b.py' is that file (FILE:NAME splits at the last colon only otherwise)."""
+    script = tmp_path / "a:b.py"
+    script.write_text(FUSION_FILE.replace("fd.ops.slice(", "(").replace(", [0, 0], [8, 8]", ""))
+    status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
+    assert status == 0 and out.startswith("plan:       mm_sm80_ampere")
+    status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", f"{script}:fd")
+    assert status == 0 and out.startswith("plan:       mm_sm80_ampere")
+
+
+def test_a_bad_strict_switch_is_an_error_for_every_command(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MMAPLUG_STRICT=bad: one error line and 2 from cache info too, not only from explain."""
+    monkeypatch.setenv("MMAPLUG_STRICT", "bad")
+    status, out, err = run(capsys, "cache", "info")
+    assert status == 2 and out == "" and "MMAPLUG_STRICT='bad' is not a switch" in err
+
+
 FUSION_ERRORS = {
     "two_fusions": (FUSION_FILE + "other = fd.fusion\n", "", "defines 2 fusions (fd, other)"),
     "no_such_name": (FUSION_FILE, ":fusion", "defines no variable 'fusion'"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -337,3 +338,15 @@ def test_every_mmaplug_variable_in_the_code_is_declared() -> None:
         for name in re.findall(r"\bMMAPLUG_[A-Z_]+\b", path.read_text())
     }
     assert used <= {v.name for v in env.VARIABLES}
+
+
+def test_an_unknown_name_is_warned_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many reads meet it, the default filter shows the environment's warning once."""
+    monkeypatch.setenv("MMAPLUG_ONCE_ONLY_TYPO", "1")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        for _ in range(3):
+            env.text("MMAPLUG_DUMP")
+    assert [str(w.message) for w in seen] == [
+        "MMAPLUG_ONCE_ONLY_TYPO is not an mmaplug variable; see the README's environment table"
+    ]

@@ -152,9 +152,20 @@ def test_cli_tune_plan_only(capsys: pytest.CaptureFixture[str]) -> None:
     """--plan-only prints each problem's candidates, the default's choice first (no GPU)."""
     assert main(["tune", "--shape", "64x4096x4096", "--candidates", "5", "--plan-only",
                  "--json"]) == 0  # fmt: skip
-    jobs = json.loads(capsys.readouterr().out)
+    jobs = json.loads(capsys.readouterr().out)["candidates"]  # one object, as every --json
     assert len(jobs) == 5 and {j["problem"] for j in jobs} == {SKINNY.key}
     assert jobs[0]["name"] == _default(SKINNY).name
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--timeout", "nan"), ("--timeout", "-1"), ("--gpus", "-5")]
+)
+def test_cli_tune_refuses_odd_numbers(
+    capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """A timeout that is no positive number of seconds, or a negative GPU count: rc 2."""
+    assert main(["tune", "--shape", "64x64x64", "--plan-only", option, value]) == 2
+    assert f"argument {option}: '{value}' is not a" in capsys.readouterr().err
 
 
 def test_columns_are_labelled_by_module_unless_two_would_clash() -> None:
