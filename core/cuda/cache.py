@@ -236,9 +236,15 @@ def store_file(path: Path, data: bytes) -> None:
 def locked(root: Path, *, exclusive: bool) -> Iterator[None]:
     """Hold the cache's ``flock``: shared to read an entry, exclusive to change the cache."""
     flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(root / LOCK, flags, 0o600)  # flock needs no write access
     try:
-        _check_file(os.fstat(fd), sys.maxsize)  # never read: any size
+        fd = os.open(root / LOCK, flags, 0o600)  # flock needs no write access
+    except OSError as error:
+        raise OSError(f"the cache lock {root / LOCK} cannot be used: {error}") from None
+    try:
+        try:
+            _check_file(os.fstat(fd), sys.maxsize)  # never read: any size
+        except OSError as why:  # (the fix is the lock's, not the entry's being read)
+            raise OSError(f"the cache lock {root / LOCK} cannot be used: {why}") from None
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
     finally:

@@ -492,3 +492,14 @@ def test_verify_names_each_problem_and_exits_1(root: Path, capsys) -> None:
         f"{cubins / 'writable.cubin'} cannot be used: it is writable by group and others",
         "5 entries checked, 4 problems",
     ]
+
+
+def test_a_writable_lock_is_named_as_the_lock(root: Path, capsys) -> None:
+    """A manifest.lock others can write: verify names the lock (the fix is there), not an
+    entry."""
+    cubin.write("fine", BUILT)
+    (root / "manifest.lock").chmod(0o666)
+    status = main(["cache", "verify"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"the cache lock {root / 'manifest.lock'} cannot be used: it is writable by" in err
