@@ -185,7 +185,7 @@ def complain(message: str, environ: Mapping[str, str] | None = None) -> None:
 
 
 #: The warnings registry of ``complain`` (what ``__warningregistry__`` is for a module).
-_SHOWN: Final[dict[object, object]] = {}
+_SHOWN: Final[dict[str | tuple[str, type[Warning], int], int]] = {}
 
 
 def _accepted(name: str) -> str:
