@@ -1,5 +1,6 @@
-"""Override layers: which dotted keys set a common value (``cta_tile`` and ``cta_tile.m``), and
-two plugins' layers that set one value differently (an ``OverrideConflictError``)."""
+"""Override layers: which dotted keys set a common value (``cta_tile`` and ``cta_tile.m``), two
+plugins' layers that set one value differently (an ``OverrideConflictError``), one plugin's
+adjustments that do, and a layer that wins over those before it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from mmaplug.errors import MatmulError, OverrideConflictError
+from mmaplug.planning.choices import Adjustment
 from mmaplug.planning.params import to_tile
 
 #: (plugin, changes): a layer of changes applied on top of valid params.
@@ -61,3 +63,35 @@ def _part(key: str, value: object, other: str) -> object:
         return value
     other_dim = other.partition(".")[2]
     return getattr(tile, other_dim) if other_dim else tile
+
+
+def win(
+    layers: dict[str, dict[str, object]],
+    sources: dict[str, str],
+    layer: str,
+    source: str,
+    changes: Mapping[str, object],
+) -> list[str]:
+    """*changes* as *layer*'s, from *source*, each dropping what the layers before it set of the
+    same field (no conflict: the harness's and the caller's layers win); the fields set."""
+    fields = []
+    for key, value in changes.items():
+        for earlier in layers.values():
+            for other in [k for k in earlier if overlaps(k, key) and "." not in key]:
+                del earlier[other]
+        layers.setdefault(layer, {})[key] = value
+        fields.append(key.partition(".")[0])
+        sources[fields[-1]] = source
+    return fields
+
+
+def set_twice(adjustments: Sequence[Adjustment]) -> str:
+    """The fault of one plugin's *adjustments* setting a field to two values, or ''."""
+    first: dict[str, object] = {}
+    for adj in adjustments:
+        if first.setdefault(adj.field, adj.new) != adj.new:
+            return (
+                f"answered adjustments of {adj.field!r} to both {first[adj.field]!r} and "
+                f"{adj.new!r}; one plugin changes a field once"
+            )
+    return ""

@@ -26,7 +26,7 @@ from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, wrong
 from mmaplug.hooks.manager import BUILTIN_NAMES, DEFAULT_HEURISTIC, describe, fault, is_builtin
 from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device
-from mmaplug.planning.layers import Layer, check_agree, find_clash, overlaps
+from mmaplug.planning.layers import Layer, check_agree, find_clash, set_twice, win
 from mmaplug.planning.params import (
     HARNESS_CHANGES,
     PARAM_NAMES,
@@ -382,35 +382,12 @@ class Planner:
                 cls=UsageError,
             )
         for override in harness:
-            owner = (HARNESS, "mmaplug_matmul_overrides")
-            self.win(layers, sources, HARNESS, override.source, override.changes, owner)
+            for field in win(layers, sources, HARNESS, override.source, override.changes):
+                self.owners[field] = (HARNESS, "mmaplug_matmul_overrides")
         check_param_names(overrides, source=CALLER)
-        self.win(layers, sources, CALLER, CALLER, overrides, None)
+        for field in win(layers, sources, CALLER, CALLER, overrides):
+            self.owners.pop(field, None)  # the caller's own values: no warning points there
         return [(p, c) for p, c in layers.items() if c], sources
-
-    def win(
-        self,
-        layers: dict[str, dict[str, object]],
-        sources: dict[str, str],
-        layer: str,
-        source: str,
-        changes: Mapping[str, object],
-        owner: tuple[str, str] | None,
-    ) -> None:
-        """*changes* as *layer*'s, from *source*: each drops what the layers before it set of
-        the same field (no conflict); *owner* is where a warning about the field points (none
-        for the caller's own values)."""
-        for key, value in changes.items():
-            for earlier in layers.values():
-                for other in [k for k in earlier if overlaps(k, key) and "." not in key]:
-                    del earlier[other]
-            layers.setdefault(layer, {})[key] = value
-            field = key.partition(".")[0]
-            sources[field] = source
-            if owner is None:
-                self.owners.pop(field, None)
-            else:
-                self.owners[field] = owner
 
     def plan(self, overrides: Mapping[str, object]) -> KernelSpec:
         choice, scheduler_plugin, candidates = self.choose()
@@ -472,7 +449,7 @@ class Planner:
             ):
                 mine = answers.get(plugin, [])  # answering both ways: each change once
                 mine = mine + [a for a in answer if a not in mine]
-                if twice := _set_twice(mine):
+                if twice := set_twice(mine):
                     self.guard.fault(plugin, label, twice, cls=PluginResultError)
                     answers.pop(plugin, None)
                 else:
@@ -504,15 +481,3 @@ class Planner:
                     owner, chose = self.owners.get(adj.field, (CALLER, ""))
                     warn_about(warning, self.guard.pm, owner, chose, stacklevel=4)
         return adjusted, tuple(done)
-
-
-def _set_twice(adjustments: Sequence[Adjustment]) -> str:
-    """The fault of one plugin's *adjustments* setting a field to two values, or ''."""
-    first: dict[str, object] = {}
-    for adj in adjustments:
-        if first.setdefault(adj.field, adj.new) != adj.new:
-            return (
-                f"answered adjustments of {adj.field!r} to both {first[adj.field]!r} and "
-                f"{adj.new!r}; one plugin changes a field once"
-            )
-    return ""
