@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from mmaplug.errors import UsageError
 from mmaplug.ir.arguments import MAX_EXTENT
@@ -40,25 +40,23 @@ def extent(text: str, *, zero: bool = False) -> int:
     return value
 
 
-def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive int")
-    return value
+def ints_from(low: int, what: str) -> Callable[[str], int]:
+    """A type of ints >= *low*, else *what* the value is not."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
 
 
-def count(text: str) -> int:
-    """An int >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count (an int >= 0)")
-    return value
+positive: Final = ints_from(1, "a positive int")
+count: Final = ints_from(0, "a count (an int >= 0)")
 
 
 def seconds(text: str) -> float:

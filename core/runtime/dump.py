@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from mmaplug import env
-from mmaplug.cuda.cache import digest
+from mmaplug.cuda.cache import digest, store_file
 from mmaplug.errors import (
     EnvWarning,
     KernelBuildError,
@@ -247,7 +246,9 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
         where.mkdir(parents=True, exist_ok=True)
         for suffix, data in texts.items():
             path = where / f"{stem}{suffix}"
-            _replace(path, data if isinstance(data, bytes) else data.encode())
+            # a new file renamed over the name: a symlink planted there is replaced,
+            # never written through (docs/threat-model.md)
+            store_file(path, data if isinstance(data, bytes) else data.encode())
             files.append(path)
     except OSError as error:
         raise UsageError(
@@ -256,21 +257,6 @@ def write(spec: KernelSpec, artifact: object, kinds: Collection[str], where: Pat
         ) from error
     DUMP.info("%s: wrote %s{%s} in %s", name, stem, ",".join(texts), where)
     return files
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """*path* holds *data*: written to a new file of its directory (``O_EXCL``), then renamed
-    over *path*. A name planted in a shared directory (a symlink to another file) is replaced,
-    never written through (docs/threat-model.md)."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def on_build(spec: KernelSpec, artifact: object) -> list[Path]:
