@@ -138,6 +138,11 @@ def _bind_input(val: Val, given: object) -> np.ndarray | float:
                 f"evaluate: scalar input {val.name} = {given!r:.30} does not fit a float"
             ) from None
     assert isinstance(val, TensorView)
+    if isinstance(given, np.ma.MaskedArray) and np.ma.getmask(given) is not np.ma.nomask:
+        raise FusionError(
+            f"evaluate: input {val.name} is a masked array; a fusion reads every element, so "
+            "pass plain values (masked.filled(value) says which stand in for the masked ones)"
+        )
     try:
         array = np.asarray(given)
     except Exception as error:  # noqa: BLE001 - anything numpy cannot read is the caller's error

@@ -468,6 +468,14 @@ CASES = [
         r"translate_matmul_patterns takes a Fusion .*got dict",
     ),
     (
+        "evaluate_masked_array",
+        lambda: mp.evaluate(
+            _linear(), [np.ma.masked_array(np.ones((M, K)), mask=True), np.ones((N, K))]
+        ),
+        mp.FusionError,
+        r"input T0 is a masked array; a fusion reads every element",
+    ),
+    (
         "evaluate_inputs_array",
         lambda: mp.evaluate(_linear(), np.ones((M, K))),
         mp.FusionError,
