@@ -13,6 +13,7 @@ with the counts is printed at the end.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import warnings
@@ -97,7 +98,13 @@ def check(case: dict) -> None:
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
     (got,) = compiled.execute(inputs)
-    (want,) = mp.evaluate(fusion, inputs)
+    # the translated fusion: where the fusion casts the half product back to float32, kernels
+    # read the float32 sum (docs/decisions.md, "Half arithmetic"); mp.evaluate of the fusion as
+    # written rounds it, which a cancellation in the epilogue (bias) magnifies past any
+    # tolerance relative to the result (seed 31: 0.0332 against 0.0352)
+    translated = copy.deepcopy(fusion)
+    mp.translate_matmul_patterns(translated, pm=PM)
+    (want,) = mp.evaluate(translated, inputs)
     got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert np.all(np.isfinite(got64)), f"unwritten (NaN) outputs for {case}"
     rtol = 2.0**-7 if case["dtype"] == "bfloat16" else 2.0**-9
