@@ -276,14 +276,6 @@ def fetch(path: Path) -> tuple[bytes, dict[str, Any] | None] | None:
         return data, manifest(path.parent.parent).get(path.stem)
 
 
-def listed(path: Path) -> bool:
-    """Whether the entry at *path* (from :func:`entry`) is a regular file the manifest lists."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode) and path.stem in manifest(path.parent.parent)
-    except OSError:
-        return False
-
-
 def put(path: Path, data: bytes, record: Mapping[str, Any]) -> None:
     """Store *data* at *path* (from :func:`entry`) and *record* in the manifest, then evict the
     least recently used entries past :func:`max_bytes` (all under the exclusive lock).

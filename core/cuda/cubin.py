@@ -130,15 +130,11 @@ def stored(key: str) -> bool:
     if not cache.disk_cache_enabled():
         return False
     where = cache.entry(key)
-    if where is None or not cache.listed(where):
-        return False
     try:
-        found = cache.fetch(where)
-        if found is not None:
-            _trusted(*found)
-    except (OSError, ValueError):  # damaged or untrusted: read() would rebuild it
+        found = None if where is None else cache.fetch(where)
+    except OSError:  # untrusted: read() would rebuild it
         return False
-    return found is not None
+    return found is not None and flaw(*found) is None
 
 
 def keep(key: str, binary: Binary) -> None:
