@@ -192,11 +192,15 @@ class Guard:
         self.dropped.add(plugin)
 
 
-def wrong(value: object, expected: str) -> str:
-    """The text of a fault for an answer of the wrong kind."""
+def shown(value: object) -> str:
+    """A plugin's answer as a fault shows it: its repr, cut to 80 characters."""
     try:
         text = repr(value)
     except Exception as error:  # a hostile answer may not even print
         text = f"<unprintable: {type(error).__name__}>"
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return f"returned {text} ({type(value).__name__}); expected {expected}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def wrong(value: object, expected: str) -> str:
+    """The text of a fault for an answer of the wrong kind."""
+    return f"returned {shown(value)} ({type(value).__name__}); expected {expected}"

@@ -22,7 +22,7 @@ from mmaplug.errors import (
     UsageError,
 )
 from mmaplug.hooks.attribution import warn_about
-from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, wrong
+from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, shown, wrong
 from mmaplug.hooks.manager import BUILTIN_NAMES, DEFAULT_HEURISTIC, describe, fault, is_builtin
 from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device
@@ -35,7 +35,7 @@ from mmaplug.planning.params import (
     Violation,
     check_param_names,
 )
-from mmaplug.planning.scheduler import Scheduler, rules_problems, space_problems
+from mmaplug.planning.scheduler import Rule, Scheduler, Space
 from mmaplug.planning.scheduler import violations as rule_violations
 from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecated
 
@@ -208,7 +208,7 @@ class Planner:
         if (own := self.own(scheduler)) is None:
             return
         plugin, obj = own
-        for method, problems in (("space", space_problems), ("rules", rules_problems)):
+        for method, problems in (("space", _space_problems), ("rules", _rules_problems)):
             label = scheduler_label(scheduler, method)
             function = getattr(obj, method)
             answer = self.guard.ask(plugin, label, function, self.problem, self.device)
@@ -481,3 +481,20 @@ class Planner:
                     owner, chose = self.owners.get(adj.field, (CALLER, ""))
                     warn_about(warning, self.guard.pm, owner, chose, stacklevel=4)
         return adjusted, tuple(done)
+
+
+def _space_problems(answer: object) -> str:
+    """What is wrong with *answer* as a ``Scheduler.space`` (a sequence of ``Space``, one per
+    MatmulParams field), or ''."""
+    if not isinstance(answer, Sequence) or not all(isinstance(s, Space) for s in answer):
+        return f"answered {shown(answer)}, not a sequence of Space"
+    if unknown := sorted({s.field for s in answer} - set(PARAM_NAMES)):
+        return f"answered a Space of {', '.join(map(repr, unknown))}, no MatmulParams field"
+    return ""
+
+
+def _rules_problems(answer: object) -> str:
+    """What is wrong with *answer* as a ``Scheduler.rules`` (a sequence of ``Rule``), or ''."""
+    if not isinstance(answer, Sequence) or not all(isinstance(r, Rule) for r in answer):
+        return f"answered {shown(answer)}, not a sequence of Rule"
+    return ""

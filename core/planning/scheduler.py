@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 import attrs
 
 from mmaplug.errors import PluginResultError
-from mmaplug.planning.params import PARAM_NAMES, MatmulParams, Violation
+from mmaplug.planning.params import MatmulParams, Violation
 
 if TYPE_CHECKING:
     from mmaplug.analysis.bindings import MatmulAnalysis
@@ -158,28 +158,6 @@ def violations(
             )
         found.append(Violation(rule.field, getattr(params, rule.field, None), rule.limit, message))
     return found
-
-
-def space_problems(answer: object) -> str:
-    """What is wrong with *answer* as a ``Scheduler.space`` (a sequence of ``Space``, one per
-    MatmulParams field), or ''."""
-    if not isinstance(answer, Sequence) or not all(isinstance(s, Space) for s in answer):
-        return f"answered {_short(answer)}, not a sequence of Space"
-    if unknown := sorted({s.field for s in answer} - set(PARAM_NAMES)):
-        return f"answered a Space of {', '.join(map(repr, unknown))}, no MatmulParams field"
-    return ""
-
-
-def rules_problems(answer: object) -> str:
-    """What is wrong with *answer* as a ``Scheduler.rules`` (a sequence of ``Rule``), or ''."""
-    if not isinstance(answer, Sequence) or not all(isinstance(r, Rule) for r in answer):
-        return f"answered {_short(answer)}, not a sequence of Rule"
-    return ""
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 _ACTIVE: contextvars.ContextVar[Mapping[str, Scheduler] | None] = contextvars.ContextVar(
