@@ -149,13 +149,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"compiling kernel {compiled.kernel_name} ({args.emit}; NVVM takes seconds)"
     ):
         text = getattr(compiled, args.emit)
+    _print_emitted(args, compiled, text)
+    return 0
+
+
+def _print_emitted(args: argparse.Namespace, compiled: Any, text: str) -> None:
+    """``--emit``'s *text*; with ``--json``, the plan's record with the text under the kind."""
     if args.json:
         print_json(
             {**plan_record(compiled.spec), "kernel_name": compiled.kernel_name, args.emit: text}
         )
     else:
         print(text, end="" if text.endswith("\n") else "\n")
-    return 0
 
 
 def _explain_fusion(
@@ -170,14 +175,8 @@ def _explain_fusion(
     from mmaplug.runtime.segmented_fusion import SegmentedFusion
 
     compiled = compile_fusion(load_fusion(args.fusion), device, overrides=overrides)
-    if args.emit != "plan" and args.json:  # as without --fusion: the record plus the text
-        text = getattr(compiled, args.emit)
-        print_json(
-            {**plan_record(compiled.spec), "kernel_name": compiled.kernel_name, args.emit: text}
-        )
-    elif args.emit != "plan":
-        text = getattr(compiled, args.emit)
-        print(text, end="" if text.endswith("\n") else "\n")
+    if args.emit != "plan":  # as without --fusion
+        _print_emitted(args, compiled, getattr(compiled, args.emit))
     elif not args.json:
         print(compiled.explain())
     elif not isinstance(compiled, SegmentedFusion):

@@ -120,8 +120,9 @@ def choose(problem: TuneProblem, device: Device, plugin_set: str, pm: Any) -> Ch
 
 def _ratio(best: float | None, time_ms: float | None) -> float | None:
     """best / time_ms; None unless both are positive times (a row written by hand may not be)."""
-    positive = all(isinstance(t, float | int) and t > 0 for t in (best, time_ms))
-    return best / time_ms if positive else None  # type: ignore[operator]
+    if isinstance(best, float | int) and isinstance(time_ms, float | int):
+        return best / time_ms if best > 0 and time_ms > 0 else None
+    return None
 
 
 def geomean(values: Sequence[float | None]) -> float | None:
