@@ -24,14 +24,19 @@ class NTMatmulOp(Expr):
 
 
 class Recogniser:
-    """Finds NTMatmulOp nodes."""
+    """Finds *op* nodes (NTMatmulOp) as patterns of *kind* (``nt_matmul``)."""
+
+    def __init__(self, op: type = NTMatmulOp, kind: str = "nt_matmul", name: str = "") -> None:
+        self.op, self.kind = op, kind
+        if name:
+            self.name = name
 
     @mp.hookimpl
     def mmaplug_matmul_patterns(self, fusion: mp.Fusion) -> list[MatmulPattern]:
         return [
-            MatmulPattern(e.inputs[0], e.inputs[1], e.output, "nt_matmul")
+            MatmulPattern(e.inputs[0], e.inputs[1], e.output, self.kind)
             for e in fusion.exprs()
-            if isinstance(e, NTMatmulOp)
+            if isinstance(e, self.op)
         ]
 
 
@@ -112,24 +117,11 @@ def test_recognised_kind_without_translator_is_the_recognisers_fault(pm: mp.Plug
     assert (info.value.plugin, info.value.hook) == (name, "mmaplug_matmul_patterns")
 
 
-class Claimer:
-    """Claims F.linear under a kind of its own and translates nothing."""
-
-    name = "claimer"
-
-    @mp.hookimpl
-    def mmaplug_matmul_patterns(self, fusion: mp.Fusion) -> list[MatmulPattern]:
-        return [
-            MatmulPattern(e.inputs[0], e.inputs[1], e.output, "my_linear")
-            for e in fusion.exprs()
-            if isinstance(e, LinearOp)
-        ]
-
-
 def test_a_dropped_recogniser_leaves_the_op_to_the_built_in_kinds() -> None:
     """Warning mode: the claimer is named and dropped, and the linear is found and translated
     as the built-in kind, so the fusion still gets its kernel."""
-    pm = mp.make_plugin_manager(plugins=[Claimer()], load_entrypoints=False, strict=False)
+    claimer = Recogniser(LinearOp, "my_linear", name="claimer")  # F.linear, translating nothing
+    pm = mp.make_plugin_manager(plugins=[claimer], load_entrypoints=False, strict=False)
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([256, 256], dtype=mp.float16)
         w = fd.define_tensor([256, 256], dtype=mp.float16)
