@@ -1,7 +1,7 @@
 """The code blocks of the Markdown a user follows run as written, and print what they show.
 
-Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, every
-examples/*/README.md).
+Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, docs/debugging.md,
+every examples/*/README.md).
 Every fenced block is one of these; anything else fails the test:
 
 * ``python``: executed in this process, in document order, all of a document's Python blocks
@@ -65,6 +65,7 @@ DOCUMENTS = [
     "README.md",
     "docs/plugin-reference.md",
     "docs/fp8.md",
+    "docs/debugging.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")),
 ]
 SHELLS = frozenset({"console", "bash", "shell"})
