@@ -47,6 +47,7 @@ import contextlib
 import importlib
 import importlib.metadata
 import io
+import logging
 import os
 import re
 import shlex
@@ -59,6 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from mmaplug.log import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [
@@ -381,9 +384,26 @@ def document_run(doc: str, workdir: Path, mp: pytest.MonkeyPatch) -> Iterator[Do
     before = set(sys.modules)
     run = DocumentRun(doc, workdir, mp)
     try:
-        yield run
+        with _logging_kept():  # a document may configure logging, as its reader would
+            yield run
     finally:
         _cleanup_modules(before, [workdir, *run.paths])
+
+
+@contextlib.contextmanager
+def _logging_kept() -> Iterator[None]:
+    """Restore the root logger's handlers and level and the levels of mmaplug's loggers."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    ours = [logging.getLogger(name) for name in ("mmaplug", *(f"mmaplug.{s}" for s in STAGES))]
+    levels = [logger.level for logger in ours]
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        for logger, kept in zip(ours, levels, strict=True):
+            logger.setLevel(kept)
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS)
