@@ -1,7 +1,8 @@
 """The code blocks of the Markdown a user follows run as written, and print what they show.
 
 Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, docs/debugging.md,
-every examples/*/README.md).
+docs/tuning.md, every examples/*/README.md). docs/architecture.md's package graph is held to the
+code by tests/unit/test_import_graph.py; the other docs have no code blocks.
 Every fenced block is one of these; anything else fails the test:
 
 * ``python``: executed in this process, in document order, all of a document's Python blocks
@@ -69,6 +70,7 @@ DOCUMENTS = [
     "docs/plugin-reference.md",
     "docs/fp8.md",
     "docs/debugging.md",
+    "docs/tuning.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")),
 ]
 SHELLS = frozenset({"console", "bash", "shell"})

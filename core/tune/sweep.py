@@ -146,10 +146,15 @@ def distinct_kernels(jobs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 def describe_estimate(guess: dict[str, Any], problems: int) -> str:
     """One line: what the sweep will build and time, and how long that should take."""
+
+    def counted(n: int, noun: str) -> str:
+        return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
     return (
-        f"{guess['candidates']} candidates of {problems} problems, {guess['kernels']} distinct "
-        f"kernels to build; estimated {guess['build_s']:.0f} s of builds + "
-        f"{guess['timing_s']:.0f} s of timing = {guess['total_s']:.0f} s"
+        f"{counted(guess['candidates'], 'candidate')} of {counted(problems, 'problem')}, "
+        f"{counted(guess['kernels'], 'distinct kernel')} to build; estimated "
+        f"{guess['build_s']:.0f} s of builds + {guess['timing_s']:.0f} s of timing = "
+        f"{guess['total_s']:.0f} s"
     )
 
 
