@@ -11,10 +11,12 @@ import attrs
 import pluggy
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.errors import UsageError
 from mmaplug.hooks.manager import make_plugin_manager, plugin_name
 from mmaplug.markers import hookimpl
 from mmaplug.planning.params import (
     HARNESS_CHANGES,
+    SENTINEL_SCHEDULERS,
     SENTINELS,
     MatmulParams,
     ParamOverride,
@@ -30,6 +32,7 @@ __all__ = [
     "make_plugin_manager",
     "override_matmul_params",
     "registered",
+    "sentinels",
 ]
 
 OVERRIDE_SOURCE: Final = "override_matmul_params"
@@ -53,6 +56,25 @@ def override_matmul_params(**changes: object) -> Iterator[Mapping[str, object]]:
         yield merged
     finally:
         HARNESS_CHANGES.reset(token)
+
+
+def sentinels(scheduler: str) -> Mapping[str, object]:
+    """The ``SENTINELS`` legal on *scheduler* (``"ampere"`` or ``"hopper"``): one set.
+
+    Apply them together (``override_matmul_params(**sentinels("hopper"))``), or at least the
+    tile fields together: a sentinel warp tile divides no default CTA tile. Each of the others
+    is legal on its own. The set holds for 16-bit operands, B K-major (layouts TN and TT; an
+    N-major B needs hopper warp tiles of 64 columns) and K of at least 3 CTA tiles (split-K 3).
+
+    :raises UsageError: *scheduler* has no sentinels.
+    """
+    scoped = {name for scope in SENTINEL_SCHEDULERS.values() for name in scope}
+    if scheduler not in scoped:
+        raise UsageError(f"no test sentinels for scheduler {scheduler!r}; sentinels exist for "
+                         f"{', '.join(sorted(scoped))}")  # fmt: skip
+    return MappingProxyType(
+        {k: v for k, v in SENTINELS.items() if scheduler in SENTINEL_SCHEDULERS[k]}
+    )
 
 
 @hookimpl

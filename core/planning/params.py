@@ -408,7 +408,7 @@ def _sorted_items(changes: object) -> tuple[tuple[str, object], ...]:
 #   only has m16n8k16, which it always uses.
 # * stages=7: Ampere caps at 4, Hopper at 6; 7 stages of the sentinel tiles fit both targets.
 # * grid_swizzle_factor=3: defaults use 1 or 8.
-# * splitk_factor=3: defaults use powers of two; Ampere only, needs K >= 3 * cta_k.
+# * splitk_factor=3: defaults use powers of two; needs K >= 3 * cta_k.
 # * tiling_strategy=one_tile_per_cta: Hopper only (its default is always persistent).
 # prefetch_gap, cluster_dims and warp_specialized have no sentinel: no scheduler builds a
 # value other than the default's (prefetch_gap=1, no clusters, hopper always warp-specialized).
@@ -436,7 +436,7 @@ SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
         "instruction_tile": frozenset({"hopper"}),
         "stages": _BOTH,
         "grid_swizzle_factor": _BOTH,
-        "splitk_factor": frozenset({"ampere"}),
+        "splitk_factor": _BOTH,
         "tiling_strategy": frozenset({"hopper"}),
     }
 )

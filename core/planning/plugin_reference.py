@@ -291,7 +291,7 @@ def section_accepted(pm: PluginManager) -> str:
         out.append("")
         out.append(f"{FIELD_DOCS[field.name]} Type `{field.type}`, default {default}.")
         if field.name in SENTINELS:
-            where = ", ".join(sorted(SENTINEL_SCHEDULERS[field.name]))
+            where = _sentinel_scope(field.name)
             out.append(f"Test sentinel: `{_show(SENTINELS[field.name])}` ({where}).")
         out.append("")
         for scheduler, device, _ in asked:
@@ -379,9 +379,16 @@ def section_sentinels(pm: PluginManager) -> str:
     out = ["| field | sentinel | legal on |", "|---|---|---|"]
     for name, value in SENTINELS.items():
         shown = value.as_tuple() if isinstance(value, TileShape) else _show(value)
-        where = ", ".join(sorted(SENTINEL_SCHEDULERS[name]))
-        out.append(f"| `{name}` | `{shown}` | {where} |")
+        out.append(f"| `{name}` | `{shown}` | {_sentinel_scope(name)} |")
     return "\n".join(out) + "\n"
+
+
+def _sentinel_scope(name: str) -> str:
+    """Where a sentinel is legal: its schedulers, and for a tile the other tiles it needs."""
+    where = ", ".join(sorted(SENTINEL_SCHEDULERS[name]))
+    if isinstance(SENTINELS[name], TileShape):
+        return f"{where}; only with the other tile sentinels"
+    return where
 
 
 SECTIONS: Final[dict[str, Callable[[PluginManager], str]]] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import attrs
 import pytest
 
 import mmaplug
@@ -28,7 +29,6 @@ from mmaplug.markers import hookimpl
 from mmaplug.planning.choices import Adjustment, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device, get_device
 from mmaplug.planning.params import (
-    SENTINEL_SCHEDULERS,
     SENTINELS,
     CtaOrder,
     MatmulParams,
@@ -39,7 +39,7 @@ from mmaplug.planning.params import (
 )
 from mmaplug.planning.plan import KernelSpec, Provenance, explain, matmul_params, plan_problem
 from mmaplug.planning.scheduler import Resources
-from mmaplug.testing import FakeHeuristic, override_matmul_params, registered
+from mmaplug.testing import FakeHeuristic, override_matmul_params, registered, sentinels
 
 A100 = get_device("a100")  # ampere is the only scheduler here: planning tests use it
 H200 = get_device("h200")
@@ -49,7 +49,6 @@ DECODE_DECLINES = Rejection(
     "takes at most 16 activation rows (decode and small batches), not m=4096; "
     "the tensor-core GEMMs take more",
 )
-AMPERE_SENTINELS = {k: v for k, v in SENTINELS.items() if "ampere" in SENTINEL_SCHEDULERS[k]}
 
 
 def make_problem(
@@ -127,10 +126,10 @@ def test_hopper_declines_what_tma_cannot_load(mmaplug_pm):
 
 def test_sentinels_reach_final_params(mmaplug_pm, mmaplug_recorder, problem):
     """A fake's sentinel values arrive untouched, provenance names it, hooks run in order."""
-    fake = FakeHeuristic("fake", AMPERE_SENTINELS)
+    fake = FakeHeuristic("fake", sentinels("ampere"))
     with registered(mmaplug_pm, fake):
         spec = plan_problem(problem, A100, pm=mmaplug_pm)
-    for field, value in AMPERE_SENTINELS.items():
+    for field, value in sentinels("ampere").items():
         assert getattr(spec.params, field) == value, field
         assert spec.provenance.source(field) == "fake"
     assert spec.provenance.source("cta_order") == "default"
@@ -142,6 +141,31 @@ def test_sentinels_reach_final_params(mmaplug_pm, mmaplug_recorder, problem):
             "mmaplug_matmul_overrides",
         ]
     )  # the scheduler objects' methods are no hooks: the recorder does not see them
+
+
+@pytest.mark.parametrize("scheduler, device", [("ampere", A100), ("hopper", H200)])
+@pytest.mark.parametrize(
+    "shape", [(4096, 4096, 4096, True), (1000, 520, 200, True), (64, 4096, 1024, False)]
+)
+def test_a_schedulers_sentinels_apply_as_one_set(mmaplug_pm, scheduler, device, shape):
+    """``sentinels(scheduler)``, the documented set, is kept whole by that scheduler, in any
+    layout of A and with a K-major B; every field of SENTINELS is in some scheduler's set."""
+    m, n, k, a_k_inner = shape
+    prob = attrs.evolve(make_problem(m, n, k), a_k_inner=a_k_inner)
+    wanted = sentinels(scheduler)
+    with override_matmul_params(**wanted):
+        spec = plan_problem(prob, device, pm=mmaplug_pm)
+    assert spec.scheduler == scheduler
+    assert {f: getattr(spec.params, f) for f in wanted} == dict(wanted)
+    assert spec.provenance.adjustments == ()
+    assert set(sentinels("ampere")) | set(sentinels("hopper")) == set(SENTINELS)
+
+
+def test_sentinels_of_a_scheduler_without_them():
+    with pytest.raises(
+        UsageError, match="no test sentinels for scheduler 'decode'; .*ampere, hopper"
+    ):
+        sentinels("decode")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3], ids=lambda s: f"seed{s}")
