@@ -181,16 +181,21 @@ def _unit_dims_are_real(fusion: Fusion) -> None:
     """Make an M, N or K of extent 1 written into a matmul or linear a dim of that role.
 
     A declared extent of 1 is a broadcast dim (nvFuser), so ``x[1, K] @ W`` would have no M
-    and its output no M dim. By torch's semantics A's row dim is M, B's column dim N and the
+    and its output no M dim. By torch's semantics (``scaled_mm``'s block-scaled ``ScaledMmaOp``
+    states them too) A's row dim is M, B's column dim N and the
     summed dim K whatever their extent: when that dim's class holds only extent-1 dims, its
     broadcast members become iteration dims (the same values, so the same fusion).
     """
     dims: list[IterDomain] = []
+    others: set[int] = set()  # the other operand's broadcast of a role: it stays one
     for expr in fusion.exprs():
-        if not isinstance(expr, MatmulOp | LinearOp):
+        if not isinstance(expr, MatmulOp | LinearOp | ScaledMmaOp):
             continue
         a, b = (t.no_reduction_domain for t in expr.inputs[:2])  # type: ignore[attr-defined]
-        if isinstance(expr, MatmulOp):
+        if isinstance(expr, ScaledMmaOp):  # scaled_mm's: A [M, 1, K], B [1, N, K]
+            dims += [a[0], b[1], a[2]]
+            others |= {id(a[1]), id(b[0])}
+        elif isinstance(expr, MatmulOp):
             dims += a[-2:] if len(a) > 1 else a
             dims += [b[-2], b[-1]] if len(b) > 1 else b
         else:
@@ -206,7 +211,7 @@ def _unit_dims_are_real(fusion: Fusion) -> None:
         group = members[graph.group(d)]
         if all(m.extent == 1 for m in group):
             for m in group:
-                if m.is_broadcast:
+                if m.is_broadcast and id(m) not in others:
                     m.iter_type = IterType.ITERATION
 
 

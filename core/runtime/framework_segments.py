@@ -23,6 +23,7 @@ from mmaplug.ir.ops import (
     MmaOp,
     PermuteOp,
     ReductionOp,
+    ScaledMmaOp,
     SetOp,
     SqueezeOp,
     UnaryOp,
@@ -59,13 +60,18 @@ class Backend:
         return self.xp.max(x, axis=tuple(axes))
 
     def matmul(self, a: Any, b: Any) -> Any:
-        """``a @ b``, 16-bit operands accumulated in float32 (as torch and cuBLAS do)."""
-        if a.dtype.itemsize == 2:
+        """``a @ b``, 16-bit and FP8 operands accumulated in float32 (as torch and cuBLAS
+        do; numpy would sum ml_dtypes' FP8 in FP8)."""
+        if a.dtype.itemsize <= 2:
             a, b = a.astype(self.xp.float32), b.astype(self.xp.float32)
         return a @ b
 
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         return self.xp.broadcast_to(x, tuple(shape))
+
+    def repeat(self, x: Any, times: int) -> Any:
+        """Each element of the 1-d *x* *times* times in a row."""
+        return self.xp.repeat(x, times)
 
 
 class TorchBackend(Backend):
@@ -91,10 +97,15 @@ class TorchBackend(Backend):
         return x.amax(dim=tuple(axes))  # NaN anywhere gives NaN, as numpy's max
 
     def matmul(self, a: Any, b: Any) -> Any:
+        if a.dtype.itemsize == 1:  # torch multiplies no FP8 tensors with @
+            a, b = a.float(), b.float()
         return a @ b
 
     def broadcast_to(self, x: Any, shape: Sequence[int]) -> Any:
         return x.expand(*shape)
+
+    def repeat(self, x: Any, times: int) -> Any:
+        return x.repeat_interleave(times)
 
 
 def backend_for(kind: str) -> Backend:
@@ -163,6 +174,8 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
         return be.sum(vals[0], expr.axes)
     if isinstance(expr, MaxReductionOp):
         return be.max(vals[0], expr.axes)
+    if isinstance(expr, ScaledMmaOp):  # (an MmaOp)
+        return _block_scaled_sum(vals, expr.block, be)
     if isinstance(expr, MmaOp):
         axis, rank = expr.axes[0], len(vals[0].shape)
         order = [i for i in range(rank) if i != axis] + [axis]
@@ -175,6 +188,19 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
         y = be.matmul(vals[0], be.permute(w, [1, 0]) if len(w.shape) == 2 else w)
         return y + vals[2] if len(vals) > 2 else y
     raise UsageError(f"no framework op for {expr.kind!r} ({expr!r})")
+
+
+def _block_scaled_sum(vals: Sequence[Any], block: int, be: Backend) -> Any:
+    """``ScaledMmaOp`` (``mmaplug.ir.evaluate.block_scaled_sum`` in float32): A ``[M, 1, K]``,
+    B ``[1, N, K]``, each K block's sums scaled by ``scale_a[m, j] * scale_b[j, n // block]``."""
+    a, b, scale_a, scale_b = vals
+    k, n = a.shape[-1], b.shape[1]
+    out = None
+    for j, k0 in enumerate(range(0, k, block)):
+        part = be.matmul(a[:, 0, k0 : k0 + block], be.permute(b[0, :, k0 : k0 + block], [1, 0]))
+        scaled = part * scale_a[:, j : j + 1] * be.repeat(scale_b[j], block)[None, :n]
+        out = scaled if out is None else out + scaled
+    return out
 
 
 def _unary(op: str, x: Any, be: Backend) -> Any:

@@ -25,6 +25,7 @@ SHAPES = [
     (256, 256, 256),
     (1000, 1040, 528),  # ragged: the last K block 16 deep, the last block of B's scales 16 wide
     (8, 4096, 4096),
+    (1, 7168, 2048),  # one decode step: M = 1 is a row, not a broadcast (scaled_mm states it)
     (128, 7168, 2048),
     (2048, 2048, 4096),
 ]

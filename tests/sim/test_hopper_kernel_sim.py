@@ -335,6 +335,14 @@ def case_tn_e4m3_block_ragged_bias(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_one_row(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales at M = 1 (one decode step: scaled_mm states the row, so it is M, not a
+    broadcast), three K blocks (the last of 48), N = 200 (two blocks of B's scales)."""
+    a, b, sa, sb = _block_scaled(fd, mp, 1, 200, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **PERSISTENT}
+
+
 def case_tn_e5m2_block_splitk2_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
     """Block scales, e5m2: split-K 2 (two K blocks per split) in CTA pairs, float32 out with
     SiLU."""
@@ -799,7 +807,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_tensorwise_pingpong_f16": 2, "tn_e4m3_splitk2_cluster_pairs_gelu": 2,
          "tn_e4m3_out_e4m3_packed_saturating": 4, "tn_e4m3_out_e4m3_registers_dequantized": 4,
          "tn_e5m2_out_e5m2_staged_saturating": 4, "tn_e4m3_out_e4m3_staged_bytes": 4,
-         "tn_e4m3_block_ragged_bias": 8, "tn_e5m2_block_splitk2_cluster_pairs": 4,
+         "tn_e4m3_block_ragged_bias": 8, "tn_e4m3_block_one_row": 4,
+         "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
          "tn_e4m3_block_out_e4m3_amax": 4,

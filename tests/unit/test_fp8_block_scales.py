@@ -135,6 +135,26 @@ def test_analysis_binds_the_scales_by_block_and_marks_the_problem() -> None:
     assert not mp.matmul_problem(block_scaled(64, 64, 64).fusion).block_scaled  # one block
 
 
+@pytest.mark.parametrize("device", ["h200", None])
+def test_one_row_is_a_row_of_a_block_scaled_product(device: str | None) -> None:
+    """``scaled_mm`` states its roles as matmul does: one decode step's M = 1 is M, not a
+    broadcast, so the block-scaled product of one row is a matmul problem (hopper's kernel);
+    and the framework's ops, should a segment hold a ScaledMmaOp, scale each K block."""
+    from mmaplug.runtime.framework_segments import backend_for, run_ops
+
+    fd = block_scaled(1, 256, 384, bias=True)
+    problem = mp.matmul_problem(fd.fusion)
+    assert (problem.m, problem.n, problem.k, problem.block_scaled) == (1, 256, 384, True)
+    if device:
+        assert mp.plan_problem(problem, device).scheduler == "hopper"
+        return
+    inputs = random_inputs(fd, seed=3)
+    (got,) = run_ops(fd.fusion, inputs, backend_for("numpy"))
+    (want,) = mp.evaluate(fd, inputs)
+    assert got.shape == (1, 256)
+    np.testing.assert_allclose(np.float64(got), np.float64(want), rtol=1e-2, atol=1e-2)
+
+
 def test_a_block_scaled_matmul_is_fused_alone() -> None:
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([64, 256], dtype=mp.float8_e4m3fn)
