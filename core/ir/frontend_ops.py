@@ -121,7 +121,10 @@ class Ops(ShapeOps):
                 neither = [i for i in (0, 1) if forms[i] is None and not as_blocks[i]]
                 which = (neither or [as_blocks.index(False)])[0]
                 bad = scales[which]
-                block = "[M, ceil(K / 128)] and [ceil(K / 128), ceil(N / 128)]"
+                block = (
+                    "[M, ceil(K / 128)] and [ceil(K / 128), ceil(N / 128)] for a static K and "
+                    "N (a symbolic one takes the other forms)"
+                )
                 if blocks:
                     block = f"{list(blocks[0])} and {list(blocks[1])}"
                 raise FusionError(
@@ -472,10 +475,11 @@ def _scale_form(scale: TensorView, line: int, extent_dim: IterDomain) -> str | N
 
 
 def _block_shapes(a: TensorView, b: TensorView) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    """The shapes of block scales of A ``[M, K]`` and B ``[K, N]`` (None for symbolic
-    extents: a block count needs K and N)."""
+    """The shapes of block scales of A ``[M, K]`` and B ``[K, N]``: a symbolic M is -1 in
+    both (the scale's rows are then bound with A's); None for a symbolic K or N (a block count
+    needs them)."""
     (m, k), n = a.shape, b.shape[1]
-    if min(m, k, n) < 0:
+    if min(k, n) < 0:
         return None
     kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
     return (m, kb), (kb, nb)

@@ -166,7 +166,8 @@ class ScaledMmaOp(MmaOp):
     with K blocks ``j`` of ``block`` elements (the last may be shorter). ``scale_a`` is float32
     ``[M, ceil(K / block)]`` (1 x block along K), ``scale_b`` float32
     ``[ceil(K / block), ceil(N / block)]`` (block x block). The scales are loop inputs of the
-    sum, not epilogue inputs: their dims are blocks, not M, N or K, so they join no dim.
+    sum, not epilogue inputs. ``scale_a``'s rows are A's rows, so they join M (a symbolic M
+    binds both); their other dims count blocks, not M, N or K, and join no dim.
     """
 
     kind = "scaled_mma"
@@ -189,6 +190,9 @@ class ScaledMmaOp(MmaOp):
         for inp in self.inputs[:2]:
             assert isinstance(inp, TensorView)
             yield from zip(inp.no_reduction_domain, self.output.domain, strict=False)
+        scale_a = self.inputs[2]
+        assert isinstance(scale_a, TensorView)
+        yield scale_a.no_reduction_domain[0], self.output.domain[0]
 
     def attrs_text(self) -> str:
         return f"dims={list(self.axes)}, block={self.block}"

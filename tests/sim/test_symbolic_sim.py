@@ -83,9 +83,23 @@ def case_hopper_packed_then_n_one(fd: Any, mp: Any) -> tuple[str, dict, list]:
     return "h200", overrides, [[(70, 64), (64, 64)], [(70, 64), (1, 64)]]
 
 
+def case_hopper_block_scaled_m_sweep(fd: Any, mp: Any) -> tuple[str, dict, list]:
+    """Block-scaled FP8 (DeepSeek-V3's scales) with a symbolic M, its scale's rows bound with
+    A's: decode M = 1 and M = 3 on one kernel; two K blocks, one block of B's scales."""
+    x = fd.define_tensor([-1, 256], dtype=mp.float8_e4m3fn)
+    w = fd.define_tensor([128, 256], dtype=mp.float8_e4m3fn)  # [N, K]: read K-major
+    sx = fd.define_tensor([-1, 2], dtype=mp.float32)
+    sw = fd.define_tensor([2, 1], dtype=mp.float32)
+    y = fd.ops.scaled_mm(x, fd.ops.permute(w, [1, 0]), sx, sw, out_dtype=mp.bfloat16)
+    fd.add_output(y)
+    fp8 = {**HOPPER_SMALL, "cta_tile": (64, 64, 128), "warp_tile": (64, 64, 128),
+           "instruction_tile": (64, 64, 32)}  # fmt: skip
+    return "h200", fp8, [[(m, 256), (128, 256), (m, 2), (2, 1)] for m in (1, 3)]
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 BUILDS = {"ampere_m_sweep": 1, "ampere_decode_splitk": 1, "ampere_gemv_and_tiny_k": 3,
-          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 2,
+          "hopper_m_sweep": 1, "hopper_gemv_tiny_k": 2, "hopper_block_scaled_m_sweep": 1,
           "hopper_packed_then_n_one": 2}  # fmt: skip
 
 

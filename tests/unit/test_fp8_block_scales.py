@@ -109,6 +109,39 @@ def test_block_scale_shapes_are_checked(shapes: tuple, message: str) -> None:
             fd.ops.scaled_mm(a, b, sa, sb)
 
 
+def _symbolic(m: int, k: int, scale_rows: int) -> mp.FusionDefinition:
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([m, k], dtype=mp.float8_e4m3fn)
+        b = fd.define_tensor([384, 256], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+        sa = fd.define_tensor([scale_rows, 3], dtype=mp.float32)
+        sb = fd.define_tensor([3, 2], dtype=mp.float32)
+        fd.add_output(fd.ops.scaled_mm(a, b, sa, sb))
+    return fd
+
+
+def test_a_symbolic_m_binds_the_scales_rows() -> None:
+    """Block scales with a symbolic M (a serving batch): A's and its scale's rows are one dim,
+    so every call plans a block-scaled problem of its rows, and rows that differ are refused."""
+    compiled = mp.compile(_symbolic(-1, 384, -1), "h200")
+    for m in (1, 40):
+        spec = compiled.specialize([(m, 384), (384, 256), (m, 3), (3, 2)]).spec
+        assert (spec.problem.m, spec.problem.block_scaled, spec.scheduler) == (m, True, "hopper")
+    with pytest.raises(mp.LaunchError, match="input T2 dim 0 is 8, but .* input T0 dim 0 = 4"):
+        compiled.specialize([(4, 384), (384, 256), (8, 3), (3, 2)])
+
+
+@pytest.mark.parametrize(
+    ("m", "k", "rows", "message"),
+    [
+        (-1, 384, 64, r"scale_a T2 is float32\[64, 3\]; .* \[-1, 3\] and \[3, 2\]"),
+        (-1, -1, -1, r"scale_a .* ceil\(N / 128\)\] for a static K and N \(a symbolic one"),
+    ],
+)
+def test_symbolic_extents_and_block_scales(m: int, k: int, rows: int, message: str) -> None:
+    with pytest.raises(mp.FusionError, match=message):
+        _symbolic(m, k, rows)
+
+
 def test_block_scales_must_be_float32() -> None:
     with pytest.raises(mp.FusionError, match="scale_a T2 is bfloat16.*must be float32"):
         with mp.FusionDefinition() as fd:
