@@ -1,7 +1,9 @@
-"""The ``mmaplug`` pytest plugin: fixtures ``mmaplug_pm``, ``mmaplug_recorder``; marker ``gpu``."""
+"""The ``mmaplug`` pytest plugin: fixtures ``mmaplug_pm``, ``mmaplug_recorder``; marker ``gpu``;
+every test isolated from the others' changes to the process-wide plugin manager."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -17,13 +19,33 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped when none is found)")
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip a test marked ``gpu`` on a machine without a CUDA GPU."""
-    if item.get_closest_marker("gpu") is not None:
-        from mmaplug.cuda import presence
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``gpu`` on a machine without a CUDA GPU (each reported at its own
+    line, as ``skipif`` reports)."""
+    marked = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not marked:
+        return
+    from mmaplug.cuda import presence
 
-        if presence.cuda_device_count() == 0:
-            pytest.skip("marked gpu: needs a CUDA GPU; the driver reports none")
+    if presence.cuda_device_count() == 0:
+        skip = pytest.mark.skip(reason="marked gpu: needs a CUDA GPU; the driver reports none")
+        for item in marked:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _mmaplug_restores_the_global_manager() -> Iterator[None]:
+    """Each test finds ``mp.get_plugin_manager()`` as the one before it left it: a manager
+    a test built (reading ``MMAPLUG_*`` as that test set them) and plugins a test registered on
+    it do not reach the next test (``restoring_plugin_manager``). A test run without mmaplug
+    imported costs nothing."""
+    if "mmaplug.hooks.manager" not in sys.modules:
+        yield
+        if "mmaplug.hooks.manager" in sys.modules:  # imported by the test: it built any manager
+            sys.modules["mmaplug.hooks.manager"].reset_plugin_manager()
+        return
+    with sys.modules["mmaplug.hooks.manager"].restoring_plugin_manager():
+        yield
 
 
 @pytest.fixture

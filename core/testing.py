@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final, final
@@ -12,8 +13,14 @@ import pluggy
 
 from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import UsageError
-from mmaplug.hooks.manager import make_plugin_manager, plugin_name
-from mmaplug.markers import hookimpl
+from mmaplug.hooks.manager import (
+    PluginInfo,
+    entry_point_names,
+    installed_plugin,
+    make_plugin_manager,
+    plugin_name,
+)
+from mmaplug.markers import HARNESS_SOURCE, PROVENANCE_NAMES, hookimpl
 from mmaplug.planning.params import (
     HARNESS_CHANGES,
     SENTINEL_SCHEDULERS,
@@ -22,6 +29,7 @@ from mmaplug.planning.params import (
     ParamOverride,
     check_param_names,
 )
+from mmaplug.planning.scheduler_registry import forget as forget_schedulers
 
 __all__ = [
     "OVERRIDE_SOURCE",
@@ -35,7 +43,7 @@ __all__ = [
     "sentinels",
 ]
 
-OVERRIDE_SOURCE: Final = "override_matmul_params"
+OVERRIDE_SOURCE: Final = HARNESS_SOURCE
 
 
 @contextlib.contextmanager
@@ -88,6 +96,34 @@ def _always(problem: MatmulProblem) -> bool:
     return True
 
 
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"FakeHeuristic: name must be a non-empty str, got {name!r}")
+    if name in PROVENANCE_NAMES:
+        raise UsageError(
+            f"FakeHeuristic: name {name!r} is provenance's name for values no plugin gave "
+            f"({', '.join(PROVENANCE_NAMES)}); give the fake its own name"
+        )
+
+
+def _frozen(changes: object) -> Mapping[str, object]:
+    """A copy of *changes* that nobody can change (the caller's dict may change later)."""
+    if not isinstance(changes, Mapping):
+        raise UsageError(
+            f"FakeHeuristic: changes must be a mapping of MatmulParams fields to values "
+            f"(changes={{'stages': 3}}), got {type(changes).__name__}"
+        )
+    return MappingProxyType(dict(changes))
+
+
+def _check_base(base: object) -> None:
+    if base is not None and not isinstance(base, MatmulParams):
+        raise UsageError(
+            f"FakeHeuristic: base must be MatmulParams or None, got {type(base).__name__} "
+            "(build one with MatmulParams(...) or params.with_overrides(...))"
+        )
+
+
 @final
 @attrs.frozen(eq=False)
 class FakeHeuristic:
@@ -99,9 +135,11 @@ class FakeHeuristic:
     :param when: answer only for problems it returns True for; defer (None) otherwise.
     """
 
-    name: str
-    changes: Mapping[str, object] = attrs.field(factory=dict, converter=MappingProxyType)
-    base: MatmulParams | None = None
+    name: str = attrs.field(validator=lambda _, __, name: _check_name(name))
+    changes: Mapping[str, object] = attrs.field(factory=dict, converter=_frozen)
+    base: MatmulParams | None = attrs.field(
+        default=None, validator=lambda _, __, base: _check_base(base)
+    )
     when: Callable[[MatmulProblem], bool] = _always
 
     def __attrs_post_init__(self) -> None:
@@ -126,23 +164,54 @@ class FakeHeuristic:
 def registered(pm: pluggy.PluginManager, *plugins: object) -> Iterator[tuple[str | None, ...]]:
     """Register *plugins* for the block and always unregister them (nvFuser's factory guard).
 
-    A plugin with a string ``name`` attribute is registered under it. A blocked name is skipped
-    (its entry in the yielded tuple is None), as ``PluginManager.register`` does.
+    A plugin with a string ``name`` attribute is registered under it. A string is an installed
+    plugin's entry-point name (loaded and registered under that name, as users select it), else
+    a module to import (registered under its dotted name), as ``make_plugin_manager(plugins=)``
+    takes them. A blocked name is skipped (its entry in the yielded tuple is None), as
+    ``PluginManager.register`` does.
+
+    :raises UsageError: a plugin is None, or a string names neither an entry point nor a module.
     """
-    added: list[object] = []
+    added: list[tuple[object, str]] = []
     try:
         names = []
         for plugin in plugins:
-            name = pm.register(plugin, name=plugin_name(plugin))
+            plugin, name, info = _resolved(plugin)
+            name = pm.register(plugin, name=name)
             names.append(name)
             if name is not None:
-                added.append(plugin)
+                added.append((plugin, name))
+                infos = getattr(pm, "plugin_info", None)
+                if info is not None and infos is not None:
+                    infos[name] = info
         pm.check_pending()
         yield tuple(names)
     finally:
-        for plugin in reversed(added):
+        for plugin, name in reversed(added):
             if pm.is_registered(plugin):
                 pm.unregister(plugin)
+            getattr(pm, "plugin_info", {}).pop(name, None)
+
+
+def _resolved(plugin: object) -> tuple[object, str | None, PluginInfo | None]:
+    """*plugin* for ``registered``: the object, the name to register it under, its origin."""
+    if plugin is None:
+        raise UsageError("registered: a plugin is None; pass plugin objects, modules or names")
+    if not isinstance(plugin, str):
+        return plugin, plugin_name(plugin), None
+    if (found := installed_plugin(plugin)) is not None:
+        return found[0], plugin, found[1]
+    try:
+        module = importlib.import_module(plugin)
+    except ModuleNotFoundError as error:
+        if error.name is None or not plugin.startswith(error.name):
+            raise  # the module exists and fails inside: its own error
+        installed = ", ".join(sorted(set(entry_point_names()))) or "none"
+        raise UsageError(
+            f"registered: {plugin!r} is neither an installed mmaplug plugin (entry points: "
+            f"{installed}) nor an importable module"
+        ) from error
+    return module, plugin, PluginInfo(plugin, plugin)
 
 
 @final
@@ -169,11 +238,14 @@ class HookRecorder:
     """Record every hook call of *pm* (through ``add_hookcall_monitoring``) until finished.
 
     Core calls each implementation on its own, so one logical hook call can appear once per
-    plugin implementing it; ``hook_names()`` collapses such runs.
+    plugin implementing it; ``hook_names()`` collapses such runs. Planning keeps the answers
+    of ``mmaplug_schedulers`` until the plugins change; the recorder drops them when it
+    starts, so the first plan it records asks every hook, whatever *pm* planned before.
     """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.calls: list[HookCall] = []
+        forget_schedulers(pm)
 
         def before(
             name: str, impls: Sequence[pluggy.HookImpl], kwargs: Mapping[str, object]

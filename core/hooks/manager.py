@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.metadata
 import os
 import threading
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, TypedDict, final
 
 import attrs
@@ -17,7 +19,7 @@ from mmaplug.errors import PluginError, PluginWarning, UsageError
 from mmaplug.hooks import hookspecs
 from mmaplug.hooks.attribution import warn_about, warn_at
 from mmaplug.hooks.hookcheck import near_hooks, undecorated, unknown_arguments, unknown_hooks
-from mmaplug.markers import PROJECT
+from mmaplug.markers import PROJECT, PROVENANCE_NAMES
 
 ENTRY_POINT_GROUP: Final = "mmaplug"
 DEFAULT_HEURISTIC: Final = "default"
@@ -72,6 +74,14 @@ class PluginManager(pluggy.PluginManager):
             has ``mmaplug_*`` functions without ``@mmaplug.hookimpl`` (a ``PluginWarning``
             otherwise: pluggy ignores such functions).
         """
+        if (name or self.get_canonical_name(plugin)) in PROVENANCE_NAMES:
+            taken = name or self.get_canonical_name(plugin)
+            raise PluginError(
+                f"plugin {plugin!r:.80} cannot be registered as {taken!r}: provenance names the "
+                f"values no plugin gave so ({', '.join(PROVENANCE_NAMES)}); give it another "
+                "'name' attribute, or pass register(plugin, name=...)",
+                plugin=taken,
+            )
         try:
             registered = super().register(plugin, name)
         except pluggy.PluginValidationError as error:
@@ -94,6 +104,8 @@ class PluginManager(pluggy.PluginManager):
             self.generation += 1
             if functions := undecorated(self, plugin):
                 self._undecorated(plugin, registered, functions)
+            elif not self.get_hookcallers(plugin):
+                self._hookless(plugin, registered)
         return registered
 
     def get_canonical_name(self, plugin: object) -> str:
@@ -143,6 +155,21 @@ class PluginManager(pluggy.PluginManager):
                 hook=functions[0],
                 fallback=f"the plugin is registered without {them}",
                 at=getattr(plugin, functions[0], None),
+            )
+        except PluginError:
+            self.unregister(plugin)
+            raise
+
+    def _hookless(self, plugin: object, name: str) -> None:
+        """Warn (strict: unregister and raise) that *plugin* implements no hook at all."""
+        try:
+            fault(
+                f"plugin {describe(self, name)} ({_kind(plugin)}) implements no mmaplug hook: "
+                "pluggy would never call it; register an object or module whose mmaplug_* "
+                "functions carry @mmaplug.hookimpl (see mmaplug.hooks.hookspecs)",
+                strict=self.strict,
+                plugin=name,
+                fallback="it is registered and changes nothing",
             )
         except PluginError:
             self.unregister(plugin)
@@ -235,6 +262,13 @@ def fault(
         warn_about(warning, pm, plugin, hook, stacklevel=4)
 
 
+def _kind(plugin: object) -> str:
+    """What *plugin* is, in a few words: ``module x.y`` or ``a Foo``."""
+    if isinstance(plugin, types.ModuleType):
+        return f"module {plugin.__name__}"
+    return f"a {type(plugin).__qualname__}"
+
+
 def plugin_name(plugin: object) -> str | None:
     """The name to register *plugin* under: its ``name`` attribute if a string, else pluggy's."""
     name = getattr(plugin, "name", None)
@@ -306,7 +340,7 @@ def _check_names(pm: PluginManager, load_entrypoints: bool) -> None:
     known = registered | BUILTIN_NAMES | set(DEFAULT_PLUGINS)
     unknown = [name for name in pm.blocked if name not in known]
     if unknown:  # entry points are only read when a name needs them
-        known |= set(_entry_point_names())
+        known |= set(entry_point_names())
     for name in unknown:  # without entry points, only a near miss is surely a typo
         if name not in known and (load_entrypoints or _near(name, known)):
             fault(
@@ -343,7 +377,8 @@ def _near(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _entry_point_names() -> list[str]:
+def entry_point_names() -> list[str]:
+    """The names of the installed ``mmaplug`` entry points."""
     return [
         ep.name
         for dist in importlib.metadata.distributions()
@@ -381,6 +416,28 @@ def _entry_points() -> list[tuple[importlib.metadata.EntryPoint, importlib.metad
     found.sort(key=lambda pair: pair[1].metadata["name"] or "")  # stable: sys.path order kept
     found.sort(key=lambda pair: pair[0].name, reverse=True)  # stable too
     return found
+
+
+def installed_plugin(name: str) -> tuple[object, PluginInfo] | None:
+    """The installed plugin of entry point *name* (the one ``make_plugin_manager`` registers
+    under that name) and where it comes from; None when no distribution has one.
+
+    :raises PluginError: its import fails.
+    """
+    for ep, dist in _entry_points():
+        if ep.name != name:
+            continue
+        dist_name = dist.metadata["name"] or "?"
+        try:
+            plugin = ep.load()
+        except Exception as error:
+            raise PluginError(
+                f"plugin {name!r} from distribution {dist_name} {dist.version} failed to import "
+                f"({ep.value}): {type(error).__name__}: {error}",
+                plugin=name,
+            ) from error
+        return plugin, PluginInfo(name, ep.value, dist_name, dist.version)
+    return None
 
 
 def _load_entrypoints(pm: PluginManager) -> None:
@@ -473,3 +530,35 @@ def reset_plugin_manager() -> None:
     global _default
     with _lock:
         _default = None
+
+
+@contextlib.contextmanager
+def restoring_plugin_manager() -> Iterator[None]:
+    """Undo, after the block, what it did to the process-wide manager: a manager built in it
+    (from the ``MMAPLUG_*`` of that moment) is forgotten, plugins registered on one that
+    existed before are unregistered and those unregistered registered again. The pytest
+    plugin runs every test in one."""
+    global _default
+    with _lock:
+        before = _default
+    plugins = dict(before.list_name_plugin()) if before is not None else {}
+    try:
+        yield
+    finally:
+        with _lock:
+            built, _default = _default, before
+        if before is not None and built is before:
+            now = dict(before.list_name_plugin())  # (a blocked name holds None)
+            for name, plugin in now.items():
+                if name in plugins and plugins[name] is plugin:
+                    continue
+                if plugin is None:
+                    before.unblock(name)
+                else:
+                    before.unregister(plugin)
+            for name, plugin in plugins.items():
+                if now.get(name, ...) is not plugin:
+                    if plugin is None:
+                        before.set_blocked(name)
+                    else:
+                        before.register(plugin, name=name)

@@ -69,7 +69,9 @@ class Provenance:
     shape_class: str = ""
 
     def source(self, field: str) -> str:
-        """The plugin (or ``"caller"``) whose value *field* holds."""
+        """The plugin (or ``"caller"``, ``"override_matmul_params"``) whose value *field*
+        holds: after an adjustment, the adjuster's (``adjustments`` says whose value it
+        replaced)."""
         return dict(self.sources)[field]
 
 

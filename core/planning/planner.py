@@ -24,6 +24,7 @@ from mmaplug.errors import (
 from mmaplug.hooks.attribution import warn_about
 from mmaplug.hooks.guard import SKIPPED, Guard, scheduler_label, shown, wrong
 from mmaplug.hooks.manager import BUILTIN_NAMES, DEFAULT_HEURISTIC, describe, fault, is_builtin
+from mmaplug.markers import CALLER, HARNESS_SOURCE
 from mmaplug.planning.choices import Adjustment, KernelSpec, Provenance, Rejection, SchedulerChoice
 from mmaplug.planning.device import Device
 from mmaplug.planning.layers import Layer, check_agree, find_clash, set_twice, win
@@ -40,7 +41,6 @@ from mmaplug.planning.scheduler import violations as rule_violations
 from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecated
 
 #: The source name of the caller's overrides (``plan_problem(..., overrides=)``).
-CALLER: Final = "caller"
 #: The built-in plugin that answers the ``override_matmul_params`` blocks' changes as overrides.
 HARNESS: Final = "testing"
 #: Why a scheduler that does not say ``block_scales = True`` is not offered a block-scaled
@@ -299,7 +299,7 @@ class Planner:
         for checker, v in found:
             blamed = self.blame(v, base, base_plugin, layers, scheduler)
             culprits |= blamed
-            who = ", ".join(sorted(blamed))
+            who = ", ".join(sorted(HARNESS_SOURCE if b == HARNESS else b for b in blamed))
             lines.append(f"{v.message}\n  value from: {who}; rule of: {checker}")
         pm = self.guard.pm
         if self.guard.strict or CALLER in culprits or any(is_builtin(pm, c) for c in culprits):
@@ -480,6 +480,8 @@ class Planner:
                     )  # at the hookimpl that chose the value; for the caller's, its line
                     owner, chose = self.owners.get(adj.field, (CALLER, ""))
                     warn_about(warning, self.guard.pm, owner, chose, stacklevel=4)
+                if new != old:  # the value the field holds is the adjuster's now
+                    sources[adj.field] = plugin
         return adjusted, tuple(done)
 
 

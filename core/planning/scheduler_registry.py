@@ -66,6 +66,13 @@ def schedulers(pm: pluggy.PluginManager | None = None, *, guard: Guard | None = 
     return dict(found)
 
 
+def forget(pm: pluggy.PluginManager) -> None:
+    """Drop *pm*'s kept ``mmaplug_schedulers`` answers: the next plan asks every plugin again
+    (``HookRecorder`` starts so, to record a plan's every hook call)."""
+    with _lock:
+        _cache.pop(pm, None)
+
+
 def owners(registry: Registry) -> frozenset[str]:
     """The plugins that registered schedulers in *registry*."""
     return frozenset(plugin for plugin, _ in registry.values())

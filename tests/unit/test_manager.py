@@ -138,14 +138,42 @@ def test_check_pending_rejects_unknown_hooks():
     assert (info.value.plugin, info.value.hook) == ("misspelt", "mmaplug_matmul_param")
 
 
-def test_explicit_plugins_by_object_and_module_name():
+def test_explicit_plugins_by_object_and_module_name(tmp_path, monkeypatch):
     """Explicit plugins can be objects (named by ``.name``) or importable module names."""
 
     class Named(ExternalPlugin):
         name = "named"
 
-    pm = make_plugin_manager(plugins=[Named(), "mmaplug.planning.choices"], load_entrypoints=False)
-    assert pm.has_plugin("named") and pm.has_plugin("mmaplug.planning.choices")
+    (tmp_path / "my_module_plugin.py").write_text(
+        "from mmaplug import hookimpl\n\n@hookimpl\ndef mmaplug_matmul_params(problem):\n"
+        "    return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pm = make_plugin_manager(plugins=[Named(), "my_module_plugin"], load_entrypoints=False)
+    assert pm.has_plugin("named") and pm.has_plugin("my_module_plugin")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_plugin_without_any_hook_is_named(strict):
+    """An object or module that implements no hook (a forgotten decorator on a method of
+    another name, a wrong module) would change nothing: a fault naming it."""
+
+    class Nothing:
+        name = "nothing"
+
+        def matmul_params(self, problem):  # no hook of that name, no decorator
+            return None
+
+    pm = make_plugin_manager(load_entrypoints=False, strict=strict)
+    message = r"plugin 'nothing' \(a .*Nothing\) implements no mmaplug hook"
+    if strict:
+        with pytest.raises(PluginError, match=message):
+            pm.register(Nothing())
+        assert not pm.has_plugin("nothing")
+    else:
+        with pytest.warns(PluginWarning, match=message):
+            pm.register(Nothing())
+        assert pm.has_plugin("nothing")
 
 
 def test_register_names_an_object_by_its_name_attribute():

@@ -526,11 +526,15 @@ def test_adjustments_are_recorded(mmaplug_pm, problem):
 
 
 def test_adjusting_a_plugin_value_warns(mmaplug_pm, problem):
-    """Changing a value a non-default plugin chose issues a ParamAdjustedWarning."""
+    """Changing a value a non-default plugin chose issues a ParamAdjustedWarning; the field's
+    source is then the adjuster, whose value it holds (a test checking the source of its
+    override sees that it did not take effect)."""
     with registered(mmaplug_pm, StageCap(), FakeHeuristic("fake", {"stages": 7})):
         with pytest.warns(ParamAdjustedWarning, match="stage_cap changed fake's stages: 7 -> 3"):
             spec = plan_problem(problem, A100, pm=mmaplug_pm)
-    assert spec.provenance.source("stages") == "fake"
+    assert spec.provenance.source("stages") == "stage_cap"
+    (adjustment,) = spec.provenance.adjustments
+    assert (adjustment.old, adjustment.new) == (7, 3)
 
 
 def test_heuristic_leaving_the_register_epilogue_is_adjusted_with_warning(mmaplug_pm, problem):

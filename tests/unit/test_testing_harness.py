@@ -8,8 +8,15 @@ import threading
 import pytest
 
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
-from mmaplug.errors import PluginWarning, UnknownParamError, UsageError
+from mmaplug.errors import (
+    InvalidParamsError,
+    PluginError,
+    PluginWarning,
+    UnknownParamError,
+    UsageError,
+)
 from mmaplug.ir.dtypes import DType
+from mmaplug.markers import hookimpl
 from mmaplug.planning import params as params_module
 from mmaplug.planning.device import get_device
 from mmaplug.planning.plan import plan_problem
@@ -221,3 +228,206 @@ def test_pytest_plugin_fixtures(pytester):
         """
     )
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+GLOBAL_MANAGER_TESTS = """
+import mmaplug as mp
+from mmaplug import hookimpl
+from mmaplug.hooks.manager import get_plugin_manager
+
+class Wide:
+    name = "wide"
+
+    @hookimpl
+    def mmaplug_matmul_overrides(self, problem):
+        return {"grid_swizzle_factor": 3}
+
+def heuristic():
+    return get_plugin_manager().heuristic
+
+def test_env(monkeypatch):
+    monkeypatch.setenv("MMAPLUG_HEURISTIC", "default")
+    assert heuristic() == "default"
+
+def test_plain_1():
+    assert heuristic() is None
+    assert not get_plugin_manager().has_plugin("wide")
+    assert not get_plugin_manager().is_blocked("decode")
+
+test_plain_2 = test_plain_1
+
+def test_registers():
+    get_plugin_manager().register(Wide())
+    get_plugin_manager().set_blocked("decode")
+    assert get_plugin_manager().has_plugin("wide")
+"""
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_each_test_finds_the_global_manager_as_before_it(pytester, order):
+    """A test that built the process-wide manager under its own MMAPLUG_* or registered
+    plugins on it leaves nothing behind for the next test, in either order."""
+    pytester.makepyfile(GLOBAL_MANAGER_TESTS)
+    names = ["test_env", "test_plain_1", "test_registers", "test_plain_2"]
+    ids = [f"test_each_test_finds_the_global_manager_as_before_it.py::{n}" for n in names]
+    if order == "reverse":
+        ids.reverse()
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", *ids).assert_outcomes(
+        passed=4
+    )
+
+
+def test_the_global_manager_built_before_a_test_gets_its_plugins_back():
+    """restoring_plugin_manager on an existing manager: what the block registered goes, what
+    it unregistered or blocked comes back, and the same object stays."""
+    from mmaplug.hooks.manager import (
+        get_plugin_manager,
+        reset_plugin_manager,
+        restoring_plugin_manager,
+    )
+
+    reset_plugin_manager()
+    try:
+        pm = get_plugin_manager()
+        plugins = dict(pm.list_name_plugin())
+        with restoring_plugin_manager():
+            pm.register(FakeHeuristic("fake", {"stages": 3}))
+            pm.unregister(name="hopper")
+            pm.set_blocked("decode")
+        assert get_plugin_manager() is pm
+        assert dict(pm.list_name_plugin()) == plugins
+        with restoring_plugin_manager():
+            reset_plugin_manager()
+            assert get_plugin_manager() is not pm
+        assert get_plugin_manager() is pm
+    finally:
+        reset_plugin_manager()
+
+
+def test_registered_takes_an_installed_plugin_by_its_entry_point_name(
+    mmaplug_pm, monkeypatch, tmp_path
+):
+    """A plugin package's own tests register it as users select it: by its entry-point name,
+    with its distribution named in messages; a module name is imported."""
+    from mmaplug.hooks import manager
+
+    class Dist:
+        metadata = {"name": "my-tiles"}
+        version = "1.2"
+        entry_points = ()
+
+    class Point:
+        name, group, value = "my_tiles", "mmaplug", "my_tiles_pkg:plugin"
+
+        def load(self):
+            class Plugin:  # named by nothing but its entry point
+                @hookimpl
+                def mmaplug_matmul_overrides(self, problem):
+                    return {"stages": 3}
+
+            return Plugin()
+
+    monkeypatch.setattr(manager, "_entry_points", lambda: [(Point(), Dist())])
+    (tmp_path / "my_swizzle.py").write_text(
+        "from mmaplug import hookimpl\n\n@hookimpl\ndef mmaplug_matmul_overrides(problem):\n"
+        "    return {'grid_swizzle_factor': 3}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with registered(mmaplug_pm, "my_tiles", "my_swizzle") as names:
+        assert names == ("my_tiles", "my_swizzle")
+        assert mmaplug_pm.plugin_info["my_tiles"].distribution == "my-tiles"
+        spec = plan_problem(make_problem(), A100, pm=mmaplug_pm)
+        assert spec.provenance.source("stages") == "my_tiles"
+        assert spec.provenance.source("grid_swizzle_factor") == "my_swizzle"
+    assert not mmaplug_pm.has_plugin("my_tiles") and "my_tiles" not in mmaplug_pm.plugin_info
+    assert not mmaplug_pm.has_plugin("my_swizzle")
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        (None, "a plugin is None"),
+        ("no_such_plugin_xyz", "'no_such_plugin_xyz' is neither an installed mmaplug plugin"),
+    ],
+)
+def test_registered_refuses_what_is_no_plugin(mmaplug_pm, plugin, message):
+    with pytest.raises(UsageError, match=message):
+        with registered(mmaplug_pm, plugin):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": "", "changes": {}}, "name must be a non-empty str, got ''"),
+        ({"name": None, "changes": {}}, "name must be a non-empty str, got None"),
+        ({"name": "caller", "changes": {}}, "name 'caller' is provenance's name"),
+        ({"name": "override_matmul_params"}, "name 'override_matmul_params' is provenance's"),
+        ({"name": "f", "changes": [("stages", 3)]}, "changes must be a mapping .* got list"),
+        ({"name": "f", "base": {"stages": 3}}, "base must be MatmulParams or None, got dict"),
+    ],
+)
+def test_a_fake_is_checked_when_made(kwargs, message):
+    """What the planner would fault later (or crash on) is refused where the test wrote it."""
+    with pytest.raises(UsageError, match=message):
+        FakeHeuristic(**kwargs)
+
+
+def test_a_fake_keeps_the_changes_it_was_given():
+    changes = {"stages": 3}
+    fake = FakeHeuristic("fake", changes)
+    changes["stagez"] = 4  # the caller's dict changes later: the fake's does not
+    assert dict(fake.changes) == {"stages": 3}
+
+
+@pytest.mark.parametrize("name", ["caller", "override_matmul_params"])
+def test_no_plugin_takes_a_provenance_name(mmaplug_pm, name):
+    class Plugin:
+        @hookimpl
+        def mmaplug_matmul_overrides(self, problem):
+            return {"stages": 3}
+
+    with pytest.raises(PluginError, match=f"cannot be registered as '{name}': provenance"):
+        mmaplug_pm.register(Plugin(), name=name)
+
+
+def test_a_refused_block_value_is_named_as_the_block(mmaplug_pm):
+    """The harness's values are blamed on override_matmul_params, the call the test wrote,
+    not on the built-in plugin that applies them."""
+    with override_matmul_params(stages="3"), pytest.raises(InvalidParamsError) as caught:
+        plan_problem(make_problem(), A100, pm=mmaplug_pm)
+    assert "value from: override_matmul_params; rule of:" in str(caught.value)
+    assert "value from: testing" not in str(caught.value)
+
+
+def test_a_gpu_test_skipped_without_a_gpu_is_reported_at_its_own_line(pytester):
+    from mmaplug.cuda.presence import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("a machine with a GPU runs gpu tests")
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.gpu
+        def test_one():
+            pass
+
+        @pytest.mark.gpu
+        def test_two():
+            pass
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]1[]] *.py:3: marked gpu: needs*", "SKIPPED [[]1[]] *.py:7: marked gpu: needs*"]
+    )
+    result.stdout.no_fnmatch_line("*pytest_plugin.py*")
+
+
+def test_a_recorder_records_every_hook_of_a_plan_on_a_manager_that_planned(mmaplug_pm):
+    plan_problem(make_problem(), A100, pm=mmaplug_pm)  # the schedulers' answers are kept
+    with HookRecorder(mmaplug_pm) as recorder:
+        plan_problem(make_problem(), A100, pm=mmaplug_pm)
+    recorder.assert_order(["mmaplug_schedulers", "mmaplug_matmul_params"])
