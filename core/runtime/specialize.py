@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import copy
 import threading
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from mmaplug.analysis.matmul_analysis import analyze
-from mmaplug.errors import LaunchError, UsageError
+from mmaplug.errors import LaunchError, MatmulWarning, UsageError
 from mmaplug.ir.arguments import is_int
 from mmaplug.ir.fusion import Fusion, TensorView
 from mmaplug.ir.symbolic import Binding, concretize, shape_of, symbolic_dims
+from mmaplug.planning.params import HARNESS_CHANGES
 from mmaplug.planning.plan import plan_problem
 from mmaplug.runtime import dump as kernel_dump
 from mmaplug.runtime.kernels import KernelPool, compile_planned
@@ -51,6 +53,9 @@ class SymbolicFusion:
     and planned once per shape class, its ``MatmulProblem`` (the hooks see nothing else of a
     call, so one problem gets one answer). Kernels take m, n, k and batch at launch: a plan
     asking for a kernel configuration already built (``kernel_key``) reuses that kernel.
+    Every plan sees the ``override_matmul_params`` blocks in force at ``mp.compile``, as the
+    caller's ``overrides`` (a block around a later call changes nothing, as for a fusion of
+    static extents); a plan after plugins registered then have gone warns once.
 
     ``spec``, ``params``, ``provenance`` (its ``shape_class``), ``kernel_name``, ``ptx``,
     ``source``, ``explain()`` and ``dump()`` describe the shape class of the latest call
@@ -69,6 +74,11 @@ class SymbolicFusion:
         self.device = device
         self._pm = pm
         self._overrides = overrides
+        # what mp.compile planned under, for every later plan: its override_matmul_params
+        # blocks, and the plugins (a later plan without one of them warns once)
+        self._harness = HARNESS_CHANGES.get()
+        self._plugins = _registered(pm)
+        self._warned = False
         self._kernels = KernelPool()
         self._by_shapes: dict[tuple[Any, ...], CompiledFusion] = {}
         self._plans: dict[MatmulProblem, KernelSpec] = {}
@@ -143,18 +153,40 @@ class SymbolicFusion:
             problem = analysis.problem
             spec = self._plans.get(problem)
             if spec is None:
-                spec = plan_problem(
-                    problem,
-                    self.device,
-                    pm=self._pm,
-                    overrides=self._overrides,
-                    shape_class=problem.shape_class,
-                )
+                self._check_plugins()
+                token = HARNESS_CHANGES.set(self._harness)
+                try:
+                    spec = plan_problem(
+                        problem,
+                        self.device,
+                        pm=self._pm,
+                        overrides=self._overrides,
+                        shape_class=problem.shape_class,
+                    )
+                finally:
+                    HARNESS_CHANGES.reset(token)
                 _remember(self._plans, problem, spec)
             built = compile_planned(
                 analysis, spec, pm=self._pm, overrides=self._overrides, kernels=self._kernels
             )
             return _remember(self._by_shapes, key, built)
+
+    def _check_plugins(self) -> None:
+        """Warn once when a plan comes after plugins registered at ``mp.compile`` left the
+        manager (a ``registered`` block closed before the first call)."""
+        gone = sorted(self._plugins - _registered(self._pm))
+        if gone and not self._warned:
+            self._warned = True
+            warnings.warn(
+                MatmulWarning(
+                    f"{self._symbolic}: a fusion with symbolic extents plans at each new shape "
+                    f"class, and plugins registered at mp.compile are gone now "
+                    f"({', '.join(gone)}); this plan does not see them (keep them registered, "
+                    "e.g. the registered() block open, until the calls, or specialize(shapes) "
+                    "inside it)"
+                ),
+                stacklevel=4,
+            )
 
     # -- what the latest call ran ------------------------------------------------------------
     @property
@@ -211,6 +243,11 @@ class SymbolicFusion:
     ) -> list[Path]:
         """``CompiledFusion.dump`` of the latest call's kernel."""
         return self.latest.dump(directory, kinds)
+
+
+def _registered(pm: PluginManager) -> set[str]:
+    """The names of the plugins registered with *pm* (not the blocked ones)."""
+    return {name for name, plugin in pm.list_name_plugin() if plugin is not None}
 
 
 def _shape_key(value: object) -> Any:

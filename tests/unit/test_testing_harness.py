@@ -431,3 +431,44 @@ def test_a_recorder_records_every_hook_of_a_plan_on_a_manager_that_planned(mmapl
     with HookRecorder(mmaplug_pm) as recorder:
         plan_problem(make_problem(), A100, pm=mmaplug_pm)
     recorder.assert_order(["mmaplug_schedulers", "mmaplug_matmul_params"])
+
+
+def _symbolic_linear() -> object:
+    import mmaplug as mp
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4096], dtype=mp.float16)
+        w = fd.define_tensor([4096, 4096], dtype=mp.float16)
+        fd.add_output(fd.ops.linear(x, w))
+    return fd
+
+
+SHAPES = [[(4096, 4096), (4096, 4096)], [(8192, 4096), (4096, 4096)]]
+
+
+def test_a_symbolic_fusion_plans_under_the_blocks_of_its_compile(mmaplug_pm):
+    """A fusion with symbolic extents plans at each shape class, after mp.compile returned:
+    its plans see the override blocks in force at mp.compile (as its caller's overrides), and
+    a block around a later call changes nothing, as for static extents."""
+    import mmaplug as mp
+
+    with override_matmul_params(grid_swizzle_factor=3):
+        compiled = mp.compile(_symbolic_linear(), "a100", pm=mmaplug_pm)
+    first = compiled.specialize(SHAPES[0]).spec
+    assert first.params.grid_swizzle_factor == 3
+    assert first.provenance.source("grid_swizzle_factor") == "override_matmul_params"
+    with override_matmul_params(grid_swizzle_factor=5):
+        later = compiled.specialize(SHAPES[1]).spec
+    assert later.params.grid_swizzle_factor == 3
+
+
+def test_a_symbolic_fusion_planned_after_its_plugins_left_warns(mmaplug_pm):
+    import mmaplug as mp
+
+    with registered(mmaplug_pm, FakeHeuristic("fake", {"stages": 3})):
+        compiled = mp.compile(_symbolic_linear(), "a100", pm=mmaplug_pm)
+        assert compiled.specialize(SHAPES[0]).spec.params.stages == 3
+    with pytest.warns(
+        mp.MatmulWarning, match=r"plugins registered at mp.compile are gone now \(fake\)"
+    ):
+        assert compiled.specialize(SHAPES[1]).spec.params.stages != 3
