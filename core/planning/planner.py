@@ -139,10 +139,15 @@ class Planner:
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
 
     def base(self, scheduler: str) -> tuple[str, MatmulParams]:
+        """The base params of *scheduler*: the first answer of the heuristics (the selected
+        one, ``MMAPLUG_HEURISTIC``, and the default; a plugin's own scheduler is always asked
+        of that plugin too), else, after a dropped answer, the default's (or the plugin's)."""
         hook = "mmaplug_matmul_params"
         heuristic = getattr(self.guard.pm, "heuristic", None)
-        only = None if heuristic is None else frozenset({heuristic, DEFAULT_HEURISTIC})
-        for asked in (only, frozenset({DEFAULT_HEURISTIC})):  # after a dropped answer: default
+        own = self.own(scheduler)
+        fallback = frozenset({DEFAULT_HEURISTIC, *([own[0]] if own is not None else [])})
+        only = None if heuristic is None else fallback | {heuristic}
+        for asked in (only, fallback):
             for plugin, params in self.guard.call(
                 hook, only=asked, problem=self.problem, device=self.device, scheduler=scheduler
             ):
@@ -152,7 +157,8 @@ class Planner:
                 elif not self.check(params, scheduler, plugin, [], hook, retry=False):
                     return plugin, params
                 break
-        own = self.own(scheduler)
+        if own is not None and own[0] in self.guard.dropped:
+            raise Retry  # its plugin is dropped: plan again without its scheduler
         plugin = own[0] if own is not None else DEFAULT_HEURISTIC
         raise PluginResultError(
             f"no heuristic answered {hook} for scheduler {scheduler!r}"
@@ -306,10 +312,16 @@ class Planner:
             raise InvalidParamsError("\n".join(lines), tuple(v for _, v in found))
         fields = ", ".join(sorted({v.field for _, v in found}))
         names = ", ".join(describe(pm, c, quote=False) for c in sorted(culprits))
+        own = self.own(scheduler)
+        then = (
+            f"its scheduler {scheduler!r} is left out and the plan made again"
+            if own is not None and own[0] in culprits
+            else "using the default heuristic"
+        )
         warning = PluginWarning(
             f"invalid {fields} from {names}:\n"
             + "\n".join(lines)
-            + "\nignored; using the default heuristic (MMAPLUG_STRICT=1 raises instead)",
+            + f"\nignored; {then} (MMAPLUG_STRICT=1 raises instead)",
             plugin=", ".join(sorted(culprits)),
             hook="mmaplug_validate_params",
         )

@@ -265,6 +265,44 @@ def test_a_toy_build_failure_is_a_verdict(pm: PluginManager, toy: Toy) -> None:
             mp.compile(linear_fusion(), "h200", pm=lenient)
 
 
+def test_a_selected_heuristic_leaves_a_scheduler_to_its_plugin(toy: Toy) -> None:
+    """MMAPLUG_HEURISTIC selects which heuristic plans the built-in schedulers; a plugin's own
+    scheduler is still planned by that plugin (before, every such plan failed)."""
+    other = FakeHeuristic("other", {"grid_swizzle_factor": 3})
+    pm = make_plugin_manager(
+        plugins=[other], load_entrypoints=False, strict=True, heuristic="other"
+    )
+    with registered(pm, ToyPlugin(toy)):
+        with pytest.warns(ParamAdjustedWarning):
+            spec = plan_problem(problem(), H200, pm=pm)
+    assert (spec.scheduler, spec.provenance.base) == ("toy", "toyplug")
+    assert spec.provenance.source("grid_swizzle_factor") == "other"
+
+
+def test_a_scheduler_whose_plugin_is_dropped_is_not_planned(toy: Toy) -> None:
+    """Warning mode: the plugin's invalid base params drop it, and with it its scheduler; the
+    plan goes to the next scheduler (before: 'no heuristic answered', after a warning that
+    promised the default)."""
+
+    class Invalid(ToyPlugin):
+        @mp.hookimpl
+        def mmaplug_matmul_params(
+            self, problem: MatmulProblem, device: Device, scheduler: str
+        ) -> MatmulParams | None:
+            if scheduler != "toy":
+                return None
+            return MatmulParams(
+                cta_tile=(64, 64, 32), warp_tile=(32, 32, 32), instruction_tile=(16, 8, 16),
+                stages=9,
+            )  # fmt: skip
+
+    pm = make_plugin_manager(load_entrypoints=False, strict=False)
+    left_out = "(?s)invalid .*ignored; its scheduler 'toy' is left out and the plan made again"
+    with registered(pm, Invalid(toy)), pytest.warns(PluginWarning, match=left_out):
+        spec = plan_problem(problem(), H200, pm=pm)
+    assert spec.scheduler == "hopper" and spec.provenance.dropped == ("toyplug",)
+
+
 class Unplanned:
     """A plugin adding a scheduler and no heuristic for it."""
 
