@@ -274,6 +274,9 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             f"  {plugin['name']:<12} {origin or '(registered at run time)':<20} {plugin['module']}"
         )
         print(f"  {'':<12} hooks: {', '.join(plugin['hooks']) or '(none)'}")
+        if plugin["later_hooks"]:
+            later = ", ".join(plugin["later_hooks"])
+            print(f"  {'':<12} not hooks of this mmaplug (optional, never called): {later}")
         if plugin["name"] in ranks:
             print(f"  {'':<12} heuristic: {ranks[plugin['name']]}")
     print("schedulers, highest priority first:")

@@ -10,7 +10,7 @@ import pluggy
 from mmaplug.hooks import hookspecs
 from mmaplug.markers import PROJECT
 
-__all__ = ["near_hooks", "undecorated", "unknown_arguments", "unknown_hooks"]
+__all__ = ["instance_hooks", "near_hooks", "undecorated", "unknown_arguments", "unknown_hooks"]
 
 _BY_POSITION = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -26,6 +26,19 @@ def undecorated(pm: pluggy.PluginManager, plugin: object) -> list[str]:
         if inspect.isroutine(function) and not hasattr(function, f"{PROJECT}_spec"):
             found.append(attr)
     return found
+
+
+def instance_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    """The hooks of *plugin*, a class, that are instance methods: pluggy would call them with
+    the problem as ``self`` (the class was registered where an instance was meant)."""
+    if not isinstance(plugin, type):
+        return []
+    return [
+        attr
+        for attr in dir(plugin)
+        if pm.parse_hookimpl_opts(plugin, attr) is not None
+        and inspect.isfunction(inspect.getattr_static(plugin, attr, None))
+    ]
 
 
 def unknown_arguments(

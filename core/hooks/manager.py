@@ -18,7 +18,13 @@ from mmaplug import env
 from mmaplug.errors import PluginError, PluginWarning, UsageError
 from mmaplug.hooks import hookspecs
 from mmaplug.hooks.attribution import warn_about, warn_at
-from mmaplug.hooks.hookcheck import near_hooks, undecorated, unknown_arguments, unknown_hooks
+from mmaplug.hooks.hookcheck import (
+    instance_hooks,
+    near_hooks,
+    undecorated,
+    unknown_arguments,
+    unknown_hooks,
+)
 from mmaplug.markers import PROJECT, PROVENANCE_NAMES
 
 ENTRY_POINT_GROUP: Final = "mmaplug"
@@ -77,9 +83,9 @@ class PluginManager(pluggy.PluginManager):
         if (name or self.get_canonical_name(plugin)) in PROVENANCE_NAMES:
             taken = name or self.get_canonical_name(plugin)
             raise PluginError(
-                f"plugin {plugin!r:.80} cannot be registered as {taken!r}: provenance names the "
-                f"values no plugin gave so ({', '.join(PROVENANCE_NAMES)}); give it another "
-                "'name' attribute, or pass register(plugin, name=...)",
+                f"plugin {_kind(plugin)} cannot be registered as {taken!r}: provenance names "
+                f"the values no plugin gave so ({', '.join(PROVENANCE_NAMES)}); name it "
+                "otherwise (its entry point, its 'name' attribute, or register(plugin, name=))",
                 plugin=taken,
             )
         try:
@@ -102,6 +108,15 @@ class PluginManager(pluggy.PluginManager):
             ) from error
         if registered is not None:
             self.generation += 1
+            if methods := instance_hooks(self, plugin):
+                self.unregister(plugin)
+                raise PluginError(
+                    f"plugin {describe(self, registered)} is the class {plugin.__qualname__}, "  # type: ignore[attr-defined]
+                    f"whose hooks ({', '.join(methods)}) are instance methods: register an "
+                    f"instance ({plugin.__qualname__}()); an entry point names a module or an "  # type: ignore[attr-defined]
+                    "instance (plugin = MyPlugin() in its module, then 'module:plugin')",
+                    plugin=registered,
+                )
             if functions := undecorated(self, plugin):
                 self._undecorated(plugin, registered, functions)
             elif not self.get_hookcallers(plugin):
@@ -200,7 +215,9 @@ class PluginManager(pluggy.PluginManager):
                 fault(
                     f"plugin {describe(self, name)} implements {', '.join(hooks)}, which "
                     f"{'is no hook' if len(hooks) == 1 else 'are no hooks'} of mmaplug; "
-                    f"check the spelling against mmaplug.hooks.hookspecs{near_hooks(hooks)}",
+                    f"check the spelling against mmaplug.hooks.hookspecs{near_hooks(hooks)}; a "
+                    f"hook of a later mmaplug than this one ({_VERSION}) can be marked "
+                    "@mmaplug.hookimpl(optionalhook=True), and is then left uncalled here",
                     strict=self.strict or not installed,
                     plugin=name,
                     hook=hooks[0],
@@ -452,11 +469,16 @@ def _load_entrypoints(pm: PluginManager) -> None:
         if info is not None and (info.distribution, info.module) == (dist_name, ep.value):
             continue  # the same distribution found twice on sys.path
         if info is not None:
+            remedy = (
+                "rename its entry point: a built-in's name cannot be taken"
+                if info.distribution == "mmaplug"
+                else "rename one entry point, or uninstall one distribution (blocking the "
+                "name, MMAPLUG_DISABLE, blocks both)"
+            )
             _skip(
                 pm,
                 ep.name,
-                f"{origin} has the name of the plugin {describe(pm, ep.name)}"
-                "; rename its entry point, or block one of them (MMAPLUG_DISABLE)",
+                f"{origin} has the name of the plugin {describe(pm, ep.name)}; {remedy}",
             )
             continue
         try:
@@ -465,12 +487,34 @@ def _load_entrypoints(pm: PluginManager) -> None:
             _skip(
                 pm,
                 ep.name,
-                f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error}",
+                f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error} "
+                f"(installed: mmaplug {_VERSION})",
                 error,
             )
             continue
         if pm.is_registered(plugin):
+            _skip(
+                pm,
+                ep.name,
+                f"{origin} ({ep.value}) is the object registered already as "
+                f"{describe(pm, pm.get_name(plugin) or '?')}; one plugin has one name: remove "
+                "one of the entry points",
+            )
             continue
+        if (own := plugin_name(plugin)) is not None and own != ep.name:
+            warn_at(
+                PluginWarning(
+                    f"{origin} sets name = {own!r}; it is registered as {ep.name!r}, its "
+                    f"entry-point name, which users select (MMAPLUG_HEURISTIC) and provenance "
+                    f"shows, while a test registering the object sees {own!r}: make them one",
+                    plugin=ep.name,
+                ),
+                next(
+                    (getattr(plugin, a) for a in dir(plugin) if pm.parse_hookimpl_opts(plugin, a)),
+                    None,
+                ),
+                stacklevel=3,
+            )
         pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
         try:  # with its info already, so that warnings name the distribution
             pm.register(plugin, name=ep.name)

@@ -97,7 +97,11 @@ def plugins_record(pm: PluginManager) -> dict[str, Any]:
                 "distribution": info.distribution if info else "",
                 "version": info.version if info else "",
                 "module": info.module if info else type(plugin).__module__,
-                "hooks": sorted(caller.name for caller in pm.get_hookcallers(plugin) or ()),
+                "hooks": sorted(c.name for c in pm.get_hookcallers(plugin) or () if c.has_spec()),
+                # optional hooks (@hookimpl(optionalhook=True)) this mmaplug does not have
+                "later_hooks": sorted(
+                    c.name for c in pm.get_hookcallers(plugin) or () if not c.has_spec()
+                ),
             }
         )
     return {

@@ -398,7 +398,7 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str], hermetic_env: pytest.M
     }  # fmt: skip
     assert all(set(s) == {"name", "priority", "plugin"} for s in record["schedulers"])
     ampere = next(p for p in record["plugins"] if p["name"] == "ampere")
-    assert set(ampere) == {"name", "distribution", "version", "module", "hooks"}
+    assert set(ampere) == {"name", "distribution", "version", "module", "hooks", "later_hooks"}
     assert ampere["distribution"] == "mmaplug" and ampere["module"] == "mmaplug.plugins.ampere"
     assert ampere["hooks"] == ["mmaplug_schedulers"]
     assert {"name": "ampere", "priority": 10, "plugin": "ampere"} in record["schedulers"]

@@ -678,6 +678,8 @@ class Heuristic:
         return None
 
 
+SHARED = Heuristic()  # one object under two entry points
+
 REGISTRATION = [
     pytest.param(
         [Distribution("ext-dist", EntryPoint("typo", Misspelt()))],
@@ -701,7 +703,7 @@ REGISTRATION = [
         {},
         PluginError,
         "plugin 'ampere' from distribution ext-dist 1.0 has the name of the plugin 'ampere' "
-        "\\(built in\\)",
+        "\\(built in\\); rename its entry point: a built-in's name cannot be taken",
         None,
         id="entry_point_named_like_builtin",
     ),
@@ -713,9 +715,28 @@ REGISTRATION = [
         {},
         PluginError,
         "plugin 'same' from distribution two-dist 1.0 has the name of the plugin 'same' "
-        "\\(distribution one-dist 1.0\\)",
+        "\\(distribution one-dist 1.0\\); rename one entry point, or uninstall one "
+        "distribution \\(blocking the name, MMAPLUG_DISABLE, blocks both\\)",
         "same",
         id="two_distributions_one_name",
+    ),
+    pytest.param(
+        [Distribution("ext-dist", EntryPoint("cls", Heuristic, "ext_module:Heuristic"))],
+        {},
+        PluginError,
+        "(?s)plugin 'cls' from distribution ext-dist 1.0 cannot be registered: .*is the class "
+        "Heuristic, whose hooks \\(mmaplug_matmul_params\\) are instance methods",
+        "cls",
+        id="entry_point_names_a_class",
+    ),
+    pytest.param(
+        [Distribution("ext-dist", EntryPoint("alias", SHARED), EntryPoint("main", SHARED))],
+        {},
+        PluginError,
+        "plugin 'alias' from distribution ext-dist 1.0 \\(ext_module\\) is the object "
+        "registered already as 'main' \\(distribution ext-dist 1.0\\); one plugin has one name",
+        "alias",
+        id="two_entry_points_one_object",
     ),
     pytest.param(
         [],
@@ -769,6 +790,23 @@ def test_registration_fault_warns_and_goes_on(installed, dists, kwargs, error, m
     if skipped is not None:
         assert skipped not in pm.plugin_info or pm.plugin_info[skipped].distribution == "one-dist"
     assert mp.compile(linear_fusion(), DEVICE, pm=pm).spec.scheduler == "ampere"
+
+
+class Named:
+    name = "internal"
+
+    @mp.hookimpl
+    def mmaplug_matmul_params(self) -> None:
+        return None
+
+
+def test_a_name_attribute_other_than_the_entry_point_warns(installed) -> None:
+    """Installed, a plugin is named by its entry point; a ``name`` attribute saying otherwise
+    (what a test registering the object sees) is pointed out, and the entry point wins."""
+    installed(Distribution("ext-dist", EntryPoint("ext", Named())))
+    with pytest.warns(PluginWarning, match="sets name = 'internal'; it is registered as 'ext'"):
+        pm = make_plugin_manager(strict=True)
+    assert pm.has_plugin("ext") and not pm.has_plugin("internal")
 
 
 def test_same_distribution_found_twice_is_quiet(installed) -> None:

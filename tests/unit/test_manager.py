@@ -313,3 +313,58 @@ def test_env_selects_heuristic(clean_env, entry_points):
     entry_points(EntryPoint("ext", ExternalHeuristic()))
     clean_env.setenv("MMAPLUG_HEURISTIC", "ext")
     assert get_plugin_manager().heuristic == "ext"
+
+
+def test_a_class_registered_for_its_instance_is_refused():
+    """pluggy would bind the problem to self and fail at every plan; refused when registered,
+    saying to register an instance (an entry point naming a class does this)."""
+
+    class WideTiles:
+        name = "wide"
+
+        @hookimpl
+        def mmaplug_matmul_params(self, problem, scheduler):
+            return None
+
+    pm = make_plugin_manager(load_entrypoints=False)
+    with pytest.raises(
+        PluginError,
+        match=r"is the class .*WideTiles, whose hooks \(mmaplug_matmul_params\) are instance "
+        r"methods: register an instance",
+    ):
+        pm.register(WideTiles)
+    assert not pm.has_plugin("wide")
+    assert pm.register(WideTiles()) == "wide"
+
+
+def test_an_optional_hook_of_a_later_mmaplug_is_listed_apart():
+    """A plugin written for a later mmaplug marks its new hook optional: it registers, and the
+    plugins record lists that hook as one this mmaplug never calls; unmarked, the fault says
+    how to mark it."""
+    from mmaplug.planning.records import plugins_record
+
+    class Later:
+        name = "later"
+
+        @hookimpl(optionalhook=True)
+        def mmaplug_kernel_launched(self, spec):
+            return None
+
+        @hookimpl
+        def mmaplug_matmul_params(self, problem):
+            return None
+
+    pm = make_plugin_manager(plugins=[Later()], load_entrypoints=False, strict=True)
+    (later,) = [p for p in plugins_record(pm)["plugins"] if p["name"] == "later"]
+    assert later["hooks"] == ["mmaplug_matmul_params"]
+    assert later["later_hooks"] == ["mmaplug_kernel_launched"]
+
+    class Unmarked:
+        name = "unmarked"
+
+        @hookimpl
+        def mmaplug_kernel_launched(self, spec):
+            return None
+
+    with pytest.raises(PluginError, match=r"can be marked @mmaplug.hookimpl\(optionalhook=True\)"):
+        make_plugin_manager(plugins=[Unmarked()], load_entrypoints=False, strict=True)
