@@ -279,6 +279,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
             print(f"  {'':<12} not hooks of this mmaplug (optional, never called): {later}")
         if plugin["name"] in ranks:
             print(f"  {'':<12} heuristic: {ranks[plugin['name']]}")
+    if record["skipped"]:
+        print("skipped plugins (faulty; see the warnings):")
+        for skipped in record["skipped"]:
+            print(f"  {skipped['name']:<12} {skipped['why']}")
     print("schedulers, highest priority first:")
     for scheduler in record["schedulers"]:
         print(

@@ -68,6 +68,8 @@ class PluginManager(pluggy.PluginManager):
         self.heuristic = heuristic
         self.blocked: tuple[str, ...] = ()
         self.plugin_info: dict[str, PluginInfo] = {}
+        # installed plugins left out (warning mode): name -> why (``mmaplug plugins`` shows it)
+        self.skipped: dict[str, str] = {}
         #: Counts registrations and unregistrations: what depends on the registered plugins
         #: (``mmaplug.planning.scheduler_registry``) is cached until it changes.
         self.generation = 0
@@ -227,6 +229,7 @@ class PluginManager(pluggy.PluginManager):
                 )
                 self.unregister(error.plugin)
                 self.plugin_info.pop(name, None)
+                self.skipped[name] = f"implements {', '.join(hooks)}, no hook of mmaplug"
 
 
 def describe(pm: pluggy.PluginManager, name: str, *, quote: bool = True) -> str:
@@ -525,6 +528,7 @@ def _load_entrypoints(pm: PluginManager) -> None:
 
 def _skip(pm: PluginManager, name: str, message: str, cause: BaseException | None = None) -> None:
     fault(message, strict=pm.strict, plugin=name, fallback="skipped", cause=cause)
+    pm.skipped[name] = message
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:

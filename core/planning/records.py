@@ -116,6 +116,7 @@ def plugins_record(pm: PluginManager) -> dict[str, Any]:
         "heuristics": heuristics_record(pm),
         "heuristic": pm.heuristic,
         "blocked": list(pm.blocked),
+        "skipped": [{"name": n, "why": why} for n, why in sorted(pm.skipped.items())],
         "strict": pm.strict,
     }
 

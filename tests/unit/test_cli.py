@@ -394,7 +394,8 @@ def test_plugins_json(capsys: pytest.CaptureFixture[str], hermetic_env: pytest.M
     status, out, _ = run(capsys, "plugins", "--json")
     record = json.loads(out)
     assert status == 0 and set(record) == {
-        "schema", "plugins", "schedulers", "heuristics", "heuristic", "blocked", "strict"
+        "schema", "plugins", "schedulers", "heuristics", "heuristic", "blocked", "skipped",
+        "strict",
     }  # fmt: skip
     assert all(set(s) == {"name", "priority", "plugin"} for s in record["schedulers"])
     ampere = next(p for p in record["plugins"] if p["name"] == "ampere")

@@ -789,6 +789,7 @@ def test_registration_fault_warns_and_goes_on(installed, dists, kwargs, error, m
         pm = make_plugin_manager(strict=False, **kwargs)
     if skipped is not None:
         assert skipped not in pm.plugin_info or pm.plugin_info[skipped].distribution == "one-dist"
+        assert skipped in pm.skipped  # listed by mmaplug plugins
     assert mp.compile(linear_fusion(), DEVICE, pm=pm).spec.scheduler == "ampere"
 
 
@@ -830,7 +831,9 @@ def test_cli_plugins_survives_a_misspelt_entry_point(installed, monkeypatch, cap
             assert cli.main(["plugins"]) == 0
     finally:
         reset_plugin_manager()
-    assert "ampere" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ampere" in out
+    assert "skipped plugins (faulty; see the warnings):\n  typo " in out
 
 
 def test_env_disable_typo_warns(monkeypatch) -> None:
