@@ -65,7 +65,8 @@ VARIABLES: Final = (
     ),
     Variable(
         "MMAPLUG_HEURISTIC",
-        "The one heuristic plugin asked for parameters (then the default)",
+        "The one heuristic plugin asked for parameters (then the default; a plugin's own "
+        "scheduler is still planned by that plugin)",
         "a plugin name",
         "every heuristic, in hook order",
     ),
