@@ -86,18 +86,35 @@ def _collect(guard: Guard) -> Registry:
             guard.fault(plugin, HOOK, objects, cls=PluginResultError)
             continue
         for scheduler in objects:
-            if scheduler.name in found:
-                other = found[scheduler.name][0]
-                plugins = dict.fromkeys((other, plugin))
-                raise PluginError(
-                    f"{HOOK}: two schedulers are named {scheduler.name!r}, of plugin "
-                    + " and of plugin ".join(describe(guard.pm, p) for p in plugins)
-                    + "; rename one, or block one of the plugins (MMAPLUG_DISABLE)",
-                    plugin=", ".join(plugins),
-                    hook=HOOK,
-                )
+            if scheduler.name in found and not _clash(guard, found, scheduler.name, plugin):
+                break  # *plugin* is dropped: none of its schedulers
             found[scheduler.name] = (plugin, scheduler)
+        else:
+            continue
+        found = {name: entry for name, entry in found.items() if entry[0] != plugin}
     return found
+
+
+def _clash(guard: Guard, found: Registry, name: str, plugin: str) -> bool:
+    """Two schedulers named *name*, *plugin*'s and one found before: the fault of the plugin
+    registered later (it took a taken name; the built-ins come first); strict mode raises,
+    naming both. True when the one found before is dropped (its schedulers leave *found*)."""
+    other = found[name][0]
+    order = [registered for registered, _ in guard.pm.list_name_plugin()]
+    first_dropped = order.index(other) > order.index(plugin)
+    culprit, innocent = (other, plugin) if first_dropped else (plugin, other)
+    guard.fault(
+        culprit,
+        HOOK,
+        f"answered a scheduler named {name!r}, as plugin {describe(guard.pm, innocent)} does; "
+        "rename one, or block one of the plugins (MMAPLUG_DISABLE)",
+        cls=PluginError,
+        fallback="its schedulers are left out",
+    )
+    if first_dropped:
+        for key in [k for k, entry in found.items() if entry[0] == other]:
+            del found[key]
+    return first_dropped
 
 
 def _schedulers_in(answer: object) -> tuple[Scheduler, ...] | str:

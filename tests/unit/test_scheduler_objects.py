@@ -329,12 +329,29 @@ def test_no_scheduler_left_says_what_was_blocked() -> None:
 
 
 def test_two_schedulers_of_one_name(pm: PluginManager) -> None:
-    """Two plugins registering a scheduler 'toy' are a PluginError naming both."""
+    """Two plugins registering a scheduler 'toy': the fault of the one registered later,
+    naming both; strict, a PluginError."""
+    clash = "plugin 'second' answered a scheduler named 'toy', as plugin 'first' does"
     with registered(pm, ToyPlugin(Toy(), "first"), ToyPlugin(Toy(), "second")):
-        with pytest.raises(PluginError, match="named 'toy', of plugin 'second' and of plugin"):
+        with pytest.raises(PluginError, match=clash):
             plan_problem(problem(), H200, pm=pm)
-        with pytest.raises(PluginError, match="'first'"):
+        with pytest.raises(PluginError, match=clash):
             schedulers(pm)
+
+
+def test_two_schedulers_of_one_name_leniently() -> None:
+    """Warning mode: the later plugin's schedulers are left out with a warning naming both;
+    planning goes on with the first's (mmaplug plugins lists them, and exits 0)."""
+    lenient = make_plugin_manager(load_entrypoints=False, strict=False)
+    first, second = Toy(), Toy()
+    with registered(lenient, ToyPlugin(first, "first"), ToyPlugin(second, "second")):
+        with pytest.warns(PluginWarning, match="'second' answered a scheduler named 'toy'"):
+            found = schedulers(lenient)
+        assert found["toy"] == ("first", first)
+        with pytest.warns(PluginWarning), pytest.warns(ParamAdjustedWarning):
+            spec = plan_problem(problem(), H200, pm=lenient)
+    assert (spec.scheduler, spec.provenance.scheduler_plugin) == ("toy", "first")
+    assert "second" in spec.provenance.dropped
 
 
 def test_a_raising_accepts_is_named(pm: PluginManager) -> None:
