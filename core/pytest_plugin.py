@@ -3,7 +3,6 @@ every test isolated from the others' changes to the process-wide plugin manager.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -37,14 +36,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _mmaplug_restores_the_global_manager() -> Iterator[None]:
     """Each test finds ``mp.get_plugin_manager()`` as the one before it left it: a manager
     a test built (reading ``MMAPLUG_*`` as that test set them) and plugins a test registered on
-    it do not reach the next test (``restoring_plugin_manager``). A test run without mmaplug
-    imported costs nothing."""
-    if "mmaplug.hooks.manager" not in sys.modules:
-        yield
-        if "mmaplug.hooks.manager" in sys.modules:  # imported by the test: it built any manager
-            sys.modules["mmaplug.hooks.manager"].reset_plugin_manager()
-        return
-    with sys.modules["mmaplug.hooks.manager"].restoring_plugin_manager():
+    it do not reach the next test (``mmaplug.testing.restoring_plugin_manager``)."""
+    from mmaplug.testing import restoring_plugin_manager
+
+    with restoring_plugin_manager():
         yield
 
 

@@ -6,7 +6,7 @@ import contextlib
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Final, final
+from typing import Final, NamedTuple, final
 
 import attrs
 import pluggy
@@ -15,10 +15,13 @@ from mmaplug.analysis.problem import MatmulProblem
 from mmaplug.errors import UsageError
 from mmaplug.hooks.manager import (
     PluginInfo,
+    PluginManager,
+    current_plugin_manager,
     entry_point_names,
     installed_plugin,
     make_plugin_manager,
     plugin_name,
+    swap_plugin_manager,
 )
 from mmaplug.markers import HARNESS_SOURCE, PROVENANCE_NAMES, hookimpl
 from mmaplug.planning.params import (
@@ -40,6 +43,7 @@ __all__ = [
     "make_plugin_manager",
     "override_matmul_params",
     "registered",
+    "restoring_plugin_manager",
     "sentinels",
 ]
 
@@ -70,9 +74,10 @@ def sentinels(scheduler: str) -> Mapping[str, object]:
     """The ``SENTINELS`` legal on *scheduler* (``"ampere"`` or ``"hopper"``): one set.
 
     Apply them together (``override_matmul_params(**sentinels("hopper"))``), or at least the
-    tile fields together: a sentinel warp tile divides no default CTA tile. Each of the others
-    is legal on its own. The set holds for 16-bit operands, B K-major (layouts TN and TT; an
-    N-major B needs hopper warp tiles of 64 columns) and K of at least 3 CTA tiles (split-K 3).
+    tile fields together: a sentinel warp tile divides no default CTA tile; on hopper, stages 7
+    too (hopper's default tiles hold fewer). Each of the others is legal on its own. The set
+    holds for 16-bit operands, B K-major (layouts TN and TT; an N-major B needs hopper warp
+    tiles of 64 columns) and K of at least 3 CTA tiles (split-K 3).
 
     :raises UsageError: *scheduler* has no sentinels.
     """
@@ -204,7 +209,7 @@ def _resolved(plugin: object) -> tuple[object, str | None, PluginInfo | None]:
     try:
         module = importlib.import_module(plugin)
     except ModuleNotFoundError as error:
-        if error.name is None or not plugin.startswith(error.name):
+        if error.name != plugin and not plugin.startswith(f"{error.name}."):
             raise  # the module exists and fails inside: its own error
         installed = ", ".join(sorted(set(entry_point_names()))) or "none"
         raise UsageError(
@@ -212,6 +217,55 @@ def _resolved(plugin: object) -> tuple[object, str | None, PluginInfo | None]:
             f"{installed}) nor an importable module"
         ) from error
     return module, plugin, PluginInfo(plugin, plugin)
+
+
+@contextlib.contextmanager
+def restoring_plugin_manager() -> Iterator[None]:
+    """Undo, after the block, what it did to the process-wide manager (``mp.compile`` without
+    ``pm=``): a manager built in it (from the ``MMAPLUG_*`` of that moment) is forgotten; the
+    one from before comes back as it was, its plugins in their order (pluggy calls them so),
+    its blocks, heuristic and policy. The pytest plugin runs every test in one."""
+    before = current_plugin_manager()
+    state = _state(before) if before is not None else None
+    try:
+        yield
+    finally:
+        swap_plugin_manager(before)
+        if before is not None and state is not None and _state(before) != state:
+            _restore(before, state)
+
+
+class _ManagerState(NamedTuple):
+    """What a test may change of a plugin manager."""
+
+    plugins: list[tuple[str, object]]  # in registration order; a blocked name holds None
+    heuristic: str | None
+    strict: bool
+    blocked: tuple[str, ...]
+    skipped: dict[str, str]
+    plugin_info: dict[str, PluginInfo]
+
+
+def _state(pm: PluginManager) -> _ManagerState:
+    return _ManagerState(list(pm.list_name_plugin()), pm.heuristic, pm.strict, pm.blocked,
+                         dict(pm.skipped), dict(pm.plugin_info))  # fmt: skip
+
+
+def _restore(pm: PluginManager, state: _ManagerState) -> None:
+    """*pm* as *state* recorded it: every plugin unregistered (blocks lifted) and registered
+    again in the recorded order."""
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:
+            pm.unblock(name)
+        else:
+            pm.unregister(plugin)
+    for name, plugin in state.plugins:
+        if plugin is None:
+            pm.set_blocked(name)
+        else:
+            pm.register(plugin, name=name)
+    pm.heuristic, pm.strict, pm.blocked = state.heuristic, state.strict, state.blocked
+    pm.skipped, pm.plugin_info = dict(state.skipped), dict(state.plugin_info)
 
 
 @final

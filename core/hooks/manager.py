@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import importlib.metadata
 import os
 import threading
 import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final, TypedDict, final
 
 import attrs
@@ -580,33 +579,16 @@ def reset_plugin_manager() -> None:
         _default = None
 
 
-@contextlib.contextmanager
-def restoring_plugin_manager() -> Iterator[None]:
-    """Undo, after the block, what it did to the process-wide manager: a manager built in it
-    (from the ``MMAPLUG_*`` of that moment) is forgotten, plugins registered on one that
-    existed before are unregistered and those unregistered registered again. The pytest
-    plugin runs every test in one."""
+def current_plugin_manager() -> PluginManager | None:
+    """The process-wide manager if one was built (``get_plugin_manager`` builds it)."""
+    with _lock:
+        return _default
+
+
+def swap_plugin_manager(pm: PluginManager | None) -> PluginManager | None:
+    """Make *pm* the process-wide manager (None: built at the next ``get_plugin_manager``);
+    the one it replaces is returned (``mmaplug.testing.restoring_plugin_manager``)."""
     global _default
     with _lock:
-        before = _default
-    plugins = dict(before.list_name_plugin()) if before is not None else {}
-    try:
-        yield
-    finally:
-        with _lock:
-            built, _default = _default, before
-        if before is not None and built is before:
-            now = dict(before.list_name_plugin())  # (a blocked name holds None)
-            for name, plugin in now.items():
-                if name in plugins and plugins[name] is plugin:
-                    continue
-                if plugin is None:
-                    before.unblock(name)
-                else:
-                    before.unregister(plugin)
-            for name, plugin in plugins.items():
-                if now.get(name, ...) is not plugin:
-                    if plugin is None:
-                        before.set_blocked(name)
-                    else:
-                        before.register(plugin, name=name)
+        old, _default = _default, pm
+    return old

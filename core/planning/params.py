@@ -429,6 +429,9 @@ SENTINELS: Final[Mapping[str, object]] = MappingProxyType(
 )
 
 _BOTH: Final = frozenset({"ampere", "hopper"})
+#: The sentinels that need the tile sentinels on a scheduler: 7 stages of hopper's default
+#: tiles (128x256x64) exceed its shared memory; of the sentinel tiles they fit.
+SENTINELS_WITH_TILES: Final[Mapping[str, str]] = MappingProxyType({"stages": "hopper"})
 SENTINEL_SCHEDULERS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
     {
         "cta_tile": _BOTH,

@@ -139,15 +139,19 @@ class Planner:
                 self.guard.fault(plugin, hook, wrong(answer, expected), cls=PluginResultError)
 
     def base(self, scheduler: str) -> tuple[str, MatmulParams]:
-        """The base params of *scheduler*: the first answer of the heuristics (the selected
-        one, ``MMAPLUG_HEURISTIC``, and the default; a plugin's own scheduler is always asked
-        of that plugin too), else, after a dropped answer, the default's (or the plugin's)."""
+        """The base params of *scheduler*: the first answer of the heuristics (with one
+        selected, ``MMAPLUG_HEURISTIC``: a plugin's own scheduler's plugin first, then the
+        selected one and the default), else, after a dropped answer, the default's (or the
+        plugin's)."""
         hook = "mmaplug_matmul_params"
         heuristic = getattr(self.guard.pm, "heuristic", None)
         own = self.own(scheduler)
         fallback = frozenset({DEFAULT_HEURISTIC, *([own[0]] if own is not None else [])})
         only = None if heuristic is None else fallback | {heuristic}
-        for asked in (only, fallback):
+        rounds = [only, fallback]
+        if heuristic is not None and own is not None:  # the selection: its owner first
+            rounds.insert(0, frozenset({own[0]}))
+        for asked in rounds:
             for plugin, params in self.guard.call(
                 hook, only=asked, problem=self.problem, device=self.device, scheduler=scheduler
             ):

@@ -37,7 +37,13 @@ from mmaplug.hooks.manager import PluginManager, make_plugin_manager
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning.choices import KernelSpec, Provenance
 from mmaplug.planning.device import PRESET_NAMES, Device, get_device
-from mmaplug.planning.params import SENTINEL_SCHEDULERS, SENTINELS, MatmulParams, TileShape
+from mmaplug.planning.params import (
+    SENTINEL_SCHEDULERS,
+    SENTINELS,
+    SENTINELS_WITH_TILES,
+    MatmulParams,
+    TileShape,
+)
 from mmaplug.planning.plan import plan_problem
 from mmaplug.planning.scheduler import Scheduler, Space
 from mmaplug.planning.scheduler_registry import schedulers
@@ -388,6 +394,8 @@ def _sentinel_scope(name: str) -> str:
     where = ", ".join(sorted(SENTINEL_SCHEDULERS[name]))
     if isinstance(SENTINELS[name], TileShape):
         return f"{where}; only with the other tile sentinels"
+    if name in SENTINELS_WITH_TILES:
+        return f"{where}; on {SENTINELS_WITH_TILES[name]} only with the tile sentinels"
     return where
 
 

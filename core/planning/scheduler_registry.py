@@ -46,9 +46,10 @@ def schedulers(pm: pluggy.PluginManager | None = None, *, guard: Guard | None = 
     :param pm: The plugin manager; ``get_plugin_manager()`` when None.
     :param guard: The planning's Guard: its strictness rules on faults, and a plugin dropped
         for one is dropped from its plan too.
-    :raises PluginError: Two schedulers have one name (naming both plugins); a plugin raised
-        or answered something that is no ``Scheduler`` (strict mode or a built-in plugin;
-        otherwise a ``PluginWarning``, and its schedulers are left out).
+    :raises PluginError: A plugin answered a scheduler name a plugin registered before it
+        holds (naming both), or one name twice, raised, or answered something that is no
+        ``Scheduler`` (strict mode or a built-in plugin; otherwise a ``PluginWarning``, and its
+        schedulers are left out).
     """
     pm = get_plugin_manager() if pm is None else pm
     generation = getattr(pm, "generation", None)
@@ -79,42 +80,34 @@ def owners(registry: Registry) -> frozenset[str]:
 
 
 def _collect(guard: Guard) -> Registry:
+    """Every plugin's schedulers, in the order the plugins were registered (the built-ins
+    first): a plugin answering a name one registered before it holds, or one name twice, is
+    faulty, and none of its schedulers is kept (strict mode raises, naming both plugins)."""
+    order = [name for name, _ in guard.pm.list_name_plugin()]
     found: Registry = {}
-    for plugin, answer in guard.call(HOOK):
+    for plugin, answer in sorted(guard.call(HOOK), key=lambda item: order.index(item[0])):
         objects = _schedulers_in(answer)
         if isinstance(objects, str):
             guard.fault(plugin, HOOK, objects, cls=PluginResultError)
             continue
-        for scheduler in objects:
-            if scheduler.name in found and not _clash(guard, found, scheduler.name, plugin):
-                break  # *plugin* is dropped: none of its schedulers
-            found[scheduler.name] = (plugin, scheduler)
-        else:
+        names = [scheduler.name for scheduler in objects]
+        taken = [n for n in names if n in found]
+        twice = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+        if taken or twice:
+            holder = (
+                f"as plugin {describe(guard.pm, found[taken[0]][0])} does" if taken else ("twice")
+            )
+            guard.fault(
+                plugin,
+                HOOK,
+                f"answered a scheduler named {(taken or twice)[0]!r} {holder}; rename one, or "
+                "block one of the plugins (MMAPLUG_DISABLE)",
+                cls=PluginError,
+                fallback="its schedulers are left out",
+            )
             continue
-        found = {name: entry for name, entry in found.items() if entry[0] != plugin}
+        found.update((scheduler.name, (plugin, scheduler)) for scheduler in objects)
     return found
-
-
-def _clash(guard: Guard, found: Registry, name: str, plugin: str) -> bool:
-    """Two schedulers named *name*, *plugin*'s and one found before: the fault of the plugin
-    registered later (it took a taken name; the built-ins come first); strict mode raises,
-    naming both. True when the one found before is dropped (its schedulers leave *found*)."""
-    other = found[name][0]
-    order = [registered for registered, _ in guard.pm.list_name_plugin()]
-    first_dropped = order.index(other) > order.index(plugin)
-    culprit, innocent = (other, plugin) if first_dropped else (plugin, other)
-    guard.fault(
-        culprit,
-        HOOK,
-        f"answered a scheduler named {name!r}, as plugin {describe(guard.pm, innocent)} does; "
-        "rename one, or block one of the plugins (MMAPLUG_DISABLE)",
-        cls=PluginError,
-        fallback="its schedulers are left out",
-    )
-    if first_dropped:
-        for key in [k for k, entry in found.items() if entry[0] == other]:
-            del found[key]
-    return first_dropped
 
 
 def _schedulers_in(answer: object) -> tuple[Scheduler, ...] | str:

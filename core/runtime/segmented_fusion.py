@@ -28,7 +28,7 @@ from mmaplug.runtime import dump as kernel_dump
 from mmaplug.runtime.framework_segments import backend_for, run_ops
 from mmaplug.runtime.kernels import compile_planned
 from mmaplug.runtime.segmentation import Segment, explain_segments, k_major_segments, segment
-from mmaplug.runtime.specialize import MAX_SHAPES
+from mmaplug.runtime.specialize import MAX_SHAPES, CompileTime
 
 if TYPE_CHECKING:
     from mmaplug.analysis.bindings import MatmulAnalysis
@@ -184,6 +184,7 @@ class SymbolicSegments:
         check_param_names(overrides or {}, source="caller")
         self.fusion, self.device, self.reason = copy.deepcopy(fusion), device, reason
         self._pm, self._overrides = pm, overrides
+        self._compile_time = CompileTime(pm, self.fusion.origin)
         self._by_shapes: dict[tuple[tuple[int, ...], ...], Any] = {}
         self._latest: Any = None
         self._lock = threading.Lock()
@@ -219,7 +220,10 @@ class SymbolicSegments:
             for pos, shape in zip(self._tensors, key, strict=True):
                 shapes[pos] = shape
             work = concretize(self.fusion, shapes, error=LaunchError, where="execute")
-            compiled = compile_concrete(work, self.device, pm=self._pm, overrides=self._overrides)
+            with self._compile_time.planning():
+                compiled = compile_concrete(
+                    work, self.device, pm=self._pm, overrides=self._overrides
+                )
             if len(self._by_shapes) >= MAX_SHAPES:
                 del self._by_shapes[next(iter(self._by_shapes))]
             self._by_shapes[key] = compiled

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -74,11 +75,6 @@ class SymbolicFusion:
         self.device = device
         self._pm = pm
         self._overrides = overrides
-        # what mp.compile planned under, for every later plan: its override_matmul_params
-        # blocks, and the plugins (a later plan without one of them warns once)
-        self._harness = HARNESS_CHANGES.get()
-        self._plugins = _registered(pm)
-        self._warned = False
         self._kernels = KernelPool()
         self._by_shapes: dict[tuple[Any, ...], CompiledFusion] = {}
         self._plans: dict[MatmulProblem, KernelSpec] = {}
@@ -87,6 +83,7 @@ class SymbolicFusion:
         inputs = self.fusion.inputs
         self._tensors = tuple(i for i, v in enumerate(inputs) if isinstance(v, TensorView))
         self._symbolic = ", ".join(f"{tv.name} dim {i}" for tv, i in symbolic_dims(self.fusion))
+        self._compile_time = CompileTime(pm, self.fusion.origin)
         analyze(concretize(self.fusion, self._probe_shapes(), where="mp.compile"), pm=pm)
 
     def _probe_shapes(self) -> list[tuple[int, ...] | None]:
@@ -153,9 +150,7 @@ class SymbolicFusion:
             problem = analysis.problem
             spec = self._plans.get(problem)
             if spec is None:
-                self._check_plugins()
-                token = HARNESS_CHANGES.set(self._harness)
-                try:
+                with self._compile_time.planning():
                     spec = plan_problem(
                         problem,
                         self.device,
@@ -163,30 +158,11 @@ class SymbolicFusion:
                         overrides=self._overrides,
                         shape_class=problem.shape_class,
                     )
-                finally:
-                    HARNESS_CHANGES.reset(token)
                 _remember(self._plans, problem, spec)
             built = compile_planned(
                 analysis, spec, pm=self._pm, overrides=self._overrides, kernels=self._kernels
             )
             return _remember(self._by_shapes, key, built)
-
-    def _check_plugins(self) -> None:
-        """Warn once when a plan comes after plugins registered at ``mp.compile`` left the
-        manager (a ``registered`` block closed before the first call)."""
-        gone = sorted(self._plugins - _registered(self._pm))
-        if gone and not self._warned:
-            self._warned = True
-            warnings.warn(
-                MatmulWarning(
-                    f"{self._symbolic}: a fusion with symbolic extents plans at each new shape "
-                    f"class, and plugins registered at mp.compile are gone now "
-                    f"({', '.join(gone)}); this plan does not see them (keep them registered, "
-                    "e.g. the registered() block open, until the calls, or specialize(shapes) "
-                    "inside it)"
-                ),
-                stacklevel=4,
-            )
 
     # -- what the latest call ran ------------------------------------------------------------
     @property
@@ -243,6 +219,40 @@ class SymbolicFusion:
     ) -> list[Path]:
         """``CompiledFusion.dump`` of the latest call's kernel."""
         return self.latest.dump(directory, kinds)
+
+
+class CompileTime:
+    """What ``mp.compile`` planned under, for the plans a fusion of symbolic extents makes at
+    later calls: the ``override_matmul_params`` blocks then in force (as its caller's
+    overrides), and the plugins then registered (a later plan without one warns once)."""
+
+    def __init__(self, pm: PluginManager, what: str) -> None:
+        self._pm, self._what = pm, what
+        self._harness = HARNESS_CHANGES.get()
+        self._plugins = _registered(pm)
+        self._warned = False
+
+    @contextlib.contextmanager
+    def planning(self) -> Iterator[None]:
+        """Plan within: under the blocks of ``mp.compile``."""
+        gone = sorted(self._plugins - _registered(self._pm))
+        if gone and not self._warned:
+            self._warned = True
+            warnings.warn(
+                MatmulWarning(
+                    f"{self._what}: a fusion with symbolic extents plans at each new shape "
+                    f"class, and plugins registered at mp.compile are gone now "
+                    f"({', '.join(gone)}); this plan does not see them (keep them registered, "
+                    "e.g. the registered() block open, until the calls, or specialize(shapes) "
+                    "inside it)"
+                ),
+                stacklevel=5,
+            )
+        token = HARNESS_CHANGES.set(self._harness)
+        try:
+            yield
+        finally:
+            HARNESS_CHANGES.reset(token)
 
 
 def _registered(pm: PluginManager) -> set[str]:

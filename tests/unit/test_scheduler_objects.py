@@ -265,18 +265,26 @@ def test_a_toy_build_failure_is_a_verdict(pm: PluginManager, toy: Toy) -> None:
             mp.compile(linear_fusion(), "h200", pm=lenient)
 
 
-def test_a_selected_heuristic_leaves_a_scheduler_to_its_plugin(toy: Toy) -> None:
+@pytest.mark.parametrize("base", [False, True], ids=["overrides", "answers_every_scheduler"])
+def test_a_selected_heuristic_leaves_a_scheduler_to_its_plugin(toy: Toy, base: bool) -> None:
     """MMAPLUG_HEURISTIC selects which heuristic plans the built-in schedulers; a plugin's own
-    scheduler is still planned by that plugin (before, every such plan failed)."""
-    other = FakeHeuristic("other", {"grid_swizzle_factor": 3})
-    pm = make_plugin_manager(
-        plugins=[other], load_entrypoints=False, strict=True, heuristic="other"
+    scheduler is planned by that plugin first (before, every such plan failed), whichever was
+    registered first, even when the selected one answers for every scheduler."""
+    every = MatmulParams(cta_tile=(64, 64, 32), warp_tile=(32, 32, 32),
+                         instruction_tile=(16, 8, 16), stages=2)  # fmt: skip
+    other = (
+        FakeHeuristic("other", base=every)
+        if base
+        else FakeHeuristic("other", {"grid_swizzle_factor": 3})
     )
-    with registered(pm, ToyPlugin(toy)):
+    pm = make_plugin_manager(load_entrypoints=False, strict=True, heuristic="other",
+                             plugins=[ToyPlugin(toy), other] if base else [other])  # fmt: skip
+    with registered(pm, *([] if base else [ToyPlugin(toy)])):
         with pytest.warns(ParamAdjustedWarning):
             spec = plan_problem(problem(), H200, pm=pm)
     assert (spec.scheduler, spec.provenance.base) == ("toy", "toyplug")
-    assert spec.provenance.source("grid_swizzle_factor") == "other"
+    if not base:
+        assert spec.provenance.source("grid_swizzle_factor") == "other"
 
 
 def test_a_scheduler_whose_plugin_is_dropped_is_not_planned(toy: Toy) -> None:
@@ -331,7 +339,7 @@ def test_no_scheduler_left_says_what_was_blocked() -> None:
 def test_two_schedulers_of_one_name(pm: PluginManager) -> None:
     """Two plugins registering a scheduler 'toy': the fault of the one registered later,
     naming both; strict, a PluginError."""
-    clash = "plugin 'second' answered a scheduler named 'toy', as plugin 'first' does"
+    clash = "plugin 'second' answered a scheduler named 'toy' as plugin 'first' does"
     with registered(pm, ToyPlugin(Toy(), "first"), ToyPlugin(Toy(), "second")):
         with pytest.raises(PluginError, match=clash):
             plan_problem(problem(), H200, pm=pm)
@@ -498,3 +506,32 @@ def test_a_faulty_legacy_builder_of_another_scheduler() -> None:
     kinds = {(w.category, str(w.message).partition(":")[0]) for w in record}
     assert (PluginWarning, "mmaplug_build_kernel") in kinds
     assert any(w.category is DeprecationWarning and "'legacy'" in str(w.message) for w in record)
+
+
+def test_scheduler_names_go_to_the_plugin_registered_first() -> None:
+    """Clashes are settled in registration order, whatever order pluggy calls the plugins in:
+    B takes A's name and is left out whole, so C keeps the name only B clashed with; a plugin
+    naming one scheduler twice is left out; a plugin cannot take a built-in's scheduler."""
+    lenient = make_plugin_manager(load_entrypoints=False, strict=False)
+    a, b1, b2, c = Toy(name="y"), Toy(name="x"), Toy(name="y"), Toy(name="x")
+    twice = ToyPlugin(Toy(name="z"), "twice")
+    twice.answer = [Toy(name="z"), Toy(name="z")]
+    hop = ToyPlugin(Toy(name="hopper"), "hop")
+    b = ToyPlugin(b1, "b")
+    b.answer = [b1, b2]
+    with registered(lenient, ToyPlugin(a, "a"), b, ToyPlugin(c, "c"), twice, hop):
+        with pytest.warns(PluginWarning) as caught:
+            found = schedulers(lenient)
+    texts = [str(w.message) for w in caught]
+    assert {n: found[n][0] for n in ("y", "x", "hopper")} == {
+        "y": "a",
+        "x": "c",
+        "hopper": "hopper",
+    }
+    assert "z" not in found
+    assert any("'b' answered a scheduler named 'y' as plugin 'a' does" in w for w in texts)
+    assert any("'twice' answered a scheduler named 'z' twice" in w for w in texts)
+    assert any(
+        "'hop' answered a scheduler named 'hopper' as plugin 'hopper' (built in)" in w
+        for w in texts
+    )

@@ -280,26 +280,29 @@ def test_each_test_finds_the_global_manager_as_before_it(pytester, order):
 def test_the_global_manager_built_before_a_test_gets_its_plugins_back():
     """restoring_plugin_manager on an existing manager: what the block registered goes, what
     it unregistered or blocked comes back, and the same object stays."""
-    from mmaplug.hooks.manager import (
-        get_plugin_manager,
-        reset_plugin_manager,
-        restoring_plugin_manager,
-    )
+    from mmaplug.hooks.manager import get_plugin_manager, reset_plugin_manager
+    from mmaplug.testing import restoring_plugin_manager
 
     reset_plugin_manager()
     try:
         pm = get_plugin_manager()
-        plugins = dict(pm.list_name_plugin())
+        plugins = list(pm.list_name_plugin())  # in order: pluggy calls them so
+        strict = pm.strict
+        schedulers = [i.plugin_name for i in pm.hook.mmaplug_schedulers.get_hookimpls()]
         with restoring_plugin_manager():
             pm.register(FakeHeuristic("fake", {"stages": 3}))
-            pm.unregister(name="hopper")
+            pm.unregister(name="ampere")
             pm.set_blocked("decode")
+            pm.heuristic, pm.strict = "fake", not pm.strict
         assert get_plugin_manager() is pm
-        assert dict(pm.list_name_plugin()) == plugins
-        with restoring_plugin_manager():
+        assert list(pm.list_name_plugin()) == plugins
+        assert [i.plugin_name for i in pm.hook.mmaplug_schedulers.get_hookimpls()] == schedulers
+        assert (pm.heuristic, pm.strict) == (None, strict) and not pm.has_plugin("fake")
+        with restoring_plugin_manager():  # a reset inside: the old manager still comes back whole
+            pm.register(FakeHeuristic("leaky", {"stages": 3}))
             reset_plugin_manager()
             assert get_plugin_manager() is not pm
-        assert get_plugin_manager() is pm
+        assert get_plugin_manager() is pm and not pm.has_plugin("leaky")
     finally:
         reset_plugin_manager()
 
@@ -472,3 +475,31 @@ def test_a_symbolic_fusion_planned_after_its_plugins_left_warns(mmaplug_pm):
         mp.MatmulWarning, match=r"plugins registered at mp.compile are gone now \(fake\)"
     ):
         assert compiled.specialize(SHAPES[1]).spec.params.stages != 3
+
+
+def test_a_segmented_symbolic_fusion_plans_under_the_blocks_of_its_compile(mmaplug_pm):
+    """The same for a fusion of symbolic extents that no one kernel takes (two linears):
+    each segment's plan sees the blocks of mp.compile, not those around a later call."""
+    import mmaplug as mp
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([-1, 4096], dtype=mp.float16)
+        w1 = fd.define_tensor([4096, 4096], dtype=mp.float16)
+        w2 = fd.define_tensor([4096, 4096], dtype=mp.float16)
+        fd.add_output(fd.ops.linear(fd.ops.linear(x, w1), w2))
+    shapes = [(8192, 4096), (4096, 4096), (4096, 4096)]
+    with override_matmul_params(grid_swizzle_factor=3):
+        compiled = mp.compile(fd, "a100", pm=mmaplug_pm)
+    with override_matmul_params(grid_swizzle_factor=5):
+        kernels = compiled.specialize(shapes).kernels.values()
+    assert [k.params.grid_swizzle_factor for k in kernels] == [3, 3]
+
+
+def test_registered_names_a_plugin_modules_own_missing_import(mmaplug_pm, monkeypatch, tmp_path):
+    """A module that exists and fails to import (its dependency, whose name is a prefix of
+    its own, is missing) raises its own error, not 'no such plugin'."""
+    (tmp_path / "my_tiles_v2.py").write_text("import my_tiles\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="No module named 'my_tiles'"):
+        with registered(mmaplug_pm, "my_tiles_v2"):
+            pass
