@@ -83,8 +83,8 @@ class Ops(ShapeOps):
         The first two scale the product: ``cast(matmul(a, b) * scale_a * scale_b + bias,
         out_dtype)``, written with those ops (so ``mp.evaluate`` and every scheduler see one
         definition). Block scales scale each K block's partial sums before they are added
-        (a ``ScaledMmaOp``), then the bias and cast follow. ``bias`` is ``[N]`` in any float
-        type, ``out_dtype`` float16, bfloat16 or float32.
+        (a ``ScaledMmaOp``), then the bias and cast follow. ``bias`` is ``[N]`` of float16,
+        bfloat16 or float32, ``out_dtype`` float16, bfloat16 or float32.
         """
         a, b = self._tensor(a, "scaled_mm"), self._tensor(b, "scaled_mm")
         self._same_dtype("scaled_mm", a, b)
@@ -105,6 +105,13 @@ class Ops(ShapeOps):
                 "or float32 (then cast, where an FP8 result is wanted)"
             )
         rows, cols = a.no_reduction_domain[0], b.no_reduction_domain[1]
+        for which, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
+            if not isinstance(scale, TensorView):
+                raise FusionError(
+                    f"scaled_mm: {which} is {getattr(scale, 'name', repr(scale))}, not a tensor; "
+                    "scales are float32 tensors, [] for one per tensor "
+                    "(fd.define_tensor([], dtype=mp.float32))"
+                )
         scales = [
             self._tensor(scale_a, "scaled_mm scale_a"),
             self._tensor(scale_b, "scaled_mm scale_b"),

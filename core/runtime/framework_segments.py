@@ -39,6 +39,10 @@ class Backend:
         self.xp, self.dtypes, self.erf = xp, dtypes, erf
 
     def cast(self, x: Any, dtype: DType) -> Any:
+        """*x* in *dtype*; to FP8 saturating as the kernels' ``cvt.rn.satfinite`` (and
+        ``mp.evaluate``), where a plain conversion gives NaN or an infinity."""
+        if dtype.is_float8:
+            x = self.xp.clip(x, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
         return x.astype(self.dtypes[dtype])
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:
@@ -78,6 +82,8 @@ class TorchBackend(Backend):
     """torch's spellings of the few ops whose names differ from numpy's."""
 
     def cast(self, x: Any, dtype: DType) -> Any:
+        if dtype.is_float8:
+            x = x.clamp(-dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
         return x.to(self.dtypes[dtype])
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:

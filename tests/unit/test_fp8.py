@@ -65,6 +65,38 @@ def test_a_cast_to_fp8_in_a_fusion_saturates() -> None:
     assert np.isnan(out.astype(np.float64)[2])
 
 
+def test_a_cast_to_fp8_in_a_framework_segment_saturates_too() -> None:
+    """The framework's ops (a segment no kernel takes) cast to FP8 as the kernels and
+    mp.evaluate do: saturating, NaN kept (a plain conversion gave NaN or an infinity)."""
+    from mmaplug.runtime.framework_segments import backend_for, run_ops
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([4], dtype=mp.float32)
+        fd.add_output(fd.ops.cast(x, mp.float8_e4m3fn))
+        fd.add_output(fd.ops.cast(x, mp.float8_e5m2))
+    data = np.array([1000.0, -1e6, np.nan, 1.0], np.float32)
+    framework = run_ops(fd.fusion, [data], backend_for("numpy"))
+    for got, want in zip(framework, mp.evaluate(fd, [data]), strict=True):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+    assert framework[1].astype(float)[1] == -57344.0
+
+
+def test_an_fp8_input_is_taken_as_given() -> None:
+    """An input in its declared FP8 type is read exactly: an e5m2 infinity stays infinite (IEEE:
+    inf * 0 is NaN, as in the kernels), where saturating it as a cast gave +-57344; an input of
+    another type is converted as a cast would."""
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([2, 2], dtype=mp.float8_e5m2)
+        fd.add_output(fd.ops.cast(a, mp.float32))
+        fd.add_output(fd.ops.mul(fd.ops.cast(a, mp.float32), 0.0))
+    given = np.array([[np.inf, -np.inf], [1.0, 2.0]]).astype(mp.float8_e5m2.numpy)
+    same, times_zero = mp.evaluate(fd, [given])
+    assert same[0].tolist() == [np.inf, -np.inf] and np.isnan(times_zero[0]).all()
+    (converted, _) = mp.evaluate(fd, [np.array([[1e9, 1.0], [1.0, 2.0]])])
+    assert converted[0, 0] == 57344.0
+
+
 def test_an_fp8_matmul_is_float32_and_arithmetic_on_fp8_promotes() -> None:
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([8, 16], dtype=mp.float8_e5m2)
@@ -285,3 +317,13 @@ def test_an_fp8_kernel_uses_the_fp8_wgmma_and_byte_boxes() -> None:
     assert len(calls) == 256 // 32  # a consumer's 64-row block: eight k32 steps
     assert all(c.endswith((", scale)", ", 1)")) for c in calls)  # no transpose bits
     assert "wgmma_f16" not in src and "k0 + 128" in src  # the second 128-byte K box
+
+
+def test_a_scale_given_as_a_scalar_says_scales_are_tensors() -> None:
+    with pytest.raises(mp.FusionError, match=r"scale_a is S2, not a tensor; scales are float32"):
+        with mp.FusionDefinition() as fd:
+            a = fd.define_tensor([16, 32], dtype=mp.float8_e4m3fn)
+            b = fd.define_tensor([32, 16], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+            fd.ops.scaled_mm(
+                a, b, fd.define_scalar(dtype=mp.float32), fd.define_scalar(dtype=mp.float32)
+            )
