@@ -127,6 +127,9 @@ def analyze(fusion: Fusion, *, pm: pluggy.PluginManager | None = None) -> Matmul
         _check_memory_blocks(binding)
     for binding in outputs:
         _check_output_order(binding, work.outputs[binding.index])
+    _check_role_orders(
+        [a_tv, *b_tvs, *troles[TensorRole.EPILOGUE_INPUT], *work.outputs], roles, graph, name
+    )
     program = lower_epilogue(work, patterns, epi_inputs, name, accs, amax_of)
     _check_float8_epilogue(program)
     scalar_table = list(program.scalars)
@@ -421,6 +424,33 @@ def _check_operand_inner(binding: TensorBinding, tv: TensorView, roles, graph) -
             f"{tv.stride_order}) is contiguous along a batch dim; kernels load operands "
             f"contiguous along K or {rows} (declare a stride_order with K or {rows} innermost)"
         )
+
+
+def _check_role_orders(tensors: list[TensorView], roles, graph, name) -> None:  # noqa: ANN001
+    """A role of several dims (``linear``'s leading dims of M) merges into one strided index,
+    numbered in the order of the first tensor that holds them: every tensor must hold the ones it
+    has in that order in memory (a ``[B, S, K]`` input's M of ``b * S + s`` stored at an
+    ``[S, B, N]`` output's row ``b * S + s`` would be a wrong result)."""
+    first: dict[DimRole, tuple[list[int], TensorView]] = {}
+    for tv in tensors:
+        order: dict[DimRole, list[int]] = {}
+        for d in _strided(tv):
+            group = graph.group(d)
+            if (role := roles.get(group)) is not None:
+                order.setdefault(role, []).append(group)
+        for role, groups in order.items():
+            if role not in first:
+                first[role] = (groups, tv)
+                continue
+            known, holder = first[role]
+            common = [g for g in groups if g in known]
+            if common != [g for g in known if g in common]:
+                raise UnsupportedFusionError(
+                    f"{name(tv)} holds its {role.value.upper()} dims in another order than "
+                    f"{name(holder)} (shapes {list(tv.shape)} and {list(holder.shape)}); a "
+                    f"kernel indexes the {role.value.upper()} dims as one, in one order: keep "
+                    "them in the same order in every tensor (permute after the fusion)"
+                )
 
 
 def _check_output_order(binding: TensorBinding, tv: TensorView) -> None:

@@ -105,10 +105,10 @@ class Ops(ShapeOps):
                 "or float32 (then cast, where an FP8 result is wanted)"
             )
         rows, cols = a.no_reduction_domain[0], b.no_reduction_domain[1]
-        for which, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
+        for label, scale in (("scale_a", scale_a), ("scale_b", scale_b)):
             if not isinstance(scale, TensorView):
                 raise FusionError(
-                    f"scaled_mm: {which} is {getattr(scale, 'name', repr(scale))}, not a tensor; "
+                    f"scaled_mm: {label} is {getattr(scale, 'name', repr(scale))}, not a tensor; "
                     "scales are float32 tensors, [] for one per tensor "
                     "(fd.define_tensor([], dtype=mp.float32))"
                 )

@@ -314,6 +314,25 @@ def test_linear_translates(pm, a_col_major, bias, lead):
     _translate_and_check(fd.fusion, pm)
 
 
+@pytest.mark.parametrize("where", ["output", "residual"])
+def test_m_dims_in_another_order_than_the_input_are_refused(pm, where):
+    """linear folds [B, S, K]'s B and S into one M, numbered b * S + s: an output or an
+    epilogue input holding them as [S, B, N] cannot be indexed so (it was a wrong result,
+    found by a decode audit); analysis refuses it and mp.compile segments the permute."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([3, 2, K], H)
+        y = fd.ops.linear(x, fd.define_tensor([N, K], H))
+        if where == "output":
+            fd.add_output(fd.ops.permute(y, [1, 0, 2]))
+        else:
+            r = fd.ops.permute(fd.define_tensor([2, 3, N], H), [1, 0, 2])
+            fd.add_output(fd.ops.add(y, r))
+    with pytest.raises(mp.UnsupportedFusionError, match="holds its M dims in another order than"):
+        mp.matmul_problem(fd.fusion, pm=pm)
+    compiled = mp.compile(fd, "h200", pm=pm)
+    assert type(compiled).__name__ == "SegmentedFusion"
+
+
 def test_linear_1d_input_rejected(pm):
     """linear with a 1-D input is a mat-vec and translation refuses it naming the input."""
     with mp.FusionDefinition() as fd:
