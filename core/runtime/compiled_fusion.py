@@ -76,7 +76,7 @@ class CompiledFusion:
         self.spec = spec
         self._artifact = artifact
         self._replan = replan
-        self._fallbacks: dict[str, KernelArtifact] = {}
+        self._fallbacks: dict[tuple[str, ...], KernelArtifact] = {}
         program = analysis.epilogue
         by_name = {b.name: b for b in analysis.epilogue_inputs}
         self._epilogue_bindings = tuple(by_name[i.name] for i in program.inputs)
@@ -301,24 +301,29 @@ class CompiledFusion:
         return outputs
 
     def _unless_declined(self, use: Callable[[KernelArtifact], Any]) -> Any:
-        """*use* the built kernel; if it declines these tensors, the fallback kernel."""
-        try:
-            return use(self._artifact)
-        except DeclinedLaunchError as declined:
-            if self._replan is None:
-                raise
-            fallback = self._fallbacks.get(declined.scheduler)
-            if fallback is None:
-                spec, fallback, note = self._replan({declined.scheduler: declined.reason})
-                self._fallbacks[declined.scheduler] = fallback
-                warnings.warn(
-                    FallbackWarning(
-                        f"{declined}; tensors like these run on the {spec.scheduler} kernel "
-                        f"{fallback.kernel_name} instead{note}"
-                    ),
-                    stacklevel=4,
-                )
-            return use(fallback)
+        """*use* the built kernel; if it declines these tensors, the next scheduler's kernel,
+        and so on down while each declines (decode, then hopper, then ampere)."""
+        artifact, declined_by = self._artifact, dict[str, str]()
+        while True:
+            try:
+                return use(artifact)
+            except DeclinedLaunchError as declined:
+                if self._replan is None or declined.scheduler in declined_by:
+                    raise
+                declined_by[declined.scheduler] = declined.reason
+                key = tuple(declined_by)  # the schedulers that declined, in turn
+                fallback = self._fallbacks.get(key)
+                if fallback is None:
+                    spec, fallback, note = self._replan(dict(declined_by))
+                    self._fallbacks[key] = fallback
+                    warnings.warn(
+                        FallbackWarning(
+                            f"{declined}; tensors like these run on the {spec.scheduler} kernel "
+                            f"{fallback.kernel_name} instead{note}"
+                        ),
+                        stacklevel=4,
+                    )
+                artifact = fallback
 
 
 def _cai_address(obj: object) -> int:

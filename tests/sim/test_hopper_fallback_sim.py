@@ -64,3 +64,54 @@ def test_declined_tensors_run_on_the_fallback_kernel() -> None:
     assert res["warnings"][0].startswith("FallbackWarning: the hopper kernel declines")
     assert "not 16-byte aligned" in res["warnings"][0] and "ampere kernel" in res["warnings"][0]
     assert max(res["errors"]) < 1e-2 and res["aligned_error"] < 1e-2
+
+
+CHAIN = """
+import json, warnings
+import attrs
+import numpy as np
+import mmaplug as mp
+
+pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
+m, n, k = 4, 40, 64
+with mp.FusionDefinition() as fd:
+    x = fd.define_tensor([m, k], dtype=mp.float16)
+    w = fd.define_tensor([n, k], dtype=mp.float16)
+    fd.add_output(fd.ops.linear(x, w))
+compiled = mp.compile(fd.fusion, device, pm=pm)
+rng = np.random.default_rng(3)
+buf = np.empty(m * k + 8, np.float16)
+xs = buf[1 : 1 + m * k].reshape(m, k)  # 2 bytes past an aligned address
+xs[...] = rng.standard_normal((m, k))
+ws = rng.standard_normal((n, k)).astype(np.float16)
+ref = mp.evaluate(fd.fusion, [xs, ws])[0].astype(np.float64)
+out = {"scheduler": compiled.spec.scheduler}
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    got = compiled.execute([xs, ws])[0]
+    again = compiled.execute([xs, ws])[0]
+out["warnings"] = [f"{type(c.message).__name__}: {c.message}" for c in caught]
+out["errors"] = [float(np.linalg.norm(g.astype(np.float64) - ref) / np.linalg.norm(ref))
+                 for g in (got, again)]
+print(json.dumps(out))
+"""
+
+
+def test_a_declined_fallback_falls_back_again() -> None:
+    """A decode plan (4 rows) given a misaligned view: decode declines, its fallback hopper
+    declines too (TMA), and ampere runs it (before: hopper's refusal was raised); each step is
+    one FallbackWarning, the chain is kept for the next call."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
+    done = subprocess.run(
+        [sys.executable, "-c", CHAIN], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    res = json.loads(done.stdout.strip().splitlines()[-1])
+    assert res["scheduler"] == "decode"
+    assert [w.split(" kernel ")[0] for w in res["warnings"]] == [
+        "FallbackWarning: the decode",
+        "FallbackWarning: the hopper",
+    ], res["warnings"]
+    assert "run on the ampere kernel" in res["warnings"][1]
+    assert max(res["errors"]) < 1e-2
