@@ -68,15 +68,15 @@ class DecodeScheduler:
                 "computes no amax output (a max over the whole output): the decode kernel "
                 "builds no reductions (the hopper scheduler does, on sm_90a)"
             )
+        if problem.k % vector(dtype):  # (first: K = 1 has no K stride, so no TN layout)
+            return (
+                f"loads 16-byte vectors: K must be a multiple of {vector(dtype)} "
+                f"({dtype.label}), not {problem.k}"
+            )
         if not (problem.a_k_inner and problem.b_k_inner):
             return (
                 "streams K-contiguous operands only (layout TN: x[M, K] and w[N, K] row-major), "
                 f"not layout {problem.layout}"
-            )
-        if problem.k % vector(dtype):
-            return (
-                f"loads 16-byte vectors: K must be a multiple of {vector(dtype)} "
-                f"({dtype.label}), not {problem.k}"
             )
         if problem.horizontal > 1 or problem.num_patterns > 1:
             return "runs one matmul per kernel, not a fusion of several"

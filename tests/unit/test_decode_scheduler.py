@@ -26,6 +26,7 @@ def _problem(**fields: object) -> mp.MatmulProblem:
         ({"m": 17}, "at most 16 activation rows"),
         ({"layout": "NN", "m": 4}, "K-contiguous operands only"),
         ({"k": 4100}, "K must be a multiple of 8"),
+        ({"k": 1}, "K must be a multiple of 8 (bfloat16), not 1"),  # (K = 1 reads as NT)
     ],
 )
 def test_declines_with_its_reason(fields: dict, reason: str) -> None:
