@@ -31,11 +31,13 @@ from mmaplug.ir.symbolic import concretize, shape_of, symbolic_dims
 from mmaplug.ir.view_ops import ExpandOp, ReshapeOp, SliceOp
 
 _erf: Final = np.vectorize(math.erf, otypes=[np.float64])
+_erfc: Final = np.vectorize(math.erfc, otypes=[np.float64])
 
 UNARY: Final[dict[str, Callable[[np.ndarray], np.ndarray]]] = {
     "neg": np.negative,
     "relu": lambda x: np.maximum(x, 0.0),
-    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    # x * Phi(x) through erfc: 1 + erf(x / sqrt 2) cancels for negative x, even in float64
+    "gelu": lambda x: 0.5 * x * _erfc(-x / math.sqrt(2.0)),
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "sin": np.sin,

@@ -35,15 +35,21 @@ class Backend:
     """One framework's array ops; each op computes in its inputs' type, then the result is cast
     to the IR's dtype (the IR casts half values to float32 explicitly, so this matches kernels)."""
 
-    def __init__(self, xp: Any, dtypes: dict[DType, Any], erf: Callable[[Any], Any]) -> None:
-        self.xp, self.dtypes, self.erf = xp, dtypes, erf
+    def __init__(
+        self,
+        xp: Any,
+        dtypes: dict[DType, Any],
+        erf: Callable[[Any], Any],
+        erfc: Callable[[Any], Any],
+    ) -> None:
+        self.xp, self.dtypes, self.erf, self.erfc = xp, dtypes, erf, erfc
 
     def cast(self, x: Any, dtype: DType) -> Any:
         """*x* in *dtype*; to FP8 saturating as the kernels' ``cvt.rn.satfinite`` (and
         ``mp.evaluate``), where a plain conversion gives NaN or an infinity."""
         if dtype.is_float8:
             x = self.xp.clip(x, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
-        return x.astype(self.dtypes[dtype])
+        return self.xp.asarray(x.astype(self.dtypes[dtype]))  # (a 0-d array, not a scalar)
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:
         """*value* as a 0-d array of *dtype* where *like* lives."""
@@ -119,14 +125,20 @@ def backend_for(kind: str) -> Backend:
     if kind == "torch":
         torch = sys.modules["torch"]
         dtypes = {d: getattr(torch, d.label) for d in DType}  # torch names them alike
-        return TorchBackend(torch, dtypes, torch.special.erf)
+        return TorchBackend(torch, dtypes, torch.special.erf, torch.special.erfc)
     if kind == "cupy":
         special = importlib.import_module("cupyx.scipy.special")
         dtypes = {d: np.dtype(d.numpy) for d in DType if d.itemsize > 2 or d is DType.float16}
-        return Backend(sys.modules["cupy"], dtypes, special.erf)
+        return Backend(sys.modules["cupy"], dtypes, special.erf, special.erfc)
     if kind == "numpy":
         erf = np.vectorize(math.erf, otypes=[np.float64])
-        return Backend(np, {d: np.dtype(d.numpy) for d in DType}, lambda x: erf(x).astype(x.dtype))
+        erfc = np.vectorize(math.erfc, otypes=[np.float64])
+        return Backend(
+            np,
+            {d: np.dtype(d.numpy) for d in DType},
+            lambda x: erf(x).astype(x.dtype),
+            lambda x: erfc(x).astype(x.dtype),
+        )
     raise UsageError(
         f"a segment that is not a matmul kernel runs with the framework's own ops: pass torch "
         f"tensors or CuPy arrays (got {kind} arrays, which have no array operations)"
@@ -176,8 +188,11 @@ def _one(expr: Any, vals: list[Any], be: Backend) -> Any:
         return be.permute(vals[0], expr.perm)
     if isinstance(expr, SliceOp):
         return vals[0][tuple(slice(*r) for r in expr.ranges)]
-    if isinstance(expr, ReductionOp):
-        return be.sum(vals[0], expr.axes)
+    if isinstance(expr, ReductionOp):  # in the sum's type where it is wider (torch's dtype=)
+        x = vals[0]
+        if expr.output.dtype.itemsize > x.dtype.itemsize:
+            x = be.cast(x, expr.output.dtype)
+        return be.sum(x, expr.axes)
     if isinstance(expr, MaxReductionOp):
         return be.max(vals[0], expr.axes)
     if isinstance(expr, ScaledMmaOp):  # (an MmaOp)
@@ -211,8 +226,8 @@ def _block_scaled_sum(vals: Sequence[Any], block: int, be: Backend) -> Any:
 
 def _unary(op: str, x: Any, be: Backend) -> Any:
     xp = be.xp
-    if op == "gelu":
-        return x * 0.5 * (1.0 + be.erf(x * (1.0 / math.sqrt(2.0))))
+    if op == "gelu":  # x * Phi(x) through erfc: 1 + erf(x / sqrt 2) cancels for negative x
+        return x * 0.5 * be.erfc(x * (-1.0 / math.sqrt(2.0)))
     if op in ("silu", "sigmoid"):
         sig = 1.0 / (1.0 + xp.exp(-x))
         return x * sig if op == "silu" else sig

@@ -306,6 +306,27 @@ def test_framework_ops_take_scalar_inputs_given_as_ints() -> None:
     np.testing.assert_allclose(got, np.maximum(data * 3, 0.5), rtol=1e-6)
 
 
+def test_framework_ops_agree_with_evaluate_where_float32_cancels_or_narrows() -> None:
+    """A differential audit of run_ops against mp.evaluate found these: GELU's negative tail
+    (1 + erf cancelled in float32: 57% off at -5.5, 0 from -6), a float32 sum asked in
+    float64 (summed in float32: [1e8, 1, -1e8] gave 0), and a full reduction returned as a
+    read-only numpy scalar instead of a 0-d array."""
+    from mmaplug.runtime.framework_segments import backend_for, run_ops
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([5], dtype=mp.float32)
+        y = fd.define_tensor([3], dtype=mp.float32)
+        fd.add_output(fd.ops.gelu(x))
+        fd.add_output(fd.ops.sum(y, [0], dtype=mp.float64))
+        fd.add_output(fd.ops.sum(y, [0]))
+    data = [np.array([-4, -5, -5.5, -6, -8], np.float32), np.array([1e8, 1, -1e8], np.float32)]
+    gelu, wide, full = run_ops(fd.fusion, data, backend_for("numpy"))
+    want = mp.evaluate(fd, data)
+    np.testing.assert_allclose(gelu, want[0], rtol=1e-5)
+    assert wide == want[1] == 1.0
+    assert isinstance(full, np.ndarray) and full.shape == () and full.flags.writeable
+
+
 def test_a_symbolic_fusion_no_kernel_takes_is_segmented_per_call_shapes() -> None:
     """-1 extents: each call's shapes are compiled as a concrete fusion, once per shapes."""
     with mp.FusionDefinition() as fd:
