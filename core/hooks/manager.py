@@ -81,8 +81,7 @@ class PluginManager(pluggy.PluginManager):
             has ``mmaplug_*`` functions without ``@mmaplug.hookimpl`` (a ``PluginWarning``
             otherwise: pluggy ignores such functions).
         """
-        if (name or self.get_canonical_name(plugin)) in PROVENANCE_NAMES:
-            taken = name or self.get_canonical_name(plugin)
+        if (taken := name or self.get_canonical_name(plugin)) in PROVENANCE_NAMES:
             raise PluginError(
                 f"plugin {_kind(plugin)} cannot be registered as {taken!r}: provenance names "
                 f"the values no plugin gave so ({', '.join(PROVENANCE_NAMES)}); name it "
@@ -444,19 +443,29 @@ def installed_plugin(name: str) -> tuple[object, PluginInfo] | None:
     :raises PluginError: its import fails.
     """
     for ep, dist in _entry_points():
-        if ep.name != name:
-            continue
-        dist_name = dist.metadata["name"] or "?"
-        try:
-            plugin = ep.load()
-        except Exception as error:
-            raise PluginError(
-                f"plugin {name!r} from distribution {dist_name} {dist.version} failed to import "
-                f"({ep.value}): {type(error).__name__}: {error}",
-                plugin=name,
-            ) from error
-        return plugin, PluginInfo(name, ep.value, dist_name, dist.version)
+        if ep.name == name:
+            return _loaded(ep, dist), _info(ep, dist)
     return None
+
+
+def _info(ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution) -> PluginInfo:
+    return PluginInfo(ep.name, ep.value, dist.metadata["name"] or "?", dist.version)
+
+
+def _loaded(ep: importlib.metadata.EntryPoint, dist: importlib.metadata.Distribution) -> object:
+    """The object entry point *ep* of *dist* names.
+
+    :raises PluginError: its import fails (naming plugin, distribution and mmaplug's version).
+    """
+    try:
+        return ep.load()
+    except Exception as error:
+        raise PluginError(
+            f"plugin {ep.name!r} from distribution {dist.metadata['name'] or '?'} "
+            f"{dist.version} failed to import ({ep.value}): {type(error).__name__}: {error} "
+            f"(installed: mmaplug {_VERSION})",
+            plugin=ep.name,
+        ) from error
 
 
 def _load_entrypoints(pm: PluginManager) -> None:
@@ -484,15 +493,9 @@ def _load_entrypoints(pm: PluginManager) -> None:
             )
             continue
         try:
-            plugin = ep.load()
-        except Exception as error:
-            _skip(
-                pm,
-                ep.name,
-                f"{origin} failed to import ({ep.value}): {type(error).__name__}: {error} "
-                f"(installed: mmaplug {_VERSION})",
-                error,
-            )
+            plugin = _loaded(ep, dist)
+        except PluginError as error:
+            _skip(pm, ep.name, str(error), error.__cause__)
             continue
         if pm.is_registered(plugin):
             _skip(
@@ -517,7 +520,7 @@ def _load_entrypoints(pm: PluginManager) -> None:
                 ),
                 stacklevel=3,
             )
-        pm.plugin_info[ep.name] = PluginInfo(ep.name, ep.value, dist_name, dist.version)
+        pm.plugin_info[ep.name] = _info(ep, dist)
         try:  # with its info already, so that warnings name the distribution
             pm.register(plugin, name=ep.name)
         except Exception as error:  # a bad hookimpl (PluginManager.register's PluginError)

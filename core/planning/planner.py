@@ -40,7 +40,6 @@ from mmaplug.planning.scheduler import Rule, Scheduler, Space
 from mmaplug.planning.scheduler import violations as rule_violations
 from mmaplug.planning.scheduler_registry import Registry, owners, warn_deprecated
 
-#: The source name of the caller's overrides (``plan_problem(..., overrides=)``).
 #: The built-in plugin that answers the ``override_matmul_params`` blocks' changes as overrides.
 HARNESS: Final = "testing"
 #: Why a scheduler that does not say ``block_scales = True`` is not offered a block-scaled

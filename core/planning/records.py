@@ -91,17 +91,16 @@ def plugins_record(pm: PluginManager) -> dict[str, Any]:
         if plugin is None:
             continue
         info = pm.plugin_info.get(name)
+        callers = pm.get_hookcallers(plugin) or ()
         plugins.append(
             {
                 "name": name,
                 "distribution": info.distribution if info else "",
                 "version": info.version if info else "",
                 "module": info.module if info else type(plugin).__module__,
-                "hooks": sorted(c.name for c in pm.get_hookcallers(plugin) or () if c.has_spec()),
+                "hooks": sorted(c.name for c in callers if c.has_spec()),
                 # optional hooks (@hookimpl(optionalhook=True)) this mmaplug does not have
-                "later_hooks": sorted(
-                    c.name for c in pm.get_hookcallers(plugin) or () if not c.has_spec()
-                ),
+                "later_hooks": sorted(c.name for c in callers if not c.has_spec()),
             }
         )
     return {

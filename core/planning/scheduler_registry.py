@@ -95,7 +95,7 @@ def _collect(guard: Guard) -> Registry:
         twice = [n for n in dict.fromkeys(names) if names.count(n) > 1]
         if taken or twice:
             holder = (
-                f"as plugin {describe(guard.pm, found[taken[0]][0])} does" if taken else ("twice")
+                f"as plugin {describe(guard.pm, found[taken[0]][0])} does" if taken else "twice"
             )
             guard.fault(
                 plugin,

@@ -284,6 +284,13 @@ with mp.FusionDefinition() as fd:
 ONE_KERNEL_FILE = FUSION_FILE.replace("fd.ops.slice(", "(").replace(", [0, 0], [8, 8]", "")
 
 
+def _one_kernel_file(tmp_path: Path, name: str = "mm.py", more: str = "") -> Path:
+    """``ONE_KERNEL_FILE`` (and *more* lines) written as *name* in *tmp_path*."""
+    script = tmp_path / name
+    script.write_text(ONE_KERNEL_FILE + more)
+    return script
+
+
 def test_explain_fusion_shows_the_segments_and_each_cut(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -310,8 +317,7 @@ def test_explain_fusion_of_one_kernel_prints_its_plan(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A fusion one kernel takes: the plan, as explain prints it for --m --n --k."""
-    script = tmp_path / "mm.py"
-    script.write_text(ONE_KERNEL_FILE)
+    script = _one_kernel_file(tmp_path)
     status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
     assert status == 0 and out.startswith("plan:       mm_sm80_ampere") and "segment" not in out
 
@@ -321,8 +327,7 @@ def test_explain_fusion_json_stays_parseable(
 ) -> None:
     """What the fusion file prints goes to stderr, so --json parses; --emit with --json is
     the record plus the text under that key, as without --fusion."""
-    script = tmp_path / "mm.py"
-    script.write_text(ONE_KERNEL_FILE + 'print("loading weights...")\n')
+    script = _one_kernel_file(tmp_path, more='print("loading weights...")\n')
     status, out, err = run(capsys, "explain", "--device", "h200", "--fusion", str(script), "--json")
     assert status == 0 and json.loads(out)["scheduler"] == "hopper"
     assert "loading weights..." in err
@@ -336,8 +341,7 @@ def test_a_fusion_file_whose_name_has_a_colon(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """--fusion 'a:b.py' is that file (FILE:NAME splits at the last colon only otherwise)."""
-    script = tmp_path / "a:b.py"
-    script.write_text(ONE_KERNEL_FILE)
+    script = _one_kernel_file(tmp_path, "a:b.py")
     status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", str(script))
     assert status == 0 and out.startswith("plan:       mm_sm80_ampere")
     status, out, _ = run(capsys, "explain", "--device", "a100", "--fusion", f"{script}:fd")
