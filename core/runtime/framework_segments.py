@@ -47,8 +47,9 @@ class Backend:
     def cast(self, x: Any, dtype: DType) -> Any:
         """*x* in *dtype*; to FP8 saturating as the kernels' ``cvt.rn.satfinite`` (and
         ``mp.evaluate``), where a plain conversion gives NaN or an infinity."""
-        if dtype.is_float8:
-            x = self.xp.clip(x, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
+        if dtype.is_float8 and x.dtype != self.dtypes[dtype]:  # (FP8 widened to clamp)
+            wide = x.astype(self.xp.float32) if x.dtype.itemsize == 1 else x
+            x = self.xp.clip(wide, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
         return self.xp.asarray(x.astype(self.dtypes[dtype]))  # (a 0-d array, not a scalar)
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:
@@ -88,8 +89,9 @@ class TorchBackend(Backend):
     """torch's spellings of the few ops whose names differ from numpy's."""
 
     def cast(self, x: Any, dtype: DType) -> Any:
-        if dtype.is_float8:
-            x = x.clamp(-dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
+        if dtype.is_float8 and x.dtype != self.dtypes[dtype]:  # (torch clamps no FP8 tensor)
+            wide = x.float() if x.dtype.itemsize == 1 else x
+            x = wide.clamp(-dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
         return x.to(self.dtypes[dtype])
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:

@@ -76,6 +76,11 @@ def test_a_cast_to_fp8_in_a_framework_segment_saturates_too() -> None:
         fd.add_output(fd.ops.cast(x, mp.float8_e5m2))
     data = np.array([1000.0, -1e6, np.nan, 1.0], np.float32)
     framework = run_ops(fd.fusion, [data], backend_for("numpy"))
+    e5m2 = np.array([1000.0, -57344.0, np.nan, 1.0]).astype(mp.float8_e5m2.numpy)
+    same = backend_for("numpy").cast(e5m2, mp.float8_e5m2)  # an FP8 copy: as it is
+    narrowed = backend_for("numpy").cast(e5m2, mp.float8_e4m3fn)  # FP8 to FP8: saturating
+    assert same.astype(float)[[0, 1, 3]].tolist() == [1024.0, -57344.0, 1.0]
+    assert narrowed.astype(float)[[0, 1, 3]].tolist() == [448.0, -448.0, 1.0]
     for got, want in zip(framework, mp.evaluate(fd, [data]), strict=True):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
