@@ -318,6 +318,21 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
         ],
         dtype="float16",
     ),
+    # operands whose rows are no 16-byte multiples (rows of 4 and 2 elements; the 68 rows of A
+    # and every extent of B in TN): hopper's TMA takes none, so on the H200 these run on ampere;
+    # every layout, fp16 and bf16; `mmaplug bench --corpus narrow --graph`
+    "narrow": tuple(
+        TuneProblem(m=m, n=n, k=k, dtype=dtype, layout=layout)
+        for dtype in ("float16", "bfloat16")
+        for layout in ("TN", "NT", "NN", "TT")
+        for m, n, k in (
+            (4100, 4100, 1028),
+            (4098, 4098, 1026),
+            (1026, 1026, 1026),
+            (516, 516, 260),
+            (68, 4100, 4100),
+        )
+    ),
     # attention-like batched products
     "batched": shaped(
         [(8, 2048, 2048, 128), (32, 512, 512, 64), (16, 1024, 128, 1024), (64, 256, 256, 256)],
@@ -341,8 +356,8 @@ BUILTIN: Final[Mapping[str, tuple[TuneProblem, ...]]] = {
 
 
 def load(spec: str) -> list[TuneProblem]:
-    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``batched``, ``serving``,
-    ``fp8``) or a ``.json`` / ``.toml`` file."""
+    """A built-in corpus by name (``llm``, ``skinny``, ``odd``, ``narrow``, ``batched``,
+    ``serving``, ``fp8``, ``fp8_block``) or a ``.json`` / ``.toml`` file."""
     if spec in BUILTIN:
         return list(BUILTIN[spec])
     path = Path(spec)

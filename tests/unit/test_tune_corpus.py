@@ -91,21 +91,22 @@ def test_a_corpus_file_that_is_no_text_says_so(tmp_path: Path) -> None:
 
 def test_unknown_corpus_names_the_builtins(tmp_path: Path) -> None:
     """A name that is neither built in nor a .json/.toml file lists the built-ins."""
-    with pytest.raises(UsageError, match="neither a built-in .llm, skinny, odd, batched."):
+    with pytest.raises(UsageError, match="neither a built-in .llm, skinny, odd, narrow, batched."):
         corpus.load("llama")
     with pytest.raises(UsageError, match="cannot be read"):
         corpus.load(str(tmp_path / "missing.toml"))
 
 
 def test_builtin_corpora_are_hopper_problems() -> None:
-    """Every built-in problem analyses to its own shape, and the hopper scheduler takes it;
-    by default it plans on decode exactly where decode accepts it beside hopper (the skinny
-    few-row ones, but FP8 ones of 9-16 rows past 16 MiB or half the SMs' tiles and 16-bit ones
-    of long weight rows, which it hands to hopper)."""
+    """Every built-in problem but ``narrow``'s analyses to its own shape, and the hopper
+    scheduler takes it; by default it plans on decode exactly where decode accepts it beside
+    hopper (the skinny few-row ones, but FP8 ones of 9-16 rows past 16 MiB or half the SMs'
+    tiles and 16-bit ones of long weight rows, which it hands to hopper)."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     no_decode = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["decode"])
-    problems = corpus.load_all(list(corpus.BUILTIN))
-    assert len(problems) == sum(map(len, corpus.BUILTIN.values()))
+    hopper_corpora = [name for name in corpus.BUILTIN if name != "narrow"]
+    problems = corpus.load_all(hopper_corpora)
+    assert len(problems) == sum(len(corpus.BUILTIN[name]) for name in hopper_corpora)
     decoded = set()
     for tp in problems:
         problem = tp.problem()
@@ -121,6 +122,19 @@ def test_builtin_corpora_are_hopper_problems() -> None:
     assert "bfloat16_TN_none_b1_16x4096x4096" not in decoded  # 8 KiB weight rows
     assert "float8_e4m3fn-row_TN_none_b1_16x57344x8192" not in decoded  # FP8: 896 MiB
     assert "float8_e4m3fn-tensor_TN_none_b1_16x4096x4096" in decoded  # 16 MiB, 64 tiles
+
+
+def test_the_narrow_corpus_is_amperes() -> None:
+    """``narrow``'s operands have rows of no 16-byte multiple: hopper declines every one (TMA)
+    and they plan on ampere, in each of its problem's own extents and layout."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    problems = corpus.BUILTIN["narrow"]
+    assert {tp.layout for tp in problems} == {"TN", "NT", "NN", "TT"}
+    for tp in problems:
+        problem = tp.problem()
+        assert (problem.m, problem.n, problem.k) == (tp.m, tp.n, tp.k)
+        assert min(problem.vector_widths.a, problem.vector_widths.b) < 8, tp.key
+        assert plan_problem(problem, H200, pm=pm).scheduler == "ampere", tp.key
 
 
 @pytest.mark.parametrize(
