@@ -60,6 +60,9 @@ class Resources:
     smem_bytes: int
     threads: int
     registers: int = 0  # a thread: what the kernel sets or ptxas was measured to take (0: unknown)
+    # global->shared copies a thread issues a pipeline stage, when the kernel copies through
+    # its threads (0: it does not, or unknown); each one's address lives across the copy
+    copies: int = 0
 
 
 REGISTER_GRAIN: Final = 8  # registers a thread is allocated in (256 a warp)

@@ -18,7 +18,7 @@ from mmaplug.planning.choices import KernelSpec
 from .bound import BoundGemm, BoundGemmPrologueScalars
 from .kernel import KERNELS, AmpereKernelConfig, build
 from .launch import kernel_jobs, run_gemm
-from .limits import operand_vectors
+from .resources import operand_vectors
 
 _VECTORS: Final = (8, 4, 2)
 

@@ -22,7 +22,9 @@ from .resources import (
     MIN_BUILT_STAGES,
     built_stages,
     epilogue_tile_bytes,
+    kernel_vectors,
     operand_ring_bytes,
+    operand_vectors,
     resources,
 )
 
@@ -41,7 +43,6 @@ INSTRUCTION_TILE: Final = TileShape(16, 8, 16)
 MAX_STAGES: Final = 8
 MAX_GRID_X: Final = 2**31 - 1
 MAX_GRID_Z: Final = 65_535
-KERNEL_VECTORS: Final = (8, 4, 2, 1)  # elements per operand copy the generator emits
 CP_ASYNC_BYTES: Final = frozenset({4, 8, 16})
 
 # What the tuner tries (``Space.examples``): warp tiles 32-128 at cta_k 32 and 64, CTAs of
@@ -66,27 +67,9 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _kernel_vector(width: int) -> int:
-    return next(v for v in KERNEL_VECTORS if width % v == 0)
-
-
-def operand_vectors(params: MatmulParams, problem: MatmulProblem) -> tuple[int, int]:
-    """Elements per global->shared copy of A and B the kernel is generated with.
-
-    The widest of 8/4/2/1 dividing the problem's vector width. A width of 1 is a plain
-    synchronous load; 2, 4 and 8 are cp.async copies of 4, 8 and 16 B.
-    """
-    return _vectors(problem)
-
-
-def _vectors(problem: MatmulProblem) -> tuple[int, int]:
-    widths = problem.vector_widths
-    return _kernel_vector(widths.a), _kernel_vector(widths.b)
-
-
 def _copy(problem: MatmulProblem) -> tuple[int, int]:
     """(elements, bytes) of the narrower operand copy: the width cp.async must take."""
-    vec = min(_vectors(problem))
+    vec = min(kernel_vectors(problem))
     return vec, vec * problem.operand_dtype.itemsize
 
 

@@ -1,4 +1,4 @@
-"""The ampere kernel's one resource model: shared memory and threads of a CTA.
+"""The ampere kernel's one resource model: shared memory, threads and copies of a CTA.
 
 The rules (``limits``), the kernel config (``AmpereKernelConfig.smem_bytes``, ``.threads``) and,
 through ``SCHEDULER.resources``, the default heuristic all count with these functions.
@@ -15,12 +15,16 @@ from mmaplug.planning.scheduler import Resources
 
 __all__ = [
     "EPILOGUE_PAD",
+    "KERNEL_VECTORS",
     "MIN_BUILT_STAGES",
     "WARP_THREADS",
     "built_stages",
+    "copies_per_thread",
     "cta_threads",
     "epilogue_tile_bytes",
+    "kernel_vectors",
     "operand_ring_bytes",
+    "operand_vectors",
     "resources",
     "smem_bytes",
 ]
@@ -29,6 +33,7 @@ WARP_THREADS: Final = 32
 MIN_BUILT_STAGES: Final = 2  # the cp.async ring always has two buffers (see adjustments)
 EPILOGUE_PAD: Final = 8  # floats of padding per staged accumulator row (epilogue_stride)
 _ACCUMULATOR_BYTES: Final = 4  # the staged epilogue tile is float32
+KERNEL_VECTORS: Final = (8, 4, 2, 1)  # elements per operand copy the generator emits
 
 
 def built_stages(params: MatmulParams) -> int:
@@ -58,6 +63,33 @@ def cta_threads(cta: Sequence[int], warp: Sequence[int]) -> int:
     return WARP_THREADS * (cta[0] // warp[0]) * (cta[1] // warp[1])
 
 
+def kernel_vectors(problem: MatmulProblem) -> tuple[int, int]:
+    """Elements per global->shared copy of A and B the kernel is generated with: the widest of
+    8/4/2/1 dividing the problem's vector width. A width of 1 is a plain synchronous load; 2, 4
+    and 8 are cp.async copies of 4, 8 and 16 B."""
+    widths = problem.vector_widths
+    return _kernel_vector(widths.a), _kernel_vector(widths.b)
+
+
+def operand_vectors(params: MatmulParams, problem: MatmulProblem) -> tuple[int, int]:
+    """``kernel_vectors`` of the kernel built for *params* (they do not change them)."""
+    return kernel_vectors(problem)
+
+
+def _kernel_vector(width: int) -> int:
+    return next(v for v in KERNEL_VECTORS if width % v == 0)
+
+
+def copies_per_thread(cta: Sequence[int], warp: Sequence[int], vectors: Sequence[int]) -> int:
+    """Global->shared copies one thread issues a stage: A's cta_m x cta_k and B's cta_n x
+    cta_k elements in copies of *vectors* elements, over the CTA's threads. The copy is
+    unrolled with every address live, so this is the kernel's register pressure beside its
+    accumulators (``Resources.copies``)."""
+    m, n, k = cta
+    vec_a, vec_b = vectors
+    return -(-(m * k // vec_a + n * k // vec_b) // cta_threads(cta, warp))
+
+
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     """What one CTA of the kernel built for *params* takes (stages as built: at least two)."""
     cta, warp = params.cta_tile.as_tuple(), params.warp_tile.as_tuple()
@@ -65,4 +97,5 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     return Resources(
         smem_bytes=smem_bytes(cta, built_stages(params), itemsize),
         threads=cta_threads(cta, warp),
+        copies=copies_per_thread(cta, warp, kernel_vectors(problem)),
     )

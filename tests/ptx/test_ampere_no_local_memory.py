@@ -112,3 +112,34 @@ def test_mma_order_and_operands_are_the_unrolled_kernels(warp_tile: tuple[int, i
         b_regs = (("b", 2 * ni), ("b", 2 * ni + 1))
         assert calls[k] == (*a_regs, *b_regs, *(("c", c + q) for q in range(4)))
         assert acc[c : c + 4] == [("d", k, q) for q in range(4)]
+
+
+@pytest.mark.parametrize("layout", ["kk", "mk", "kn", "mn"])
+@pytest.mark.parametrize("extent", [516, 514], ids=["rows_of_4", "rows_of_2"])
+def test_default_plans_of_narrow_rows_spill_nothing(
+    layout: str, extent: int, ptxas_log: Callable[[str, str], str]
+) -> None:
+    """Operands whose rows are no 8-element multiples are copied in narrower vectors, more of
+    them a thread: the default heuristic keeps each thread's copies a stage within
+    AMPERE_COPIES (smaller warp tiles; at rows of 2 the smallest in 4 warps, 16), where 64x64
+    warp tiles spilled 2-757 words."""
+    import mmaplug as mp
+    from mmaplug.analysis.matmul_analysis import analyze
+    from mmaplug.heuristics.default import AMPERE_COPIES
+    from mmaplug.planning.plan import plan_problem
+    from mmaplug.plugins.ampere.artifact import kernel_config
+
+    with mp.FusionDefinition() as fd:
+        a = fd.define_tensor([extent, extent], mp.float16,
+                             stride_order=[1, 0] if layout[0] == "k" else [0, 1])  # fmt: skip
+        b = fd.define_tensor([extent, extent], mp.float16,
+                             stride_order=[0, 1] if layout[1] == "k" else [1, 0])  # fmt: skip
+        fd.add_output(fd.ops.matmul(a, b))
+    analysis = analyze(fd.fusion)
+    spec = plan_problem(analysis.problem, "a100")
+    from mmaplug.plugins.ampere.scheduler import SCHEDULER
+
+    copies = SCHEDULER.resources(spec.params, spec.problem).copies
+    assert copies <= AMPERE_COPIES or spec.params.warp_tile.as_tuple() == (32, 32, 32)
+    log = ptxas_log(compile_ptx(kernel_config(spec, analysis)), "sm_80")
+    assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", log), f"{spec.params}: {log}"

@@ -589,3 +589,39 @@ def test_cta_order_puts_fewer_tiles_on_x() -> None:
     """column_major (M tiles on blockIdx.x) when M has no more tiles than N."""
     assert default.cta_order_for(4, 16) is CtaOrder.column_major
     assert default.cta_order_for(16, 4) is CtaOrder.row_major
+
+
+@pytest.mark.parametrize(
+    ("shape", "vec", "cta", "warp", "copies"),
+    [
+        # rows of 4 filling the SMs with 128x128 CTAs: 16 copies kept (faster than spill-free
+        # 128x64 CTAs on the H200, run 216)
+        ((4100, 4100, 1028), 4, (128, 128, 32), (64, 64, 32), 16),
+        # rows of 2: 32 copies there, so the smallest warp tiles, in 4 warps at most: 16
+        ((4098, 4098, 1026), 2, (64, 64, 32), (32, 32, 32), 16),
+        ((1026, 1026, 1026), 2, (64, 64, 32), (32, 32, 32), 16),
+        # a grid fill_sms shrank: 12 at most
+        ((516, 516, 260), 4, (32, 64, 32), (32, 32, 32), 12),
+    ],
+)
+@pytest.mark.parametrize("layout", list(Layout))
+def test_ampere_keeps_the_copies_of_narrow_rows_within_their_budget(
+    shape: tuple[int, int, int],
+    vec: int,
+    cta: tuple[int, int, int],
+    warp: tuple[int, int, int],
+    copies: int,
+    layout: Layout,
+) -> None:
+    """Operands whose rows are no 8-element multiples copy narrower vectors, more of them a
+    thread: the default ampere tiles keep them within AMPERE_COPIES (the first warp tile in a
+    grid fill_sms left whole: AMPERE_FULL_GRID_COPIES), else take the smallest warp tile."""
+    prob = problem(*shape, layout=layout, vec=vec)
+    params = mmaplug_matmul_params(prob, get_device("h200"), "ampere")
+    assert (params.cta_tile.as_tuple(), params.warp_tile.as_tuple()) == (cta, warp)
+    assert SCHEDULER.resources(params, prob).copies == copies
+    smallest = params.warp_tile == default.AMPERE_SMALL_WARP
+    full_grid = params.warp_tile == default.AMPERE_WARP
+    limit = default.AMPERE_FULL_GRID_COPIES if full_grid else default.AMPERE_COPIES
+    assert copies <= limit or smallest
+    assert not ampere_limits.violations(params, prob, get_device("h200"))
