@@ -48,9 +48,16 @@ class Backend:
         """*x* in *dtype*; to FP8 saturating as the kernels' ``cvt.rn.satfinite`` (and
         ``mp.evaluate``), where a plain conversion gives NaN or an infinity."""
         if dtype.is_float8 and x.dtype != self.dtypes[dtype]:  # (FP8 widened to clamp)
-            wide = x.astype(self.xp.float32) if x.dtype.itemsize == 1 else x
-            x = self.xp.clip(wide, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
-        return self.xp.asarray(x.astype(self.dtypes[dtype]))  # (a 0-d array, not a scalar)
+            wide = self.convert(x, self.dtypes[DType.float32]) if x.dtype.itemsize == 1 else x
+            x = self.clip(wide, -dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
+        return self.convert(x, self.dtypes[dtype])
+
+    def convert(self, x: Any, dtype: Any) -> Any:
+        """*x* converted to the framework's *dtype* (no saturation: ``cast`` is the IR's)."""
+        return self.xp.asarray(x.astype(dtype))  # (a 0-d array, not a scalar)
+
+    def clip(self, x: Any, low: float, high: float) -> Any:
+        return self.xp.clip(x, low, high)
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:
         """*value* as a 0-d array of *dtype* where *like* lives."""
@@ -88,11 +95,11 @@ class Backend:
 class TorchBackend(Backend):
     """torch's spellings of the few ops whose names differ from numpy's."""
 
-    def cast(self, x: Any, dtype: DType) -> Any:
-        if dtype.is_float8 and x.dtype != self.dtypes[dtype]:  # (torch clamps no FP8 tensor)
-            wide = x.float() if x.dtype.itemsize == 1 else x
-            x = wide.clamp(-dtype.finite_max, dtype.finite_max)  # (NaN stays NaN)
-        return x.to(self.dtypes[dtype])
+    def convert(self, x: Any, dtype: Any) -> Any:
+        return x.to(dtype)
+
+    def clip(self, x: Any, low: float, high: float) -> Any:
+        return x.clamp(low, high)  # (torch clamps no FP8 tensor: cast widens those first)
 
     def scalar(self, value: float, like: Any, dtype: DType) -> Any:
         return self.xp.tensor(value, dtype=self.dtypes[dtype], device=like.device)
