@@ -412,7 +412,7 @@ def fill_sms(
     """
     wm, wn = grid
     while wm * wn > MIN_WARPS_PER_CTA:
-        m_tiles, n_tiles = tile_grid(problem, TileShape(warp.m * wm, warp.n * wn, warp.k))
+        m_tiles, n_tiles = tile_grid(problem, cta_of(warp, (wm, wn)))
         if problem.batch * m_tiles * n_tiles >= device.sm_count:
             break
         if wm > wn or (wm == wn and m_tiles <= n_tiles):
@@ -463,8 +463,7 @@ def ampere_tiles(
     smaller = [w for w in (AMPERE_NARROW_WARP, AMPERE_SMALL_WARP) if w.n < first.n or w.m < first.m]
 
     def copies(warp: TileShape, grid: tuple[int, int]) -> int:
-        cta = TileShape(warp.m * grid[0], warp.n * grid[1], warp.k)
-        params = ask.params(cta_tile=cta, warp_tile=warp, stages=AMPERE_MAX_STAGES)
+        params = ask.params(cta_tile=cta_of(warp, grid), warp_tile=warp, stages=AMPERE_MAX_STAGES)
         return ask.scheduler.resources(params, problem).copies
 
     full = ampere_warp_grid(problem)
@@ -472,11 +471,16 @@ def ampere_tiles(
         grid = fill_sms(problem, device, warp, full)
         budget = AMPERE_FULL_GRID_COPIES if warp is first and grid == full else AMPERE_COPIES
         if copies(warp, grid) <= budget:
-            return warp, TileShape(warp.m * grid[0], warp.n * grid[1], warp.k)
+            return warp, cta_of(warp, grid)
     grid = fill_sms(
         problem, device, warp, full, keeps=lambda grid: copies(warp, grid) <= AMPERE_COPIES
     )
-    return warp, TileShape(warp.m * grid[0], warp.n * grid[1], warp.k)
+    return warp, cta_of(warp, grid)
+
+
+def cta_of(warp: TileShape, grid: tuple[int, int]) -> TileShape:
+    """The CTA tile of a *grid* of *warp* tiles."""
+    return TileShape(warp.m * grid[0], warp.n * grid[1], warp.k)
 
 
 def ampere_params(problem: MatmulProblem, device: Device) -> MatmulParams:

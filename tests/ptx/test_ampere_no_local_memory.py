@@ -128,6 +128,7 @@ def test_default_plans_of_narrow_rows_spill_nothing(
     from mmaplug.heuristics.default import AMPERE_COPIES
     from mmaplug.planning.plan import plan_problem
     from mmaplug.plugins.ampere.artifact import kernel_config
+    from mmaplug.plugins.ampere.scheduler import SCHEDULER
 
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([extent, extent], mp.float16,
@@ -137,8 +138,6 @@ def test_default_plans_of_narrow_rows_spill_nothing(
         fd.add_output(fd.ops.matmul(a, b))
     analysis = analyze(fd.fusion)
     spec = plan_problem(analysis.problem, "a100")
-    from mmaplug.plugins.ampere.scheduler import SCHEDULER
-
     copies = SCHEDULER.resources(spec.params, spec.problem).copies
     assert copies <= AMPERE_COPIES or spec.params.warp_tile.as_tuple() == (32, 32, 32)
     log = ptxas_log(compile_ptx(kernel_config(spec, analysis)), "sm_80")
