@@ -3,10 +3,10 @@
 The scheduler refactor (one Scheduler object per kernel family, ``core/`` in subpackages) must
 leave every generated kernel identical, byte for byte. This script enumerates a FIXED,
 deterministic list of plans (a fusion, a device preset, a plugin selection and optional
-MatmulParams overrides) over both schedulers, every epilogue kind, both 16-bit dtypes, the four
-layouts, batch, split-K, horizontal fusion, ping-pong, CTA pairs, operand prologues, symbolic
-extents and segmented fusions, compiles each with a hermetic strict plugin manager (no entry
-points: installed plugins change no plan) and hashes each kernel's ``compiled.source``
+MatmulParams overrides) over the three schedulers, every epilogue kind, both 16-bit dtypes,
+the four layouts, batch, split-K, horizontal fusion, ping-pong, CTA pairs, operand prologues,
+symbolic extents and segmented fusions, compiles each with a hermetic strict plugin manager
+(no entry points: installed plugins change no plan) and hashes each kernel's ``compiled.source``
 (generating source needs neither NVVM nor a GPU)::
 
     python scripts/source_snapshot.py --write scripts/source_snapshot.json \
@@ -49,9 +49,9 @@ DEFAULT_KEEP = Path("/tmp/source_snapshot")
 KEEP_MARKER = ".source_snapshot"  # only a folder holding it is cleared by --write --keep
 LAYOUTS = ("TN", "TT", "NT", "NN")
 # features a compiled plan is checked against (the others are how the fusion was written)
-CHECKED = frozenset({"hopper", "ampere", "splitk", "pingpong", "cluster", "batch", "horizontal",
-                     "segmented", "symbolic", "prologue", "swap", "kcluster", "tma_stores",
-                     *LAYOUTS})  # fmt: skip
+CHECKED = frozenset({"hopper", "ampere", "decode", "splitk", "pingpong", "cluster", "batch",
+                     "horizontal", "segmented", "symbolic", "prologue", "swap", "kcluster",
+                     "tma_stores", *LAYOUTS})  # fmt: skip
 
 
 # -- fusions ------------------------------------------------------------------------------------
@@ -698,6 +698,24 @@ def _horizontal_plans() -> Iterator[Plan]:
     yield Plan(f"horizontal/segmented/a100_qkv_{qkv.tag}", qkv, "a100", "ampere", kernels=3)
 
 
+def _decode_plans() -> Iterator[Plan]:
+    """The decode kernel (few activation rows, the weight streamed to registers): its warps
+    splitting K, chunks in flight, m tiles, epilogues, batch, and its default parameters."""
+    cases = (
+        (Gemm("TN", "float16", 1, 4096, 4096, op="linear", epilogue="cast"), None),
+        (Gemm("TN", "bfloat16", 16, 1024, 2048, op="linear", epilogue="bias_gelu"), None),
+        (Gemm("TN", "float16", 5, 40, 72, op="linear", epilogue="bare"), (1, 1)),
+        (Gemm("TN", "bfloat16", 9, 48, 520, op="linear", epilogue="residual"), (2, 3)),
+        (Gemm("TN", "float16", 16, 64, 1040, op="linear", epilogue="alpha"), (8, 4)),
+        (Gemm("TN", "bfloat16", 3, 32, 256, op="linear", epilogue="two_outputs"), (4, 2)),
+        (Gemm("TN", "float16", 2, 40, 200, batch=3, epilogue="bias_batch"), (2, 2)),
+    )  # fmt: skip
+    for g, plan in cases:
+        overrides = None if plan is None else {"splitk_factor": plan[0], "stages": plan[1]}
+        what = "default" if plan is None else f"w{plan[0]}_u{plan[1]}"
+        yield Plan(f"decode/{what}_{g.epilogue}_{g.tag}", g, "h200", "decode", overrides)
+
+
 def _ampere_plans() -> Iterator[Plan]:
     """The ampere kernel's parameters, odd extents (narrow vectors, plain loads), batch."""
     tiles = (
@@ -848,7 +866,7 @@ def plans() -> list[Plan]:
     found = [
         *_default_plans(), *_epilogue_plans(), *_hopper_plans(), *_horizontal_plans(),
         *_ampere_plans(), *_prologue_plans(), *_symbolic_plans(), *_segmented_plans(),
-        *_tma_store_plans(),
+        *_tma_store_plans(), *_decode_plans(),
     ]  # fmt: skip
     seen = collections.Counter(p.id for p in found)
     if dupes := [i for i, c in seen.items() if c > 1]:
