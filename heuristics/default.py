@@ -344,7 +344,8 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     ``DECODE_SHORT_ROW_BYTES``, else those of ``DECODE_MANY_WAVES_WARPS`` whose last wave is
     fuller; ``DECODE_UNROLL`` chunks in flight (measured on the H200: BENCHMARKS.md, "Decode
     kernel", runs 89, 96, 180-188 and 190-193). No more warps than a row has K chunks (a short K
-    of a batched product: a warp without a chunk only holds registers)."""
+    of a batched product: a warp without a chunk only holds registers). A horizontal fusion's
+    products each take that many warps of the CTA (the resources count them all)."""
     scheduler = scheduler_object("decode")
     asker = _Asker(scheduler, problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
@@ -354,17 +355,18 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     resident = {
         w: _resident(asker, asker.params(splitk_factor=w, stages=unroll))
         for w in DECODE_WARP_COUNTS
-    }
+    }  # (0: more warps than an SM holds, as a horizontal fusion's products multiply them)
     one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
+    many = [w for w in DECODE_MANY_WAVES_WARPS if resident[w]]
     if one_wave:
         most = one_wave[0]
-    elif problem.k * problem.operand_dtype.itemsize <= DECODE_SHORT_ROW_BYTES:
+    elif problem.k * problem.operand_dtype.itemsize <= DECODE_SHORT_ROW_BYTES or not many:
         most = 1
     else:
-        most = max(DECODE_MANY_WAVES_WARPS, key=lambda w: _last_wave(ctas, resident[w]))
+        most = max(many, key=lambda w: _last_wave(ctas, resident[w]))
     most = min(most, _ceil(problem.k, cta.k))  # the row's chunks
     counts = asker.spaces["splitk_factor"].values
-    warps = max(w for w in counts if isinstance(w, int) and w <= most)
+    warps = max(w for w in counts if isinstance(w, int) and w <= most and resident.get(w, 1))
     return asker.params(splitk_factor=warps, stages=unroll)
 
 

@@ -1,12 +1,19 @@
-"""The fused llama FFN ``silu(x @ W1.T) * (x @ W3.T)`` (one horizontal hopper kernel) against
-torch's two matmuls + ``silu`` + ``mul``, in one process: issue 10, item 3.
+"""The fused llama FFN ``silu(x @ W1.T) * (x @ W3.T)`` (one horizontal kernel: hopper's, or
+the decode kernel's for up to 16 rows) against torch's two matmuls + ``silu`` + ``mul``, in one
+process: issue 10, item 3, and issue 25's decode FFN.
 
 On a GPU machine (after the README's install): ``python scripts/ffn_probe.py``. Per dtype,
-each fused variant (the default plan; cooperative consumers; ``--overrides``) is first checked
-against a float64 reference on a smaller ragged shape and on the timed one (outputs poisoned
-with NaN first); a wrong or unwritten result is reported and not timed. Then the variants and
-torch are timed in interleaved rounds (CUDA-event medians, ``mmaplug.tune.measure.interleaved_ms``).
-One JSON line per dtype: per variant its kernel, errors, milliseconds, TFLOP/s and speedup.
+each fused variant (the default plan; cooperative consumers; ``hopper``, the default with the
+decode scheduler blocked; ``--overrides``) is first checked against a float64 reference on a
+smaller ragged shape and on the timed one (outputs poisoned with NaN first); a wrong or
+unwritten result is reported and not timed. Then the variants and torch are timed in
+interleaved rounds (CUDA-event medians, ``mmaplug.tune.measure.interleaved_ms``), or with
+``--graph`` as CUDA-graph replays (``graph_us``: a decode step's kernels are too short for a
+per-call event pair). One JSON line per dtype: per variant its kernel, errors, milliseconds,
+TFLOP/s, TB/s (the weights, x and the output, each moved once) and speedup over torch.
+
+A decode step of llama 8B: ``python scripts/ffn_probe.py --shape 1 14336 4096 --graph
+--variants default hopper``.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import mmaplug as mp
-from mmaplug.tune.measure import interleaved_ms, poison_free_memory, rel_error
+from mmaplug.tune.measure import graph_us, interleaved_ms, poison_free_memory, rel_error
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
+#: Plugins blocked for a variant: ``hopper`` is the default plan without the decode scheduler
+#: (what a decode FFN ran on before the decode kernel took horizontal fusions).
+BLOCKED = {"hopper": ("decode",)}
 COOPERATIVE = {  # the default before ping-pong (run 38): two consumers share 128 x 256 tiles
     "cta_tile": (128, 256, 64),
     "warp_tile": (64, 256, 64),
@@ -44,8 +54,8 @@ def ffn_fusion(m: int, n: int, k: int, dtype: mp.DType) -> mp.Fusion:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="The fused llama FFN (one horizontal hopper kernel) against torch's two "
-        "matmuls + silu + mul: checked against float64, then timed; one JSON line per dtype."
+        description="The fused llama FFN (one horizontal kernel) against torch's two matmuls + "
+        "silu + mul: checked against float64, then timed; one JSON line per dtype."
     )
     parser.add_argument(
         "--shape",
@@ -59,9 +69,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--check-shape",
         type=int,
         nargs=3,
-        default=(300, 1000, 520),
+        default=None,
         metavar=("M", "N", "K"),
-        help="a smaller shape checked first, ragged (default: %(default)s)",
+        help="a smaller shape checked first, ragged (default: 300 1000 520, or the timed M "
+        "with 1000 520 for M <= 16, so both plan alike)",
     )
     parser.add_argument(
         "--dtypes", nargs="+", default=["bfloat16", "float16"], choices=sorted(TOLERANCE)
@@ -70,8 +81,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--variants",
         nargs="+",
         default=["default", "cooperative"],
-        choices=["default", "cooperative"],
-        help="fused kernels to time (default: %(default)s)",
+        choices=["default", "cooperative", "hopper"],
+        help="fused kernels to time (default: %(default)s; hopper: the default plan with the "
+        "decode scheduler blocked)",
+    )
+    parser.add_argument(
+        "--graph", action="store_true", help="time CUDA-graph replays of 20 calls (decode sizes)"
     )
     parser.add_argument(
         "--overrides",
@@ -82,7 +97,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     parser.add_argument("--reps", type=int, default=20, help="timings per round")
     parser.add_argument("--inner", type=int, default=5, help="back-to-back calls per timing")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.check_shape is None:
+        m = args.shape[0]
+        args.check_shape = (m, 1000, 520) if m <= 16 else (300, 1000, 520)
+    return args
 
 
 def _check(compiled: Any, inputs: list, torch: Any) -> float:
@@ -116,8 +135,9 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
 
     fns: dict[str, Any] = {"torch": reference}
     for variant, overrides in variants(args).items():
+        pm = mp.make_plugin_manager(block=BLOCKED.get(variant, ()))
         for label, (m, n, k), inputs in (("check", check, checked), ("timed", shape, timed)):
-            compiled = mp.compile(ffn_fusion(m, n, k, dtype), overrides=overrides)
+            compiled = mp.compile(ffn_fusion(m, n, k, dtype), pm=pm, overrides=overrides)
             err = _check(compiled, inputs, torch)
             row[f"{variant}_{label}_err"] = err
         row[f"{variant}_kernel"] = compiled.kernel_name
@@ -126,12 +146,17 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
         )  # NaN (unwritten elements) is not ok either
         if ok:  # a wrong kernel is not timed
             fns[variant] = lambda compiled=compiled: compiled.execute(timed)
-    times = interleaved_ms(fns, args.rounds, reps=args.reps, inner=args.inner)
+    if args.graph:
+        times = {label: [graph_us(fn) / 1e3] for label, fn in fns.items()}
+    else:
+        times = interleaved_ms(fns, args.rounds, reps=args.reps, inner=args.inner)
     m, n, k = shape
+    moved = (2 * n * k + m * k + m * n) * x.element_size()
     for label in fns:
         ms = statistics.median(times[label])
         row[f"{label}_ms"] = round(ms, 4)
         row[f"{label}_tflops"] = round(2 * 2 * m * n * k / ms / 1e9, 1)
+        row[f"{label}_tbps"] = round(moved / ms / 1e9, 2)
     for label in fns:
         row[f"{label}_speedup"] = round(row["torch_ms"] / row[f"{label}_ms"], 3)
     return row
@@ -139,9 +164,12 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
 
 def variants(args: argparse.Namespace) -> dict[str, dict[str, Any] | None]:
     """The fused kernels to time: the default plan (ping-pong consumers owning 64 x 256 MMA
-    tiles at the timed shape), two cooperative consumers sharing 128 x 256 ones, and the
-    caller's ``--overrides``."""
-    chosen: dict[str, dict[str, Any] | None] = {"default": None, "cooperative": COOPERATIVE}
+    tiles at the timed shape; the decode kernel for up to 16 rows), two cooperative consumers
+    sharing 128 x 256 ones, the default plan without the decode scheduler (``BLOCKED``), and
+    the caller's ``--overrides``."""
+    chosen: dict[str, dict[str, Any] | None] = {
+        "default": None, "cooperative": COOPERATIVE, "hopper": None
+    }  # fmt: skip
     chosen = {k: v for k, v in chosen.items() if k in args.variants}
     if args.overrides:
         chosen["custom"] = args.overrides

@@ -102,7 +102,7 @@ class Gemm:
         found |= {f"out:{d}" for d in EPILOGUES[self.epilogue].outputs(self)}
         if self.batch > 1 and self.op == "matmul":
             found.add("batch" if self.b_batched else "batch_broadcast_b")
-        if self.h > 1:  # a kernel built horizontal is the plan's "horizontal" (hopper only)
+        if self.h > 1:  # a kernel built horizontal is the plan's "horizontal" (not ampere's)
             found |= {"horizontal_fusion", f"horizontal{self.h}"}
         if self.prologue != ("none", "none"):
             found |= {"prologue", *(f"prologue:{p}" for p in self.prologue if p != "none")}
@@ -700,7 +700,8 @@ def _horizontal_plans() -> Iterator[Plan]:
 
 def _decode_plans() -> Iterator[Plan]:
     """The decode kernel (few activation rows, the weight streamed to registers): its warps
-    splitting K, chunks in flight, m tiles, epilogues, batch, and its default parameters."""
+    splitting K, chunks in flight, m tiles, epilogues, batch, horizontal fusions, and its
+    default parameters."""
     cases = (
         (Gemm("TN", "float16", 1, 4096, 4096, op="linear", epilogue="cast"), None),
         (Gemm("TN", "bfloat16", 16, 1024, 2048, op="linear", epilogue="bias_gelu"), None),
@@ -709,10 +710,18 @@ def _decode_plans() -> Iterator[Plan]:
         (Gemm("TN", "float16", 16, 64, 1040, op="linear", epilogue="alpha"), (8, 4)),
         (Gemm("TN", "bfloat16", 3, 32, 256, op="linear", epilogue="two_outputs"), (4, 2)),
         (Gemm("TN", "float16", 2, 40, 200, batch=3, epilogue="bias_batch"), (2, 2)),
+        # horizontal fusions: each product's warps in one CTA
+        (Gemm("TN", "bfloat16", 1, 4096, 4096, op="linear", h=2, epilogue="swiglu"), None),
+        (Gemm("TN", "float16", 16, 48, 520, op="linear", h=2, epilogue="swiglu_aux"), (2, 3)),
+        (Gemm("TN", "bfloat16", 3, 32, 1040, op="linear", h=3, epilogue="qkv"), (4, 2)),
+        (Gemm("TN", "float16", 9, 24, 136, op="linear", h=3, epilogue="swiglu_bias_scalar"),
+         (1, 1)),
     )  # fmt: skip
     for g, plan in cases:
         overrides = None if plan is None else {"splitk_factor": plan[0], "stages": plan[1]}
-        what = "default" if plan is None else f"w{plan[0]}_u{plan[1]}"
+        what = ("default" if plan is None else f"w{plan[0]}_u{plan[1]}") + (
+            f"_h{g.h}" if g.h > 1 else ""
+        )
         yield Plan(f"decode/{what}_{g.epilogue}_{g.tag}", g, "h200", "decode", overrides)
 
 

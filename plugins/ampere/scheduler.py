@@ -68,8 +68,9 @@ class AmpereScheduler:
         if problem.horizontal > 1:
             return (
                 f"a horizontal fusion of {problem.horizontal} matmuls sharing operand A is built "
-                "by the hopper scheduler only (sm_90a; docs/decisions.md, 'Horizontal fusion'); "
-                "this kernel runs one MmaOp, so the fusion is segmented, one kernel per matmul"
+                "by the hopper scheduler (sm_90a) and, for decode's few rows, the decode "
+                "scheduler (docs/decisions.md, 'Horizontal fusion'); this kernel runs one MmaOp, "
+                "so the fusion is otherwise segmented, one kernel per matmul"
             )
         if problem.num_patterns > 1:
             return (

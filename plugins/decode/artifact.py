@@ -30,8 +30,9 @@ __all__ = ["DecodeArtifact", "kernel_config"]
 
 
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelConfig:
-    """The generated kernel's configuration for *spec*: m tiles from ``cta_tile.m``, warps from
-    ``splitk_factor``, unroll from ``stages``."""
+    """The generated kernel's configuration for *spec*: m tiles from ``cta_tile.m``, warps (a
+    product's) from ``splitk_factor``, unroll from ``stages``, the products of a horizontal
+    fusion from the problem."""
     require_numba()  # a plan-only install stops here, with the extra to install
     params = spec.params
     return DecodeKernelConfig(
@@ -40,6 +41,19 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelCon
         warps=params.splitk_factor,
         unroll=params.stages,
         epilogue=analysis.epilogue,
+        horizontal=spec.problem.horizontal,
+    )
+
+
+def _operand_strides(
+    what: str, tensor: DeviceTensor, rows: DimRole, vector: int
+) -> tuple[int, int]:
+    """The stride of *tensor*'s *rows* and of its products of the batch, checked: K
+    contiguous, both 16-byte aligned (``_row_stride``)."""
+    require_unit_stride(what, tensor, DimRole.K)
+    return (
+        _row_stride(what, tensor, rows, vector),
+        _row_stride(what, tensor, DimRole.BATCH, vector),
     )
 
 
@@ -88,15 +102,16 @@ class DecodeArtifact:
         return kernel_jobs(self.config, (major, minor))
 
     def _shape(self, args: LaunchArgs) -> list[int]:
-        """``M, N, K, a_sm, b_sn, a_sb, b_sb, *input strides, *output strides`` of *args*,
-        checked."""
-        require_unit_stride("operand A", args.a, DimRole.K)
-        require_unit_stride("operand B", args.b, DimRole.K)
+        """``M, N, K, a_sm, b_sn, a_sb, b_sb``, the further weights' ``sn, sb``, the input
+        and the output strides of *args*, checked."""
         vector = self.config.vector
-        a_sm = _row_stride("operand A", args.a, DimRole.M, vector)
-        b_sn = _row_stride("operand B", args.b, DimRole.N, vector)
-        a_sb = _row_stride("operand A", args.a, DimRole.BATCH, vector)
-        b_sb = _row_stride("operand B", args.b, DimRole.BATCH, vector)
+        a_sm, a_sb = _operand_strides("operand A", args.a, DimRole.M, vector)
+        (b_sn, b_sb), *more = [
+            _operand_strides(
+                f"B operand {j} (horizontal)" if j else "operand B", b, DimRole.N, vector
+            )
+            for j, b in enumerate((args.b, *args.more_b))
+        ]
         for out in args.outputs:
             require_unit_stride("an output", out, DimRole.N)
         p = args.problem
@@ -106,14 +121,16 @@ class DecodeArtifact:
             for r in (DimRole.BATCH, DimRole.M, DimRole.N)
         ]
         out_strides = [t.role_strides[r] for t in args.outputs for r in (DimRole.BATCH, DimRole.M)]
-        return [p.m, p.n, p.k, a_sm, b_sn, a_sb, b_sb, *in_strides, *out_strides]
+        more_strides = [s for pair in more for s in pair]
+        return [p.m, p.n, p.k, a_sm, b_sn, a_sb, b_sb, *more_strides, *in_strides, *out_strides]
 
     def _grid(self, args: LaunchArgs) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         return (-(-args.problem.n // ROWS), args.problem.batch, 1), (self.config.threads, 1, 1)
 
     def launch(self, args: LaunchArgs) -> None:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""
-        tensors = [args.a.array, args.b.array, *(t.array for t in args.epilogue_inputs)]
+        tensors = [args.a.array, args.b.array, *(t.array for t in args.more_b)]
+        tensors += [t.array for t in args.epilogue_inputs]
         tensors += [t.array for t in args.outputs]
         values = [*tensors, *(np.float32(s) for s in args.scalars), *self._shape(args)]
         grid, block = self._grid(args)
@@ -122,9 +139,11 @@ class DecodeArtifact:
     def bind(self, args: LaunchArgs) -> BoundKernels:
         """A launcher for tensors like *args*' ones: parameters prepared, pointers per call."""
         prog = self.config.epilogue
-        tensors: Sequence[DeviceTensor] = (args.a, args.b, *args.epilogue_inputs, *args.outputs)
+        tensors: Sequence[DeviceTensor] = (
+            args.a, args.b, *args.more_b, *args.epilogue_inputs, *args.outputs
+        )  # fmt: skip
         operand = self.config.operand_dtype.itemsize
-        sizes = [operand, operand, *(i.dtype.itemsize for i in prog.inputs)]
+        sizes = [operand] * (2 + len(args.more_b)) + [i.dtype.itemsize for i in prog.inputs]
         sizes += [o.dtype.itemsize for o in prog.outputs]
         arrays = [(0, t.array.size, size) for t, size in zip(tensors, sizes, strict=True)]
         scalars = len(prog.scalars)

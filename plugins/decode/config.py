@@ -49,12 +49,22 @@ def vector(dtype: DType) -> int:
 SHAPE_PARAMS: Final = ("M", "N", "K", "a_sm", "b_sn", "a_sb", "b_sb")
 
 
+def more_b_params(horizontal: int) -> tuple[list[str], list[str]]:
+    """The further weights of a horizontal fusion of *horizontal* products and their strides
+    (``b1``, ``b2``, ...; ``b1_sn``, ``b1_sb``, ...): the first weight is ``b``."""
+    bs = [f"b{j}" for j in range(1, horizontal)]
+    return bs, [f"{b}_{ax}" for b in bs for ax in ("sn", "sb")]
+
+
 @attrs.frozen(kw_only=True)
 class DecodeKernelConfig:
     """One generated decode kernel: ``out = epilogue(A @ B^T)`` for ``M <= 8 * m_tiles``.
 
     ``warps`` split K between them (warp ``w`` takes K chunks ``w, w + warps, ...``) and sum
-    their partials in shared memory; ``unroll`` chunks are loaded before their mmas run.
+    their partials in shared memory; ``unroll`` chunks are loaded before their mmas run. A
+    horizontal fusion of ``horizontal`` products sharing A (the llama FFN's two) gives each
+    product ``warps`` warps of its own: warp ``w`` multiplies weight ``w // warps`` and takes
+    K chunks ``w % warps, ...``, and the epilogue reads every product's sum.
     """
 
     operand_dtype: DType
@@ -62,6 +72,7 @@ class DecodeKernelConfig:
     warps: int
     unroll: int
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
+    horizontal: int = 1
 
     @property
     def chunk_k(self) -> int:
@@ -90,19 +101,20 @@ class DecodeKernelConfig:
 
     @property
     def threads(self) -> int:
-        """Threads of one CTA."""
-        return 32 * self.warps
+        """Threads of one CTA: ``warps`` warps per product."""
+        return 32 * self.warps * self.horizontal
 
     @property
     def smem_bytes(self) -> int:
         """Static shared memory: each warp's float32 partial tile."""
-        return self.warps * ROWS * COLS_PER_MMA * self.m_tiles * 4
+        return self.horizontal * self.warps * ROWS * COLS_PER_MMA * self.m_tiles * 4
 
     @property
     def name(self) -> str:
         """A readable name of the configuration."""
         dtype = _SHORT[self.operand_dtype]
-        return f"decode_{dtype}_m{COLS_PER_MMA * self.m_tiles}_w{self.warps}_u{self.unroll}"
+        h = f"_h{self.horizontal}" if self.horizontal > 1 else ""
+        return f"decode_{dtype}_m{COLS_PER_MMA * self.m_tiles}_w{self.warps}_u{self.unroll}{h}"
 
     @property
     def kernel_name(self) -> str:
@@ -113,4 +125,8 @@ class DecodeKernelConfig:
     def parameters(self) -> list[str]:
         """The generated kernel's parameters, in launch order."""
         ins, outs, scal, in_strides, out_strides = epilogue_params(self.epilogue)
-        return ["a", "b", *ins, *outs, *scal, *SHAPE_PARAMS, *in_strides, *out_strides]
+        bs, b_strides = more_b_params(self.horizontal)
+        return [
+            "a", "b", *bs, *ins, *outs, *scal, *SHAPE_PARAMS, *b_strides, *in_strides,
+            *out_strides,
+        ]  # fmt: skip

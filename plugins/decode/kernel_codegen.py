@@ -27,6 +27,11 @@ bytes of a row (64 16-bit or 128 FP8 elements) and a lane's vectors start at byt
 - **Reduction and epilogue:** each warp's float32 16 x 8·m_tiles partial goes to shared memory;
   after one barrier each thread sums the warps' partials of one element and applies the
   ``EpilogueProgram`` (``mmaplug.codegen.emitter``) at (``row`` = m, ``col`` = n).
+- **A horizontal fusion** of h products sharing A (weights ``b``, ``b1``, ...; each with its
+  own row and batch strides): the CTA has ``warps`` warps per product; warp ``w`` streams the
+  16 rows of weight ``w // warps`` and takes K chunks ``w % warps, ...`` as above, so each warp
+  is the one-product kernel's warp with another weight. The sum of product j's warps is the
+  epilogue's ``v{j}`` (``v`` for the first). With h = 1 the source is the one-product kernel's.
 """
 
 from __future__ import annotations
@@ -46,7 +51,12 @@ class DecodeVars:
     is the variable's name in the generated source, its docstring what the variable holds."""
 
     warp: str = "warp"
-    """The warp of the thread in its CTA: it takes K chunks ``warp, warp + warps, ...``."""
+    """The warp of the thread in its CTA: it takes K chunks ``warp, warp + warps, ...`` (of a
+    horizontal fusion: ``warp % warps, ...``)."""
+    product: str = "product"
+    """A horizontal fusion's product the warp multiplies (``warp // warps``)."""
+    weight: str = "wb"
+    """A horizontal fusion's weight of the warp's product; ``wb_sn``, ``wb_sb`` its strides."""
     g: str = "g"
     """The lane's group (lane // 4): weight rows g and g + 8; activation row g of a tile."""
     c: str = "c"
@@ -111,21 +121,22 @@ def generate_source(config: DecodeKernelConfig, *, sim: bool) -> str:
 
 def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
     """``decode_gemm``: loads, mmas, the cross-warp sum and the epilogue."""
-    mt, warps, unroll = config.m_tiles, config.warps, config.unroll
+    mt, warps, unroll, h = config.m_tiles, config.warps, config.unroll, config.horizontal
     cols = COLS_PER_MMA * mt
     mma, chunk, vec = config.mma, config.chunk_k, config.vector
     em(f"@cuda.jit({jit_options(config.threads, sim)})")
     em(f"def decode_gemm({', '.join(config.parameters())}):")
     with em.indent():
-        em(f"{DV.red} = cuda.shared.array(({warps}, {ROWS}, {cols}), float32)")
+        em(f"{DV.red} = cuda.shared.array(({h * warps}, {ROWS}, {cols}), float32)")
         em("tid = cuda.threadIdx.x")
         em(f"{DV.warp} = tid // 32")
         em(f"{DV.g} = (tid % 32) // 4")
         em(f"{DV.c} = tid % 4")
         em(f"{DV.n0} = cuda.blockIdx.x * {ROWS}")
         em(f"{DV.bt} = cuda.blockIdx.y")
+        weight = _emit_weight(em, config)
         for name, row in ((DV.base_w0, f"{DV.n0} + {DV.g}"), (DV.base_w1, f"{DV.n0} + {DV.g} + 8")):
-            em(f"{name} = {DV.bt} * b_sb + min({row}, N - 1) * b_sn + {vec} * {DV.c}")
+            em(f"{name} = {DV.bt} * {weight}_sb + min({row}, N - 1) * {weight}_sn + {vec} * {DV.c}")
         em(f"{DV.base_x} = cuda.local.array({mt}, int64)")
         em(f"for t in range({mt}):")
         with em.indent():
@@ -141,24 +152,46 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
         em(f"{DV.w1} = cuda.local.array(({unroll}, 8), uint32)")
         em(f"{DV.xs} = cuda.local.array(({unroll}, {mt}, 8), uint32)")
         em(f"full = K // {chunk}")
-        em(f"{DV.first} = {DV.warp}")
+        em(f"{DV.first} = {DV.warp}" + (f" % {warps}" if h > 1 else ""))
         em(f"while {DV.first} + {(unroll - 1) * warps} < full:")
         with em.indent():
-            _emit_loads(em, config, unroll, guarded=False)
+            _emit_loads(em, config, weight, unroll, guarded=False)
             _emit_mmas(em, config, mma, unroll)
             em(f"{DV.first} += {unroll * warps}")
         em(f"while {DV.first} < (K + {chunk - 1}) // {chunk}:")
         with em.indent():
-            _emit_loads(em, config, 1, guarded=True)
+            _emit_loads(em, config, weight, 1, guarded=True)
             _emit_mmas(em, config, mma, 1)
             em(f"{DV.first} += {warps}")
         _emit_reduce_and_epilogue(em, config)
     em()
 
 
-def _emit_loads(em: Emitter, config: DecodeKernelConfig, chunks: int, *, guarded: bool) -> None:
-    """*chunks* chunks of both weight rows and every m tile's activation row into registers;
-    *guarded*: a vector past K is zeros (the last chunks; the main loop's are all inside K)."""
+def _emit_weight(em: Emitter, config: DecodeKernelConfig) -> str:
+    """The warp's weight: ``b``, or of a horizontal fusion the one of the warp's product
+    (``DV.weight``, with its strides), picked once; returns its name."""
+    if config.horizontal == 1:
+        return "b"
+    w = DV.weight
+    em(f"{DV.product} = {DV.warp} // {config.warps}")
+    em(f"{w} = b")
+    em(f"{w}_sn = b_sn")
+    em(f"{w}_sb = b_sb")
+    for j in range(1, config.horizontal):
+        em(f"if {DV.product} == {j}:")
+        with em.indent():
+            em(f"{w} = b{j}")
+            em(f"{w}_sn = b{j}_sn")
+            em(f"{w}_sb = b{j}_sb")
+    return w
+
+
+def _emit_loads(
+    em: Emitter, config: DecodeKernelConfig, weight: str, chunks: int, *, guarded: bool
+) -> None:
+    """*chunks* chunks of both rows of *weight* and every m tile's activation row into
+    registers; *guarded*: a vector past K is zeros (the last chunks; the main loop's are all
+    inside K)."""
     em(f"for u in range({chunks}):")
     with em.indent():
         em(f"k0 = ({DV.first} + u * {config.warps}) * {config.chunk_k}")
@@ -168,9 +201,9 @@ def _emit_loads(em: Emitter, config: DecodeKernelConfig, chunks: int, *, guarded
             if guarded:
                 em(f"if kk + {config.vector} * {DV.c} < K:")
                 em.depth += 1
-            em(f"ld = ld_global_nc_v4_b32(b, {DV.base_w0} + kk)")
+            em(f"ld = ld_global_nc_v4_b32({weight}, {DV.base_w0} + kk)")
             em(f"{_four(DV.w0, 'u')} = ld")
-            em(f"ld = ld_global_nc_v4_b32(b, {DV.base_w1} + kk)")
+            em(f"ld = ld_global_nc_v4_b32({weight}, {DV.base_w1} + kk)")
             em(f"{_four(DV.w1, 'u')} = ld")
             em(f"for t in range({config.m_tiles}):")
             with em.indent():
@@ -206,8 +239,9 @@ def _emit_mmas(em: Emitter, config: DecodeKernelConfig, mma: str, chunks: int) -
 
 
 def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
-    """Each warp's partial to shared memory, then one element per thread: sum, epilogue."""
-    mt = config.m_tiles
+    """Each warp's partial to shared memory, then one element per thread: the sum of each
+    product's warps (``v``, ``v1``, ...), the epilogue."""
+    mt, warps = config.m_tiles, config.warps
     em(f"for t in range({mt}):")
     with em.indent():
         em(f"col0 = t * {COLS_PER_MMA} + 2 * {DV.c}")
@@ -223,9 +257,11 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
         em(f"col = {DV.n0} + e % {ROWS}")
         em("if row < M and col < N:")
         with em.indent():
-            em(f"v = {DV.red}[0, e % {ROWS}, row]")
-            em(f"for w in range(1, {config.warps}):")
-            with em.indent():
-                em(f"v += {DV.red}[w, e % {ROWS}, row]")
+            for j in range(config.horizontal):
+                v = f"v{j}" if j else "v"
+                em(f"{v} = {DV.red}[{j * warps}, e % {ROWS}, row]")
+                em(f"for w in range({j * warps + 1}, {(j + 1) * warps}):")
+                with em.indent():
+                    em(f"{v} += {DV.red}[w, e % {ROWS}, row]")
             emit_epilogue_body(em, config.epilogue)
         em(f"e += {config.threads}")

@@ -7,8 +7,8 @@ loads per step; 128 of K for FP8 operands, the same 128 bytes), ``instruction_ti
 mma.sync m16n8k16 in the problem's terms: 8 activation rows, 16 weight rows, 16 of K; for FP8
 one m16n8k32, 32 of K), ``splitk_factor`` (the warps of a CTA, each taking
 every ``splitk_factor``-th chunk of K, their partials summed in shared memory: split-K inside
-the kernel) and ``stages`` (chunks loaded before their mmas run). Every other field has one
-value.
+the kernel; of a horizontal fusion, the warps of each product) and ``stages`` (chunks loaded
+before their mmas run). Every other field has one value.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
 
 __all__ = [
     "FP8_CC", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
-    "HOPPER_SWAP_ROWS", "MAX_M", "MIN_CC", "REGISTERS", "WARPS", "instruction", "m_tile",
-    "min_cc", "one_wave", "resources", "rules", "space",
+    "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS", "WARPS", "instruction",
+    "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
@@ -68,6 +68,10 @@ HANDOFF_ROW_BYTES: Final = 8192
 #: waves) 33.5 against 35.7-37.8, 16x20480x4096 44.0 against 48.1 (runs 183 and 185).
 HOPPER_SWAP_ROWS: Final = 64
 HANDOFF_KEEP_PLAN: Final = (2, 3)
+#: The most products of a horizontal fusion a decode CTA takes (the llama FFN's 2, q/k/v's 3,
+#: one more): each product's warps are the CTA's, and four products of one warp fit an SM at
+#: every register count of ``REGISTERS``, so every problem taken has a legal plan.
+MAX_PRODUCTS: Final = 4
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
 #: Registers a thread of the kernel takes (ptxas for sm_90a; the most seen over 1 and 4 warps,
@@ -111,7 +115,8 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         Space("stages", "1 to 4 chunks in flight", values=UNROLLS, examples=UNROLLS),
         Space(
             "splitk_factor",
-            f"{', '.join(map(str, WARPS))}: the warps of a CTA, splitting K",
+            f"{', '.join(map(str, WARPS))}: the warps of a CTA (of each product of a "
+            "horizontal fusion), splitting K",
             values=WARPS,
             examples=WARPS,
         ),
@@ -149,23 +154,38 @@ def _device(params: MatmulParams, problem: MatmulProblem, device: Device) -> str
     return f"the decode kernel needs mma.sync m16n8k16 (sm_80 or newer), not {device.target}"
 
 
+def _fits(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    """A CTA's warps (``splitk_factor`` per product) fit one SM: the kernel is compiled for one
+    CTA an SM, so ptxas would otherwise cut a thread's registers below ``REGISTERS`` and
+    spill."""
+    if resident_ctas(resources(params, problem), device):
+        return None
+    warps = problem.horizontal * params.splitk_factor
+    return (
+        f"splitk_factor={params.splitk_factor} for {problem.horizontal} products is "
+        f"{warps} warps a CTA, which {device.name}'s SMs cannot hold at "
+        f"{resources(params, problem).registers} registers a thread"
+    )
+
+
 def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
     """Every rule, in the order violations are reported."""
     cc = min_cc(problem)
     return (
         Rule("device", f"sm_{cc[0]}{cc[1]} or newer", _device),
         *(Rule(s.field, s.text, _allowed(s)) for s in space(problem, device)),
+        Rule("splitk_factor", "warps a CTA (per product) that one SM holds", _fits),
     )
 
 
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
-    """One CTA: a warp per K split, each with a float32 16 x m partial in shared memory, and
-    the registers of ``REGISTERS``."""
+    """One CTA: a warp per K split (per product of a horizontal fusion), each with a float32
+    16 x m partial in shared memory, and the registers of ``REGISTERS``."""
     return _resources(problem, params.splitk_factor, params.stages)
 
 
 def _resources(problem: MatmulProblem, warps: int, stages: int) -> Resources:
-    rows = m_tile(problem)
+    rows, warps = m_tile(problem), warps * problem.horizontal
     counts = REGISTERS.get((problem.operand_dtype.itemsize, rows // COLS_PER_MMA), ())
     registers = counts[stages - 1] if 1 <= stages <= len(counts) else 0
     return Resources(warps * ROWS * rows * 4, 32 * warps, registers)

@@ -33,9 +33,10 @@ class DecodeScheduler:
     priority: int = PRIORITY
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
-        """None for one TN matmul (or a batch of them) of 16-bit or FP8 operands with M <= 16
-        and K a multiple of one 16-byte load, on sm_80 or newer (FP8 operands and outputs:
-        sm_89 or newer), with no FP8 epilogue input and no amax output; else why not."""
+        """None for one TN matmul (or a batch of them, or a horizontal fusion of up to
+        ``limits.MAX_PRODUCTS`` sharing A) of 16-bit or FP8 operands with M <= 16 and K a
+        multiple of one 16-byte load, on sm_80 or newer (FP8 operands and outputs: sm_89 or
+        newer), with no FP8 epilogue input and no amax output; else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -78,8 +79,16 @@ class DecodeScheduler:
                 "streams K-contiguous operands only (layout TN: x[M, K] and w[N, K] row-major), "
                 f"not layout {problem.layout}"
             )
-        if problem.horizontal > 1 or problem.num_patterns > 1:
-            return "runs one matmul per kernel, not a fusion of several"
+        if problem.num_patterns > problem.horizontal:
+            return (
+                "runs one matmul per kernel, or a horizontal fusion (matmuls sharing A), not "
+                f"{problem.num_patterns} matmuls of other operands"
+            )
+        if problem.horizontal > limits.MAX_PRODUCTS:
+            return (
+                f"takes horizontal fusions of up to {limits.MAX_PRODUCTS} matmuls (a CTA holds "
+                f"warps for each), not {problem.horizontal}"
+            )
         if problem.a_prologue_ops or problem.b_prologue_ops:
             return "loads operands straight into mma registers: no operand prologue"
         return _handed_to_hopper(problem, device)
@@ -120,7 +129,11 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at most half the SMs; one
     16-bit product of more and weight rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where
     hopper's swapped tiles are more than one a SM and the decode CTAs of
-    ``limits.HANDOFF_KEEP_PLAN`` run in one wave."""
+    ``limits.HANDOFF_KEEP_PLAN`` run in one wave. A horizontal fusion stays: the transposed
+    product that won those rows is not built for one (docs/decisions.md, "Horizontal
+    fusion")."""
+    if problem.horizontal > 1:
+        return None
     dtype = problem.operand_dtype
     row_bytes = problem.k * dtype.itemsize
     rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"

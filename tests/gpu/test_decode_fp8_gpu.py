@@ -129,3 +129,26 @@ def test_fp8_decode_agrees_with_torch_scaled_mm(
     theirs = torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     err = (ours.double() - theirs.double()).norm() / theirs.double().norm()
     assert err < 1e-2, float(err)
+
+
+@pytest.mark.parametrize("scales", ["tensor", "row"])
+@pytest.mark.parametrize("shape", [(1, 14336, 4096), (5, 1000, 528)], ids=str)
+def test_fp8_ffn_is_one_decode_kernel(
+    checks: Checks, shape: tuple[int, int, int], scales: str
+) -> None:
+    """The FP8 llama FFN's decode step, ``silu(scaled_mm(x, W1)) * scaled_mm(x, W3)`` with x's
+    scale shared, is one horizontal decode kernel (with every scheduler)."""
+    m, n, k = shape
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=mp.float8_e4m3fn)
+        sx = fd.define_tensor([m, 1] if scales == "row" else [], dtype=mp.float32)
+        ys = []
+        for _ in range(2):
+            w = fd.define_tensor([k, n], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
+            sw = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
+            ys.append(fd.ops.scaled_mm(x, w, sx, sw, out_dtype=mp.float32))
+        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(ys[0]), ys[1]), mp.bfloat16))
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    compiled = checks.run(fd.fusion, pm, checks.inputs(fd.fusion, np.random.default_rng(32)))
+    assert compiled.spec.scheduler == "decode"
+    assert compiled.kernel_name.endswith("_h2")

@@ -114,6 +114,49 @@ def test_a_batch_of_8_rows_plans_decode(pm: mp.PluginManager, checks: Checks, sh
     assert compiled.params.splitk_factor == (1 if shape == BATCHED[0][0] else 4)
 
 
+def _horizontal(m: int, n: int, k: int, dtype: object, kind: str) -> mp.Fusion:
+    """x [M, K] against weights [N, K] sharing it: the llama FFN ``silu(x @ W1.T) * (x @
+    W3.T)`` (``ffn``) or q, k and v as three outputs (``qkv``)."""
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, k], dtype=dtype)
+        h = 3 if kind == "qkv" else 2
+        ys = [fd.ops.linear(x, fd.define_tensor([n, k], dtype=dtype)) for _ in range(h)]
+        if kind == "qkv":
+            for y in ys:
+                fd.add_output(fd.ops.cast(y, dtype))
+        else:
+            fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(ys[0]), ys[1]), dtype))
+    return fd.fusion
+
+
+HORIZONTAL = [
+    ((1, 14336, 4096), mp.bfloat16, "ffn", None),  # llama 8B's FFN, a decode step
+    ((16, 4096, 4096), mp.bfloat16, "ffn", None),  # 16 rows of 8 KiB weight rows: kept
+    ((4, 1000, 520), mp.float16, "ffn", (2, 3)),  # ragged N and K
+    ((1, 8192, 8192), mp.bfloat16, "ffn", (8, 3)),  # 16 warps a CTA: the most that fit
+    ((16, 1040, 1024), mp.float16, "ffn", (4, 4)),
+    ((3, 1024, 4096), mp.bfloat16, "qkv", None),
+    ((9, 520, 1040), mp.float16, "qkv", (1, 1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "kind", "plan"),
+    HORIZONTAL,
+    ids=[f"{m}x{n}x{k}_{d.label}_{kind}_{p}" for (m, n, k), d, kind, p in HORIZONTAL],
+)
+def test_horizontal_fusions_match_float64(
+    pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, kind: str, plan: tuple
+) -> None:
+    """A horizontal fusion is one decode kernel, each product's warps in one CTA: with every
+    scheduler, by default and with *plan*'s (warps a product, chunks in flight)."""
+    fusion = _horizontal(*shape, dtype, kind)
+    overrides = {"splitk_factor": plan[0], "stages": plan[1]} if plan else None
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(10)), overrides)
+    assert compiled.spec.scheduler == "decode"
+    assert compiled.kernel_name.endswith("_h3" if kind == "qkv" else "_h2")
+
+
 def test_unaligned_rows_run_on_a_kernel_planned_without_decode() -> None:
     """A view whose data starts off 16 bytes is declined; execute runs it on another kernel
     (ampere: hopper is blocked, its TMA would decline the view too)."""

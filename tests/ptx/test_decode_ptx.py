@@ -54,3 +54,36 @@ def test_fp8_decode_ptx_assembles_for_sm90a_and_sm89_without_spills(
     for arch in ("sm_90a", "sm_89"):
         text = ptxas_log(ptx.replace(".target sm_90a", f".target {arch}"), arch)
         assert re.search(r"\b0 bytes spill stores", text), text
+
+
+@pytest.mark.parametrize(
+    ("h", "m", "dtype", "warps"),
+    [
+        (2, 1, "bfloat16", None),  # the llama FFN's decode step, default params
+        (2, 1, "float16", 8),  # 16 warps: the most the rules allow (120 registers a thread)
+        (2, 16, "float16", 4),  # 8 warps of two m tiles: the most there (158 registers)
+        (3, 16, "float8_e4m3fn", 2),  # q/k/v of FP8, 6 warps
+    ],
+)
+def test_horizontal_decode_assembles_without_spills(
+    h: int, m: int, dtype: str, warps: int | None, ptxas_log: Callable[[str, str], str]
+) -> None:
+    """A horizontal fusion's decode kernel (every product's warps in one CTA, compiled for one
+    CTA an SM) keeps every fragment in registers: ptxas for sm_90a spills nothing."""
+    from mmaplug.plugins.decode.kernel import KERNELS
+
+    dt = getattr(mp, dtype)
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([m, 1024], dtype=dt)
+        ys = [fd.ops.linear(x, fd.define_tensor([256, 1024], dtype=dt)) for _ in range(h)]
+        y = fd.ops.mul(fd.ops.silu(ys[0]), ys[1])
+        fd.add_output(fd.ops.cast(fd.ops.add(y, ys[2]) if h == 3 else y, mp.bfloat16))
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    overrides = {"splitk_factor": warps} if warps else None
+    compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides)
+    assert compiled.spec.scheduler == "decode"
+    assert compiled.kernel_name.endswith(f"_h{h}")
+    ptx = KERNELS.main_ptx(compiled._artifact.config, (9, 0, "a"))
+    assert "ld.global.nc.v4.u32" in ptx and ".local" not in ptx
+    text = ptxas_log(ptx, "sm_90a")
+    assert re.search(r"\b0 bytes spill stores", text), text

@@ -10,6 +10,7 @@ its fields.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Any
@@ -161,6 +162,65 @@ def case_fp8_quantized_output_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
     return {}
 
 
+def _ffn(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, h: int = 2) -> list[Any]:
+    """x [M, K] against h weights [N, K] (a horizontal fusion): the h products."""
+    x = fd.define_tensor([m, k], dtype=dtype)
+    return [fd.ops.linear(x, fd.define_tensor([n, k], dtype=dtype)) for _ in range(h)]
+
+
+def case_ffn_m1_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The llama FFN's decode step, one kernel: silu(x @ W1.T) * (x @ W3.T), M = 1, N = 40
+    (the third CTA's rows clamped), K = 200 (3 chunks and a vector); default params."""
+    gate, up = _ffn(fd, mp, 1, 40, 200, mp.bfloat16)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(gate), up), mp.bfloat16))
+    return {}
+
+
+def case_ffn_m16_two_tiles_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """M = 16 (two m tiles), 2 warps a product with 3 chunks in flight over K = 520 (ragged):
+    warps 0-1 take W1, warps 2-3 W3; plus the gate as a float32 aux output."""
+    gate, up = _ffn(fd, mp, 16, 48, 520, mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(gate), up), mp.float16))
+    fd.add_output(fd.ops.cast(gate, mp.float32))
+    return {"splitk_factor": 2, "stages": 3}
+
+
+def case_qkv_m3_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """q, k, v: three products, three outputs, 4 warps each (12 a CTA), K = 1040."""
+    for y in _ffn(fd, mp, 3, 32, 1040, mp.bfloat16, h=3):
+        fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {"splitk_factor": 4, "stages": 2}
+
+
+def case_h3_scalar_bias_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """silu(y0) * y1 * s + y2 + bias: three products meeting with a scalar and a bias, M = 9
+    (two m tiles), one warp each, one chunk in flight."""
+    y0, y1, y2 = _ffn(fd, mp, 9, 24, 136, mp.float16, h=3)
+    bias = fd.define_tensor([24], dtype=mp.float16)
+    gated = fd.ops.mul(fd.ops.mul(fd.ops.silu(y0), y1), fd.define_scalar())
+    fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.add(gated, y2), bias), mp.float16))
+    return {"splitk_factor": 1, "stages": 1}
+
+
+def case_ffn_batch_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """A batch of 2 FFNs, each its own activations and weights (W [2, K, N] K-inner): M = 2,
+    K = 136 (2 chunks and a vector), 2 warps a product."""
+    a = fd.define_tensor([2, 2, 136], dtype=mp.float16, stride_order=[2, 1, 0])
+    w1, w3 = (fd.define_tensor([2, 136, 24], dtype=mp.float16, stride_order=[2, 0, 1])
+              for _ in range(2))  # fmt: skip
+    up = fd.ops.matmul(a, w3)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(fd.ops.matmul(a, w1)), up), mp.float16))
+    return {"splitk_factor": 2}
+
+
+def case_ffn_fp8_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
+    """FP8 operands (mma.sync m16n8k32): silu(x @ W1.T) * (x @ W3.T) as bfloat16, M = 5,
+    K = 400 (3 chunks of 128 and a vector), 2 warps a product."""
+    gate, up = _ffn(fd, mp, 5, 40, 400, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(gate), up), mp.bfloat16))
+    return {"splitk_factor": 2, "stages": 2}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 
 
@@ -202,7 +262,8 @@ def run_case(name: str) -> dict[str, Any]:
 
 
 def run_property(seed: int, draws: int) -> dict[str, Any]:
-    """Rules = generator: random decode problems and parameter sets (some with a value the
+    """Rules = generator: random decode problems, half of them horizontal fusions of 2 or 3
+    products (their sum, or silu(y0) * y1 [+ y2]), and parameter sets (some with a value the
     rules refuse); every accepted set matches mp.evaluate, every refused one names its field."""
     import numpy as np
 
@@ -210,16 +271,25 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
 
     rng = np.random.default_rng(seed)
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    counts: dict[str, Any] = {"ran": 0, "rejected": 0, "fields": [], "errors": []}
+    counts: dict[str, Any] = {"ran": 0, "horizontal": 0, "rejected": 0, "fields": [], "errors": []}
     for _ in range(draws):
         m, n = int(rng.integers(1, 17)), int(rng.integers(1, 5)) * 16 - int(rng.integers(0, 9))
         k = int(rng.integers(1, 20)) * 8
         dtype = mp.float16 if rng.integers(2) else mp.bfloat16
-        warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused
+        warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused (8 of 3 products too)
         stages = int(rng.choice([1, 2, 3, 4, 5]))  # 5: refused
+        h = int(rng.choice([1, 1, 2, 3]))
         overrides = {"splitk_factor": warps, "stages": stages}
         with mp.FusionDefinition() as fd:
-            fd.add_output(fd.ops.cast(_linear(fd, mp, m, n, k, dtype), dtype))
+            if h == 1:
+                y = _linear(fd, mp, m, n, k, dtype)
+            elif rng.integers(2):
+                y = functools.reduce(fd.ops.add, _ffn(fd, mp, m, n, k, dtype, h))
+            else:
+                y0, y1, *rest = _ffn(fd, mp, m, n, k, dtype, h)
+                y = fd.ops.mul(fd.ops.silu(y0), y1)
+                y = fd.ops.add(y, rest[0]) if rest else y
+            fd.add_output(fd.ops.cast(y, dtype))
         try:
             compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides)
         except mp.InvalidParamsError as error:
@@ -227,10 +297,12 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
             counts["fields"] += sorted({v.field for v in error.violations})
             continue
         assert compiled.spec.scheduler == "decode", compiled.spec.scheduler
+        assert compiled.spec.problem.horizontal == h, compiled.spec.problem
         (out,) = _errors(fd, mp, compiled, rng)
         counts["ran"] += 1
+        counts["horizontal"] += h > 1
         if out["unwritten"] or not out["error"] <= TOLERANCE[out["dtype"]]:
-            counts["errors"].append({"m": m, "n": n, "k": k, **overrides, **out})
+            counts["errors"].append({"m": m, "n": n, "k": k, "h": h, **overrides, **out})
     return counts
 
 
@@ -259,11 +331,13 @@ def test_decode_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))
 def test_accepted_decode_params_match_evaluate(sim_results: dict, shard: str) -> None:
-    """What the decode rules accept builds a correct kernel; what they refuse names the field."""
+    """What the decode rules accept builds a correct kernel, horizontal fusions included; what
+    they refuse names the field."""
     res = sim_results[shard]
     assert "failed" not in res, res.get("failed")
     assert res["errors"] == [], res["errors"]
     assert res["ran"] >= 3, res
+    assert res["horizontal"] >= 1, res
     assert set(res["fields"]) <= {"splitk_factor", "stages"}, res
 
 

@@ -226,3 +226,75 @@ def test_resources_count_each_warps_partial() -> None:
     assert (res.smem_bytes, res.threads, res.registers) == (4 * 16 * 16 * 4, 128, 158)
     assert resident_ctas(res, H200) == 3
     assert SCHEDULER.resources(attrs.evolve(params, stages=5), _problem(m=16)).registers == 0
+
+
+def _horizontal(h: int, **fields: object) -> mp.MatmulProblem:
+    scale = "tensor" if str(fields.get("dtype", "")).startswith("float8") else ""
+    return attrs.evolve(_problem(scale=scale, **fields), horizontal=h, num_patterns=h)
+
+
+def test_takes_a_horizontal_fusion_of_up_to_four_products() -> None:
+    """The llama FFN's decode step (two weights sharing x) is one decode kernel, of 9-16 rows
+    and long weight rows too (hopper's transposed product, which won those, builds no
+    horizontal fusion); five products or matmuls of other operands are declined, named."""
+    for h in (2, 3, 4):
+        assert SCHEDULER.accepts(_horizontal(h), H200) is None
+    ffn = _horizontal(2, m=16, n=14336, k=4096)
+    assert SCHEDULER.accepts(ffn, H200) is None
+    assert plan_problem(ffn, H200).scheduler == "decode"
+    assert "up to 4 matmuls" in (SCHEDULER.accepts(_horizontal(5), H200) or "")
+    several = attrs.evolve(_problem(), num_patterns=2)
+    assert "not 2 matmuls of other operands" in (SCHEDULER.accepts(several, H200) or "")
+
+
+@pytest.mark.parametrize(
+    ("h", "m", "dtype", "warps", "fits"),
+    [
+        (2, 1, "bfloat16", 8, True),  # 16 warps of 120 registers: 61,440
+        (3, 1, "bfloat16", 8, False),  # 24 warps: 24 x 32 x 120 > 65,536
+        (3, 16, "float8_e4m3fn", 2, True),  # 6 warps of 176 (FP8, two m tiles, 3 chunks)
+        (3, 16, "float8_e4m3fn", 4, False),  # 12 warps of 176
+        (4, 16, "float8_e4m3fn", 1, True),  # the most products, one warp each
+    ],
+)
+def test_a_cta_of_every_products_warps_fits_an_sm(
+    h: int, m: int, dtype: str, warps: int, fits: bool
+) -> None:
+    """Each product takes ``splitk_factor`` warps of the CTA: the resources count them all, and
+    a CTA an SM cannot hold (ptxas would cut its registers and spill) is refused, naming
+    splitk_factor."""
+    problem = _horizontal(h, m=m, dtype=dtype)
+    spaces = {s.field: s.values[0] for s in SCHEDULER.space(problem, H200)}
+    tile, inst = spaces["cta_tile"], spaces["instruction_tile"]
+    params = mp.MatmulParams(
+        cta_tile=tile, warp_tile=tile, instruction_tile=inst, stages=3, splitk_factor=warps,
+        async_gmem_load_operands=False, use_smem_epilogue=True,
+    )  # fmt: skip
+    rows = 8 * -(-m // 8)
+    res = SCHEDULER.resources(params, problem)
+    assert res.threads == 32 * h * warps
+    assert res.smem_bytes == h * warps * 16 * rows * 4
+    found = {v.field: v.message for v in violations(SCHEDULER, params, problem, H200)}
+    assert (found == {}) is fits, found
+    if not fits:
+        assert "warps a CTA" in found["splitk_factor"]
+
+
+@pytest.mark.parametrize(
+    ("h", "m", "n", "dtype", "warps"),
+    [
+        (2, 1, 14336, "bfloat16", 1),  # 896 CTAs of 2 warps: one wave (an SM holds 8 CTAs)
+        (2, 1, 4096, "bfloat16", 4),  # 256 CTAs: 8 warps of 4 a product, 2 an SM
+        (3, 1, 4096, "bfloat16", 2),  # 12 warps: one CTA an SM, 132; 6 warps: 2, 264
+        (4, 16, 4096, "float8_e4m3fn", 1),  # FP8 two m tiles: only one warp a product fits
+    ],
+)
+def test_the_default_gives_each_product_the_warps_that_fit(
+    h: int, m: int, n: int, dtype: str, warps: int
+) -> None:
+    """The default heuristic's rule for one product, with the CTA's warps counted over every
+    product: never a plan the rules refuse."""
+    problem = _horizontal(h, m=m, n=n, dtype=dtype)
+    params = mmaplug_matmul_params(problem, H200, "decode")
+    assert params is not None and params.splitk_factor == warps
+    assert violations(SCHEDULER, params, problem, H200) == []

@@ -41,6 +41,22 @@ def test_arguments(probe: ModuleType) -> None:
     assert list(chosen) == ["cooperative"]  # an empty custom variant is the default plan
     chosen = probe.variants(probe.parse_args(["--overrides", '{"stages": 3}']))
     assert chosen["custom"] == {"stages": 3} and chosen["default"] is None
+    assert tuple(probe.parse_args([]).check_shape) == (300, 1000, 520)
+    decode = probe.parse_args(["--shape", "1", "14336", "4096", "--graph", "--variants",
+                               "default", "hopper"])  # fmt: skip
+    assert decode.graph and tuple(decode.check_shape) == (1, 1000, 520)  # planned alike
+    assert list(probe.variants(decode)) == ["default", "hopper"]
+
+
+def test_a_decode_step_is_one_decode_kernel_and_hopper_without_it(probe: ModuleType) -> None:
+    """At 1 x 14336 x 4096 the default is the horizontal decode kernel; the ``hopper`` variant
+    blocks decode and times hopper's horizontal kernel, what ran there before."""
+    fusion = probe.ffn_fusion(1, 14336, 4096, mp.bfloat16)
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    spec = mp.compile(fusion, "h200", pm=pm).spec
+    assert (spec.scheduler, spec.problem.horizontal) == ("decode", 2)
+    blocked = mp.make_plugin_manager(load_entrypoints=False, block=probe.BLOCKED["hopper"])
+    assert mp.compile(fusion, "h200", pm=blocked).spec.scheduler == "hopper"
 
 
 def test_the_timed_fusion_is_one_horizontal_hopper_kernel(probe: ModuleType) -> None:

@@ -48,8 +48,10 @@ def test_every_scheduler_and_feature_is_covered(snap: ModuleType, plans: list) -
     for scheduler in ("hopper", "ampere"):  # the features both kernels build, on each
         for feature in ("splitk", "batch", "symbolic", "segmented", *snap.LAYOUTS):
             assert any({scheduler, feature} <= p.features for p in plans), (scheduler, feature)
-    for feature in ("horizontal", "pingpong", "cluster"):  # hopper's own
+    for feature in ("pingpong", "cluster"):  # hopper's own
         assert all(p.scheduler == "hopper" for p in plans if feature in p.features), feature
+    horizontal = {p.scheduler for p in plans if "horizontal" in p.features}
+    assert horizontal == {"hopper", "decode"}  # ampere's are segmented
     assert any(p.block == ("hopper",) and p.device == "h200" for p in plans)
 
 
