@@ -17,6 +17,7 @@ from mmaplug.cuda.launching import (
     KernelJob,
     KernelParams,
     launch_checked,
+    zero_words,
 )
 from mmaplug.cuda.modules import require_numba
 from mmaplug.errors import DeclinedLaunchError
@@ -134,6 +135,7 @@ class DecodeArtifact:
         tensors += [t.array for t in args.outputs]
         values = [*tensors, *(np.float32(s) for s in args.scalars), *self._shape(args)]
         grid, block = self._grid(args)
+        zero_words([args.outputs[j] for j, _ in self.config.epilogue.amaxes], args.stream)
         launch_checked(build(self.config), "decode_gemm", values, grid, block, args.stream, 0)
 
     def bind(self, args: LaunchArgs) -> BoundKernels:
@@ -151,8 +153,10 @@ class DecodeArtifact:
         grid, block = self._grid(args)
         launch = DriverLaunch(loaded(self.config, len(params.slots)), grid, block, 0, params)
         first = ARRAY_SLOTS * len(arrays)
+        first_out = len(tensors) - len(prog.outputs)
         return BoundKernels(
             [launch],
             [(params, range(len(arrays)))],
             [(params, first + i) for i in range(scalars)],
+            zeroed=[first_out + j for j, _ in prog.amaxes],  # amax outputs start at 0.0
         )

@@ -26,7 +26,9 @@ bytes of a row (64 16-bit or 128 FP8 elements) and a lane's vectors start at byt
   ``B[n, k]``: the sum over K is the same sum in another order (float32 accumulation).
 - **Reduction and epilogue:** each warp's float32 16 x 8·m_tiles partial goes to shared memory;
   after one barrier each thread sums the warps' partials of one element and applies the
-  ``EpilogueProgram`` (``mmaplug.codegen.emitter``) at (``row`` = m, ``col`` = n).
+  ``EpilogueProgram`` (``mmaplug.codegen.emitter``) at (``row`` = m, ``col`` = n). An amax
+  output takes each thread's running maximum over its elements, then one ``red.global.max``
+  per warp (``mmaplug.codegen.amax_epilogue``; the launch zeroes it first).
 - **A horizontal fusion** of h products sharing A (weights ``b``, ``b1``, ...; each with its
   own row and batch strides): the CTA has ``warps`` warps per product; warp ``w`` streams the
   16 rows of weight ``w // warps`` and takes K chunks ``w % warps, ...`` as above, so each warp
@@ -40,6 +42,7 @@ from typing import Final
 
 import attrs
 
+from mmaplug.codegen.amax_epilogue import amax_flush, amax_imports, amax_init
 from mmaplug.codegen.emitter import Emitter, emit_epilogue_body, fp8_imports, jit_options
 
 from .config import COLS_PER_MMA, ROWS, DecodeKernelConfig
@@ -112,8 +115,10 @@ def generate_source(config: DecodeKernelConfig, *, sim: bool) -> str:
     em(f"from mmaplug.cuda.intrinsics import ({INTRINSICS})")
     if config.operand_dtype.is_float8:
         em(f"from mmaplug.cuda.intrinsics import {FP8_INTRINSICS}")
-    if fp8 := fp8_imports(config.epilogue):  # the conversions of FP8 outputs and casts
+    if fp8 := fp8_imports(config.epilogue):  # the conversions of FP8 inputs, outputs, casts
         em(fp8)
+    if amax := amax_imports(config.epilogue):  # the reductions of amax outputs
+        em(amax)
     em()
     emit_kernel(em, config, sim)
     return em.text()
@@ -250,6 +255,8 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
         em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0] = {DV.acc}[t, 2]")
         em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0 + 1] = {DV.acc}[t, 3]")
     em("cuda.syncthreads()")
+    for line in amax_init(config.epilogue):
+        em(line)
     em("e = tid")
     em(f"while e < {ROWS * COLS_PER_MMA * mt}:")
     with em.indent():
@@ -265,3 +272,5 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
                     em(f"{v} += {DV.red}[w, e % {ROWS}, row]")
             emit_epilogue_body(em, config.epilogue)
         em(f"e += {config.threads}")
+    for line in amax_flush(config.epilogue, "tid % 32"):  # every lane: out of the loop
+        em(line)

@@ -90,9 +90,10 @@ def instruction(problem: MatmulProblem) -> TileShape:
 
 
 def min_cc(problem: MatmulProblem) -> tuple[int, int]:
-    """The oldest GPU with *problem*'s mma (and FP8 conversions): sm_89 for FP8 operands or
-    outputs, else sm_80."""
-    return FP8_CC if problem.operand_dtype.is_float8 or problem.output_dtype.is_float8 else MIN_CC
+    """The oldest GPU with *problem*'s mma (and FP8 conversions): sm_89 for FP8 operands,
+    outputs or epilogue inputs, else sm_80."""
+    fp8 = [problem.operand_dtype, problem.output_dtype, *problem.epilogue_input_dtypes]
+    return FP8_CC if any(d.is_float8 for d in fp8) else MIN_CC
 
 
 def m_tile(problem: MatmulProblem) -> int:

@@ -36,7 +36,7 @@ class DecodeScheduler:
         """None for one TN matmul (or a batch of them, or a horizontal fusion of up to
         ``limits.MAX_PRODUCTS`` sharing A) of 16-bit or FP8 operands with M <= 16 and K a
         multiple of one 16-byte load, on sm_80 or newer (FP8 operands and outputs: sm_89 or
-        newer), with no FP8 epilogue input and no amax output; else why not."""
+        newer; FP8 epilogue inputs too), with any epilogue; else why not."""
         if tuple(device.cc) < limits.MIN_CC:
             return f"needs mma.sync m16n8k16 (sm_80 or newer); {device.name} is {device.target}"
         if problem.m > limits.MAX_M:
@@ -59,15 +59,11 @@ class DecodeScheduler:
                 f"writes {problem.output_dtype.label} with cvt.rn.satfinite, which needs sm_89 "
                 f"or newer; {device.name} is {device.target}"
             )
-        if fp8 := [d.label for d in problem.epilogue_input_dtypes if d.is_float8]:
+        fp8 = [d.label for d in problem.epilogue_input_dtypes if d.is_float8]
+        if fp8 and tuple(device.cc) < limits.FP8_CC:
             return (
-                f"reads no FP8 epilogue inputs ({', '.join(fp8)}): the decode kernel widens "
-                "none (the hopper scheduler does, on sm_90a)"
-            )
-        if "amax" in problem.epilogue_ops:
-            return (
-                "computes no amax output (a max over the whole output): the decode kernel "
-                "builds no reductions (the hopper scheduler does, on sm_90a)"
+                f"widens FP8 epilogue inputs ({', '.join(fp8)}) with cvt.rn.f16x2, which needs "
+                f"sm_89 or newer; {device.name} is {device.target}"
             )
         if problem.k % vector(dtype):  # (first: K = 1 has no K stride, so no TN layout)
             return (

@@ -1,9 +1,10 @@
-"""GPU tier: FP8 in the hopper epilogue (issue 24). FP8 epilogue inputs (an FP8 residual, an
-FP8 per-channel bias) read as bytes and widened, and the amax output of delayed scaling
-(``max(|y|)``, float32 ``[]``), through the packed, staged and register epilogues, split-K,
-ping-pong and CTA pairs; random data, float64 reference (``mp.evaluate``), outputs poisoned
-before each call (the amax's 4 bytes too: small blocks are poisoned apart, see
-:func:`_poison_small_blocks`), in eager calls, the checked launch path and CUDA graphs."""
+"""GPU tier: FP8 in the hopper and decode epilogues (issue 24). FP8 epilogue inputs (an FP8
+residual, an FP8 per-channel bias) read as bytes and widened, and the amax output of delayed
+scaling (``max(|y|)``, float32 ``[]``), through the packed, staged and register epilogues,
+split-K, ping-pong, CTA pairs and the decode kernel (up to 16 rows); random data, float64
+reference (``mp.evaluate``), outputs poisoned before each call (the amax's 4 bytes too: small
+blocks are poisoned apart, see :func:`_poison_small_blocks`), in eager calls, the checked
+launch path and CUDA graphs."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ torch = pytest.importorskip("torch") if cuda_device_count() else None
 
 pytestmark = pytest.mark.sm90
 
-# (m, n, k): N = 1004 stages without packing (bf16 rows are not 16-byte vectors); M = 8 with
-# 16-bit operands is the decode scheduler's range, which declines FP8 inputs
+# (m, n, k): N = 1004 stages without packing (bf16 rows are not 16-byte vectors); M = 8 is the
+# decode kernel's
+DECODE_ROWS = 16
 SHAPES = [(256, 256, 256), (1000, 1040, 528), (1000, 1004, 528), (8, 4096, 4096)]
 INPUTS = [
     (mp.float8_e4m3fn, mp.float8_e4m3fn),
@@ -64,7 +66,7 @@ def test_fp8_residual_matches_float64(
 ) -> None:
     fusion = _residual(*shape, operands, res)
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(31)))
-    assert compiled.spec.scheduler == "hopper"
+    assert compiled.spec.scheduler == ("decode" if shape[0] <= DECODE_ROWS else "hopper")
 
 
 def test_fp8_residual_and_bias_kernel_variants(
@@ -179,7 +181,7 @@ def test_amax_matches_float64_default_plans(
 ) -> None:
     fusion = _amax(*shape, operands)
     compiled = mp.compile(fusion, pm=pm)
-    assert compiled.spec.scheduler == "hopper"
+    assert compiled.spec.scheduler == ("decode" if shape[0] <= DECODE_ROWS else "hopper")
     _calls(compiled, fusion, checks.inputs(fusion, np.random.default_rng(42)), checks)
 
 
@@ -189,14 +191,18 @@ def test_amax_over_a_batch(pm: mp.PluginManager, checks: Checks) -> None:
     _calls(compiled, fusion, checks.inputs(fusion, np.random.default_rng(43)), checks)
 
 
+@pytest.mark.parametrize("scheduler", ["hopper", "decode"])
 def test_amax_on_the_checked_launch_path(
-    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch
+    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch, scheduler: str
 ) -> None:
     """MMAPLUG_FAST_LAUNCH=0: the artifact's launch zeroes the scalar itself (cuMemsetD32Async
-    on the call's stream), then both kernels of split-K run."""
+    on the call's stream), then both kernels of split-K run (hopper) or the decode kernel's
+    warps of 5 rows."""
     monkeypatch.setenv("MMAPLUG_FAST_LAUNCH", "0")
-    fusion = _amax(1000, 1040, 1536)
-    compiled = mp.compile(fusion, pm=pm, overrides={"splitk_factor": 2})
+    m, overrides = (1000, {"splitk_factor": 2}) if scheduler == "hopper" else (5, None)
+    fusion = _amax(m, 1040, 1536)
+    compiled = mp.compile(fusion, pm=pm, overrides=overrides)
+    assert compiled.spec.scheduler == scheduler
     _calls(compiled, fusion, checks.inputs(fusion, np.random.default_rng(44)), checks)
 
 
@@ -210,12 +216,13 @@ def test_amax_nan_propagates(pm: mp.PluginManager, checks: Checks) -> None:
     assert np.isnan(float(outputs[1].item()))
 
 
+@pytest.mark.parametrize("m", [512, 4], ids=["hopper", "decode"])
 def test_amax_in_a_cuda_graph_is_zeroed_at_every_replay(
-    pm: mp.PluginManager, checks: Checks
+    pm: mp.PluginManager, checks: Checks, m: int
 ) -> None:
     """The zeroing is a memset node of the graph: replays after new, smaller inputs give their
     own amax, not the larger one of the capture."""
-    fusion = _amax(512, 768, 1024)
+    fusion = _amax(m, 768, 1024)
     compiled = mp.compile(fusion, pm=pm)
     static = checks.inputs(fusion, np.random.default_rng(46))
     side = torch.cuda.Stream()

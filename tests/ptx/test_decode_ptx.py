@@ -87,3 +87,33 @@ def test_horizontal_decode_assembles_without_spills(
     assert "ld.global.nc.v4.u32" in ptx and ".local" not in ptx
     text = ptxas_log(ptx, "sm_90a")
     assert re.search(r"\b0 bytes spill stores", text), text
+
+
+@pytest.mark.parametrize(
+    ("operands", "residual", "arch"),
+    [("bfloat16", None, "sm_80"), ("float8_e4m3fn", "float8_e5m2", "sm_89")],
+)
+def test_decode_amax_and_fp8_inputs_assemble_without_spills(
+    operands: str, residual: str | None, arch: str, ptxas_log: Callable[[str, str], str]
+) -> None:
+    """The decode epilogue's amax (a running maximum, ``redux.sync`` over the warp, one
+    ``red.global.max`` from lane 0) and an FP8 residual widened from bytes (``cvt`` of e5m2:
+    sm_89) assemble for the oldest GPU they need, nothing spilled."""
+    from mmaplug.plugins.decode.kernel import KERNELS
+
+    dt = getattr(mp, operands)
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([5, 512], dtype=dt)
+        y = fd.ops.cast(fd.ops.linear(x, fd.define_tensor([256, 512], dtype=dt)), mp.float32)
+        if residual:
+            y = fd.ops.add(y, fd.define_tensor([5, 256], dtype=getattr(mp, residual)))
+        fd.add_output(fd.ops.cast(y, mp.bfloat16))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    compiled = mp.compile(fd.fusion, "h200", pm=pm)
+    assert compiled.spec.scheduler == "decode"
+    ptx = KERNELS.main_ptx(compiled._artifact.config, (9, 0, "a"))
+    assert "redux.sync.max.u32" in ptx and "red.global.max.u32" in ptx
+    assert ("cvt.rn.f16x2.e5m2x2" in ptx) == bool(residual)
+    text = ptxas_log(ptx.replace(".target sm_90a", f".target {arch}"), arch)
+    assert re.search(r"\b0 bytes spill stores", text), text

@@ -162,6 +162,29 @@ def case_fp8_quantized_output_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
     return {}
 
 
+def case_fp8_quantized_amax_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
+    """Delayed scaling: cast(y * out_scale, e4m3) and the float32 amax of y * out_scale, M = 5
+    and N = 40 (the third CTA's clamped rows and the padding columns must not count); 2 warps,
+    each thread's maximum over its elements, one red.max a warp."""
+    y = _scaled(fd, mp, 5, 40, 256, mp.float8_e4m3fn, "row", out_dtype=mp.float32)
+    scaled = fd.ops.mul(y, fd.define_tensor([], dtype=mp.float32))
+    fd.add_output(fd.ops.cast(scaled, mp.float8_e4m3fn))
+    fd.add_output(fd.ops.amax(scaled, [0, 1]))
+    return {"splitk_factor": 2}
+
+
+def case_fp8_residual_and_bias_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """16-bit operands reading FP8 epilogue inputs (loaded as bytes, widened: sm_89+): an e5m2
+    residual [M, N] and an e4m3 bias [N], bf16 out and the amax of the sum; M = 3, N = 24."""
+    y = _linear(fd, mp, 3, 24, 200, mp.bfloat16)
+    y = fd.ops.add(y, fd.define_tensor([3, 24], dtype=mp.float8_e5m2))
+    bias = fd.define_tensor([24], dtype=mp.float8_e4m3fn)
+    y = fd.ops.add(y, fd.ops.broadcast_in_dim(bias, [3, 24], [1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    fd.add_output(fd.ops.amax(y, [0, 1]))
+    return {"splitk_factor": 4, "stages": 2}
+
+
 def _ffn(fd: Any, mp: Any, m: int, n: int, k: int, dtype: Any, h: int = 2) -> list[Any]:
     """x [M, K] against h weights [N, K] (a horizontal fusion): the h products."""
     x = fd.define_tensor([m, k], dtype=dtype)

@@ -65,19 +65,24 @@ def test_evaluate_widens_an_fp8_residual_exactly() -> None:
     np.testing.assert_allclose(got, ref.astype(np.float32), rtol=1e-6)
 
 
-def test_ampere_and_decode_decline_fp8_epilogue_inputs_naming_them() -> None:
-    """16-bit operands of 8 rows, which ampere and decode take, with an FP8 residual: both
-    decline it, naming the FP8 input; hopper takes it on an H200; nothing on an A100."""
+def test_fp8_epilogue_inputs_need_sm89_and_ampere_declines_them() -> None:
+    """16-bit operands of 8 rows with an FP8 residual: decode takes it on an H200 (it widens
+    the bytes with cvt.rn.f16x2, sm_89+), ampere declines it naming the FP8 input; with decode
+    blocked hopper takes it; on an A100 nothing does, each naming why."""
     fd = residual(8, 4096, 4096, operands=mp.float16, res=mp.float8_e5m2)
     problem = mp.matmul_problem(fd.fusion)
     spec = mp.plan_problem(problem, "h200")
-    assert spec.scheduler == "hopper"
+    assert spec.scheduler == "decode"
     rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
     assert "reads FP8 inputs (float8_e5m2)" in rejected["ampere"]
-    assert "no FP8 epilogue inputs (float8_e5m2)" in rejected["decode"]
-    with pytest.raises(mp.NoSchedulerError, match=r"FP8 inputs \(float8_e5m2\)"):
-        mp.plan_problem(problem, "a100")
     assert "epilogue reads float8_e5m2" in explain(spec)
+    no_decode = mp.make_plugin_manager(load_entrypoints=False, block=["decode"])
+    assert mp.plan_problem(problem, "h200", pm=no_decode).scheduler == "hopper"
+    with pytest.raises(mp.NoSchedulerError, match=r"FP8 inputs \(float8_e5m2\)") as error:
+        mp.plan_problem(problem, "a100")
+    assert "FP8 epilogue inputs (float8_e5m2) with cvt.rn.f16x2, which needs sm_89" in str(
+        error.value
+    )
 
 
 def test_a_16_bit_residual_plans_as_before() -> None:
@@ -128,13 +133,19 @@ def test_the_hopper_kernel_loads_an_fp8_residual_as_bytes(smem: bool) -> None:
 # -- the amax output (delayed scaling) -------------------------------------------------------------
 
 
-def quantized_amax(m: int, n: int, k: int, *, batch: int = 0, amax=None) -> mp.FusionDefinition:
+def quantized_amax(
+    m: int, n: int, k: int, *, batch: int = 0, amax=None, weight: bool = False
+) -> mp.FusionDefinition:
     """A quantised layer with delayed scaling: ``y8 = cast(y * out_scale, e4m3)`` first, then
-    ``amax(y)`` over every output dim (or what *amax* (fd, y) returns, as the second output)."""
+    ``amax(y)`` over every output dim (or what *amax* (fd, y) returns, as the second output);
+    B N-major, or with *weight* K-major (a weight [N, K]: the decode kernel's layout)."""
     lead = [batch] if batch else []
     with mp.FusionDefinition() as fd:
         a = fd.define_tensor([*lead, m, k], dtype=mp.bfloat16)
-        b = fd.define_tensor([*lead, k, n], dtype=mp.bfloat16)
+        order = [2, 1, 0][-len(lead) - 2 :]  # row-major, N innermost
+        if weight:  # K innermost
+            order[-2:] = [0, 1]
+        b = fd.define_tensor([*lead, k, n], dtype=mp.bfloat16, stride_order=order)
         scale = fd.define_tensor([], dtype=mp.float32)
         y = fd.ops.mul(fd.ops.matmul(a, b), scale)
         fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
@@ -255,27 +266,43 @@ def test_an_amax_as_first_output_or_read_in_the_epilogue_is_refused() -> None:
         mp.matmul_problem(fd.fusion)
 
 
-def test_ampere_and_decode_decline_an_amax_and_hopper_takes_it() -> None:
-    fd = quantized_amax(8, 4096, 4096)
+def test_decode_and_hopper_take_an_amax_and_ampere_declines_it() -> None:
+    """The amax of a quantised layer of 8 rows runs on decode (an FP8 output: sm_89+), and on
+    hopper with decode blocked; a 16-bit product and its amax run on decode on an A100 too,
+    where ampere declines the reduction."""
+    fd = quantized_amax(8, 4096, 4096, weight=True)
     problem = mp.matmul_problem(fd.fusion)
     spec = mp.plan_problem(problem, "h200")
+    assert spec.scheduler == "decode" and spec.name.endswith("_cast_amax")
+    no_decode = mp.make_plugin_manager(load_entrypoints=False, block=["decode"])
+    spec = mp.plan_problem(problem, "h200", pm=no_decode)
     assert spec.scheduler == "hopper" and spec.name.endswith("_cast_amax")
+
+    def bf16_amax(m: int) -> mp.MatmulProblem:  # no FP8 at all
+        with mp.FusionDefinition() as fd:
+            a = fd.define_tensor([m, 4096], dtype=mp.bfloat16)
+            b = fd.define_tensor([4096, 4096], dtype=mp.bfloat16, stride_order=[0, 1])
+            y = fd.ops.matmul(a, b)
+            fd.add_output(y)
+            fd.add_output(fd.ops.amax(y, [0, 1]))
+        return mp.matmul_problem(fd.fusion)
+
+    spec = mp.plan_problem(bf16_amax(8), "a100")
     rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
-    assert "computes no amax output" in rejected["decode"]  # (decode writes the FP8 output)
-    with mp.FusionDefinition() as bf16:  # no FP8 at all: the amax alone is declined
-        a = bf16.define_tensor([8, 4096], dtype=mp.bfloat16)
-        b = bf16.define_tensor([4096, 4096], dtype=mp.bfloat16, stride_order=[0, 1])
-        y = bf16.ops.matmul(a, b)
-        bf16.add_output(y)
-        bf16.add_output(bf16.ops.amax(y, [0, 1]))
-    problem = mp.matmul_problem(bf16.fusion)
-    spec = mp.plan_problem(problem, "h200")
-    rejected = {r.name: r.reason for r in spec.provenance.candidates if isinstance(r, mp.Rejection)}
-    assert spec.scheduler == "hopper"
-    assert "computes no amax output" in rejected["decode"]
+    assert spec.scheduler == "decode"
     assert "builds no reductions" in rejected["ampere"]
     with pytest.raises(mp.NoSchedulerError, match="amax output"):
-        mp.plan_problem(problem, "a100")
+        mp.plan_problem(bf16_amax(64), "a100")  # past decode's rows
+
+
+def test_the_decode_source_keeps_a_running_max_and_one_red_per_warp() -> None:
+    """Each element folds |v| into amx1 (its bits) inside the bounds check; after the element
+    loop every lane reduces over its warp and lane 0 folds into out1[0]."""
+    source = mp.compile(quantized_amax(4, 256, 256, weight=True).fusion, "h200").source
+    assert "decode_gemm" in source
+    loop, _, flush = source.partition("amx1 = warp_max_u32(amx1)")
+    assert "amx1 = uint32(0)" in loop and "amx1 = max(amx1, f32_abs_bits(" in loop
+    assert "if tid % 32 == 0:" in flush and "red_global_max_u32(out1, 0, amx1)" in flush
 
 
 def test_the_hopper_source_keeps_a_running_max_and_one_red_per_warp() -> None:
