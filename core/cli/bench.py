@@ -237,25 +237,26 @@ CORPUS_TOLERANCE: Final = 1e-2
 
 
 def min_bytes(problem: TuneProblem) -> int:
-    """The bytes one call must move at least: A, B, the output and a bias, once each (FP8: 1-byte
-    operands, a bfloat16 output and bias, and the float32 scales)."""
+    """The bytes one call must move at least: A, B (each of ``swiglu``'s two), the output and a
+    bias, once each (FP8: 1-byte operands, a bfloat16 output and bias, and the float32
+    scales)."""
     m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
     bias = n if problem.epilogue == "bias_gelu" else 0
     if problem.is_fp8:
         scales = sum(math.prod(shape) for shape in problem.scale_shapes)
         return m * k + k * n + 2 * (m * n + bias) + 4 * scales
     itemsize = DType[problem.dtype].itemsize
-    return (batch * (m * k + k * n + m * n) + bias) * itemsize
+    return (batch * (m * k + problem.products * k * n + m * n) + bias) * itemsize
 
 
 def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]:
     """torch's best composition of *problem* on *inputs*: matmul (cuBLAS) or, FP8,
     ``torch._scaled_mm`` (cuBLASLt per tensor, CUTLASS per row) with ``use_fast_accum=True``
     (the tensor cores' FP8 accumulation, as ours: without it cuBLASLt promotes partial sums
-    to float32, more accurate at deep K and slower), then GELU when fused. Torch has no
-    block-scaled kernel: a ``block`` problem runs cuBLASLt per tensor (unit scales) with
-    ``use_fast_accum=False``, the same promotion of partial sums to float32 that block scaling
-    needs (ours every 128 of K), the nearest thing torch runs.
+    to float32, more accurate at deep K and slower), then GELU when fused (``swiglu``: two
+    matmuls, silu and mul). Torch has no block-scaled kernel: a ``block`` problem runs cuBLASLt
+    per tensor (unit scales) with ``use_fast_accum=False``, the same promotion of partial sums
+    to float32 that block scaling needs (ours every 128 of K), the nearest thing torch runs.
 
     cuBLASLt multiplies no two e5m2 operands, so an e5m2 problem's B goes to torch re-encoded
     as e4m3 (same bytes, same tensor-core rate: e5m2 x e4m3 is what torch offers)."""
@@ -263,6 +264,12 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
     import torch.nn.functional as F  # noqa: N812
 
     fused = problem.epilogue == "bias_gelu"
+    if problem.epilogue == "swiglu":  # the llama FFN as torch runs it: 2 matmuls, silu, mul
+
+        def ffn(i: Sequence[Any] = inputs) -> Any:
+            return F.silu(torch.matmul(i[0], i[1])) * torch.matmul(i[0], i[2])
+
+        return ffn
     if not problem.is_fp8:
 
         def theirs(i: Sequence[Any] = inputs) -> Any:

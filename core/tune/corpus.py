@@ -8,13 +8,14 @@ A corpus file holds a list of problems under ``problems`` (JSON) or ``[[problems
     k = 4096
     dtype = "bfloat16"   # float16, bfloat16, float8_e4m3fn or float8_e5m2 (default float16)
     layout = "TN"        # nvFuser MmaLayout letters (default TN)
-    epilogue = "none"    # none or bias_gelu (default none)
+    epilogue = "none"    # none, bias_gelu or swiglu (default none)
     batch = 1            # default 1
     scale = "row"        # FP8 only, and required there: "tensor", "row" or "block"
 
 An FP8 problem is ``torch._scaled_mm``: layout TN (a weight ``[N, K]`` transposed), batch 1,
 scales per tensor, per row of A and column of B, or per block (1x128 of A, 128x128 of B), a
-bfloat16 output.
+bfloat16 output. ``swiglu`` is the llama FFN, ``silu(A @ B1) * (A @ B3)`` with two B operands
+of one layout (a horizontal fusion: one kernel where a scheduler takes it), 16-bit only.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.ir.fusion import Fusion, TensorView
 from mmaplug.ir.ops import SCALE_BLOCK
 
-EPILOGUES: Final = ("none", "bias_gelu")
+EPILOGUES: Final = ("none", "bias_gelu", "swiglu")
 FP8_DTYPES: Final = ("float8_e4m3fn", "float8_e5m2")
 DTYPES: Final = ("float16", "bfloat16", *FP8_DTYPES)
 #: How an FP8 problem's operands are scaled: one float32 each, one per row of A and column of B,
@@ -44,11 +45,12 @@ _FIELDS: Final = ("m", "n", "k", "batch", "dtype", "layout", "epilogue", "scale"
 
 @attrs.frozen(kw_only=True)
 class TuneProblem:
-    """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast; or,
-    for an FP8 *dtype*, ``scaled_mm`` with *scale* ``tensor``, ``row`` or ``block`` scales.
+    """One corpus entry: ``matmul(A, B)`` of *layout*, optionally ``+ bias`` then GELU, cast,
+    or ``silu(A @ B1) * (A @ B3)`` (``swiglu``: two products sharing A), cast; or, for an FP8
+    *dtype*, ``scaled_mm`` with *scale* ``tensor``, ``row`` or ``block`` scales.
 
-    :raises UsageError: *scale* is missing on an FP8 problem or given on a 16-bit one, or an FP8
-        problem is not layout TN, batch 1.
+    :raises UsageError: *scale* is missing on an FP8 problem or given on a 16-bit one, an FP8
+        problem is not layout TN, batch 1, or is ``swiglu``.
     """
 
     m: int
@@ -74,6 +76,11 @@ class TuneProblem:
                 f"{', '.join(map(repr, SCALES))} (per tensor, per row of A and column of B, per "
                 "block)"
             )
+        if self.epilogue == "swiglu":
+            raise UsageError(
+                f"epilogue 'swiglu' on a {self.dtype} problem; swiglu problems are 16-bit "
+                "(float16 or bfloat16)"
+            )
         if (self.layout, self.batch) != ("TN", 1):
             raise UsageError(
                 f"a {self.dtype} problem of layout {self.layout}, batch {self.batch}; FP8 problems "
@@ -93,9 +100,14 @@ class TuneProblem:
         return f"{dtype}_{self.layout}_{self.epilogue}_b{self.batch}_{self.m}x{self.n}x{self.k}"
 
     @property
+    def products(self) -> int:
+        """The matmuls of the problem, each M x N x K: two for ``swiglu``, else one."""
+        return 2 if self.epilogue == "swiglu" else 1
+
+    @property
     def flops(self) -> float:
-        """Multiply-adds counted twice."""
-        return 2.0 * self.batch * self.m * self.n * self.k
+        """Multiply-adds counted twice, over every product."""
+        return 2.0 * self.products * self.batch * self.m * self.n * self.k
 
     @property
     def scale_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -112,7 +124,8 @@ class TuneProblem:
         return attrs.asdict(self)
 
     def fusion(self) -> Fusion:
-        """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``).
+        """The fusion this entry describes (operands in its layout, outputs ``[batch, M, N]``;
+        ``swiglu``: inputs A, B1, B3).
 
         FP8: inputs A ``[M, K]``, B ``[K, N]`` (K-major), scale_a float32 ``[]``, ``[M, 1]`` or
         ``[M, ceil(K / 128)]``, scale_b ``[1]``, ``[1, N]`` or ``[ceil(K / 128), ceil(N /
@@ -133,7 +146,10 @@ class TuneProblem:
                 fd.add_output(self._scaled_mm(fd, a, b))
                 return fd.fusion
             out = fd.ops.matmul(a, b)
-            if self.epilogue == "bias_gelu":
+            if self.epilogue == "swiglu":
+                b3 = fd.define_tensor([*batch, self.k, self.n], dtype, [*outer, *b_order])
+                out = fd.ops.mul(fd.ops.silu(out), fd.ops.matmul(a, b3))
+            elif self.epilogue == "bias_gelu":
                 bias = fd.define_tensor([self.n], dtype)
                 shape = [*batch, self.m, self.n]
                 out = fd.ops.gelu(
@@ -236,6 +252,9 @@ def _serving() -> tuple[TuneProblem, ...]:
     skinny = [(96, *w["8b_qkv"]), (192, *w["8b_down"]), (256, *w["70b_o"])]
     skinny += [(384, *w["8b_gate_up"]), (512, *w["70b_qkv"]), (512, *w["8b_o"])]
     deep_k = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536)]
+    # the llama FFN (gate and up projections, silu, mul; 8B's and 70B's): decode steps, a prefill
+    ffn = [(1, 14336, 4096), (4, 14336, 4096), (16, 14336, 4096), (1, 28672, 8192)]
+    ffn += [(2048, 14336, 4096)]
     return (
         shaped(decode + skinny + deep_k, dtype="bfloat16")
         + shaped([(1, 4096, 4096), (16, 8192, 8192), (2048, 2048, 2048)], dtype="float16")
@@ -248,6 +267,7 @@ def _serving() -> tuple[TuneProblem, ...]:
         + shaped([(32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 2048, 2048, 128)], dtype="bfloat16")
         + shaped([(4096, 4096, 4096), (1, 14336, 4096)], dtype="bfloat16", epilogue="bias_gelu")
         + shaped([(4096, 4096, 4096)], dtype="float16", epilogue="bias_gelu")
+        + shaped(ffn, dtype="bfloat16", epilogue="swiglu")
     )
 
 

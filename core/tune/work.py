@@ -91,7 +91,8 @@ def build(job: dict[str, Any]) -> dict[str, Any]:
 
 def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU; in the
-    fusion's order (an FP8 problem's: A, B, scale_a, scale_b, then the bias when fused)."""
+    fusion's order (an FP8 problem's: A, B, scale_a, scale_b, then the bias when fused;
+    ``swiglu``'s: A, B1, B3)."""
     import torch
 
     from mmaplug.analysis.problem import Layout
@@ -114,6 +115,8 @@ def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     a = tensor(problem.m, problem.k, layout.a_k_inner, 1.0)
     b = tensor(problem.k, problem.n, not layout.b_k_inner, problem.k**-0.5)
     inputs = [a, b]
+    if problem.epilogue == "swiglu":
+        inputs.append(tensor(problem.k, problem.n, not layout.b_k_inner, problem.k**-0.5))
     if problem.epilogue == "bias_gelu":
         make = torch.zeros if zeros else torch.randn
         inputs.append(make(problem.n, device="cuda", dtype=dtype))
@@ -152,7 +155,8 @@ def _scaled_mm_inputs(problem: TuneProblem, *, zeros: bool) -> list[Any]:
 
 def reference(problem: TuneProblem, inputs: Sequence[Any], dtype: Any = None) -> Any:
     """The problem's exact result from *inputs* (``problem_inputs``), computed in *dtype*
-    (default float64): the product, times the scales (FP8), plus the bias then GELU (fused)."""
+    (default float64): the product, times the scales (FP8), plus the bias then GELU (fused);
+    ``swiglu``: silu of the first product times the second."""
     import torch
     import torch.nn.functional as F  # noqa: N812
 
@@ -171,6 +175,8 @@ def reference(problem: TuneProblem, inputs: Sequence[Any], dtype: Any = None) ->
         out = out * scale_a * scale_b
     else:
         out = torch.matmul(a, b)
+    if problem.epilogue == "swiglu":
+        return F.silu(out) * torch.matmul(a, rest[0])
     return F.gelu(out + rest[0]) if problem.epilogue == "bias_gelu" else out
 
 

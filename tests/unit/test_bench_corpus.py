@@ -23,11 +23,15 @@ def test_serving_covers_what_servers_run() -> None:
     assert {p.dtype for p in serving} == {"float16", "bfloat16"}
     assert {p.layout for p in serving} == {"TN", "TT", "NT", "NN"}
     assert any(p.batch > 1 for p in serving) and any(p.epilogue == "bias_gelu" for p in serving)
+    ffn = {p.m for p in serving if p.epilogue == "swiglu"}  # the llama FFN as one fusion
+    assert {1, 16} <= ffn and max(ffn) > 64  # decode steps and a prefill
 
 
 def test_min_bytes_counts_each_operand_output_and_bias_once() -> None:
     p = TuneProblem(m=2, n=3, k=5, batch=4, dtype="bfloat16", epilogue="bias_gelu")
     assert bench.min_bytes(p) == (4 * (2 * 5 + 5 * 3 + 2 * 3) + 3) * 2
+    ffn = TuneProblem(m=2, n=3, k=5, dtype="float16", epilogue="swiglu")  # two weights
+    assert bench.min_bytes(ffn) == (2 * 5 + 2 * 5 * 3 + 2 * 3) * 2
 
 
 def test_shape_problems_follow_the_shape_table() -> None:

@@ -81,6 +81,21 @@ def test_bad_corpus_entries_say_what_is_wrong(text: str, match: str) -> None:
         corpus.parse(text, toml=False, source="c.json")
 
 
+def test_swiglu_is_the_llama_ffn_as_one_horizontal_fusion() -> None:
+    """``silu(A @ B1) * (A @ B3)``: two products sharing A (twice the FLOPs), read from a
+    corpus file like any epilogue; 16-bit only."""
+    (tp,) = corpus.parse(
+        '{"problems": [{"m": 4, "n": 1024, "k": 512, "dtype": "bfloat16", "epilogue": "swiglu"}]}',
+        toml=False,
+    )
+    problem = tp.problem()
+    assert (problem.horizontal, problem.num_patterns) == (2, 2)
+    assert "silu" in problem.epilogue_ops and tp.flops == 2 * 2 * 4 * 1024 * 512
+    assert [tuple(v.shape) for v in tp.fusion().inputs] == [(4, 512), (512, 1024), (512, 1024)]
+    with pytest.raises(UsageError, match="swiglu problems are 16-bit"):
+        TuneProblem(m=4, n=16, k=32, dtype="float8_e4m3fn", scale="row", epilogue="swiglu")
+
+
 def test_a_corpus_file_that_is_no_text_says_so(tmp_path: Path) -> None:
     """A binary or UTF-16 file is a UsageError, not a UnicodeDecodeError traceback."""
     path = tmp_path / "c.json"
