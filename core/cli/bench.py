@@ -6,7 +6,6 @@ reference before it is timed, so a fast wrong kernel cannot enter the table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TextIO
 
@@ -243,8 +242,7 @@ def min_bytes(problem: TuneProblem) -> int:
     m, n, k, batch = problem.m, problem.n, problem.k, problem.batch
     bias = n if problem.epilogue == "bias_gelu" else 0
     if problem.is_fp8:
-        scales = sum(math.prod(shape) for shape in problem.scale_shapes)
-        return m * k + k * n + 2 * (m * n + bias) + 4 * scales
+        return m * k + problem.products * k * n + 2 * (m * n + bias) + 4 * problem.scale_count
     itemsize = DType[problem.dtype].itemsize
     return (batch * (m * k + problem.products * k * n + m * n) + bias) * itemsize
 
@@ -264,7 +262,7 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
     import torch.nn.functional as F  # noqa: N812
 
     fused = problem.epilogue == "bias_gelu"
-    if problem.epilogue == "swiglu":  # the llama FFN as torch runs it: 2 matmuls, silu, mul
+    if problem.epilogue == "swiglu" and not problem.is_fp8:  # 2 matmuls, silu, mul
 
         def ffn(i: Sequence[Any] = inputs) -> Any:
             return F.silu(torch.matmul(i[0], i[1])) * torch.matmul(i[0], i[2])
@@ -281,20 +279,30 @@ def torch_call(problem: TuneProblem, inputs: Sequence[Any]) -> Callable[[], Any]
     block = problem.scale == "block"
     if block:
         scale_a = scale_b = torch.ones((), device="cuda")
-    if problem.dtype == "float8_e5m2":
-        b = b.t().float().to(torch.float8_e4m3fn).t()  # still column-major, as _scaled_mm asks
-    bias = inputs[4] if fused else None
 
-    def scaled() -> Any:
-        product = torch._scaled_mm(
+    def operand(w: Any) -> Any:  # (still column-major, as _scaled_mm asks)
+        e5m2 = problem.dtype == "float8_e5m2"
+        return w.t().float().to(torch.float8_e4m3fn).t() if e5m2 else w
+
+    def mm(w: Any, scale_w: Any, bias: Any = None) -> Any:
+        return torch._scaled_mm(
             a,
-            b,
+            w,
             scale_a=scale_a,
-            scale_b=scale_b,
+            scale_b=scale_w,
             bias=bias,
             out_dtype=torch.bfloat16,
             use_fast_accum=not block,
         )
+
+    b = operand(b)
+    if problem.epilogue == "swiglu":  # two _scaled_mm, silu, mul
+        b3, scale_b3 = operand(inputs[4]), inputs[5]
+        return lambda: F.silu(mm(b, scale_b)) * mm(b3, scale_b3)
+    bias = inputs[4] if fused else None
+
+    def scaled() -> Any:
+        product = mm(b, scale_b, bias)
         return F.gelu(product) if fused else product
 
     return scaled

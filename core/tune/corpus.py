@@ -15,12 +15,14 @@ A corpus file holds a list of problems under ``problems`` (JSON) or ``[[problems
 An FP8 problem is ``torch._scaled_mm``: layout TN (a weight ``[N, K]`` transposed), batch 1,
 scales per tensor, per row of A and column of B, or per block (1x128 of A, 128x128 of B), a
 bfloat16 output. ``swiglu`` is the llama FFN, ``silu(A @ B1) * (A @ B3)`` with two B operands
-of one layout (a horizontal fusion: one kernel where a scheduler takes it), 16-bit only.
+of one layout (a horizontal fusion: one kernel where a scheduler takes it); FP8, two
+``scaled_mm`` sharing A and its scale, per tensor or per row (no block scales).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -50,7 +52,7 @@ class TuneProblem:
     *dtype*, ``scaled_mm`` with *scale* ``tensor``, ``row`` or ``block`` scales.
 
     :raises UsageError: *scale* is missing on an FP8 problem or given on a 16-bit one, an FP8
-        problem is not layout TN, batch 1, or is ``swiglu``.
+        problem is not layout TN, batch 1, or is ``swiglu`` with block scales.
     """
 
     m: int
@@ -76,10 +78,10 @@ class TuneProblem:
                 f"{', '.join(map(repr, SCALES))} (per tensor, per row of A and column of B, per "
                 "block)"
             )
-        if self.epilogue == "swiglu":
+        if self.epilogue == "swiglu" and self.scale == "block":
             raise UsageError(
-                f"epilogue 'swiglu' on a {self.dtype} problem; swiglu problems are 16-bit "
-                "(float16 or bfloat16)"
+                "epilogue 'swiglu' with block scales; an FP8 swiglu problem is scaled per "
+                "tensor or per row (no kernel fuses block-scaled products)"
             )
         if (self.layout, self.batch) != ("TN", 1):
             raise UsageError(
@@ -110,6 +112,14 @@ class TuneProblem:
         return 2.0 * self.products * self.batch * self.m * self.n * self.k
 
     @property
+    def scale_count(self) -> int:
+        """The float32 scales of an FP8 problem (each B's with ``swiglu``); 0 for 16-bit."""
+        if not self.is_fp8:
+            return 0
+        shape_a, shape_b = self.scale_shapes
+        return math.prod(shape_a) + self.products * math.prod(shape_b)
+
+    @property
     def scale_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The shapes of an FP8 problem's scales of A and of B (by ``scale``)."""
         if self.scale == "row":
@@ -129,8 +139,9 @@ class TuneProblem:
 
         FP8: inputs A ``[M, K]``, B ``[K, N]`` (K-major), scale_a float32 ``[]``, ``[M, 1]`` or
         ``[M, ceil(K / 128)]``, scale_b ``[1]``, ``[1, N]`` or ``[ceil(K / 128), ceil(N /
-        128)]``, then a bfloat16 bias ``[N]`` when fused; the output is
-        ``scaled_mm(...)`` in bfloat16, or ``cast(gelu(scaled_mm(..., bias, float32)))``.
+        128)]``, then a bfloat16 bias ``[N]`` when fused (``swiglu``: B3 and its scale_b);
+        the output is ``scaled_mm(...)`` in bfloat16, ``cast(gelu(scaled_mm(..., bias,
+        float32)))`` or ``cast(silu(scaled_mm(A, B1)) * scaled_mm(A, B3))``.
         """
         from mmaplug.ir.frontend import FusionDefinition
 
@@ -163,6 +174,14 @@ class TuneProblem:
         shape_a, shape_b = self.scale_shapes
         scale_a = fd.define_tensor(list(shape_a), DType.float32)
         scale_b = fd.define_tensor(list(shape_b), DType.float32)
+        if self.epilogue == "swiglu":
+            b3 = fd.define_tensor([self.k, self.n], b.dtype, [0, 1])
+            scale_b3 = fd.define_tensor(list(shape_b), DType.float32)
+            gate, up = (
+                fd.ops.scaled_mm(a, w, scale_a, s, out_dtype=DType.float32)
+                for w, s in ((b, scale_b), (b3, scale_b3))
+            )
+            return fd.ops.cast(fd.ops.mul(fd.ops.silu(gate), up), DType.bfloat16)
         if self.epilogue != "bias_gelu":
             return fd.ops.scaled_mm(a, b, scale_a, scale_b, out_dtype=DType.bfloat16)
         bias = fd.define_tensor([self.n], DType.bfloat16)
@@ -280,6 +299,7 @@ def _fp8() -> tuple[TuneProblem, ...]:
     # decode steps and small batches against llama weights (the decode kernel, M <= 16)
     rowwise += [(1, *w["8b_gate_up"]), (1, *w["70b_o"]), (4, *w["8b_down"])]
     rowwise += [(4, *w["70b_qkv"]), (16, *w["70b_gate_up"])]
+    ffn = [(1, 14336, 4096), (16, 14336, 4096), (2048, 14336, 4096)]  # 8B's FFN, one fusion
     e4m3 = "float8_e4m3fn"
     return (
         shaped(both, dtype=e4m3, scale="tensor")
@@ -287,6 +307,8 @@ def _fp8() -> tuple[TuneProblem, ...]:
         + shaped([(4096, 4096, 4096)], dtype="float8_e5m2", scale="tensor")
         + shaped([(4096, 4096, 4096)], dtype=e4m3, scale="tensor", epilogue="bias_gelu")
         + shaped([(4096, 4096, 4096)], dtype=e4m3, scale="row", epilogue="bias_gelu")
+        + shaped(ffn, dtype=e4m3, scale="tensor", epilogue="swiglu")
+        + shaped(ffn, dtype=e4m3, scale="row", epilogue="swiglu")
     )
 
 

@@ -91,8 +91,8 @@ def build(job: dict[str, Any]) -> dict[str, Any]:
 
 def problem_inputs(problem: TuneProblem, *, zeros: bool = False) -> list[Any]:
     """Torch tensors of the problem's fusion, in its layout (strided views), on the GPU; in the
-    fusion's order (an FP8 problem's: A, B, scale_a, scale_b, then the bias when fused;
-    ``swiglu``'s: A, B1, B3)."""
+    fusion's order (an FP8 problem's: A, B, scale_a, scale_b, then the bias when fused, or B3
+    and its scale_b for ``swiglu``; a 16-bit ``swiglu``'s: A, B1, B3)."""
     import torch
 
     from mmaplug.analysis.problem import Layout
@@ -150,6 +150,8 @@ def _scaled_mm_inputs(problem: TuneProblem, *, zeros: bool) -> list[Any]:
     ]
     if problem.epilogue == "bias_gelu":
         inputs.append(tensor(n).to(torch.bfloat16))
+    if problem.epilogue == "swiglu":
+        inputs += [tensor(n, k).to(fp8).t(), tensor(*shape_b, scale=True) * k**-0.5]
     return inputs
 
 
@@ -173,6 +175,9 @@ def reference(problem: TuneProblem, inputs: Sequence[Any], dtype: Any = None) ->
         out = torch.matmul(a, b)
         scale_a, scale_b, *rest = rest
         out = out * scale_a * scale_b
+        if problem.epilogue == "swiglu":
+            b3, scale_b3 = rest
+            return F.silu(out) * (torch.matmul(a, b3) * scale_a * scale_b3)
     else:
         out = torch.matmul(a, b)
     if problem.epilogue == "swiglu":

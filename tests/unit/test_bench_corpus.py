@@ -32,6 +32,8 @@ def test_min_bytes_counts_each_operand_output_and_bias_once() -> None:
     assert bench.min_bytes(p) == (4 * (2 * 5 + 5 * 3 + 2 * 3) + 3) * 2
     ffn = TuneProblem(m=2, n=3, k=5, dtype="float16", epilogue="swiglu")  # two weights
     assert bench.min_bytes(ffn) == (2 * 5 + 2 * 5 * 3 + 2 * 3) * 2
+    fp8 = TuneProblem(m=2, n=3, k=5, dtype="float8_e4m3fn", scale="row", epilogue="swiglu")
+    assert bench.min_bytes(fp8) == 2 * 5 + 2 * 5 * 3 + 2 * 2 * 3 + 4 * (2 + 2 * 3)
 
 
 def test_shape_problems_follow_the_shape_table() -> None:

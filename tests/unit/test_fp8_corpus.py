@@ -173,11 +173,11 @@ def test_an_fp8_fusion_is_scaled_mm_in_float64(tp: TuneProblem) -> None:
 
 
 def test_the_fp8_corpus_covers_what_fp8_serving_runs() -> None:
-    """16 to 30 problems, every one torch._scaled_mm-shaped (TN, batch 1, K and N multiples of
+    """16 to 36 problems, every one torch._scaled_mm-shaped (TN, batch 1, K and N multiples of
     16): both scales of e4m3 at the squares, llama projections at 4096 tokens, decode M, odd
-    extents, an e5m2 problem and fused bias+GELU."""
+    extents, an e5m2 problem, fused bias+GELU and the llama FFN (decode steps and a prefill)."""
     fp8 = corpus.load("fp8")
-    assert 16 <= len(fp8) <= 30 and len(set(fp8)) == len(fp8)
+    assert 16 <= len(fp8) <= 36 and len(set(fp8)) == len(fp8)
     assert all(p.is_fp8 and (p.layout, p.batch) == ("TN", 1) for p in fp8)
     assert all(p.k % 16 == 0 and p.n % 16 == 0 for p in fp8)
     shapes = {(p.m, p.n, p.k, p.scale) for p in fp8 if p.dtype == E4M3 and p.epilogue == "none"}
@@ -189,6 +189,30 @@ def test_the_fp8_corpus_covers_what_fp8_serving_runs() -> None:
     assert any(p.dtype == E5M2 for p in fp8)
     fused = {(p.m, p.n, p.k, p.scale) for p in fp8 if p.epilogue == "bias_gelu"}
     assert fused == {(4096, 4096, 4096, "tensor"), (4096, 4096, 4096, "row")}
+    ffn = {(p.m, p.scale) for p in fp8 if p.epilogue == "swiglu"}
+    assert {(1, "tensor"), (1, "row"), (2048, "row")} <= ffn
+
+
+def test_an_fp8_ffn_is_two_scaled_mm_sharing_a_in_float64() -> None:
+    """``swiglu``: inputs A, B1, scale_a, scale_b1, B3, scale_b3; it evaluates to
+    silu(A @ B1 * scales) * (A @ B3 * scales) in float64, rounded once to bfloat16."""
+    tp = TuneProblem(m=3, n=32, k=64, dtype=E4M3, scale="row", epilogue="swiglu")
+    rng = np.random.default_rng(8)
+    fp8 = DType[tp.dtype].numpy
+    inputs = [
+        rng.standard_normal((3, 64)).astype(fp8),
+        rng.standard_normal((32, 64)).astype(fp8).T,
+        (rng.random((3, 1)) + 0.5).astype(np.float32),
+        (rng.random((1, 32)) + 0.5).astype(np.float32),
+        rng.standard_normal((32, 64)).astype(fp8).T,
+        (rng.random((1, 32)) + 0.5).astype(np.float32),
+    ]
+    (got,) = mp.evaluate(tp.fusion(), inputs)
+    a, b1, sa, sb1, b3, sb3 = (x.astype(np.float64) for x in inputs)
+    gate, up = (a @ b1) * sa * sb1, (a @ b3) * sa * sb3
+    ref = gate / (1.0 + np.exp(-gate)) * up
+    assert got.dtype == DType.bfloat16.numpy
+    np.testing.assert_allclose(got.astype(np.float64), ref, rtol=2**-7, atol=1e-6)
 
 
 @pytest.mark.parametrize("tp", corpus.BUILTIN["fp8"], ids=lambda tp: tp.key)
@@ -196,11 +220,13 @@ def test_every_fp8_corpus_problem_plans_to_an_fp8_kernel(tp: TuneProblem) -> Non
     """Its analysis has FP8 operand letters and its own shape; the decode scheduler plans it at
     M <= 8 (mma.sync m16n8k32, sm_89+) and at 9-16 rows of a weight of at most 16 MiB on 64
     of hopper's tiles (run 200), the hopper scheduler above (its transposed product at 9-16
-    rows of the larger weights, run 193)."""
+    rows of the larger weights, run 193); a horizontal FFN (``swiglu``) of up to 16 rows on
+    decode, hopper building no transposed horizontal fusion."""
     problem = tp.problem()
     assert problem.precision[0] in "QR" and problem.layout == "TN"
     assert (problem.m, problem.n, problem.k, problem.batch) == (tp.m, tp.n, tp.k, 1)
-    expected = "decode" if tp.m <= 8 or (tp.m, tp.n, tp.k) == (16, 4096, 4096) else "hopper"
+    kept = tp.m <= 8 or (tp.m, tp.n, tp.k) == (16, 4096, 4096)
+    expected = "decode" if kept or (tp.epilogue == "swiglu" and tp.m <= 16) else "hopper"
     assert mp.plan_problem(problem, "h200").scheduler == expected
 
 

@@ -83,7 +83,8 @@ def test_bad_corpus_entries_say_what_is_wrong(text: str, match: str) -> None:
 
 def test_swiglu_is_the_llama_ffn_as_one_horizontal_fusion() -> None:
     """``silu(A @ B1) * (A @ B3)``: two products sharing A (twice the FLOPs), read from a
-    corpus file like any epilogue; 16-bit only."""
+    corpus file like any epilogue; FP8: two scaled_mm sharing A and its scale, per tensor or
+    per row."""
     (tp,) = corpus.parse(
         '{"problems": [{"m": 4, "n": 1024, "k": 512, "dtype": "bfloat16", "epilogue": "swiglu"}]}',
         toml=False,
@@ -92,8 +93,12 @@ def test_swiglu_is_the_llama_ffn_as_one_horizontal_fusion() -> None:
     assert (problem.horizontal, problem.num_patterns) == (2, 2)
     assert "silu" in problem.epilogue_ops and tp.flops == 2 * 2 * 4 * 1024 * 512
     assert [tuple(v.shape) for v in tp.fusion().inputs] == [(4, 512), (512, 1024), (512, 1024)]
-    with pytest.raises(UsageError, match="swiglu problems are 16-bit"):
-        TuneProblem(m=4, n=16, k=32, dtype="float8_e4m3fn", scale="row", epilogue="swiglu")
+    fp8 = TuneProblem(m=4, n=256, k=512, dtype="float8_e4m3fn", scale="row", epilogue="swiglu")
+    assert fp8.problem().horizontal == 2 and fp8.scale_count == 4 + 2 * 256
+    shapes = [tuple(v.shape) for v in fp8.fusion().inputs]
+    assert shapes == [(4, 512), (512, 256), (4, 1), (1, 256), (512, 256), (1, 256)]
+    with pytest.raises(UsageError, match="swiglu' with block scales"):
+        TuneProblem(m=4, n=16, k=32, dtype="float8_e4m3fn", scale="block", epilogue="swiglu")
 
 
 def test_a_corpus_file_that_is_no_text_says_so(tmp_path: Path) -> None:
