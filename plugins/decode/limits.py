@@ -161,11 +161,12 @@ def _fits(params: MatmulParams, problem: MatmulProblem, device: Device) -> str |
     spill."""
     if resident_ctas(resources(params, problem), device):
         return None
-    warps = problem.horizontal * params.splitk_factor
+    h = problem.horizontal
+    each = f" for each of {h} products" if h > 1 else ""
     return (
-        f"splitk_factor={params.splitk_factor} for {problem.horizontal} products is "
-        f"{warps} warps a CTA, which {device.name}'s SMs cannot hold at "
-        f"{resources(params, problem).registers} registers a thread"
+        f"splitk_factor={params.splitk_factor}{each} is {h * params.splitk_factor} warps a "
+        f"CTA, which {device.name}'s SMs cannot hold at {resources(params, problem).registers} "
+        "registers a thread"
     )
 
 
