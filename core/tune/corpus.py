@@ -273,7 +273,7 @@ def _serving() -> tuple[TuneProblem, ...]:
     deep_k = [(256, 256, 16384), (128, 128, 32768), (64, 512, 28672), (512, 512, 65536)]
     # the llama FFN (gate and up projections, silu, mul; 8B's and 70B's): decode steps, a prefill
     ffn = [(1, 14336, 4096), (4, 14336, 4096), (16, 14336, 4096), (1, 28672, 8192)]
-    ffn += [(2048, 14336, 4096)]
+    ffn += [(32, 14336, 4096), (2048, 14336, 4096)]
     return (
         shaped(decode + skinny + deep_k, dtype="bfloat16")
         + shaped([(1, 4096, 4096), (16, 8192, 8192), (2048, 2048, 2048)], dtype="float16")
