@@ -244,6 +244,26 @@ def case_ffn_fp8_e4m3(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2, "stages": 2}
 
 
+def case_fp8_ffn_quantized_amax(fd: Any, mp: Any) -> dict[str, Any]:
+    """An FP8 FFN's decode step quantised for the next layer: h = silu(scaled_mm(x, W1)) *
+    scaled_mm(x, W3) (x's per-row scale shared), cast(h * out_scale, e4m3) and amax(h); M = 3,
+    N = 40 (clamped rows), K = 272 (2 chunks and a vector), 2 warps a product."""
+    x = fd.define_tensor([3, 272], dtype=mp.float8_e4m3fn)
+    sx = fd.define_tensor([3, 1], dtype=mp.float32)
+    gate, up = (
+        fd.ops.scaled_mm(
+            x, fd.define_tensor([272, 40], dtype=mp.float8_e4m3fn, stride_order=[0, 1]), sx,
+            fd.define_tensor([1, 40], dtype=mp.float32), out_dtype=mp.float32,
+        )
+        for _ in "13"
+    )  # fmt: skip
+    h = fd.ops.mul(fd.ops.silu(gate), up)
+    fd.add_output(fd.ops.cast(fd.ops.mul(h, fd.define_tensor([], dtype=mp.float32)),
+                              mp.float8_e4m3fn))  # fmt: skip
+    fd.add_output(fd.ops.amax(h, [0, 1]))
+    return {"splitk_factor": 2}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 
 
