@@ -131,13 +131,15 @@ def test_fp8_decode_agrees_with_torch_scaled_mm(
     assert err < 1e-2, float(err)
 
 
+@pytest.mark.parametrize("quantized", [False, True], ids=["bf16", "e4m3_amax"])
 @pytest.mark.parametrize("scales", ["tensor", "row"])
 @pytest.mark.parametrize("shape", [(1, 14336, 4096), (5, 1000, 528)], ids=str)
 def test_fp8_ffn_is_one_decode_kernel(
-    checks: Checks, shape: tuple[int, int, int], scales: str
+    checks: Checks, shape: tuple[int, int, int], scales: str, quantized: bool
 ) -> None:
-    """The FP8 llama FFN's decode step, ``silu(scaled_mm(x, W1)) * scaled_mm(x, W3)`` with x's
-    scale shared, is one horizontal decode kernel (with every scheduler)."""
+    """The FP8 llama FFN's decode step, ``h = silu(scaled_mm(x, W1)) * scaled_mm(x, W3)`` with
+    x's scale shared, is one horizontal decode kernel (with every scheduler): h as bfloat16,
+    or quantised for the next layer (``cast(h * out_scale, e4m3)`` and ``amax(h)``)."""
     m, n, k = shape
     with mp.FusionDefinition() as fd:
         x = fd.define_tensor([m, k], dtype=mp.float8_e4m3fn)
@@ -147,7 +149,13 @@ def test_fp8_ffn_is_one_decode_kernel(
             w = fd.define_tensor([k, n], dtype=mp.float8_e4m3fn, stride_order=[0, 1])
             sw = fd.define_tensor([1, n] if scales == "row" else [1], dtype=mp.float32)
             ys.append(fd.ops.scaled_mm(x, w, sx, sw, out_dtype=mp.float32))
-        fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(ys[0]), ys[1]), mp.bfloat16))
+        h = fd.ops.mul(fd.ops.silu(ys[0]), ys[1])
+        if quantized:
+            out_scale = fd.define_tensor([], dtype=mp.float32)
+            fd.add_output(fd.ops.cast(fd.ops.mul(h, out_scale), mp.float8_e4m3fn))
+            fd.add_output(fd.ops.amax(h, [0, 1]))
+        else:
+            fd.add_output(fd.ops.cast(h, mp.bfloat16))
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     compiled = checks.run(fd.fusion, pm, checks.inputs(fd.fusion, np.random.default_rng(32)))
     assert compiled.spec.scheduler == "decode"
