@@ -225,6 +225,13 @@ def case_h3_scalar_bias_f16(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 1, "stages": 1}
 
 
+def case_h4_sum_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """The most products a decode CTA takes, four, summed; 2 warps each (8 a CTA), M = 2."""
+    ys = _ffn(fd, mp, 2, 40, 264, mp.float16, h=4)
+    fd.add_output(fd.ops.cast(functools.reduce(fd.ops.add, ys), mp.float16))
+    return {"splitk_factor": 2, "stages": 2}
+
+
 def case_ffn_batch_f16(fd: Any, mp: Any) -> dict[str, Any]:
     """A batch of 2 FFNs, each its own activations and weights (W [2, K, N] K-inner): M = 2,
     K = 136 (2 chunks and a vector), 2 warps a product."""
@@ -305,8 +312,8 @@ def run_case(name: str) -> dict[str, Any]:
 
 
 def run_property(seed: int, draws: int) -> dict[str, Any]:
-    """Rules = generator: random decode problems, half of them horizontal fusions of 2 or 3
-    products (their sum, or silu(y0) * y1 [+ y2]), and parameter sets (some with a value the
+    """Rules = generator: random decode problems, most of them horizontal fusions of 2 to 4
+    products (their sum, or silu(y0) * y1 [+ y2 ...]), and parameter sets (some with a value the
     rules refuse); every accepted set matches mp.evaluate, every refused one names its field."""
     import numpy as np
 
@@ -321,7 +328,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
         dtype = mp.float16 if rng.integers(2) else mp.bfloat16
         warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused (8 of 3 products too)
         stages = int(rng.choice([1, 2, 3, 4, 5]))  # 5: refused
-        h = int(rng.choice([1, 1, 2, 3]))
+        h = int(rng.choice([1, 1, 2, 3, 4]))
         overrides = {"splitk_factor": warps, "stages": stages}
         with mp.FusionDefinition() as fd:
             if h == 1:
@@ -330,8 +337,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
                 y = functools.reduce(fd.ops.add, _ffn(fd, mp, m, n, k, dtype, h))
             else:
                 y0, y1, *rest = _ffn(fd, mp, m, n, k, dtype, h)
-                y = fd.ops.mul(fd.ops.silu(y0), y1)
-                y = fd.ops.add(y, rest[0]) if rest else y
+                y = functools.reduce(fd.ops.add, rest, fd.ops.mul(fd.ops.silu(y0), y1))
             fd.add_output(fd.ops.cast(y, dtype))
         try:
             compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides)
@@ -349,7 +355,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
     return counts
 
 
-SHARDS = {"property_a": ["property", "11", "10"], "property_b": ["property", "12", "10"]}
+SHARDS = {"property_a": ["property", "11", "16"], "property_b": ["property", "12", "16"]}
 
 
 @pytest.fixture(scope="module")
