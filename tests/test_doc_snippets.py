@@ -1,7 +1,7 @@
 """The code blocks of the Markdown a user follows run as written, and print what they show.
 
 Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, docs/debugging.md,
-docs/tuning.md, every examples/*/README.md). docs/architecture.md's package graph is held to the
+docs/tuning.md, docs/serving.md, every examples/*/README.md). docs/architecture.md's package graph is held to the
 code by tests/unit/test_import_graph.py; the other docs have no code blocks.
 Every fenced block is one of these; anything else fails the test:
 
@@ -71,6 +71,7 @@ DOCUMENTS = [
     "docs/fp8.md",
     "docs/debugging.md",
     "docs/tuning.md",
+    "docs/serving.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*/README.md")),
 ]
 SHELLS = frozenset({"console", "bash", "shell"})
