@@ -1,8 +1,9 @@
 """The code blocks of the Markdown a user follows run as written, and print what they show.
 
 Documents: ``DOCUMENTS`` (README.md, docs/plugin-reference.md, docs/fp8.md, docs/debugging.md,
-docs/tuning.md, docs/serving.md, every examples/*/README.md). docs/architecture.md's package graph is held to the
-code by tests/unit/test_import_graph.py; the other docs have no code blocks.
+docs/tuning.md, docs/serving.md, every examples/*/README.md). docs/architecture.md's package
+graph is held to the code by tests/unit/test_import_graph.py; the other docs have no code
+blocks.
 Every fenced block is one of these; anything else fails the test:
 
 * ``python``: executed in this process, in document order, all of a document's Python blocks

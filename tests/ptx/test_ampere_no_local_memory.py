@@ -125,7 +125,7 @@ def test_default_plans_of_narrow_rows_spill_nothing(
     warp tiles spilled 2-757 words."""
     import mmaplug as mp
     from mmaplug.analysis.matmul_analysis import analyze
-    from mmaplug.heuristics.default import AMPERE_COPIES
+    from mmaplug.heuristics.default.ampere import AMPERE_COPIES
     from mmaplug.planning.plan import plan_problem
     from mmaplug.plugins.ampere.artifact import kernel_config
     from mmaplug.plugins.ampere.scheduler import SCHEDULER

@@ -1,4 +1,4 @@
-"""Tests for the built-in default heuristic (heuristics/default.py) over a shape suite."""
+"""Tests for the built-in default heuristic (heuristics/default/) over a shape suite."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import attrs
 import pytest
 
 from mmaplug.analysis.problem import Layout, MatmulProblem, VectorWidths
-from mmaplug.heuristics import default
-from mmaplug.heuristics.default import mmaplug_matmul_params
+from mmaplug.heuristics.default import ampere, grid, hopper, mmaplug_matmul_params
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning.device import Device, get_device
 from mmaplug.planning.params import (
@@ -215,7 +214,7 @@ def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
     if splitk > 1:  # one wave of work units, each keeping 8+ K tiles, no CTA pairs
         tiles = shape.batch * -(-shape.m // cta.m) * -(-shape.n // cta.n)
         assert tiles * splitk <= h200.sm_count
-        assert -(-shape.k // cta.k) // splitk >= default.SPLITK_MIN_K_TILES
+        assert -(-shape.k // cta.k) // splitk >= grid.SPLITK_MIN_K_TILES
         assert params.cluster_dims == (1, 1)
 
 
@@ -311,8 +310,8 @@ def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
     prob = problem(shape.m, shape.n, shape.k, dtype=dtype)
     params = mmaplug_matmul_params(prob, h200, "hopper")
     assert params is not None and params.cta_tile == cta
-    if cta.k * dtype.itemsize == default.HOPPER_TIE_K_BYTES and dtype.itemsize == 2:
-        assert params.stages == default.HOPPER_MAX_STAGES
+    if cta.k * dtype.itemsize == hopper.HOPPER_TIE_K_BYTES and dtype.itemsize == 2:
+        assert params.stages == hopper.HOPPER_MAX_STAGES
     assert LIMITS["hopper"].violations(params, prob, h200) == []
 
 
@@ -532,7 +531,7 @@ def test_ampere_504x136x248_adapted_example() -> None:
     """nvFuser's §5.4 example: 4x1 warps by M/N=3.7, shrunk to 2 warps so more SMs get tiles."""
     params = mmaplug_matmul_params(problem(504, 136, 248), get_device("a100"), "ampere")
     assert params is not None
-    assert default.ampere_warp_grid(problem(504, 136, 248)) == (4, 1)
+    assert ampere.ampere_warp_grid(problem(504, 136, 248)) == (4, 1)
     assert params.instruction_tile == TileShape(16, 8, 16)
     assert params.warp_tile == TileShape(64, 64, 32)
     assert params.cta_tile == TileShape(128, 64, 32)
@@ -561,7 +560,7 @@ def test_ampere_large_square_keeps_nvfuser_tiles() -> None:
 )
 def test_ampere_warp_grid_follows_mn_ratio(m: int, n: int, grid: tuple[int, int]) -> None:
     """The CTA is 1x4 warps when M/N < 0.5, 4x1 when M/N > 2, else 2x2."""
-    assert default.ampere_warp_grid(problem(m, n, 1024)) == grid
+    assert ampere.ampere_warp_grid(problem(m, n, 1024)) == grid
 
 
 def test_ampere_small_n_uses_narrow_warps() -> None:
@@ -587,8 +586,8 @@ def test_ampere_stages_capped_by_k_loop() -> None:
 
 def test_cta_order_puts_fewer_tiles_on_x() -> None:
     """column_major (M tiles on blockIdx.x) when M has no more tiles than N."""
-    assert default.cta_order_for(4, 16) is CtaOrder.column_major
-    assert default.cta_order_for(16, 4) is CtaOrder.row_major
+    assert grid.cta_order_for(4, 16) is CtaOrder.column_major
+    assert grid.cta_order_for(16, 4) is CtaOrder.row_major
 
 
 @pytest.mark.parametrize(
@@ -620,8 +619,8 @@ def test_ampere_keeps_the_copies_of_narrow_rows_within_their_budget(
     params = mmaplug_matmul_params(prob, get_device("h200"), "ampere")
     assert (params.cta_tile.as_tuple(), params.warp_tile.as_tuple()) == (cta, warp)
     assert SCHEDULER.resources(params, prob).copies == copies
-    smallest = params.warp_tile == default.AMPERE_SMALL_WARP
-    full_grid = params.warp_tile == default.AMPERE_WARP
-    limit = default.AMPERE_FULL_GRID_COPIES if full_grid else default.AMPERE_COPIES
+    smallest = params.warp_tile == ampere.AMPERE_SMALL_WARP
+    full_grid = params.warp_tile == ampere.AMPERE_WARP
+    limit = ampere.AMPERE_FULL_GRID_COPIES if full_grid else ampere.AMPERE_COPIES
     assert copies <= limit or smallest
     assert not ampere_limits.violations(params, prob, get_device("h200"))

@@ -1,61 +1,25 @@
-"""The built-in default heuristic: nvFuser's Ampere and Hopper choices, adapted to our kernels.
-
-Only preferences live here: which tiles to try and in which order, when to split K, shrink a CTA
-or pair CTAs, how many stages to aim for. What a kernel allows and what it takes are its
-scheduler object's (``mmaplug.planning.scheduler``): a field the scheduler allows one value of
-takes it (its ``space``), and a choice is a list of candidates in order of preference of which
-the first that the scheduler's rules about the chosen fields allow wins (``violations``, whose
-shared-memory rules count with the scheduler's one resource model). The object is the plan's
-(``mmaplug.planning.scheduler.active``) or, for a heuristic called outside planning, the one
-registered with the process-wide plugin manager.
-"""
+"""The default hopper parameters: nvFuser's tile search scored by bytes moved, our rules for
+weight-streaming problems (the operand swap, narrow tiles, splits), CTA pairs, the grouped tile
+order, and horizontal fusions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.errors import UsageError
-from mmaplug.markers import hookimpl
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
-from mmaplug.planning.scheduler import Scheduler, active, resident_ctas, violations
-from mmaplug.planning.scheduler_registry import schedulers
+from mmaplug.planning.scheduler import violations
 
-__all__ = [
-    "ampere_params",
-    "hopper_horizontal_params",
-    "hopper_params",
-    "hopper_swizzle",
-    "mmaplug_matmul_params",
-    "scheduler_object",
-]
+from .asker import Asker, scheduler_object
+from .grid import SPLITK_MAX_FILL, SWIZZLE, ceil_div, cta_order_for, split_to_one_wave, tile_grid
 
-AMPERE_WARP: Final = TileShape(64, 64, 32)
-AMPERE_NARROW_WARP: Final = TileShape(64, 32, 32)
-AMPERE_SMALL_WARP: Final = TileShape(32, 32, 32)
-# global->shared copies a thread may issue a stage (the ampere kernel's Resources.copies): its
-# unrolled copy keeps every address live beside the warp tile's accumulators, and past this
-# ptxas spills. ptxas for sm_90a, every layout (2026-12-05): 64x64 warp tiles spilled nothing
-# at 12 16-byte copies in 2 warps, 100-920 bytes at 24 of 8 bytes in 2; 64x32 and 32x32 tiles
-# spilled nothing at 12 of 8 or 4 bytes
-AMPERE_COPIES: Final = 12
-# ... but where the first grid fills the SMs unshrunk, operand reuse counts for more: 128x128
-# CTAs of 64x64 over rows of 4 copy 16 and spill 52-272 bytes, yet ran 1.12-1.20x faster on the
-# H200 than the 128x64 CTAs of 12 (run 216: 4100x4100x1028 in TN, NN, TT; 1.02x in NT)
-AMPERE_FULL_GRID_COPIES: Final = 16
-SMALL_N: Final = 32  # at or below this N a 64-column warp tile is mostly padding
-MIN_WARPS_PER_CTA: Final = 2  # shrinking for SM fill stops here
-AMPERE_MAX_STAGES: Final = 4  # nvFuser's cap; the kernel takes more where they fit
+__all__ = ["hopper_horizontal_params", "hopper_params", "hopper_swizzle", "hopper_tiles"]
+
 HOPPER_MAX_STAGES: Final = 6  # more stages only hide latency already hidden; keeps stages=7 free
 # block-scaled FP8 (one 128x128x128 stage per promotion): 4 stages ran 3-10% faster than 6 on
 # 4096^3, 8192^3 and 4096x28672x4096 (BENCHMARKS.md, run 80)
 BLOCK_SCALED_MAX_STAGES: Final = 4
-SWIZZLE: Final = 8
-SPLITK_MAX: Final = 16
-SPLITK_MIN_K_TILES: Final = 8  # every split keeps at least this many K iterations
-SPLITK_MAX_FILL: Final = 4  # K is split only while tiles x this fit in the SMs
 # nvFuser's Hopper tile search: cta_k, (m, n) consumer warp groups and the wgmma N of m64 warp
 # tiles, each from the most preferred; the rules drop what is illegal. Our order of the warp
 # grids for 16-bit operands (single, coopB, coopA; nvFuser's reversed): on a tie of bytes, one
@@ -199,312 +163,17 @@ HOPPER_SPLITK_MAX: Final = 32
 # 12.8 -> 11.8 and 14.5 -> 11.3 fp16 (BENCHMARKS.md runs 144 and 146)
 PARTIAL_BYTES: Final = 32
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
-STAGE_PROBES: Final = 64  # stage counts asked of a scheduler's space for its fewest
-INSTRUCTION_KS: Final = (16, 32, 8)  # instruction K asked of a scheduler's space, in order
-# Warps of a decode CTA, splitting K: the most of DECODE_WARP_COUNTS whose CTAs the SMs hold at
-# once (one wave; the decode scheduler's resources name its registers, which differ by operand
-# width and chunks in flight). A wave cut short leaves its last CTAs streaming alone with too
-# few bytes in flight: at 529-1,056 CTAs of one m tile 2 warps (one wave) led 4 by 2-10%
-# (1x10240x8192 46.0 -> 42.3 us, 16x10240x8192 48.8 -> 46.1, 1x9216x4096 23.9 -> 21.5), at
-# 512 CTAs 4 warps led 2 (34.6 against 36.4), at 1,057-2,244 one warp, the one count in one
-# wave, led 2 (1x28672x4096 59.1 against 59.5, 1x20480x4096 43.1 against 46.2). Past one wave,
-# weight rows of at most DECODE_SHORT_ROW_BYTES take one warp: their last wave is short, and a
-# warp's own costs (its setup, its share of the sum in shared memory) are not. 32 x 1x4096xK
-# (8,192 CTAs) against 2 warps: K = 128 12.1 -> 9.1 us, 192 17.6 -> 13.9, 512 35.5 -> 34.1,
-# 768 52.3 -> 49.4, 1024 66.0 -> 64.7, but 256 19.6 -> 20.3; 32 x 8x4096x128 13.5 -> 10.5,
-# 16 x 2x4096x512 20.3 -> 19.2, 64 x 8x4096x256 40.8 -> 39.6. Longer rows take the one of
-# DECODE_MANY_WAVES_WARPS whose last wave is fuller: one warp lost 1.6-5% there at 57344x8192
-# (1 row 217.1 -> 220.5 us, 2 rows 214.3 -> 225.2) and 16% with FP8 1x28672x4096 (31.1 ->
-# 36.1, 1.13 waves), tied at 4x14336x4096 (runs 180-183, 190-193). FP8 (12 warps an SM, by
-# its registers) follows the same rule: where it disagreed with run 96's own FP8 rule it won
-# 11-24% (1x6144x8192 4 warps 12.6-13.1 against 14.7-15.3 us, 1x8192x4096 2 warps 7.2-7.3
-# against 8.7, 1x10240x4096 8.3 against 10.3), tied at 128 CTAs (8 warps 4.3 against 4.3-4.4)
-# and lost 1.5-3% at 4x2048x8192 (6.8 against 6.6-6.7; run 188)
-DECODE_WARP_COUNTS: Final = (8, 4, 2, 1)
-DECODE_MANY_WAVES_WARPS: Final = (4, 2)
-DECODE_SHORT_ROW_BYTES: Final = 2048
-# K chunks a decode warp loads before their mmas, by operand bytes: FP8 four, the best or within
-# 2% of it on all FP8 decode problems of run 96's sweep (three lost 1-10% there)
-DECODE_UNROLL: Final = {2: 3, 1: 4}
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
-@hookimpl(trylast=True)
-def mmaplug_matmul_params(
-    problem: MatmulProblem, device: Device, scheduler: str
-) -> MatmulParams | None:
-    """Default parameters for the ``ampere``, ``hopper`` and ``decode`` schedulers; None for
-    any other."""
-    if scheduler == "ampere":
-        return ampere_params(problem, device)
-    if scheduler == "hopper":
-        return hopper_params(problem, device)
-    if scheduler == "decode":
-        return decode_params(problem, device)
-    return None
-
-
-# --- what the scheduler says ---------------------------------------------------------------------
-
-
-def scheduler_object(name: str) -> Scheduler:
-    """The scheduler called *name*: the plan's (``mmaplug.planning.scheduler.active``), or outside
-    planning (a test calling ``hopper_params``) the one registered with the process-wide
-    plugin manager.
-
-    :raises UsageError: no scheduler of that name is registered.
-    """
-    found = active(name)
-    if found is not None:
-        return found
-    registered = schedulers()
-    if name not in registered:
-        raise UsageError(
-            f"the default heuristic needs the {name!r} scheduler, which is not registered "
-            f"(registered: {', '.join(sorted(registered)) or 'none'}); unblock its plugin"
-        )
-    return registered[name][1]
-
-
-class _Asker:
-    """One scheduler asked about one problem on one device (its space is read once)."""
-
-    def __init__(self, scheduler: Scheduler, problem: MatmulProblem, device: Device) -> None:
-        self.scheduler, self.problem, self.device = scheduler, problem, device
-        self.spaces = {space.field: space for space in scheduler.space(problem, device)}
-        #: the fields the scheduler allows a single value of, with that value
-        self.pinned = {f: s.values[0] for f, s in self.spaces.items() if len(s.values) == 1}
-
-    def params(self, **chosen: Any) -> MatmulParams:
-        """*chosen*, every field the scheduler allows a single value of set to that value."""
-        return MatmulParams(**{**chosen, **self.pinned})
-
-    def allows(self, params: MatmulParams, fields: Collection[str]) -> bool:
-        """Whether the scheduler's rules about *fields* hold for *params*."""
-        broken = violations(self.scheduler, params, self.problem, self.device)
-        return not any(v.field in fields for v in broken)
-
-    def instruction(self, m: int, n: int) -> TileShape:
-        """The instruction tile of *m* x *n* the scheduler's space allows: its K is the
-        operand type's (m64nNk16 for 16-bit wgmma, m64nNk32 for FP8); K 16 when none is."""
-        space = self.spaces["instruction_tile"]
-        return next(
-            (TileShape(m, n, k) for k in INSTRUCTION_KS if space.allows(TileShape(m, n, k))),
-            TileShape(m, n, 16),
-        )
-
-    def cta(self, m: int, n: int) -> TileShape:
-        """The CTA tile *m* x *n* with the least K the scheduler's space allows (64 for a
-        16-bit wgmma kernel, 128 for FP8); K 64 when none is."""
-        space = self.spaces["cta_tile"]
-        return next(
-            (TileShape(m, n, k) for k in sorted(HOPPER_CTA_K) if space.allows(TileShape(m, n, k))),
-            TileShape(m, n, 64),
-        )
-
-    def fewest_stages(self) -> int:
-        """The fewest stages the scheduler's space allows."""
-        space = self.spaces["stages"]
-        return next((s for s in range(1, STAGE_PROBES) if space.allows(s)), 1)
-
-    def deepest(self, params: MatmulParams, depths: Iterable[int]) -> int | None:
-        """The first of *depths* stages the rules about stages allow (shared memory above
-        all); None if none is."""
-        allowed = (s for s in depths if self.allows(params.with_overrides(stages=s), ("stages",)))
-        return next(allowed, None)
-
-    def most_stages(self, params: MatmulParams, cap: int) -> int:
-        """The most stages up to *cap* the rules about stages allow; the fewest the space
-        allows when none do."""
-        found = self.deepest(params, range(cap, 0, -1))
-        return self.fewest_stages() if found is None else found
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def tile_grid(problem: MatmulProblem, cta: TileShape) -> tuple[int, int]:
-    """Output tiles along M and along N for one batch entry."""
-    return _ceil(problem.m, cta.m), _ceil(problem.n, cta.n)
-
-
-def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
-    """The axis with fewer tiles goes on blockIdx.x: column_major when M tiles <= N tiles."""
-    return CtaOrder.column_major if m_tiles <= n_tiles else CtaOrder.row_major
-
-
-# --- Decode (few activation rows, the weight streamed once) -----------------------------------
-
-
-def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default decode parameters: the most warps splitting K (``splitk_factor``) whose CTAs
-    (one per ``cta_tile.n`` weight rows and product of the batch) the SMs hold at once (by the
-    scheduler's ``resources``); where none is, one for weight rows of at most
-    ``DECODE_SHORT_ROW_BYTES``, else those of ``DECODE_MANY_WAVES_WARPS`` whose last wave is
-    fuller; ``DECODE_UNROLL`` chunks in flight (measured on the H200: BENCHMARKS.md, "Decode
-    kernel", runs 89, 96, 180-188 and 190-193). No more warps than a row has K chunks (a short K
-    of a batched product: a warp without a chunk only holds registers). A horizontal fusion's
-    products each take that many warps of the CTA (the resources count them all)."""
-    scheduler = scheduler_object("decode")
-    asker = _Asker(scheduler, problem, device)
-    (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
-    assert isinstance(cta, TileShape)
-    ctas = problem.batch * _ceil(problem.n, cta.n)
-    unroll = DECODE_UNROLL[problem.operand_dtype.itemsize]
-    resident = {
-        w: _resident(asker, asker.params(splitk_factor=w, stages=unroll))
-        for w in DECODE_WARP_COUNTS
-    }  # (0: more warps than an SM holds, as a horizontal fusion's products multiply them)
-    one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
-    many = [w for w in DECODE_MANY_WAVES_WARPS if resident[w]]
-    if one_wave:
-        most = one_wave[0]
-    elif problem.k * problem.operand_dtype.itemsize <= DECODE_SHORT_ROW_BYTES or not many:
-        most = 1
-    else:
-        most = max(many, key=lambda w: _last_wave(ctas, resident[w]))
-    most = min(most, _ceil(problem.k, cta.k))  # the row's chunks
-    counts = asker.spaces["splitk_factor"].values
-    warps = max(w for w in counts if isinstance(w, int) and w <= most and resident.get(w, 1))
-    return asker.params(splitk_factor=warps, stages=unroll)
-
-
-def _resident(asker: _Asker, params: MatmulParams) -> int:
-    """CTAs of *params* that the SMs hold at once, by the asked scheduler's resources."""
-    resources = asker.scheduler.resources(params, asker.problem)
-    return asker.device.sm_count * resident_ctas(resources, asker.device)
-
-
-def _last_wave(ctas: int, resident: int) -> float:
-    """The share of the *resident* CTAs' slots that the last wave of *ctas* fills (whole: 1)."""
-    return ((ctas - 1) % resident + 1) / resident
-
-
-# --- Ampere (mma.sync m16n8k16, cp.async pipeline) ----------------------------------------------
-
-
-def ampere_warp_tile(problem: MatmulProblem) -> TileShape:
-    """64x64x32 per warp, or 64x32x32 when N is at most 32."""
-    return AMPERE_NARROW_WARP if problem.n <= SMALL_N else AMPERE_WARP
-
-
-def ampere_warp_grid(problem: MatmulProblem) -> tuple[int, int]:
-    """Warps per CTA along (m, n): 1x4 when M/N < 0.5, 4x1 when M/N > 2, else 2x2 (nvFuser)."""
-    ratio = problem.m / problem.n
-    if ratio < 0.5:
-        return 1, 4
-    if ratio > 2:
-        return 4, 1
-    return 2, 2
-
-
-def fill_sms(
-    problem: MatmulProblem,
-    device: Device,
-    warp: TileShape,
-    grid: tuple[int, int],
-    keeps: Callable[[tuple[int, int]], bool] = lambda grid: True,
-) -> tuple[int, int]:
-    """Halve the warp grid (down to 2 warps, and while the halved grid *keeps*) while the
-    tiles leave SMs idle; our addition.
-
-    nvFuser keeps 128x128 CTAs even when that launches a handful of blocks on a 100+ SM GPU;
-    smaller CTAs cost some operand reuse but put every SM to work on small problems.
-    """
-    wm, wn = grid
-    while wm * wn > MIN_WARPS_PER_CTA:
-        m_tiles, n_tiles = tile_grid(problem, cta_of(warp, (wm, wn)))
-        if problem.batch * m_tiles * n_tiles >= device.sm_count:
-            break
-        if wm > wn or (wm == wn and m_tiles <= n_tiles):
-            halved = wm // 2, wn
-        else:
-            halved = wm, wn // 2
-        if not keeps(halved):
-            break
-        wm, wn = halved
-    return wm, wn
-
-
-def ampere_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
-    """A power of two when the tiles fill under a quarter of the SMs and K keeps 8 tiles a split."""
-    return split_to_one_wave(problem, device, cta, SPLITK_MAX)
-
-
-def split_to_one_wave(problem: MatmulProblem, device: Device, cta: TileShape, most: int) -> int:
-    """Split K of *cta*'s tiles when they fill under 1/SPLITK_MAX_FILL of the SMs: the largest
-    power of two up to *most* whose work units still fit one wave, each split keeping
-    SPLITK_MIN_K_TILES K tiles; 1 otherwise."""
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    tiles = problem.batch * m_tiles * n_tiles
-    if tiles * SPLITK_MAX_FILL > device.sm_count:
-        return 1
-    limit = min(device.sm_count // tiles, _ceil(problem.k, cta.k) // SPLITK_MIN_K_TILES, most)
-    factor = 1
-    while factor * 2 <= limit:
-        factor *= 2
-    return factor
-
-
-def ampere_swizzle(m_tiles: int, n_tiles: int, device: Device) -> int:
-    """8 when the grid spans two or more waves with 8+ tiles on both axes (L2 reuse), else 1."""
-    large = m_tiles * n_tiles >= 2 * device.sm_count and min(m_tiles, n_tiles) >= SWIZZLE
-    return SWIZZLE if large else 1
-
-
-def ampere_tiles(
-    problem: MatmulProblem, device: Device, ask: _Asker
-) -> tuple[TileShape, TileShape]:
-    """The warp and CTA tiles: ``ampere_warp_tile`` in ``fill_sms``'s warps, else, while a
-    thread would copy more than ``AMPERE_COPIES`` vectors a stage (operands whose rows are no
-    8-element multiples copy narrower vectors; ``AMPERE_FULL_GRID_COPIES`` for the first tile
-    in a grid ``fill_sms`` left whole), a smaller warp tile; else the smallest in no fewer
-    warps than keep the copies within it, as far as its grid goes."""
-    first = ampere_warp_tile(problem)
-    smaller = [w for w in (AMPERE_NARROW_WARP, AMPERE_SMALL_WARP) if w.n < first.n or w.m < first.m]
-
-    def copies(warp: TileShape, grid: tuple[int, int]) -> int:
-        params = ask.params(cta_tile=cta_of(warp, grid), warp_tile=warp, stages=AMPERE_MAX_STAGES)
-        return ask.scheduler.resources(params, problem).copies
-
-    full = ampere_warp_grid(problem)
-    for warp in (first, *smaller):
-        grid = fill_sms(problem, device, warp, full)
-        budget = AMPERE_FULL_GRID_COPIES if warp is first and grid == full else AMPERE_COPIES
-        if copies(warp, grid) <= budget:
-            return warp, cta_of(warp, grid)
-    grid = fill_sms(
-        problem, device, warp, full, keeps=lambda grid: copies(warp, grid) <= AMPERE_COPIES
+def least_k_cta(ask: Asker, m: int, n: int) -> TileShape:
+    """The CTA tile *m* x *n* with the least K the scheduler's space allows (64 for a
+    16-bit wgmma kernel, 128 for FP8); K 64 when none is."""
+    space = ask.spaces["cta_tile"]
+    return next(
+        (TileShape(m, n, k) for k in sorted(HOPPER_CTA_K) if space.allows(TileShape(m, n, k))),
+        TileShape(m, n, 64),
     )
-    return warp, cta_of(warp, grid)
-
-
-def cta_of(warp: TileShape, grid: tuple[int, int]) -> TileShape:
-    """The CTA tile of a *grid* of *warp* tiles."""
-    return TileShape(warp.m * grid[0], warp.n * grid[1], warp.k)
-
-
-def ampere_params(problem: MatmulProblem, device: Device) -> MatmulParams:
-    """The default Ampere parameters: as many stages as the rules allow up to 4 and the K loop,
-    the epilogue through smem (the kernel always stages it: nothing to adjust)."""
-    ask = _Asker(scheduler_object("ampere"), problem, device)
-    warp, cta = ampere_tiles(problem, device, ask)
-    splitk = ampere_splitk(problem, device, cta)
-    m_tiles, n_tiles = tile_grid(problem, cta)
-    params = ask.params(
-        cta_tile=cta,
-        warp_tile=warp,
-        cta_order=cta_order_for(m_tiles, n_tiles),
-        grid_swizzle_factor=ampere_swizzle(m_tiles, n_tiles, device),
-        splitk_factor=splitk,
-        use_smem_epilogue=True,
-    )
-    k_loop = _ceil(_ceil(problem.k, cta.k), splitk)
-    return params.with_overrides(stages=ask.most_stages(params, min(AMPERE_MAX_STAGES, k_loop)))
-
-
-# --- Hopper (TMA, wgmma m64nNk16, warp-specialized persistent kernel) ----------------------------
 
 
 class HopperTiles(NamedTuple):
@@ -562,8 +231,8 @@ def hopper_tile_score(
     bytes are the operand panels the SMs load with wave quantization plus, split, the float32
     partials written and read back."""
     m_tiles, n_tiles = tile_grid(problem, cta)
-    waves = _ceil(problem.batch * m_tiles * n_tiles * splitk, device.sm_count)
-    k_tiles = _ceil(_ceil(problem.k, cta.k), splitk)
+    waves = ceil_div(problem.batch * m_tiles * n_tiles * splitk, device.sm_count)
+    k_tiles = ceil_div(ceil_div(problem.k, cta.k), splitk)
     panels = waves * device.sm_count * k_tiles * (cta.m + cta.n) * cta.k
     partials = problem.batch * problem.m * problem.n * splitk * PARTIAL_BYTES if splitk > 1 else 0
     return panels * problem.operand_dtype.itemsize + partials, k_tiles * waves
@@ -598,7 +267,7 @@ def _shallow(tiles: HopperTiles, itemsize: int, deep: bool) -> bool:
     return itemsize == 2 and large and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
 
 
-def _hopper_candidate(ask: _Asker, cta: TileShape, warp: TileShape, stages: int) -> MatmulParams:
+def _hopper_candidate(ask: Asker, cta: TileShape, warp: TileShape, stages: int) -> MatmulParams:
     """Persistent, the epilogue staged through smem (1.1-1.5x faster than storing from
     registers on the H200 at 4096^3 and the llama FFN shape, BENCHMARKS.md run 17)."""
     return ask.params(
@@ -615,10 +284,10 @@ def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
     """nvFuser's exhaustive tile search over the tiles the hopper scheduler's rules allow with
     nvFuser's minimum of stages (3, or the K stages per SM, but what the kernel needs at
     least) in shared memory beside the staged epilogue."""
-    return _hopper_tiles(_Asker(scheduler_object("hopper"), problem, device))
+    return _hopper_tiles(Asker(scheduler_object("hopper"), problem, device))
 
 
-def _hopper_tiles(ask: _Asker) -> HopperTiles:
+def _hopper_tiles(ask: Asker) -> HopperTiles:
     problem, device = ask.problem, ask.device
     if streams_weight(problem) and (narrow := _narrow_streaming_tiles(ask)) is not None:
         return narrow
@@ -631,12 +300,12 @@ def _hopper_tiles(ask: _Asker) -> HopperTiles:
     wide = problem.operand_dtype.itemsize >= 2
     best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, HOPPER_INSTR_N)
     if best is None:
-        tile = ask.cta(HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
+        tile = least_k_cta(ask, HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
 
 
-def _narrow_streaming_tiles(ask: _Asker) -> HopperTiles | None:
+def _narrow_streaming_tiles(ask: Asker) -> HopperTiles | None:
     """A 16-bit weight-streaming problem's narrowest tile of ``STREAMING_NARROW_N`` weight
     rows whose tiles fill half the SMs or more within one wave, unsplit, 256 bytes of K a stage
     and a deep ring, where its 64x128 tiles fill under ``STREAMING_WIDE_FILL`` of the SMs and K
@@ -645,10 +314,10 @@ def _narrow_streaming_tiles(ask: _Asker) -> HopperTiles | None:
     size = problem.operand_dtype.itemsize
     if size != 2 or problem.k > STREAMING_UNSPLIT_MAX_K:
         return None
-    if _ceil(problem.n, STREAMING_WARP_N) >= STREAMING_WIDE_FILL * device.sm_count:
+    if ceil_div(problem.n, STREAMING_WARP_N) >= STREAMING_WIDE_FILL * device.sm_count:
         return None
     for n in STREAMING_NARROW_N:
-        tiles = _ceil(problem.n, n)
+        tiles = ceil_div(problem.n, n)
         if tiles > device.sm_count or tiles * STREAMING_NARROW_MIN_FILL < device.sm_count:
             continue
         cta = TileShape(HOPPER_ROWS, n, STREAMING_STAGE_K_BYTES // size)
@@ -658,7 +327,7 @@ def _narrow_streaming_tiles(ask: _Asker) -> HopperTiles | None:
 
 
 def _scored_tile(
-    ask: _Asker, cta: TileShape, warp: TileShape, splitk: int = 1
+    ask: Asker, cta: TileShape, warp: TileShape, splitk: int = 1
 ) -> HopperTiles | None:
     """*cta* in consumers of *warp* tiles, split *splitk* ways (unsplit where the rules refuse
     the split), scored; None where the rules refuse the tiles with nvFuser's minimum of
@@ -679,7 +348,7 @@ def _scored_tile(
 
 
 def _search_tiles(
-    ask: _Asker, grids: tuple[tuple[int, int], ...], widths: tuple[int, ...]
+    ask: Asker, grids: tuple[tuple[int, int], ...], widths: tuple[int, ...]
 ) -> HopperTiles | None:
     """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
     wide, each with its split."""
@@ -708,14 +377,14 @@ def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams)
     """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
     waves of tiles, each unit's main loop HOPPER_CLUSTER_MIN_K_TILES K tiles or more, and the
     scheduler's rules allow the pair; one CTA per cluster otherwise."""
-    return _hopper_cluster(_Asker(scheduler_object("hopper"), problem, device), params)
+    return _hopper_cluster(Asker(scheduler_object("hopper"), problem, device), params)
 
 
-def _hopper_cluster(ask: _Asker, params: MatmulParams) -> tuple[int, int]:
+def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
     problem, device = ask.problem, ask.device
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
-    k_tiles = _ceil(_ceil(problem.k, params.splitk_factor), params.cta_tile.k)
+    k_tiles = ceil_div(ceil_div(problem.k, params.splitk_factor), params.cta_tile.k)
     if m_tiles >= 2 and waves >= HOPPER_CLUSTER_MIN_WAVES and k_tiles >= HOPPER_CLUSTER_MIN_K_TILES:
         if ask.allows(params.with_overrides(cluster_dims=CTA_PAIR), ("cluster_dims",)):
             return CTA_PAIR
@@ -730,7 +399,7 @@ def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams)
     cluster_m, cluster_n = params.cluster_dims
     column = params.cta_order is CtaOrder.column_major
     walked = (problem.m if column else problem.n) * problem.k * problem.operand_dtype.itemsize
-    stepped = _ceil(n_tiles, cluster_n) if column else _ceil(m_tiles, cluster_m)
+    stepped = ceil_div(n_tiles, cluster_n) if column else ceil_div(m_tiles, cluster_m)
     spills = 0 < device.l2_bytes < walked * HOPPER_SWIZZLE_L2_SHARE
     return SWIZZLE if spills and stepped >= 2 * SWIZZLE else 1
 
@@ -744,7 +413,7 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
     them over or is blocked); or one of 65 to ``SWAP_WIDE_M`` rows against a weight 16 times
     as wide, under the same fill: the default computes its transposed product."""
-    tiles = _ceil(problem.n, HOPPER_ROWS)
+    tiles = ceil_div(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
     size = problem.operand_dtype.itemsize
@@ -758,11 +427,11 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     return plain and ((few and streams) or (wide_rows and fills))
 
 
-def _swapped_params(ask: _Asker) -> MatmulParams | None:
+def _swapped_params(ask: Asker) -> MatmulParams | None:
     """The transposed product's parameters (see ``SWAP_MAX_M``), or None where the scheduler
     allows none of them."""
     problem = ask.problem
-    cols = 8 * _ceil(problem.m, 8)  # the activation rows, the wgmma's N
+    cols = 8 * ceil_div(problem.m, 8)  # the activation rows, the wgmma's N
     cta = TileShape(HOPPER_ROWS, cols, STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize)
     split = streaming_split(problem.transposed(), ask.device, cta)
     params = ask.params(
@@ -791,7 +460,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     ties) and the K loops a CTA runs."""
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
-    ask = _Asker(scheduler_object("hopper"), problem, device)
+    ask = Asker(scheduler_object("hopper"), problem, device)
     tiles = _hopper_tiles(ask)
     swaps = swaps_operands(problem, device, unswapped_splits=tiles.splitk > 1)
     if swaps and (swapped := _swapped_params(ask)) is not None:
@@ -803,8 +472,8 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     )
     params = params.with_overrides(cluster_dims=_hopper_cluster(ask, params))
     params = params.with_overrides(grid_swizzle_factor=hopper_swizzle(problem, device, params))
-    units_per_cta = _ceil(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
-    k_loops = _ceil(_ceil(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
+    units_per_cta = ceil_div(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
+    k_loops = ceil_div(ceil_div(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
     rings = [s for s in STREAMING_STAGES if s <= k_loops] if tiles.deep else []
     stages = ask.deepest(params, rings)
@@ -821,21 +490,21 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     consumers on 64-row tiles where every CTA gets two or more (their epilogues overlap the
     other's main loop: 1.02-1.04x faster than cooperative on the bf16/fp16 llama FFN, run 38);
     else two consumers along M (one when M fits 64 rows), persistent."""
-    ask = _Asker(scheduler_object("hopper"), problem, device)
+    ask = Asker(scheduler_object("hopper"), problem, device)
     h = problem.horizontal
 
     def shaped(n_out: int) -> MatmulParams:
-        n_tiles = _ceil(problem.n, n_out)
-        pingpong = problem.batch * _ceil(problem.m, HOPPER_ROWS) * n_tiles >= 2 * device.sm_count
+        n_tiles = ceil_div(problem.n, n_out)
+        pingpong = problem.batch * ceil_div(problem.m, HOPPER_ROWS) * n_tiles >= 2 * device.sm_count
         rows = HOPPER_ROWS if pingpong or problem.m <= HOPPER_ROWS else 2 * HOPPER_ROWS
-        cta = ask.cta(rows, h * n_out)
+        cta = least_k_cta(ask, rows, h * n_out)
         strategy = TilingStrategy.persistent_pingpong if pingpong else TilingStrategy.persistent
         return ask.params(
             cta_tile=cta,
             warp_tile=TileShape(HOPPER_ROWS, cta.n, cta.k),
             instruction_tile=ask.instruction(HOPPER_ROWS, cta.n),
             stages=ask.fewest_stages(),
-            cta_order=cta_order_for(_ceil(problem.m, cta.m), n_tiles),
+            cta_order=cta_order_for(ceil_div(problem.m, cta.m), n_tiles),
             use_smem_epilogue=True,
             tiling_strategy=strategy,
         )
@@ -852,6 +521,6 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     else:  # no width's chunks fit a staged row: the widest, from registers
         params = widest or params
     cta = params.cta_tile
-    tiles = problem.batch * _ceil(problem.m, cta.m) * _ceil(problem.n, cta.n // h)
-    k_loops = _ceil(problem.k, cta.k) * _ceil(tiles, device.sm_count)
+    tiles = problem.batch * ceil_div(problem.m, cta.m) * ceil_div(problem.n, cta.n // h)
+    k_loops = ceil_div(problem.k, cta.k) * ceil_div(tiles, device.sm_count)
     return params.with_overrides(stages=ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops)))
