@@ -1,4 +1,6 @@
-"""The built-in default heuristic: nvFuser's Ampere and Hopper choices, adapted to our kernels.
+"""The built-in default heuristic: nvFuser's Ampere and Hopper choices, adapted to our kernels,
+and the decode kernel's. One module per kernel family (``ampere``, ``hopper``, ``decode``);
+``asker`` asks a scheduler what it allows, ``grid`` holds the tile-grid arithmetic they share.
 
 Only preferences live here: which tiles to try and in which order, when to split K, shrink a CTA
 or pair CTAs, how many stages to aim for. What a kernel allows and what it takes are its
