@@ -471,7 +471,7 @@ def swap64_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Rows of 56-64 activations, fp16 and bf16, on hopper's default and on the default
     planned without ``SWAP_OVER_SPLIT_M`` (the swap at 64 rows where the unswapped tiles
     split K: run 110's A/B)."""
-    from mmaplug.heuristics.default import hopper as default
+    from mmaplug.heuristics.default import streaming as default
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
@@ -710,14 +710,12 @@ def _default_ab(
 ) -> list[tuple[TuneProblem, str, Any]]:
     """Each of *problems* on hopper's default and on the default planned with the default
     heuristic's constants *rules* set to their values there (the rules' old default), each
-    pair twice, interleaved; each constant is patched in the module of the default that
-    reads it."""
-    from mmaplug.heuristics.default import ampere, decode, grid, hopper
+    pair twice, interleaved; each constant is patched in every module of the default that
+    binds it (where it is defined and where it is imported by name)."""
+    from mmaplug.heuristics.default import ampere, decode, grid, hopper, hopper_tiles, streaming
 
-    def owner(rule: str) -> Any:
-        return next(m for m in (hopper, ampere, decode, grid) if hasattr(m, rule))
-
-    patches = [(owner(rule), rule, off) for rule, off in rules.items()]
+    modules = (hopper, hopper_tiles, streaming, ampere, decode, grid)
+    patches = [(m, rule, off) for rule, off in rules.items() for m in modules if hasattr(m, rule)]
     return _ab(problems, patches, "default", "old default")
 
 

@@ -1,5 +1,6 @@
 """The built-in default heuristic: nvFuser's Ampere and Hopper choices, adapted to our kernels,
-and the decode kernel's. One module per kernel family (``ampere``, ``hopper``, ``decode``);
+and the decode kernel's. One module per kernel family (``ampere``, ``hopper``, ``decode``;
+hopper's tile scores in ``hopper_tiles``, its weight-streaming rules in ``streaming``);
 ``asker`` asks a scheduler what it allows, ``grid`` holds the tile-grid arithmetic they share.
 
 Only preferences live here: which tiles to try and in which order, when to split K, shrink a CTA

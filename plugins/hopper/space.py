@@ -91,7 +91,7 @@ SWAP_FIXED: Final = Space(
     "swap_ab", "False for a horizontal fusion or block scales", values=(False,)
 )
 # the tuner tries the swap where the activations are few: at most this many rows (the default
-# swaps up to 112 of a 16-bit product, heuristics/default/hopper.py SWAP_WIDE_M; 128 lost there)
+# swaps up to 112 of a 16-bit product, heuristics/default/streaming.py SWAP_WIDE_M; 128 lost there)
 SWAP_TRIED_MAX_M: Final = 128
 # the splits of a tile summed in their cluster's distributed shared memory: 2 to 8 CTAs
 # (limits' cluster reduction rules)

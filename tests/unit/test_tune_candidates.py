@@ -106,8 +106,8 @@ def test_builtin_configurations_keep_only_what_the_rules_allow() -> None:
 @pytest.mark.parametrize(("m", "swapped"), [(40, True), (72, True), (112, True), (136, False)])
 def test_hopper_tries_the_swap_where_the_default_may_take_it(m: int, swapped: bool) -> None:
     """The tuner tries the transposed product up to 128 activation rows (the default swaps up
-    to 112, heuristics/default/hopper.py ``SWAP_WIDE_M``), with the warp tile whose wgmma N is the
-    rows rounded up to 8s; not past them."""
+    to 112, heuristics/default/streaming.py ``SWAP_WIDE_M``), with the warp tile whose wgmma N
+    is the rows rounded up to 8s; not past them."""
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     problem = TuneProblem(m=m, n=6144, k=4096, dtype="bfloat16").problem()
     found = list(candidates.configurations(schedulers(pm)["hopper"][1], problem, H200))
