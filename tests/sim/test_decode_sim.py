@@ -312,20 +312,24 @@ def run_case(name: str) -> dict[str, Any]:
 
 
 def run_property(seed: int, draws: int) -> dict[str, Any]:
-    """Rules = generator: random decode problems, most of them horizontal fusions of 2 to 4
-    products (their sum, or silu(y0) * y1 [+ y2 ...]), and parameter sets (some with a value the
-    rules refuse); every accepted set matches mp.evaluate, every refused one names its field."""
+    """Rules = generator: random decode problems of 16-bit or e4m3 operands (bf16 out), most of
+    them horizontal fusions of 2 to 4 products (their sum, or silu(y0) * y1 [+ y2 ...]), and
+    parameter sets (some with a value the rules refuse); every accepted set matches
+    mp.evaluate, every refused one names its field."""
     import numpy as np
 
     import mmaplug as mp
 
     rng = np.random.default_rng(seed)
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
-    counts: dict[str, Any] = {"ran": 0, "horizontal": 0, "rejected": 0, "fields": [], "errors": []}
+    counts: dict[str, Any] = {
+        "ran": 0, "horizontal": 0, "fp8": 0, "rejected": 0, "fields": [], "errors": []
+    }  # fmt: skip
     for _ in range(draws):
         m, n = int(rng.integers(1, 17)), int(rng.integers(1, 5)) * 16 - int(rng.integers(0, 9))
-        k = int(rng.integers(1, 20)) * 8
-        dtype = mp.float16 if rng.integers(2) else mp.bfloat16
+        dtype = [mp.float16, mp.bfloat16, mp.float8_e4m3fn][int(rng.integers(3))]
+        k = int(rng.integers(1, 20)) * (16 if dtype.is_float8 else 8)  # whole 16-byte loads
+        out_dtype = mp.bfloat16 if dtype.is_float8 else dtype
         warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused (8 of 3 products too)
         stages = int(rng.choice([1, 2, 3, 4, 5]))  # 5: refused
         h = int(rng.choice([1, 1, 2, 3, 4]))
@@ -338,7 +342,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
             else:
                 y0, y1, *rest = _ffn(fd, mp, m, n, k, dtype, h)
                 y = functools.reduce(fd.ops.add, rest, fd.ops.mul(fd.ops.silu(y0), y1))
-            fd.add_output(fd.ops.cast(y, dtype))
+            fd.add_output(fd.ops.cast(y, out_dtype))
         try:
             compiled = mp.compile(fd.fusion, "h200", pm=pm, overrides=overrides)
         except mp.InvalidParamsError as error:
@@ -350,12 +354,13 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
         (out,) = _errors(fd, mp, compiled, rng)
         counts["ran"] += 1
         counts["horizontal"] += h > 1
+        counts["fp8"] += dtype.is_float8
         if out["unwritten"] or not out["error"] <= TOLERANCE[out["dtype"]]:
             counts["errors"].append({"m": m, "n": n, "k": k, "h": h, **overrides, **out})
     return counts
 
 
-SHARDS = {"property_a": ["property", "11", "16"], "property_b": ["property", "12", "16"]}
+SHARDS = {"property_a": ["property", "11", "20"], "property_b": ["property", "12", "20"]}
 
 
 @pytest.fixture(scope="module")
@@ -380,13 +385,13 @@ def test_decode_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))
 def test_accepted_decode_params_match_evaluate(sim_results: dict, shard: str) -> None:
-    """What the decode rules accept builds a correct kernel, horizontal fusions included; what
-    they refuse names the field."""
+    """What the decode rules accept builds a correct kernel, horizontal fusions and FP8 operands
+    included; what they refuse names the field."""
     res = sim_results[shard]
     assert "failed" not in res, res.get("failed")
     assert res["errors"] == [], res["errors"]
     assert res["ran"] >= 3, res
-    assert res["horizontal"] >= 1, res
+    assert res["horizontal"] >= 1 and res["fp8"] >= 1, res
     assert set(res["fields"]) <= {"splitk_factor", "stages"}, res
 
 
