@@ -242,6 +242,7 @@ def test_takes_a_horizontal_fusion_of_up_to_four_products() -> None:
     ffn = _horizontal(2, m=16, n=14336, k=4096)
     assert SCHEDULER.accepts(ffn, H200) is None
     assert plan_problem(ffn, H200).scheduler == "decode"
+    assert plan_problem(ffn, mp.get_device("a100")).scheduler == "decode"  # one kernel on sm_80
     assert "up to 4 matmuls" in (SCHEDULER.accepts(_horizontal(5), H200) or "")
     several = attrs.evolve(_problem(), num_patterns=2)
     assert "not 2 matmuls of other operands" in (SCHEDULER.accepts(several, H200) or "")
