@@ -105,11 +105,6 @@ class DecodeKernelConfig:
         return 32 * self.warps * self.horizontal
 
     @property
-    def smem_bytes(self) -> int:
-        """Static shared memory: each warp's float32 partial tile."""
-        return self.horizontal * self.warps * ROWS * COLS_PER_MMA * self.m_tiles * 4
-
-    @property
     def name(self) -> str:
         """A readable name of the configuration."""
         dtype = _SHORT[self.operand_dtype]

@@ -159,14 +159,14 @@ def _fits(params: MatmulParams, problem: MatmulProblem, device: Device) -> str |
     """A CTA's warps (``splitk_factor`` per product) fit one SM: the kernel is compiled for one
     CTA an SM, so ptxas would otherwise cut a thread's registers below ``REGISTERS`` and
     spill."""
-    if resident_ctas(resources(params, problem), device):
+    cta = resources(params, problem)
+    if resident_ctas(cta, device):
         return None
     h = problem.horizontal
     each = f" for each of {h} products" if h > 1 else ""
     return (
         f"splitk_factor={params.splitk_factor}{each} is {h * params.splitk_factor} warps a "
-        f"CTA, which {device.name}'s SMs cannot hold at {resources(params, problem).registers} "
-        "registers a thread"
+        f"CTA, which {device.name}'s SMs cannot hold at {cta.registers} registers a thread"
     )
 
 
