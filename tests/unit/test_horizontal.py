@@ -1,9 +1,11 @@
 """Horizontal fusion (issue 10 item 3): analysis, the epilogue program, planning, segmentation,
-hopper's limits and generated source for matmuls sharing operand A (docs/decisions.md)."""
+hopper's limits and generated source, and the hopper and decode kernels' bound launches, for
+matmuls sharing operand A (docs/decisions.md)."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import attrs
 import numpy as np
@@ -288,6 +290,15 @@ def test_generated_source_loads_every_b_and_combines_partner_registers() -> None
     assert "v1 = spill[sp0 + 64]" in registers and "v1 = spill[sp0 + 65]" in registers
 
 
+class Cai:
+    """A device tensor as far as ``adapt`` reads one: its CUDA array interface."""
+
+    def __init__(self, shape: tuple, address: int, strides: tuple | None = None,
+                 typestr: str = "<f2") -> None:  # fmt: skip
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "strides": strides,
+                                         "data": (address, False), "version": 3}  # fmt: skip
+
+
 def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path: a bound launch is called with A, B, B1, the outputs; the maps argument
     holds A's, B's and B1's maps in that order (encoded per address triple) and the output's
@@ -296,11 +307,6 @@ def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPa
     from mmaplug.cuda.kernel_views import adapt
     from mmaplug.planning.artifact import LaunchArgs
     from mmaplug.plugins.hopper import artifact, maps
-
-    class Cai:  # a device tensor as far as adapt reads one: its CUDA array interface
-        def __init__(self, shape: tuple, address: int) -> None:
-            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f2", "strides": None,
-                                             "data": (address, False), "version": 3}  # fmt: skip
 
     compiled = mp.compile(ffn(256, 512, 128), "h200", pm=PM)
     an = compiled.analysis
@@ -331,3 +337,77 @@ def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPa
     bound([0x1000, 0x2000, 0x3100, 0x5000], [], 0)  # another B1: maps encoded anew
     assert uploads == [[0x1000, 0x2000, 0x3000], [0x1000, 0x2000, 0x3100]]
     assert launched == [[0x9000, 0x4000], [0x9000, 0x5000], [0x9000, 0x5000]]
+
+
+def _decode_ffn_launch(b1: Cai) -> tuple[Any, Any]:
+    """The decode kernel of y = silu(x @ W1.T) * (x @ W3.T) as float16 and amax(y), x [3, 64],
+    W [40, 64], and its LaunchArgs: A at 0x100, B at 0x200, *b1* as W3, y at 0x400, the amax
+    at 0x500."""
+    from mmaplug.cuda.kernel_views import adapt
+    from mmaplug.planning.artifact import LaunchArgs
+
+    with mp.FusionDefinition() as fd:
+        x = fd.define_tensor([3, 64], dtype=H)
+        w1, w3 = (fd.define_tensor([40, 64], dtype=H) for _ in "13")
+        y = fd.ops.mul(fd.ops.silu(fd.ops.linear(x, w1)), fd.ops.linear(x, w3))
+        fd.add_output(fd.ops.cast(y, H))
+        fd.add_output(fd.ops.amax(y, [0, 1]))
+    compiled = mp.compile(fd.fusion, "h200", pm=PM)
+    an = compiled.analysis
+    out, amax = an.outputs
+    args = LaunchArgs(
+        a=adapt(Cai((3, 64), 0x100), an.a), b=adapt(Cai((40, 64), 0x200), an.b),
+        more_b=(adapt(b1, an.bs[1]),), epilogue_inputs=(), scalars=(),
+        outputs=(adapt(Cai(tuple(out.shape), 0x400), out),
+                 adapt(Cai(tuple(amax.shape), 0x500, typestr="<f4"), amax)),
+        problem=an.problem,
+    )  # fmt: skip
+    return compiled, args
+
+
+def test_decode_bound_launch_takes_every_weight_and_zeroes_the_amax(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decode kernel's fast path of a horizontal fusion with an amax, without a GPU: the
+    addresses land in the pointer slots in launch order (A, B, B1, the outputs), the second
+    weight's own row stride follows the shape, and the amax output is zeroed on the stream
+    before the launch."""
+    pytest.importorskip("numba")
+    from mmaplug.cuda import launching
+    from mmaplug.plugins.decode import artifact
+
+    compiled, args = _decode_ffn_launch(Cai((40, 64), 0x300, strides=(256, 2)))  # 128 apart
+    assert compiled.kernel_name == "decode_f16_m8_w1_u3_h2"  # K = 64: one chunk, one warp
+    blocks: list[Any] = []
+    events: list[tuple] = []
+
+    class Launch:
+        def __init__(self, kernel: int, grid: tuple, block: tuple, smem: int, params: Any) -> None:
+            blocks.append(params)
+            assert (grid, block) == ((3, 1, 1), (64, 1, 1))  # 40 rows; a warp a product
+            self.run = lambda stream: events.append(
+                ("launch", [params.slots[s] for s in params.pointer_slots])
+            )
+
+    monkeypatch.setattr(artifact, "loaded", lambda *a: 0)
+    monkeypatch.setattr(artifact, "DriverLaunch", Launch)
+    monkeypatch.setattr(launching.driver, "memset_d32",
+                        lambda address, value, count, stream: events.append(
+                            ("zero", address, value, count)))  # fmt: skip
+    bound = compiled._artifact.bind(args)
+    bound([0x1000, 0x2000, 0x3000, 0x4000, 0x5000], [], 0)
+    assert events == [("zero", 0x5000, 0, 1), ("launch", [0x1000, 0x2000, 0x3000, 0x4000, 0x5000])]
+    (params,) = blocks
+    shape = list(params.slots)[7 * 5 :][:9]  # after 5 arrays of 7 slots: M, N, K, strides
+    assert shape == [3, 40, 64, 64, 64, 0, 0, 128, 0]  # b1's rows 128 apart
+
+
+def test_decode_declines_a_misaligned_second_weight_naming_it() -> None:
+    """Each weight's rows must be 16-byte aligned for the decode kernel's loads: B operand 1
+    is named."""
+    pytest.importorskip("numba")
+    from mmaplug.errors import DeclinedLaunchError
+
+    compiled, args = _decode_ffn_launch(Cai((40, 64), 0x302))
+    with pytest.raises(DeclinedLaunchError, match="B operand 1 .horizontal. must start 16-byte"):
+        compiled._artifact.bind(args)
