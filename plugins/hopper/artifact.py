@@ -36,18 +36,12 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TilingStrategy
 from mmaplug.planning.scheduler import Resources, resident_ctas
 
-from .config import (
-    SCALE_PARAMS,
-    VECTOR_ALIGN,
-    WARPGROUP,
-    HopperKernelConfig,
-    epilogue_outputs,
-    packed_buffers,
-    through_workspace,
-)
+from .config import SCALE_PARAMS, HopperKernelConfig
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec, output_spec
+from .smem import VECTOR_ALIGN, epilogue_outputs, packed_buffers
 from .space import asks_streamk
+from .tiles import WARPGROUP, through_workspace
 
 # the packed epilogue's chunks may leave through TMA tensor stores (``stores_by_tma``); probes
 # turn it off to compare

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mmaplug.codegen.emitter import Emitter
 from mmaplug.ir.ops import SCALE_BLOCK
 
-from .config import BLOCK_CHUNK, HopperKernelConfig, promoted_by_chunks, wgmma_k
+from .config import HopperKernelConfig
 from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import emit_input_prefetch
 from .stage_codegen import (
@@ -23,6 +23,7 @@ from .stage_codegen import (
     emit_turn_over,
     emit_wgmma_steps,
 )
+from .tiles import BLOCK_CHUNK, promoted_by_chunks, wgmma_k
 
 __all__ = ["emit_block_scaled_loop"]
 

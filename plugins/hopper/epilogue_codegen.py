@@ -9,10 +9,12 @@ from mmaplug.codegen.emitter import Emitter, casts_only, emit_epilogue_body
 from mmaplug.codegen.staged_epilogue import emit_staged_epilogue
 from mmaplug.ir.dtypes import DType
 
-from .config import STAGED_ROWS, WARPGROUP, HopperKernelConfig
+from .config import HopperKernelConfig
 from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import emit_packed_epilogue, emit_step_branches, emit_step_origin
 from .reduction_codegen import emit_cluster_reduction
+from .smem import STAGED_ROWS
+from .tiles import WARPGROUP
 
 __all__ = ["emit_epilogue", "staged_program", "trivial_epilogue"]
 

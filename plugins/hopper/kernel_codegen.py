@@ -8,16 +8,7 @@ from mmaplug.codegen.grid import emit_unsigned_divisors
 from mmaplug.ir.ops import SCALE_BLOCK
 
 from .block_scaled_codegen import emit_block_scaled_loop
-from .config import (
-    MBARRIER_BYTES,
-    SMEM_ALIGN,
-    STAGED_ROWS,
-    SWIZZLE_BYTES,
-    WARPGROUP,
-    HopperKernelConfig,
-    kernel_params,
-    promoted_by_chunks,
-)
+from .config import HopperKernelConfig, kernel_params
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
 from .kernel_vars import KERNEL_VARS as kv
 from .packed_epilogue import (
@@ -27,6 +18,7 @@ from .packed_epilogue import (
     steps_called,
 )
 from .reduction_codegen import emit_reduction_setup
+from .smem import MBARRIER_BYTES, SMEM_ALIGN, STAGED_ROWS
 from .stage_codegen import (
     StageOperand,
     advance,
@@ -39,6 +31,7 @@ from .stage_codegen import (
     wgmma_imports,
 )
 from .streamk_codegen import emit_streamk_fixup, emit_streamk_k_range, emit_streamk_units
+from .tiles import SWIZZLE_BYTES, WARPGROUP, promoted_by_chunks
 
 
 def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:

@@ -3,7 +3,7 @@ between fields and with the problem and the device (``rules``), and the kernel's
 model (``resources``).
 
 Every MatmulParams field is either honoured by the generated kernel or refused here: the
-rules mirror ``config.config_problems`` (what the generator can emit) plus the device and the
+rules mirror ``config_rules.config_problems`` (what the generator can emit) plus the device and the
 fields the kernel has no variant for yet. A rule about one field's values asks that field's
 ``Space`` (``space.py``) or the predicate it is made of, so each legal value is written once.
 """
@@ -19,29 +19,7 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TilingStrategy, Violation
 from mmaplug.planning.scheduler import Resources, Rule
 
-from .config import (
-    BLOCK_CLUSTER_SUMS,
-    BLOCK_PAIR_CLUSTER,
-    BLOCK_SUMS,
-    MAX_ACCUMULATORS,
-    MAX_CONSUMERS,
-    MAX_TMA_BOX,
-    MIN_STAGES,
-    REGISTER_SPLITS,
-    after_stages_bytes,
-    block_columns,
-    block_sums,
-    cluster_kind,
-    consumer_count,
-    epilogue_chunk,
-    horizontal_chunk,
-    horizontal_unit,
-    k_box,
-    kernel_smem_bytes,
-    kernel_threads,
-    shared_tile,
-    wgmma_k,
-)
+from .smem import after_stages_bytes, epilogue_chunk, horizontal_chunk, kernel_smem_bytes
 from .space import (
     CLUSTER,
     CLUSTER_SPLITS,
@@ -66,6 +44,25 @@ from .space import (
     wgmma_instruction,
     wgmma_tile,
 )
+from .tiles import (
+    BLOCK_CLUSTER_SUMS,
+    BLOCK_PAIR_CLUSTER,
+    BLOCK_SUMS,
+    MAX_ACCUMULATORS,
+    MAX_CONSUMERS,
+    MAX_TMA_BOX,
+    MIN_STAGES,
+    REGISTER_SPLITS,
+    block_columns,
+    block_sums,
+    cluster_kind,
+    consumer_count,
+    horizontal_unit,
+    k_box,
+    kernel_threads,
+    shared_tile,
+    wgmma_k,
+)
 
 __all__ = ["MAX_CONSUMERS", "MAX_TMA_BOX", "resources", "rules", "smem_bytes", "violations"]
 
@@ -76,7 +73,7 @@ RuleCheck: TypeAlias = Callable[[MatmulParams, MatmulProblem, Device], str | Non
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     """What one CTA of the kernel for *params* takes: shared memory (:func:`smem_bytes`), the
     producer's and the consumers' threads, and the consumers' ``setmaxnreg`` registers (the
-    producer's count is lower, ``config.REGISTER_SPLITS``)."""
+    producer's count is lower, ``tiles.REGISTER_SPLITS``)."""
     consumers = _consumers(params)
     warp, cta = params.warp_tile, params.cta_tile.as_tuple()
     staging = after_stages_bytes(
@@ -91,7 +88,7 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
 def smem_bytes(params: MatmulParams, problem: MatmulProblem) -> int:
     """Dynamic shared memory of the generated kernel: alignment slack, stages, mbarriers and,
     with ``use_smem_epilogue``, the epilogue staging buffers, with ``splitk_in_cluster`` the
-    partial tile (``config.kernel_smem_bytes``)."""
+    partial tile (``smem.kernel_smem_bytes``)."""
     return resources(params, problem).smem_bytes
 
 

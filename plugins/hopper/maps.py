@@ -13,16 +13,9 @@ from mmaplug.cuda.streams import is_capturing, upload
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
 from mmaplug.ir.dtypes import DType
 
-from .config import (
-    BOX_INNER,
-    STAGED_ROWS,
-    SWIZZLE_BYTES,
-    HopperKernelConfig,
-    epilogue_chunk,
-    k_box,
-    tma_row_bytes,
-    tma_swizzle,
-)
+from .config import HopperKernelConfig
+from .smem import STAGED_ROWS, epilogue_chunk, tma_row_bytes, tma_swizzle
+from .tiles import BOX_INNER, SWIZZLE_BYTES, k_box
 
 MAP_WORDS: Final = 16  # a CUtensorMap is 128 bytes
 _TMA_ALIGN: Final = 16

@@ -26,19 +26,19 @@ from mmaplug.codegen.emitter import (
 )
 from mmaplug.ir.dtypes import DType
 
-from .config import (
+from .config import HopperKernelConfig
+from .kernel_vars import KERNEL_VARS
+from .maps import MAP_WORDS
+from .smem import (
     COLUMN_ROWS,
     STAGED_ROWS,
     VECTOR_ALIGN,
-    WARPGROUP,
-    HopperKernelConfig,
     packed_row_bytes,
     staging_row_bytes,
     tma_row_bytes,
     tma_swizzle,
 )
-from .kernel_vars import KERNEL_VARS
-from .maps import MAP_WORDS
+from .tiles import WARPGROUP
 
 __all__ = [
     "TileInputs",

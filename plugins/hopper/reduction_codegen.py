@@ -24,8 +24,10 @@ from __future__ import annotations
 from mmaplug.codegen.emitter import EPILOGUE_VARS as ev
 from mmaplug.codegen.emitter import Emitter, emit_epilogue_body
 
-from .config import MBARRIER_BYTES, WARPGROUP, HopperKernelConfig
+from .config import HopperKernelConfig
 from .kernel_vars import KERNEL_VARS as kv
+from .smem import MBARRIER_BYTES
+from .tiles import WARPGROUP
 
 __all__ = ["REDUCTION_BARRIER", "emit_cluster_reduction", "emit_reduction_setup"]
 

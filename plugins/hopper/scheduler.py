@@ -15,7 +15,7 @@ from mmaplug.planning.params import MatmulParams
 from mmaplug.planning.scheduler import Resources, Rule, Space
 
 from . import limits, space
-from .config import dtype_problems
+from .config_rules import dtype_problems
 
 if TYPE_CHECKING:
     from mmaplug.planning.choices import Adjustment

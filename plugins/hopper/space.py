@@ -16,7 +16,7 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Space
 
-from .config import (
+from .tiles import (
     BLOCK_CTA_KS,
     BLOCK_SUMS,
     BOX_INNER,

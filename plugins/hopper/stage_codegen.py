@@ -9,18 +9,18 @@ from mmaplug.codegen.grid import emit_tile_decode
 from mmaplug.ir.dtypes import DType
 from mmaplug.ir.ops import SCALE_BLOCK
 
-from .config import (
+from .config import HopperKernelConfig
+from .kernel_vars import KERNEL_VARS as kv
+from .smem import MBARRIER_BYTES
+from .tiles import (
     BOX_INNER,
-    MBARRIER_BYTES,
     SWIZZLE_BYTES,
     WARPGROUP,
     WGMMA_K_BYTES,
-    HopperKernelConfig,
     k_box,
     promoted_by_chunks,
     wgmma_k,
 )
-from .kernel_vars import KERNEL_VARS as kv
 
 __all__ = [
     "StageOperand", "advance", "emit_full_wait", "emit_hand_over", "emit_origin", "emit_release",

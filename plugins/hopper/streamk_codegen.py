@@ -35,8 +35,10 @@ from __future__ import annotations
 
 from mmaplug.codegen.emitter import Emitter
 
-from .config import MBARRIER_BYTES, WARPGROUP, HopperKernelConfig
+from .config import HopperKernelConfig
 from .kernel_vars import KERNEL_VARS as kv
+from .smem import MBARRIER_BYTES
+from .tiles import WARPGROUP
 
 __all__ = [
     "STREAMK_BARRIER",

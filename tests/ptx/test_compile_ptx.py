@@ -88,7 +88,7 @@ def test_hopper_cluster_kernel_links_whole(
     """The CTA-pair kernels (cluster_dims=(2, 1): B multicast; (1, 2): A multicast; remote
     releases, cluster barriers) link like the default one: setmaxnreg kept, wgmmas pipelined,
     nothing spilled (a pair's producer spilled 164 bytes in 24 registers, see
-    config.REGISTER_SPLITS). *layout*: the shared operand's (B's along M, A's along N)."""
+    tiles.REGISTER_SPLITS). *layout*: the shared operand's (B's along M, A's along N)."""
     x_order = [0, 1] if layout == "m_inner" else [1, 0]  # x [M, K], K-major unless m_inner
     w_order = [1, 0] if layout == "n_inner" else [0, 1]  # W [K, N], K-major unless n_inner
     with mp.FusionDefinition() as fd:

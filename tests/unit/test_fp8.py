@@ -236,7 +236,7 @@ def test_fp8_outputs_are_written_on_sm89_and_newer_and_the_others_say_why() -> N
 
 def test_fp8_outputs_pack_only_in_whole_16_byte_vectors() -> None:
     """A packed FP8 chunk row must be whole 16-byte vectors: chunks of 8 columns are not."""
-    from mmaplug.plugins.hopper.config import packed_buffers
+    from mmaplug.plugins.hopper.smem import packed_buffers
 
     e4m3, f16 = DType.float8_e4m3fn, DType.float16
     assert packed_buffers((e4m3,), 64) == 2 and packed_buffers((e4m3,), 48) == 2  # 32, 16

@@ -13,14 +13,10 @@ from mmaplug.ir.ops import SCALE_BLOCK, MatmulOp, ScaledMmaOp
 from mmaplug.planning.device import get_device
 from mmaplug.planning.planner import NO_BLOCK_SCALES
 from mmaplug.planning.scheduler import violations
-from mmaplug.plugins.hopper.config import (
-    BLOCK_SUMS,
-    HopperKernelConfig,
-    block_columns,
-    block_sums,
-)
+from mmaplug.plugins.hopper.config import HopperKernelConfig
 from mmaplug.plugins.hopper.kernel_codegen import generate_source
 from mmaplug.plugins.hopper.scheduler import SCHEDULER as HOPPER
+from mmaplug.plugins.hopper.tiles import BLOCK_SUMS, block_columns, block_sums
 
 H200 = get_device("h200")
 

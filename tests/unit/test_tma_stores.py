@@ -8,13 +8,8 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.ir.dtypes import DType
-from mmaplug.plugins.hopper.config import (
-    HopperKernelConfig,
-    epilogue_chunk,
-    tma_buffers,
-    tma_row_bytes,
-    tma_swizzle,
-)
+from mmaplug.plugins.hopper.config import HopperKernelConfig
+from mmaplug.plugins.hopper.smem import epilogue_chunk, tma_buffers, tma_row_bytes, tma_swizzle
 from mmaplug.sim.wgmma import swizzle
 from mmaplug.tune.corpus import TuneProblem
 

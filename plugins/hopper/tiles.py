@@ -1,0 +1,156 @@
+"""How a hopper kernel cuts its work: wgmma and TMA units, consumer warpgroups and their
+registers, block-scale sums, clusters. Facts of the hardware and of the generator, one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from mmaplug.ir.dtypes import DType
+from mmaplug.ir.ops import SCALE_BLOCK
+
+WARPGROUP: Final = 128
+WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16, m64nNk32 for FP8)
+WGMMA_K_BYTES: Final = 32  # K bytes of one wgmma: 16 16-bit or 32 FP8 elements
+MAX_WGMMA_N: Final = 256
+MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
+MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
+MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
+MIN_STAGES: Final = 2  # the producer fills one stage while the consumers read another
+SWIZZLE_BYTES: Final = 128  # one swizzle atom row: the contiguous extent of one TMA box
+# 16-bit elements in a swizzle row: the MN extent of a box of an MN-major operand (only 16-bit
+# operands are MN-major: FP8 wgmma reads K-major operands only); K boxes hold k_box(dtype)
+BOX_INNER: Final = SWIZZLE_BYTES // 2
+# a block-scaled K tile is one scale block, or two summed into two sets of partial sums (the
+# first promoted while the second's wgmmas run)
+BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
+# float32 sums a block-scaled consumer thread may hold (``block_sums``: accumulators and
+# partial sums): 192 fit the 240 registers of consumers beside a lone producer; the 232 of a
+# cluster's consumers spilled them (ptxas: 20 bytes, 64x128 tiles of 256-deep stages), so
+# clusters take 128
+BLOCK_SUMS: Final = 192
+BLOCK_CLUSTER_SUMS: Final = 128
+BLOCK_PAIR_CLUSTER: Final = (
+    f"block scales with more than {BLOCK_CLUSTER_SUMS} sums a thread (accumulators and partial "
+    "sums), which a cluster's 232-register consumers spill: cluster_dims (1, 1)"
+)
+# columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
+# scale block (64x256): one set's wgmmas run while the other's sums are promoted
+BLOCK_CHUNK: Final = 64
+# the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
+# portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
+MAX_REDUCE_CLUSTER: Final = 8
+# CTAs of a cluster along M that share one B tile, or along N that share one A tile, each
+# multicasting its part of the shared tile (1: no cluster)
+MULTICAST_CLUSTERS: Final = (1, 2, 4)
+# setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
+# registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
+# the pool the CTA's own setmaxnreg.dec released, so each split frees exactly what it takes:
+# (168 - 24) * 128 = (240 - 168) * 256 and (168 - 40) * 128 = (232 - 168) * 256. (Taking more
+# than was freed waits forever: run 33 hung with 32 for the producer against 240.) ptxas
+# allocates each role's code within its count: the consumers' widest epilogues (bias + GELU
+# beside a residual) spill at 232, so 240 unless the producer needs more: a CTA pair's
+# producer (multicast boxes, remote releases) spilled 164 bytes at 24 and fits 40; a cluster of
+# splits' producer spilled 104-148 bytes at 24 and 8-32 at 40, and fits 56:
+# (168 - 56) * 128 = (224 - 168) * 256.
+REGISTER_SPLITS: Final = {"none": (24, 240), "pairs": (40, 232), "splits": (56, 224)}
+
+
+def through_workspace(splitk: int, in_cluster: bool, streamk: bool = False) -> bool:
+    """Whether *splitk* splits meet in the float32 workspace and the reduce kernel sums them:
+    not in their cluster (*in_cluster*), nor in the kernel (*streamk*: the pieces of a tail
+    tile)."""
+    return splitk > 1 and not in_cluster and not streamk
+
+
+def cluster_kind(pairs: bool, splits: bool) -> str:
+    """The ``REGISTER_SPLITS`` key of a kernel in CTA *pairs*, in clusters of its *splits*, or
+    neither."""
+    return "splits" if splits else "pairs" if pairs else "none"
+
+
+def wgmma_k(dtype: DType) -> int:
+    """K of one wgmma for *dtype* operands: 16 (16-bit) or 32 (FP8), 32 bytes either way."""
+    return WGMMA_K_BYTES // dtype.itemsize
+
+
+def k_box(dtype: DType) -> int:
+    """K elements of one TMA box of a K-major operand: one 128-byte swizzle row (64 16-bit or
+    128 FP8 elements); cta_tile k is a whole number of them."""
+    return SWIZZLE_BYTES // dtype.itemsize
+
+
+def promoted_by_chunks(warp_n: int) -> bool:
+    """Whether a block-scaled warp tile *warp_n* wide spans several blocks of B's scales, so
+    that its sums are promoted ``BLOCK_CHUNK`` columns at a time."""
+    return warp_n > SCALE_BLOCK
+
+
+def promoted_columns(warp_n: int) -> int:
+    """Columns of a block-scaled consumer's partial sums: its whole tile, or two sets of
+    ``BLOCK_CHUNK`` columns (promoted in turn) where it is promoted by chunks."""
+    return 2 * BLOCK_CHUNK if promoted_by_chunks(warp_n) else warp_n
+
+
+def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
+    """float32 sums a block-scaled consumer thread holds: its accumulators and, for each scale
+    block of a stage's K, partial sums of ``promoted_columns``."""
+    wm, wn, _ = warp_tile
+    return wm * (wn + cta_k // SCALE_BLOCK * promoted_columns(wn)) // WARPGROUP
+
+
+def block_columns(n_out: int, warp_n: int) -> bool:
+    """The columns of every set of a block-scaled tile's partial sums lie within one 128-column
+    block of B's scales: the tile's n divides 128 (one block of B's scales a tile), or the tile
+    is one warp tile wide of whole blocks (promoted by chunks, each chunk's block its own)."""
+    return n_out > 0 and (SCALE_BLOCK % n_out == 0 or n_out == warp_n and warp_n % SCALE_BLOCK == 0)
+
+
+def block_tile(cta_k: int, n_out: int, warp_n: int) -> bool:
+    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage, its columns
+    as ``block_columns`` allows."""
+    return cta_k in BLOCK_CTA_KS and block_columns(n_out, warp_n)
+
+
+def consumer_count(
+    cta_tile: tuple[int, int, int], warp_tile: tuple[int, int, int], pingpong: bool
+) -> int:
+    """Consumer warpgroups: the CTA tile's grid of warp tiles, or two taking turns (ping-pong)."""
+    if pingpong:
+        return 2
+    return (cta_tile[0] // warp_tile[0]) * (cta_tile[1] // warp_tile[1])
+
+
+def kernel_threads(consumers: int) -> int:
+    """Threads per CTA: one producer warpgroup and *consumers* consumer warpgroups."""
+    return WARPGROUP * (1 + consumers)
+
+
+def horizontal_unit(b_k_inner: bool) -> int:
+    """What each product's share of a horizontal cta_tile n must be a multiple of: whole
+    8-row swizzle groups of a K-major B, 64-column swizzle rows of an N-major one."""
+    return 8 if b_k_inner else BOX_INNER
+
+
+class SharedTile(NamedTuple):
+    """The tile a multicast cluster shares, and what its rows must be a multiple of."""
+
+    operand: str  # "A" or "B"
+    dim: str  # the cta_tile extent of its rows: "m" (A's) or "n" (B's)
+    rows: int
+    ctas: int  # the CTAs sharing it
+    unit: int
+
+
+def shared_tile(
+    cluster: Sequence[int], cta: Sequence[int], a_k_inner: bool, b_k_inner: bool
+) -> SharedTile:
+    """The tile a cluster of (m, n) CTAs shares: B's (cta_tile n rows) along M, else A's (m
+    rows) along N. Each CTA multicasts a 1/ctas part: whole 8-row groups of a K-major operand
+    (16 rows for a pair) or 64-element swizzle rows of an MN-major one (128 for a pair)."""
+    ctas = cluster[0] * cluster[1]
+    if cluster[0] > 1:
+        operand, dim, rows, k_inner = "B", "n", cta[1], b_k_inner
+    else:
+        operand, dim, rows, k_inner = "A", "m", cta[0], a_k_inner
+    return SharedTile(operand, dim, rows, ctas, (8 if k_inner else BOX_INNER) * ctas)
