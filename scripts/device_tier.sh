@@ -4,8 +4,8 @@
 # shapes (hopper against cuBLAS) and the serving corpus (decode, skinny, deep K, layouts, batched,
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
-# parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report" and
-# "targets" on request), so that a run can be split over calls of 10 minutes each. The tier
+# parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
+# "targets" and "ffn" on request), so that a run can be split over calls of 10 minutes each. The tier
 # alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
 # 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
 # shards of about 120 (the default since) took 360-415 s in run 202 and 333-377 s in run 206,
@@ -65,6 +65,18 @@ echo "== issues 24 and 25's kernel targets (mmaplug targets: 143 problems, ~3 mi
 timeout "${TARGETS_TIMEOUT:-400}" mmaplug targets --workers 14 --progress --json \
     > "$OUT/targets.json" 2> "$OUT/targets.txt"
 mmaplug targets --rows "$OUT/targets.json" | tee "$OUT/targets.md"
+fi
+if [[ " $PARTS " == *" ffn "* ]]; then
+echo "== the fused llama-8B FFN at decode and small-batch rows: default (decode kernel to 16 rows)"
+echo "   against hopper's horizontal kernel and torch, graph replays; at 32 rows 64x128 tiles too"
+for m in 1 16; do
+  timeout "${FFN_TIMEOUT:-60}" python scripts/ffn_probe.py --shape $m 14336 4096 --graph \
+      --dtypes bfloat16 --variants default hopper 2>&1 | tee -a "$OUT/ffn.jsonl"
+done
+timeout "${FFN_TIMEOUT:-60}" python scripts/ffn_probe.py --shape 32 14336 4096 --graph \
+    --dtypes bfloat16 --variants default --overrides '{"cta_tile": [64, 128, 64],
+    "warp_tile": [64, 128, 64], "instruction_tile": [64, 128, 16], "stages": 6}' 2>&1 \
+    | tee -a "$OUT/ffn.jsonl"
 fi
 report_part() {  # CORPUS: a time-limited, resumable sweep (hopper + decode), then the report
   local MMAPLUG_TUNING_DB="/tmp/$1_tune.sqlite"  # kept while the machine is: a rerun resumes
