@@ -160,8 +160,11 @@ def cubin(ptx: str) -> bytes:
     return bytes(out)
 
 
-def disassemble(binary: bytes, tool: str | None = None) -> str:
+def disassemble(binary: bytes, tool: str | None = None, *, encodings: bool = False) -> str:
     """SASS of a cubin, by *tool* (default :func:`sass_tool`): ``cuobjdump -sass``, ``nvdisasm``.
+    *encodings*: each instruction's two 64-bit words follow it, as ``/* 0x... */`` comments
+    (``cuobjdump`` prints them anyway; ``nvdisasm -hex``), for what the text leaves out: the
+    scheduling control bits (stall, yield, barriers) in the second word.
 
     :raises UnsupportedTargetError: neither tool is found (see :func:`sass_tool`).
     :raises KernelBuildError: the tool failed.
@@ -172,7 +175,8 @@ def disassemble(binary: bytes, tool: str | None = None) -> str:
     with tempfile.TemporaryDirectory(prefix="mmaplug-sass-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(binary)
-        flags = ["-sass"] if Path(tool).name.startswith("cuobjdump") else ["-c"]
+        cuobjdump = Path(tool).name.startswith("cuobjdump")
+        flags = ["-sass"] if cuobjdump else ["-c", "-hex"] if encodings else ["-c"]
         done = subprocess.run([tool, *flags, str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no message"])[-1]

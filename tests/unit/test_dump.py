@@ -261,7 +261,7 @@ def test_sass_tool_finds_the_pip_wheels_tool(
     monkeypatch.setenv("PATH", str(empty))
     site = tmp_path / "site"
     (site / "nvidia" / "cu13" / "bin").mkdir(parents=True)
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(sys, "path", [str(site)])  # this site's ``nvidia`` alone, not the venv's
     monkeypatch.delitem(sys.modules, "nvidia", raising=False)
     importlib.invalidate_caches()
     tool = site / "nvidia" / "cu13" / "bin" / "cuobjdump"

@@ -59,3 +59,22 @@ def test_a_spec_may_name_an_epilogue_and_force_tma_stores(script: ModuleType) ->
     forced = script.built(problem, overrides, parsed[-1], pm, "h200")
     plain = script.built(problem, overrides, "", pm, "h200")
     assert forced._artifact.config.tma_stores and not plain._artifact.config.tma_stores
+
+
+# nvdisasm -hex of the block-scaled FP8 kernel's promotion (sm_90a): the second word of each
+# instruction on its own line; 0x...c2... clears bit 45 (the yield hint), 0x08... sets a reuse flag
+ENCODED = """
+        /*2490*/                   QGMMA.64x64x32.F32.E4M3.E4M3 R24, gdesc[UR20], RZ, !UPT ;   /* 0x00e00000141879f3 */
+                                                                                               /* 0x000fe2000c7008ff */
+        /*2650*/                   FFMA R209, R24, R2, R209 ;                                  /* 0x0000000218d17223 */
+                                                                                               /* 0x000fc200000000d1 */
+        /*2660*/                   FFMA R208, R25, R2, R208 ;                                  /* 0x0000000219d07223 */
+                                                                                               /* 0x000fe200000000d0 */
+        /*2930*/              @P0 FFMA R143, R56, R2.reuse, R143 ;                             /* 0x00000002388f7223 */
+                                                                                               /* 0x080fe2000000008f */
+"""  # noqa: E501
+
+
+def test_hints_read_the_yield_and_reuse_bits_of_the_second_word(script: ModuleType) -> None:
+    assert script.hints(ENCODED) == {"FFMA": (3, 1, 1), "QGMMA": (1, 0, 0), "HGMMA": (0, 0, 0)}
+    assert script.hints(SASS)["QGMMA"] == (0, 0, 0)  # no encodings: nothing to read
