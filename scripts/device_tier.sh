@@ -5,7 +5,7 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets" and "ffn" on request), so that a run can be split over calls of 10 minutes each. The tier
+# "targets", "ffn" and "ffn_report" on request), so that a run can be split over calls of 10 minutes each. The tier
 # alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
 # 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
 # shards of about 120 (the default since) took 360-415 s in run 202 and 333-377 s in run 206,
@@ -78,17 +78,18 @@ timeout "${FFN_TIMEOUT:-60}" python scripts/ffn_probe.py --shape 32 14336 4096 -
     "warp_tile": [64, 128, 64], "instruction_tile": [64, 128, 16], "stages": 6}' 2>&1 \
     | tee -a "$OUT/ffn.jsonl"
 fi
-report_part() {  # CORPUS: a time-limited, resumable sweep (hopper + decode), then the report
-  local MMAPLUG_TUNING_DB="/tmp/$1_tune.sqlite"  # kept while the machine is: a rerun resumes
+report_part() {  # CORPUS [NAME]: a time-limited, resumable sweep (hopper + decode), the report
+  local MMAPLUG_TUNING_DB="/tmp/${2:-$1}_tune.sqlite"  # kept while the machine is: reruns resume
   export MMAPLUG_TUNING_DB
+  set -- "$1" "${2:-$1}"
   timeout -k 10 "${SWEEP_S:-330}" mmaplug tune --corpus "$1" --candidates "${CANDIDATES:-4}" \
       --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) --timeout 60 --json \
-      > "$OUT/$1_sweep.json" 2> "$OUT/$1_sweep.log"
-  tail -3 "$OUT/$1_sweep.log"
+      > "$OUT/$2_sweep.json" 2> "$OUT/$2_sweep.log"
+  tail -3 "$OUT/$2_sweep.log"
   timeout -k 10 "${REPORT_S:-150}" mmaplug report --corpus "$1" --measure --timeout 30 \
-      > "$OUT/$1_report.txt" 2> "$OUT/$1_report.log"
+      > "$OUT/$2_report.txt" 2> "$OUT/$2_report.log"
   cp "$MMAPLUG_TUNING_DB" "$OUT/"  # the rows behind the report: mmaplug db --db ... --best
-  tail -60 "$OUT/$1_report.txt"
+  tail -60 "$OUT/$2_report.txt"
 }
 if [[ " $PARTS " == *" fp8_report "* ]]; then
 echo "== the fp8 corpus's default against a time-limited sweep (resumable: the database is kept)"
@@ -97,4 +98,8 @@ fi
 if [[ " $PARTS " == *" serving_report "* ]]; then
 echo "== the serving corpus's default against a time-limited sweep (issue 25: >= 0.97)"
 report_part serving
+fi
+if [[ " $PARTS " == *" ffn_report "* ]]; then
+echo "== the decode FFN (scripts/ffn_decode.toml): its default against the decode kernel's space"
+CANDIDATES=${CANDIDATES:-1} report_part scripts/ffn_decode.toml ffn_decode
 fi
