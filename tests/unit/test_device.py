@@ -172,3 +172,20 @@ def test_planning_modules_import_without_numba() -> None:
         "sys.exit(1 if 'numba' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_import_and_a_16_bit_plan_leave_ml_dtypes_unimported() -> None:
+    """ml_dtypes' import (0.54 s of 0.74 before it was deferred) waits for a dtype's numpy
+    twin: ``import mmaplug`` and planning a bf16 matmul never load it; ``DType.numpy`` does."""
+    code = (
+        "import sys, mmaplug as mp\n"
+        "with mp.FusionDefinition() as fd:\n"
+        "    a = fd.define_tensor([256, 128], dtype=mp.bfloat16)\n"
+        "    b = fd.define_tensor([128, 64], dtype=mp.bfloat16)\n"
+        "    fd.add_output(fd.ops.matmul(a, b))\n"
+        "mp.compile(fd.fusion, 'h200', pm=mp.make_plugin_manager(load_entrypoints=False))\n"
+        "planned = 'ml_dtypes' in sys.modules\n"
+        "assert str(mp.bfloat16.numpy) == 'bfloat16' and mp.float8_e4m3fn.finite_max == 448\n"
+        "sys.exit(3 if planned else 0 if 'ml_dtypes' in sys.modules else 4)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
