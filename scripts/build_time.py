@@ -11,7 +11,8 @@ kernel of a device preset, with the compute capability given instead of read fro
     python scripts/build_time.py --cpu                  # CPU seconds (a machine under load)
 
 Cases: the ampere (a100 preset, hopper blocked) and hopper (h200) default kernels of a 4096^3
-fp16 ``matmul`` (``-mm``) and of ``gelu(linear(x, w, b))`` (``-lg``). Phases: ``import``
+fp16 ``matmul`` (``-mm``) and of ``gelu(linear(x, w, b))`` (``-lg``); decode's (h200), the same
+at one row of x (a decode step, 1x4096x4096). Phases: ``import``
 (``import numba.cuda``, the first Numba import of a process), ``source`` (generate and exec
 the kernel module, in a fresh cache directory), ``frontend`` (Numba: bytecode to LLVM IR),
 ``nvvm`` (NVVM IR to PTX or LTO IR), ``link`` (nvJitLink: ptxas, with LTO), ``other`` (the
@@ -35,10 +36,11 @@ import tempfile
 import time
 from typing import Any
 
-CASES = ("ampere-mm", "ampere-lg", "hopper-mm", "hopper-lg")
+CASES = ("ampere-mm", "ampere-lg", "hopper-mm", "hopper-lg", "decode-mm", "decode-lg")
 PHASES = ("import", "source", "frontend", "nvvm", "link", "other", "build")
-PRESET = {"ampere": ("a100", (8, 0)), "hopper": ("h200", (9, 0))}
+PRESET = {"ampere": ("a100", (8, 0)), "hopper": ("h200", (9, 0)), "decode": ("h200", (9, 0))}
 M = N = K = 4096
+ROWS = {"decode": 1}  # the decode kernel's cases are a decode step: one row of x
 clock = time.perf_counter  # --cpu: time.process_time (this process's CPU time, all threads)
 
 
@@ -84,8 +86,10 @@ def child(case: str, profile: bool, baseline: bool) -> dict[str, Any]:
     import mmaplug as mp
 
     with mp.FusionDefinition() as fd:
-        x = fd.define_tensor([M, K], mp.float16)
-        if fusion == "mm":
+        x = fd.define_tensor([ROWS.get(scheduler, M), K], mp.float16)
+        if fusion == "mm" and scheduler == "decode":  # its weights K-major: x @ w.T
+            fd.add_output(fd.ops.linear(x, fd.define_tensor([N, K], mp.float16)))
+        elif fusion == "mm":
             fd.add_output(fd.ops.matmul(x, fd.define_tensor([K, N], mp.float16)))
         else:
             w, b = fd.define_tensor([N, K], mp.float16), fd.define_tensor([N], mp.float16)

@@ -133,6 +133,7 @@ def main(mode: str, scheduler: str) -> None:
     print(json.dumps({
         "scheduler": compiled.spec.scheduler,
         "numba": "numba" in sys.modules,
+        "ml_dtypes": "ml_dtypes" in sys.modules,
         "prebuilt": prebuilt,
         "loads": loads,
         "launches": launches,

@@ -42,6 +42,7 @@ def test_disk_hit_never_imports_numba(tmp_path: Path, scheduler: str) -> None:
     assert built["loads"] == [[f"cubin of {scheduler}_gemm", f"_Z{scheduler}_gemm"]]
     hit = _child("hit", scheduler, tmp_path)
     assert hit["numba"] is False, "a disk-cache hit imported numba"
+    assert hit["ml_dtypes"] is False, "a disk-cache hit imported ml_dtypes (0.5 s)"
     assert hit["loads"] == built["loads"]  # the stored bytes and entry name
     assert [launch["stream"] for launch in hit["launches"]] == [hit["stream"]] * 2
     assert hit["launches"] == built["launches"] and hit["out_shape"] == [256, 128]
