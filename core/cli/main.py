@@ -376,6 +376,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(error: MatmulError) -> str:
+    """*error*'s message on one line: its lines joined by "; ", a line ending in a colon by a
+    space (it introduces the next), a line's closing period dropped before a "; "."""
+    text = ""
+    for line in (line.strip() for line in str(error).splitlines()):
+        if line:
+            joint = " " if text.endswith(":") else "; " if text else ""
+            text = text.removesuffix(".") if joint == "; " else text
+            text += joint + line
+    return text or type(error).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``mmaplug`` command; returns the exit status (see ``mmaplug --help``)."""
     try:
@@ -408,8 +420,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if sys.stdout is not None:  # (None: started with stdout closed; print writes nothing)
             sys.stdout.flush()  # a closed pipe is found here, not at interpreter exit
     except MatmulError as error:
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        print(f"mmaplug: error: {'; '.join(lines) or type(error).__name__}", file=sys.stderr)
+        print(f"mmaplug: error: {one_line(error)}", file=sys.stderr)
         return 2
     finally:
         if handler is not None:

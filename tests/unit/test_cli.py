@@ -555,3 +555,16 @@ def test_interrupt_is_one_line(
     monkeypatch.setattr(cli, "cmd_plugins", interrupted)
     status, _, err = run(capsys, "plugins")
     assert status == 130 and err == "mmaplug: interrupted\n"
+
+
+def test_an_error_reads_as_one_line_without_doubled_punctuation(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A multi-line error is one line on stderr: a heading's colon joins what follows, a
+    line's period gives way to the "; " (no ".;" or ":;")."""
+    error = UsageError("no scheduler accepts it:\n  ampere: too narrow.\n  hopper: unaligned.")
+    assert cli.one_line(error) == "no scheduler accepts it: ampere: too narrow; hopper: unaligned."
+    assert cli.one_line(UsageError("\n")) == "UsageError"
+    status = main(["explain", "--m", "4", "--n", "4", "--k", "4", "--set", "stages=abc"])
+    err = capsys.readouterr().err
+    assert status == 2 and "value from: caller" in err and ".;" not in err and ":;" not in err
