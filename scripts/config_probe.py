@@ -21,6 +21,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_unroll   # FP8 decode with 6 and 8 chunks in flight
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
+    python scripts/config_probe.py cluster2x2   # large problems in pairs along M or N, and 2x2
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
     python scripts/config_probe.py swap_wide    # 96-512 rows: the transposed product, N up to 256
@@ -420,6 +421,33 @@ def cluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
                     ov = {"cluster_dims": dims, "stages": depth}
                     whole = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
                     jobs.append((problem, label + WHOLE, whole))
+            else:
+                print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
+    return jobs
+
+
+CLUSTER2X2_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120),
+                     (512, 10240, 8192), (4096, 6144, 4096), (1000, 1000, 1000)]  # fmt: skip
+
+
+def cluster2x2_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Large problems (bf16) on hopper's default (CTA pairs along M where it chooses them) and
+    on its tiles in clusters of 2 along M, 2 along N and 2x2 (A and B both multicast: a quarter
+    fewer operand bytes out of L2 than pairs), each with the deepest ring that fits."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in CLUSTER2X2_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+        default = _compiled(problem, pm=hopper)
+        jobs.append((problem, "default", default))
+        if default is None:
+            continue
+        for dims in ((2, 1), (1, 2), (2, 2)):
+            ov = {"cluster_dims": dims}
+            found = _deepest(problem, ov, range(default.params.stages, 2, -1), hopper)
+            if found:
+                depth, compiled = found
+                jobs.append((problem, f"cluster {dims[0]}x{dims[1]} s{depth}", compiled))
             else:
                 print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
     return jobs
@@ -1399,6 +1427,7 @@ def main(which: str) -> None:
             "decode_long": decode_long_jobs,
             "kcluster": kcluster_jobs,
             "clusters": cluster_jobs,
+            "cluster2x2": cluster2x2_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
             "swap_wide": swap_wide_jobs,

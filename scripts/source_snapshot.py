@@ -577,6 +577,19 @@ def _hopper_plans() -> Iterator[Plan]:
                             use_smem_epilogue=smem, **{**PERSISTENT, **extra})  # fmt: skip
         yield Plan(f"hopper/cluster2x1/{what}_n{n_tile}_smem{int(smem)}_{epilogue}_{g.tag}", g,
                    "h200", "hopper", overrides)  # fmt: skip
+    shapes = (  # 4 CTAs along M, 2 or 4 along N (A multicast), 2x2 (both, masks by rank)
+        ((4, 1), "TT", "relu", (64, 256, 64), {}),
+        ((1, 2), "NN", "bias", (128, 64, 64), {"use_smem_epilogue": True}),
+        ((1, 4), "TN", "bare", (64, 32, 64), {"splitk_factor": 2}),
+        ((2, 2), "TN", "bias_gelu", (128, 128, 64), {"use_smem_epilogue": True}),
+        ((2, 2), "NT", "aux_pre", (128, 128, 64), {"splitk_factor": 2}),
+    )  # fmt: skip
+    for dims, layout, epilogue, cta, extra in shapes:
+        g = Gemm(layout, "float16", 512, 512, 512, epilogue=epilogue)
+        warp = (64, cta[1], 64)
+        overrides = _hopper(cta, warp, 3, cluster_dims=dims, **{**PERSISTENT, **extra})
+        yield Plan(f"hopper/cluster{dims[0]}x{dims[1]}/{epilogue}_{g.tag}", g, "h200", "hopper",
+                   overrides)  # fmt: skip
     for i, (order, swizzle) in enumerate((("column_major", 1), ("row_major", 3),
                                           ("column_major", 8), ("row_major", 8))):  # fmt: skip
         g = Gemm(LAYOUTS[i], "float16", 1024, 768, 256, epilogue="bias")

@@ -17,7 +17,8 @@ from typing import Any, Final, NoReturn
 from mmaplug.errors import UsageError
 from mmaplug.ir.arguments import MAX_EXTENT
 
-_TILE = re.compile(r"^\d+x\d+x\d+$")
+_SHAPE = re.compile(r"^\d+x\d+x\d+$")  # a problem or a tile, MxNxK
+_TILE = re.compile(r"^\d+(x\d+){1,2}$")  # a tile MxNxK or a cluster MxN
 
 
 class Parser(argparse.ArgumentParser):
@@ -87,7 +88,7 @@ def one_of(names: Sequence[str], what: str) -> Callable[[str], str]:
 
 def parse_setting(text: str) -> tuple[str, object]:
     """``FIELD=VALUE`` -> (field, value): ``true``/``false``, tiles ``MxNxK`` or ``m,n,k``,
-    Python literals (ints, tuples), else text (enum names, any case)."""
+    clusters ``MxN``, Python literals (ints, tuples), else text (enum names, any case)."""
     field, sep, raw = text.partition("=")
     field, raw = field.strip(), raw.strip()
     if not sep or not field or not raw:
@@ -124,7 +125,7 @@ def setting(text: str) -> str:
 
 def shape(text: str) -> tuple[int, int, int]:
     """``MxNxK`` -> (m, n, k)."""
-    if not _TILE.match(text.strip().lower()):
+    if not _SHAPE.match(text.strip().lower()):
         raise argparse.ArgumentTypeError(f"{text!r} is not MxNxK with positive ints")
     m, n, k = (extent(p) for p in text.strip().lower().split("x"))
     return m, n, k

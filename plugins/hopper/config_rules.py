@@ -15,19 +15,19 @@ from .tiles import (
     BLOCK_PAIR_CLUSTER,
     BLOCK_SUMS,
     BOX_INNER,
+    CLUSTER_SHAPES,
     MAX_ACCUMULATORS,
     MAX_CONSUMERS,
     MAX_REDUCE_CLUSTER,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
-    MULTICAST_CLUSTERS,
     WGMMA_M,
     block_sums,
     block_tile,
     horizontal_unit,
     k_box,
-    shared_tile,
+    shared_tiles,
 )
 
 if TYPE_CHECKING:
@@ -137,23 +137,24 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
 
 
 def cluster_problems(cfg: HopperKernelConfig) -> list[str]:
-    """Why *cfg*'s cluster cannot be built: clusters of 2 or 4 CTAs along M (sharing B's tile)
-    or along N (sharing A's), one axis, each CTA multicasting its part of the shared tile
-    (whole TMA boxes or 128-byte swizzle rows a part)."""
-    if cfg.multicast == 1:
-        return []
-    if cfg.cluster_m > 1 and cfg.cluster_n > 1:
-        return [f"a cluster runs along M or N, not both: got {cfg.cluster_m}x{cfg.cluster_n}"]
-    if cfg.multicast not in MULTICAST_CLUSTERS:
-        return [f"a cluster has 1, 2 or 4 CTAs, got {cfg.multicast}"]
+    """Why *cfg*'s cluster cannot be built: 2 or 4 CTAs along M (sharing B's tile) or along N
+    (sharing A's), or 2x2 (both), each CTA multicasting its part of each shared tile (whole
+    TMA boxes or 128-byte swizzle rows a part)."""
     cluster = (cfg.cluster_m, cfg.cluster_n)
-    tile = shared_tile(cluster, cfg.cta_tile, cfg.a_k_inner, cfg.b_k_inner)
-    if tile.rows % tile.unit:
+    if cluster == (1, 1):
+        return []
+    if cluster not in CLUSTER_SHAPES:
+        shapes = ", ".join(f"{m}x{n}" for m, n in CLUSTER_SHAPES[1:])
         return [
-            f"a cluster of {tile.ctas} multicasts a part of {tile.operand}'s tile from each "
-            f"CTA: its {tile.rows} rows must be a multiple of {tile.unit}"
+            f"a cluster is {shapes} CTAs (along M x along N), got {cfg.cluster_m}x{cfg.cluster_n}"
         ]
-    return []
+    return [
+        f"a cluster of {tile.ctas} along {'M' if tile.operand == 'B' else 'N'} multicasts a "
+        f"part of {tile.operand}'s tile from each CTA: its {tile.rows} rows must be a multiple "
+        f"of {tile.unit}"
+        for tile in shared_tiles(cluster, cfg.cta_tile, cfg.a_k_inner, cfg.b_k_inner)
+        if tile.rows % tile.unit
+    ]
 
 
 def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:

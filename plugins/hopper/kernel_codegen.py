@@ -27,6 +27,7 @@ from .stage_codegen import (
     emit_release,
     emit_stage_wgmmas,
     emit_wait_turn,
+    multicast_part,
     takes_turns,
     wgmma_imports,
 )
@@ -241,11 +242,11 @@ def _emit_producer(
                     em(f"dst = {base} + {kv.s} * {op.stage_bytes}")
                     shared = cfg.sharing(op.name)
                     if shared > 1:  # a part of the shared tile, landing in every CTA
-                        for where, m0, m1 in op.multicast_boxes(kv.rank, shared):
+                        part, mask = multicast_part(cfg, op.name)
+                        for where, m0, m1 in op.multicast_boxes(part, shared):
                             em(
                                 f"tma_load_3d_multicast(uint32(dst + {where}), {tmap}, "
-                                f"int32({m0}), int32({m1}), {batch}, full, "
-                                f"uint16({(1 << shared) - 1}))"
+                                f"int32({m0}), int32({m1}), {batch}, full, {mask})"
                             )
                         continue
                     for off, c0, c1, j in op.boxes():

@@ -60,7 +60,7 @@ from .tiles import (
     horizontal_unit,
     k_box,
     kernel_threads,
-    shared_tile,
+    shared_tiles,
     wgmma_k,
 )
 
@@ -374,8 +374,8 @@ def _cluster(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> 
         return None
     return (
         f"cluster_dims={params.cluster_dims}: the kernel clusters 2 or 4 CTAs along M, which "
-        "share one multicast B tile, or along N, which share one multicast A tile; other "
-        f"cluster shapes are not generated. Set one of {CLUSTER.text}."
+        "share one multicast B tile, or along N, which share one multicast A tile, or 2x2, "
+        f"which share both; other cluster shapes are not generated. Set one of {CLUSTER.text}."
     )
 
 
@@ -383,8 +383,9 @@ def _cluster_pair(params: MatmulParams, problem: MatmulProblem, _device: Device)
     cta, cluster = params.cta_tile, tuple(params.cluster_dims)
     if not CLUSTER.allows(cluster) or cluster == (1, 1):
         return None
-    tile = shared_tile(cluster, cta.as_tuple(), problem.a_k_inner, problem.b_k_inner)
-    if tile.rows % tile.unit == 0:
+    tiles = shared_tiles(cluster, cta.as_tuple(), problem.a_k_inner, problem.b_k_inner)
+    tile = next((tile for tile in tiles if tile.rows % tile.unit), None)
+    if tile is None:
         return None
     ctas, dim, unit = tile.ctas, tile.dim, tile.unit
     return (

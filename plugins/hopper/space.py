@@ -20,12 +20,12 @@ from .tiles import (
     BLOCK_CTA_KS,
     BLOCK_SUMS,
     BOX_INNER,
+    CLUSTER_SHAPES,
     MAX_ACCUMULATORS,
     MAX_REDUCE_CLUSTER,
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
-    MULTICAST_CLUSTERS,
     WARPGROUP,
     WGMMA_M,
     block_columns,
@@ -38,11 +38,8 @@ from .tiles import (
 __all__ = ["CLUSTERS", "space"]
 
 # one CTA, or 2 or 4 along M multicasting one B tile, or along N multicasting one A tile (a
-# part each)
-CLUSTERS: Final = (
-    *((m, 1) for m in MULTICAST_CLUSTERS),
-    *((1, n) for n in MULTICAST_CLUSTERS[1:]),
-)
+# part each), or 2x2 multicasting both
+CLUSTERS: Final = CLUSTER_SHAPES
 # What the tuner tries: warp tiles (m, n) at each cta_k, one or two consumer warpgroups along
 # M or N, stages 2-6, split-K 1-8 and every tiling strategy (only the legal ones are listed).
 WARP_EXAMPLES: Final = (

@@ -23,9 +23,10 @@ from .tiles import (
 )
 
 __all__ = [
-    "StageOperand", "advance", "emit_full_wait", "emit_hand_over", "emit_origin", "emit_release",
-    "emit_stage_offsets", "emit_stage_wgmmas", "emit_turn", "emit_turn_over", "emit_wait_turn",
-    "emit_wgmma_steps", "takes_turns", "wgmma_imports",
+    "StageOperand", "advance", "cluster_coords", "emit_full_wait", "emit_hand_over",
+    "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas", "emit_turn",
+    "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part", "takes_turns",
+    "wgmma_imports",
 ]  # fmt: skip
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
@@ -138,14 +139,39 @@ def emit_origin(em: Emitter, cfg: HopperKernelConfig) -> None:
     tm, tn = emit_tile_decode(
         em, "tile", cta_order=cfg.cta_order, grid_swizzle=cfg.grid_swizzle, unsigned=True
     )
+    rank_m, rank_n = cluster_coords(cfg)
     if cfg.cluster_m > 1:  # the cluster's tiles are adjacent along M
-        em(f"{kv.m0} = (int64({tm}) * {cfg.cluster_m} + {kv.rank}) * {bm}")
+        em(f"{kv.m0} = (int64({tm}) * {cfg.cluster_m} + {rank_m}) * {bm}")
     else:
         em(f"{kv.m0} = int64({tm}) * {bm}")
     if cfg.cluster_n > 1:  # the cluster's tiles are adjacent along N
-        em(f"{kv.n0} = (int64({tn}) * {cfg.cluster_n} + {kv.rank}) * {cfg.n_out}")
+        em(f"{kv.n0} = (int64({tn}) * {cfg.cluster_n} + {rank_n}) * {cfg.n_out}")
     else:
         em(f"{kv.n0} = int64({tn}) * {cfg.n_out}")
+
+
+def cluster_coords(cfg: HopperKernelConfig) -> tuple[str, str]:
+    """This CTA's place in its multicast cluster, along M and along N, as expressions: the
+    cluster rank along a one-axis cluster's axis; in a 2x2 cluster (rank % 2, rank // 2), M
+    fastest."""
+    if cfg.cluster_m > 1 and cfg.cluster_n > 1:
+        return f"({kv.rank} % {cfg.cluster_m})", f"({kv.rank} // {cfg.cluster_m})"
+    return kv.rank, kv.rank
+
+
+def multicast_part(cfg: HopperKernelConfig, operand: str) -> tuple[str, str]:
+    """(which part of *operand*'s shared tile this CTA loads, the uint16 mask of the CTAs it
+    multicasts the part into) as expressions. A cluster along one axis shares the tile among
+    all its CTAs; a 2x2 cluster shares A's among the CTAs of a row (along N: same place along
+    M) and B's among those of a column."""
+    cm, cn = cfg.cluster_m, cfg.cluster_n
+    if cm == 1 or cn == 1:
+        return kv.rank, f"uint16({(1 << cfg.multicast) - 1})"
+    rank_m, rank_n = cluster_coords(cfg)
+    if operand == "a":  # ranks rank_m + cm * j
+        row = sum(1 << (cm * j) for j in range(cn))
+        return rank_n, f"uint16({row} << {rank_m})"
+    return rank_m, f"uint16({(1 << cm) - 1} << ({cm} * {rank_n}))"  # ranks cm * rank_n + i
 
 
 def advance(em: Emitter, stages: int) -> None:

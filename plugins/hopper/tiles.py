@@ -43,6 +43,13 @@ MAX_REDUCE_CLUSTER: Final = 8
 # CTAs of a cluster along M that share one B tile, or along N that share one A tile, each
 # multicasting its part of the shared tile (1: no cluster)
 MULTICAST_CLUSTERS: Final = (1, 2, 4)
+# the cluster shapes (CTAs along M, along N) generated: none, 2 or 4 along one axis, or 2x2,
+# whose CTAs share B's tile with the other CTA of their column and A's with that of their row
+CLUSTER_SHAPES: Final = (
+    *((m, 1) for m in MULTICAST_CLUSTERS),
+    *((1, n) for n in MULTICAST_CLUSTERS[1:]),
+    (2, 2),
+)
 # setmaxnreg (producer, consumers) for 1 producer + 2 consumer warpgroups, launched at 168
 # registers a thread (64K / 384, rounded down to 8). setmaxnreg.inc takes registers only from
 # the pool the CTA's own setmaxnreg.dec released, so each split frees exactly what it takes:
@@ -133,7 +140,7 @@ def horizontal_unit(b_k_inner: bool) -> int:
 
 
 class SharedTile(NamedTuple):
-    """The tile a multicast cluster shares, and what its rows must be a multiple of."""
+    """A tile a multicast cluster shares, and what its rows must be a multiple of."""
 
     operand: str  # "A" or "B"
     dim: str  # the cta_tile extent of its rows: "m" (A's) or "n" (B's)
@@ -142,15 +149,16 @@ class SharedTile(NamedTuple):
     unit: int
 
 
-def shared_tile(
+def shared_tiles(
     cluster: Sequence[int], cta: Sequence[int], a_k_inner: bool, b_k_inner: bool
-) -> SharedTile:
-    """The tile a cluster of (m, n) CTAs shares: B's (cta_tile n rows) along M, else A's (m
-    rows) along N. Each CTA multicasts a 1/ctas part: whole 8-row groups of a K-major operand
-    (16 rows for a pair) or 64-element swizzle rows of an MN-major one (128 for a pair)."""
-    ctas = cluster[0] * cluster[1]
-    if cluster[0] > 1:
-        operand, dim, rows, k_inner = "B", "n", cta[1], b_k_inner
-    else:
-        operand, dim, rows, k_inner = "A", "m", cta[0], a_k_inner
-    return SharedTile(operand, dim, rows, ctas, (8 if k_inner else BOX_INNER) * ctas)
+) -> list[SharedTile]:
+    """The tiles a cluster of (m, n) CTAs shares: B's (cta_tile n rows) among the CTAs along
+    M, A's (m rows) among those along N; both in a 2x2 cluster. Each of the c CTAs sharing a
+    tile multicasts a 1/c part: whole 8-row groups of a K-major operand (16 rows for a pair) or
+    64-element swizzle rows of an MN-major one (128 for a pair)."""
+    shared = (("B", "n", cta[1], b_k_inner, cluster[0]), ("A", "m", cta[0], a_k_inner, cluster[1]))
+    return [
+        SharedTile(operand, dim, rows, ctas, (8 if k_inner else BOX_INNER) * ctas)
+        for operand, dim, rows, k_inner, ctas in shared
+        if ctas > 1
+    ]

@@ -296,6 +296,42 @@ def test_clusters_along_n(
     assert compiled.kernel_name.endswith(f"_cn{ctas}")
 
 
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue"),
+    CLUSTER4,
+    ids=[f"{d.label}_{lay}_{e}" for d, lay, e in CLUSTER4],
+)
+def test_clusters_of_2x2(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str
+) -> None:
+    """cluster_dims=(2, 2): the two CTAs of a column share the B tile and the two of a row the
+    A tile (128 x 128 tiles in two consumers), each multicasting half of each (one 64-wide
+    swizzle row of an MN-major operand); m=584 and n=520 make 5 M and 5 N tiles, so the last
+    clusters have CTAs without rows, without columns or both; batch 2, ragged; with relu and
+    an aux output, K split 2 ways through the workspace."""
+    splitk = 2 if epilogue == "relu_aux" else 1
+    fusion = _fusion(584, 520, 328, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=61, cta_tile=(128, 128, 64), warp_tile=(64, 128, 64),
+        instruction_tile=(64, 128, 16), stages=4, use_smem_epilogue=True, splitk_factor=splitk,
+        cluster_dims=(2, 2), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert "_c2_cn2" in compiled.kernel_name
+
+
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+def test_swap_ab_clusters_of_2x2(pm: mp.PluginManager, checks: Checks, epilogue: str) -> None:
+    """The transposed product in 2x2 clusters: two 64-row weight tiles and two 32-row tiles
+    of the 60 activations, each CTA multicasting half of each; 1000 weight rows."""
+    fusion = _fusion(60, 1000, 1064, mp.bfloat16, "TN", epilogue, 1)
+    compiled = _run(
+        checks, fusion, pm, seed=67, cta_tile=(64, 32, 128), warp_tile=(64, 32, 128),
+        instruction_tile=(64, 32, 16), stages=6, swap_ab=True, use_smem_epilogue=False,
+        cluster_dims=(2, 2), tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.kernel_name.endswith("_c2_cn2_swap")
+
+
 @pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize("ctas", [2, 4])
 def test_swap_ab_clusters_along_n(

@@ -80,15 +80,23 @@ def test_hopper_default_epilogue_stores_by_tma() -> None:
 
 @pytest.mark.parametrize(
     ("layout", "cluster"),
-    [("k_inner", (2, 1)), ("n_inner", (2, 1)), ("k_inner", (1, 2)), ("m_inner", (1, 2))],
+    [
+        ("k_inner", (2, 1)),
+        ("n_inner", (2, 1)),
+        ("k_inner", (1, 2)),
+        ("m_inner", (1, 2)),
+        ("k_inner", (2, 2)),
+        ("m_inner", (2, 2)),
+    ],
 )
 def test_hopper_cluster_kernel_links_whole(
     layout: str, cluster: tuple[int, int], hopper_link_log: Callable[[object], str]
 ) -> None:
     """The CTA-pair kernels (cluster_dims=(2, 1): B multicast; (1, 2): A multicast; remote
-    releases, cluster barriers) link like the default one: setmaxnreg kept, wgmmas pipelined,
-    nothing spilled (a pair's producer spilled 164 bytes in 24 registers, see
-    tiles.REGISTER_SPLITS). *layout*: the shared operand's (B's along M, A's along N)."""
+    releases, cluster barriers) and the 2x2 ones (both multicast, masks by rank) link like the
+    default one: setmaxnreg kept, wgmmas pipelined, nothing spilled (a pair's producer spilled
+    164 bytes in 24 registers, see tiles.REGISTER_SPLITS). *layout*: the shared operand's (B's
+    along M, A's along N; A's of a 2x2 cluster)."""
     x_order = [0, 1] if layout == "m_inner" else [1, 0]  # x [M, K], K-major unless m_inner
     w_order = [1, 0] if layout == "n_inner" else [0, 1]  # W [K, N], K-major unless n_inner
     with mp.FusionDefinition() as fd:
@@ -98,7 +106,7 @@ def test_hopper_cluster_kernel_links_whole(
     compiled = mp.compile(fd.fusion, "h200", overrides={"cluster_dims": cluster})
     config = compiled._artifact.config
     assert (config.cluster_m, config.cluster_n) == cluster
-    k_inner = config.b_k_inner if cluster[0] > 1 else config.a_k_inner
+    k_inner = config.b_k_inner if cluster == (2, 1) else config.a_k_inner
     assert k_inner is (layout == "k_inner")
     ptx = compiled.ptx
     assert "multicast::cluster" in ptx and "barrier.cluster.wait" in ptx and "mapa" in ptx

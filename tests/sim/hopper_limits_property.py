@@ -54,10 +54,13 @@ MAX_RUNS = 16  # kernels one shard runs; later accepted sets are planned and bui
 MAX_SWAP_RUNS = 4  # ... but for the transposed product's, until this many of them ran
 MAX_KCLUSTER_RUNS = 4  # ... and for the cluster reduction's
 MAX_MULTICAST_RUNS = 3  # ... and for clusters multicasting a tile
+MAX_CLUSTER2X2_RUNS = 2  # ... and for 2x2 clusters, multicasting both
 MAX_STREAMK_RUNS = 3  # ... and for stream-K's tail pieces
 STREAMK = False  # the stream-K shard (a third argument "streamk"): stream-K wherever it can be
-# clusters along M (B multicast) or N (A multicast) and one shape the kernel refuses
-CLUSTER_DRAWS = ((1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2))
+CLUSTERED = False  # the cluster shard (a third argument "cluster"): every legal set clustered
+# clusters along M (B multicast), N (A multicast) or both (2x2), and one shape the kernel
+# refuses
+CLUSTER_DRAWS = ((1, 1), (2, 1), (4, 1), (1, 2), (1, 4), (2, 2), (4, 2))
 COUNTS: dict = {
     "accepted": 0,
     "rejected": 0,
@@ -68,6 +71,7 @@ COUNTS: dict = {
     "swap_ran": 0,
     "kcluster_ran": 0,
     "multicast_ran": 0,
+    "cluster2x2_ran": 0,
     "streamk_ran": 0,
     "launches": 0,
     "ran": 0,
@@ -136,10 +140,10 @@ def cases(draw: st.DrawFn) -> dict:
             st.sampled_from(((16, 8, 16), (64, 8, 16), (64, wn, 48 - inst[2]), (128, wn, 16)))
         )
     rare = draw(st.integers(0, 5)) == 0  # now and then a field the kernel has no variant for
-    # a legal set in a cluster along M or N now and then, read off the drawn extents (a draw
+    # a legal set in a cluster along M, N or both now and then, read off the drawn extents (a draw
     # here would shift every later example of the seeded shards)
-    multicast = legal and not kcluster and (7 * m + k) % 2 == 0
-    cluster = CLUSTER_DRAWS[1 + (m + n) % 4] if multicast else (1, 1)
+    multicast = legal and not kcluster and (CLUSTERED or (7 * m + k) % 2 == 0)
+    cluster = CLUSTER_DRAWS[1 + (m + n + k) % 5] if multicast else (1, 1)
     # the stream-K shard's sets are stream-K where they can be (CTAs alone, 2 pieces or more
     # if legal); the other shards' are unchanged (no draw spent on it)
     streamk = STREAMK and not (pingpong or kcluster or multicast)
@@ -274,10 +278,12 @@ def check(case: dict) -> None:
     )
     multicast = tuple(case["params"]["cluster_dims"]) != (1, 1)
     multicast_due = multicast and COUNTS["multicast_ran"] < MAX_MULTICAST_RUNS
+    both = tuple(case["params"]["cluster_dims"]) == (2, 2)
+    both_due = both and COUNTS["cluster2x2_ran"] < MAX_CLUSTER2X2_RUNS
     streamk = case["params"]["tiling_strategy"] == "persistent_streamk"
     streamk_due = streamk and COUNTS["streamk_ran"] < MAX_STREAMK_RUNS
-    due = swap_due or kcluster_due or multicast_due or streamk_due
-    if too_slow or (COUNTS["ran"] >= MAX_RUNS and not due):
+    due = swap_due or kcluster_due or multicast_due or both_due or streamk_due
+    if too_slow or ((CLUSTERED or COUNTS["ran"] >= MAX_RUNS) and not due):
         return  # planned and built (its config passed config_problems); not run here
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, t.shape).astype(t.dtype.numpy) for t in fusion.inputs]
@@ -289,6 +295,7 @@ def check(case: dict) -> None:
     COUNTS["swap_ran"] += case["params"]["swap_ab"]
     COUNTS["kcluster_ran"] += case["params"]["splitk_in_cluster"]
     COUNTS["multicast_ran"] += multicast
+    COUNTS["cluster2x2_ran"] += both
     COUNTS["streamk_ran"] += streamk
     COUNTS["seconds"] = round(COUNTS["seconds"] + time.perf_counter() - start, 1)
     (want,) = mp.evaluate(fusion, inputs)
@@ -349,4 +356,5 @@ if __name__ == "__main__":
     warnings.simplefilter("error", MatmulWarning)  # a fallback or an adjustment is a failure
     _record_launches()
     STREAMK = sys.argv[3:] == ["streamk"]
+    CLUSTERED = sys.argv[3:] == ["cluster"]
     sys.exit(main(int(sys.argv[1]), int(sys.argv[2])))

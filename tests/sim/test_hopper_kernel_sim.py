@@ -656,6 +656,39 @@ def case_tn_f16_clustern4_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
             "splitk_factor": 2, "cluster_dims": (1, 4)}  # fmt: skip
 
 
+def case_tn_bf16_cluster2x2_bias(fd: Any, mp: Any) -> dict[str, Any]:
+    """2x2 clusters: each CTA multicasts half of its column's K-major B tile (8 of 16 rows)
+    and half of its row's K-major A tile (32 of 64 rows); M = 200 and N = 40 in 64x16 tiles
+    make 2 x 2 clusters, the last M tiles with 8 rows and the second cluster along N with one
+    CTA wholly past N (it still loads and releases its parts); a bias along N."""
+    a, b = _operands(fd, mp, 200, 40, 128, "TN", mp.bfloat16)
+    bias = fd.define_tensor([40], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [200, 40], [1]))
+    fd.add_output(fd.ops.cast(y, mp.bfloat16))
+    return {**_tile((64, 16, 64), (64, 16, 64), 3), **PERSISTENT, "use_smem_epilogue": False,
+            "cluster_dims": (2, 2)}  # fmt: skip
+
+
+def case_nn_f16_cluster2x2_staged_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
+    """2x2 clusters of two consumers: each CTA multicasts one of the two 64-element swizzle
+    rows of its row's M-major A tile (128 rows) and half of its column's K-major B tile (32 of
+    64 rows), K split 2 ways through the workspace; M = 264 leaves the second cluster along M
+    a CTA wholly past M, N = 120 the cluster's second CTA along N 56 columns."""
+    a, b = _operands(fd, mp, 264, 120, 128, "NN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {**_tile((128, 64, 64), (64, 64, 64), 2), **PERSISTENT, "use_smem_epilogue": True,
+            "splitk_factor": 2, "cluster_dims": (2, 2)}  # fmt: skip
+
+
+def case_tn_f16_swap_cluster2x2_relu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Swapped in 2x2 clusters: weight tiles of 64 rows (the kernel's A) shared along the
+    kernel's N by two activation tiles of 16, each pair of weight tiles sharing those; the 48
+    activations make two clusters along N, the second's second CTA past them; relu."""
+    a, b = _operands(fd, mp, 48, 200, 128, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.float16))
+    return {**_tile((64, 16, 64), (64, 16, 64), 3), **SWAP, "cluster_dims": (2, 2)}
+
+
 # --- splitk_in_cluster: a tile's splits are one cluster, summed in distributed shared memory ---
 KCLUSTER = {**PERSISTENT, "splitk_in_cluster": True, "use_smem_epilogue": False}
 
@@ -784,7 +817,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_e5m2_out_e5m2_amax_staged_residual",
                        "tn_e4m3_out_e4m3_amax_nan",
                        "tt_bf16_cluster4_relu",
-                       "tn_f16_clustern4_splitk2",
+                       "tn_f16_clustern4_splitk2", "tn_bf16_cluster2x2_bias",
                        "tn_e4m3_streamk2_out_e4m3_amax_registers",
                        "tn_f16_streamk2_staged_rows",
                        } - SWAPPED - KCLUSTERED  # fmt: skip
@@ -829,16 +862,19 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_block_splitk2_kcluster_out_e4m3_amax": 4, "tt_bf16_cluster4_relu": 1,
          "tn_bf16_swap_cluster4_bias": 2, "tn_bf16_swap_clustern2_bias": 4,
          "nn_bf16_clustern2_staged_relu": 4, "tn_f16_clustern4_splitk2": 4,
+         "tn_bf16_cluster2x2_bias": 4, "nn_f16_cluster2x2_staged_splitk2": 4,
+         "tn_f16_swap_cluster2x2_relu": 4,
          # stream-K: 2 whole tiles, then the third tile's pieces
          "tn_f16_streamk3_ragged_bias_gelu": 5, "tt_bf16_streamk2_two_consumers_batch3_relu": 4,
          "tn_e4m3_streamk2_out_e4m3_amax_registers": 4, "tn_bf16_swap_streamk2_bias": 6,
          "tn_e4m3_block_streamk3": 5, "tn_f16_streamk2_tma": 4,
          "tn_f16_streamk2_staged_rows": 4}  # fmt: skip
 # CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
-# cluster of 4 along M
+# cluster of 4 along M or N, or 2x2
 CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
         "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4,
-        "tn_f16_clustern4_splitk2": 4,
+        "tn_f16_clustern4_splitk2": 4, "tn_bf16_cluster2x2_bias": 4,
+        "nn_f16_cluster2x2_staged_splitk2": 4, "tn_f16_swap_cluster2x2_relu": 4,
         "tn_bf16_swap_streamk2_bias": 4}  # fmt: skip
 # (the swapped stream-K tile fits 2 CTAs an SM: 4 CTAs, so all 3 tiles are tail tiles)
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster

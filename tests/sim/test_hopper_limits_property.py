@@ -4,7 +4,8 @@ Runs tests/sim/hopper_limits_property.py in subprocesses with NUMBA_ENABLE_CUDAS
 pytest process stays on the real CUDA target), in parallel: two seeded hypothesis shards over
 tiles (legal and illegal) x stages x split-K x swizzle x order x tiling strategy x smem
 epilogue x operand swap x cluster reduction x layouts x dtypes (FP8 included) x TMA-aligned
-ragged shapes, plus unaligned shapes and FP8 operands that are not K-major, which hopper
+ragged shapes (a third shard stream-K wherever it can be, a fourth every legal set in a
+cluster), plus unaligned shapes and FP8 operands that are not K-major, which hopper
 must decline. A hopper kernel takes ~0.5-3 s in the simulator (256-384 Python threads per
 CTA), so each shard runs only a few of the sets it accepts.
 """
@@ -19,7 +20,12 @@ import pytest
 pytestmark = pytest.mark.sim
 
 RUNNER = Path(__file__).with_name("hopper_limits_property.py")
-SHARDS = {"seed1": ["1", "100"], "seed2": ["2", "100"], "streamk": ["3", "40", "streamk"]}
+SHARDS = {
+    "seed1": ["1", "100"],
+    "seed2": ["2", "100"],
+    "streamk": ["3", "40", "streamk"],
+    "cluster": ["4", "40", "cluster"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +39,8 @@ def test_accepted_params_match_evaluate_and_rejected_name_fields(runs: dict, sha
     raise InvalidParamsError naming MatmulParams fields; unaligned operands are declined."""
     code, counts, err = runs[shard]
     assert code == 0 and counts is not None, err
-    assert counts["ran"] >= 6 and counts["launches"] >= counts["ran"], counts  # kernels ran
+    runs_due = 3 if shard == "cluster" else 6  # (the cluster shard runs its clusters only)
+    assert counts["ran"] >= runs_due and counts["launches"] >= counts["ran"], counts
     assert counts["rejected"] >= 10 and counts["unaligned"] >= 1, counts
     assert {"warp_tile", "cta_tile", "stages", "splitk_factor"} <= set(counts["fields"])
 
@@ -63,10 +70,11 @@ def test_cluster_reduced_parameter_sets_ran(runs: dict) -> None:
 
 
 def test_multicast_parameter_sets_ran(runs: dict) -> None:
-    """Across the shards sets in clusters along M or N (a multicast B or A tile) that the
-    rules accept ran and matched mp.evaluate."""
+    """Across the shards sets in clusters along M or N (a multicast B or A tile) and in 2x2
+    clusters (both) that the rules accept ran and matched mp.evaluate."""
     counts = [runs[shard][1] or {} for shard in SHARDS]
     assert sum(c.get("multicast_ran", 0) for c in counts) >= 1, counts
+    assert sum(c.get("cluster2x2_ran", 0) for c in counts) >= 1, counts
 
 
 def test_streamk_parameter_sets_ran(runs: dict) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug import log
+from mmaplug.cli import args as cli_args
 from mmaplug.cli import bench
 from mmaplug.cli import main as cli
 from mmaplug.cli.main import main, parse_settings
@@ -86,6 +87,13 @@ def test_explain_set_overrides(capsys: pytest.CaptureFixture[str]) -> None:
     assert "stages                     3                  from caller" in out
     assert "cta_tile                   128x256x32         from caller" in out
     assert "cta_order                  row_major          from caller" in out
+
+
+def test_a_cluster_is_set_as_mxn_and_a_shape_stays_mxnxk() -> None:
+    """``cluster_dims=2x2`` as tiles are written; ``--shape`` still takes three extents."""
+    assert parse_settings(["cluster_dims=2X2"]) == {"cluster_dims": (2, 2)}
+    with pytest.raises(argparse.ArgumentTypeError, match="is not MxNxK"):
+        cli_args.shape("4x4")
 
 
 def test_parse_settings() -> None:

@@ -435,13 +435,13 @@ def test_ampere_rules(
             r"always warp-specialized .*; set warp_specialized=True or use the ampere scheduler",
         ),
         (
-            {"cluster_dims": (2, 2)},
+            {"cluster_dims": (4, 2)},
             "h100",
             problem(),
             "cluster_dims",
-            r"cluster_dims=\(2, 2\): the kernel clusters 2 or 4 CTAs along M.* or along N, "
-            r"which share one multicast A tile;.* Set one of "
-            r"\(1, 1\) or \(2, 1\) or \(4, 1\) or \(1, 2\) or \(1, 4\)\.",
+            r"cluster_dims=\(4, 2\): the kernel clusters 2 or 4 CTAs along M.* or along N, "
+            r"which share one multicast A tile, or 2x2, which share both;.* Set one of "
+            r"\(1, 1\) or \(2, 1\) or \(4, 1\) or \(1, 2\) or \(1, 4\) or \(2, 2\)\.",
         ),
         (
             {"cluster_dims": (1, 4)},
