@@ -22,6 +22,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py cluster2x2   # large problems in pairs along M or N, and 2x2
+    python scripts/config_probe.py ffn_tiles    # the llama FFN at 24-128 rows on narrower tiles
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
     python scripts/config_probe.py swap_wide    # 96-512 rows: the transposed product, N up to 256
@@ -450,6 +451,26 @@ def cluster2x2_jobs() -> list[tuple[TuneProblem, str, Any]]:
                 jobs.append((problem, f"cluster {dims[0]}x{dims[1]} s{depth}", compiled))
             else:
                 print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
+    return jobs
+
+
+FFN_TILE_SHAPES = [(24, 14336, 4096), (32, 14336, 4096), (48, 14336, 4096), (64, 14336, 4096),
+                   (96, 14336, 4096), (128, 14336, 4096), (32, 28672, 8192),
+                   (64, 28672, 8192)]  # fmt: skip
+
+
+def ffn_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The llama FFN (``swiglu``: two products sharing x, one horizontal kernel) at 24-128 rows
+    on hopper's default (64-row tiles of 128 columns a product) and on 64 and 32 columns a
+    product (twice and four times the CTAs), each with the deepest ring that fits."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FFN_TILE_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16", epilogue="swiglu")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for columns in (64, 32):
+            ov = _wgmma_tiles((64, 2 * columns, 64))
+            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
     return jobs
 
 
@@ -1428,6 +1449,7 @@ def main(which: str) -> None:
             "kcluster": kcluster_jobs,
             "clusters": cluster_jobs,
             "cluster2x2": cluster2x2_jobs,
+            "ffn_tiles": ffn_tiles_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
             "swap_wide": swap_wide_jobs,

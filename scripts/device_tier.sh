@@ -5,7 +5,7 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets", "ffn", "ffn_report" and "cluster2x2" on request), so that a run can be split over calls of 10 minutes each. The tier
+# "targets", "ffn", "ffn_report" and "probes" (PROBES: config_probe.py's) on request), so that a run can be split over calls of 10 minutes each. The tier
 # alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
 # 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
 # shards of about 120 (the default since) took 360-415 s in run 202 and 333-377 s in run 206,
@@ -78,10 +78,12 @@ timeout "${FFN_TIMEOUT:-60}" python scripts/ffn_probe.py --shape 32 14336 4096 -
     "warp_tile": [64, 128, 64], "instruction_tile": [64, 128, 16], "stages": 6}' 2>&1 \
     | tee -a "$OUT/ffn.jsonl"
 fi
-if [[ " $PARTS " == *" cluster2x2 "* ]]; then
-echo "== large problems in CTA pairs along M or N and in 2x2 clusters (both operands multicast)"
-timeout "${PROBE_TIMEOUT:-240}" python scripts/config_probe.py cluster2x2 2>&1 \
-    | tee "$OUT/cluster2x2.txt" | tail -40
+if [[ " $PARTS " == *" probes "* ]]; then  # PROBES: config_probe.py's probes, one after another
+for probe in ${PROBES:-cluster2x2 ffn_tiles}; do
+  echo "== python scripts/config_probe.py $probe"
+  timeout "${PROBE_TIMEOUT:-240}" python scripts/config_probe.py "$probe" 2>&1 \
+      | tee "$OUT/$probe.txt" | tail -40
+done
 fi
 report_part() {  # CORPUS [NAME]: a time-limited, resumable sweep (hopper + decode), the report
   local MMAPLUG_TUNING_DB="/tmp/${2:-$1}_tune.sqlite"  # kept while the machine is: reruns resume
