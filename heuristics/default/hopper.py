@@ -69,6 +69,12 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
+# ... and of 16-bit products whose rows fit one 64-row tile (a decode batch past the decode
+# kernel's 16 rows): twice the CTAs stream the weights, each in the deepest ring. The llama
+# FFN (two products of 14336x4096 or 28672x8192) at 24-64 rows ran 2-6% faster on 64 columns
+# than on 128 (H100, BENCHMARKS.md run 222; level at 64x28672x8192); 32 columns lost at 24-32
+# rows
+HORIZONTAL_STREAMING_N: Final = 64
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
@@ -270,13 +276,17 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     run 37), no split-K or cluster (docs/decisions.md, "Horizontal fusion"). Ping-pong
     consumers on 64-row tiles where every CTA gets two or more (their epilogues overlap the
     other's main loop: 1.02-1.04x faster than cooperative on the bf16/fp16 llama FFN, run 38);
-    else two consumers along M (one when M fits 64 rows), persistent."""
+    else two consumers along M (one when M fits 64 rows), persistent. 16-bit products whose
+    rows fit one 64-row tile take at most ``HORIZONTAL_STREAMING_N`` columns each and the
+    deepest ring of ``STREAMING_STAGES``."""
     ask = Asker(scheduler_object("hopper"), problem, device)
     h = problem.horizontal
+    streams = problem.m <= HOPPER_ROWS and problem.operand_dtype.itemsize == 2
 
     def shaped(n_out: int) -> MatmulParams:
         n_tiles = ceil_div(problem.n, n_out)
-        pingpong = problem.batch * ceil_div(problem.m, HOPPER_ROWS) * n_tiles >= 2 * device.sm_count
+        units = problem.batch * ceil_div(problem.m, HOPPER_ROWS) * n_tiles
+        pingpong = units >= 2 * device.sm_count and not streams  # (streaming: as measured)
         rows = HOPPER_ROWS if pingpong or problem.m <= HOPPER_ROWS else 2 * HOPPER_ROWS
         cta = least_k_cta(ask, rows, h * n_out)
         strategy = TilingStrategy.persistent_pingpong if pingpong else TilingStrategy.persistent
@@ -291,7 +301,7 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
         )
 
     widest: MatmulParams | None = None
-    for n_out in range(HORIZONTAL_MAX_N, 0, -1):
+    for n_out in range(HORIZONTAL_STREAMING_N if streams else HORIZONTAL_MAX_N, 0, -1):
         params = shaped(n_out)
         broken = {v.field for v in violations(ask.scheduler, params, problem, device)}
         if broken & TILES:
@@ -304,4 +314,8 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     cta = params.cta_tile
     tiles = problem.batch * ceil_div(problem.m, cta.m) * ceil_div(problem.n, cta.n // h)
     k_loops = ceil_div(problem.k, cta.k) * ceil_div(tiles, device.sm_count)
-    return params.with_overrides(stages=ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops)))
+    rings = [s for s in STREAMING_STAGES if s <= k_loops] if streams else []
+    stages = ask.deepest(params, rings)
+    if stages is None:
+        stages = ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops))
+    return params.with_overrides(stages=stages)
