@@ -40,6 +40,13 @@ DECODE_SHORT_ROW_BYTES: Final = 2048
 # K chunks a decode warp loads before their mmas, by operand bytes: FP8 four, the best or within
 # 2% of it on all FP8 decode problems of run 96's sweep (three lost 1-10% there)
 DECODE_UNROLL: Final = {2: 3, 1: 4}
+# A horizontal fusion's products (a decode FFN reading x once for W1 and W3) take 2 warps each
+# and 3 chunks in flight, FP8 too: of the sweep of 1-8 warps and 1-4 chunks on six FFNs (8B
+# at 1, 4 and 16 rows, 70B at 1, FP8 per tensor at 1 row and per row at 16; H100, run 222)
+# this was the best on every one. The single-product rule's choices reached 0.935-0.994 of it,
+# and 0.122 on the FP8 16-row FFN (4 warps, 4 chunks: 412 against 50.5 us)
+DECODE_HORIZONTAL_WARPS: Final = 2
+DECODE_HORIZONTAL_UNROLL: Final = 3
 
 
 def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
@@ -50,11 +57,17 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     fuller; ``DECODE_UNROLL`` chunks in flight (measured on the H200: BENCHMARKS.md, "Decode
     kernel", runs 89, 96, 180-188 and 190-193). No more warps than a row has K chunks (a short K
     of a batched product: a warp without a chunk only holds registers). A horizontal fusion's
-    products each take that many warps of the CTA (the resources count them all)."""
+    products each take ``DECODE_HORIZONTAL_WARPS`` warps and ``DECODE_HORIZONTAL_UNROLL``
+    chunks where the SMs hold such a CTA, else warps as above (the resources count them all)."""
     scheduler = scheduler_object("decode")
     asker = Asker(scheduler, problem, device)
     (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
     assert isinstance(cta, TileShape)
+    if problem.horizontal > 1:
+        warps = min(DECODE_HORIZONTAL_WARPS, ceil_div(problem.k, cta.k))
+        params = asker.params(splitk_factor=warps, stages=DECODE_HORIZONTAL_UNROLL)
+        if _resident(asker, params):
+            return params
     ctas = problem.batch * ceil_div(problem.n, cta.n)
     unroll = DECODE_UNROLL[problem.operand_dtype.itemsize]
     resident = {

@@ -282,19 +282,39 @@ def test_a_cta_of_every_products_warps_fits_an_sm(
 
 
 @pytest.mark.parametrize(
+    ("h", "m", "n", "dtype"),
+    [(2, 1, 14336, "bfloat16"), (2, 16, 14336, "float8_e4m3fn"), (3, 1, 4096, "bfloat16"),
+     (4, 16, 4096, "float8_e4m3fn")],
+)  # fmt: skip
+def test_the_default_gives_each_product_two_warps_and_three_chunks(
+    h: int, m: int, n: int, dtype: str
+) -> None:
+    """A horizontal fusion: 2 warps a product, 3 chunks in flight (the best of run 222's
+    sweep on every FFN), FP8 too; a plan the rules take."""
+    problem = _horizontal(h, m=m, n=n, dtype=dtype)
+    params = mmaplug_matmul_params(problem, H200, "decode")
+    assert params is not None and (params.splitk_factor, params.stages) == (2, 3)
+    assert violations(SCHEDULER, params, problem, H200) == []
+
+
+@pytest.mark.parametrize(
     ("h", "m", "n", "dtype", "warps"),
     [
-        (2, 1, 14336, "bfloat16", 1),  # 896 CTAs of 2 warps: one wave (an SM holds 8 CTAs)
-        (2, 1, 4096, "bfloat16", 4),  # 256 CTAs: 8 warps of 4 a product, 2 an SM
+        (2, 16, 14336, "float8_e4m3fn", 4),  # 896 CTAs: 4 warps' last wave is the fuller
+        (2, 16, 4096, "bfloat16", 2),  # 256 CTAs of 4 warps: 2 an SM, one wave
         (3, 1, 4096, "bfloat16", 2),  # 12 warps: one CTA an SM, 132; 6 warps: 2, 264
         (4, 16, 4096, "float8_e4m3fn", 1),  # FP8 two m tiles: only one warp a product fits
     ],
 )
-def test_the_default_gives_each_product_the_warps_that_fit(
-    h: int, m: int, n: int, dtype: str, warps: int
+def test_where_two_warps_a_product_do_not_fit_the_warps_are_those_that_do(
+    h: int, m: int, n: int, dtype: str, warps: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The default heuristic's rule for one product, with the CTA's warps counted over every
-    product: never a plan the rules refuse."""
+    """Where the SMs hold no CTA of the horizontal rule's warps (here made 8 a product), the
+    rule for one product decides, the CTA's warps counted over every product: never a plan
+    the rules refuse."""
+    from mmaplug.heuristics.default import decode
+
+    monkeypatch.setattr(decode, "DECODE_HORIZONTAL_WARPS", 8)
     problem = _horizontal(h, m=m, n=n, dtype=dtype)
     params = mmaplug_matmul_params(problem, H200, "decode")
     assert params is not None and params.splitk_factor == warps
