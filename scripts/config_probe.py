@@ -403,28 +403,7 @@ def cluster_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Hopper's default (the transposed product up to 64 rows) beside the same plan in clusters
     of 1, 2 and 4 CTAs along M (multicasting B: the activations where swapped), each with the
     deepest ring that fits; every clustered plan also with its persistent grid uncut."""
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for m, n, k in CLUSTER_SHAPES:
-        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
-        default = _compiled(problem, pm=hopper)
-        jobs.append((problem, "default", default))
-        if default is None:
-            continue
-        stages = default.params.stages
-        for dims in ((1, 1), (2, 1), (4, 1)):
-            found = _deepest(problem, {"cluster_dims": dims}, range(stages, 2, -1), hopper)
-            if found:
-                depth, compiled = found
-                label = f"cluster {dims[0]}x{dims[1]} s{depth}"
-                jobs.append((problem, label, compiled))
-                if dims != (1, 1):
-                    ov = {"cluster_dims": dims, "stages": depth}
-                    whole = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
-                    jobs.append((problem, label + WHOLE, whole))
-            else:
-                print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
-    return jobs
+    return _clustered(CLUSTER_SHAPES, ((1, 1), (2, 1), (4, 1)), whole=True)
 
 
 CLUSTER2X2_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 5120),
@@ -435,22 +414,34 @@ def cluster2x2_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Large problems (bf16) on hopper's default (CTA pairs along M where it chooses them) and
     on its tiles in clusters of 2 along M, 2 along N and 2x2 (A and B both multicast: a quarter
     fewer operand bytes out of L2 than pairs), each with the deepest ring that fits."""
+    return _clustered(CLUSTER2X2_SHAPES, ((2, 1), (1, 2), (2, 2)), whole=False)
+
+
+def _clustered(shapes: Any, clusters: Any, *, whole: bool) -> list[tuple[TuneProblem, str, Any]]:
+    """Each bf16 problem of *shapes* on hopper's default, then on its plan in each of
+    *clusters* with the deepest ring up to the default's that fits (*whole*: each clustered
+    plan also with its persistent grid uncut)."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
-    for m, n, k in CLUSTER2X2_SHAPES:
+    for m, n, k in shapes:
         problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
         default = _compiled(problem, pm=hopper)
         jobs.append((problem, "default", default))
         if default is None:
             continue
-        for dims in ((2, 1), (1, 2), (2, 2)):
+        for dims in clusters:
             ov = {"cluster_dims": dims}
             found = _deepest(problem, ov, range(default.params.stages, 2, -1), hopper)
-            if found:
-                depth, compiled = found
-                jobs.append((problem, f"cluster {dims[0]}x{dims[1]} s{depth}", compiled))
-            else:
+            if not found:
                 print(f"skipped {problem.key} cluster {dims}: refused", file=sys.stderr)
+                continue
+            depth, compiled = found
+            label = f"cluster {dims[0]}x{dims[1]} s{depth}"
+            jobs.append((problem, label, compiled))
+            if whole and dims != (1, 1):
+                ov = {"cluster_dims": dims, "stages": depth}
+                uncut = compile_fusion(problem.fusion(), overrides=ov, pm=hopper)
+                jobs.append((problem, label + WHOLE, uncut))
     return jobs
 
 
