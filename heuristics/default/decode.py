@@ -44,7 +44,7 @@ DECODE_UNROLL: Final = {2: 3, 1: 4}
 # and 3 chunks in flight, FP8 too: of the sweep of 1-8 warps and 1-4 chunks on six FFNs (8B
 # at 1, 4 and 16 rows, 70B at 1, FP8 per tensor at 1 row and per row at 16; H100, run 222)
 # this was the best on every one. The single-product rule's choices reached 0.935-0.994 of it,
-# and 0.122 on the FP8 16-row FFN (4 warps, 4 chunks: 412 against 50.5 us)
+# and 0.122 on the FP8 16-row FFN (4 warps, 4 chunks: 412 against 50.5 us; one timing)
 DECODE_HORIZONTAL_WARPS: Final = 2
 DECODE_HORIZONTAL_UNROLL: Final = 3
 
