@@ -262,11 +262,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     units_per_cta = ceil_div(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
     k_loops = ceil_div(ceil_div(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
-    rings = [s for s in STREAMING_STAGES if s <= k_loops] if tiles.deep else []
-    stages = ask.deepest(params, rings)
-    if stages is None:
-        stages = ask.most_stages(params, min(cap, k_loops))
-    return params.with_overrides(stages=stages)
+    return params.with_overrides(stages=_ring(ask, params, k_loops, deep=tiles.deep, cap=cap))
 
 
 def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:
@@ -314,8 +310,14 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     cta = params.cta_tile
     tiles = problem.batch * ceil_div(problem.m, cta.m) * ceil_div(problem.n, cta.n // h)
     k_loops = ceil_div(problem.k, cta.k) * ceil_div(tiles, device.sm_count)
-    rings = [s for s in STREAMING_STAGES if s <= k_loops] if streams else []
+    ring = _ring(ask, params, k_loops, deep=streams, cap=HOPPER_MAX_STAGES)
+    return params.with_overrides(stages=ring)
+
+
+def _ring(ask: Asker, params: MatmulParams, k_loops: int, *, deep: bool, cap: int) -> int:
+    """The stages of *params*: where *deep* (weight streaming), the deepest of
+    ``STREAMING_STAGES`` that the *k_loops* K tiles a CTA runs fill; else, or where none fits,
+    the most up to *cap* and *k_loops*."""
+    rings = [s for s in STREAMING_STAGES if s <= k_loops] if deep else []
     stages = ask.deepest(params, rings)
-    if stages is None:
-        stages = ask.most_stages(params, min(HOPPER_MAX_STAGES, k_loops))
-    return params.with_overrides(stages=stages)
+    return ask.most_stages(params, min(cap, k_loops)) if stages is None else stages
