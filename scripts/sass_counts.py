@@ -70,15 +70,15 @@ def main(argv: list[str]) -> None:
         parsed = parse_spec(spec)
         problem, overrides = problem_and_overrides(parsed)
         compiled = built(problem, overrides, parsed[-1], hopper, "h200")
-        try:
-            counts = collections.Counter(OPCODE.findall(compiled.sass))
-            encoded = dump.disassemble(dump.artifact_cubin(compiled._artifact), encodings=True)
+        try:  # (compiled.sass, with each instruction's encoding for the hints)
+            sass = dump.sass(compiled._artifact, encodings=with_hints)
         except UnsupportedTargetError as error:
             sys.exit(str(error))
+        counts = collections.Counter(OPCODE.findall(sass))
         named = " ".join(f"{op} {counts[op]}" for op in COUNTED)
         print(f"{spec:44s} {compiled.kernel_name}: {sum(counts.values())} instructions, {named}")
         if with_hints:
-            for op, (n, yielding, reusing) in hints(encoded).items():
+            for op, (n, yielding, reusing) in hints(sass).items():
                 if n:
                     print(f"    {op}: {n}, {yielding} with the yield hint, {reusing} reusing")
 

@@ -191,15 +191,15 @@ def artifact_cubin(artifact: object) -> bytes:
     return own() if callable(own) else cubin(artifact.ptx())  # type: ignore[attr-defined]
 
 
-def sass(artifact: object) -> str:
-    """SASS of *artifact*'s main kernel (:func:`artifact_cubin`); the tool is looked for
-    before anything is compiled.
+def sass(artifact: object, *, encodings: bool = False) -> str:
+    """SASS of *artifact*'s main kernel (:func:`artifact_cubin`; *encodings* as
+    :func:`disassemble`'s); the tool is looked for before anything is compiled.
 
     :raises UnsupportedTargetError: neither ``cuobjdump`` nor ``nvdisasm`` is found.
     """
     if (tool := sass_tool()) is None:
         raise UnsupportedTargetError(_NO_TOOL)
-    return disassemble(artifact_cubin(artifact), tool)
+    return disassemble(artifact_cubin(artifact), tool, encodings=encodings)
 
 
 def file_stem(spec: KernelSpec, kernel_name: str, source: str) -> str:
