@@ -23,6 +23,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py cluster2x2   # large problems in pairs along M or N, and 2x2
     python scripts/config_probe.py ffn_tiles    # the llama FFN at 24-128 rows on narrower tiles
+    python scripts/config_probe.py ffn_tiles_fp8  # the e4m3 FFN at 24-96 rows on narrower tiles
     python scripts/config_probe.py halves       # skinny rows swapped in parts, clusters along N
     python scripts/config_probe.py swap64       # the swap at 64 rows against the old default
     python scripts/config_probe.py swap_wide    # 96-512 rows: the transposed product, N up to 256
@@ -55,6 +56,7 @@ other's main loop) against the default on FP8 products, bare and with bias + GEL
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import time
 from typing import Any
@@ -461,6 +463,25 @@ def ffn_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
         jobs.append((problem, "default", _compiled(problem, pm=hopper)))
         for columns in (64, 32):
             ov = _wgmma_tiles((64, 2 * columns, 64))
+            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
+    return jobs
+
+
+FFN_FP8_SHAPES = [(24, 14336, 4096), (32, 14336, 4096), (48, 14336, 4096), (64, 14336, 4096),
+                  (96, 14336, 4096), (32, 28672, 8192)]  # fmt: skip
+
+
+def ffn_tiles_fp8_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``ffn_tiles`` for e4m3 products, per tensor and per row: hopper's default (128 columns
+    a product) against 64 and 32 columns a product, 128 of K, the deepest ring that fits."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), scale in itertools.product(FFN_FP8_SHAPES, ("tensor", "row")):
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale,
+                              epilogue="swiglu")  # fmt: skip
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for columns in (64, 32):
+            ov = _wgmma_tiles((64, 2 * columns, 128), k=32)
             jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
     return jobs
 
@@ -1441,6 +1462,7 @@ def main(which: str) -> None:
             "clusters": cluster_jobs,
             "cluster2x2": cluster2x2_jobs,
             "ffn_tiles": ffn_tiles_jobs,
+            "ffn_tiles_fp8": ffn_tiles_fp8_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
             "swap_wide": swap_wide_jobs,

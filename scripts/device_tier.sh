@@ -5,7 +5,7 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets", "ffn", "ffn_report" and "probes" (PROBES: config_probe.py's) on request), so that a run can be split over calls of 10 minutes each. The tier
+# "targets", "ffn", "ffn_report", "fp8_rows" and "probes" (PROBES: config_probe.py's) on request), so that a run can be split over calls of 10 minutes each. The tier
 # alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
 # 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
 # shards of about 120 (the default since) took 360-415 s in run 202, 333-377 s in run 206 and
@@ -109,4 +109,8 @@ fi
 if [[ " $PARTS " == *" ffn_report "* ]]; then
 echo "== the decode FFN (scripts/ffn_decode.toml): its default against the decode kernel's space"
 CANDIDATES=${CANDIDATES:-1} report_part scripts/ffn_decode.toml ffn_decode
+fi
+if [[ " $PARTS " == *" fp8_rows "* ]]; then
+echo "== FP8 decode rows (scripts/fp8_decode_rows.toml): their default against the decode space"
+CANDIDATES=${CANDIDATES:-1} report_part scripts/fp8_decode_rows.toml fp8_rows
 fi
