@@ -729,12 +729,20 @@ def _decode_plans() -> Iterator[Plan]:
         (Gemm("TN", "bfloat16", 3, 32, 1040, op="linear", h=3, epilogue="qkv"), (4, 2)),
         (Gemm("TN", "float16", 9, 24, 136, op="linear", h=3, epilogue="swiglu_bias_scalar"),
          (1, 1)),
+        # two row tiles: 32 weight rows a CTA (warps, chunks, weight rows)
+        (Gemm("TN", "bfloat16", 5, 40, 200, op="linear", epilogue="bias_gelu"), (2, 2, 32)),
+        (Gemm("TN", "float16", 9, 48, 520, op="linear", h=2, epilogue="swiglu"), (2, 4, 32)),
     )  # fmt: skip
     for g, plan in cases:
-        overrides = None if plan is None else {"splitk_factor": plan[0], "stages": plan[1]}
-        what = ("default" if plan is None else f"w{plan[0]}_u{plan[1]}") + (
-            f"_h{g.h}" if g.h > 1 else ""
-        )
+        what, overrides = "default", None
+        if plan is not None:
+            warps, unroll, *rows = plan
+            what, overrides = f"w{warps}_u{unroll}", {"splitk_factor": warps, "stages": unroll}
+            if rows:
+                tile = (8 * -(-g.m // 8), rows[0], 64)
+                what += f"_r{rows[0] // 16}"
+                overrides |= {"cta_tile": tile, "warp_tile": tile}
+        what += f"_h{g.h}" if g.h > 1 else ""
         yield Plan(f"decode/{what}_{g.epilogue}_{g.tag}", g, "h200", "decode", overrides)
 
 

@@ -61,19 +61,21 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     chunks where the SMs hold such a CTA, else warps as above (the resources count them all)."""
     scheduler = scheduler_object("decode")
     asker = Asker(scheduler, problem, device)
-    (cta,) = asker.spaces["cta_tile"].values  # the activation rows, 16 weight rows, a K chunk
+    cta = asker.spaces["cta_tile"].values[0]  # the activation rows, one row tile, a K chunk
     assert isinstance(cta, TileShape)
+
+    def plan(warps: int, unroll: int) -> MatmulParams:
+        return asker.params(cta_tile=cta, warp_tile=cta, splitk_factor=warps, stages=unroll)
+
     if problem.horizontal > 1:
         warps = min(DECODE_HORIZONTAL_WARPS, ceil_div(problem.k, cta.k))
-        params = asker.params(splitk_factor=warps, stages=DECODE_HORIZONTAL_UNROLL)
+        params = plan(warps, DECODE_HORIZONTAL_UNROLL)
         if _resident(asker, params):
             return params
     ctas = problem.batch * ceil_div(problem.n, cta.n)
     unroll = DECODE_UNROLL[problem.operand_dtype.itemsize]
-    resident = {
-        w: _resident(asker, asker.params(splitk_factor=w, stages=unroll))
-        for w in DECODE_WARP_COUNTS
-    }  # (0: more warps than an SM holds, as a horizontal fusion's products multiply them)
+    # (0: more warps than an SM holds, as a horizontal fusion's products multiply them)
+    resident = {w: _resident(asker, plan(w, unroll)) for w in DECODE_WARP_COUNTS}
     one_wave = [w for w in DECODE_WARP_COUNTS if ctas <= resident[w]]
     many = [w for w in DECODE_MANY_WAVES_WARPS if resident[w]]
     if one_wave:
@@ -85,7 +87,7 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     most = min(most, ceil_div(problem.k, cta.k))  # the row's chunks
     counts = asker.spaces["splitk_factor"].values
     warps = max(w for w in counts if isinstance(w, int) and w <= most and resident.get(w, 1))
-    return asker.params(splitk_factor=warps, stages=unroll)
+    return plan(warps, unroll)
 
 
 def _resident(asker: Asker, params: MatmulParams) -> int:

@@ -31,9 +31,9 @@ __all__ = ["DecodeArtifact", "kernel_config"]
 
 
 def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelConfig:
-    """The generated kernel's configuration for *spec*: m tiles from ``cta_tile.m``, warps (a
-    product's) from ``splitk_factor``, unroll from ``stages``, the products of a horizontal
-    fusion from the problem."""
+    """The generated kernel's configuration for *spec*: m tiles from ``cta_tile.m``, row tiles
+    from ``cta_tile.n``, warps (a product's) from ``splitk_factor``, unroll from ``stages``, the
+    products of a horizontal fusion from the problem."""
     require_numba()  # a plan-only install stops here, with the extra to install
     params = spec.params
     return DecodeKernelConfig(
@@ -43,6 +43,7 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> DecodeKernelCon
         unroll=params.stages,
         epilogue=analysis.epilogue,
         horizontal=spec.problem.horizontal,
+        row_tiles=params.cta_tile.n // ROWS,
     )
 
 
@@ -126,7 +127,8 @@ class DecodeArtifact:
         return [p.m, p.n, p.k, a_sm, b_sn, a_sb, b_sb, *more_strides, *in_strides, *out_strides]
 
     def _grid(self, args: LaunchArgs) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        return (-(-args.problem.n // ROWS), args.problem.batch, 1), (self.config.threads, 1, 1)
+        rows = self.config.rows
+        return (-(-args.problem.n // rows), args.problem.batch, 1), (self.config.threads, 1, 1)
 
     def launch(self, args: LaunchArgs) -> None:
         """Run the kernel once on *args* (the checked path; the simulator uses it)."""

@@ -10,8 +10,11 @@ from mmaplug.analysis.epilogue import EpilogueProgram
 from mmaplug.codegen.emitter import cast_epilogue, epilogue_params
 from mmaplug.ir.dtypes import DType
 
-#: Rows of the weight (N) one CTA computes: the M of one mma.sync m16n8k16.
+#: Rows of the weight (N) of one row tile: the M of one mma.sync m16n8k16.
 ROWS: Final = 16
+#: Row tiles a warp (and so a CTA) may take: each more reuses the activations' registers for
+#: another 16 weight rows, so a CTA loads them once for more weight bytes.
+ROW_TILES: Final = (1, 2)
 #: Columns of the activations (M) one mma covers: its N.
 COLS_PER_MMA: Final = 8
 #: Bytes of each row one warp loads per step: 16 bytes per lane, twice, four lanes a row (4 mmas:
@@ -60,11 +63,13 @@ def more_b_params(horizontal: int) -> tuple[list[str], list[str]]:
 class DecodeKernelConfig:
     """One generated decode kernel: ``out = epilogue(A @ B^T)`` for ``M <= 8 * m_tiles``.
 
-    ``warps`` split K between them (warp ``w`` takes K chunks ``w, w + warps, ...``) and sum
-    their partials in shared memory; ``unroll`` chunks are loaded before their mmas run. A
-    horizontal fusion of ``horizontal`` products sharing A (the llama FFN's two) gives each
-    product ``warps`` warps of its own: warp ``w`` multiplies weight ``w // warps`` and takes
-    K chunks ``w % warps, ...``, and the epilogue reads every product's sum.
+    A CTA computes ``16 * row_tiles`` weight rows; every warp multiplies all of them with the
+    activations it loaded once. ``warps`` split K between them (warp ``w`` takes K chunks
+    ``w, w + warps, ...``) and sum their partials in shared memory; ``unroll`` chunks are
+    loaded before their mmas run. A horizontal fusion of ``horizontal`` products sharing A (the
+    llama FFN's two) gives each product ``warps`` warps of its own: warp ``w`` multiplies
+    weight ``w // warps`` and takes K chunks ``w % warps, ...``, and the epilogue reads every
+    product's sum.
     """
 
     operand_dtype: DType
@@ -73,6 +78,12 @@ class DecodeKernelConfig:
     unroll: int
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
     horizontal: int = 1
+    row_tiles: int = 1
+
+    @property
+    def rows(self) -> int:
+        """Weight rows of one CTA (``16 * row_tiles``)."""
+        return ROWS * self.row_tiles
 
     @property
     def chunk_k(self) -> int:
@@ -109,7 +120,8 @@ class DecodeKernelConfig:
         """A readable name of the configuration."""
         dtype = _SHORT[self.operand_dtype]
         h = f"_h{self.horizontal}" if self.horizontal > 1 else ""
-        return f"decode_{dtype}_m{COLS_PER_MMA * self.m_tiles}_w{self.warps}_u{self.unroll}{h}"
+        r = f"_r{self.row_tiles}" if self.row_tiles > 1 else ""
+        return f"decode_{dtype}_m{COLS_PER_MMA * self.m_tiles}_w{self.warps}_u{self.unroll}{r}{h}"
 
     @property
     def kernel_name(self) -> str:

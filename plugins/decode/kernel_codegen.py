@@ -9,26 +9,28 @@ fragments are m16n8k16's (a0..a3 and b0, b1 one word each; words t and t + 4 of 
 k-step, rows g and g + 8), so everything below holds with K counted in bytes: a chunk is 128
 bytes of a row (64 16-bit or 128 FP8 elements) and a lane's vectors start at byte 16 * c.
 
-- **Grid:** one CTA per 16 weight rows (``n0 = 16 * blockIdx.x``) and product of the batch
-  (``bt = blockIdx.y``; an operand shared across the batch has batch stride 0); rows past N
-  are clamped for the loads and never stored.
+- **Grid:** one CTA per ``16 * row_tiles`` weight rows (``n0 = 16 * row_tiles * blockIdx.x``)
+  and product of the batch (``bt = blockIdx.y``; an operand shared across the batch has batch
+  stride 0); rows past N are clamped for the loads and never stored. Each warp takes all the
+  CTA's row tiles: the activation words it loads for a chunk serve each of them.
 - **Loads:** K is cut into chunks of 64 (16-bit; 128 FP8); warp ``w`` of the CTA takes chunks
   ``w, w + warps, ...`` so a CTA reads ``128 * warps`` contiguous bytes of each of its rows per
   step. Lane ``(g, c) = (lane // 4, lane % 4)`` loads, per chunk and row ``g`` and ``g + 8``, two
   16-byte vectors (``ld.global.nc.v4``) at bytes ``16 * c`` and ``64 + 16 * c`` (elements
   ``8 * c`` and ``32 + 8 * c`` of a 16-bit row), and the same two of activation row ``t * 8 + g``
-  per m tile ``t``. The main loop loads ``unroll`` chunks, all inside K and
-  unpredicated, before their mmas run (bytes in flight); the chunks left then go one at a time,
-  a vector past K being zeros (K is a multiple of a vector's elements: it is in or out whole).
+  per m tile ``t``; row tile ``r``'s rows are ``16 * r + g`` and ``16 * r + g + 8``. The main
+  loop loads ``unroll`` chunks, all inside K and unpredicated, before their mmas run (bytes in
+  flight); the chunks left then go one at a time, a vector past K being zeros (K is a multiple
+  of a vector's elements: it is in or out whole).
 - **The K order:** mma ``j`` of a chunk takes each lane's words ``2j`` and ``2j + 1`` as its
   ``a0/a2`` (row g), ``a1/a3`` (row g + 8) and ``b0/b1``. Both operands come from the same
   physical K positions for the same lane and register, so every product pairs ``A[m, k]`` with
   ``B[n, k]``: the sum over K is the same sum in another order (float32 accumulation).
-- **Reduction and epilogue:** each warp's float32 16 x 8·m_tiles partial goes to shared memory;
-  after one barrier each thread sums the warps' partials of one element and applies the
-  ``EpilogueProgram`` (``mmaplug.codegen.emitter``) at (``row`` = m, ``col`` = n). An amax
-  output takes each thread's running maximum over its elements, then one ``red.global.max``
-  per warp (``mmaplug.codegen.amax_epilogue``; the launch zeroes it first).
+- **Reduction and epilogue:** each warp's float32 16·row_tiles x 8·m_tiles partial goes to
+  shared memory; after one barrier each thread sums the warps' partials of one element and
+  applies the ``EpilogueProgram`` (``mmaplug.codegen.emitter``) at (``row`` = m, ``col`` = n).
+  An amax output takes each thread's running maximum over its elements, then one
+  ``red.global.max`` per warp (``mmaplug.codegen.amax_epilogue``; the launch zeroes it first).
 - **A horizontal fusion** of h products sharing A (weights ``b``, ``b1``, ...; each with its
   own row and batch strides): the CTA has ``warps`` warps per product; warp ``w`` streams the
   16 rows of weight ``w // warps`` and takes K chunks ``w % warps, ...`` as above, so each warp
@@ -68,19 +70,16 @@ class DecodeVars:
     """The first of the CTA's 16 weight rows."""
     bt: str = "bt"
     """The CTA's product of the batch (``blockIdx.y``): the operands' and the epilogue's."""
-    base_w0: str = "base_w0"
-    """Element index of weight row ``n0 + g`` (clamped to N - 1) of product ``bt`` at the
-    lane's K offset."""
-    base_w1: str = "base_w1"
-    """The same for row ``n0 + g + 8``."""
+    base_w: str = "base_w"
+    """``base_w0``, ``base_w1``, ...: element index of weight row ``n0 + g + 8 * i`` (clamped to
+    N - 1) of product ``bt`` at the lane's K offset (two a row tile: rows g and g + 8)."""
     base_x: str = "base_x"
     """Per m tile, the element index of the lane's activation row (clamped to M - 1)."""
     acc: str = "acc"
-    """The float32 accumulators, 4 per m tile (the mma's C fragment)."""
-    w0: str = "w0"
-    """Loaded words of weight row ``g``: 8 per chunk in flight."""
-    w1: str = "w1"
-    """Loaded words of weight row ``g + 8``."""
+    """The float32 accumulators, 4 per m tile and row tile (the mma's C fragment): row tile
+    ``r``'s of m tile ``t`` at ``[r * m_tiles + t]``."""
+    w: str = "w"
+    """``w0``, ``w1``, ...: loaded words of weight row ``g + 8 * i``: 8 per chunk in flight."""
     xs: str = "xs"
     """Loaded words of the activation rows: 8 per chunk in flight and m tile."""
     first: str = "first"
@@ -98,6 +97,16 @@ INTRINSICS = (
 )
 #: The FP8 mmas, imported only by kernels of FP8 operands (16-bit kernels are unchanged).
 FP8_INTRINSICS = "mma_m16n8k32_e4m3, mma_m16n8k32_e5m2"
+
+
+def _half_rows(config: DecodeKernelConfig) -> range:
+    """The weight rows ``g + 8 * i`` a lane loads, by ``i``: two a row tile."""
+    return range(2 * config.row_tiles)
+
+
+def _acc(r: int, config: DecodeKernelConfig) -> str:
+    """The accumulator row of m tile ``t`` in row tile *r*."""
+    return f"{r * config.m_tiles} + t" if r else "t"
 
 
 def _four(array: str, index: str) -> str:
@@ -132,29 +141,33 @@ def emit_kernel(em: Emitter, config: DecodeKernelConfig, sim: bool) -> None:
     em(f"@cuda.jit({jit_options(config.threads, sim)})")
     em(f"def decode_gemm({', '.join(config.parameters())}):")
     with em.indent():
-        em(f"{DV.red} = cuda.shared.array(({h * warps}, {ROWS}, {cols}), float32)")
+        em(f"{DV.red} = cuda.shared.array(({h * warps}, {config.rows}, {cols}), float32)")
         em("tid = cuda.threadIdx.x")
         em(f"{DV.warp} = tid // 32")
         em(f"{DV.g} = (tid % 32) // 4")
         em(f"{DV.c} = tid % 4")
-        em(f"{DV.n0} = cuda.blockIdx.x * {ROWS}")
+        em(f"{DV.n0} = cuda.blockIdx.x * {config.rows}")
         em(f"{DV.bt} = cuda.blockIdx.y")
         weight = _emit_weight(em, config)
-        for name, row in ((DV.base_w0, f"{DV.n0} + {DV.g}"), (DV.base_w1, f"{DV.n0} + {DV.g} + 8")):
-            em(f"{name} = {DV.bt} * {weight}_sb + min({row}, N - 1) * {weight}_sn + {vec} * {DV.c}")
+        for i in _half_rows(config):
+            row = f"{DV.n0} + {DV.g}" + (f" + {8 * i}" if i else "")
+            em(
+                f"{DV.base_w}{i} = {DV.bt} * {weight}_sb + min({row}, N - 1) * {weight}_sn + "
+                f"{vec} * {DV.c}"
+            )
         em(f"{DV.base_x} = cuda.local.array({mt}, int64)")
         em(f"for t in range({mt}):")
         with em.indent():
             row = f"min(t * {COLS_PER_MMA} + {DV.g}, M - 1)"
             em(f"{DV.base_x}[t] = {DV.bt} * a_sb + {row} * a_sm + {vec} * {DV.c}")
-        em(f"{DV.acc} = cuda.local.array(({mt}, 4), float32)")
-        em(f"for t in range({mt}):")
+        em(f"{DV.acc} = cuda.local.array(({mt * config.row_tiles}, 4), float32)")
+        em(f"for t in range({mt * config.row_tiles}):")
         with em.indent():
             em("for q in range(4):")
             with em.indent():
                 em(f"{DV.acc}[t, q] = float32(0.0)")
-        em(f"{DV.w0} = cuda.local.array(({unroll}, 8), uint32)")
-        em(f"{DV.w1} = cuda.local.array(({unroll}, 8), uint32)")
+        for i in _half_rows(config):
+            em(f"{DV.w}{i} = cuda.local.array(({unroll}, 8), uint32)")
         em(f"{DV.xs} = cuda.local.array(({unroll}, {mt}, 8), uint32)")
         em(f"full = K // {chunk}")
         em(f"{DV.first} = {DV.warp}" + (f" % {warps}" if h > 1 else ""))
@@ -206,10 +219,9 @@ def _emit_loads(
             if guarded:
                 em(f"if kk + {config.vector} * {DV.c} < K:")
                 em.depth += 1
-            em(f"ld = ld_global_nc_v4_b32({weight}, {DV.base_w0} + kk)")
-            em(f"{_four(DV.w0, 'u')} = ld")
-            em(f"ld = ld_global_nc_v4_b32({weight}, {DV.base_w1} + kk)")
-            em(f"{_four(DV.w1, 'u')} = ld")
+            for i in _half_rows(config):
+                em(f"ld = ld_global_nc_v4_b32({weight}, {DV.base_w}{i} + kk)")
+                em(f"{_four(f'{DV.w}{i}', 'u')} = ld")
             em(f"for t in range({config.m_tiles}):")
             with em.indent():
                 em(f"ld = ld_global_nc_v4_b32(a, {DV.base_x}[t] + kk)")
@@ -220,56 +232,62 @@ def _emit_loads(
                 with em.indent():
                     em("for q in range(4):")
                     with em.indent():
-                        em(f"{DV.w0}[u, 4 * h + q] = uint32(0)")
-                        em(f"{DV.w1}[u, 4 * h + q] = uint32(0)")
+                        for i in _half_rows(config):
+                            em(f"{DV.w}{i}[u, 4 * h + q] = uint32(0)")
                         em(f"for t in range({config.m_tiles}):")
                         with em.indent():
                             em(f"{DV.xs}[u, t, 4 * h + q] = uint32(0)")
 
 
 def _emit_mmas(em: Emitter, config: DecodeKernelConfig, mma: str, chunks: int) -> None:
-    """Four mmas per loaded chunk and m tile, in the K order the module docstring gives."""
+    """Four mmas per loaded chunk, m tile and row tile, in the K order the module docstring
+    gives."""
     em(f"for u in range({chunks}):")
     with em.indent():
         em("for j in range(4):")
         with em.indent():
             em(f"for t in range({config.m_tiles}):")
             with em.indent():
-                em(
-                    f"d = {mma}({DV.w0}[u, 2 * j], {DV.w1}[u, 2 * j], {DV.w0}[u, 2 * j + 1], "
-                    f"{DV.w1}[u, 2 * j + 1], {DV.xs}[u, t, 2 * j], {DV.xs}[u, t, 2 * j + 1], "
-                    f"{DV.acc}[t, 0], {DV.acc}[t, 1], {DV.acc}[t, 2], {DV.acc}[t, 3])"
-                )
-                em(f"{DV.acc}[t, 0], {DV.acc}[t, 1], {DV.acc}[t, 2], {DV.acc}[t, 3] = d")
+                for r in range(config.row_tiles):
+                    lo, hi, t = f"{DV.w}{2 * r}", f"{DV.w}{2 * r + 1}", _acc(r, config)
+                    acc = ", ".join(f"{DV.acc}[{t}, {q}]" for q in range(4))
+                    em(
+                        f"d = {mma}({lo}[u, 2 * j], {hi}[u, 2 * j], {lo}[u, 2 * j + 1], "
+                        f"{hi}[u, 2 * j + 1], {DV.xs}[u, t, 2 * j], {DV.xs}[u, t, 2 * j + 1], "
+                        f"{acc})"
+                    )
+                    em(f"{acc} = d")
 
 
 def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
     """Each warp's partial to shared memory, then one element per thread: the sum of each
     product's warps (``v``, ``v1``, ...), the epilogue."""
-    mt, warps = config.m_tiles, config.warps
+    mt, warps, rows = config.m_tiles, config.warps, config.rows
     em(f"for t in range({mt}):")
     with em.indent():
         em(f"col0 = t * {COLS_PER_MMA} + 2 * {DV.c}")
-        em(f"{DV.red}[{DV.warp}, {DV.g}, col0] = {DV.acc}[t, 0]")
-        em(f"{DV.red}[{DV.warp}, {DV.g}, col0 + 1] = {DV.acc}[t, 1]")
-        em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0] = {DV.acc}[t, 2]")
-        em(f"{DV.red}[{DV.warp}, {DV.g} + 8, col0 + 1] = {DV.acc}[t, 3]")
+        for r in range(config.row_tiles):
+            t = _acc(r, config)
+            for q, (row, col) in enumerate(((0, ""), (0, " + 1"), (8, ""), (8, " + 1"))):
+                row += ROWS * r
+                at = f"{DV.warp}, {DV.g}" + (f" + {row}" if row else "") + f", col0{col}"
+                em(f"{DV.red}[{at}] = {DV.acc}[{t}, {q}]")
     em("cuda.syncthreads()")
     for line in amax_init(config.epilogue):
         em(line)
     em("e = tid")
-    em(f"while e < {ROWS * COLS_PER_MMA * mt}:")
+    em(f"while e < {rows * COLS_PER_MMA * mt}:")
     with em.indent():
-        em(f"row = e // {ROWS}")
-        em(f"col = {DV.n0} + e % {ROWS}")
+        em(f"row = e // {rows}")
+        em(f"col = {DV.n0} + e % {rows}")
         em("if row < M and col < N:")
         with em.indent():
             for j in range(config.horizontal):
                 v = f"v{j}" if j else "v"
-                em(f"{v} = {DV.red}[{j * warps}, e % {ROWS}, row]")
+                em(f"{v} = {DV.red}[{j * warps}, e % {rows}, row]")
                 em(f"for w in range({j * warps + 1}, {(j + 1) * warps}):")
                 with em.indent():
-                    em(f"{v} += {DV.red}[w, e % {ROWS}, row]")
+                    em(f"{v} += {DV.red}[w, e % {rows}, row]")
             emit_epilogue_body(em, config.epilogue)
         em(f"e += {config.threads}")
     for line in amax_flush(config.epilogue, "tid % 32"):  # every lane: out of the loop

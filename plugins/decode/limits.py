@@ -1,9 +1,10 @@
 """What the decode kernel takes and allows: its space of legal values, its rules and its one
 resource model (``mmaplug.planning.scheduler``); each value and limit is written once, here.
 
-A decode kernel reads five ``MatmulParams`` fields: ``cta_tile`` and ``warp_tile`` (m: the
-activation rows it covers, 8 per m tile; n: the 16 weight rows of a CTA; k: the 64 of K a warp
-loads per step; 128 of K for FP8 operands, the same 128 bytes), ``instruction_tile`` (one
+A decode kernel reads five ``MatmulParams`` fields: ``cta_tile`` and ``warp_tile``, the same
+(m: the activation rows it covers, 8 per m tile; n: the weight rows of a CTA, 16 a row tile,
+every warp taking all of them; k: the 64 of K a warp loads per step; 128 of K for FP8 operands,
+the same 128 bytes), ``instruction_tile`` (one
 mma.sync m16n8k16 in the problem's terms: 8 activation rows, 16 weight rows, 16 of K; for FP8
 one m16n8k32, 32 of K), ``splitk_factor`` (the warps of a CTA, each taking
 every ``splitk_factor``-th chunk of K, their partials summed in shared memory: split-K inside
@@ -21,7 +22,7 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 
-from .config import COLS_PER_MMA, MMAS, ROWS, chunk_k
+from .config import COLS_PER_MMA, MMAS, ROW_TILES, ROWS, chunk_k
 
 __all__ = [
     "FP8_CC", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
@@ -75,11 +76,15 @@ MAX_PRODUCTS: Final = 4
 WARPS: Final = (1, 2, 4, 8)
 UNROLLS: Final = (1, 2, 3, 4)
 #: Registers a thread of the kernel takes (ptxas for sm_90a; the most seen over 1 and 4 warps,
-#: 4096x4096 and x10240x8192), by operand bytes and m tiles, for 1-4 chunks in flight: three
-#: take fewest. (Chunks the rules refuse: 0, unknown.)
+#: 4096x4096 and x10240x8192), by operand bytes, m tiles and row tiles, for 1-4 chunks in
+#: flight: of one row tile three take fewest. Two row tiles: nvJitLink 13.5's ptxas, which
+#: gives one row tile 8-12 more than these (144, 142, 128, 142 for 16-bit, one m tile).
+#: (Chunks the rules refuse: 0, unknown.)
 REGISTERS: Final = {
-    (2, 1): (132, 132, 120, 132), (2, 2): (176, 174, 158, 176),
-    (1, 1): (160, 158, 132, 156), (1, 2): (206, 204, 174, 204),
+    (2, 1, 1): (132, 132, 120, 132), (2, 2, 1): (176, 174, 158, 176),
+    (1, 1, 1): (160, 158, 132, 156), (1, 2, 1): (206, 204, 174, 204),
+    (2, 1, 2): (168, 168, 212, 230), (2, 2, 2): (206, 212, 238, 228),
+    (1, 1, 2): (184, 186, 224, 232), (1, 2, 2): (218, 216, 220, 222),
 }  # fmt: skip
 
 
@@ -102,8 +107,11 @@ def m_tile(problem: MatmulProblem) -> int:
 
 
 def _tile_space(field: str, problem: MatmulProblem) -> Space:
-    tile = TileShape(m_tile(problem), ROWS, chunk_k(problem.operand_dtype))
-    return Space(field, f"{tile} (M rounded up to 8s)", values=(tile,))
+    m, k = m_tile(problem), chunk_k(problem.operand_dtype)
+    tiles = tuple(TileShape(m, ROWS * r, k) for r in ROW_TILES)
+    text = " or ".join(map(str, tiles))
+    text = f"{text} (M rounded up to 8s; 16 weight rows a row tile)"
+    return Space(field, text, values=tiles, examples=tiles)
 
 
 def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
@@ -170,31 +178,45 @@ def _fits(params: MatmulParams, problem: MatmulProblem, device: Device) -> str |
     )
 
 
+def _whole_cta(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    if params.warp_tile == params.cta_tile:
+        return None
+    return (
+        f"every decode warp takes the CTA's whole tile: warp_tile must equal cta_tile "
+        f"{params.cta_tile}, not {params.warp_tile}"
+    )
+
+
 def rules(problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
     """Every rule, in the order violations are reported."""
     cc = min_cc(problem)
     return (
         Rule("device", f"sm_{cc[0]}{cc[1]} or newer", _device),
         *(Rule(s.field, s.text, _allowed(s)) for s in space(problem, device)),
+        Rule("warp_tile", "the CTA's tile: each warp takes all its rows", _whole_cta),
         Rule("splitk_factor", "warps a CTA (per product) that one SM holds", _fits),
     )
 
 
 def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
     """One CTA: a warp per K split (per product of a horizontal fusion), each with a float32
-    16 x m partial in shared memory, and the registers of ``REGISTERS``."""
-    return _resources(problem, params.splitk_factor, params.stages)
+    (weight rows x m) partial in shared memory, and the registers of ``REGISTERS``."""
+    return _resources(problem, params.splitk_factor, params.stages, params.cta_tile.n // ROWS)
 
 
-def _resources(problem: MatmulProblem, warps: int, stages: int) -> Resources:
+def _resources(problem: MatmulProblem, warps: int, stages: int, row_tiles: int) -> Resources:
     rows, warps = m_tile(problem), warps * problem.horizontal
-    counts = REGISTERS.get((problem.operand_dtype.itemsize, rows // COLS_PER_MMA), ())
+    key = (problem.operand_dtype.itemsize, rows // COLS_PER_MMA, row_tiles)
+    counts = REGISTERS.get(key, ())
     registers = counts[stages - 1] if 1 <= stages <= len(counts) else 0
-    return Resources(warps * ROWS * rows * 4, 32 * warps, registers)
+    return Resources(warps * ROWS * row_tiles * rows * 4, 32 * warps, registers)
 
 
-def one_wave(problem: MatmulProblem, device: Device, warps: int, stages: int) -> bool:
-    """Whether the SMs hold all CTAs (one per 16 weight rows and product of the batch) of a
-    kernel of *warps* and *stages* chunks in flight at once."""
-    ctas = problem.batch * -(-problem.n // ROWS)
-    return ctas <= device.sm_count * resident_ctas(_resources(problem, warps, stages), device)
+def one_wave(
+    problem: MatmulProblem, device: Device, warps: int, stages: int, row_tiles: int = 1
+) -> bool:
+    """Whether the SMs hold all CTAs (one per ``16 * row_tiles`` weight rows and product of the
+    batch) of a kernel of *warps* and *stages* chunks in flight at once."""
+    ctas = problem.batch * -(-problem.n // (ROWS * row_tiles))
+    cta = _resources(problem, warps, stages, row_tiles)
+    return ctas <= device.sm_count * resident_ctas(cta, device)

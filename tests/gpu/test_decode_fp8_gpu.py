@@ -84,6 +84,26 @@ def test_every_fp8_warp_split_and_depth(
     assert (compiled.params.splitk_factor, compiled.params.stages) == (warps, stages)
 
 
+@pytest.mark.parametrize(("m", "warps", "stages"), [(16, 4, 4), (16, 8, 2), (5, 2, 3)])
+def test_fp8_two_row_tiles(
+    decode_pm: mp.PluginManager,
+    scaled_linear: Linear,
+    checks: Checks,
+    m: int,
+    warps: int,
+    stages: int,
+) -> None:
+    """32 weight rows a CTA (each warp multiplies two row tiles with the activations it loaded
+    once), e4m3 with per-row scales and bias + GELU, ragged N (the last CTA's 8 rows) and K
+    (11 chunks of 128 and 80)."""
+    fusion = scaled_linear(m, 1000, 1488, mp.float8_e4m3fn, "row", "bias_gelu")
+    tile = (8 * -(-m // 8), 32, 128)
+    overrides = {"cta_tile": tile, "warp_tile": tile, "splitk_factor": warps, "stages": stages}
+    inputs = checks.inputs(fusion, np.random.default_rng(34))
+    compiled = checks.run(fusion, decode_pm, inputs, overrides)
+    assert compiled.kernel_name.endswith(f"_w{warps}_u{stages}_r2")
+
+
 def test_the_fp8_checked_launch_path(
     pm: mp.PluginManager, scaled_linear: Linear, checks: Checks, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,18 @@ def test_every_warp_split_and_depth(
     assert (compiled.params.splitk_factor, compiled.params.stages) == (warps, stages)
 
 
+@pytest.mark.parametrize(("m", "warps", "stages"), [(1, 4, 3), (16, 2, 4), (9, 8, 1)])
+def test_two_row_tiles(
+    pm: mp.PluginManager, checks: Checks, m: int, warps: int, stages: int
+) -> None:
+    """32 weight rows a CTA, two row tiles a warp: ragged N (the last CTA's 8 rows) and K."""
+    fusion = _fusion(m, 1000, 1480, mp.bfloat16, "bias_gelu")
+    tile = (8 * -(-m // 8), 32, 64)
+    overrides = {"cta_tile": tile, "warp_tile": tile, "splitk_factor": warps, "stages": stages}
+    compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(7)), overrides)
+    assert compiled.kernel_name.endswith(f"_w{warps}_u{stages}_r2")
+
+
 def test_the_checked_launch_path(
     pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,6 +149,7 @@ HORIZONTAL = [
     ((16, 1040, 1024), mp.float16, "ffn", (4, 4)),
     ((3, 1024, 4096), mp.bfloat16, "qkv", None),
     ((9, 520, 1040), mp.float16, "qkv", (1, 1)),
+    ((16, 1000, 1024), mp.bfloat16, "ffn", (2, 3, 32)),  # two row tiles, the last CTA's 8 rows
 ]  # fmt: skip
 
 
@@ -149,9 +162,13 @@ def test_horizontal_fusions_match_float64(
     pm: mp.PluginManager, checks: Checks, shape: tuple, dtype: object, kind: str, plan: tuple
 ) -> None:
     """A horizontal fusion is one decode kernel, each product's warps in one CTA: with every
-    scheduler, by default and with *plan*'s (warps a product, chunks in flight)."""
+    scheduler, by default and with *plan*'s (warps a product, chunks in flight[, weight rows a
+    CTA])."""
     fusion = _horizontal(*shape, dtype, kind)
     overrides = {"splitk_factor": plan[0], "stages": plan[1]} if plan else None
+    if plan and len(plan) > 2:  # (and the CTA's weight rows)
+        tile = (8 * -(-shape[0] // 8), plan[2], 64)
+        overrides = {**(overrides or {}), "cta_tile": tile, "warp_tile": tile}
     compiled = checks.run(fusion, pm, checks.inputs(fusion, np.random.default_rng(10)), overrides)
     assert compiled.spec.scheduler == "decode"
     assert compiled.kernel_name.endswith("_h3" if kind == "qkv" else "_h2")

@@ -57,6 +57,37 @@ def test_fp8_decode_ptx_assembles_for_sm90a_and_sm89_without_spills(
 
 
 @pytest.mark.parametrize(
+    ("dtype", "stages", "oldest"),
+    [("bfloat16", 3, "sm_80"), ("float8_e4m3fn", 4, "sm_89")],  # the most registers of each
+)
+def test_two_row_tiles_assemble_without_spills(
+    dtype: str, stages: int, oldest: str, ptxas_log: Callable[[str, str], str]
+) -> None:
+    """Two row tiles of two m tiles, 8 warps (one CTA an SM): every fragment stays in
+    registers, for sm_90a and the oldest GPU of the operand type, at the registers
+    ``limits.REGISTERS`` counts (within the 255 a thread can have)."""
+    from mmaplug.plugins.decode.kernel import KERNELS
+    from mmaplug.plugins.decode.limits import REGISTERS
+
+    scale = "row" if "float8" in dtype else ""
+    problem = TuneProblem(m=16, n=1024, k=1024, dtype=dtype, scale=scale, epilogue="bias_gelu")
+    tile = (16, 32, 128 if scale else 64)
+    overrides = {"cta_tile": tile, "warp_tile": tile, "splitk_factor": 8, "stages": stages}
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["hopper"])
+    compiled = mp.compile(problem.fusion(), "h200", pm=pm, overrides=overrides)
+    assert compiled.kernel_name.endswith(f"_w8_u{stages}_r2")
+    ptx = KERNELS.main_ptx(compiled._artifact.config, (9, 0, "a"))
+    assert ".local" not in ptx
+    itemsize = 1 if "float8" in dtype else 2
+    for arch in ("sm_90a", oldest):
+        text = ptxas_log(ptx.replace(".target sm_90a", f".target {arch}"), arch)
+        assert re.search(r"\b0 bytes spill stores", text), text
+        if arch == "sm_90a":
+            used = int(re.search(r"Used (\d+) registers", text).group(1))
+            assert used <= REGISTERS[(itemsize, 2, 2)][stages - 1], text
+
+
+@pytest.mark.parametrize(
     ("h", "m", "dtype", "warps"),
     [
         (2, 1, "bfloat16", None),  # the llama FFN's decode step, default params

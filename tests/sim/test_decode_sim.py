@@ -271,6 +271,37 @@ def case_fp8_ffn_quantized_amax(fd: Any, mp: Any) -> dict[str, Any]:
     return {"splitk_factor": 2}
 
 
+def _rows(m: int, n_rows: int, k: int) -> dict[str, Any]:
+    """The CTA (and warp) tile of *n_rows* weight rows for M = *m*, K chunks of *k*."""
+    tile = (8 * -(-m // 8), n_rows, k)
+    return {"cta_tile": tile, "warp_tile": tile}
+
+
+def case_two_row_tiles_ragged_bf16(fd: Any, mp: Any) -> dict[str, Any]:
+    """Two row tiles (32 weight rows a CTA): M = 5, N = 40 (the second CTA's rows 8-31 past N,
+    clamped for the loads and never stored), K = 200 (3 chunks and a vector); 2 warps of 2
+    chunks, then the guarded loop."""
+    fd.add_output(fd.ops.cast(_linear(fd, mp, 5, 40, 200, mp.bfloat16), mp.bfloat16))
+    return {**_rows(5, 32, 64), "splitk_factor": 2, "stages": 2}
+
+
+def case_two_row_tiles_fp8_m16_row_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
+    """Two row tiles of FP8 with two m tiles: per-row scales, bias + GELU, N = 72 (three CTAs,
+    the last of 8 rows), K = 1168 (9 chunks of 128 and a vector); 2 warps of 3 chunks."""
+    bias = fd.define_tensor([72], dtype=mp.bfloat16)
+    y = _scaled(fd, mp, 16, 72, 1168, mp.float8_e4m3fn, "row", bias=bias, out_dtype=mp.float32)
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_rows(16, 32, 128), "splitk_factor": 2, "stages": 3}
+
+
+def case_two_row_tiles_ffn_f16(fd: Any, mp: Any) -> dict[str, Any]:
+    """A horizontal fusion on two row tiles: silu(x @ W1.T) * (x @ W3.T), M = 9 (two m tiles),
+    N = 48 (the second CTA's last 16 rows past N), K = 520; 2 warps a product, 4 chunks."""
+    gate, up = _ffn(fd, mp, 9, 48, 520, mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.mul(fd.ops.silu(gate), up), mp.float16))
+    return {**_rows(9, 32, 64), "splitk_factor": 2, "stages": 4}
+
+
 CASES = sorted(name[5:] for name in dir() if name.startswith("case_"))
 
 
@@ -314,8 +345,8 @@ def run_case(name: str) -> dict[str, Any]:
 def run_property(seed: int, draws: int) -> dict[str, Any]:
     """Rules = generator: random decode problems of 16-bit or e4m3 operands (bf16 out), most of
     them horizontal fusions of 2 to 4 products (their sum, or silu(y0) * y1 [+ y2 ...]), and
-    parameter sets (some with a value the rules refuse); every accepted set matches
-    mp.evaluate, every refused one names its field."""
+    parameter sets of one or two row tiles (some with a value the rules refuse); every
+    accepted set matches mp.evaluate, every refused one names its field."""
     import numpy as np
 
     import mmaplug as mp
@@ -323,7 +354,8 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
     counts: dict[str, Any] = {
-        "ran": 0, "horizontal": 0, "fp8": 0, "rejected": 0, "fields": [], "errors": []
+        "ran": 0, "horizontal": 0, "fp8": 0, "two_row_tiles": 0, "rejected": 0, "fields": [],
+        "errors": [],
     }  # fmt: skip
     for _ in range(draws):
         m, n = int(rng.integers(1, 17)), int(rng.integers(1, 5)) * 16 - int(rng.integers(0, 9))
@@ -333,7 +365,9 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
         warps = int(rng.choice([1, 2, 4, 8, 3]))  # 3 warps: refused (8 of 3 products too)
         stages = int(rng.choice([1, 2, 3, 4, 5]))  # 5: refused
         h = int(rng.choice([1, 1, 2, 3, 4]))
-        overrides = {"splitk_factor": warps, "stages": stages}
+        rows = int(rng.choice([16, 32, 32, 48]))  # weight rows a CTA; 48: refused
+        overrides = {"splitk_factor": warps, "stages": stages,
+                     **_rows(m, rows, 128 if dtype.is_float8 else 64)}  # fmt: skip
         with mp.FusionDefinition() as fd:
             if h == 1:
                 y = _linear(fd, mp, m, n, k, dtype)
@@ -357,6 +391,7 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
         counts["fp8"] += dtype.is_float8
         if out["unwritten"] or not out["error"] <= TOLERANCE[out["dtype"]]:
             counts["errors"].append({"m": m, "n": n, "k": k, "h": h, **overrides, **out})
+        counts["two_row_tiles"] += rows == 32
     return counts
 
 
@@ -391,8 +426,8 @@ def test_accepted_decode_params_match_evaluate(sim_results: dict, shard: str) ->
     assert "failed" not in res, res.get("failed")
     assert res["errors"] == [], res["errors"]
     assert res["ran"] >= 3, res
-    assert res["horizontal"] >= 1 and res["fp8"] >= 1, res
-    assert set(res["fields"]) <= {"splitk_factor", "stages"}, res
+    assert res["horizontal"] >= 1 and res["fp8"] >= 1 and res["two_row_tiles"] >= 1, res
+    assert set(res["fields"]) <= {"splitk_factor", "stages", "cta_tile", "warp_tile"}, res
 
 
 if __name__ == "__main__":

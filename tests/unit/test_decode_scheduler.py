@@ -193,15 +193,28 @@ def test_m17_goes_to_the_tensor_core_gemm() -> None:
 def test_every_space_value_passes_the_rules() -> None:
     problem = _problem(m=9)
     spaces = {s.field: s for s in SCHEDULER.space(problem, H200)}
-    assert spaces["cta_tile"].values == (mp.TileShape(16, 16, 64),)  # M rounded up to 8s
-    for warps in spaces["splitk_factor"].values:
-        for stages in spaces["stages"].values:
-            params = mp.MatmulParams(
-                cta_tile=(16, 16, 64), warp_tile=(16, 16, 64), instruction_tile=(8, 16, 16),
-                stages=stages, splitk_factor=warps, async_gmem_load_operands=False,
-                use_smem_epilogue=True,
-            )  # fmt: skip
-            assert violations(SCHEDULER, params, problem, H200) == []
+    tiles = (mp.TileShape(16, 16, 64), mp.TileShape(16, 32, 64))  # M rounded up to 8s; rows
+    assert spaces["cta_tile"].values == spaces["warp_tile"].values == tiles
+    for tile in tiles:
+        for warps in spaces["splitk_factor"].values:
+            for stages in spaces["stages"].values:
+                params = mp.MatmulParams(
+                    cta_tile=tile, warp_tile=tile, instruction_tile=(8, 16, 16), stages=stages,
+                    splitk_factor=warps, async_gmem_load_operands=False, use_smem_epilogue=True,
+                )  # fmt: skip
+                assert violations(SCHEDULER, params, problem, H200) == []
+
+
+def test_a_warp_takes_the_whole_cta_tile() -> None:
+    """Each warp multiplies all the CTA's row tiles: a warp tile of fewer rows is refused, and
+    the message names the CTA's tile."""
+    params = mp.MatmulParams(
+        cta_tile=(16, 32, 64), warp_tile=(16, 16, 64), instruction_tile=(8, 16, 16), stages=4,
+        splitk_factor=4, async_gmem_load_operands=False, use_smem_epilogue=True,
+    )  # fmt: skip
+    found = {v.field: v.message for v in violations(SCHEDULER, params, _problem(m=16), H200)}
+    assert set(found) == {"warp_tile"}
+    assert "warp_tile must equal cta_tile 16x32x64" in found["warp_tile"]
 
 
 def test_a_refused_value_names_its_field_and_the_accepted_ones() -> None:
@@ -226,6 +239,20 @@ def test_resources_count_each_warps_partial() -> None:
     assert (res.smem_bytes, res.threads, res.registers) == (4 * 16 * 16 * 4, 128, 158)
     assert resident_ctas(res, H200) == 3
     assert SCHEDULER.resources(attrs.evolve(params, stages=5), _problem(m=16)).registers == 0
+
+
+def test_resources_of_two_row_tiles() -> None:
+    """Two row tiles (32 weight rows a CTA) double each warp's partial and take the registers
+    ptxas gave them (238 at two m tiles of 16-bit operands and 3 chunks: one CTA of 4 warps
+    takes 30,464 of an SM's 65,536 registers, so it holds 2; of 8 warps, 1)."""
+    tile = (16, 32, 64)
+    params = mp.MatmulParams(cta_tile=tile, warp_tile=tile, instruction_tile=(8, 16, 16),
+                             splitk_factor=4, stages=3)  # fmt: skip
+    res = SCHEDULER.resources(params, _problem(m=16))
+    assert (res.smem_bytes, res.threads, res.registers) == (4 * 32 * 16 * 4, 128, 238)
+    assert resident_ctas(res, H200) == 2
+    eight = SCHEDULER.resources(attrs.evolve(params, splitk_factor=8), _problem(m=16))
+    assert resident_ctas(eight, H200) == 1
 
 
 def _horizontal(h: int, **fields: object) -> mp.MatmulProblem:
