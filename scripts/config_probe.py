@@ -19,6 +19,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_lt_tiles  # FP8 decode rows on cuBLASLt's tile shapes
     python scripts/config_probe.py fp8_two_tiles  # FP8 rows of 9-16: decode warps and hopper
     python scripts/config_probe.py fp8_unroll   # FP8 decode with 6 and 8 chunks in flight
+    python scripts/config_probe.py row_tiles    # decode CTAs of 32 weight rows (two row tiles)
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py cluster2x2   # large problems in pairs along M or N, and 2x2
@@ -1386,6 +1387,33 @@ def fp8_unroll_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+ROW_TILE_ROWS = [  # (m, n, k, dtype): decode rows where the activations' loads weigh (9-16 rows
+    # of FP8: run 208) and rows of 1-8 for what a CTA of 32 weight rows costs there
+    (16, 4096, 4096, "float8_e4m3fn"), (12, 4096, 4096, "float8_e4m3fn"),
+    (16, 2048, 8192, "float8_e4m3fn"), (16, 1040, 1024, "float8_e4m3fn"),
+    (8, 4096, 4096, "float8_e4m3fn"), (8, 28672, 4096, "float8_e4m3fn"),
+    (1, 4096, 4096, "float8_e4m3fn"), (8, 4096, 4096, "bfloat16"), (8, 6144, 4096, "bfloat16"),
+    (4, 6144, 4096, "bfloat16"), (1, 6144, 4096, "bfloat16"), (8, 28672, 4096, "bfloat16"),
+]  # fmt: skip
+
+
+def row_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``ROW_TILE_ROWS`` (per tensor where FP8) on the default, twice, and on the decode kernel
+    of two row tiles (32 weight rows a CTA) with 2, 4 and 8 warps of 2-4 chunks in flight."""
+    decode_only = mp.make_plugin_manager(block=["ampere", "hopper"])
+    jobs = []
+    for m, n, k, dtype in ROW_TILE_ROWS:
+        scale = "tensor" if "float8" in dtype else ""
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        tile = (8 * -(-m // 8), 32, 128 if scale else 64)
+        jobs += [(problem, "default", _compiled(problem))] * 2
+        for warps, chunks in itertools.product((2, 4, 8), (2, 3, 4)):
+            ov = {"cta_tile": tile, "warp_tile": tile, "splitk_factor": warps, "stages": chunks}
+            compiled = _compiled(problem, pm=decode_only, overrides=ov)
+            jobs.append((problem, f"32 rows {warps} warps {chunks} chunks", compiled))
+    return jobs
+
+
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
     (32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 1, 4096, 4096), (64, 8, 4096, 256),
     (4, 4, 14336, 4096), (2, 8, 28672, 4096), (8, 1, 4096, 14336), (8, 8, 4096, 4096),
@@ -1463,6 +1491,7 @@ def main(which: str) -> None:
             "cluster2x2": cluster2x2_jobs,
             "ffn_tiles": ffn_tiles_jobs,
             "ffn_tiles_fp8": ffn_tiles_fp8_jobs,
+            "row_tiles": row_tiles_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
             "swap_wide": swap_wide_jobs,
