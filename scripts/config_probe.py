@@ -1388,9 +1388,12 @@ def fp8_unroll_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
 
 ROW_TILE_ROWS = [  # (m, n, k, dtype): decode rows where the activations' loads weigh (9-16 rows
-    # of FP8: run 208) and rows of 1-8 for what a CTA of 32 weight rows costs there
+    # of FP8: run 208; two that hopper's swap takes by default), 16 bf16 rows of 4 KiB weight
+    # rows (decode's), and rows of 1-8 for what a CTA of 32 weight rows costs there
     (16, 4096, 4096, "float8_e4m3fn"), (12, 4096, 4096, "float8_e4m3fn"),
     (16, 2048, 8192, "float8_e4m3fn"), (16, 1040, 1024, "float8_e4m3fn"),
+    (16, 8192, 4096, "float8_e4m3fn"), (16, 28672, 4096, "float8_e4m3fn"),
+    (16, 4096, 2048, "bfloat16"),
     (8, 4096, 4096, "float8_e4m3fn"), (8, 28672, 4096, "float8_e4m3fn"),
     (1, 4096, 4096, "float8_e4m3fn"), (8, 4096, 4096, "bfloat16"), (8, 6144, 4096, "bfloat16"),
     (4, 6144, 4096, "bfloat16"), (1, 6144, 4096, "bfloat16"), (8, 28672, 4096, "bfloat16"),
