@@ -58,7 +58,8 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     kernel", runs 89, 96, 180-188 and 190-193). No more warps than a row has K chunks (a short K
     of a batched product: a warp without a chunk only holds registers). A horizontal fusion's
     products each take ``DECODE_HORIZONTAL_WARPS`` warps and ``DECODE_HORIZONTAL_UNROLL``
-    chunks where the SMs hold such a CTA, else warps as above (the resources count them all)."""
+    chunks where the SMs hold such a CTA, else warps as above (the resources count them all).
+    One row tile (16 weight rows a CTA): the two of the space are the tuner's until measured."""
     scheduler = scheduler_object("decode")
     asker = Asker(scheduler, problem, device)
     cta = asker.spaces["cta_tile"].values[0]  # the activation rows, one row tile, a K chunk
