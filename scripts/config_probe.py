@@ -60,6 +60,7 @@ import contextlib
 import itertools
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
@@ -453,19 +454,28 @@ FFN_TILE_SHAPES = [(24, 14336, 4096), (32, 14336, 4096), (48, 14336, 4096), (64,
                    (64, 28672, 8192)]  # fmt: skip
 
 
+def _ffn_tiles(
+    problems: Sequence[TuneProblem], cta_k: int, k: int
+) -> list[tuple[TuneProblem, str, Any]]:
+    """Each FFN of *problems* on hopper's default and on 64 and 32 columns a product (*cta_k*
+    of K a stage, wgmma K *k*), each with the deepest ring that fits."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in problems:
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        for columns in (64, 32):
+            ov = _wgmma_tiles((64, 2 * columns, cta_k), k=k)
+            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
+    return jobs
+
+
 def ffn_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The llama FFN (``swiglu``: two products sharing x, one horizontal kernel) at 24-128 rows
     on hopper's default (64-row tiles of 128 columns a product) and on 64 and 32 columns a
     product (twice and four times the CTAs), each with the deepest ring that fits."""
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for m, n, k in FFN_TILE_SHAPES:
-        problem = TuneProblem(m=m, n=n, k=k, dtype="bfloat16", epilogue="swiglu")
-        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
-        for columns in (64, 32):
-            ov = _wgmma_tiles((64, 2 * columns, 64))
-            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
-    return jobs
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16", epilogue="swiglu")
+                for m, n, k in FFN_TILE_SHAPES]  # fmt: skip
+    return _ffn_tiles(problems, 64, 16)
 
 
 FFN_FP8_SHAPES = [(24, 14336, 4096), (32, 14336, 4096), (48, 14336, 4096), (64, 14336, 4096),
@@ -473,18 +483,12 @@ FFN_FP8_SHAPES = [(24, 14336, 4096), (32, 14336, 4096), (48, 14336, 4096), (64, 
 
 
 def ffn_tiles_fp8_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``ffn_tiles`` for e4m3 products, per tensor and per row: hopper's default (128 columns
-    a product) against 64 and 32 columns a product, 128 of K, the deepest ring that fits."""
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for (m, n, k), scale in itertools.product(FFN_FP8_SHAPES, ("tensor", "row")):
-        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale,
-                              epilogue="swiglu")  # fmt: skip
-        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
-        for columns in (64, 32):
-            ov = _wgmma_tiles((64, 2 * columns, 128), k=32)
-            jobs += _deepest_job(problem, ov, range(8, 2, -1), hopper, f"n_out {columns} s{{s}}")
-    return jobs
+    """``ffn_tiles`` for e4m3 products, per tensor and per row, 128 of K a stage."""
+    problems = [
+        TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale, epilogue="swiglu")
+        for (m, n, k), scale in itertools.product(FFN_FP8_SHAPES, ("tensor", "row"))
+    ]
+    return _ffn_tiles(problems, 128, 32)
 
 
 HALVES_SHAPES = [(64, 4096, 4096), (48, 4096, 4096), (40, 4096, 4096), (64, 4096, 8192),
