@@ -23,7 +23,6 @@ from .smem import after_stages_bytes, epilogue_chunk, horizontal_chunk, kernel_s
 from .space import (
     CLUSTER,
     CLUSTER_SPLITS,
-    CLUSTERS,
     HORIZONTAL_SPLIT_K,
     NO_CLUSTER,
     PREFETCH_GAP,
@@ -48,6 +47,7 @@ from .tiles import (
     BLOCK_CLUSTER_SUMS,
     BLOCK_PAIR_CLUSTER,
     BLOCK_SUMS,
+    CLUSTER_SHAPES,
     MAX_ACCUMULATORS,
     MAX_CONSUMERS,
     MAX_TMA_BOX,
@@ -302,7 +302,7 @@ def _block_sums(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> st
 
 def _block_pair(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     sums = block_sums(params.warp_tile.as_tuple(), params.cta_tile.k)
-    if sums <= BLOCK_CLUSTER_SUMS or tuple(params.cluster_dims) == CLUSTERS[0]:
+    if sums <= BLOCK_CLUSTER_SUMS or tuple(params.cluster_dims) == CLUSTER_SHAPES[0]:
         return None
     return (
         f"cluster_dims={params.cluster_dims} with cta_tile={params.cta_tile} and "

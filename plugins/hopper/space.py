@@ -35,11 +35,8 @@ from .tiles import (
     wgmma_k,
 )
 
-__all__ = ["CLUSTERS", "space"]
+__all__ = ["space"]
 
-# one CTA, or 2 or 4 along M multicasting one B tile, or along N multicasting one A tile (a
-# part each), or 2x2 multicasting both
-CLUSTERS: Final = CLUSTER_SHAPES
 # What the tuner tries: warp tiles (m, n) at each cta_k, one or two consumer warpgroups along
 # M or N, stages 2-6, split-K 1-8 and every tiling strategy (only the legal ones are listed).
 WARP_EXAMPLES: Final = (
@@ -72,13 +69,13 @@ STAGES: Final = Space(
 PREFETCH_GAP: Final = Space("prefetch_gap", "1", values=(1,))
 TMA_LOADS: Final = Space("async_gmem_load_operands", "True", values=(True,))
 WARP_SPECIALIZED: Final = Space("warp_specialized", "True", values=(True,))
-CLUSTER: Final = Space("cluster_dims", " or ".join(map(str, CLUSTERS)), values=CLUSTERS)
+CLUSTER: Final = Space("cluster_dims", " or ".join(map(str, CLUSTER_SHAPES)), values=CLUSTER_SHAPES)
 SPLIT_K: Final = Space(
     "splitk_factor", ">= 1, at most the K tiles", accepts=_int_at_least(1), examples=SPLIT_EXAMPLES
 )
 # no cluster: a horizontal fusion (its products are combined in the epilogue, and each B has
 # its own map) and the cluster reduction (the cluster is the tile's splits alone)
-NO_CLUSTER: Final = Space("cluster_dims", str(CLUSTERS[0]), values=CLUSTERS[:1])
+NO_CLUSTER: Final = Space("cluster_dims", str(CLUSTER_SHAPES[0]), values=CLUSTER_SHAPES[:1])
 # the register epilogue: the swapped kernel's (it stores its transposed tile from registers)
 # and the cluster reduction's (its epilogue runs on the summed partials)
 REGISTER_EPILOGUE: Final = Space("use_smem_epilogue", "False", values=(False,))
