@@ -268,8 +268,8 @@ def _emit_reduce_and_epilogue(em: Emitter, config: DecodeKernelConfig) -> None:
         em(f"col0 = t * {COLS_PER_MMA} + 2 * {DV.c}")
         for r in range(config.row_tiles):
             t = _acc(r, config)
-            for q, (row, col) in enumerate(((0, ""), (0, " + 1"), (8, ""), (8, " + 1"))):
-                row += ROWS * r
+            for q, (half, col) in enumerate(((0, ""), (0, " + 1"), (8, ""), (8, " + 1"))):
+                row = ROWS * r + half
                 at = f"{DV.warp}, {DV.g}" + (f" + {row}" if row else "") + f", col0{col}"
                 em(f"{DV.red}[{at}] = {DV.acc}[{t}, {q}]")
     em("cuda.syncthreads()")

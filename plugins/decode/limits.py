@@ -109,8 +109,7 @@ def m_tile(problem: MatmulProblem) -> int:
 def _tile_space(field: str, problem: MatmulProblem) -> Space:
     m, k = m_tile(problem), chunk_k(problem.operand_dtype)
     tiles = tuple(TileShape(m, ROWS * r, k) for r in ROW_TILES)
-    text = " or ".join(map(str, tiles))
-    text = f"{text} (M rounded up to 8s; 16 weight rows a row tile)"
+    text = f"{' or '.join(map(str, tiles))} (M rounded up to 8s; 16 weight rows a row tile)"
     return Space(field, text, values=tiles, examples=tiles)
 
 
@@ -206,17 +205,13 @@ def resources(params: MatmulParams, problem: MatmulProblem) -> Resources:
 
 def _resources(problem: MatmulProblem, warps: int, stages: int, row_tiles: int) -> Resources:
     rows, warps = m_tile(problem), warps * problem.horizontal
-    key = (problem.operand_dtype.itemsize, rows // COLS_PER_MMA, row_tiles)
-    counts = REGISTERS.get(key, ())
+    counts = REGISTERS.get((problem.operand_dtype.itemsize, rows // COLS_PER_MMA, row_tiles), ())
     registers = counts[stages - 1] if 1 <= stages <= len(counts) else 0
     return Resources(warps * ROWS * row_tiles * rows * 4, 32 * warps, registers)
 
 
-def one_wave(
-    problem: MatmulProblem, device: Device, warps: int, stages: int, row_tiles: int = 1
-) -> bool:
-    """Whether the SMs hold all CTAs (one per ``16 * row_tiles`` weight rows and product of the
-    batch) of a kernel of *warps* and *stages* chunks in flight at once."""
-    ctas = problem.batch * -(-problem.n // (ROWS * row_tiles))
-    cta = _resources(problem, warps, stages, row_tiles)
-    return ctas <= device.sm_count * resident_ctas(cta, device)
+def one_wave(problem: MatmulProblem, device: Device, warps: int, stages: int) -> bool:
+    """Whether the SMs hold all CTAs (one per 16 weight rows and product of the batch) of a
+    kernel of one row tile, *warps* and *stages* chunks in flight at once."""
+    ctas = problem.batch * -(-problem.n // ROWS)
+    return ctas <= device.sm_count * resident_ctas(_resources(problem, warps, stages, 1), device)
