@@ -69,11 +69,11 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
-# ... and of 16-bit products whose rows fit one 64-row tile (a decode batch past the decode
-# kernel's 16 rows): twice the CTAs stream the weights, each in the deepest ring. The llama
-# FFN (two products of 14336x4096 or 28672x8192) at 24-64 rows ran 2-6% faster on 64 columns
-# than on 128 (H100, BENCHMARKS.md run 222; level at 64x28672x8192); 32 columns lost at 24-32
-# rows
+# ... and of products whose rows fit one 64-row tile (a decode batch past the decode kernel's
+# 16 rows): twice the CTAs stream the weights, each in the deepest ring. The llama FFN (two
+# products of 14336x4096 or 28672x8192) at 24-64 rows ran 2-6% faster on 64 columns than on
+# 128 in bf16 (H100, BENCHMARKS.md run 222; level at 64x28672x8192), 4-10% in e4m3 per tensor
+# and per row (1-3% at 32x28672x8192; run 223); 32 columns lost at 24-32 rows
 HORIZONTAL_STREAMING_N: Final = 64
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
@@ -272,12 +272,12 @@ def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulPa
     run 37), no split-K or cluster (docs/decisions.md, "Horizontal fusion"). Ping-pong
     consumers on 64-row tiles where every CTA gets two or more (their epilogues overlap the
     other's main loop: 1.02-1.04x faster than cooperative on the bf16/fp16 llama FFN, run 38);
-    else two consumers along M (one when M fits 64 rows), persistent. 16-bit products whose
-    rows fit one 64-row tile take at most ``HORIZONTAL_STREAMING_N`` columns each and the
-    deepest ring of ``STREAMING_STAGES``."""
+    else two consumers along M (one when M fits 64 rows), persistent. Products whose rows fit
+    one 64-row tile take at most ``HORIZONTAL_STREAMING_N`` columns each and the deepest ring
+    of ``STREAMING_STAGES``."""
     ask = Asker(scheduler_object("hopper"), problem, device)
     h = problem.horizontal
-    streams = problem.m <= HOPPER_ROWS and problem.operand_dtype.itemsize == 2
+    streams = problem.m <= HOPPER_ROWS
 
     def shaped(n_out: int) -> MatmulParams:
         n_tiles = ceil_div(problem.n, n_out)

@@ -260,11 +260,11 @@ def test_default_heuristic_takes_ping_pong_with_two_tiles_a_cta(b_k_inner: bool)
 
 
 def test_default_heuristic_takes_one_consumer_for_small_m() -> None:
-    """Rows of one 64-row tile: one consumer, 64 columns a 16-bit product (twice the CTAs
-    streaming the weights, the deepest ring: run 222), 128 for FP8 ones; more rows: 128."""
+    """Rows of one 64-row tile: one consumer, 64 columns a product (twice the CTAs streaming
+    the weights, the deepest ring that the K tiles fill: runs 222-223); more rows: 128."""
     h200 = mp.get_device("h200")
     for m, dtype, cta, ring in ((16, mp.float16, (64, 128, 64), 8),
-                                (16, mp.float8_e4m3fn, (64, 256, 128), 4),
+                                (16, mp.float8_e4m3fn, (64, 128, 128), 4),
                                 (96, mp.float16, (128, 256, 64), 4)):  # fmt: skip
         problem = mp.matmul_problem(ffn(m, 1024, 512, dtype=dtype), pm=PM)
         params = hopper_params(problem, h200)
