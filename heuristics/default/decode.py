@@ -59,7 +59,8 @@ def decode_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     of a batched product: a warp without a chunk only holds registers). A horizontal fusion's
     products each take ``DECODE_HORIZONTAL_WARPS`` warps and ``DECODE_HORIZONTAL_UNROLL``
     chunks where the SMs hold such a CTA, else warps as above (the resources count them all).
-    One row tile (16 weight rows a CTA): the two of the space are the tuner's until measured."""
+    One row tile (16 weight rows a CTA): two were 1-27% slower at 8-16 rows and level or 5%
+    faster only at 1-8 rows of 4096x4096 (H100, run 223), so they are left to the tuner."""
     scheduler = scheduler_object("decode")
     asker = Asker(scheduler, problem, device)
     cta = asker.spaces["cta_tile"].values[0]  # the activation rows, one row tile, a K chunk
