@@ -227,3 +227,40 @@ def test_cluster_reduction_is_one_kernel_without_spills(
     text = hopper_link_log(compiled._artifact.config)
     assert not re.search(r"C750[49]", text), text
     assert re.search(r"\b0 bytes spill stores", text), text
+
+
+@pytest.mark.parametrize(
+    ("dtype", "m", "chains"),
+    [("float8_e4m3fn", 16, 4), ("bfloat16", 8, 4), ("bfloat16", 32, 2)],
+)
+def test_hopper_accumulator_chains_link_whole(
+    dtype: str, m: int, chains: int, hopper_link_log: Callable[[object], str], monkeypatch
+) -> None:
+    """The transposed product of a decode row on a narrow tile (64 weight rows by *m*), each
+    stage's K steps over accumulator chains (``artifact.ACC_CHAINS`` raised): the wgmmas into
+    the chains stay pipelined (no C7509), nothing spills, and after the main loop the chains
+    are added into the first accumulator."""
+    from mmaplug.plugins.hopper import artifact
+    from mmaplug.tune.corpus import TuneProblem
+
+    monkeypatch.setattr(artifact, "ACC_CHAINS", 4)
+    fp8 = "float8" in dtype
+    problem = TuneProblem(m=m, n=4096, k=4096, dtype=dtype, scale="tensor" if fp8 else "")
+    k = 128 if fp8 else 64
+    overrides = {
+        "cta_tile": (64, m, k),
+        "warp_tile": (64, m, k),
+        "instruction_tile": (64, m, 32 if fp8 else 16),
+        "stages": 8,
+        "swap_ab": True,
+        "use_smem_epilogue": False,
+        "tiling_strategy": "persistent",
+    }
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["decode"])
+    compiled = mp.compile(problem.fusion(), "h200", pm=pm, overrides=overrides)
+    config = compiled._artifact.config
+    assert config.chains == chains and compiled.kernel_name.endswith(f"_swap_ch{chains}")
+    assert compiled.source.count("= wgmma_promote(acc0, acc0_") == chains - 1
+    text = hopper_link_log(config)
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
