@@ -75,7 +75,7 @@ class HopperKernelConfig:
     the tile over the cluster's partials (distributed shared memory) and applies the epilogue
     there: no workspace, no second kernel.
 
-    ``chains`` c > 1: a stage's K step j accumulates into chain j % c (``accumulator_chains``),
+    ``chains`` c > 1: a stage's K step j accumulates into chain j % c (``tiles.chain_limit``),
     c sets of accumulators summed after the unit's main loop, so that c wgmmas of a narrow tile
     run at once instead of each waiting for the one before.
 

@@ -22,6 +22,7 @@ from .smem import MBARRIER_BYTES, SMEM_ALIGN, STAGED_ROWS
 from .stage_codegen import (
     StageOperand,
     advance,
+    all_chained,
     chained,
     emit_hand_over,
     emit_origin,
@@ -291,7 +292,7 @@ def _emit_consumer(
         f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
     )
     accs = [f"acc{r}" for r in range(blocks)]
-    for acc in (acc for chain in chained(accs, cfg.chains) for acc in chain):
+    for acc in all_chained(accs, cfg.chains):
         em(f"{acc} = wgmma_zeros({nacc})")
     if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK and not promoted_by_chunks(wn):
         for r in range(blocks):  # one block's sums (two blocks and chunks keep their own)
@@ -372,7 +373,7 @@ def _emit_k_loop(
     ``cfg.chains`` chains, summed at the end), one group in flight while the next is issued,
     each stage released once its group is done."""
     stages, nacc = cfg.stages, cfg.warp_tile[1] // 2
-    every = [acc for chain in chained(accs, cfg.chains) for acc in chain]
+    every = all_chained(accs, cfg.chains)
     em("scale = 0")
     em("prev = -1  # the stage whose wgmmas may still be reading it")
     em(f"{kv.k0} = {kv.kb}")

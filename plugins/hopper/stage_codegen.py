@@ -23,10 +23,10 @@ from .tiles import (
 )
 
 __all__ = [
-    "StageOperand", "advance", "chained", "cluster_coords", "emit_full_wait", "emit_hand_over",
-    "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas", "emit_turn",
-    "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part", "takes_turns",
-    "wgmma_imports",
+    "StageOperand", "advance", "all_chained", "chained", "cluster_coords", "emit_full_wait",
+    "emit_hand_over", "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas",
+    "emit_turn", "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part",
+    "takes_turns", "wgmma_imports",
 ]  # fmt: skip
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
@@ -242,6 +242,11 @@ def chained(accs: list[str], chains: int) -> list[list[str]]:
     return [accs, *([f"{acc}_{q}" for acc in accs] for q in range(1, chains))]
 
 
+def all_chained(accs: list[str], chains: int) -> list[str]:
+    """Every accumulator of :func:`chained`, chain by chain."""
+    return [acc for chain in chained(accs, chains) for acc in chain]
+
+
 def emit_stage_wgmmas(
     em: Emitter,
     cfg: HopperKernelConfig,
@@ -255,7 +260,7 @@ def emit_stage_wgmmas(
     and K step; over *chains* chains), committed as one group; *first* is each chain's first
     step's scale-d (0 overwrites)."""
     emit_full_wait(em)
-    for acc in (acc for chain in chained(accs, chains) for acc in chain):
+    for acc in all_chained(accs, chains):
         em(f"{acc} = fence_operand({acc})")
     em("wgmma_fence()")
     emit_stage_offsets(em, a, b)
