@@ -20,7 +20,6 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_two_tiles  # FP8 rows of 9-16: decode warps and hopper
     python scripts/config_probe.py fp8_unroll   # FP8 decode with 6 and 8 chunks in flight
     python scripts/config_probe.py row_tiles    # decode CTAs of 32 weight rows (two row tiles)
-    python scripts/config_probe.py chains       # narrow hopper tiles on 1-4 accumulator chains
     python scripts/config_probe.py kcluster     # split-K summed in the cluster vs the workspace
     python scripts/config_probe.py clusters     # clusters of 1/2/4, persistent grids cut or whole
     python scripts/config_probe.py cluster2x2   # large problems in pairs along M or N, and 2x2
@@ -1422,50 +1421,6 @@ def row_tiles_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
-CHAIN_ROWS = [  # (m, n, k, dtype): rows of 8-32 whose hopper tiles are 8-32 wide (e4m3 per
-    # tensor): the FP8 decode rows cuBLASLt leads, the bf16 rows hopper's swap takes by default
-    (16, 4096, 4096, "float8_e4m3fn"), (12, 4096, 4096, "float8_e4m3fn"),
-    (8, 4096, 4096, "float8_e4m3fn"), (16, 2048, 8192, "float8_e4m3fn"),
-    (16, 8192, 4096, "float8_e4m3fn"), (16, 28672, 4096, "float8_e4m3fn"),
-    (16, 6144, 4096, "float8_e4m3fn"), (32, 28672, 4096, "float8_e4m3fn"),
-    (16, 4096, 4096, "bfloat16"), (16, 28672, 4096, "bfloat16"), (24, 4096, 4096, "bfloat16"),
-    (32, 8192, 8192, "bfloat16"),
-]  # fmt: skip
-
-
-def chains_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``CHAIN_ROWS`` on the default (twice), the default built with up to 4 accumulator chains
-    (where that changes its kernel), and hopper's transposed product on 64 weight rows by the
-    activation rows (and 128 in two consumers) with 1, 2 and 4 chains (``artifact.ACC_CHAINS``
-    raised while each compiles; the kernel takes fewer where its tile allows fewer), each in
-    the deepest ring of up to 16 stages."""
-    import mmaplug.plugins.hopper.artifact as artifact
-
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for m, n, k, dtype in CHAIN_ROWS:
-        fp8 = "float8" in dtype
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale="tensor" if fp8 else "")
-        default = _compiled(problem)
-        jobs += [(problem, "default", default)] * 2
-        with mock.patch.object(artifact, "ACC_CHAINS", 4):
-            chained_default = _compiled(problem)
-        if chained_default and default and chained_default.kernel_name != default.kernel_name:
-            jobs.append((problem, "default, chains", chained_default))
-        cols, bk, wk = 8 * -(-m // 8), 128 if fp8 else 64, 32 if fp8 else 16
-        for rows in (64, 128):
-            ov = _wgmma_tiles((rows, cols, bk), (64, cols, bk), k=wk, **SWAPPED)
-            built = set()
-            for chains in (1, 2, 4):
-                with mock.patch.object(artifact, "ACC_CHAINS", chains):
-                    label = f"swap {rows}x{cols}x{bk} s{{s}} chains {chains}"
-                    job = _deepest_job(problem, ov, (16, 12, 8, 6, 4), hopper, label)
-                if job and job[0][2].kernel_name not in built:  # (a tile may take fewer)
-                    built.add(job[0][2].kernel_name)
-                    jobs += job
-    return jobs
-
-
 DECODE_BATCHED = [  # (batch, m, n, k): batches of products of at most 16 rows, own weights each
     (32, 1, 4096, 128), (8, 16, 4096, 4096), (16, 1, 4096, 4096), (64, 8, 4096, 256),
     (4, 4, 14336, 4096), (2, 8, 28672, 4096), (8, 1, 4096, 14336), (8, 8, 4096, 4096),
@@ -1544,7 +1499,6 @@ def main(which: str) -> None:
             "ffn_tiles": ffn_tiles_jobs,
             "ffn_tiles_fp8": ffn_tiles_fp8_jobs,
             "row_tiles": row_tiles_jobs,
-            "chains": chains_jobs,
             "halves": halves_jobs,
             "swap64": swap64_jobs,
             "swap_wide": swap_wide_jobs,

@@ -41,14 +41,11 @@ from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
 from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec, output_spec
 from .smem import VECTOR_ALIGN, epilogue_outputs, packed_buffers
 from .space import asks_streamk
-from .tiles import WARPGROUP, chain_limit, through_workspace, wgmma_k
+from .tiles import WARPGROUP, through_workspace
 
 # the packed epilogue's chunks may leave through TMA tensor stores (``stores_by_tma``); probes
 # turn it off to compare
 TMA_STORES = True
-# the most accumulator chains a narrow warp tile's main loop takes (``tiles.chain_limit``);
-# 1 until measured: probes raise it to compare
-ACC_CHAINS = 1
 
 
 def _b_name(j: int, swapped: bool = False) -> str:
@@ -84,10 +81,6 @@ def kernel_config(spec: KernelSpec, analysis: MatmulAnalysis) -> HopperKernelCon
         horizontal=problem.horizontal,
         block_scaled=problem.block_scaled,
     )
-    steps = cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)
-    chains = min(ACC_CHAINS, chain_limit(cfg.warp_tile[1], steps, cfg.block_scaled))
-    if chains > 1:
-        cfg = attrs.evolve(cfg, chains=chains)
     if TMA_STORES and stores_by_tma(cfg, spec):
         cfg = attrs.evolve(cfg, tma_stores=True)
     return cfg

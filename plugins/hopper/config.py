@@ -75,10 +75,6 @@ class HopperKernelConfig:
     the tile over the cluster's partials (distributed shared memory) and applies the epilogue
     there: no workspace, no second kernel.
 
-    ``chains`` c > 1: a stage's K step j accumulates into chain j % c (``tiles.chain_limit``),
-    c sets of accumulators summed after the unit's main loop, so that c wgmmas of a narrow tile
-    run at once instead of each waiting for the one before.
-
     ``streamk`` (stream-K): the tiles left for a last, partly filled wave of the persistent
     CTAs are cut along K into ``splitk`` pieces, which the CTAs take before the whole tiles. Each
     piece's consumers store their float32 accumulators to the workspace and count the piece
@@ -106,7 +102,6 @@ class HopperKernelConfig:
     swap_ab: bool = False
     splitk_cluster: bool = False
     streamk: bool = False
-    chains: int = 1
     epilogue: EpilogueProgram = attrs.field(factory=cast_epilogue)
 
     def __attrs_post_init__(self) -> None:
@@ -249,7 +244,6 @@ class HopperKernelConfig:
             f"{'_swap' if self.swap_ab else ''}"
             f"{'_kc' if self.splitk_cluster else ''}"
             f"{'_sk' if self.streamk else ''}"
-            f"{f'_ch{self.chains}' if self.chains > 1 else ''}"
         )
 
 

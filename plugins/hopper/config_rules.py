@@ -25,11 +25,9 @@ from .tiles import (
     WGMMA_M,
     block_sums,
     block_tile,
-    chain_limit,
     horizontal_unit,
     k_box,
     shared_tiles,
-    wgmma_k,
 )
 
 if TYPE_CHECKING:
@@ -96,7 +94,6 @@ def config_problems(cfg: HopperKernelConfig) -> list[str]:
     problems += swap_problems(cfg)
     problems += splitk_cluster_problems(cfg)
     problems += streamk_problems(cfg)
-    problems += chain_problems(cfg)
     if cfg.stages < MIN_STAGES:
         problems.append(
             f"stages must be >= {MIN_STAGES} (the producer runs ahead), got {cfg.stages}"
@@ -231,16 +228,3 @@ def streamk_problems(cfg: HopperKernelConfig) -> list[str]:
             "horizontal fusion"
         )
     return problems
-
-
-def chain_problems(cfg: HopperKernelConfig) -> list[str]:
-    """Why *cfg*'s accumulator chains cannot be built: 1 up to ``chain_limit`` of its warp
-    tile and stage."""
-    steps = cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)
-    most = chain_limit(cfg.warp_tile[1], steps, cfg.block_scaled)
-    if cfg.chains < 1 or cfg.chains > most:
-        return [
-            f"chains must be 1..{most} for warp_tile n {cfg.warp_tile[1]}, {steps} wgmma K steps "
-            f"a stage{' and block scales' if cfg.block_scaled else ''}, got {cfg.chains}"
-        ]
-    return []

@@ -22,8 +22,6 @@ from .smem import MBARRIER_BYTES, SMEM_ALIGN, STAGED_ROWS
 from .stage_codegen import (
     StageOperand,
     advance,
-    all_chained,
-    chained,
     emit_hand_over,
     emit_origin,
     emit_release,
@@ -54,7 +52,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         f"wgmma_wait_group, {wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
-        f"{'wgmma_promote, ' if cfg.block_scaled or cfg.chains > 1 else ''}"
+        f"{'wgmma_promote, ' if cfg.block_scaled else ''}"
         "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive, warp_uniform)"
     )
@@ -292,7 +290,7 @@ def _emit_consumer(
         f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
     )
     accs = [f"acc{r}" for r in range(blocks)]
-    for acc in all_chained(accs, cfg.chains):
+    for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")
     if cfg.block_scaled and cfg.cta_tile[2] == SCALE_BLOCK and not promoted_by_chunks(wn):
         for r in range(blocks):  # one block's sums (two blocks and chunks keep their own)
@@ -369,23 +367,21 @@ def _emit_consumer(
 def _emit_k_loop(
     em: Emitter, cfg: HopperKernelConfig, a: StageOperand, b: StageOperand, accs: list[str]
 ) -> None:
-    """A work unit's main loop: every stage's wgmmas into the accumulators (over
-    ``cfg.chains`` chains, summed at the end), one group in flight while the next is issued,
-    each stage released once its group is done."""
+    """A work unit's main loop: every stage's wgmmas into the accumulators, one group in
+    flight while the next is issued, each stage released once its group is done."""
     stages, nacc = cfg.stages, cfg.warp_tile[1] // 2
-    every = all_chained(accs, cfg.chains)
     em("scale = 0")
     em("prev = -1  # the stage whose wgmmas may still be reading it")
     em(f"{kv.k0} = {kv.kb}")
     em(f"while {kv.k0} < {kv.ke}:")
     with em.indent():
-        emit_stage_wgmmas(em, cfg, a, b, accs, "scale", cfg.chains)
+        emit_stage_wgmmas(em, cfg, a, b, accs, "scale")
         em("if scale == 0:  # the unit's first wgmmas run: decode where its tile goes")
         with em.indent():
             emit_origin(em, cfg)
             emit_input_prefetch(em, cfg)
         em("wgmma_wait_group(1)  # this tile's group may run on; the previous one is done")
-        for acc in every:
+        for acc in accs:
             em(f"{acc} = fence_operand({acc})")
         emit_release(em, stages, "prev", cfg.multicast)
         em(f"prev = {kv.s}")
@@ -396,12 +392,9 @@ def _emit_k_loop(
         # (its wgmmas queue behind ours instead of waiting for the tensor cores to drain)
         emit_hand_over(em)
     em("wgmma_wait_group(0)")
-    for acc in every:
+    for acc in accs:
         em(f"{acc} = fence_operand({acc})")
     emit_release(em, stages, "prev", cfg.multicast)
-    for chain in chained(accs, cfg.chains)[1:]:  # the chains' sums, in chain order
-        for acc, part in zip(accs, chain, strict=True):
-            em(f"{acc} = wgmma_promote({acc}, {part}, float32(1.0), float32(1.0))")
     if cfg.splitk > 1:  # (extents are >= 1: only a trailing split's K range is empty)
         em("if scale == 0:  # an empty K range: the product is zero")
         with em.indent():

@@ -23,10 +23,10 @@ from .tiles import (
 )
 
 __all__ = [
-    "StageOperand", "advance", "all_chained", "chained", "cluster_coords", "emit_full_wait",
-    "emit_hand_over", "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas",
-    "emit_turn", "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part",
-    "takes_turns", "wgmma_imports",
+    "StageOperand", "advance", "cluster_coords", "emit_full_wait", "emit_hand_over",
+    "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas", "emit_turn",
+    "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part", "takes_turns",
+    "wgmma_imports",
 ]  # fmt: skip
 
 # smem bytes of the 16 K-rows of one k16 step of an MN-major (16-bit) operand
@@ -236,17 +236,6 @@ def emit_stage_offsets(em: Emitter, a: StageOperand, b: StageOperand) -> None:
     em(f"ob = uint64({kv.s} * {b.stage_bytes >> 4})")
 
 
-def chained(accs: list[str], chains: int) -> list[list[str]]:
-    """The accumulators of each of *chains* chains (``HopperKernelConfig.chains``): *accs*
-    first, then ``acc{r}_{q}`` for chain q."""
-    return [accs, *([f"{acc}_{q}" for acc in accs] for q in range(1, chains))]
-
-
-def all_chained(accs: list[str], chains: int) -> list[str]:
-    """Every accumulator of :func:`chained`, chain by chain."""
-    return [acc for chain in chained(accs, chains) for acc in chain]
-
-
 def emit_stage_wgmmas(
     em: Emitter,
     cfg: HopperKernelConfig,
@@ -254,18 +243,17 @@ def emit_stage_wgmmas(
     b: StageOperand,
     accs: list[str],
     first: str,
-    chains: int = 1,
 ) -> None:
     """Wait for stage ``s`` to be full and issue its wgmmas into *accs* (one per 64-row block
-    and K step; over *chains* chains), committed as one group; *first* is each chain's first
-    step's scale-d (0 overwrites)."""
+    and K step), committed as one group; *first* is the first step's scale-d (0 overwrites)."""
     emit_full_wait(em)
-    for acc in all_chained(accs, chains):
+    for acc in accs:
         em(f"{acc} = fence_operand({acc})")
     em("wgmma_fence()")
     emit_stage_offsets(em, a, b)
-    steps = range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype))
-    emit_wgmma_steps(em, cfg, a, b, accs, steps, first, chains=chains)
+    emit_wgmma_steps(
+        em, cfg, a, b, accs, range(cfg.cta_tile[2] // wgmma_k(cfg.operand_dtype)), first
+    )
     em("wgmma_commit_group()")
 
 
@@ -278,18 +266,15 @@ def emit_wgmma_steps(
     steps: range,
     first: str,
     desc: str = "db",
-    chains: int = 1,
 ) -> None:
-    """The wgmmas of K *steps* of the stage at ``oa``/``ob`` into *accs*, step i of them into
-    chain i % *chains*; *first* is each chain's first step's scale-d, *desc* the descriptor of
-    B's slice."""
+    """The wgmmas of K *steps* of the stage at ``oa``/``ob`` into *accs*; *first* is the first
+    step's scale-d, *desc* the descriptor of B's slice."""
     wgmma, transposes = _WGMMA[cfg.operand_dtype]
     trans = f", {a.trans}, {b.trans}" if transposes else ""
-    sets = chained(accs, chains)
-    for i, j in enumerate(steps):
-        sc = first if i < chains else "1"
+    for j in steps:
+        sc = first if j == steps[0] else "1"
         db = f"{desc} + ob + uint64({b.step_offset(j) >> 4})"
-        for r, acc in enumerate(sets[i % chains]):
+        for r, acc in enumerate(accs):
             da = f"da{r} + oa + uint64({a.step_offset(j) >> 4})"
             em(f"{acc} = {wgmma}({acc}, {da}, {db}, {sc}{trans})")
 

@@ -17,9 +17,6 @@ MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
 MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
 MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
 MIN_STAGES: Final = 2  # the producer fills one stage while the consumers read another
-# warp tiles of n <= CHAIN_N / 2 columns may spread a stage's K steps over accumulator chains
-# (``chain_limit``): 64 // n of them, as many registers as one 64-column accumulator
-CHAIN_N: Final = 64
 SWIZZLE_BYTES: Final = 128  # one swizzle atom row: the contiguous extent of one TMA box
 # 16-bit elements in a swizzle row: the MN extent of a box of an MN-major operand (only 16-bit
 # operands are MN-major: FP8 wgmma reads K-major operands only); K boxes hold k_box(dtype)
@@ -77,18 +74,6 @@ def cluster_kind(pairs: bool, splits: bool) -> str:
     """The ``REGISTER_SPLITS`` key of a kernel in CTA *pairs*, in clusters of its *splits*, or
     neither."""
     return "splits" if splits else "pairs" if pairs else "none"
-
-
-def chain_limit(warp_n: int, k_steps: int, block_scaled: bool) -> int:
-    """The most accumulator chains a consumer's main loop can take: one per ``CHAIN_N``
-    columns that a warp tile of *warp_n* columns leaves unused, at most the *k_steps* wgmmas
-    of a stage; 1 (one accumulator, the K steps in order) from ``CHAIN_N`` / 2 columns on and
-    for block scales (whose partial sums are chains of their own). K step j of a stage goes to
-    chain j % chains, and the chains are summed once after a unit's main loop: a narrow
-    wgmma's latency, not its work, sets the pace of one chain."""
-    if block_scaled or warp_n > CHAIN_N // 2:
-        return 1
-    return min(CHAIN_N // warp_n, k_steps)
 
 
 def wgmma_k(dtype: DType) -> int:

@@ -191,51 +191,6 @@ def test_swap_ab(
     assert compiled.kernel_name.endswith("_swap")
 
 
-CHAINED = list(itertools.product((mp.float16, mp.bfloat16), ("TN", "NN"), EPILOGUES))
-
-
-@pytest.mark.parametrize(
-    ("dtype", "layout", "epilogue"), CHAINED, ids=[f"{d.label}_{lay}_{e}" for d, lay, e in CHAINED]
-)
-def test_accumulator_chains(
-    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch, dtype: mp.DType,
-    layout: str, epilogue: str,
-) -> None:  # fmt: skip
-    """A 16-column warp tile's K steps over 4 accumulator chains (``artifact.ACC_CHAINS``
-    raised), two consumers along M, batch 2, ragged in every dim: each unit starts its chains
-    afresh and sums them before the epilogue."""
-    from mmaplug.plugins.hopper import artifact
-
-    monkeypatch.setattr(artifact, "ACC_CHAINS", 4)
-    fusion = _fusion(1000, 40, 1064, dtype, layout, epilogue, 2)
-    compiled = _run(
-        checks, fusion, pm, seed=31, cta_tile=(128, 16, 64), warp_tile=(64, 16, 64),
-        instruction_tile=(64, 16, 16), stages=6, use_smem_epilogue=False,
-        tiling_strategy="persistent",
-    )  # fmt: skip
-    assert compiled.kernel_name.endswith("_ch4")
-
-
-@pytest.mark.parametrize("splitk", [1, 2])
-@pytest.mark.parametrize("epilogue", EPILOGUES)
-def test_swap_ab_accumulator_chains(
-    pm: mp.PluginManager, checks: Checks, monkeypatch: pytest.MonkeyPatch, epilogue: str,
-    splitk: int,
-) -> None:  # fmt: skip
-    """The transposed product of 24 activation rows on 2 chains (64 // 24), split-K 1 and 2
-    (each split's chains summed before its partials are written)."""
-    from mmaplug.plugins.hopper import artifact
-
-    monkeypatch.setattr(artifact, "ACC_CHAINS", 4)
-    fusion = _fusion(24, 1000, 1064, mp.bfloat16, "TN", epilogue, 1)
-    compiled = _run(
-        checks, fusion, pm, seed=37, cta_tile=(64, 24, 64), warp_tile=(64, 24, 64),
-        instruction_tile=(64, 24, 16), stages=8, splitk_factor=splitk, swap_ab=True,
-        use_smem_epilogue=False, tiling_strategy="persistent",
-    )  # fmt: skip
-    assert compiled.kernel_name.endswith("_swap_ch2")
-
-
 KCLUSTER = list(
     itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (2, 3, 8))
 )

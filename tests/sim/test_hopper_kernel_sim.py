@@ -733,49 +733,6 @@ def case_tn_e4m3_block_splitk2_kcluster_out_e4m3_amax(fd: Any, mp: Any) -> dict[
     return {**_tile((64, 64, 128), (64, 64, 128), 2, k=32), **KCLUSTER, "splitk_factor": 2}
 
 
-# --- accumulator chains: a narrow warp tile's K steps over 2-4 accumulators, summed per unit ---
-# (the chains a case takes; ``artifact.ACC_CHAINS`` is raised to it while the case compiles)
-CHAINS = {"tn_e4m3_chains4_ragged_rowwise": 4, "tn_bf16_chains2_two_blocks_bias": 2,
-          "tn_f16_swap_chains2_splitk2": 2, "tn_bf16_chains4_pingpong_relu": 4}  # fmt: skip
-
-
-def case_tn_e4m3_chains4_ragged_rowwise(fd: Any, mp: Any) -> dict[str, Any]:
-    """FP8 on 64x16 tiles, the 4 K steps of a stage on 4 chains: 6 tiles on 2 persistent CTAs
-    (a CTA's next unit starts its chains afresh), ragged M, N and K (4 stages, the last part
-    zero-filled), per-row scales."""
-    a, b, sa, sb = _scaled(fd, mp, 70, 40, 416, mp.float8_e4m3fn, rowwise=True)
-    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
-    return {**_tile((64, 16, 128), (64, 16, 128), 3, k=32), **PERSISTENT,
-            "use_smem_epilogue": False}  # fmt: skip
-
-
-def case_tn_bf16_chains2_two_blocks_bias(fd: Any, mp: Any) -> dict[str, Any]:
-    """Two 64-row blocks a consumer (128x16 warp tile), each on 2 chains; ragged M, N and K, a
-    bias along N from registers."""
-    a, b = _operands(fd, mp, 130, 40, 200, "TN", mp.bfloat16)
-    bias = fd.define_tensor([40], dtype=mp.bfloat16)
-    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [130, 40], [1]))
-    fd.add_output(fd.ops.cast(y, mp.bfloat16))
-    return {**_tile((128, 16, 64), (128, 16, 64), 2), **PERSISTENT, "use_smem_epilogue": False}
-
-
-def case_tn_f16_swap_chains2_splitk2(fd: Any, mp: Any) -> dict[str, Any]:
-    """Swapped, split-K 2 through the workspace on 2 chains (64 // 24): each split's chains
-    summed before its float32 partials are written; 20 activation rows on a 24-wide tile."""
-    a, b = _operands(fd, mp, 20, 72, 256, "TN", mp.float16)
-    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
-    return {**_tile((64, 24, 64), (64, 24, 64), 2), **SWAP, "splitk_factor": 2}
-
-
-def case_tn_bf16_chains4_pingpong_relu(fd: Any, mp: Any) -> dict[str, Any]:
-    """Ping-pong consumers on 64x16 tiles, 4 chains each: 14 units on 4 CTAs, so each consumer
-    runs two or more, each starting its chains afresh; relu."""
-    a, b = _operands(fd, mp, 100, 112, 192, "TN", mp.bfloat16)
-    fd.add_output(fd.ops.cast(fd.ops.relu(fd.ops.matmul(a, b)), mp.bfloat16))
-    return {**_tile((64, 16, 64), (64, 16, 64), 2), "tiling_strategy": "persistent_pingpong",
-            "use_smem_epilogue": False}  # fmt: skip
-
-
 # --- stream-K: 3 tiles on 2 CTAs, so one whole wave and one tail tile cut along K ---------------
 STREAMK = {"tiling_strategy": "persistent_streamk"}
 
@@ -849,8 +806,8 @@ SWAPPED = {name for name in CASES if "_swap" in name}
 KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue is their own)
 STREAMED = {name for name in CASES if "_streamk" in name}
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
-# those storing from registers (use_smem_epilogue=False, the chains' cases too) and the staged
-# ones whose rows are not 16-byte units (N = 90; FP8 N = 72, 74; stream-K N = 60)
+# those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
+# not 16-byte units (N = 90; FP8 N = 72, 74; stream-K N = 60)
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
                        "tn_e4m3_block_chunks_two_consumers",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
@@ -863,7 +820,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_f16_clustern4_splitk2", "tn_bf16_cluster2x2_bias",
                        "tn_e4m3_streamk2_out_e4m3_amax_registers",
                        "tn_f16_streamk2_staged_rows",
-                       } - SWAPPED - KCLUSTERED - set(CHAINS)  # fmt: skip
+                       } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
        "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
@@ -911,18 +868,14 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_f16_streamk3_ragged_bias_gelu": 5, "tt_bf16_streamk2_two_consumers_batch3_relu": 4,
          "tn_e4m3_streamk2_out_e4m3_amax_registers": 4, "tn_bf16_swap_streamk2_bias": 6,
          "tn_e4m3_block_streamk3": 5, "tn_f16_streamk2_tma": 4,
-         "tn_f16_streamk2_staged_rows": 4,
-         # accumulator chains
-         "tn_e4m3_chains4_ragged_rowwise": 6, "tn_bf16_chains2_two_blocks_bias": 6,
-         "tn_f16_swap_chains2_splitk2": 4, "tn_bf16_chains4_pingpong_relu": 14}  # fmt: skip
+         "tn_f16_streamk2_staged_rows": 4}  # fmt: skip
 # CTAs of the launch where not 2: the cluster of a tile's splits (its units are the tiles), a
 # cluster of 4 along M or N, or 2x2
 CTAS = {"nt_bf16_splitk3_kcluster_batch2_bias_gelu": 3, "tn_bf16_swap_splitk4_kcluster_relu_aux": 4,
         "tt_bf16_cluster4_relu": 4, "tn_bf16_swap_cluster4_bias": 4,
         "tn_f16_clustern4_splitk2": 4, "tn_bf16_cluster2x2_bias": 4,
         "nn_f16_cluster2x2_staged_splitk2": 4, "tn_f16_swap_cluster2x2_relu": 4,
-        "tn_bf16_swap_streamk2_bias": 4, "tn_f16_swap_chains2_splitk2": 4,
-        "tn_bf16_chains4_pingpong_relu": 4}  # fmt: skip
+        "tn_bf16_swap_streamk2_bias": 4}  # fmt: skip
 # (the swapped stream-K tile fits 2 CTAs an SM: 4 CTAs, so all 3 tiles are tail tiles)
 # work units of a cluster kernel are pairs of M tiles: 2 CTAs are one cluster
 
@@ -940,7 +893,6 @@ def run_case(name: str) -> dict[str, Any]:
     device = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
     with mp.FusionDefinition() as fd:
         overrides = globals()["case_" + name](fd, mp)
-    artifact.ACC_CHAINS = CHAINS.get(name, 1)
     compiled = mp.compile(fd.fusion, device, pm=pm, overrides=overrides)
     launches: list[tuple[str, int, int]] = []  # (kernel, CTAs, last argument) of each launch
     real_launch = artifact.launch_checked
@@ -1040,8 +992,6 @@ def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) 
     assert ("_se_ps" in res["kernel"]) == (name in PACKED), res["kernel"]
     assert ("_ps_ts" in res["kernel"]) == (name in TMA), res["kernel"]
     assert ("_swap" in res["kernel"]) == (name in SWAPPED), res["kernel"]
-    assert res["kernel"].endswith(f"_ch{CHAINS[name]}" if name in CHAINS else "")
-    assert "_ch" not in res["kernel"] or name in CHAINS, res["kernel"]
     assert res["outputs"], "no outputs compared"
     operand = "bfloat16" if "bf16" in name else "float16"
     for out in res["outputs"]:
