@@ -44,6 +44,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tma_forced   # TMA stores forced where the rule keeps threads'
     python scripts/config_probe.py tma_fill     # TMA stores forced on tiles the rows do not fill
     python scripts/config_probe.py streamk      # the default plans with stream-K's tail pieces
+    python scripts/config_probe.py fp8_pingpong  # FP8 on cuBLASLt's ping-pong 128x128 tiles
+    python scripts/config_probe.py fp8_pairs    # FP8 targets under 12 waves: CTA pairs or alone
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -65,7 +67,9 @@ from typing import Any
 from unittest import mock
 
 import mmaplug as mp
+import mmaplug.cuda.tensormap as tensormap
 import mmaplug.plugins.decode.limits as decode_limits
+import mmaplug.tune.targets as tune_targets
 from mmaplug.cli.bench import torch_call
 from mmaplug.errors import MatmulError
 from mmaplug.runtime.compile import compile as compile_fusion
@@ -1470,6 +1474,63 @@ def short_k_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+L2_256 = " l2=256"  # a label's suffix: its tensor maps fetch 256 bytes of L2 a request
+#: the FP8 targets' rows (issue 24), bare, and 4096^3 with bias + GELU
+FP8_PINGPONG_PROBLEMS = [((4096, 4096, 4096), "row", "none"), ((4096, 6144, 4096), "row", "none"),
+                         ((4096, 28672, 4096), "row", "none"), ((8192, 8192, 8192), "row", "none"),
+                         ((2048, 14336, 5120), "row", "none"), ((4096, 10240, 8192), "row", "none"),
+                         ((4096, 4096, 4096), "tensor", "none"),
+                         ((4096, 6144, 4096), "tensor", "none"),
+                         ((8192, 8192, 8192), "tensor", "none"),
+                         ((4096, 4096, 4096), "row", "bias_gelu"),
+                         ((4096, 4096, 4096), "tensor", "bias_gelu")]  # fmt: skip
+
+
+def fp8_pingpong_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The FP8 targets' rows on cuBLASLt's plan for them (ncu, run 226: ``nvjet_sm90_qqtst_
+    128x128_128x6_1x2_h``: ping-pong consumers each owning a 128x128 tile, 128 of K in 6
+    stages, CTA pairs) beside the default, timed first and last, and both with tensor maps
+    that promote L2 fetches to 256 bytes."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), scale, epilogue in FP8_PINGPONG_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale,
+                              epilogue=epilogue)  # fmt: skip
+        sets: list[tuple[str, dict | None]] = [("default", None), ("default" + L2_256, None)]
+        for stages, cluster in ((6, (1, 1)), (6, (2, 1)), (6, (1, 2)), (5, (1, 2))):
+            ov = _wgmma_tiles((128, 128, 128), k=32, stages=stages, cluster_dims=cluster,
+                              tiling_strategy="persistent_pingpong")  # fmt: skip
+            sets.append((f"pingpong 128x128x128 s{stages} c{cluster[0]}x{cluster[1]}", ov))
+        sets += [(sets[-2][0] + L2_256, sets[-2][1]), ("default again", None)]
+        jobs += [(problem, label, _compiled(problem, pm=hopper, overrides=ov))
+                 for label, ov in sets]  # fmt: skip
+    return jobs
+
+
+def fp8_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The FP8 targets' rows whose default runs alone (under ``HOPPER_CLUSTER_MIN_WAVES``):
+    the default, the plan the heuristic makes with that floor at 0 (CTA pairs along M, the
+    tile order recomputed for them), pairs along N, each of the first two timed twice in turn.
+    cuBLASLt runs its 128x256 FP8 tiles in pairs at 4096^3 (ncu, run 228)."""
+    import mmaplug.heuristics.default.hopper as default_hopper
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for problem in tune_targets.problems():
+        if not problem.dtype.startswith("float8") or problem.scale == "block" or problem.m < 256:
+            continue  # (the block-scaled 128x256 tiles have too many sums a thread to pair)
+        alone = _compiled(problem, pm=hopper)
+        if alone is None or "_c2" in alone.kernel_name:
+            continue
+        with mock.patch.object(default_hopper, "HOPPER_CLUSTER_MIN_WAVES", 0):
+            pairs = _compiled(problem, pm=hopper)
+        along_n = _compiled(problem, pm=hopper, overrides={"cluster_dims": (1, 2)})
+        jobs += [(problem, "default", alone), (problem, "pairs along M", pairs),
+                 (problem, "pairs along N", along_n), (problem, "default again", alone),
+                 (problem, "pairs along M again", pairs)]  # fmt: skip
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1526,6 +1587,8 @@ def main(which: str) -> None:
             "streamk": streamk_jobs,
             "short_k": short_k_jobs,
             "streamk_sums": streamk_sums_jobs,
+            "fp8_pingpong": fp8_pingpong_jobs,
+            "fp8_pairs": fp8_pairs_jobs,
         }[which]()
         if job[2]
     ]
@@ -1540,8 +1603,11 @@ def main(which: str) -> None:
                                  graph_us(torch_call(problem, inputs)))  # fmt: skip
         inputs, ref, theirs = seen[problem.key]
         bind = _bind_whole if label.endswith(WHOLE) else lambda c, i: c.execute(i)
-        error = rel_error(bind(compiled, inputs)[0], ref)
-        ours = graph_us(lambda c=compiled, i=inputs: c.execute(i)) if error < 1e-2 else float("nan")
+        promoted = mock.patch.object(tensormap, "L2_PROMOTION", 256)
+        with promoted if label.endswith(L2_256) else contextlib.nullcontext():  # maps encoded
+            error = rel_error(bind(compiled, inputs)[0], ref)
+            call = lambda c=compiled, i=inputs: c.execute(i)  # noqa: E731
+            ours = graph_us(call) if error < 1e-2 else float("nan")
         batch = f"{problem.batch}x" if problem.batch > 1 else ""
         print(f"{batch}{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
               f"cuBLAS {theirs:8.1f} us  ratio {theirs / ours:5.2f}  err {error:.1e}  "

@@ -78,6 +78,12 @@ OVERRIDES: dict[str, dict] = {
     "sk8": {"tiling_strategy": "persistent_streamk", "splitk_factor": 8, "cluster_dims": (1, 1)},
     # the default plan with the decode scheduler allowed (M <= 16 rows: the decode kernel)
     "decode": {},
+    # cuBLASLt's FP8 plan at 4096^3 per row (run 226): ping-pong consumers owning 128x128 tiles
+    "pp": {
+        **_fp8_tiles((128, 128, 128), 128, 6),
+        "tiling_strategy": "persistent_pingpong",
+        "cluster_dims": (1, 1),
+    },
     # cuBLASLt's FP8 16x4096x4096 shape: the transposed product on 64x8 tiles in pairs that
     # share the weight tile (BENCHMARKS.md run 208)
     "lt8": {

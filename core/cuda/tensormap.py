@@ -36,6 +36,8 @@ DATA_TYPES: Final = {
 }
 # Swizzle bytes -> CUtensorMapSwizzle value.
 SWIZZLE_ENUM: Final = {0: 0, 32: 1, 64: 2, 128: 3}
+# bytes L2 fetches per request of a box row (CU_TENSOR_MAP_L2_PROMOTION_L2_<n>B)
+L2_PROMOTION = 128
 
 
 def _ints(values: Any) -> tuple[int, ...]:
@@ -116,10 +118,11 @@ class TensorMapSpec:
 def encode(spec: TensorMapSpec, address: int) -> np.ndarray:
     """The 128-byte tensor map of the tensor at global `address`, as uint64[16].
 
-    Tiled, interleave none, out-of-bounds elements read as zero, L2 promotion 128B. Copy it to
-    device memory (64-byte aligned) and hand the kernel its address. Under Numba's simulator it
-    returns a map the emulated TMA understands (the same kernel text runs there): the tensor is
-    then read and written at `address` directly, so it must stay alive (a device array).
+    Tiled, interleave none, out-of-bounds elements read as zero, L2 promotion
+    ``L2_PROMOTION`` bytes. Copy it to device memory (64-byte aligned) and hand the kernel its
+    address. Under Numba's simulator it returns a map the emulated TMA understands (the same
+    kernel text runs there): the tensor is then read and written at `address` directly, so it
+    must stay alive (a device array).
     """
     if found := spec.violations(address):
         raise LaunchError(f"cannot encode a TMA tensor map for {spec}: " + "; ".join(found))
@@ -145,7 +148,7 @@ def _driver_encode(spec: TensorMapSpec, address: int) -> np.ndarray:
         [u32(1)] * spec.rank,
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle(SWIZZLE_ENUM[spec.swizzle]),
-        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        getattr(drv.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_L2_{L2_PROMOTION}B"),
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
     if err != drv.CUresult.CUDA_SUCCESS:
