@@ -46,6 +46,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py streamk      # the default plans with stream-K's tail pieces
     python scripts/config_probe.py fp8_pingpong  # FP8 on cuBLASLt's ping-pong 128x128 tiles
     python scripts/config_probe.py fp8_pairs    # FP8 targets under 12 waves: CTA pairs or alone
+    python scripts/config_probe.py fp8_pairs_focus  # run 229's winners and losers, 3 rounds
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1531,6 +1532,34 @@ def fp8_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+#: run 229's FP8 rows where pairs won (4096^3 per row, 4096x6144x4096) and lost (2048x14336x5120,
+#: 4096x8192x8192 per tensor) or tied, for three rounds in turn after a warm-up
+FP8_PAIRS_FOCUS = [((4096, 6144, 4096), "row"), ((4096, 6144, 4096), "tensor"),
+                   ((4096, 4096, 4096), "row"), ((2048, 14336, 5120), "row"),
+                   ((2048, 14336, 5120), "tensor"), ((4096, 8192, 8192), "tensor"),
+                   ((4096, 10240, 8192), "row")]  # fmt: skip
+
+
+def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_PAIRS_FOCUS`` in CTA pairs along M (the plan with ``HOPPER_CLUSTER_MIN_WAVES``
+    at 0) and alone (the default), three rounds in turn; the first pair plan is timed once
+    before as a warm-up (run 227: a cool GPU ran the first problem 18% faster)."""
+    import mmaplug.heuristics.default.hopper as default_hopper
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for (m, n, k), scale in FP8_PAIRS_FOCUS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+        alone = _compiled(problem, pm=hopper)
+        with mock.patch.object(default_hopper, "HOPPER_CLUSTER_MIN_WAVES", 0):
+            pairs = _compiled(problem, pm=hopper)
+        if not jobs:
+            jobs.append((problem, "warm-up", pairs))
+        for r in range(3):
+            jobs += [(problem, f"pairs along M {r}", pairs), (problem, f"alone {r}", alone)]
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1589,6 +1618,7 @@ def main(which: str) -> None:
             "streamk_sums": streamk_sums_jobs,
             "fp8_pingpong": fp8_pingpong_jobs,
             "fp8_pairs": fp8_pairs_jobs,
+            "fp8_pairs_focus": fp8_pairs_focus_jobs,
         }[which]()
         if job[2]
     ]
