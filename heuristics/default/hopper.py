@@ -78,7 +78,8 @@ HORIZONTAL_STREAMING_N: Final = 64
 STAGE_TIE_TARGET: Final = 10  # nvFuser's tie-break threshold on K stages per SM
 # CTA pairs sharing a multicast B tile paid on the H200 at 15.5 waves of 128x256 tiles (8192^2
 # x 4096 and 8192^3: +2 to +7%) and lost at 3.9 to 6.8 waves (4096^3, the llama FFN: -2 to
-# -10%), BENCHMARKS.md run 35; no shape in between was measured.
+# -10%), BENCHMARKS.md run 35. FP8 at 3.9-9.7 waves (an H100, runs 229 and 231): +8-9% at
+# 4096x6144x4096 only, level or -1 to -3% at the others, so FP8 keeps the same floor.
 HOPPER_CLUSTER_MIN_WAVES: Final = 12
 # ... and where a work unit's main loop runs 8 K tiles or more: at 1-4 the pair's shared load
 # saves little and its handshakes cost (paired against alone, us: 16 x 2048^2 x 128 53.9-56.2 /
