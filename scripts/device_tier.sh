@@ -61,7 +61,7 @@ timeout "${FP8_TIMEOUT:-200}" mmaplug bench --corpus fp8_block --graph --workers
 tail -20 "$OUT/fp8_block.txt"
 fi
 if [[ " $PARTS " == *" targets "* ]]; then
-echo "== issues 24 and 25's kernel targets (mmaplug targets: 143 problems, ~3 min in run 201)"
+echo "== issues 24 and 25's kernel targets (mmaplug targets: 149 problems, 2-4 min)"
 timeout "${TARGETS_TIMEOUT:-400}" mmaplug targets --workers 14 --progress --json \
     > "$OUT/targets.json" 2> "$OUT/targets.txt"
 mmaplug targets --rows "$OUT/targets.json" | tee "$OUT/targets.md"
