@@ -5,7 +5,8 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets", "ffn", "ffn_report", "fp8_rows" and "probes" (PROBES: config_probe.py's) on request), so that a run can be split over calls of 10 minutes each. The tier
+# "targets", "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's) and "stalls"
+# (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) on request), so that a run can be split over calls of 10 minutes each. The tier
 # alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
 # 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
 # shards of about 120 (the default since) took 360-415 s in run 202, 333-377 s in run 206 and
@@ -77,6 +78,17 @@ timeout "${FFN_TIMEOUT:-60}" python scripts/ffn_probe.py --shape 32 14336 4096 -
     --dtypes bfloat16 --variants default --overrides '{"cta_tile": [64, 128, 64],
     "warp_tile": [64, 128, 64], "instruction_tile": [64, 128, 16], "stages": 6}' 2>&1 \
     | tee -a "$OUT/ffn.jsonl"
+fi
+if [[ " $PARTS " == *" stalls "* ]]; then  # STALLS: ncu_probe.py's specs, read by instruction
+echo "== where the warps wait, by SASS instruction (ncu's source page, scripts/ncu_stalls.py)"
+timeout "${STALLS_TIMEOUT:-240}" ncu --profile-from-start off --clock-control "${CLOCKS:-none}" \
+    --set full --import-source no -f -o /tmp/stalls python scripts/ncu_probe.py $STALLS \
+    > "$OUT/stalls_ncu.txt" 2>&1
+grep RANGE "$OUT/stalls_ncu.txt"
+ncu -i /tmp/stalls.ncu-rep --page source --csv --print-source sass > /tmp/stalls_sass.csv
+ncu -i /tmp/stalls.ncu-rep --page details --csv | gzip > "$OUT/stalls_details.csv.gz"
+python scripts/ncu_stalls.py /tmp/stalls_sass.csv --top "${TOP:-12}" | tee "$OUT/stalls.txt" \
+    | grep "^=="
 fi
 if [[ " $PARTS " == *" probes "* ]]; then  # PROBES: config_probe.py's probes, one after another
 for probe in ${PROBES:-cluster2x2 ffn_tiles}; do
