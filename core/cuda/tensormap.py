@@ -36,7 +36,8 @@ DATA_TYPES: Final = {
 }
 # Swizzle bytes -> CUtensorMapSwizzle value.
 SWIZZLE_ENUM: Final = {0: 0, 32: 1, 64: 2, 128: 3}
-# bytes L2 fetches per request of a box row (CU_TENSOR_MAP_L2_PROMOTION_L2_<n>B)
+# bytes L2 fetches per request of a box row (CU_TENSOR_MAP_L2_PROMOTION_L2_<n>B); 256 changed
+# nothing (BENCHMARKS.md run 227, where scripts/config_probe.py's " l2=256" jobs patch it)
 L2_PROMOTION = 128
 
 
