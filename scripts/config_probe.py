@@ -1508,21 +1508,27 @@ def fp8_pingpong_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+def _alone_and_paired(problem: TuneProblem, pm: Any) -> tuple[Any, Any]:
+    """*problem*'s default plan, and the plan the default heuristic makes for it with
+    ``HOPPER_CLUSTER_MIN_WAVES`` at 0 (CTA pairs along M, the tile order recomputed for them)."""
+    import mmaplug.heuristics.default.hopper as default_hopper
+
+    alone = _compiled(problem, pm=pm)
+    with mock.patch.object(default_hopper, "HOPPER_CLUSTER_MIN_WAVES", 0):
+        return alone, _compiled(problem, pm=pm)
+
+
 def fp8_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The FP8 targets' rows whose default runs alone (under ``HOPPER_CLUSTER_MIN_WAVES``):
     the plan the heuristic makes with that floor at 0 (CTA pairs along M, the tile order
     recomputed for them), the default, pairs along N, the first two timed twice in turn.
     cuBLASLt runs its 128x256 FP8 tiles in pairs at 4096^3 (ncu, run 228)."""
-    import mmaplug.heuristics.default.hopper as default_hopper
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
     for problem in tune_targets.problems():
         if not problem.dtype.startswith("float8") or problem.m < 256:
             continue
-        alone = _compiled(problem, pm=hopper)
-        with mock.patch.object(default_hopper, "HOPPER_CLUSTER_MIN_WAVES", 0):
-            pairs = _compiled(problem, pm=hopper)
+        alone, pairs = _alone_and_paired(problem, hopper)
         if None in (pairs, alone) or pairs.kernel_name == alone.kernel_name:
             continue  # paired already, or (block scales) not pairable
         along_n = _compiled(problem, pm=hopper, overrides={"cluster_dims": (1, 2)})
@@ -1544,15 +1550,11 @@ def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``FP8_PAIRS_FOCUS`` in CTA pairs along M (the plan with ``HOPPER_CLUSTER_MIN_WAVES``
     at 0) and alone (the default), three rounds in turn; the first pair plan is timed once
     before as a warm-up (run 227: a cool GPU ran the first problem 18% faster)."""
-    import mmaplug.heuristics.default.hopper as default_hopper
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
     for (m, n, k), scale in FP8_PAIRS_FOCUS:
         problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
-        alone = _compiled(problem, pm=hopper)
-        with mock.patch.object(default_hopper, "HOPPER_CLUSTER_MIN_WAVES", 0):
-            pairs = _compiled(problem, pm=hopper)
+        alone, pairs = _alone_and_paired(problem, hopper)
         if not jobs:
             jobs.append((problem, "warm-up", pairs))
         for r in range(3):
