@@ -119,6 +119,15 @@ def _emit_grid_constants(em: Emitter, cfg: HopperKernelConfig) -> None:
     emit_unsigned_divisors(em, cfg.cta_order, cfg.grid_swizzle)
 
 
+def _smem_address(cfg: HopperKernelConfig, address: str) -> str:
+    """A consumer's shared-memory operand address for its wgmma descriptors, as uint32. In a
+    ping-pong kernel ptxas kept the ring's base in a vector register and rebuilt every
+    descriptor from it at each wgmma (41 R2UR moves into uniform registers, against the
+    cooperative kernel's 4: e4m3 128x128 ping-pong, run 228's SASS); lane 0's value through
+    ``warp_uniform`` tells it the address is the warp's, and the descriptors stay uniform."""
+    return f"warp_uniform(uint32({address}))" if cfg.pingpong else f"uint32({address})"
+
+
 def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
     stages = cfg.stages
     a, b = StageOperand(cfg, "a"), StageOperand(cfg, "b")
@@ -281,14 +290,10 @@ def _emit_consumer(
     em(f"{kv.lane} = {kv.t} % 32")
     for r in range(blocks):
         row0 = f"{kv.cm} * {wm} + {64 * r}"
-        em(
-            f"da{r} = wgmma_desc(uint32({kv.sa} + {a.slice_offset(row0)}), {a.lbo}, "
-            f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
-        )
-    em(
-        f"db = wgmma_desc(uint32({kv.sb} + {b.slice_offset(f'{kv.cn} * {wn}')}), {b.lbo}, "
-        f"{SMEM_ALIGN}, {SWIZZLE_BYTES})"
-    )
+        at = _smem_address(cfg, f"{kv.sa} + {a.slice_offset(row0)}")
+        em(f"da{r} = wgmma_desc({at}, {a.lbo}, {SMEM_ALIGN}, {SWIZZLE_BYTES})")
+    at = _smem_address(cfg, f"{kv.sb} + {b.slice_offset(f'{kv.cn} * {wn}')}")
+    em(f"db = wgmma_desc({at}, {b.lbo}, {SMEM_ALIGN}, {SWIZZLE_BYTES})")
     accs = [f"acc{r}" for r in range(blocks)]
     for acc in accs:
         em(f"{acc} = wgmma_zeros({nacc})")

@@ -140,3 +140,23 @@ def test_hopper_default_sass_is_the_whole_program_kernel() -> None:
     sass = compiled.sass
     assert "USETMAXREG" in sass and "HGMMA.64x256x16" in sass
     assert "STL" not in sass and "LDL" not in sass
+
+
+@pytest.mark.skipif(dump.sass_tool() is None, reason="no cuobjdump or nvdisasm on PATH")
+@pytest.mark.parametrize("strategy", ["persistent_pingpong", "persistent"])
+def test_pingpong_descriptors_stay_in_uniform_registers(strategy: str) -> None:
+    """A ping-pong consumer's wgmma descriptors are built in uniform registers, as the
+    cooperative kernel's are: without ``warp_uniform`` on their shared-memory addresses ptxas
+    rebuilt them in vector registers at every wgmma of the e4m3 128x128 kernel and moved them
+    across with 41 R2UR (run 228's SASS; the cooperative 128x256 kernel has 4)."""
+    from mmaplug.tune.corpus import TuneProblem
+
+    problem = TuneProblem(m=4096, n=4096, k=4096, dtype="float8_e4m3fn", scale="tensor")
+    tile = (128, 128, 128) if strategy == "persistent_pingpong" else (128, 256, 128)
+    warp = tile if strategy == "persistent_pingpong" else (64, 256, 128)
+    overrides = {"cta_tile": tile, "warp_tile": warp, "instruction_tile": (64, tile[1], 32),
+                 "stages": 6 if tile[1] == 128 else 4, "tiling_strategy": strategy}  # fmt: skip
+    pm = mp.make_plugin_manager(block=["decode", "ampere"], load_entrypoints=False)
+    compiled = mp.compile(problem.fusion(), "h200", pm=pm, overrides=overrides)
+    assert compiled.sass.count("QGMMA") == (8 if tile[1] == 128 else 4)
+    assert compiled.sass.count("R2UR ") <= 8
