@@ -47,6 +47,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_pingpong  # FP8 on cuBLASLt's ping-pong 128x128 tiles
     python scripts/config_probe.py fp8_pairs    # FP8 targets under 12 waves: CTA pairs or alone
     python scripts/config_probe.py fp8_pairs_focus  # run 229's winners and losers, 3 rounds
+    python scripts/config_probe.py fused_pp     # 4096^3 bias + GELU: ping-pong against the default
+    python scripts/config_probe.py swap_split   # swapped skinny rows with K split 2 or 4
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1562,6 +1564,71 @@ def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+#: the fused-epilogue targets (4096^3 bias + GELU, 16-bit and FP8) and their bare rows: ping-pong
+#: consumers hide one tile's epilogue under the other's main loop (run 233, base clocks: the FP8
+#: ping-pong kernel fused 171-173 K cycles against the cooperative default's 180 K)
+FUSED_PP_PROBLEMS = [((4096, 4096, 4096), "float8_e4m3fn", "row", "none"),
+                     ((4096, 4096, 4096), "float8_e4m3fn", "row", "bias_gelu"),
+                     ((4096, 4096, 4096), "float8_e4m3fn", "tensor", "none"),
+                     ((4096, 4096, 4096), "float8_e4m3fn", "tensor", "bias_gelu"),
+                     ((8192, 8192, 8192), "float8_e4m3fn", "row", "bias_gelu"),
+                     ((2048, 14336, 5120), "float8_e4m3fn", "row", "bias_gelu"),
+                     ((4096, 4096, 4096), "bfloat16", "", "none"),
+                     ((4096, 4096, 4096), "bfloat16", "", "bias_gelu"),
+                     ((4096, 4096, 4096), "float16", "", "none"),
+                     ((4096, 4096, 4096), "float16", "", "bias_gelu")]  # fmt: skip
+
+
+def fused_pp_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FUSED_PP_PROBLEMS`` on the default and on ping-pong consumers owning 128x128 or 64x256
+    tiles (the deepest ring that fits), two rounds in turn after a warm-up."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs: list[tuple[TuneProblem, str, Any]] = []
+    for (m, n, k), dtype, scale, epilogue in FUSED_PP_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
+        wk = 128 if scale else 64
+        sets = [("default", _compiled(problem, pm=hopper))]
+        for cta in ((128, 128, wk), (64, 256, wk)):
+            ov = _wgmma_tiles(cta, k=32 if scale else 16, cluster_dims=(1, 1),
+                              tiling_strategy="persistent_pingpong")  # fmt: skip
+            if found := _deepest(problem, ov, (8, 7, 6, 5, 4), hopper):
+                sets.append((f"pp {cta[0]}x{cta[1]} s{found[0]}", found[1]))
+        if not jobs:
+            jobs.append((problem, "warm-up", sets[0][1]))
+        jobs += [(problem, f"{label} {r}", compiled) for r in range(2) for label, compiled in sets]
+    return jobs
+
+
+#: the swapped weight-streaming rows furthest below cuBLAS (run 235, ncu: cuBLAS splits K in
+#: two over 128 CTAs in pairs, ``nvjet_sm90_tst_64x32_64x16_2x1_v_bz_splitK``, where our
+#: swapped tile runs 64 CTAs unsplit)
+SWAP_SPLIT_PROBLEMS = [(32, 4096, 4096, "bfloat16", ""), (16, 4096, 4096, "bfloat16", ""),
+                       (64, 4096, 4096, "bfloat16", ""), (32, 6144, 4096, "bfloat16", ""),
+                       (24, 4096, 4096, "bfloat16", ""), (32, 4096, 4096, "float16", ""),
+                       (16, 4096, 4096, "float8_e4m3fn", "tensor"),
+                       (32, 4096, 4096, "float8_e4m3fn", "tensor")]  # fmt: skip
+
+
+def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``SWAP_SPLIT_PROBLEMS``: the default against the swapped tile with K split 2 or 4,
+    summed in the cluster of the splits or through the workspace, two rounds in turn."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs: list[tuple[TuneProblem, str, Any]] = []
+    for m, n, k, dtype, scale in SWAP_SPLIT_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        sets = [("default", _compiled(problem, pm=mp.make_plugin_manager(block=["ampere"])))]
+        for split, cluster in ((2, True), (2, False), (4, True), (4, False)):
+            ov = {"swap_ab": True, "splitk_factor": split, "splitk_in_cluster": cluster,
+                  "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
+            where = "in cluster" if cluster else "workspace"
+            if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
+                sets.append((f"swap split {split} {where} s{found[0]}", found[1]))
+        if not jobs:
+            jobs.append((problem, "warm-up", sets[0][1]))
+        jobs += [(problem, f"{label} {r}", compiled) for r in range(2) for label, compiled in sets]
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1621,6 +1688,8 @@ def main(which: str) -> None:
             "fp8_pingpong": fp8_pingpong_jobs,
             "fp8_pairs": fp8_pairs_jobs,
             "fp8_pairs_focus": fp8_pairs_focus_jobs,
+            "fused_pp": fused_pp_jobs,
+            "swap_split": swap_split_jobs,
         }[which]()
         if job[2]
     ]

@@ -1,0 +1,139 @@
+"""SM clock and board power while a kernel runs as a server runs it: each spec's kernel (ours,
+then cuBLAS) captured as 20 calls in one CUDA graph and replayed back to back for ``SECONDS``,
+while ``nvidia-smi`` samples the GPU every 50 ms. One line per side: µs per call over the
+whole phase, the median SM clock, power and clock-event (throttle) reasons sampled in its
+second half, and a call's energy at that power (mJ). It tells a kernel that takes more cycles
+from one that runs at a lower clock: at the H200's 700 W cap a call's time is its energy over
+the cap (BENCHMARKS.md runs 235 and 237).
+
+On the device machine, after the README's install::
+
+    python scripts/clock_probe.py 4096x4096x4096/float8_e4m3fn-tensor \\
+        4096x4096x4096/float8_e4m3fn-tensor+bias_gelu
+
+Specs are ``scripts/ncu_probe.py``'s (``[BATCHx]MxNxK[/dtype-scale[+epilogue]][@how]``);
+every output is checked against float64 first.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ncu_probe import built, parse_spec, problem_and_overrides
+
+import mmaplug as mp
+from mmaplug.cli.bench import torch_call
+from mmaplug.tune.measure import rel_error
+from mmaplug.tune.work import problem_inputs, reference
+
+SECONDS = 3.0
+CALLS = 20
+FIELDS = "clocks.sm,power.draw,temperature.gpu"
+REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")  # new, old drivers
+
+
+def _reasons_field() -> str:
+    """The clock-event reasons' field this driver knows (renamed in newer drivers)."""
+    for field in REASONS[:-1]:
+        query = ["nvidia-smi", f"--query-gpu={field}", "--format=csv"]
+        if subprocess.run(query, capture_output=True).returncode == 0:
+            return field
+    return REASONS[-1]
+
+
+def sampler() -> subprocess.Popen:
+    """``nvidia-smi`` printing ``FIELDS`` and the active clock-event reasons every 50 ms."""
+    query = f"--query-gpu={FIELDS},{_reasons_field()}"
+    command = ["nvidia-smi", query, "--format=csv,noheader,nounits", "-lms", "50"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def replayed(call: Callable[[], Any], seconds: float) -> tuple[float, float, float]:
+    """*call* as ``CALLS`` calls in one CUDA graph, replayed for *seconds*: (start, end, µs a
+    call over the phase)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    start = time.time()
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first.record()
+    replays = 0
+    while time.time() - start < seconds:
+        for _ in range(20):
+            graph.replay()
+        replays += 20
+        torch.cuda.synchronize()
+    last.record()
+    torch.cuda.synchronize()
+    return start, time.time(), first.elapsed_time(last) * 1e3 / (replays * CALLS)
+
+
+def summary(samples: list[tuple[float, list[str]]], start: float, end: float) -> dict:
+    """Medians of the samples stamped in the phase's second half (the clock settled), and the
+    throttle-reason masks seen there."""
+    mid = start + (end - start) / 2
+    rows = [row for stamp, row in samples if mid <= stamp <= end]
+    if not rows:
+        return {}
+    return {
+        "sm_mhz": statistics.median(float(r[0]) for r in rows),
+        "watts": statistics.median(float(r[1]) for r in rows),
+        "celsius": statistics.median(float(r[2]) for r in rows),
+        "reasons": sorted({r[3] for r in rows}),
+        "samples": len(rows),
+    }
+
+
+def main(specs: list[str]) -> None:
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    planned = [(problem_and_overrides(parse_spec(spec)), spec) for spec in specs]
+    ours = [built(problem, ov, parse_spec(spec)[-1], hopper) for (problem, ov), spec in planned]
+    mp.prebuild(ours, workers=14)
+    smi = sampler()
+    samples: list[tuple[float, list[str]]] = []
+
+    def read() -> None:
+        for line in smi.stdout:
+            samples.append((time.time(), [f.strip() for f in line.split(",")]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    phases = []
+    for ((problem, _), spec), compiled in zip(planned, ours, strict=True):
+        inputs = problem_inputs(problem)
+        error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
+        assert error < 1e-2, (problem.key, error)
+        for side, call in (("ours", lambda c=compiled, i=inputs: c.execute(i)),
+                           ("cublas", torch_call(problem, inputs))):  # fmt: skip
+            start, end, us = replayed(call, SECONDS)
+            name = compiled.kernel_name if side == "ours" else "cublas"
+            phases.append((spec, side, name, start, end, us))
+    time.sleep(0.2)
+    smi.terminate()
+    for spec, side, name, start, end, us in phases:
+        row = {"spec": spec, "side": side, "kernel": name, "us": round(us, 2)}
+        settled = summary(samples, start, end)
+        if settled:  # the energy of a call at the phase's median power
+            settled["mj"] = round(us * settled["watts"] / 1e3, 2)
+        print(json.dumps({**row, **settled}), flush=True)
+
+
+if __name__ == "__main__":  # mp.prebuild's workers import this module
+    main(sys.argv[1:])
