@@ -3,8 +3,8 @@ then cuBLAS) captured as 20 calls in one CUDA graph and replayed back to back fo
 while ``nvidia-smi`` samples the GPU every 50 ms. One line per side: µs per call over the
 whole phase, the median SM clock, power and clock-event (throttle) reasons sampled in its
 second half, and a call's energy at that power (mJ). It tells a kernel that takes more cycles
-from one that runs at a lower clock: at the H200's 700 W cap a call's time is its energy over
-the cap (BENCHMARKS.md runs 235 and 237).
+from one that runs at a lower clock: at the 700 W cap of the H100 and the H200 a call's time
+is its energy over the cap (BENCHMARKS.md runs 235 and 237).
 
 On the device machine, after the README's install::
 
