@@ -1564,6 +1564,19 @@ def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+def _in_turn(
+    jobs: list[tuple[TuneProblem, str, Any]],
+    problem: TuneProblem,
+    sets: list[tuple[str, Any]],
+    rounds: int,
+) -> list[tuple[TuneProblem, str, Any]]:
+    """*problem*'s labelled plans *sets* for *rounds* rounds in turn (labels numbered by round),
+    after one warm-up timing of the first where *jobs* has none yet (run 227: a cool GPU ran
+    the first problem 18% faster): the jobs to add to *jobs*."""
+    warm_up = [] if jobs else [(problem, "warm-up", sets[0][1])]
+    return warm_up + [(problem, f"{label} {r}", c) for r in range(rounds) for label, c in sets]
+
+
 #: the fused-epilogue targets (4096^3 bias + GELU, 16-bit and FP8) and their bare rows: ping-pong
 #: consumers hide one tile's epilogue under the other's main loop (run 233, base clocks: the FP8
 #: ping-pong kernel fused 171-173 K cycles against the cooperative default's 180 K)
@@ -1593,9 +1606,7 @@ def fused_pp_jobs() -> list[tuple[TuneProblem, str, Any]]:
                               tiling_strategy="persistent_pingpong")  # fmt: skip
             if found := _deepest(problem, ov, (8, 7, 6, 5, 4), hopper):
                 sets.append((f"pp {cta[0]}x{cta[1]} s{found[0]}", found[1]))
-        if not jobs:
-            jobs.append((problem, "warm-up", sets[0][1]))
-        jobs += [(problem, f"{label} {r}", compiled) for r in range(2) for label, compiled in sets]
+        jobs += _in_turn(jobs, problem, sets, rounds=2)
     return jobs
 
 
@@ -1623,9 +1634,7 @@ def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
             where = "in cluster" if cluster else "workspace"
             if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
                 sets.append((f"swap split {split} {where} s{found[0]}", found[1]))
-        if not jobs:
-            jobs.append((problem, "warm-up", sets[0][1]))
-        jobs += [(problem, f"{label} {r}", compiled) for r in range(2) for label, compiled in sets]
+        jobs += _in_turn(jobs, problem, sets, rounds=2)
     return jobs
 
 
