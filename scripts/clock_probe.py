@@ -30,7 +30,7 @@ from ncu_probe import built, parse_spec, problem_and_overrides
 
 import mmaplug as mp
 from mmaplug.cli.bench import torch_call
-from mmaplug.tune.measure import rel_error
+from mmaplug.tune.measure import captured, rel_error
 from mmaplug.tune.work import problem_inputs, reference
 
 SECONDS = 3.0
@@ -60,15 +60,7 @@ def replayed(call: Callable[[], Any], seconds: float) -> tuple[float, float, flo
     call over the phase)."""
     import torch
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            call()
+    graph, calls = captured(call, CALLS)
     graph.replay()
     torch.cuda.synchronize()
     start = time.time()
@@ -82,7 +74,7 @@ def replayed(call: Callable[[], Any], seconds: float) -> tuple[float, float, flo
         torch.cuda.synchronize()
     last.record()
     torch.cuda.synchronize()
-    return start, time.time(), first.elapsed_time(last) * 1e3 / (replays * CALLS)
+    return start, time.time(), first.elapsed_time(last) * 1e3 / (replays * calls)
 
 
 def summary(samples: list[tuple[float, list[str]]], start: float, end: float) -> dict:

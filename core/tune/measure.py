@@ -137,6 +137,27 @@ def cold_copies(operand_bytes: int, l2_bytes: int) -> int:
     return max(1, min(COLD_MAX_COPIES, -(-COLD_L2_SPAN * l2_bytes // operand_bytes)))
 
 
+def captured(fn: Callable[[], Any] | Sequence[Callable[[], Any]], calls: int) -> tuple[Any, int]:
+    """*calls* calls of *fn* (a sequence: in turn, each at least once) captured in one CUDA
+    graph, after one eager call of each on the capture stream binds the launches: the graph,
+    not yet replayed, and the calls it holds (``graph_us``)."""
+    import torch
+
+    fns = list(fn) if isinstance(fn, Sequence) else [fn]
+    calls = max(calls, len(fns))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for each in fns:
+            each()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fns[i % len(fns)]()
+    return graph, calls
+
+
 def graph_us(
     fn: Callable[[], Any] | Sequence[Callable[[], Any]],
     *,
@@ -156,18 +177,7 @@ def graph_us(
     """
     import torch
 
-    fns = list(fn) if isinstance(fn, Sequence) else [fn]
-    calls = max(calls, len(fns))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for each in fns:
-            each()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fns[i % len(fns)]()
+    graph, calls = captured(fn, calls)
     for _ in range(warmup):
         graph.replay()
     times = []
