@@ -1540,6 +1540,19 @@ def fp8_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+def _in_turn(
+    jobs: list[tuple[TuneProblem, str, Any]],
+    problem: TuneProblem,
+    sets: list[tuple[str, Any]],
+    rounds: int,
+) -> list[tuple[TuneProblem, str, Any]]:
+    """*problem*'s labelled plans *sets* for *rounds* rounds in turn (labels numbered by round),
+    after one warm-up timing of the first where *jobs* has none yet (run 227: a cool GPU ran
+    the first problem 18% faster): the jobs to add to *jobs*."""
+    warm_up = [] if jobs else [(problem, "warm-up", sets[0][1])]
+    return warm_up + [(problem, f"{label} {r}", c) for r in range(rounds) for label, c in sets]
+
+
 #: run 229's FP8 rows where pairs won (4096^3 per row, 4096x6144x4096) and lost (2048x14336x5120,
 #: 4096x8192x8192 per tensor) or tied, for three rounds in turn after a warm-up
 FP8_PAIRS_FOCUS = [((4096, 6144, 4096), "row"), ((4096, 6144, 4096), "tensor"),
@@ -1557,24 +1570,8 @@ def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
     for (m, n, k), scale in FP8_PAIRS_FOCUS:
         problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
         alone, pairs = _alone_and_paired(problem, hopper)
-        if not jobs:
-            jobs.append((problem, "warm-up", pairs))
-        for r in range(3):
-            jobs += [(problem, f"pairs along M {r}", pairs), (problem, f"alone {r}", alone)]
+        jobs += _in_turn(jobs, problem, [("pairs along M", pairs), ("alone", alone)], rounds=3)
     return jobs
-
-
-def _in_turn(
-    jobs: list[tuple[TuneProblem, str, Any]],
-    problem: TuneProblem,
-    sets: list[tuple[str, Any]],
-    rounds: int,
-) -> list[tuple[TuneProblem, str, Any]]:
-    """*problem*'s labelled plans *sets* for *rounds* rounds in turn (labels numbered by round),
-    after one warm-up timing of the first where *jobs* has none yet (run 227: a cool GPU ran
-    the first problem 18% faster): the jobs to add to *jobs*."""
-    warm_up = [] if jobs else [(problem, "warm-up", sets[0][1])]
-    return warm_up + [(problem, f"{label} {r}", c) for r in range(rounds) for label, c in sets]
 
 
 #: the fused-epilogue targets (4096^3 bias + GELU, 16-bit and FP8) and their bare rows: ping-pong
@@ -1624,10 +1621,11 @@ def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``SWAP_SPLIT_PROBLEMS``: the default against the swapped tile with K split 2 or 4,
     summed in the cluster of the splits or through the workspace, two rounds in turn."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    default = mp.make_plugin_manager(block=["ampere"])  # (decode plans the 16-row FP8 one)
     jobs: list[tuple[TuneProblem, str, Any]] = []
     for m, n, k, dtype, scale in SWAP_SPLIT_PROBLEMS:
         problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
-        sets = [("default", _compiled(problem, pm=mp.make_plugin_manager(block=["ampere"])))]
+        sets = [("default", _compiled(problem, pm=default))]
         for split, cluster in ((2, True), (2, False), (4, True), (4, False)):
             ov = {"swap_ab": True, "splitk_factor": split, "splitk_in_cluster": cluster,
                   "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
