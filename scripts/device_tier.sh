@@ -7,13 +7,15 @@
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
 # "targets", "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's) and "stalls"
 # (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) on request), so
-# that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8 shards of about 175 tests took 371-406 s side by side in run 112 and
-# 397-440+ s in run 115 (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12
-# shards of about 120 (the default since) took 360-415 s in run 202, 333-377 s in run 206 and
-# 367-403 s in run 220 (an H100, 1,481 tests), the whole tier inside TIER_TIMEOUT 520, which leaves the 600-s call its install and the
-# interrupt's grace. Give the tier its own call. A shard past it is interrupted (SIGINT), so
-# pytest still prints its failures and counts, and each shard's 15 slowest tests; the shards'
-# logs come back as one file, tier.log (a device call returns a limited number of files).
+# that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8
+# shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in run 115
+# (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12 shards of about 120 (the
+# default since) took 360-415 s in run 202, 333-377 s in run 206 and 367-403 s in run 220 (an
+# H100, 1,481 tests), the whole tier inside TIER_TIMEOUT 520, which leaves the 600-s call its
+# install and the interrupt's grace. Give the tier its own call. A shard past it is interrupted
+# (SIGINT), so pytest still prints its failures and counts, and each shard's 15 slowest tests;
+# the shards' logs come back as one file, tier.log (a device call returns a limited number of
+# files).
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}
