@@ -49,6 +49,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_pairs_focus  # run 229's winners and losers, 3 rounds
     python scripts/config_probe.py fused_pp     # 4096^3 bias + GELU: ping-pong against the default
     python scripts/config_probe.py swap_split   # swapped skinny rows with K split 2 or 4
+    python scripts/config_probe.py swizzle_wave  # the wave's output in hopper_swizzle: A/B
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1636,6 +1637,39 @@ def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+#: the rows whose default the wave's output moves into groups of 8 (``hopper_swizzle``: on the
+#: H200 the first three, on the H100 the first five) and a row it leaves alone
+SWIZZLE_WAVE_PROBLEMS = [((4096, 6144, 4096), "float8_e4m3fn", "row", "none"),
+                         ((4096, 6144, 4096), "float8_e4m3fn", "tensor", "none"),
+                         ((4096, 6144, 4096), "float8_e4m3fn", "block", "none"),
+                         ((3000, 5000, 2048), "float16", "", "none"),
+                         ((2048, 14336, 5120), "bfloat16", "", "bias_gelu"),
+                         ((4096, 4096, 4096), "float8_e4m3fn", "row", "none")]  # fmt: skip
+
+
+def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``SWIZZLE_WAVE_PROBLEMS`` on the default and on the default's plan in the other tile
+    order (``grid_swizzle_factor`` 1 where the default groups by 8, else 8: which rows the
+    rule moves depends on the device's L2), three rounds in turn after a warm-up."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs: list[tuple[TuneProblem, str, Any]] = []
+    for (m, n, k), dtype, scale, epilogue in SWIZZLE_WAVE_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
+        if (default := _compiled(problem, pm=hopper)) is None:
+            continue
+        group = default.params.grid_swizzle_factor
+        other = 1 if group > 1 else 8
+        flipped = _compiled(problem, pm=hopper, overrides={"grid_swizzle_factor": other})
+        if not jobs:
+            jobs.append((problem, "warm-up", default))
+        for r in range(3):
+            jobs += [
+                (problem, f"default g{group} {r}", default),
+                (problem, f"g{other} {r}", flipped),
+            ]
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1697,6 +1731,7 @@ def main(which: str) -> None:
             "fp8_pairs_focus": fp8_pairs_focus_jobs,
             "fused_pp": fused_pp_jobs,
             "swap_split": swap_split_jobs,
+            "swizzle_wave": swizzle_wave_jobs,
         }[which]()
         if job[2]
     ]

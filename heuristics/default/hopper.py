@@ -95,7 +95,11 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # none: 8192^3 e4m3 block-scaled 1,385 -> 1,283 us, per tensor 918 -> 899, bf16 1,702 -> 1,673,
 # 4096^3 bf16 221 -> 217; even at 4096x28672x4096 and 16384x4096x4096 bf16 (1,499 -> 1,506,
 # 860 -> 863); where the walked operand fits they lost up to 2% (2048x14336x5120 e4m3 255 ->
-# 261, 4096x28672x4096 e4m3 828 -> 845)
+# 261, 4096x28672x4096 e4m3 828 -> 845). The wave's output streams through L2 beside that
+# operand, so it counts too: at e4m3 per row 4096x6144x4096 (B 24 MiB, a wave's bf16 output
+# 8.25 MiB) the order alone read the operands from HBM 4 times (166 MB, cuBLASLt 78), groups of
+# 8 read 103 MB and ran 7-9% faster at the 700 W cap, the same cycles at base clocks (an H100,
+# BENCHMARKS.md runs 238-241; run 149 on the H200: 4%)
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 
@@ -226,15 +230,18 @@ def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams) -> int:
-    """``SWIZZLE`` where the operand the tile order walks whole (A for column_major) is over
-    1 / ``HOPPER_SWIZZLE_L2_SHARE`` of L2 and the other axis has two groups of work units or
-    more, else 1 (and 1 where L2's size is unknown)."""
+    """``SWIZZLE`` where the operand the tile order walks whole (A for column_major) and the
+    output a wave of work units writes are over 1 / ``HOPPER_SWIZZLE_L2_SHARE`` of L2 and the
+    other axis has two groups of work units or more, else 1 (and 1 where L2's size is
+    unknown)."""
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     cluster_m, cluster_n = params.cluster_dims
     column = params.cta_order is CtaOrder.column_major
     walked = (problem.m if column else problem.n) * problem.k * problem.operand_dtype.itemsize
+    wave = min(device.sm_count, problem.batch * m_tiles * n_tiles)
+    written = wave * params.cta_tile.m * params.cta_tile.n * problem.output_dtype.itemsize
     stepped = ceil_div(n_tiles, cluster_n) if column else ceil_div(m_tiles, cluster_m)
-    spills = 0 < device.l2_bytes < walked * HOPPER_SWIZZLE_L2_SHARE
+    spills = 0 < device.l2_bytes < (walked + written) * HOPPER_SWIZZLE_L2_SHARE
     return SWIZZLE if spills and stepped >= 2 * SWIZZLE else 1
 
 

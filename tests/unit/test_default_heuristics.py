@@ -32,6 +32,7 @@ def problem(
     batch: int = 1,
     layout: Layout = Layout.TN,
     dtype: DType = DType.float16,
+    out: DType | None = None,
     vec: int = 8,
 ) -> MatmulProblem:
     return MatmulProblem(
@@ -42,7 +43,7 @@ def problem(
         a_k_inner=layout.a_k_inner,
         b_k_inner=layout.b_k_inner,
         operand_dtype=dtype,
-        output_dtype=dtype,
+        output_dtype=out or dtype,
         vector_widths=VectorWidths(a=vec, b=vec, epilogue=vec),
     )
 
@@ -156,7 +157,11 @@ def test_hopper_pairs_ctas_on_large_grids_of_long_units_only() -> None:
         (Shape(8192, 8192, 8192), DType.bfloat16, CtaOrder.row_major, 8),
         (Shape(4096, 4096, 4096), DType.bfloat16, CtaOrder.row_major, 8),
         (Shape(4096, 28672, 4096), DType.bfloat16, CtaOrder.column_major, 8),
-        # ... within half of it (A of 2048x14336x5120: 20 MiB; B of 4096^3 e4m3: 16 MiB)
+        # ... or with the output a wave writes (B of e4m3 4096x6144x4096: 24 MiB, a wave of
+        # 132 128x256 bf16 tiles: 8.25 MiB; runs 238-241)
+        (Shape(4096, 6144, 4096), DType.float8_e4m3fn, CtaOrder.row_major, 8),
+        # ... within half of it with that output (A of 2048x14336x5120: 20 MiB; B of 4096^3
+        # e4m3: 16 MiB)
         (Shape(2048, 14336, 5120), DType.bfloat16, CtaOrder.column_major, 1),
         (Shape(4096, 4096, 4096), DType.float8_e4m3fn, CtaOrder.row_major, 1),
         # over it (A: 31.5 MiB), but the other axis has under two groups (15 N tiles of 256)
@@ -167,9 +172,13 @@ def test_hopper_pairs_ctas_on_large_grids_of_long_units_only() -> None:
 def test_hopper_groups_the_tile_order_where_a_wave_spills_l2(
     shape: Shape, dtype: DType, order: CtaOrder, group: int
 ) -> None:
-    """grid_swizzle_factor 8 where the operand the persistent wave walks whole outgrows half of
-    the H200's L2 (BENCHMARKS.md run 117), else 1."""
-    params = mmaplug_matmul_params(problem(*shape[:3], dtype=dtype), get_device("h200"), "hopper")
+    """grid_swizzle_factor 8 where the operand the persistent wave walks whole and the output
+    the wave writes outgrow half of the H200's L2 (BENCHMARKS.md runs 117, 238-241), else 1.
+    FP8 products write bf16, as the targets' do."""
+    out = DType.bfloat16 if dtype.itemsize == 1 else dtype
+    params = mmaplug_matmul_params(
+        problem(*shape[:3], dtype=dtype, out=out), get_device("h200"), "hopper"
+    )
     assert params is not None
     assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
 
