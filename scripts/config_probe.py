@@ -1650,7 +1650,8 @@ SWIZZLE_WAVE_PROBLEMS = [((4096, 6144, 4096), "float8_e4m3fn", "row", "none"),
 def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``SWIZZLE_WAVE_PROBLEMS`` on the default and on the default's plan in the other tile
     order (``grid_swizzle_factor`` 1 where the default groups by 8, else 8: which rows the
-    rule moves depends on the device's L2), three rounds in turn after a warm-up."""
+    rule moves depends on the device's L2), the large ones also in CTA pairs along M (fewer L2
+    bytes, runs 229-231), three rounds in turn after a warm-up."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs: list[tuple[TuneProblem, str, Any]] = []
     for (m, n, k), dtype, scale, epilogue in SWIZZLE_WAVE_PROBLEMS:
@@ -1660,13 +1661,13 @@ def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
         group = default.params.grid_swizzle_factor
         other = 1 if group > 1 else 8
         flipped = _compiled(problem, pm=hopper, overrides={"grid_swizzle_factor": other})
+        sets = [(f"default g{group}", default), (f"g{other}", flipped)]
+        if problem.m >= 4096 and default.params.cluster_dims == (1, 1):  # and in CTA pairs
+            paired = _compiled(problem, pm=hopper, overrides={"cluster_dims": (2, 1)})
+            sets += [(f"pairs along M g{group}", paired)] if paired else []
         if not jobs:
             jobs.append((problem, "warm-up", default))
-        for r in range(3):
-            jobs += [
-                (problem, f"default g{group} {r}", default),
-                (problem, f"g{other} {r}", flipped),
-            ]
+        jobs += [(problem, f"{label} {r}", compiled) for r in range(3) for label, compiled in sets]
     return jobs
 
 
