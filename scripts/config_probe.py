@@ -1665,9 +1665,7 @@ def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
         if problem.m >= 4096 and default.params.cluster_dims == (1, 1):  # and in CTA pairs
             paired = _compiled(problem, pm=hopper, overrides={"cluster_dims": (2, 1)})
             sets += [(f"pairs along M g{group}", paired)] if paired else []
-        if not jobs:
-            jobs.append((problem, "warm-up", default))
-        jobs += [(problem, f"{label} {r}", compiled) for r in range(3) for label, compiled in sets]
+        jobs += _in_turn(jobs, problem, sets, rounds=3)
     return jobs
 
 
