@@ -99,7 +99,13 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # operand, so it counts too: at e4m3 per row 4096x6144x4096 (B 24 MiB, a wave's bf16 output
 # 8.25 MiB) the order alone read the operands from HBM 4 times (166 MB, cuBLASLt 78), groups of
 # 8 read 103 MB and ran 7-9% faster at the 700 W cap, the same cycles at base clocks (an H100,
-# BENCHMARKS.md runs 238-241; run 149 on the H200: 4%)
+# BENCHMARKS.md runs 238-241; run 149 on the H200: 4%). It counts only where a group's wave
+# (SWIZZLE columns) walks fewer tiles than the plain order's (the whole walk): where the walk
+# is a wave's length or shorter both waves cover the same tiles, and the groups only reorder
+# them. Run 242 (an H100, three rounds in turn, us): groups of 8 against none, e4m3
+# 4096x6144x4096 (a walk of 24 tiles) per row 162-192 / 174-182, per tensor 163-179 / 168-185,
+# block-scaled 212-215 / 222-236, fp16 3000x5000x2048 (20) 111-113 / 116-118; bf16
+# 2048x14336x5120 + bias + GELU (16, a group's wave 16.5) 477-491 / 452-453
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 
@@ -230,10 +236,10 @@ def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams) -> int:
-    """``SWIZZLE`` where the operand the tile order walks whole (A for column_major) and the
-    output a wave of work units writes are over 1 / ``HOPPER_SWIZZLE_L2_SHARE`` of L2 and the
-    other axis has two groups of work units or more, else 1 (and 1 where L2's size is
-    unknown)."""
+    """``SWIZZLE`` where the other axis has two groups of work units or more and the operand
+    the tile order walks whole (A for column_major) is over 1 / ``HOPPER_SWIZZLE_L2_SHARE`` of
+    L2, alone or, where a group's wave walks fewer of its tiles than the plain order's, with
+    the output a wave writes; else 1 (and 1 where L2's size is unknown)."""
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     cluster_m, cluster_n = params.cluster_dims
     column = params.cta_order is CtaOrder.column_major
@@ -241,7 +247,10 @@ def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams)
     wave = min(device.sm_count, problem.batch * m_tiles * n_tiles)
     written = wave * params.cta_tile.m * params.cta_tile.n * problem.output_dtype.itemsize
     stepped = ceil_div(n_tiles, cluster_n) if column else ceil_div(m_tiles, cluster_m)
-    spills = 0 < device.l2_bytes < (walked + written) * HOPPER_SWIZZLE_L2_SHARE
+    walked_tiles, group_width = (m_tiles, cluster_n) if column else (n_tiles, cluster_m)
+    narrows = walked_tiles * group_width * SWIZZLE > wave
+    share = device.l2_bytes / HOPPER_SWIZZLE_L2_SHARE
+    spills = 0 < share < walked or (narrows and 0 < share < walked + written)
     return SWIZZLE if spills and stepped >= 2 * SWIZZLE else 1
 
 

@@ -183,6 +183,28 @@ def test_hopper_groups_the_tile_order_where_a_wave_spills_l2(
     assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "order", "group"),
+    [
+        # the walk (20 N tiles of 256) is longer than a group's wave walks (132 / 8 = 16.5):
+        # B 19.5 MiB and a wave's output 8.25 over half of the H100's 50 MiB (run 242: 4% faster)
+        (Shape(3000, 5000, 2048), DType.float16, CtaOrder.row_major, 8),
+        # A 20 MiB and that output over it too, but the walk (16 M tiles) is no longer than a
+        # group's wave: the groups would only reorder the same tiles (run 242: 5-8% slower)
+        (Shape(2048, 14336, 5120), DType.bfloat16, CtaOrder.column_major, 1),
+    ],
+    ids=str,
+)
+def test_hopper_counts_the_output_where_groups_narrow_the_walk(
+    shape: Shape, dtype: DType, order: CtaOrder, group: int
+) -> None:
+    """The output a wave writes counts beside the walked operand only where a group's wave walks
+    fewer tiles than the plain order's (the H100's 50 MiB of L2; BENCHMARKS.md run 242)."""
+    params = mmaplug_matmul_params(problem(*shape[:3], dtype=dtype), get_device("h100"), "hopper")
+    assert params is not None
+    assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
+
+
 def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
     """A device that does not report its L2 (l2_bytes 0) gets the plain tile order."""
     unknown = attrs.evolve(get_device("h200"), l2_bytes=0)
