@@ -1548,10 +1548,16 @@ def _in_turn(
     rounds: int,
 ) -> list[tuple[TuneProblem, str, Any]]:
     """*problem*'s labelled plans *sets* for *rounds* rounds in turn (labels numbered by round),
-    after one warm-up timing of the first where *jobs* has none yet (run 227: a cool GPU ran
-    the first problem 18% faster): the jobs to add to *jobs*."""
+    each round starting one plan later than the one before, after one warm-up timing of the
+    first where *jobs* has none yet (run 227: a cool GPU ran the first problem 18% faster): the
+    jobs to add to *jobs*. The plan timed first in a round ran slower in runs 242 and 244 by as
+    much as two plans differed (docs/decisions.md, the tile order in groups), so no plan keeps
+    one place."""
     warm_up = [] if jobs else [(problem, "warm-up", sets[0][1])]
-    return warm_up + [(problem, f"{label} {r}", c) for r in range(rounds) for label, c in sets]
+    turns = [sets[r % len(sets) :] + sets[: r % len(sets)] for r in range(rounds)]
+    return warm_up + [
+        (problem, f"{label} {r}", c) for r, turn in enumerate(turns) for label, c in turn
+    ]
 
 
 #: run 229's FP8 rows where pairs won (4096^3 per row, 4096x6144x4096) and lost (2048x14336x5120,

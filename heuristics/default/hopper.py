@@ -102,10 +102,11 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # BENCHMARKS.md runs 238-241; run 149 on the H200: 4%). It counts only where a group's wave
 # (SWIZZLE columns) walks fewer tiles than the plain order's (the whole walk): where the walk
 # is a wave's length or shorter both waves cover the same tiles, and the groups only reorder
-# them. Run 242 (an H100, three rounds in turn, us): groups of 8 against none, e4m3
-# 4096x6144x4096 (a walk of 24 tiles) per row 162-192 / 174-182, per tensor 163-179 / 168-185,
-# block-scaled 212-215 / 222-236, fp16 3000x5000x2048 (20) 111-113 / 116-118; bf16
-# 2048x14336x5120 + bias + GELU (16, a group's wave 16.5) 477-491 / 452-453
+# them. Runs 242 and 244 (H100s, three rounds in turn, us): groups of 8 against none, e4m3
+# 4096x6144x4096 (a walk of 24 tiles) per row 161-192 / 173-182, per tensor 163-179 /
+# 168-185, block-scaled 208-215 / 217-236, fp16 3000x5000x2048 (20) 111-113 / 114-118; bf16
+# 2048x14336x5120 + bias + GELU (16, a group's wave 16.5) 448-491 / 452-471, the one timed
+# first in a round the slower either way (docs/decisions.md, the tile order in groups)
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 
