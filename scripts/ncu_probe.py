@@ -18,7 +18,8 @@ promoted by chunks). An epilogue of the tune corpus follows the dtype after a ``
 epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogues to the
 threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode
 scheduler allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172);
-``@g8`` walks the default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order).
+``@g8`` walks the default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order),
+``@g1`` in none.
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -72,8 +73,9 @@ OVERRIDES: dict[str, dict] = {
     # 64x256 warp tiles (block scales: promoted by 64-column chunks)
     "w256": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (1, 1)},
     "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
-    # the default plan's persistent tile order in groups of 8 along the stepped axis
+    # the default plan's persistent tile order in groups of 8 along the stepped axis, or in none
     "g8": {"grid_swizzle_factor": 8},
+    "g1": {"grid_swizzle_factor": 1},
     # the default plan with stream-K: the last wave's tiles in 2 or 3 pieces of K
     "sk2": {"tiling_strategy": "persistent_streamk", "splitk_factor": 2, "cluster_dims": (1, 1)},
     "sk3": {"tiling_strategy": "persistent_streamk", "splitk_factor": 3, "cluster_dims": (1, 1)},
