@@ -50,6 +50,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fused_pp     # 4096^3 bias + GELU: ping-pong against the default
     python scripts/config_probe.py swap_split   # swapped skinny rows with K split 2 or 4
     python scripts/config_probe.py swizzle_wave  # the wave's output in hopper_swizzle: A/B
+    python scripts/config_probe.py skinny_pairs  # one-wave rows of 96-512 in pairs along M
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1676,6 +1677,39 @@ def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
+#: one-wave rows of 96-512 activations whose default runs two or more M tiles alone (below
+#: ``HOPPER_CLUSTER_MIN_WAVES``): their weight tile could be shared by a pair along M
+SKINNY_PAIRS_PROBLEMS = [((128, 4096, 4096), "float8_e4m3fn", "tensor"),
+                         ((128, 4096, 4096), "float8_e4m3fn", "row"),
+                         ((96, 6144, 4096), "bfloat16", ""), ((192, 4096, 14336), "bfloat16", ""),
+                         ((256, 5120, 4096), "bfloat16", ""), ((512, 4096, 4096), "bfloat16", ""),
+                         ((384, 28672, 4096), "bfloat16", ""),
+                         ((512, 10240, 8192), "bfloat16", "")]  # fmt: skip
+
+
+def skinny_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``SKINNY_PAIRS_PROBLEMS`` on the default, on its plan (unswapped) in CTA pairs along M
+    that share the weight tile, each with the deepest ring that fits, and for FP8 on
+    cuBLASLt's plan at 128x4096x4096 (``64x64_128x13_2x1``: 64x64 tiles, 128 of K, the
+    deepest ring, in pairs along M; BENCHMARKS.md run 238); three rounds, turns rotating."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs: list[tuple[TuneProblem, str, Any]] = []
+    for (m, n, k), dtype, scale in SKINNY_PAIRS_PROBLEMS:
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        if (default := _compiled(problem, pm=hopper)) is None:
+            continue
+        sets = [("default", default)]
+        ov = {"cluster_dims": (2, 1), "swap_ab": False}
+        if found := _deepest(problem, ov, range(16, 2, -1), hopper):
+            sets.append((f"pairs along M s{found[0]}", found[1]))
+        if problem.is_fp8:
+            lt = _wgmma_tiles((64, 64, 128), k=32, cluster_dims=(2, 1))
+            if found := _deepest(problem, lt, range(16, 2, -1), hopper):
+                sets.append((f"64x64x128 pairs along M s{found[0]}", found[1]))
+        jobs += _in_turn(jobs, problem, sets, rounds=3)
+    return jobs
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1738,6 +1772,7 @@ def main(which: str) -> None:
             "fused_pp": fused_pp_jobs,
             "swap_split": swap_split_jobs,
             "swizzle_wave": swizzle_wave_jobs,
+            "skinny_pairs": skinny_pairs_jobs,
         }[which]()
         if job[2]
     ]
