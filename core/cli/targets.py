@@ -13,8 +13,9 @@ from mmaplug.errors import UnsupportedTargetError, UsageError
 from mmaplug.progress import Progress
 
 
-def _saved_rows(path: str) -> list[dict[str, Any]]:
-    """The rows of a ``mmaplug targets --json`` or ``mmaplug bench --graph --json`` file."""
+def _saved_rows(path: str) -> tuple[list[dict[str, Any]], str]:
+    """The rows of a ``mmaplug targets --json`` or ``mmaplug bench --graph --json`` file, and
+    the GPU that measured them where the file names it (``targets --json`` does)."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -31,7 +32,8 @@ def _saved_rows(path: str) -> list[dict[str, Any]]:
             f"--rows {path!r} has no list 'rows' of problem rows: write it with "
             "'mmaplug targets --json' or 'mmaplug bench --graph --json'"
         )
-    return rows
+    device = doc.get("device")
+    return rows, device if isinstance(device, str) else ""
 
 
 def cmd_targets(args: argparse.Namespace) -> int:
@@ -43,14 +45,15 @@ def cmd_targets(args: argparse.Namespace) -> int:
     if not chosen:
         raise UsageError(f"no targets of issue {args.issue}: the targets are issues 24 and 25's")
     if args.rows:
-        rows = _saved_rows(args.rows)
+        rows, device = _saved_rows(args.rows)
     else:
-        rows = _measure(args, targets.problems(chosen))
+        rows, device = _measure(args, targets.problems(chosen))
     verdicts = targets.judge(chosen, rows)
     if args.json:
         print_json(
             {
                 "schema": 1,
+                "device": device,
                 "targets": [
                     {
                         "issue": v.target.issue,
@@ -69,12 +72,13 @@ def cmd_targets(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(targets.markdown(verdicts))
+        print(targets.markdown(verdicts, device))
     return 1 if any(v.wrong for v in verdicts) else 0
 
 
-def _measure(args: argparse.Namespace, problems: list[Any]) -> list[dict[str, Any]]:
-    """``mmaplug bench --graph``'s rows of *problems* on the local GPU (kernels built first)."""
+def _measure(args: argparse.Namespace, problems: list[Any]) -> tuple[list[dict[str, Any]], str]:
+    """``mmaplug bench --graph``'s rows of *problems* on the local GPU (kernels built first),
+    and the GPU's name."""
     requires("torch", "mmaplug targets", "pip install 'mmaplug[bench]'")
     from mmaplug.cli import bench
     from mmaplug.cuda.presence import cuda_device_count
@@ -86,9 +90,12 @@ def _measure(args: argparse.Namespace, problems: list[Any]) -> list[dict[str, An
         )
     progress = Progress(args.progress)
     table = progress.stream if progress.enabled else io.StringIO()
-    return bench.corpus_rows(
+    import torch
+
+    rows = bench.corpus_rows(
         problems, progress, table, workers=args.workers, reps=args.reps, graph=True
     )
+    return rows, torch.cuda.get_device_name()
 
 
 def add_targets(sub: Any) -> None:

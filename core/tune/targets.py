@@ -228,11 +228,20 @@ def _named(
     return shown + (f" and {len(problems) - most} more" if len(problems) > most else "")
 
 
-def markdown(verdicts: Sequence[Verdict]) -> str:
+#: the GPU the targets are set on (issues 24 and 25: "H200, same run")
+TARGET_GPU: Final = "H200"
+
+
+def markdown(verdicts: Sequence[Verdict], device: str = "") -> str:
     """The targets table: issue, target, what was measured (the worst value, the mean, the
-    failing and missing problems), and whether it is met."""
-    lines = ["| issue | target | measured (graph replays; cold: operands past L2) | met |",
-             "|---|---|---|---|"]  # fmt: skip
+    failing and missing problems), and whether it is met; under a line naming *device*, the
+    GPU that measured it, where known (a table of another GPU than ``TARGET_GPU`` says so)."""
+    lines = []
+    if device:
+        other = "" if TARGET_GPU in device else f" (the targets are set on the {TARGET_GPU})"
+        lines += [f"Measured on {device}{other}.", ""]
+    lines += ["| issue | target | measured (graph replays; cold: operands past L2) | met |",
+              "|---|---|---|---|"]  # fmt: skip
     for v in verdicts:
         t = v.target
         parts = []

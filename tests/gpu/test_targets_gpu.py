@@ -35,6 +35,7 @@ def test_targets_measures_each_problem_once_and_judges_it(
     assert main(["targets", "--reps", "3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [r["problem"] for r in doc["rows"]] == [BARE.key, FUSED.key]
+    assert doc["device"] == torch.cuda.get_device_name()  # the GPU that measured them
     assert all(r["rel_err"] < 1e-2 and r["ours_graph_us"] > 0 for r in doc["rows"])
     verdicts = {t["target"]: t for t in doc["targets"]}
     assert verdicts["ratio"]["met"] and verdicts["tbps"]["met"] and verdicts["cost"]["met"]

@@ -95,6 +95,26 @@ def test_the_table_names_the_worst_problem_what_fails_and_the_verdict() -> None:
     assert line.endswith("| no |")
 
 
+@pytest.mark.parametrize(
+    ("device", "caption"),
+    [("NVIDIA H200", "Measured on NVIDIA H200."),
+     ("NVIDIA H100 80GB HBM3",
+      "Measured on NVIDIA H100 80GB HBM3 (the targets are set on the H200).")],
+)  # fmt: skip
+def test_the_table_names_the_gpu_that_measured_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], device: str, caption: str
+) -> None:
+    """A table measured on another GPU than the targets' says so above it; ``--rows`` reads the
+    GPU from the saved file and ``--json`` keeps it."""
+    saved = tmp_path / "rows.json"
+    saved.write_text(json.dumps({"device": device, "rows": [_row(DECODE, 10, 1.1)]}))
+    assert main(["targets", "--rows", str(saved), "--issue", "25"]) == 0
+    caption_line, blank, header, *_ = capsys.readouterr().out.splitlines()
+    assert (caption_line, blank) == (caption, "") and header.startswith("| issue | target |")
+    assert main(["targets", "--rows", str(saved), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"] == device
+
+
 def test_targets_judges_saved_rows_without_a_gpu(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
