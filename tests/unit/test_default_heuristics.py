@@ -151,56 +151,39 @@ def test_hopper_pairs_ctas_on_large_grids_of_long_units_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("shape", "dtype", "order", "group"),
+    ("shape", "dtype", "gpu", "order", "group"),
     [
         # the walked operand (B of a row-major order, A of a column-major one) over half of L2
-        (Shape(8192, 8192, 8192), DType.bfloat16, CtaOrder.row_major, 8),
-        (Shape(4096, 4096, 4096), DType.bfloat16, CtaOrder.row_major, 8),
-        (Shape(4096, 28672, 4096), DType.bfloat16, CtaOrder.column_major, 8),
-        # ... or with the output a wave writes (B of e4m3 4096x6144x4096: 24 MiB, a wave of
-        # 132 128x256 bf16 tiles: 8.25 MiB; runs 238-241)
-        (Shape(4096, 6144, 4096), DType.float8_e4m3fn, CtaOrder.row_major, 8),
+        (Shape(8192, 8192, 8192), DType.bfloat16, "h200", CtaOrder.row_major, 8),
+        (Shape(4096, 4096, 4096), DType.bfloat16, "h200", CtaOrder.row_major, 8),
+        (Shape(4096, 28672, 4096), DType.bfloat16, "h200", CtaOrder.column_major, 8),
+        # ... or with the output a wave writes, where the walk is longer than a group's wave
+        # walks (132 / 8 = 16.5 tiles): B of e4m3 4096x6144x4096 24 MiB (24 N tiles of 256), a
+        # wave of 132 128x256 bf16 tiles 8.25 MiB (runs 238-244); B of fp16 3000x5000x2048
+        # 19.5 MiB (20 tiles) with it over half of the H100's 50 MiB
+        (Shape(4096, 6144, 4096), DType.float8_e4m3fn, "h200", CtaOrder.row_major, 8),
+        (Shape(3000, 5000, 2048), DType.float16, "h100", CtaOrder.row_major, 8),
         # ... within half of it with that output (A of 2048x14336x5120: 20 MiB; B of 4096^3
-        # e4m3: 16 MiB)
-        (Shape(2048, 14336, 5120), DType.bfloat16, CtaOrder.column_major, 1),
-        (Shape(4096, 4096, 4096), DType.float8_e4m3fn, CtaOrder.row_major, 1),
+        # e4m3: 16 MiB), or over it where the walk is no longer than a group's wave (16 M tiles
+        # of 2048x14336x5120 on the H100): the groups would only reorder the same tiles
+        (Shape(2048, 14336, 5120), DType.bfloat16, "h200", CtaOrder.column_major, 1),
+        (Shape(4096, 4096, 4096), DType.float8_e4m3fn, "h200", CtaOrder.row_major, 1),
+        (Shape(2048, 14336, 5120), DType.bfloat16, "h100", CtaOrder.column_major, 1),
         # over it (A: 31.5 MiB), but the other axis has under two groups (15 N tiles of 256)
-        (Shape(1920, 3840, 8192), DType.bfloat16, CtaOrder.column_major, 1),
+        (Shape(1920, 3840, 8192), DType.bfloat16, "h200", CtaOrder.column_major, 1),
     ],
     ids=str,
 )
 def test_hopper_groups_the_tile_order_where_a_wave_spills_l2(
-    shape: Shape, dtype: DType, order: CtaOrder, group: int
+    shape: Shape, dtype: DType, gpu: str, order: CtaOrder, group: int
 ) -> None:
-    """grid_swizzle_factor 8 where the operand the persistent wave walks whole and the output
-    the wave writes outgrow half of the H200's L2 (BENCHMARKS.md runs 117, 238-241), else 1.
-    FP8 products write bf16, as the targets' do."""
+    """grid_swizzle_factor 8 where the operand the persistent wave walks whole outgrows half of
+    the GPU's L2, alone or, where groups narrow the walk, with the output the wave writes
+    (BENCHMARKS.md runs 117, 238-248), else 1. FP8 products write bf16, as the targets' do."""
     out = DType.bfloat16 if dtype.itemsize == 1 else dtype
     params = mmaplug_matmul_params(
-        problem(*shape[:3], dtype=dtype, out=out), get_device("h200"), "hopper"
+        problem(*shape[:3], dtype=dtype, out=out), get_device(gpu), "hopper"
     )
-    assert params is not None
-    assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
-
-
-@pytest.mark.parametrize(
-    ("shape", "dtype", "order", "group"),
-    [
-        # the walk (20 N tiles of 256) is longer than a group's wave walks (132 / 8 = 16.5):
-        # B 19.5 MiB and a wave's output 8.25 over half of the H100's 50 MiB (run 242: 4% faster)
-        (Shape(3000, 5000, 2048), DType.float16, CtaOrder.row_major, 8),
-        # A 20 MiB and that output over it too, but the walk (16 M tiles) is no longer than a
-        # group's wave: the groups would only reorder the same tiles (run 242: 5-8% slower)
-        (Shape(2048, 14336, 5120), DType.bfloat16, CtaOrder.column_major, 1),
-    ],
-    ids=str,
-)
-def test_hopper_counts_the_output_where_groups_narrow_the_walk(
-    shape: Shape, dtype: DType, order: CtaOrder, group: int
-) -> None:
-    """The output a wave writes counts beside the walked operand only where a group's wave walks
-    fewer tiles than the plain order's (the H100's 50 MiB of L2; BENCHMARKS.md run 242)."""
-    params = mmaplug_matmul_params(problem(*shape[:3], dtype=dtype), get_device("h100"), "hopper")
     assert params is not None
     assert (params.cta_order, params.grid_swizzle_factor) == (order, group)
 
