@@ -8,9 +8,10 @@ decode scheduler blocked; ``--overrides``) is first checked against a float64 re
 smaller ragged shape and on the timed one (outputs poisoned with NaN first); a wrong or
 unwritten result is reported and not timed. Then the variants and torch are timed in
 interleaved rounds (CUDA-event medians, ``mmaplug.tune.measure.interleaved_ms``), or with
-``--graph`` as CUDA-graph replays (``graph_us``: a decode step's kernels are too short for a
-per-call event pair). One JSON line per dtype: per variant its kernel, errors, milliseconds,
-TFLOP/s, TB/s (the weights, x and the output, each moved once) and speedup over torch.
+``--graph`` as CUDA-graph replays in turn (``interleaved_graph_us``: a decode step's kernels
+are too short for a per-call event pair). One JSON line per dtype: per variant its kernel,
+errors, milliseconds, TFLOP/s, TB/s (the weights, x and the output, each moved once) and
+speedup over torch.
 
 A decode step of llama 8B: ``python scripts/ffn_probe.py --shape 1 14336 4096 --graph
 --variants default hopper``.
@@ -27,7 +28,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import mmaplug as mp
-from mmaplug.tune.measure import graph_us, interleaved_ms, poison_free_memory, rel_error
+from mmaplug.tune.measure import (
+    interleaved_graph_us,
+    interleaved_ms,
+    poison_free_memory,
+    rel_error,
+)
 
 TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
 #: Plugins blocked for a variant: ``hopper`` is the default plan without the decode scheduler
@@ -147,7 +153,7 @@ def probe(shape: Sequence[int], check: Sequence[int], name: str, args: argparse.
         if ok:  # a wrong kernel is not timed
             fns[variant] = lambda compiled=compiled: compiled.execute(timed)
     if args.graph:
-        times = {label: [graph_us(fn) / 1e3] for label, fn in fns.items()}
+        times = {label: [us / 1e3] for label, us in interleaved_graph_us(fns).items()}
     else:
         times = interleaved_ms(fns, args.rounds, reps=args.reps, inner=args.inner)
     m, n, k = shape

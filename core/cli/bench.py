@@ -20,8 +20,8 @@ from mmaplug.tune.corpus import TuneProblem
 from mmaplug.tune.measure import (
     cold_copies,
     cuda_median_ms,
-    graph_us,
     host_dispatch_us,
+    interleaved_graph_us,
     rel_error,
 )
 
@@ -361,8 +361,9 @@ def run_corpus(
         )
         best_ms = row["ours_ms"]
         if graph:
-            row["ours_graph_us"] = ours_us = graph_us(ours_call)
-            row["torch_graph_us"] = theirs_us = graph_us(theirs)
+            warm = interleaved_graph_us({"ours": ours_call, "torch": theirs})
+            row["ours_graph_us"] = ours_us = warm["ours"]
+            row["torch_graph_us"] = theirs_us = warm["torch"]
             row["graph_ratio"] = row["torch_graph_us"] / row["ours_graph_us"]
             row["ours_tbps"] = row["bytes"] / row["ours_graph_us"] / 1e6
             row["torch_tbps"] = row["bytes"] / row["torch_graph_us"] / 1e6
@@ -373,8 +374,10 @@ def run_corpus(
                 row["ours_cold_us"], row["torch_cold_us"] = ours_us, theirs_us
             else:
                 ours_calls = [lambda c=compiled, i=i: c.execute(i) for i in copies]
-                row["ours_cold_us"] = graph_us(ours_calls)
-                row["torch_cold_us"] = graph_us([torch_call(problem, i) for i in copies])
+                cold = interleaved_graph_us(
+                    {"ours": ours_calls, "torch": [torch_call(problem, i) for i in copies]}
+                )
+                row["ours_cold_us"], row["torch_cold_us"] = cold["ours"], cold["torch"]
             row["cold_ratio"] = row["torch_cold_us"] / row["ours_cold_us"]
             line += (
                 f"{row['ours_graph_us']:>9.1f}{row['torch_graph_us']:>9.1f}"

@@ -158,6 +158,42 @@ def captured(fn: Callable[[], Any] | Sequence[Callable[[], Any]], calls: int) ->
     return graph, calls
 
 
+def interleaved_graph_us(
+    fns: Mapping[str, Callable[[], Any] | Sequence[Callable[[], Any]]],
+    *,
+    calls: int = 20,
+    reps: int = 50,
+    warmup: int = 3,
+) -> dict[str, float]:
+    """:func:`graph_us` of each of *fns*, their graphs replayed in turn: *warmup* times each,
+    then *reps* rounds of one timed replay each, every round starting one name later. Per
+    name, the median of its replays' time over the calls they hold.
+
+    Ours timed before torch's, always, put every drift of clock and temperature on one side
+    (at the 700 W cap a plan timed first in a round ran up to 8% slower, BENCHMARKS.md runs
+    242-244); replays in turn share it out alike.
+    """
+    import torch
+
+    graphs = {name: captured(fn, calls) for name, fn in fns.items()}
+    names = list(graphs)
+    for _ in range(warmup):
+        for name in names:
+            graphs[name][0].replay()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        first = r % len(names)
+        for name in names[first:] + names[:first]:
+            graph, held = graphs[name]
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) * 1e3 / held)
+    return {name: statistics.median(each) for name, each in times.items()}
+
+
 def graph_us(
     fn: Callable[[], Any] | Sequence[Callable[[], Any]],
     *,
@@ -173,19 +209,6 @@ def graph_us(
     replay leaves only the GPU's time (and the launches' gaps the graph keeps). A sequence of
     callables (the same call on copies of its operands, ``cold_copies``) is captured in turn,
     at least once each: then a call does not read operands the previous calls left in L2, as a
-    server's step reads each layer's weight once.
+    server's step reads each layer's weight once. Two sides compared: ``interleaved_graph_us``.
     """
-    import torch
-
-    graph, calls = captured(fn, calls)
-    for _ in range(warmup):
-        graph.replay()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return interleaved_graph_us({"": fn}, calls=calls, reps=reps, warmup=warmup)[""]

@@ -122,19 +122,24 @@ def test_cold_copies_span_two_l2_sizes(operands: int, l2: int, copies: int) -> N
     assert measure.cold_copies(operands, l2) == copies
 
 
-def test_graph_us_captures_copies_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Given the same call on several operand copies, graph_us calls each once eagerly (binding
-    its launch), then captures them in turn, at least one call each, and divides each replay's
-    time by the calls captured."""
+@pytest.fixture
+def graphs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A stand-in torch whose CUDA graphs are numbered as captured: the log of eager calls,
+    captures ("capture", "captured"), replays ("replay <graph>") and timed replays ("timed
+    <graph>": 1 ms each, as its event pair reports)."""
     log: list[str] = []
 
     class Graph:
+        def __init__(self) -> None:
+            self.number = sum(entry == "capture" for entry in log)
+
         def replay(self) -> None:
-            log.append("replay")
+            log.append(f"replay {self.number}")
 
     class Capture:
         def __init__(self, graph: Graph) -> None:
             log.append("capture")
+            graph.number = sum(entry == "capture" for entry in log) - 1
 
         def __enter__(self) -> None:
             return None
@@ -168,12 +173,36 @@ def test_graph_us_captures_copies_in_turn(monkeypatch: pytest.MonkeyPatch) -> No
         Event=Event,
     )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    return log
+
+
+def test_graph_us_captures_copies_in_turn(graphs: list[str]) -> None:
+    """Given the same call on several operand copies, graph_us calls each once eagerly (binding
+    its launch), then captures them in turn, at least one call each, and divides each replay's
+    time by the calls captured."""
+    log = graphs
     fns = [lambda i=i: log.append(f"call{i}") for i in range(3)]
     us = measure.graph_us(fns, calls=4, reps=2, warmup=1)
     captured = log[log.index("capture") + 1 : log.index("captured")]
     assert log[: log.index("capture")] == ["call0", "call1", "call2"]
     assert captured == ["call0", "call1", "call2", "call0"]
-    assert log.count("replay") == 1 + 2 and us == pytest.approx(1e3 / 4)
+    assert log.count("replay 0") == 1 + 2 and us == pytest.approx(1e3 / 4)
     log.clear()
     measure.graph_us(fns, calls=2, reps=1, warmup=0)  # fewer calls than copies: one each
     assert log[log.index("capture") + 1 : log.index("captured")] == ["call0", "call1", "call2"]
+
+
+def test_two_sides_are_replayed_in_turn_each_round_starting_one_later(graphs: list[str]) -> None:
+    """interleaved_graph_us captures each side's graph, warms them up in turn, then times one
+    replay of each a round, the first side rotating, so neither always goes first (runs 242-244:
+    the first of a round ran slower); each side's time is over its own calls."""
+    log = graphs
+    us = measure.interleaved_graph_us(
+        {"ours": lambda: log.append("ours"), "torch": [lambda: log.append("torch")] * 2},
+        calls=2, reps=3, warmup=1,
+    )  # fmt: skip
+    replays = [entry for entry in log if entry.startswith("replay")]
+    warm_up, *rounds = (replays[i : i + 2] for i in range(0, len(replays), 2))
+    assert warm_up == ["replay 0", "replay 1"]
+    assert rounds == [["replay 0", "replay 1"], ["replay 1", "replay 0"], ["replay 0", "replay 1"]]
+    assert us == {"ours": pytest.approx(1e3 / 2), "torch": pytest.approx(1e3 / 2)}
