@@ -106,7 +106,8 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # 4096x6144x4096 (a walk of 24 tiles) per row 161-192 / 173-182, per tensor 163-179 /
 # 168-185, block-scaled 208-215 / 217-236, fp16 3000x5000x2048 (20) 111-113 / 114-118; bf16
 # 2048x14336x5120 + bias + GELU (16, a group's wave 16.5) 448-491 / 452-471, the one timed
-# first in a round the slower either way (docs/decisions.md, the tile order in groups)
+# first in a round the slower either way; replayed in alternation for 3 s each (run 247)
+# groups took 2.5% longer (docs/decisions.md, the tile order in groups)
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 
