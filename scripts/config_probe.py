@@ -67,7 +67,7 @@ import contextlib
 import itertools
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from unittest import mock
 
@@ -1543,22 +1543,31 @@ def fp8_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
 
 def _in_turn(
-    jobs: list[tuple[TuneProblem, str, Any]],
-    problem: TuneProblem,
-    sets: list[tuple[str, Any]],
-    rounds: int,
+    planned: Iterable[tuple[TuneProblem, list[tuple[str, Any]]]], rounds: int
 ) -> list[tuple[TuneProblem, str, Any]]:
-    """*problem*'s labelled plans *sets* for *rounds* rounds in turn (labels numbered by round),
+    """Each problem's labelled plans (none: skipped) for *rounds* rounds in turn (labels
+    numbered by round),
     each round starting one plan later than the one before, after one warm-up timing of the
-    first where *jobs* has none yet (run 227: a cool GPU ran the first problem 18% faster): the
-    jobs to add to *jobs*. The plan timed first in a round ran slower in runs 242 and 244 by as
-    much as two plans differed (docs/decisions.md, the tile order in groups), so no plan keeps
-    one place."""
-    warm_up = [] if jobs else [(problem, "warm-up", sets[0][1])]
-    turns = [sets[r % len(sets) :] + sets[: r % len(sets)] for r in range(rounds)]
-    return warm_up + [
-        (problem, f"{label} {r}", c) for r, turn in enumerate(turns) for label, c in turn
-    ]
+    first problem's first plan (run 227: a cool GPU ran the first problem 18% faster). The
+    plan timed first in a round ran slower in runs 242 and 244 by as much as two plans
+    differed (docs/decisions.md, the tile order in groups), so no plan keeps one place."""
+    jobs: list[tuple[TuneProblem, str, Any]] = []
+    for problem, sets in planned:
+        if not sets:  # (no plan built)
+            continue
+        if not jobs:
+            jobs.append((problem, "warm-up", sets[0][1]))
+        for r in range(rounds):
+            turn = sets[r % len(sets) :] + sets[: r % len(sets)]
+            jobs += [(problem, f"{label} {r}", compiled) for label, compiled in turn]
+    return jobs
+
+
+def _problems(rows: Iterable[tuple[Any, ...]]) -> list[TuneProblem]:
+    """The TuneProblems of *rows* ``((m, n, k), dtype, scale)``, each with an epilogue after
+    its scale where given."""
+    return [TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=(*rest, "none")[0])
+            for (m, n, k), dtype, scale, *rest in rows]  # fmt: skip
 
 
 #: run 229's FP8 rows where pairs won (4096^3 per row, 4096x6144x4096) and lost (2048x14336x5120,
@@ -1574,12 +1583,14 @@ def fp8_pairs_focus_jobs() -> list[tuple[TuneProblem, str, Any]]:
     at 0) and alone (the default), three rounds in turn; the first pair plan is timed once
     before as a warm-up (run 227: a cool GPU ran the first problem 18% faster)."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs = []
-    for (m, n, k), scale in FP8_PAIRS_FOCUS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         alone, pairs = _alone_and_paired(problem, hopper)
-        jobs += _in_turn(jobs, problem, [("pairs along M", pairs), ("alone", alone)], rounds=3)
-    return jobs
+        return [("pairs along M", pairs), ("alone", alone)]
+
+    problems = (TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+                for (m, n, k), scale in FP8_PAIRS_FOCUS)  # fmt: skip
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
 #: the fused-epilogue targets (4096^3 bias + GELU, 16-bit and FP8) and their bare rows: ping-pong
@@ -1601,28 +1612,28 @@ def fused_pp_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``FUSED_PP_PROBLEMS`` on the default and on ping-pong consumers owning 128x128 or 64x256
     tiles (the deepest ring that fits), two rounds in turn after a warm-up."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs: list[tuple[TuneProblem, str, Any]] = []
-    for (m, n, k), dtype, scale, epilogue in FUSED_PP_PROBLEMS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
-        wk = 128 if scale else 64
-        sets = [("default", _compiled(problem, pm=hopper))]
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        wk = 128 if problem.scale else 64
+        found_sets = [("default", _compiled(problem, pm=hopper))]
         for cta in ((128, 128, wk), (64, 256, wk)):
-            ov = _wgmma_tiles(cta, k=32 if scale else 16, cluster_dims=(1, 1),
+            ov = _wgmma_tiles(cta, k=32 if problem.scale else 16, cluster_dims=(1, 1),
                               tiling_strategy="persistent_pingpong")  # fmt: skip
             if found := _deepest(problem, ov, (8, 7, 6, 5, 4), hopper):
-                sets.append((f"pp {cta[0]}x{cta[1]} s{found[0]}", found[1]))
-        jobs += _in_turn(jobs, problem, sets, rounds=2)
-    return jobs
+                found_sets.append((f"pp {cta[0]}x{cta[1]} s{found[0]}", found[1]))
+        return found_sets
+
+    return _in_turn(((p, sets(p)) for p in _problems(FUSED_PP_PROBLEMS)), rounds=2)
 
 
 #: the swapped weight-streaming rows furthest below cuBLAS (run 235, ncu: cuBLAS splits K in
 #: two over 128 CTAs in pairs, ``nvjet_sm90_tst_64x32_64x16_2x1_v_bz_splitK``, where our
 #: swapped tile runs 64 CTAs unsplit)
-SWAP_SPLIT_PROBLEMS = [(32, 4096, 4096, "bfloat16", ""), (16, 4096, 4096, "bfloat16", ""),
-                       (64, 4096, 4096, "bfloat16", ""), (32, 6144, 4096, "bfloat16", ""),
-                       (24, 4096, 4096, "bfloat16", ""), (32, 4096, 4096, "float16", ""),
-                       (16, 4096, 4096, "float8_e4m3fn", "tensor"),
-                       (32, 4096, 4096, "float8_e4m3fn", "tensor")]  # fmt: skip
+SWAP_SPLIT_PROBLEMS = [((32, 4096, 4096), "bfloat16", ""), ((16, 4096, 4096), "bfloat16", ""),
+                       ((64, 4096, 4096), "bfloat16", ""), ((32, 6144, 4096), "bfloat16", ""),
+                       ((24, 4096, 4096), "bfloat16", ""), ((32, 4096, 4096), "float16", ""),
+                       ((16, 4096, 4096), "float8_e4m3fn", "tensor"),
+                       ((32, 4096, 4096), "float8_e4m3fn", "tensor")]  # fmt: skip
 
 
 def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
@@ -1630,18 +1641,18 @@ def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     summed in the cluster of the splits or through the workspace, two rounds in turn."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     default = mp.make_plugin_manager(block=["ampere"])  # (decode plans the 16-row FP8 one)
-    jobs: list[tuple[TuneProblem, str, Any]] = []
-    for m, n, k, dtype, scale in SWAP_SPLIT_PROBLEMS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
-        sets = [("default", _compiled(problem, pm=default))]
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        found_sets = [("default", _compiled(problem, pm=default))]
         for split, cluster in ((2, True), (2, False), (4, True), (4, False)):
             ov = {"swap_ab": True, "splitk_factor": split, "splitk_in_cluster": cluster,
                   "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
             where = "in cluster" if cluster else "workspace"
             if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
-                sets.append((f"swap split {split} {where} s{found[0]}", found[1]))
-        jobs += _in_turn(jobs, problem, sets, rounds=2)
-    return jobs
+                found_sets.append((f"swap split {split} {where} s{found[0]}", found[1]))
+        return found_sets
+
+    return _in_turn(((p, sets(p)) for p in _problems(SWAP_SPLIT_PROBLEMS)), rounds=2)
 
 
 #: the rows whose default the wave's output moves into groups of 8 (``hopper_swizzle``: on the
@@ -1661,20 +1672,20 @@ def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     rule moves depends on the device's L2), the large ones also in CTA pairs along M (fewer L2
     bytes, runs 229-231), three rounds in turn after a warm-up."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs: list[tuple[TuneProblem, str, Any]] = []
-    for (m, n, k), dtype, scale, epilogue in SWIZZLE_WAVE_PROBLEMS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale, epilogue=epilogue)
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=hopper)) is None:
-            continue
+            return []
         group = default.params.grid_swizzle_factor
         other = 1 if group > 1 else 8
         flipped = _compiled(problem, pm=hopper, overrides={"grid_swizzle_factor": other})
-        sets = [(f"default g{group}", default), (f"g{other}", flipped)]
+        found_sets = [(f"default g{group}", default), (f"g{other}", flipped)]
         if problem.m >= 4096 and default.params.cluster_dims == (1, 1):  # and in CTA pairs
             paired = _compiled(problem, pm=hopper, overrides={"cluster_dims": (2, 1)})
-            sets += [(f"pairs along M g{group}", paired)] if paired else []
-        jobs += _in_turn(jobs, problem, sets, rounds=3)
-    return jobs
+            found_sets += [(f"pairs along M g{group}", paired)] if paired else []
+        return found_sets
+
+    return _in_turn(((p, sets(p)) for p in _problems(SWIZZLE_WAVE_PROBLEMS)), rounds=3)
 
 
 #: one-wave rows of 96-512 activations whose default runs two or more M tiles alone (below
@@ -1693,21 +1704,19 @@ def skinny_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     cuBLASLt's plan at 128x4096x4096 (``64x64_128x13_2x1``: 64x64 tiles, 128 of K, the
     deepest ring, in pairs along M; BENCHMARKS.md run 238); three rounds, turns rotating."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    jobs: list[tuple[TuneProblem, str, Any]] = []
-    for (m, n, k), dtype, scale in SKINNY_PAIRS_PROBLEMS:
-        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+    paired = ("pairs along M", {"cluster_dims": (2, 1), "swap_ab": False})
+    lt = ("64x64x128 pairs along M", _wgmma_tiles((64, 64, 128), k=32, cluster_dims=(2, 1)))
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=hopper)) is None:
-            continue
-        sets = [("default", default)]
-        ov = {"cluster_dims": (2, 1), "swap_ab": False}
-        if found := _deepest(problem, ov, range(16, 2, -1), hopper):
-            sets.append((f"pairs along M s{found[0]}", found[1]))
-        if problem.is_fp8:
-            lt = _wgmma_tiles((64, 64, 128), k=32, cluster_dims=(2, 1))
-            if found := _deepest(problem, lt, range(16, 2, -1), hopper):
-                sets.append((f"64x64x128 pairs along M s{found[0]}", found[1]))
-        jobs += _in_turn(jobs, problem, sets, rounds=3)
-    return jobs
+            return []
+        found_sets = [("default", default)]
+        for label, ov in (paired, lt) if problem.is_fp8 else (paired,):
+            if found := _deepest(problem, ov, range(16, 2, -1), hopper):
+                found_sets.append((f"{label} s{found[0]}", found[1]))
+        return found_sets
+
+    return _in_turn(((p, sets(p)) for p in _problems(SKINNY_PAIRS_PROBLEMS)), rounds=3)
 
 
 def main(which: str) -> None:

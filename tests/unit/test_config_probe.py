@@ -19,7 +19,7 @@ def script(load_script: Callable[[str], ModuleType]) -> ModuleType:
 def test_rounds_rotate_which_plan_is_timed_first(script: ModuleType) -> None:
     problem = TuneProblem(m=64, n=64, k=64)
     sets = [("a", "A"), ("b", "B"), ("c", "C")]
-    jobs = script._in_turn([], problem, sets, rounds=3)
+    jobs = script._in_turn([(problem, sets)], rounds=3)
     assert [(label, plan) for _, label, plan in jobs] == [
         ("warm-up", "A"),
         ("a 0", "A"), ("b 0", "B"), ("c 0", "C"),
@@ -29,9 +29,11 @@ def test_rounds_rotate_which_plan_is_timed_first(script: ModuleType) -> None:
 
 
 def test_only_the_first_problem_of_a_probe_is_warmed_up(script: ModuleType) -> None:
-    first, second = TuneProblem(m=64, n=64, k=64), TuneProblem(m=128, n=64, k=64)
-    jobs = script._in_turn([], first, [("a", "A"), ("b", "B")], rounds=2)
-    jobs += script._in_turn(jobs, second, [("a", "A"), ("b", "B")], rounds=2)
+    """The first problem with plans is warmed up, once; a problem without plans is left out."""
+    none, first, second = (TuneProblem(m=m, n=64, k=64) for m in (32, 64, 128))
+    sets = [("a", "A"), ("b", "B")]
+    jobs = script._in_turn([(none, []), (first, sets), (second, sets)], rounds=2)
+    assert jobs[0] == (first, "warm-up", "A") and all(problem != none for problem, *_ in jobs)
     assert [label for problem, label, _ in jobs if problem == second] == [
         "a 0",
         "b 0",
