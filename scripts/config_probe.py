@@ -51,6 +51,9 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py swap_split   # swapped skinny rows with K split 2 or 4
     python scripts/config_probe.py swizzle_wave  # the wave's output in hopper_swizzle: A/B
     python scripts/config_probe.py skinny_pairs  # one-wave rows of 96-512 in pairs along M
+    python scripts/config_probe.py fp8_pp_pairs  # FP8 targets on ping-pong 128x128 pairs along N
+    python scripts/config_probe.py fp8_wide_n   # e4m3 4096x28672x4096: clusters, order, ping-pong
+    python scripts/config_probe.py fp8_pp_order  # ping-pong pairs along N in either tile order
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1719,6 +1722,77 @@ def skinny_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in _problems(SKINNY_PAIRS_PROBLEMS)), rounds=3)
 
 
+#: cuBLASLt's FP8 per-row plan at 4096x8192x8192 (ncu, run 252: ``nvjet_sm90_qqtst_128x128_
+#: 128x6_1x2_h``): ping-pong consumers owning 128x128 tiles, 128 of K in 6 stages, in pairs
+#: along N that share the A tile
+FP8_PINGPONG_ALONG_N = _wgmma_tiles((128, 128, 128), k=32, stages=6, cluster_dims=(1, 2),
+                                    tiling_strategy="persistent_pingpong")  # fmt: skip
+
+
+def fp8_pp_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The FP8 targets' large rows (per tensor and per row, bare and fused) on the default and
+    on ``FP8_PINGPONG_ALONG_N``, two rounds in turn after a warm-up."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    along_n = FP8_PINGPONG_ALONG_N
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (default := _compiled(problem, pm=hopper)) is None:
+            return []
+        pp = _compiled(problem, pm=hopper, overrides=along_n)
+        return [("default", default)] + ([("pingpong 128x128 pairs along N", pp)] if pp else [])
+
+    problems = [p for p in tune_targets.problems()
+                if p.dtype.startswith("float8") and p.m >= 2048 and p.scale != "block"]  # fmt: skip
+    return _in_turn(((p, sets(p)) for p in problems), rounds=2)
+
+
+def fp8_wide_n_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """e4m3 4096x28672x4096 per tensor and per row, the one target row where ping-pong pairs
+    along N beat the default (run 254, ``fp8_pp_pairs``): the default (pairs along M, the
+    plain column walk), its tile alone, in groups of 8 and in pairs along N, and ping-pong
+    128x128 tiles alone and in pairs either way; three rounds in turn."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    pp = FP8_PINGPONG_ALONG_N
+    variants = [("alone", {"cluster_dims": (1, 1)}), ("groups of 8", {"grid_swizzle_factor": 8}),
+                ("pairs along N", {"cluster_dims": (1, 2)}),
+                ("pingpong 128x128 alone", {**pp, "cluster_dims": (1, 1)}),
+                ("pingpong 128x128 pairs along M", {**pp, "cluster_dims": (2, 1)}),
+                ("pingpong 128x128 pairs along N", pp)]  # fmt: skip
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        found = [("default", _compiled(problem, pm=hopper))]
+        found += [(label, _compiled(problem, pm=hopper, overrides=ov)) for label, ov in variants]
+        return [(label, compiled) for label, compiled in found if compiled]
+
+    problems = _problems([((4096, 28672, 4096), "float8_e4m3fn", "tensor"),
+                          ((4096, 28672, 4096), "float8_e4m3fn", "row")])  # fmt: skip
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+
+
+def fp8_pp_order_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The FP8 targets' large rows per row (bare) on the default and on
+    ``FP8_PINGPONG_ALONG_N`` in the default heuristic's tile order and in the other one
+    (groups of 8 or none): run 254 lost 6-20% on it where the order grouped; two rounds in
+    turn."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    along_n = FP8_PINGPONG_ALONG_N
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (pp := _compiled(problem, pm=hopper, overrides=along_n)) is None:
+            return []
+        group = pp.params.grid_swizzle_factor
+        other = 1 if group > 1 else 8
+        flipped = _compiled(problem, pm=hopper, overrides={**along_n, "grid_swizzle_factor": other})
+        return [("default", _compiled(problem, pm=hopper)),
+                (f"pingpong pairs along N g{group}", pp),
+                (f"pingpong pairs along N g{other}", flipped)]  # fmt: skip
+
+    problems = [p for p in tune_targets.problems()
+                if p.dtype.startswith("float8") and p.m >= 2048 and p.scale == "row"
+                and p.epilogue == "none"]  # fmt: skip
+    return _in_turn(((p, sets(p)) for p in problems), rounds=2)
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1782,6 +1856,9 @@ def main(which: str) -> None:
             "swap_split": swap_split_jobs,
             "swizzle_wave": swizzle_wave_jobs,
             "skinny_pairs": skinny_pairs_jobs,
+            "fp8_pp_pairs": fp8_pp_pairs_jobs,
+            "fp8_wide_n": fp8_wide_n_jobs,
+            "fp8_pp_order": fp8_pp_order_jobs,
         }[which]()
         if job[2]
     ]

@@ -89,6 +89,12 @@ OVERRIDES: dict[str, dict] = {
         "tiling_strategy": "persistent_pingpong",
         "cluster_dims": (1, 1),
     },
+    # cuBLASLt's FP8 plan at 4096x8192x8192 per row (run 252): the same in pairs along N
+    "ppc2": {
+        **_fp8_tiles((128, 128, 128), 128, 6),
+        "tiling_strategy": "persistent_pingpong",
+        "cluster_dims": (1, 2),
+    },
     # cuBLASLt's FP8 16x4096x4096 shape: the transposed product on 64x8 tiles in pairs that
     # share the weight tile (BENCHMARKS.md run 208)
     "lt8": {
