@@ -12,7 +12,14 @@ On the device machine, after the README's install::
         4096x4096x4096/float8_e4m3fn-tensor+bias_gelu
 
 Specs are ``scripts/ncu_probe.py``'s (``[BATCHx]MxNxK[/dtype-scale[+epilogue]][@how]``);
-every output is checked against float64 first.
+every output is checked against float64 first. ``--alternate`` adds, before and after each
+spec's two phases, a phase of the two graphs replayed in turn (one replay each, as ``mmaplug
+targets`` times them), each side's µs from event pairs around its replays, the clock and
+power of the phase on both lines: whether a side's time moves with what ran before it (the
+per-row rows of runs 250 and 257, docs/decisions.md)::
+
+    python scripts/clock_probe.py --alternate 4096x28672x4096/float8_e4m3fn-row \\
+        4096x28672x4096/float8_e4m3fn-tensor
 """
 
 from __future__ import annotations
@@ -77,6 +84,33 @@ def replayed(call: Callable[[], Any], seconds: float) -> tuple[float, float, flo
     return start, time.time(), first.elapsed_time(last) * 1e3 / (replays * calls)
 
 
+def alternated(calls: dict[str, Callable[[], Any]], seconds: float) -> tuple[float, float, dict]:
+    """Each of *calls* as ``CALLS`` calls in one CUDA graph, the graphs replayed in turn, one
+    replay each, for *seconds* (as ``mmaplug targets`` replays ours and cuBLAS's, runs 250 and
+    257): (start, end, µs a call per side, from an event pair around each replay)."""
+    import torch
+
+    graphs = {side: captured(call, CALLS) for side, call in calls.items()}
+    for graph, _ in graphs.values():
+        graph.replay()
+    torch.cuda.synchronize()
+    timed: dict[str, list[tuple[Any, Any, int]]] = {side: [] for side in graphs}
+    start = time.time()
+    while time.time() - start < seconds:
+        for _ in range(10):
+            for side, (graph, held) in graphs.items():
+                first = torch.cuda.Event(enable_timing=True)
+                last = torch.cuda.Event(enable_timing=True)
+                first.record()
+                graph.replay()
+                last.record()
+                timed[side].append((first, last, held))
+        torch.cuda.synchronize()
+    us = {side: sum(a.elapsed_time(b) for a, b, _ in runs) * 1e3 / sum(n for *_, n in runs)
+          for side, runs in timed.items()}  # fmt: skip
+    return start, time.time(), us
+
+
 def summary(samples: list[tuple[float, list[str]]], start: float, end: float) -> dict:
     """Medians of the samples stamped in the phase's second half (the clock settled), and the
     throttle-reason masks seen there."""
@@ -93,7 +127,7 @@ def summary(samples: list[tuple[float, list[str]]], start: float, end: float) ->
     }
 
 
-def main(specs: list[str]) -> None:
+def main(specs: list[str], alternate: bool = False) -> None:
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     planned = [(problem_and_overrides(parse_spec(spec)), spec) for spec in specs]
     ours = [built(problem, ov, parse_spec(spec)[-1], hopper) for (problem, ov), spec in planned]
@@ -112,11 +146,20 @@ def main(specs: list[str]) -> None:
         inputs = problem_inputs(problem)
         error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
         assert error < 1e-2, (problem.key, error)
-        for side, call in (("ours", lambda c=compiled, i=inputs: c.execute(i)),
-                           ("cublas", torch_call(problem, inputs))):  # fmt: skip
+        sides = {"ours": lambda c=compiled, i=inputs: c.execute(i),
+                 "cublas": torch_call(problem, inputs)}  # fmt: skip
+        names = {"ours": compiled.kernel_name, "cublas": "cublas"}
+        if alternate:  # in turn, then each alone, then in turn again
+            start, end, both = alternated(sides, SECONDS)
+            phases += [(spec, f"{side} in turn", names[side], start, end, us)
+                       for side, us in both.items()]  # fmt: skip
+        for side, call in sides.items():
             start, end, us = replayed(call, SECONDS)
-            name = compiled.kernel_name if side == "ours" else "cublas"
-            phases.append((spec, side, name, start, end, us))
+            phases.append((spec, side, names[side], start, end, us))
+        if alternate:
+            start, end, both = alternated(sides, SECONDS)
+            phases += [(spec, f"{side} in turn", names[side], start, end, us)
+                       for side, us in both.items()]  # fmt: skip
     time.sleep(0.2)
     smi.terminate()
     for spec, side, name, start, end, us in phases:
@@ -128,4 +171,5 @@ def main(specs: list[str]) -> None:
 
 
 if __name__ == "__main__":  # mp.prebuild's workers import this module
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    main([a for a in args if a != "--alternate"], alternate="--alternate" in args)
