@@ -149,17 +149,15 @@ def main(specs: list[str], alternate: bool = False) -> None:
         sides = {"ours": lambda c=compiled, i=inputs: c.execute(i),
                  "cublas": torch_call(problem, inputs)}  # fmt: skip
         names = {"ours": compiled.kernel_name, "cublas": "cublas"}
-        if alternate:  # in turn, then each alone, then in turn again
-            start, end, both = alternated(sides, SECONDS)
-            phases += [(spec, f"{side} in turn", names[side], start, end, us)
-                       for side, us in both.items()]  # fmt: skip
-        for side, call in sides.items():
-            start, end, us = replayed(call, SECONDS)
-            phases.append((spec, side, names[side], start, end, us))
-        if alternate:
-            start, end, both = alternated(sides, SECONDS)
-            phases += [(spec, f"{side} in turn", names[side], start, end, us)
-                       for side, us in both.items()]  # fmt: skip
+        for in_turn in (True, False, True) if alternate else (False,):  # (then each alone)
+            if in_turn:
+                start, end, both = alternated(sides, SECONDS)
+                phases += [(spec, f"{side} in turn", names[side], start, end, us)
+                           for side, us in both.items()]  # fmt: skip
+                continue
+            for side, call in sides.items():
+                start, end, us = replayed(call, SECONDS)
+                phases.append((spec, side, names[side], start, end, us))
     time.sleep(0.2)
     smi.terminate()
     for spec, side, name, start, end, us in phases:

@@ -1549,11 +1549,11 @@ def _in_turn(
     planned: Iterable[tuple[TuneProblem, list[tuple[str, Any]]]], rounds: int
 ) -> list[tuple[TuneProblem, str, Any]]:
     """Each problem's labelled plans (none: skipped) for *rounds* rounds in turn (labels
-    numbered by round),
-    each round starting one plan later than the one before, after one warm-up timing of the
-    first problem's first plan (run 227: a cool GPU ran the first problem 18% faster). The
-    plan timed first in a round ran slower in runs 242 and 244 by as much as two plans
-    differed (docs/decisions.md, the tile order in groups), so no plan keeps one place."""
+    numbered by round), each round starting one plan later than the one before, after one
+    warm-up timing of the first problem's first plan (run 227: a cool GPU ran the first
+    problem 18% faster). The plan timed first in a round ran slower in runs 242 and 244 by as
+    much as two plans differed (docs/decisions.md, the tile order in groups), so no plan keeps
+    one place."""
     jobs: list[tuple[TuneProblem, str, Any]] = []
     for problem, sets in planned:
         if not sets:  # (no plan built)
@@ -1564,6 +1564,17 @@ def _in_turn(
             turn = sets[r % len(sets) :] + sets[: r % len(sets)]
             jobs += [(problem, f"{label} {r}", compiled) for label, compiled in turn]
     return jobs
+
+
+def _in_other_order(
+    problem: TuneProblem, plan: Any, pm: Any, overrides: dict | None = None
+) -> tuple[int, int, Any]:
+    """*plan*'s tile order in groups (``grid_swizzle_factor``), the other order (1 where it
+    groups by 8, else 8), and *problem* built with *overrides* in that other order."""
+    group = plan.params.grid_swizzle_factor
+    other = 1 if group > 1 else 8
+    flipped = {**(overrides or {}), "grid_swizzle_factor": other}
+    return group, other, _compiled(problem, pm=pm, overrides=flipped)
 
 
 def _problems(rows: Iterable[tuple[Any, ...]]) -> list[TuneProblem]:
@@ -1679,9 +1690,7 @@ def swizzle_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=hopper)) is None:
             return []
-        group = default.params.grid_swizzle_factor
-        other = 1 if group > 1 else 8
-        flipped = _compiled(problem, pm=hopper, overrides={"grid_swizzle_factor": other})
+        group, other, flipped = _in_other_order(problem, default, hopper)
         found_sets = [(f"default g{group}", default), (f"g{other}", flipped)]
         if problem.m >= 4096 and default.params.cluster_dims == (1, 1):  # and in CTA pairs
             paired = _compiled(problem, pm=hopper, overrides={"cluster_dims": (2, 1)})
@@ -1733,12 +1742,11 @@ def fp8_pp_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The FP8 targets' large rows (per tensor and per row, bare and fused) on the default and
     on ``FP8_PINGPONG_ALONG_N``, two rounds in turn after a warm-up."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    along_n = FP8_PINGPONG_ALONG_N
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=hopper)) is None:
             return []
-        pp = _compiled(problem, pm=hopper, overrides=along_n)
+        pp = _compiled(problem, pm=hopper, overrides=FP8_PINGPONG_ALONG_N)
         return [("default", default)] + ([("pingpong 128x128 pairs along N", pp)] if pp else [])
 
     problems = [p for p in tune_targets.problems()
@@ -1775,14 +1783,11 @@ def fp8_pp_order_jobs() -> list[tuple[TuneProblem, str, Any]]:
     (groups of 8 or none): run 254 lost 6-20% on it where the order grouped; two rounds in
     turn."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    along_n = FP8_PINGPONG_ALONG_N
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        if (pp := _compiled(problem, pm=hopper, overrides=along_n)) is None:
+        if (pp := _compiled(problem, pm=hopper, overrides=FP8_PINGPONG_ALONG_N)) is None:
             return []
-        group = pp.params.grid_swizzle_factor
-        other = 1 if group > 1 else 8
-        flipped = _compiled(problem, pm=hopper, overrides={**along_n, "grid_swizzle_factor": other})
+        group, other, flipped = _in_other_order(problem, pp, hopper, FP8_PINGPONG_ALONG_N)
         return [("default", _compiled(problem, pm=hopper)),
                 (f"pingpong pairs along N g{group}", pp),
                 (f"pingpong pairs along N g{other}", flipped)]  # fmt: skip

@@ -60,6 +60,8 @@ def _fp8_tiles(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
 
 
 _FP8_128 = _fp8_tiles((128, 128, 128), 64, 6)
+# cuBLASLt's FP8 per-row plan (runs 226, 252): ping-pong consumers owning 128x128 tiles
+_FP8_PINGPONG = {**_fp8_tiles((128, 128, 128), 128, 6), "tiling_strategy": "persistent_pingpong"}
 OVERRIDES: dict[str, dict] = {
     "": {},
     "c2": {"cluster_dims": (1, 2)},
@@ -83,18 +85,9 @@ OVERRIDES: dict[str, dict] = {
     "sk8": {"tiling_strategy": "persistent_streamk", "splitk_factor": 8, "cluster_dims": (1, 1)},
     # the default plan with the decode scheduler allowed (M <= 16 rows: the decode kernel)
     "decode": {},
-    # cuBLASLt's FP8 plan at 4096^3 per row (run 226): ping-pong consumers owning 128x128 tiles
-    "pp": {
-        **_fp8_tiles((128, 128, 128), 128, 6),
-        "tiling_strategy": "persistent_pingpong",
-        "cluster_dims": (1, 1),
-    },
-    # cuBLASLt's FP8 plan at 4096x8192x8192 per row (run 252): the same in pairs along N
-    "ppc2": {
-        **_fp8_tiles((128, 128, 128), 128, 6),
-        "tiling_strategy": "persistent_pingpong",
-        "cluster_dims": (1, 2),
-    },
+    # that plan alone (cuBLASLt's at 4096^3, run 226) and in pairs along N (at 4096x8192x8192)
+    "pp": {**_FP8_PINGPONG, "cluster_dims": (1, 1)},
+    "ppc2": {**_FP8_PINGPONG, "cluster_dims": (1, 2)},
     # cuBLASLt's FP8 16x4096x4096 shape: the transposed product on 64x8 tiles in pairs that
     # share the weight tile (BENCHMARKS.md run 208)
     "lt8": {
