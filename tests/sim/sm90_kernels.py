@@ -16,11 +16,12 @@ import traceback
 
 import ml_dtypes
 import numpy as np
-from numba import config, cuda
+from numba import cuda
 from numba.cuda import types
 
 from mmaplug.cuda import intrinsics as I
 from mmaplug.cuda import sm90 as H
+from mmaplug.cuda.launching import simulating
 from mmaplug.cuda.tensormap import TensorMapSpec, device_address, encode
 from mmaplug.ir.dtypes import DType
 from mmaplug.sim.simulator import simulated_launch
@@ -437,7 +438,7 @@ CASES = {
 def _launches() -> contextlib.AbstractContextManager:
     """In the simulator, mmaplug's launch (each block's threads polled with a sleep): under
     Numba's own, whose busy loop holds the GIL, a wgmma case took 10 s, not 0.2 s."""
-    return simulated_launch() if config.ENABLE_CUDASIM else contextlib.nullcontext()
+    return simulated_launch() if simulating() else contextlib.nullcontext()
 
 
 def main(names: list[str]) -> None:
