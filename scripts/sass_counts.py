@@ -33,8 +33,8 @@ import mmaplug as mp
 from mmaplug.errors import UnsupportedTargetError
 from mmaplug.runtime import dump
 
-COUNTED = ("R2UR", "IMAD", "IADD3", "UIADD3", "FFMA", "HGMMA", "QGMMA", "SHFL", "STL", "LDL",
-           "LDS", "STG", "FENCE", "UTMASTG")  # fmt: skip
+COUNTED = ("R2UR", "IMAD", "IADD3", "UIADD3", "FMUL", "FFMA", "HGMMA", "QGMMA", "SHFL", "STL",
+           "LDL", "LDS", "STG", "FENCE", "UTMASTG")  # fmt: skip
 HINTED = ("FFMA", "QGMMA", "HGMMA")
 # an instruction line: /*0a30*/ then an optional predicate, then the opcode (modifiers after dots)
 OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")

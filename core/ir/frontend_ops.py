@@ -80,7 +80,7 @@ class Ops(ShapeOps):
         - per block (DeepSeek-V3): ``scale_a`` ``[M, ceil(K / 128)]`` (1 x 128 blocks along K),
           ``scale_b`` ``[ceil(K / 128), ceil(N / 128)]`` (128 x 128 blocks).
 
-        The first two scale the product: ``cast(matmul(a, b) * scale_a * scale_b + bias,
+        The first two scale the product: ``cast(matmul(a, b) * (scale_a * scale_b) + bias,
         out_dtype)``, written with those ops (so ``mp.evaluate`` and every scheduler see one
         definition). Block scales scale each K block's partial sums before they are added
         (a ``ScaledMmaOp``), then the bias and cast follow. ``bias`` is ``[N]`` of float16,
@@ -142,11 +142,13 @@ class Ops(ShapeOps):
                 )
             y = self._block_scaled(a, b, *scales)
         else:
-            y = self.matmul(a, b)
-            for scale in scales:
-                if len(scale.no_reduction_domain) == 1:
-                    scale = self.broadcast_in_dim(scale, [1, 1], [1])
-                y = self.mul(y, scale)
+            scale_a, scale_b = (
+                self.broadcast_in_dim(s, [1, 1], [1]) if len(s.no_reduction_domain) == 1 else s
+                for s in scales
+            )
+            # the scales' product first, as torch's per-tensor path (cuBLASLt's alpha): one
+            # multiply an element where both are per tensor, the product computed once
+            y = self.mul(self.matmul(a, b), self.mul(scale_a, scale_b))
         if bias is not None:
             bias = self._tensor(bias, "scaled_mm bias")
             bd = bias.no_reduction_domain
