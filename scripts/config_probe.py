@@ -54,6 +54,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_pp_pairs  # FP8 targets on ping-pong 128x128 pairs along N
     python scripts/config_probe.py fp8_wide_n   # e4m3 4096x28672x4096: clusters, order, ping-pong
     python scripts/config_probe.py fp8_pp_order  # ping-pong pairs along N in either tile order
+    python scripts/config_probe.py fp8_scale_product  # FP8 sums scaled once by the scales' product
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -80,6 +81,7 @@ import mmaplug.plugins.decode.limits as decode_limits
 import mmaplug.tune.targets as tune_targets
 from mmaplug.cli.bench import torch_call
 from mmaplug.errors import MatmulError
+from mmaplug.ir.dtypes import DType
 from mmaplug.runtime.compile import compile as compile_fusion
 from mmaplug.runtime.prebuild import prebuild
 from mmaplug.tune.corpus import TuneProblem
@@ -1798,6 +1800,41 @@ def fp8_pp_order_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=2)
 
 
+def _one_scale_then_the_other(self: TuneProblem, fd: Any, a: Any, b: Any) -> Any:
+    """``TuneProblem._scaled_mm`` (no ``swiglu``) as ``scaled_mm`` was written before the
+    scales' product: the sum times ``scale_a``, then ``scale_b``, then the bias, in bfloat16
+    (after a float32 GELU where fused); its inputs in the same order."""
+    shape_a, shape_b = self.scale_shapes
+    y = fd.ops.matmul(a, b)
+    for shape in (shape_a, shape_b):
+        scale = fd.define_tensor(list(shape), DType.float32)
+        if len(shape) == 1:
+            scale = fd.ops.broadcast_in_dim(scale, [1, 1], [1])
+        y = fd.ops.mul(y, scale)
+    if self.epilogue == "bias_gelu":
+        y = fd.ops.gelu(fd.ops.add(y, fd.define_tensor([self.n], DType.bfloat16)))
+    return fd.ops.cast(y, DType.bfloat16)
+
+
+def fp8_scale_product_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The FP8 targets per tensor (bare and with bias + GELU) and two per-row rows, as
+    ``scaled_mm`` builds them (the scales' product, one multiply an element per tensor) and
+    as it built them before (one scale, then the other), three rounds in turn."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    rows = {(4096, 4096, 4096), (4096, 28672, 4096)}
+    problems = [p for p in tune_targets.problems()
+                if p.dtype.startswith("float8") and p.m >= 128 and p.scale in ("tensor", "row")
+                and (p.scale == "tensor" or (p.m, p.n, p.k) in rows)]  # fmt: skip
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        product = _compiled(problem, pm=hopper)
+        with mock.patch.object(TuneProblem, "_scaled_mm", _one_scale_then_the_other):
+            one_then_other = _compiled(problem, pm=hopper)
+        return [("scales' product", product), ("one scale, then the other", one_then_other)]
+
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1864,6 +1901,7 @@ def main(which: str) -> None:
             "fp8_pp_pairs": fp8_pp_pairs_jobs,
             "fp8_wide_n": fp8_wide_n_jobs,
             "fp8_pp_order": fp8_pp_order_jobs,
+            "fp8_scale_product": fp8_scale_product_jobs,
         }[which]()
         if job[2]
     ]

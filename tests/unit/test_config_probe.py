@@ -40,3 +40,35 @@ def test_only_the_first_problem_of_a_probe_is_warmed_up(script: ModuleType) -> N
         "b 1",
         "a 1",
     ]
+
+
+@pytest.mark.parametrize("scale, epilogue", [("tensor", "none"), ("row", "none"),
+                                             ("tensor", "bias_gelu")])  # fmt: skip
+def test_one_scale_then_the_other_is_the_same_problem(
+    script: ModuleType, scale: str, epilogue: str
+) -> None:
+    """``fp8_scale_product``'s old form takes the inputs of ``scaled_mm``'s, in their order,
+    and gives its result but for float32 rounding, so both sides check and time one problem."""
+    import ml_dtypes
+    import numpy as np
+
+    import mmaplug as mp
+
+    problem = TuneProblem(m=48, n=40, k=96, dtype="float8_e4m3fn", scale=scale, epilogue=epilogue)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TuneProblem, "_scaled_mm", script._one_scale_then_the_other)
+        old = problem.fusion()
+    new = problem.fusion()
+    signature = [[(tuple(v.shape), v.dtype) for v in f.inputs] for f in (old, new)]
+    assert signature[0] == signature[1]
+    rng = np.random.default_rng(3)
+    fp8 = ml_dtypes.float8_e4m3fn
+    a = rng.standard_normal((48, 96)).astype(fp8)
+    b = rng.standard_normal((96, 40)).astype(fp8)
+    rest = [rng.uniform(0.5, 2.0, shape).astype(np.float32) for shape, _ in signature[1][2:4]]
+    if epilogue == "bias_gelu":
+        rest.append(rng.standard_normal(40).astype(ml_dtypes.bfloat16))
+    (got_old,), (got_new,) = (mp.evaluate(f, [a, b, *rest]) for f in (old, new))
+    np.testing.assert_allclose(
+        got_old.astype(np.float64), got_new.astype(np.float64), rtol=2**-7, atol=1e-6
+    )
