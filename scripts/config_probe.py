@@ -55,6 +55,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_wide_n   # e4m3 4096x28672x4096: clusters, order, ping-pong
     python scripts/config_probe.py fp8_pp_order  # ping-pong pairs along N in either tile order
     python scripts/config_probe.py fp8_scale_product  # FP8 sums scaled once by the scales' product
+    python scripts/config_probe.py wide_n  # tiles of the widths between 64 and 256: A/B
+    python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1835,6 +1837,65 @@ def fp8_scale_product_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
+WIDE_N_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+                   for m, n, k, dtype, scale in (
+                       (384, 28672, 4096, "bfloat16", ""), (512, 10240, 8192, "bfloat16", ""),
+                       (192, 4096, 14336, "bfloat16", ""), (1536, 1000, 7168, "float16", ""),
+                       (4095, 4097, 4096, "float16", ""),
+                       (1000, 1040, 528, "float8_e4m3fn", "tensor"),
+                       (1000, 1040, 528, "float8_e4m3fn", "row"))]  # fmt: skip
+
+
+def wide_n_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """The problems whose default tile the widths between 64 and 256 (``HOPPER_INSTR_N``)
+    change, on the default and on the default searching the old widths (256, 192, 128, 64),
+    three rounds in turn."""
+    from mmaplug.heuristics.default import hopper as default_hopper
+
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        widths = _compiled(problem, pm=pm)
+        with mock.patch.object(default_hopper, "HOPPER_INSTR_N", (256, 192, 128, 64)):
+            old = _compiled(problem, pm=pm)
+        return [("wider widths", widths), ("old widths", old)]
+
+    return _in_turn(((p, sets(p)) for p in WIDE_N_PROBLEMS), rounds=3)
+
+
+WIDE_N_WAVE_SETS = [  # one-wave grids: 96 tiles of 128 columns, or 128-132 of 96 (bf16)
+    ((1536, 1000, 7168), {"128x128": ((128, 128, 64), (64, 128, 64)),
+                          "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((1000, 1536, 7168), {"128x128": ((128, 128, 64), (64, 128, 64)),
+                          "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((768, 2048, 8192), {"128x128": ((128, 128, 64), (64, 128, 64)),
+                         "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((2048, 768, 8192), {"128x128": ((128, 128, 64), (64, 128, 64)),
+                         "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((192, 4096, 14336), {"64x128": ((64, 128, 128), None), "64x96": ((64, 96, 128), None),
+                          "64x96 k64": ((64, 96, 64), None)}),
+]  # fmt: skip
+
+
+def wide_n_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """One-wave grids (``WIDE_N_WAVE_SETS``, bf16) on tiles of 128 columns (96 tiles) and of
+    96 (128-132 tiles), in the deepest ring up to 6 stages, three rounds in turn: where a
+    narrower tile's fuller wave pays."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem, tiles: dict) -> list[tuple[str, Any]]:
+        built = []
+        for label, (cta, warp) in tiles.items():
+            found = _deepest(problem, _wgmma_tiles(cta, warp), range(6, 1, -1), pm)
+            if found is not None:
+                built.append((f"{label} s{found[0]}", found[1]))
+        return built
+
+    planned = ((TuneProblem(m=m, n=n, k=k, dtype="bfloat16"), tiles)
+               for (m, n, k), tiles in WIDE_N_WAVE_SETS)  # fmt: skip
+    return _in_turn(((p, sets(p, tiles)) for p, tiles in planned), rounds=3)
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1902,6 +1963,8 @@ def main(which: str) -> None:
             "fp8_wide_n": fp8_wide_n_jobs,
             "fp8_pp_order": fp8_pp_order_jobs,
             "fp8_scale_product": fp8_scale_product_jobs,
+            "wide_n": wide_n_jobs,
+            "wide_n_wave": wide_n_wave_jobs,
         }[which]()
         if job[2]
     ]

@@ -19,7 +19,7 @@ epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogu
 threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode
 scheduler allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172);
 ``@g8`` walks the default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order),
-``@g1`` in none.
+``@g1`` in none; ``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage.
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -59,6 +59,11 @@ def _fp8_tiles(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
             "stages": stages}  # fmt: skip
 
 
+def _tiles16(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
+    """``_fp8_tiles`` for 16-bit operands (K = 16 a wgmma)."""
+    return {**_fp8_tiles(cta, warp_m, stages), "instruction_tile": (64, cta[1], 16)}
+
+
 _FP8_128 = _fp8_tiles((128, 128, 128), 64, 6)
 # cuBLASLt's FP8 per-row plan (runs 226, 252): ping-pong consumers owning 128x128 tiles
 _FP8_PINGPONG = {**_fp8_tiles((128, 128, 128), 128, 6), "tiling_strategy": "persistent_pingpong"}
@@ -74,6 +79,9 @@ OVERRIDES: dict[str, dict] = {
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
     # 64x256 warp tiles (block scales: promoted by 64-column chunks)
     "w256": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (1, 1)},
+    # 16-bit 128x96 or 128x128 tiles of 64-deep stages, 6 of them (config_probe.py wide_n_wave)
+    "n96": {**_tiles16((128, 96, 64), 64, 6), "cluster_dims": (1, 1)},
+    "n128": {**_tiles16((128, 128, 64), 64, 6), "cluster_dims": (1, 1)},
     "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
     # the default plan's persistent tile order in groups of 8 along the stepped axis, or in none
     "g8": {"grid_swizzle_factor": 8},

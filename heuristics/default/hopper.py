@@ -66,7 +66,11 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # blocks: with the warpgroup index made warp-uniform, the 64x256 tiles promoted by 64-column
 # chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
 # against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
-HOPPER_INSTR_N: Final = (256, 192, 128, 64)
+# ... and the widths between them, 32 apart: with the bytes of whole waves scored, a grid whose
+# last wave a 256- or 192-wide tile leaves part-empty takes the width that fills it (bf16
+# 384x28672x4096: 336 tiles of 128x256 in 3 waves of 132 -> 384 of 128x224; 512x10240x8192: 216
+# of 128x192 in 2 -> 256 of 128x160)
+HOPPER_INSTR_N: Final = (256, 224, 192, 160, 128, 96, 64)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
 # ... and of products whose rows fit one 64-row tile (a decode batch past the decode kernel's
