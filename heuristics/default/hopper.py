@@ -67,9 +67,11 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
 # against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
 # ... and the widths between them, 32 apart: with the bytes of whole waves scored, a grid whose
-# last wave a 256- or 192-wide tile leaves part-empty takes the width that fills it (bf16
-# 384x28672x4096: 336 tiles of 128x256 in 3 waves of 132 -> 384 of 128x224; 512x10240x8192: 216
-# of 128x192 in 2 -> 256 of 128x160)
+# last wave a 256- or 192-wide tile leaves part-empty takes the width that fills it. On an H100
+# (BENCHMARKS.md runs 264-266) bf16 384x28672x4096 on 128x224 tiles ran 143-157 us against
+# 151-161 on 128x256, 512x10240x8192 on 128x160 129-149 against 147-159 on 128x192,
+# 192x4096x14336 on 64x96 51-53 against 58-59 on 64x128; fp16 1536x1000x7168 on 128x96 lost
+# (46-52 against 44-47 us; docs/decisions.md, "Tile widths 32 apart")
 HOPPER_INSTR_N: Final = (256, 224, 192, 160, 128, 96, 64)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products

@@ -345,7 +345,7 @@ def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
 )
 def test_hopper_tile_widths_between_fill_the_last_wave(shape: Shape, cta: TileShape) -> None:
     """The wgmma widths 32 apart (``HOPPER_INSTR_N``): the bytes of whole waves, scored, take
-    the width whose tiles fill the SMs (H100 runs 264-265: 4-11% faster on these rows)."""
+    the width whose tiles fill the SMs (H100 runs 264-266: 4-11% faster on these rows)."""
     h200 = get_device("h200")
     prob = problem(shape.m, shape.n, shape.k, dtype=DType.bfloat16)
     params = mmaplug_matmul_params(prob, h200, "hopper")
