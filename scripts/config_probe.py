@@ -1837,26 +1837,24 @@ def fp8_scale_product_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
-WIDE_N_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
-                   for m, n, k, dtype, scale in (
-                       (384, 28672, 4096, "bfloat16", ""), (512, 10240, 8192, "bfloat16", ""),
-                       (192, 4096, 14336, "bfloat16", ""), (1536, 1000, 7168, "float16", ""),
-                       (4095, 4097, 4096, "float16", ""),
-                       (1000, 1040, 528, "float8_e4m3fn", "tensor"),
-                       (1000, 1040, 528, "float8_e4m3fn", "row"))]  # fmt: skip
+WIDE_N_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
+                   for m, n, k, dtype in ((384, 28672, 4096, "bfloat16"),
+                                          (512, 10240, 8192, "bfloat16"),
+                                          (4095, 4097, 4096, "float16"))]  # fmt: skip
 
 
 def wide_n_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """The problems whose default tile the widths between 64 and 256 (``HOPPER_INSTR_N``)
-    change, on the default and on the default searching the old widths (256, 192, 128, 64),
-    three rounds in turn."""
+    """The corpus rows whose default tile the widths between 64 and 256 change (tiles of
+    several waves, ``HOPPER_FILL_N``), on the default and on the default without them, three
+    rounds in turn (runs 264-265 timed the seven rows that searching them for every grid
+    changed: commit 3f059b9)."""
     from mmaplug.heuristics.default import hopper as default_hopper
 
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         widths = _compiled(problem, pm=pm)
-        with mock.patch.object(default_hopper, "HOPPER_INSTR_N", (256, 192, 128, 64)):
+        with mock.patch.object(default_hopper, "HOPPER_FILL_N", ()):
             old = _compiled(problem, pm=pm)
         return [("wider widths", widths), ("old widths", old)]
 

@@ -66,13 +66,16 @@ NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # blocks: with the warpgroup index made warp-uniform, the 64x256 tiles promoted by 64-column
 # chunks ran 4-8% faster than the 128x128x256 tile on all five large shapes, 8192^3 1,096-1,106
 # against 1,148-1,151 us; before it, 0.97-1.03x; BENCHMARKS.md runs 122-123, 125)
-# ... and the widths between them, 32 apart: with the bytes of whole waves scored, a grid whose
-# last wave a 256- or 192-wide tile leaves part-empty takes the width that fills it. On an H100
-# (BENCHMARKS.md runs 264-266) bf16 384x28672x4096 on 128x224 tiles ran 143-157 us against
-# 151-161 on 128x256, 512x10240x8192 on 128x160 129-149 against 147-159 on 128x192,
-# 192x4096x14336 on 64x96 51-53 against 58-59 on 64x128; fp16 1536x1000x7168 on 128x96 lost
-# (46-52 against 44-47 us; docs/decisions.md, "Tile widths 32 apart")
-HOPPER_INSTR_N: Final = (256, 224, 192, 160, 128, 96, 64)
+HOPPER_INSTR_N: Final = (256, 192, 128, 64)
+# ... and, where that search's tiles span more than one wave, the widths between, 32 apart:
+# with the bytes of whole waves scored, the width whose tiles fill the part-empty last wave. On
+# an H100 (BENCHMARKS.md runs 264-265) bf16 384x28672x4096 on 128x224 tiles ran 143-157 us
+# against 151-161 on 128x256, 512x10240x8192 on 128x160 129-149 against 147-159 on 128x192,
+# fp16 4095x4097x4096 on 128x224 288-293 against 308-318. Not for one wave, where filling
+# the idle SMs with narrower tiles won 11-18% on four grids and lost 10-24% on a fifth
+# (fp16 and bf16 1536x1000x7168 on 128x96), at the 700 W cap (docs/decisions.md, "Tile
+# widths 32 apart")
+HOPPER_FILL_N: Final = (224, 160, 96)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
 # ... and of products whose rows fit one 64-row tile (a decode batch past the decode kernel's
@@ -192,11 +195,20 @@ def _hopper_tiles(ask: Asker) -> HopperTiles:
             if m_tiles * n_tiles * best.splitk * SPLITK_MAX_FILL >= device.sm_count:
                 return best
     wide = problem.operand_dtype.itemsize >= 2
-    best = _search_tiles(ask, HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS, HOPPER_INSTR_N)
+    grids = HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS
+    best = _search_tiles(ask, grids, HOPPER_INSTR_N)
+    if best is not None and _waves(ask, best) > 1:  # the last of several waves: fill it
+        best = _search_tiles(ask, grids, HOPPER_INSTR_N + HOPPER_FILL_N) or best
     if best is None:
         tile = least_k_cta(ask, HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
+
+
+def _waves(ask: Asker, tiles: HopperTiles) -> float:
+    """Waves of *tiles*' work units on the SMs."""
+    m_tiles, n_tiles = tile_grid(ask.problem, tiles.cta)
+    return ask.problem.batch * m_tiles * n_tiles * tiles.splitk / ask.device.sm_count
 
 
 def _search_tiles(

@@ -205,10 +205,10 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
         # ... a split tile at 64 of K where 128 ties it in bytes
         (Shape(64, 512, 28672), 16, TileShape(64, 64, 64)),
         (Shape(512, 512, 65536), 16, TileShape(128, 256, 64)),
-        # ... where 64x160 ties 128x96 in bytes: one consumer warp group wins the tie
-        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 160, 64)),
+        # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
+        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
-        (Shape(1536, 1000, 7168), 1, TileShape(128, 96, 64)),
+        (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 64)),
         # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
         # swapped): 64x128 tiles, unsplit where they fill a quarter of the SMs (runs 92-93)
         (Shape(64, 28672, 4096), 1, TileShape(64, 128, 128)),
@@ -304,7 +304,7 @@ def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
         # 16-bit tiles of 64x192 outputs or more: 64 of K a stage, the deeper ring (run 133:
         # 512x4096x4096 29.7 -> 26.9 us; run 135: 160x8192x8192 54.6 -> 48.2)
         (Shape(512, 4096, 4096), DType.bfloat16, TileShape(128, 128, 64)),
-        (Shape(1536, 1000, 7168), DType.float16, TileShape(128, 96, 64)),
+        (Shape(1536, 1000, 7168), DType.float16, TileShape(128, 128, 64)),
         (Shape(160, 8192, 8192), DType.bfloat16, TileShape(64, 192, 64)),
         # smaller tiles keep nvFuser's order (256x4096x4096 on 64x128 ran 15.4 -> 19.3 us at
         # 64 of K; 64x64x256 1-2% faster than 64 or 128 deep)
@@ -336,16 +336,19 @@ def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
         (Shape(384, 28672, 4096), TileShape(128, 224, 64)),
         # 216 of 128x192 in 2 waves (the last 84) -> 256 of 128x160
         (Shape(512, 10240, 8192), TileShape(128, 160, 64)),
-        # 96 tiles of 64x128 on 132 SMs -> 129 of 64x96
-        (Shape(192, 4096, 14336), TileShape(64, 96, 128)),
+        # one wave keeps the widths 64 apart: 96 tiles of 64x128, not 129 of 64x96, and 96 of
+        # 128x128, not 132 of 128x96 (which lost at the power cap)
+        (Shape(192, 4096, 14336), TileShape(64, 128, 128)),
+        (Shape(1536, 1000, 7168), TileShape(128, 128, 64)),
         # whole waves of 128x256 keep it
         (Shape(4096, 4096, 4096), TileShape(128, 256, 64)),
     ],
     ids=str,
 )
-def test_hopper_tile_widths_between_fill_the_last_wave(shape: Shape, cta: TileShape) -> None:
-    """The wgmma widths 32 apart (``HOPPER_INSTR_N``): the bytes of whole waves, scored, take
-    the width whose tiles fill the SMs (H100 runs 264-266: 4-11% faster on these rows)."""
+def test_hopper_tile_widths_between_fill_a_last_wave(shape: Shape, cta: TileShape) -> None:
+    """The widths between 64 and 256 (``HOPPER_FILL_N``) where the tiles of 256, 192, 128
+    and 64 span more than one wave: the bytes of whole waves, scored, take the width whose
+    tiles fill the last (H100 runs 264-265: 5-10% faster on the first two)."""
     h200 = get_device("h200")
     prob = problem(shape.m, shape.n, shape.k, dtype=DType.bfloat16)
     params = mmaplug_matmul_params(prob, h200, "hopper")
