@@ -1872,13 +1872,21 @@ WIDE_N_WAVE_SETS = [  # one-wave grids: 96 tiles of 128 columns, or 128-132 of 9
                          "128x96": ((128, 96, 64), (64, 96, 64))}),
     ((192, 4096, 14336), {"64x128": ((64, 128, 128), None), "64x96": ((64, 96, 128), None),
                           "64x96 k64": ((64, 96, 64), None)}),
+    # rows of 192-256 whose default the widths would move if searched for one wave too
+    ((256, 5120, 4096), {"64x192 k64": ((64, 192, 64), None), "64x160": ((64, 160, 128), None),
+                         "64x160 k64": ((64, 160, 64), None)}),
+    ((256, 6144, 4096), {"64x192 k64": ((64, 192, 64), None),
+                         "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((256, 3072, 4096), {"64x128": ((64, 128, 128), None), "64x96": ((64, 96, 128), None)}),
+    ((192, 10240, 4096), {"64x256 k64": ((64, 256, 64), None),
+                          "128x160": ((128, 160, 64), (64, 160, 64))}),
 ]  # fmt: skip
 
 
 def wide_n_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """One-wave grids (``WIDE_N_WAVE_SETS``, bf16) on tiles of 128 columns (96 tiles) and of
-    96 (128-132 tiles), in the deepest ring up to 6 stages, three rounds in turn: where a
-    narrower tile's fuller wave pays."""
+    """One-wave grids (``WIDE_N_WAVE_SETS``, bf16) on their default tile and on the width
+    between that fills more SMs (96 or 160 columns), in the deepest ring up to 6 stages, three
+    rounds in turn: where a narrower tile's fuller wave pays (run 266 timed the first five)."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem, tiles: dict) -> list[tuple[str, Any]]:
