@@ -10,7 +10,7 @@ from mmaplug.planning.params import CtaOrder, TileShape
 
 __all__ = [
     "SPLITK_MAX_FILL", "SPLITK_MIN_K_TILES", "SWIZZLE", "ceil_div", "cta_order_for",
-    "split_to_one_wave", "tile_grid",
+    "split_to_one_wave", "tile_grid", "work_units",
 ]  # fmt: skip
 
 SWIZZLE: Final = 8
@@ -26,6 +26,12 @@ def ceil_div(a: int, b: int) -> int:
 def tile_grid(problem: MatmulProblem, cta: TileShape) -> tuple[int, int]:
     """Output tiles along M and along N for one batch entry."""
     return ceil_div(problem.m, cta.m), ceil_div(problem.n, cta.n)
+
+
+def work_units(problem: MatmulProblem, cta: TileShape, splitk: int = 1) -> int:
+    """*cta*'s tiles over every batch entry, each in *splitk* pieces of K: the grid's units."""
+    m_tiles, n_tiles = tile_grid(problem, cta)
+    return problem.batch * m_tiles * n_tiles * splitk
 
 
 def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:

@@ -12,7 +12,15 @@ from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStr
 from mmaplug.planning.scheduler import violations
 
 from .asker import Asker, scheduler_object
-from .grid import SPLITK_MAX_FILL, SWIZZLE, ceil_div, cta_order_for, split_to_one_wave, tile_grid
+from .grid import (
+    SPLITK_MAX_FILL,
+    SWIZZLE,
+    ceil_div,
+    cta_order_for,
+    split_to_one_wave,
+    tile_grid,
+    work_units,
+)
 from .hopper_tiles import (
     HOPPER_ROWS,
     HOPPER_SPLITK_MAX,
@@ -191,24 +199,18 @@ def _hopper_tiles(ask: Asker) -> HopperTiles:
     if streams_weight(problem) and problem.n > STREAMING_WARP_N // 2:
         best = _search_tiles(ask, ((1, 1),), (STREAMING_WARP_N,))
         if best is not None:
-            m_tiles, n_tiles = tile_grid(problem, best.cta)
-            if m_tiles * n_tiles * best.splitk * SPLITK_MAX_FILL >= device.sm_count:
+            if work_units(problem, best.cta, best.splitk) * SPLITK_MAX_FILL >= device.sm_count:
                 return best
     wide = problem.operand_dtype.itemsize >= 2
     grids = HOPPER_WARP_GRIDS if wide else NVFUSER_WARP_GRIDS
     best = _search_tiles(ask, grids, HOPPER_INSTR_N)
-    if best is not None and _waves(ask, best) > 1:  # the last of several waves: fill it
+    units = work_units(problem, best.cta, best.splitk) if best is not None else 0
+    if units > device.sm_count:  # the last of several waves: fill it
         best = _search_tiles(ask, grids, HOPPER_INSTR_N + HOPPER_FILL_N) or best
     if best is None:
         tile = least_k_cta(ask, HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
-
-
-def _waves(ask: Asker, tiles: HopperTiles) -> float:
-    """Waves of *tiles*' work units on the SMs."""
-    m_tiles, n_tiles = tile_grid(ask.problem, tiles.cta)
-    return ask.problem.batch * m_tiles * n_tiles * tiles.splitk / ask.device.sm_count
 
 
 def _search_tiles(
@@ -296,7 +298,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     )
     params = params.with_overrides(cluster_dims=_hopper_cluster(ask, params))
     params = params.with_overrides(grid_swizzle_factor=hopper_swizzle(problem, device, params))
-    units_per_cta = ceil_div(problem.batch * m_tiles * n_tiles * tiles.splitk, device.sm_count)
+    units_per_cta = ceil_div(work_units(problem, tiles.cta, tiles.splitk), device.sm_count)
     k_loops = ceil_div(ceil_div(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
     return params.with_overrides(stages=_ring(ask, params, k_loops, deep=tiles.deep, cap=cap))
