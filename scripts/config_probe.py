@@ -1802,6 +1802,23 @@ def fp8_pp_order_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=2)
 
 
+def _patched_in_turn(
+    problems: Iterable[TuneProblem], patch: tuple[Any, str, Any], plain: str, patched: str
+) -> list[tuple[TuneProblem, str, Any]]:
+    """Each of *problems* on hopper planned and built as it is (label *plain*) and with the
+    ``(owner, attribute, value)`` of *patch* set while it compiles (label *patched*), three
+    rounds in turn (``_in_turn``; ``_ab`` pairs them twice instead)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        as_is = _compiled(problem, pm=hopper)
+        with mock.patch.object(*patch):
+            changed = _compiled(problem, pm=hopper)
+        return [(plain, as_is), (patched, changed)]
+
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+
+
 def _one_scale_then_the_other(self: TuneProblem, fd: Any, a: Any, b: Any) -> Any:
     """``TuneProblem._scaled_mm`` (no ``swiglu``) as ``scaled_mm`` was written before the
     scales' product: the sum times ``scale_a``, then ``scale_b``, then the bias, in bfloat16
@@ -1822,19 +1839,13 @@ def fp8_scale_product_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """The FP8 targets per tensor (bare and with bias + GELU) and two per-row rows, as
     ``scaled_mm`` builds them (the scales' product, one multiply an element per tensor) and
     as it built them before (one scale, then the other), three rounds in turn."""
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     rows = {(4096, 4096, 4096), (4096, 28672, 4096)}
     problems = [p for p in tune_targets.problems()
                 if p.dtype.startswith("float8") and p.m >= 128 and p.scale in ("tensor", "row")
                 and (p.scale == "tensor" or (p.m, p.n, p.k) in rows)]  # fmt: skip
 
-    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        product = _compiled(problem, pm=hopper)
-        with mock.patch.object(TuneProblem, "_scaled_mm", _one_scale_then_the_other):
-            one_then_other = _compiled(problem, pm=hopper)
-        return [("scales' product", product), ("one scale, then the other", one_then_other)]
-
-    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+    patch = (TuneProblem, "_scaled_mm", _one_scale_then_the_other)
+    return _patched_in_turn(problems, patch, "scales' product", "one scale, then the other")
 
 
 WIDE_N_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
@@ -1850,33 +1861,24 @@ def wide_n_jobs() -> list[tuple[TuneProblem, str, Any]]:
     changed: commit 3f059b9)."""
     from mmaplug.heuristics.default import hopper as default_hopper
 
-    pm = mp.make_plugin_manager(block=["decode", "ampere"])
-
-    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        widths = _compiled(problem, pm=pm)
-        with mock.patch.object(default_hopper, "HOPPER_FILL_N", ()):
-            old = _compiled(problem, pm=pm)
-        return [("wider widths", widths), ("old widths", old)]
-
-    return _in_turn(((p, sets(p)) for p in WIDE_N_PROBLEMS), rounds=3)
+    patch = (default_hopper, "HOPPER_FILL_N", ())
+    return _patched_in_turn(WIDE_N_PROBLEMS, patch, "wider widths", "old widths")
 
 
+_CONSUMER_PAIRS_96 = {"128x128": ((128, 128, 64), (64, 128, 64)),
+                      "128x96": ((128, 96, 64), (64, 96, 64))}  # fmt: skip
 WIDE_N_WAVE_SETS = [  # one-wave grids: 96 tiles of 128 columns, or 128-132 of 96 (bf16)
-    ((1536, 1000, 7168), {"128x128": ((128, 128, 64), (64, 128, 64)),
-                          "128x96": ((128, 96, 64), (64, 96, 64))}),
-    ((1000, 1536, 7168), {"128x128": ((128, 128, 64), (64, 128, 64)),
-                          "128x96": ((128, 96, 64), (64, 96, 64))}),
-    ((768, 2048, 8192), {"128x128": ((128, 128, 64), (64, 128, 64)),
-                         "128x96": ((128, 96, 64), (64, 96, 64))}),
-    ((2048, 768, 8192), {"128x128": ((128, 128, 64), (64, 128, 64)),
-                         "128x96": ((128, 96, 64), (64, 96, 64))}),
+    ((1536, 1000, 7168), _CONSUMER_PAIRS_96),
+    ((1000, 1536, 7168), _CONSUMER_PAIRS_96),
+    ((768, 2048, 8192), _CONSUMER_PAIRS_96),
+    ((2048, 768, 8192), _CONSUMER_PAIRS_96),
     ((192, 4096, 14336), {"64x128": ((64, 128, 128), None), "64x96": ((64, 96, 128), None),
                           "64x96 k64": ((64, 96, 64), None)}),
     # rows of 192-256 whose default the widths would move if searched for one wave too
     ((256, 5120, 4096), {"64x192 k64": ((64, 192, 64), None), "64x160": ((64, 160, 128), None),
                          "64x160 k64": ((64, 160, 64), None)}),
     ((256, 6144, 4096), {"64x192 k64": ((64, 192, 64), None),
-                         "128x96": ((128, 96, 64), (64, 96, 64))}),
+                         "128x96": _CONSUMER_PAIRS_96["128x96"]}),
     ((256, 3072, 4096), {"64x128": ((64, 128, 128), None), "64x96": ((64, 96, 128), None)}),
     ((192, 10240, 4096), {"64x256 k64": ((64, 256, 64), None),
                           "128x160": ((128, 160, 64), (64, 160, 64))}),
