@@ -28,6 +28,7 @@ __all__ = [
     "cluster_ctarank",
     "cluster_id",
     "cluster_sync",
+    "cluster_sync_after_init",
     "fence_mbarrier_init",
     "fence_operand",
     "fence_proxy_async",
@@ -200,6 +201,13 @@ def cluster_sync():
     """Generate `barrier.cluster.arrive.release` then `barrier.cluster.wait.acquire`: wait for
     every non-exited thread of the cluster. After mbarrier initialisation (before a peer may
     multicast into this CTA or arrive on its barriers) and before exit (while it still may)."""
+
+
+def cluster_sync_after_init():
+    """Generate `barrier.cluster.arrive.relaxed` then `barrier.cluster.wait.acquire`: the
+    cluster_sync that follows `fence_mbarrier_init` (its pairing in the PTX ISA). The fence
+    releases the barriers' initialisation to the cluster; a relaxed arrive orders nothing else,
+    and so costs no `MEMBAR.ALL.GPU` (the release form's SASS)."""
 
 
 def tma_store_2d(tmap, c0, c1, src):
@@ -449,6 +457,11 @@ ASM_VARIANTS: Final[dict[Any, tuple[str, tuple[Any, ...], Any]]] = {
     fence_acq_rel_cluster: ("fence.acq_rel.cluster;", (), None),
     fence_acq_rel_gpu: ("fence.acq_rel.gpu;", (), None),
     cluster_sync: ("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;", (), None),
+    cluster_sync_after_init: (
+        "barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait.acquire;",
+        (),
+        None,
+    ),
     tma_store_2d: (_TMA_STORE.format(d=2) + " [$0, {$1, $2}], [$3];", (U64, U32, U32, U32), None),
     tma_store_3d: (
         _TMA_STORE.format(d=3) + " [$0, {$1, $2, $3}], [$4];",

@@ -421,3 +421,8 @@ def fence_acq_rel_gpu() -> None:
 def cluster_sync() -> None:
     """Emulate cluster_sync."""
     B.current("cluster_sync")[0].sync_cluster("cluster_sync")
+
+
+def cluster_sync_after_init() -> None:
+    """Emulate cluster_sync_after_init: the simulator's cluster barrier orders every access."""
+    B.current("cluster_sync_after_init")[0].sync_cluster("cluster_sync_after_init")

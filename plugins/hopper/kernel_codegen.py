@@ -58,8 +58,8 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     )
     if cfg.cluster > 1:
         em(
-            "from mmaplug.cuda.sm90 import (cluster_sync, mapa_shared, mbarrier_arrive_cluster, "
-            "tma_load_3d_multicast)"
+            "from mmaplug.cuda.sm90 import (cluster_sync, cluster_sync_after_init, mapa_shared, "
+            "mbarrier_arrive_cluster, tma_load_3d_multicast)"
         )
     if cfg.splitk_cluster:
         em(
@@ -180,7 +180,7 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
                 em(f"mbarrier_init(uint32({kv.red} + {MBARRIER_BYTES}), {cl})")
             em("fence_mbarrier_init()")
         if cl > 1:
-            em("cluster_sync()  # the peer's barriers are initialised before anyone uses them")
+            em("cluster_sync_after_init()  # the peers' barriers are initialised before any use")
             # a cluster of cl CTAs along x: %cluster_ctarank is blockIdx.x % cl and
             # %clusterid.x blockIdx.x // cl; read as the special registers NVVM rematerialises
             # (the producer runs in 24 registers)

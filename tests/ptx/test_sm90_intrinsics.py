@@ -63,6 +63,7 @@ def _cluster_kernel(maps, out):
     H.mbarrier_wait_cluster(bar, 0)
     out[4] = types.uint32(H.ld_shared_cluster_f32(H.mapa_shared(buf, rank ^ 1)))
     H.cluster_sync()
+    H.cluster_sync_after_init()
     out[3] = H.cluster_id()
 
 
@@ -211,6 +212,10 @@ CASES = {
     "cluster_sync": (
         "cluster",
         r"barrier\.cluster\.arrive\.release;\s*barrier\.cluster\.wait\.acquire;",
+    ),
+    "cluster_sync_after_init": (
+        "cluster",
+        r"barrier\.cluster\.arrive\.relaxed;\s*barrier\.cluster\.wait\.acquire;",
     ),
     "setmaxnreg_inc": ("misc", r"setmaxnreg\.inc\.sync\.aligned\.u32 232;"),
     "setmaxnreg_dec": ("misc", r"setmaxnreg\.dec\.sync\.aligned\.u32 40;"),
