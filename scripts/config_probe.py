@@ -57,6 +57,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_scale_product  # FP8 sums scaled once by the scales' product
     python scripts/config_probe.py wide_n  # tiles of the widths between 64 and 256: A/B
     python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
+    python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1904,6 +1905,43 @@ def wide_n_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p, tiles)) for p, tiles in planned), rounds=3)
 
 
+#: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
+#: clustered default: run in two installs (the cluster's first barrier released or relaxed)
+#: in alternating processes, each with its own cache (docs/decisions.md, "A cluster's first
+#: barrier")
+_E4M3_LT8 = _wgmma_tiles((64, 8, 128), k=32, stages=16, swap_ab=True, use_smem_epilogue=False,
+                         tiling_strategy="persistent")  # fmt: skip
+CLUSTER_START_SETS = [
+    (TuneProblem(m=1000, n=1000, k=1000, dtype="float16"),
+     {"alone": {"cluster_dims": (1, 1)}, "pairs along M": {"cluster_dims": (2, 1)},
+      "2x2": {"cluster_dims": (2, 2)}}),
+    (TuneProblem(m=128, n=4096, k=4096, dtype="float8_e4m3fn", scale="tensor"),
+     {"alone": {"cluster_dims": (1, 1)}, "pairs along M": {"cluster_dims": (2, 1)}}),
+    (TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16"),
+     {"alone": {"cluster_dims": (1, 1)}, "pairs along N": {"cluster_dims": (1, 2)}}),
+    (TuneProblem(m=16, n=4096, k=4096, dtype="float8_e4m3fn", scale="tensor"),
+     {"64x8 alone": {**_E4M3_LT8, "cluster_dims": (1, 1)},
+      "64x8 pairs along N": {**_E4M3_LT8, "cluster_dims": (1, 2)}}),
+    (TuneProblem(m=32, n=4096, k=4096, dtype="bfloat16"),
+     {"alone": {"cluster_dims": (1, 1)},
+      "split 2 in cluster": {"splitk_factor": 2, "splitk_in_cluster": True,
+                             "cluster_dims": (1, 1)}}),
+    (TuneProblem(m=4096, n=28672, k=4096, dtype="float8_e4m3fn", scale="row"), {"default": {}}),
+]  # fmt: skip
+
+
+def cluster_start_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``CLUSTER_START_SETS``, each plan on hopper, three rounds in turn."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem, plans: dict) -> list[tuple[str, Any]]:
+        built = ((label, _compiled(problem, pm=hopper, overrides=ov or None))
+                 for label, ov in plans.items())  # fmt: skip
+        return [(label, compiled) for label, compiled in built if compiled is not None]
+
+    return _in_turn(((p, sets(p, plans)) for p, plans in CLUSTER_START_SETS), rounds=3)
+
+
 def main(which: str) -> None:
     jobs = [
         job
@@ -1973,6 +2011,7 @@ def main(which: str) -> None:
             "fp8_scale_product": fp8_scale_product_jobs,
             "wide_n": wide_n_jobs,
             "wide_n_wave": wide_n_wave_jobs,
+            "cluster_start": cluster_start_jobs,
         }[which]()
         if job[2]
     ]
