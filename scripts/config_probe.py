@@ -1908,9 +1908,7 @@ def wide_n_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
 #: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
 #: clustered default: run in two installs (the cluster's first barrier released or relaxed)
 #: in alternating processes, each with its own cache (docs/decisions.md, "A cluster's first
-#: barrier")
-_E4M3_LT8 = _wgmma_tiles((64, 8, 128), k=32, stages=16, swap_ab=True, use_smem_epilogue=False,
-                         tiling_strategy="persistent")  # fmt: skip
+#: barrier"); at 16 rows cuBLASLt's plan, ``ncu_probe.py``'s ``@lt8``
 CLUSTER_START_SETS = [
     (TuneProblem(m=1000, n=1000, k=1000, dtype="float16"),
      {"alone": {"cluster_dims": (1, 1)}, "pairs along M": {"cluster_dims": (2, 1)},
@@ -1920,8 +1918,7 @@ CLUSTER_START_SETS = [
     (TuneProblem(m=64, n=4096, k=4096, dtype="bfloat16"),
      {"alone": {"cluster_dims": (1, 1)}, "pairs along N": {"cluster_dims": (1, 2)}}),
     (TuneProblem(m=16, n=4096, k=4096, dtype="float8_e4m3fn", scale="tensor"),
-     {"64x8 alone": {**_E4M3_LT8, "cluster_dims": (1, 1)},
-      "64x8 pairs along N": {**_E4M3_LT8, "cluster_dims": (1, 2)}}),
+     {"64x8 alone": {"lt8": {"cluster_dims": (1, 1)}}, "64x8 pairs along N": {"lt8": {}}}),
     (TuneProblem(m=32, n=4096, k=4096, dtype="bfloat16"),
      {"alone": {"cluster_dims": (1, 1)},
       "split 2 in cluster": {"splitk_factor": 2, "splitk_in_cluster": True,
@@ -1931,13 +1928,18 @@ CLUSTER_START_SETS = [
 
 
 def cluster_start_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``CLUSTER_START_SETS``, each plan on hopper, three rounds in turn."""
+    """``CLUSTER_START_SETS``, each plan on hopper, three rounds in turn; a plan ``{"lt8":
+    changes}`` is ``ncu_probe.OVERRIDES["lt8"]`` with *changes*."""
+    from ncu_probe import OVERRIDES
+
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
 
+    def overrides(ov: dict) -> dict | None:
+        return {**OVERRIDES["lt8"], **ov["lt8"]} if "lt8" in ov else ov or None
+
     def sets(problem: TuneProblem, plans: dict) -> list[tuple[str, Any]]:
-        built = ((label, _compiled(problem, pm=hopper, overrides=ov or None))
-                 for label, ov in plans.items())  # fmt: skip
-        return [(label, compiled) for label, compiled in built if compiled is not None]
+        return [(label, _compiled(problem, pm=hopper, overrides=overrides(ov)))
+                for label, ov in plans.items()]  # fmt: skip
 
     return _in_turn(((p, sets(p, plans)) for p, plans in CLUSTER_START_SETS), rounds=3)
 
