@@ -68,6 +68,7 @@ __all__ = [
     "wgmma_f16",
     "wgmma_fence",
     "wgmma_promote",
+    "wgmma_promote_split",
     "wgmma_wait_group",
     "wgmma_zeros",
 ]
@@ -322,6 +323,16 @@ def wgmma_promote(acc, part, scale_lo, scale_hi):
     """
 
 
+def wgmma_promote_split(acc, part, scale_lo, scale_hi, next_lo, next_hi, columns):
+    """Return wgmma_promote's FMAs, the accumulator's first `columns` columns scaled by
+    `scale_lo` / `scale_hi` and the rest by `next_lo` / `next_hi`.
+
+    `columns` is a literal multiple of 8 below the accumulator's N: register i holds column
+    8 (i >> 2) + 2 (l % 4) + (i & 1), so registers below `columns` // 2 take the first pair. A
+    block-scaled tile that straddles two blocks of B's scales promotes its sums in one pass.
+    """
+
+
 def fence_operand(acc):
     """Return `acc` through an empty asm whose outputs are tied to its inputs (no instruction).
 
@@ -511,6 +522,7 @@ def _instantiate() -> dict[str, Any]:
         fence_operand.__name__: F.fence_operand_intrinsic(fence_operand),
         wgmma_zeros.__name__: F.wgmma_zeros_intrinsic(wgmma_zeros),
         wgmma_promote.__name__: F.wgmma_promote_intrinsic(wgmma_promote),
+        wgmma_promote_split.__name__: F.wgmma_promote_split_intrinsic(wgmma_promote_split),
         wgmma_desc.__name__: F.wgmma_desc_intrinsic(wgmma_desc),
     }
     for stub, (text, ins, out) in ASM_VARIANTS.items():

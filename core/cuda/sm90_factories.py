@@ -225,29 +225,62 @@ def fence_operand_intrinsic(stub):
     return typer
 
 
+def _promote_checked(op: str, acc: Any, part: Any, scales: dict[str, Any]) -> int:
+    """The registers of *acc*, once *part* is an accumulator like it and *scales* float32."""
+    regs = _float_tuple_count(op, acc)
+    if part != acc:
+        raise NumbaTypeError(
+            f"{op}: the partial sums must be an accumulator like acc ({acc}), got {part}"
+        )
+    for name, ty in scales.items():
+        if ty != types.float32:
+            raise NumbaTypeError(f"{op}: {name} must be float32, got {ty}")
+    return regs
+
+
+def _promote_fmas(builder, accs: list[Any], parts: list[Any], pairs: list[Any]) -> list[Any]:
+    """fma(part, scale, acc) per register, register i taking ``pairs[i]``'s scale of its row
+    (16 w + l // 4 + 8 ((i >> 1) & 1))."""
+    return [
+        builder.fma(p, pair[(i >> 1) & 1], a)
+        for i, (a, p, pair) in enumerate(zip(accs, parts, pairs, strict=True))
+    ]
+
+
 def wgmma_promote_intrinsic(stub):
     @implements(stub)
     def typer(typingctx, acc, part, scale_lo, scale_hi):
-        regs = _float_tuple_count("wgmma_promote", acc)
-        if part != acc:
-            raise NumbaTypeError(
-                f"wgmma_promote: the partial sums must be an accumulator like acc ({acc}), got "
-                f"{part}"
-            )
-        for name, ty in (("scale_lo", scale_lo), ("scale_hi", scale_hi)):
-            if ty != types.float32:
-                raise NumbaTypeError(f"wgmma_promote: {name} must be float32, got {ty}")
+        scales = {"scale_lo": scale_lo, "scale_hi": scale_hi}
+        regs = _promote_checked("wgmma_promote", acc, part, scales)
 
         def codegen(context, builder, sig, args):
             accs, parts = _unpack(builder, args[0], regs), _unpack(builder, args[1], regs)
-            scales = args[2], args[3]
-            out = [  # row of register i: 16 w + l // 4 + 8 ((i >> 1) & 1)
-                builder.fma(p, scales[(i >> 1) & 1], a)
-                for i, (a, p) in enumerate(zip(accs, parts, strict=True))
-            ]
+            out = _promote_fmas(builder, accs, parts, [args[2:4]] * regs)
             return context.make_tuple(builder, sig.return_type, out)
 
         return acc(acc, part, scale_lo, scale_hi), codegen
+
+    return typer
+
+
+def wgmma_promote_split_intrinsic(stub):
+    @implements(stub)
+    def typer(typingctx, acc, part, scale_lo, scale_hi, next_lo, next_hi, columns):
+        scales = {"scale_lo": scale_lo, "scale_hi": scale_hi, "next_lo": next_lo,
+                  "next_hi": next_hi}  # fmt: skip
+        regs = _promote_checked("wgmma_promote_split", acc, part, scales)
+        accepted = f"a multiple of 8 in 8..{regs * 2 - 8} (columns of an m64n{regs * 2} tile)"
+        cut = literal_int("wgmma_promote_split", "columns", columns, range(8, regs * 2, 8),
+                          accepted)  # fmt: skip
+
+        def codegen(context, builder, sig, args):
+            accs, parts = _unpack(builder, args[0], regs), _unpack(builder, args[1], regs)
+            pairs = [args[2:4]] * (cut // 2) + [args[4:6]] * (regs - cut // 2)
+            out = _promote_fmas(builder, accs, parts, pairs)
+            return context.make_tuple(builder, sig.return_type, out)
+
+        sig = acc(acc, part, scale_lo, scale_hi, next_lo, next_hi, columns)
+        return sig, codegen
 
     return typer
 

@@ -28,6 +28,7 @@ from mmaplug.sim.wgmma import (  # noqa: F401 - emulations of mmaplug.cuda.sm90 
     wgmma_e5m2,
     wgmma_f16,
     wgmma_promote,
+    wgmma_promote_split,
     wgmma_zeros,
 )
 

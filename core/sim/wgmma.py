@@ -38,12 +38,26 @@ def wgmma_promote(acc: Any, part: Any, scale_lo: Any, scale_hi: Any) -> tuple[np
     """`fma(part, scale, acc)` in float32, `scale_lo` for the registers of a thread's first
     row, `scale_hi` for those 8 rows below (one rounding, as the GPU's fma: the float32
     product is exact in float64, and the sum is rounded once to float32 but for ties)."""
+    return _promoted("wgmma_promote", acc, part, [(scale_lo, scale_hi)] * len(acc))
+
+
+def wgmma_promote_split(
+    acc: Any, part: Any, scale_lo: Any, scale_hi: Any, next_lo: Any, next_hi: Any, columns: Any
+) -> tuple[np.float32, ...]:
+    """wgmma_promote with the scales of the first `columns` columns (registers below
+    `columns` // 2) and `next_lo` / `next_hi` for the rest."""
+    cut = literal("wgmma_promote_split", columns, range(8, 2 * len(acc), 8),
+                  f"a multiple of 8 in 8..{2 * len(acc) - 8}")  # fmt: skip
+    pairs = [(scale_lo, scale_hi)] * (cut // 2) + [(next_lo, next_hi)] * (len(acc) - cut // 2)
+    return _promoted("wgmma_promote_split", acc, part, pairs)
+
+
+def _promoted(op: str, acc: Any, part: Any, pairs: list[tuple[Any, Any]]) -> tuple[np.float32, ...]:
     if len(acc) != len(part):
-        raise UsageError(f"wgmma_promote: {len(part)} partial sums for {len(acc)} accumulators")
-    scales = np.float32(scale_lo), np.float32(scale_hi)
+        raise UsageError(f"{op}: {len(part)} partial sums for {len(acc)} accumulators")
     return tuple(
-        np.float32(np.float64(a) + np.float64(p) * np.float64(scales[(i >> 1) & 1]))
-        for i, (a, p) in enumerate(zip(acc, part, strict=True))
+        np.float32(np.float64(a) + np.float64(p) * np.float64(np.float32(pair[(i >> 1) & 1])))
+        for i, (a, p, pair) in enumerate(zip(acc, part, pairs, strict=True))
     )
 
 

@@ -260,6 +260,7 @@ def test_every_intrinsic_has_a_case():
         "wgmma_wait_group",
         "wgmma_zeros",
         "wgmma_promote",
+        "wgmma_promote_split",
         "fence_operand",
         "wgmma_desc",
     }
@@ -342,6 +343,39 @@ def test_wgmma_promote_is_one_fma_per_accumulator_with_its_rows_scale():
 
     ptx = _ptx(kernel, (U64, F32, F32))
     assert len(re.findall(r"\bfma\.rn\.f32\b", ptx)) == 8, ptx
+
+
+def test_wgmma_promote_split_takes_the_next_scales_past_its_columns():
+    """An m64n16 accumulator cut at column 8: registers 0-3 take the first pair of scales,
+    4-7 the next pair, each an fma.rn.f32 and nothing else (the operands' order in the PTX:
+    the scale of register i is the second source of its fma)."""
+
+    def kernel(descs, scales, out):
+        acc = H.wgmma_zeros(8)
+        part = H.wgmma_f16(H.wgmma_zeros(8), descs[0], descs[1], 0, 0, 0)
+        H.wgmma_commit_group()
+        H.wgmma_wait_group(0)
+        part = H.fence_operand(part)
+        acc = H.wgmma_promote_split(acc, part, scales[0], scales[1], scales[2], scales[3], 8)
+        for i in range(8):
+            out[8 * cuda.threadIdx.x + i] = acc[i]
+
+    ptx = _ptx(kernel, (U64, F32, F32))
+    fmas = re.findall(r"\bfma\.rn\.f32\s+%f\d+,\s*%f\d+,\s*(%f\d+),", ptx)
+    assert len(fmas) == 8, ptx
+    loads = dict(re.findall(r"ld\.global\.f32\s+(%f\d+),\s*\[%rd\d+(?:\+(\d+))?\]", ptx))
+    index = {reg: int(off or 0) // 4 for reg, off in loads.items()}
+    assert [index[reg] for reg in fmas] == [0, 0, 1, 1, 2, 2, 3, 3], (fmas, loads)
+
+
+def test_wgmma_promote_split_needs_a_literal_cut_inside_the_tile():
+    def kernel(descs, out):
+        acc = H.wgmma_zeros(8)
+        acc = H.wgmma_promote_split(acc, acc, out[0], out[1], out[2], out[3], 16)
+        out[0] = acc[0]
+
+    with pytest.raises(TypingError, match=r"columns must be a multiple of 8 in 8\.\.8"):
+        _ptx(kernel, (U64, F32))
 
 
 def test_wgmma_promote_rejects_unlike_partial_sums():

@@ -391,6 +391,21 @@ def test_desc_matches_the_reference_worked_value():
     assert W.decode_desc(E.wgmma_desc(0x1230, 8192, 512, 64), "t") == (0x1230, 8192, 512, 64)
 
 
+def test_promote_split_scales_each_side_of_its_cut_with_its_rows_scale():
+    """Registers below columns // 2 take the first pair (by row: registers 2, 3 the row 8
+    below), the rest the next pair; one float32 rounding each, as an fma; the cut is checked."""
+    from mmaplug.errors import UsageError
+
+    acc, part = tuple(np.float32(i) for i in range(8)), (np.float32(1.5),) * 8
+    got = E.wgmma_promote_split(acc, part, 1.0, 2.0, 3.0, 4.0, 8)
+    assert got == tuple(np.float32(i + 1.5 * s) for i, s in enumerate([1, 1, 2, 2, 3, 3, 4, 4]))
+    assert E.wgmma_promote_split(acc, part, 1.0, 2.0, 3.0, 4.0, 8)[:4] == E.wgmma_promote(
+        acc[:4], part[:4], 1.0, 2.0
+    )
+    with pytest.raises(UsageError, match="a multiple of 8 in 8..8, got 16"):
+        E.wgmma_promote_split(acc, part, 1.0, 2.0, 3.0, 4.0, 16)
+
+
 def test_desc_rejects_unknown_swizzle():
     from mmaplug.errors import UsageError
 
