@@ -79,6 +79,9 @@ OVERRIDES: dict[str, dict] = {
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
     # 64x256 warp tiles (block scales: promoted by 64-column chunks)
     "w256": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (1, 1)},
+    # FP8 128x160 or 128x192 tiles (block scales: each tile straddles two blocks of B's)
+    "b160": {**_fp8_tiles((128, 160, 128), 64, 5), "cluster_dims": (1, 1)},
+    "b192": {**_fp8_tiles((128, 192, 128), 64, 5), "cluster_dims": (1, 1)},
     # 16-bit 128x96 or 128x128 tiles of 64-deep stages, 6 of them (config_probe.py wide_n_wave)
     "n96": {**_tiles16((128, 96, 64), 64, 6), "cluster_dims": (1, 1)},
     "n128": {**_tiles16((128, 128, 64), 64, 6), "cluster_dims": (1, 1)},

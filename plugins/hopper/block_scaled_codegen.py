@@ -23,7 +23,7 @@ from .stage_codegen import (
     emit_turn_over,
     emit_wgmma_steps,
 )
-from .tiles import BLOCK_CHUNK, promoted_by_chunks, wgmma_k
+from .tiles import BLOCK_CHUNK, promoted_by_chunks, straddle_cuts, straddles, wgmma_k
 
 __all__ = ["emit_block_scaled_loop"]
 
@@ -54,12 +54,18 @@ def emit_block_scaled_loop(
         _emit_block_pair_loop(em, cfg, a, b, accs, rows)
         return
     em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
+    b_names = ["bsc"]
+    if straddles(wn):  # the next block of B's scales (one past N reads the last: zero sums)
+        b_names.append("bsc1")
+        em(f"bcol1 = min({kv.n0} // {SCALE_BLOCK} + 1, (N - 1) // {SCALE_BLOCK}) * sfb_n")
+        em(f"cut = {SCALE_BLOCK} - {kv.n0} % {SCALE_BLOCK}  # columns in the first block")
 
     def load(prefix: str) -> None:  # raw loads: nothing reads them before they are needed
         a_scales = [(f"{prefix}{name}", name) for name, _ in rows]
-        _emit_scale_loads(em, "kblk", [(f"{prefix}bsc", "bcol")], a_scales)
+        b_scales = [(f"{prefix}{name}", name.replace("bsc", "bcol")) for name in b_names]
+        _emit_scale_loads(em, "kblk", b_scales, a_scales)
 
-    for name in ("bsc", *(name for name, _ in rows)):
+    for name in (*b_names, *(name for name, _ in rows)):
         em(f"s{name} = float32(0)")
     em(f"if {kv.kb} < {kv.ke}:")
     with em.indent():
@@ -70,7 +76,7 @@ def emit_block_scaled_loop(
         emit_turn(em, cfg)
         emit_stage_wgmmas(em, cfg, a, b, parts, "0")  # fresh partial sums
         emit_turn_over(em, cfg)
-        for name in ("bsc", *(name for name, _ in rows)):
+        for name in (*b_names, *(name for name, _ in rows)):
             em(f"n{name} = s{name}")
         em("kblk += 1")
         em(f"if {kv.k0} + {SCALE_BLOCK} < {kv.ke}:  # the next block's scales, while these run")
@@ -80,14 +86,41 @@ def emit_block_scaled_loop(
         for part in parts:
             em(f"{part} = fence_operand({part})")
         emit_release(em, stages, kv.s, cfg.multicast)
-        for r, (acc, part) in enumerate(zip(accs, parts, strict=True)):
-            em(f"{acc} = wgmma_promote({acc}, {part}, slo{r} * sbsc, shi{r} * sbsc)")
-        for name in ("bsc", *(name for name, _ in rows)):
+        _emit_promotion(em, accs, parts, wn)
+        for name in (*b_names, *(name for name, _ in rows)):
             em(f"s{name} = n{name}")
         advance(em, stages)
         em(f"{kv.k0} += {cfg.cta_tile[2]}")
     if cfg.pingpong:
         emit_hand_over(em)
+
+
+def _emit_promotion(em: Emitter, accs: list[str], parts: list[str], wn: int) -> None:
+    """A stage's partial sums added to the accumulators with the scales loaded for it (``s``):
+    one block of B's scales, or, for a tile that straddles two (``straddles``), the first
+    block's up to its ``cut`` column and the next block's after it, one promotion generated
+    for each cut the tile's origin allows (the branch is the same for the whole warp)."""
+
+    def promote(cut: int) -> None:
+        for r, (acc, part) in enumerate(zip(accs, parts, strict=True)):
+            first = f"slo{r} * sbsc, shi{r} * sbsc"
+            if cut >= wn:
+                em(f"{acc} = wgmma_promote({acc}, {part}, {first})")
+            else:
+                nxt = f"slo{r} * sbsc1, shi{r} * sbsc1"
+                em(f"{acc} = wgmma_promote_split({acc}, {part}, {first}, {nxt}, {cut})")
+
+    if not straddles(wn):
+        promote(wn)
+        return
+    cuts = straddle_cuts(wn)
+    if wn < SCALE_BLOCK:  # origins whose tile lies in one block
+        cuts += (wn,)
+    for i, cut in enumerate(cuts):
+        last = i == len(cuts) - 1
+        em(f"if cut == {cut}:" if not i else f"elif cut == {cut}:" if not last else "else:")
+        with em.indent():
+            promote(cut)
 
 
 def _emit_scale_rows(em: Emitter, cfg: HopperKernelConfig, rows: list[tuple[str, int]]) -> None:

@@ -122,7 +122,8 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
         problems.append(
             f"block scales: cta_tile {cfg.cta_tile} must have k in {BLOCK_CTA_KS} (one or two "
             f"scale blocks) and n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of "
-            f"{SCALE_BLOCK} (each set of partial sums within one block of B's scales)"
+            f"{SCALE_BLOCK} (each set of partial sums within one block of B's scales) or one "
+            f"straddling two blocks with k {SCALE_BLOCK} (96, 160, 192)"
         )
     if (sums := block_sums(cfg.warp_tile, cfg.cta_tile[2])) > BLOCK_SUMS:
         problems.append(

@@ -32,7 +32,7 @@ from .stage_codegen import (
     wgmma_imports,
 )
 from .streamk_codegen import emit_streamk_fixup, emit_streamk_k_range, emit_streamk_units
-from .tiles import SWIZZLE_BYTES, WARPGROUP, promoted_by_chunks
+from .tiles import SWIZZLE_BYTES, WARPGROUP, promoted_by_chunks, straddles
 
 
 def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
@@ -53,6 +53,7 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
         f"wgmma_wait_group, {wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
         f"{'wgmma_promote, ' if cfg.block_scaled else ''}"
+        f"{'wgmma_promote_split, ' if cfg.block_scaled and straddles(cfg.warp_tile[1]) else ''}"
         "wgmma_desc, "
         "setmaxnreg_inc, setmaxnreg_dec, named_barrier_sync, named_barrier_arrive, warp_uniform)"
     )

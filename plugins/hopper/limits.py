@@ -53,8 +53,9 @@ from .tiles import (
     MAX_TMA_BOX,
     MIN_STAGES,
     REGISTER_SPLITS,
-    block_columns,
+    STRADDLE_UNIT,
     block_sums,
+    block_tile,
     cluster_kind,
     consumer_count,
     horizontal_unit,
@@ -159,8 +160,8 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         found.append(
             Rule(
                 "cta_tile",
-                f"n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of {SCALE_BLOCK} "
-                "(block scales)",
+                f"n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of {SCALE_BLOCK} or "
+                f"straddling two blocks with k {SCALE_BLOCK} (block scales)",
                 _block_n,
             )
         )
@@ -313,13 +314,15 @@ def _block_pair(params: MatmulParams, _problem: MatmulProblem, _device: Device) 
 
 def _block_n(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     cta, warp = params.cta_tile, params.warp_tile
-    if block_columns(cta.n, warp.n):
+    if block_tile(cta.k, cta.n, warp.n):
         return None
     return (
         f"cta_tile={cta} over warp_tile={warp}: with block scales each set of partial sums "
-        f"lies in one of B's {SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, so n must divide "
-        f"{SCALE_BLOCK}, or equal warp_tile.n, a multiple of it (promoted by chunks). Set "
-        f"cta_tile.n to {SCALE_BLOCK}, or 256 over warp_tile 64x256."
+        f"lies in one of B's {SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, or straddles two with "
+        f"cta_tile.k={SCALE_BLOCK}, so n must divide {SCALE_BLOCK}, or equal warp_tile.n: a "
+        f"multiple of {SCALE_BLOCK} (promoted by chunks) or of {STRADDLE_UNIT} meeting at most "
+        f"two blocks (96, 160, 192). Set cta_tile.n to {SCALE_BLOCK}, or 256 over warp_tile "
+        "64x256."
     )
 
 

@@ -28,8 +28,8 @@ from .tiles import (
     MIN_STAGES,
     WARPGROUP,
     WGMMA_M,
-    block_columns,
     block_sums,
+    block_tile,
     horizontal_unit,
     k_box,
     wgmma_k,
@@ -165,9 +165,10 @@ def cta_k_text(problem: MatmulProblem) -> str:
 
 
 def block_n(tile: TileShape, problem: MatmulProblem) -> bool:
-    """A block-scaled CTA or warp tile's n divides one block of B's scales or is whole blocks
-    (``config.block_columns``; the rule between the two is ``limits``')."""
-    return not problem.block_scaled or block_columns(tile.n, tile.n)
+    """A block-scaled CTA or warp tile's n divides one block of B's scales, is whole blocks or
+    straddles two at one block of K (``tiles.block_tile``; the rule between the two is
+    ``limits``')."""
+    return not problem.block_scaled or block_tile(tile.k, tile.n, tile.n)
 
 
 def block_warp(warp: TileShape, problem: MatmulProblem) -> bool:
@@ -216,7 +217,11 @@ def space(problem: MatmulProblem, device: Device) -> tuple[Space, ...]:
         for n in dict.fromkeys(w.n for w in warps)
     ]
     stacked = f"n a multiple of {h * horizontal_unit(problem.b_k_inner)}, " if h > 1 else ""
-    stacked += f"n dividing {SCALE_BLOCK} or a multiple of it, " if problem.block_scaled else ""
+    stacked += (
+        f"n dividing {SCALE_BLOCK}, a multiple of it or straddling two blocks at k {SCALE_BLOCK}, "
+        if problem.block_scaled
+        else ""
+    )
     sums = (
         f", accumulators + partial sums <= {BLOCK_SUMS} (block scales)"
         if problem.block_scaled

@@ -4,6 +4,7 @@ registers, block-scale sums, clusters. Facts of the hardware and of the generato
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import gcd
 from typing import Final, NamedTuple
 
 from mmaplug.ir.dtypes import DType
@@ -37,6 +38,9 @@ BLOCK_PAIR_CLUSTER: Final = (
 # columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
 # scale block (64x256): one set's wgmmas run while the other's sums are promoted
 BLOCK_CHUNK: Final = 64
+# a block-scaled tile that straddles two blocks of B's scales is a multiple of these columns, so
+# that its origin lies a multiple of 32 into a block: at most four promotions to generate
+STRADDLE_UNIT: Final = 32
 # the most CTAs of a cluster that sums its split-K partials in distributed shared memory: the
 # portable cluster size (16 needs the non-portable attribute and fits fewer clusters per GPC)
 MAX_REDUCE_CLUSTER: Final = 8
@@ -88,9 +92,27 @@ def k_box(dtype: DType) -> int:
 
 
 def promoted_by_chunks(warp_n: int) -> bool:
-    """Whether a block-scaled warp tile *warp_n* wide spans several blocks of B's scales, so
-    that its sums are promoted ``BLOCK_CHUNK`` columns at a time."""
-    return warp_n > SCALE_BLOCK
+    """Whether a block-scaled warp tile *warp_n* wide is several whole blocks of B's scales,
+    so that its sums are promoted ``BLOCK_CHUNK`` columns at a time."""
+    return warp_n > SCALE_BLOCK and warp_n % SCALE_BLOCK == 0
+
+
+def straddles(warp_n: int) -> bool:
+    """Whether a block-scaled tile of *warp_n* columns, one a CTA, may straddle two blocks of
+    B's scales: a multiple of ``STRADDLE_UNIT`` neither dividing a block nor whole blocks,
+    whose columns, from an origin that is a multiple of *warp_n*, meet at most two blocks
+    (DeepGEMM's 128x160 tiles). Its sums are promoted in one pass, the columns before the
+    block's end with the first block's scale (``wgmma_promote_split``)."""
+    if SCALE_BLOCK % warp_n == 0 or warp_n % SCALE_BLOCK == 0 or warp_n % STRADDLE_UNIT:
+        return False
+    return SCALE_BLOCK - gcd(warp_n, SCALE_BLOCK) + warp_n <= 2 * SCALE_BLOCK
+
+
+def straddle_cuts(warp_n: int) -> tuple[int, ...]:
+    """The columns a straddling tile (``straddles``) may hold before its first block of B's
+    scales ends, where that is fewer than its own: one promotion each."""
+    step = gcd(warp_n, SCALE_BLOCK)
+    return tuple(c for c in range(SCALE_BLOCK, 0, -step) if c < warp_n)
 
 
 def promoted_columns(warp_n: int) -> int:
@@ -108,14 +130,19 @@ def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
 
 def block_columns(n_out: int, warp_n: int) -> bool:
     """The columns of every set of a block-scaled tile's partial sums lie within one 128-column
-    block of B's scales: the tile's n divides 128 (one block of B's scales a tile), or the tile
-    is one warp tile wide of whole blocks (promoted by chunks, each chunk's block its own)."""
-    return n_out > 0 and (SCALE_BLOCK % n_out == 0 or n_out == warp_n and warp_n % SCALE_BLOCK == 0)
+    block of B's scales, or in two, promoted in one pass: the tile's n divides 128 (one block
+    of B's scales a tile), or the tile is one warp tile wide of whole blocks (promoted by
+    chunks, each chunk's block its own) or straddling two (``straddles``)."""
+    if n_out <= 0 or SCALE_BLOCK % n_out == 0:
+        return n_out > 0
+    return n_out == warp_n and (warp_n % SCALE_BLOCK == 0 or straddles(warp_n))
 
 
 def block_tile(cta_k: int, n_out: int, warp_n: int) -> bool:
-    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage, its columns
-    as ``block_columns`` allows."""
+    """A block-scaled kernel's CTA tile: one or two scale blocks of K per stage (one where it
+    straddles blocks of B's scales), its columns as ``block_columns`` allows."""
+    if straddles(warp_n) and n_out == warp_n and cta_k != SCALE_BLOCK:
+        return False
     return cta_k in BLOCK_CTA_KS and block_columns(n_out, warp_n)
 
 

@@ -94,6 +94,22 @@ def test_block_scaled_matches_float64(
             "warp_tile": (64, 256, 128),
             "instruction_tile": (64, 256, 32),
         },
+        # tiles straddling two blocks of B's scales: at N = 1040, 96- and 160-column tiles
+        # start 0, 32, 64 and 96 columns into a block, 192-column ones 0 and 64
+        *(
+            {
+                "cta_tile": (128, n, 128),
+                "warp_tile": (64, n, 128),
+                "instruction_tile": (64, n, 32),
+            }
+            for n in (96, 160, 192)
+        ),
+        {
+            "tiling_strategy": "persistent_pingpong",
+            "cta_tile": (64, 160, 128),
+            "warp_tile": (64, 160, 128),
+            "instruction_tile": (64, 160, 32),
+        },
     ],
     ids=[
         "splitk3",
@@ -104,6 +120,10 @@ def test_block_scaled_matches_float64(
         "two_blocks_a_stage",
         "chunks",
         "chunks_pingpong",
+        "straddle96",
+        "straddle160",
+        "straddle192",
+        "straddle160_pingpong",
     ],  # fmt: skip
 )
 def test_block_scaled_kernel_variants_match_float64(

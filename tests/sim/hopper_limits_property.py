@@ -112,7 +112,7 @@ def cases(draw: st.DrawFn) -> dict:
     else:  # tiles the generator takes (a ping-pong CTA tile is one warp tile)
         wm = draw(st.sampled_from((64, 128)))
         wn = draw(st.sampled_from([w for w in WARP_N if kernel_b_k_inner or w % 64 == 0]))
-        assume(wm * wn <= 128 * (64 if block else 128))  # block: partial sums beside them
+        assume(wm * wn <= 128 * (96 if block else 128))  # block: partial sums beside them
         bk = draw(st.sampled_from((128, 256) if fp8 else (64, 64, 128, 192, 256)))
         gm, gn = (1, 1) if pingpong else draw(st.sampled_from(((1, 1), (2, 1), (1, 2))))
         assume(wm * gm <= 256 and wn * gn <= 256)
@@ -120,7 +120,10 @@ def cases(draw: st.DrawFn) -> dict:
             bk = 128
             if (wm, wn, gn) == (64, 128, 2):  # or one 64x256 warp tile, promoted by chunks
                 wn, gn = 256, 1
-            assume(128 % (wn * gn) == 0 or wn == 256)
+            if (wn, gn) == (48, 2):  # or one tile straddling two blocks: 96 or 192 columns
+                wn, gn = 96, 1
+            straddling = gn == 1 and wn in (96, 192)
+            assume(128 % (wn * gn) == 0 or wn == 256 or straddling)
     unit = 16 if fp8 else 8  # elements of 16 bytes: TMA's row pitch
     m = _extent(draw, 130, 0 if a_k_inner else unit)
     n = _extent(draw, 130, 0 if b_k_inner else unit)

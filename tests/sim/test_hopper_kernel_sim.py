@@ -398,6 +398,44 @@ def case_tn_e4m3_block_chunks_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 256, 128), (64, 256, 128), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_straddle_192(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 128x192 tiles (two consumers of 64x192): a tile straddles two blocks of
+    B's scales, cut 128 columns in (origin 0) or 64 (origin 192); N = 400, so the third tile's
+    second block lies past N (it reads B's last scale block); ragged M and K, several units a
+    CTA."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 400, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((128, 192, 128), (64, 192, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_block_straddle_160_each_cut(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 64x160 tiles (one consumer): the four tiles' origins lie 0, 32, 64 and
+    96 columns into a block of B's scales, so each of the four promotions runs; float32 out
+    with a bias."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 640, 256, mp.float8_e4m3fn)
+    bias = fd.define_tensor([640], dtype=mp.float32)
+    y = fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float32)
+    fd.add_output(fd.ops.add(y, fd.ops.broadcast_in_dim(bias, [70, 640], [1])))
+    return {**_tile((64, 160, 128), (64, 160, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e4m3_block_straddle_96_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 128x96 tiles (two consumers taking turns): origins 0 and 32 lie in one
+    block of B's scales, 64 and 96 straddle two; float16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 100, 384, 256, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float16))
+    return {**_tile((128, 96, 128), (64, 96, 128), 2, k=32), **PERSISTENT}
+
+
+def case_tn_e5m2_block_straddle_160_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 64x160 tiles owned by ping-pong consumers: origins 0, 32, 64 and 96
+    columns into a block of B's scales, each consumer its own units and cuts; e5m2, bf16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 70, 640, 256, mp.float8_e5m2)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((64, 160, 128), (64, 160, 128), 2, k=32),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
 def case_tn_e4m3_block_out_e4m3_amax(fd: Any, mp: Any) -> dict[str, Any]:
     """A block-scaled quantised layer: an e4m3 output scaled per tensor and the amax of the
     product (its reduction after the block-scaled main loop)."""
@@ -823,7 +861,9 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        "tn_f16_streamk2_staged_rows",
                        } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
-TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_pingpong_two_row_blocks",
+TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_straddle_192",
+       "tn_e5m2_block_straddle_160_pingpong",
+       "tn_e4m3_block_pingpong_two_row_blocks",
        "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
        "tn_f16_ragged_persistent", "tt_bf16_batch2_out_e4m3_amax_pingpong_casts",
        "tt_two_consumers_batch2", "tt_bf16_two_outputs_tma", "tn_f16_out_f32_tma",
@@ -845,7 +885,9 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
-         "tn_e4m3_block_out_e4m3_amax": 4,
+         "tn_e4m3_block_out_e4m3_amax": 4, "tn_e4m3_block_straddle_192": 6,
+         "tn_e4m3_block_straddle_160_each_cut": 8, "tn_e4m3_block_straddle_96_two_consumers": 4,
+         "tn_e5m2_block_straddle_160_pingpong": 8,
          "tn_e4m3_block_two_consumers": 6, "tn_e4m3_block_two_consumers_k256": 6,
          "tn_e4m3_fp8_residual_and_bias_packed": 4, "tn_e4m3_fp8_residual_and_bias_staged": 4,
          "tn_bf16_fp8_residual_registers": 4, "tn_e4m3_fp8_residual_splitk2": 8,

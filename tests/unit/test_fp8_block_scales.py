@@ -16,7 +16,14 @@ from mmaplug.planning.scheduler import violations
 from mmaplug.plugins.hopper.config import HopperKernelConfig
 from mmaplug.plugins.hopper.kernel_codegen import generate_source
 from mmaplug.plugins.hopper.scheduler import SCHEDULER as HOPPER
-from mmaplug.plugins.hopper.tiles import BLOCK_SUMS, block_columns, block_sums
+from mmaplug.plugins.hopper.tiles import (
+    BLOCK_SUMS,
+    block_columns,
+    block_sums,
+    block_tile,
+    straddle_cuts,
+    straddles,
+)
 
 H200 = get_device("h200")
 
@@ -243,7 +250,14 @@ def test_the_default_plan_keeps_one_scale_block_per_set_of_sums(shape: tuple, wa
             "cluster_dims",
             "more than 128 sums",
         ),
-        ({"cta_tile": (64, 192, 128), "warp_tile": (64, 192, 128)}, "cta_tile", "divide 128"),
+        # 224 columns meet three blocks of B's scales where they start 96 into one
+        ({"cta_tile": (64, 224, 128), "warp_tile": (64, 224, 128)}, "cta_tile", "divide 128"),
+        # a tile straddling two blocks takes one block of K a stage
+        (
+            {"cta_tile": (128, 96, 256), "warp_tile": (64, 96, 256)},
+            "cta_tile",
+            "straddles two with cta_tile.k=128",
+        ),
         # two consumers side by side along N: the second's columns are another scale block
         ({"cta_tile": (64, 256, 128), "warp_tile": (64, 128, 128)}, "cta_tile", "equal warp"),
         ({"cta_tile": (128, 128, 128), "warp_tile": (128, 128, 128)}, "warp_tile", "partial"),
@@ -262,7 +276,7 @@ def test_block_rules_name_what_a_block_needs(change: dict, field: str, words: st
 def test_the_generator_refuses_what_block_scaling_cannot_build() -> None:
     with pytest.raises(ValueError, match=r"must have k in \(128, 256\)"):
         HopperKernelConfig(
-            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 192, 128), warp_tile=(64, 192, 128),
+            operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 96, 256), warp_tile=(64, 96, 256),
             block_scaled=True,
         )  # fmt: skip
     with pytest.raises(ValueError, match="n = warp_tile n"):
@@ -412,3 +426,68 @@ def test_a_wide_warp_tile_promotes_one_chunk_while_the_next_runs() -> None:
     ]
     assert order == sorted(order), order
     assert "named_barrier" not in loop[: loop.index("acc0 = acc0c0")]
+
+
+def test_the_tiles_that_straddle_two_blocks_of_b_scales() -> None:
+    """Multiples of 32 that neither divide a block nor are whole blocks, whose columns meet
+    at most two blocks from any origin a multiple of their width: 96, 160 and 192 (224 meets
+    three from an origin 96 into a block; 200 and 136 are not multiples of 32)."""
+    assert [n for n in range(8, 257, 8) if straddles(n)] == [96, 160, 192]
+    assert straddle_cuts(96) == (64, 32)  # origins 0 and 32 lie in one block
+    assert straddle_cuts(160) == (128, 96, 64, 32)
+    assert straddle_cuts(192) == (128, 64)
+    for n in (96, 160, 192):
+        assert block_columns(n, n) and block_tile(SCALE_BLOCK, n, n)
+        assert not block_tile(2 * SCALE_BLOCK, n, n)
+        assert not block_columns(2 * n, n)  # two consumers side by side along N
+
+
+@pytest.mark.parametrize("warp_n", [96, 160, 192])
+def test_limits_accept_the_straddling_tiles_the_generator_builds(warp_n: int) -> None:
+    """One rule in two places: a straddling tile at one block of K passes ``limits`` and
+    builds; the same tile over two blocks of K fails both."""
+    problem = _problem()
+    base = hopper_params(problem, H200)
+    for k, legal in ((SCALE_BLOCK, True), (2 * SCALE_BLOCK, False)):
+        cta, warp = (128, warp_n, k), (64, warp_n, k)
+        change = {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp_n, 32),
+                  "stages": 4, "cluster_dims": (1, 1)}  # fmt: skip
+        found = violations(HOPPER, base.with_overrides(**change), problem, H200)
+        assert (found == []) is legal, found
+        kind = dict(operand_dtype=mp.float8_e4m3fn, cta_tile=cta, warp_tile=warp)
+        if legal:
+            HopperKernelConfig(**kind, block_scaled=True)
+        else:
+            with pytest.raises(ValueError, match="block scales"):
+                HopperKernelConfig(**kind, block_scaled=True)
+
+
+def test_a_straddling_tile_promotes_each_cut_in_one_pass() -> None:
+    """128x160 tiles: the next block of B's scales loaded beside the first (one past N reads
+    the last), the columns before the first block's end from the tile's origin, and one
+    promotion per cut: the first block's scales up to it, the next block's after it."""
+    src, calls = _block_kernel((128, 160, 128), (64, 160, 128))
+    assert len(calls) == 128 // 32 and all(c.startswith("part0 = wgmma_e4m3(") for c in calls)
+    assert "bcol1 = min(n0 // 128 + 1, (N - 1) // 128) * sfb_n" in src
+    assert "cut = 128 - n0 % 128" in src
+    loop = src[src.index("wgmma_wait_group(0)", src.index("while k0 < ke")) :]
+    split = "acc0 = wgmma_promote_split(acc0, part0, slo0 * sbsc, shi0 * sbsc, "
+    order = [
+        loop.index(s)
+        for s in (
+            "mbarrier_arrive(",
+            "if cut == 128:",
+            f"{split}slo0 * sbsc1, shi0 * sbsc1, 128)",
+            "elif cut == 96:",
+            f"{split}slo0 * sbsc1, shi0 * sbsc1, 96)",
+            "elif cut == 64:",
+            "else:",
+            f"{split}slo0 * sbsc1, shi0 * sbsc1, 32)",
+            "sbsc1 = nbsc1",
+        )
+    ]
+    assert order == sorted(order), order
+    assert "wgmma_promote(" not in loop  # every origin of a 160-column tile straddles
+    src96, _ = _block_kernel((128, 96, 128), (64, 96, 128))
+    tail = src96[src96.index("if cut == 64:") :]
+    assert tail.index("else:") < tail.index("acc0 = wgmma_promote(acc0, part0, slo0 * sbsc")
