@@ -327,9 +327,10 @@ def _asm_blocks(ptx: str) -> list[str]:
     ]
 
 
-def test_wgmma_promote_is_one_fma_per_accumulator_with_its_rows_scale():
-    """acc + part * scale: an fma.rn.f32 per register, registers 2, 3 (the row 8 below) and
-    6, 7 taking the second scale."""
+def _promotion_scales(split: bool) -> list[int]:
+    """The scale (index into the kernel's scales) of each fma a promotion of an m64n16
+    accumulator compiles to, in register order: wgmma_promote's, or wgmma_promote_split's cut
+    at column 8. Each is an fma.rn.f32 whose second source is its scale."""
 
     def kernel(descs, scales, out):
         acc = H.wgmma_zeros(8)
@@ -337,35 +338,29 @@ def test_wgmma_promote_is_one_fma_per_accumulator_with_its_rows_scale():
         H.wgmma_commit_group()
         H.wgmma_wait_group(0)
         part = H.fence_operand(part)
-        acc = H.wgmma_promote(acc, part, scales[0], scales[1])
-        for i in range(8):
-            out[8 * cuda.threadIdx.x + i] = acc[i]
-
-    ptx = _ptx(kernel, (U64, F32, F32))
-    assert len(re.findall(r"\bfma\.rn\.f32\b", ptx)) == 8, ptx
-
-
-def test_wgmma_promote_split_takes_the_next_scales_past_its_columns():
-    """An m64n16 accumulator cut at column 8: registers 0-3 take the first pair of scales,
-    4-7 the next pair, each an fma.rn.f32 and nothing else (the operands' order in the PTX:
-    the scale of register i is the second source of its fma)."""
-
-    def kernel(descs, scales, out):
-        acc = H.wgmma_zeros(8)
-        part = H.wgmma_f16(H.wgmma_zeros(8), descs[0], descs[1], 0, 0, 0)
-        H.wgmma_commit_group()
-        H.wgmma_wait_group(0)
-        part = H.fence_operand(part)
-        acc = H.wgmma_promote_split(acc, part, scales[0], scales[1], scales[2], scales[3], 8)
+        if split:
+            acc = H.wgmma_promote_split(acc, part, scales[0], scales[1], scales[2], scales[3], 8)
+        else:
+            acc = H.wgmma_promote(acc, part, scales[0], scales[1])
         for i in range(8):
             out[8 * cuda.threadIdx.x + i] = acc[i]
 
     ptx = _ptx(kernel, (U64, F32, F32))
     fmas = re.findall(r"\bfma\.rn\.f32\s+%f\d+,\s*%f\d+,\s*(%f\d+),", ptx)
-    assert len(fmas) == 8, ptx
+    assert len(fmas) == len(re.findall(r"\bfma\.rn\.f32\b", ptx)) == 8, ptx
     loads = dict(re.findall(r"ld\.global\.f32\s+(%f\d+),\s*\[%rd\d+(?:\+(\d+))?\]", ptx))
-    index = {reg: int(off or 0) // 4 for reg, off in loads.items()}
-    assert [index[reg] for reg in fmas] == [0, 0, 1, 1, 2, 2, 3, 3], (fmas, loads)
+    return [int(loads[reg] or 0) // 4 for reg in fmas]
+
+
+def test_wgmma_promote_is_one_fma_per_accumulator_with_its_rows_scale():
+    """acc + part * scale: an fma.rn.f32 per register, registers 2, 3 (the row 8 below) and
+    6, 7 taking the second scale."""
+    assert _promotion_scales(split=False) == [0, 0, 1, 1, 0, 0, 1, 1]
+
+
+def test_wgmma_promote_split_takes_the_next_scales_past_its_columns():
+    """Cut at column 8: registers 0-3 take the first pair of scales, 4-7 the next pair."""
+    assert _promotion_scales(split=True) == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 def test_wgmma_promote_split_needs_a_literal_cut_inside_the_tile():
