@@ -38,7 +38,7 @@ def wgmma_promote(acc: Any, part: Any, scale_lo: Any, scale_hi: Any) -> tuple[np
     """`fma(part, scale, acc)` in float32, `scale_lo` for the registers of a thread's first
     row, `scale_hi` for those 8 rows below (one rounding, as the GPU's fma: the float32
     product is exact in float64, and the sum is rounded once to float32 but for ties)."""
-    return _promoted("wgmma_promote", acc, part, [(scale_lo, scale_hi)] * len(acc))
+    return _promoted("wgmma_promote", acc, part, [_pair(scale_lo, scale_hi)] * len(acc))
 
 
 def wgmma_promote_split(
@@ -48,15 +48,21 @@ def wgmma_promote_split(
     `columns` // 2) and `next_lo` / `next_hi` for the rest."""
     cut = literal("wgmma_promote_split", columns, range(8, 2 * len(acc), 8),
                   f"a multiple of 8 in 8..{2 * len(acc) - 8}")  # fmt: skip
-    pairs = [(scale_lo, scale_hi)] * (cut // 2) + [(next_lo, next_hi)] * (len(acc) - cut // 2)
+    first, rest = _pair(scale_lo, scale_hi), _pair(next_lo, next_hi)
+    pairs = [first] * (cut // 2) + [rest] * (len(acc) - cut // 2)
     return _promoted("wgmma_promote_split", acc, part, pairs)
+
+
+def _pair(lo: Any, hi: Any) -> tuple[np.float64, np.float64]:
+    """A row pair of scales as the GPU holds them (float32), widened once for the FMAs."""
+    return np.float64(np.float32(lo)), np.float64(np.float32(hi))
 
 
 def _promoted(op: str, acc: Any, part: Any, pairs: list[tuple[Any, Any]]) -> tuple[np.float32, ...]:
     if len(acc) != len(part):
         raise UsageError(f"{op}: {len(part)} partial sums for {len(acc)} accumulators")
     return tuple(
-        np.float32(np.float64(a) + np.float64(p) * np.float64(np.float32(pair[(i >> 1) & 1])))
+        np.float32(np.float64(a) + np.float64(p) * pair[(i >> 1) & 1])
         for i, (a, p, pair) in enumerate(zip(acc, part, pairs, strict=True))
     )
 

@@ -54,15 +54,16 @@ def emit_block_scaled_loop(
         _emit_block_pair_loop(em, cfg, a, b, accs, rows)
         return
     em(f"kblk = {kv.kb} // {SCALE_BLOCK}")
-    b_names = ["bsc"]
+    b_cols = {"bsc": "bcol"}  # B's scale of each block the tile meets, and its column
     if straddles(wn):  # the next block of B's scales (one past N reads the last: zero sums)
-        b_names.append("bsc1")
+        b_cols["bsc1"] = "bcol1"
         em(f"bcol1 = min({kv.n0} // {SCALE_BLOCK} + 1, (N - 1) // {SCALE_BLOCK}) * sfb_n")
         em(f"cut = {SCALE_BLOCK} - {kv.n0} % {SCALE_BLOCK}  # columns in the first block")
+    b_names = list(b_cols)
 
     def load(prefix: str) -> None:  # raw loads: nothing reads them before they are needed
         a_scales = [(f"{prefix}{name}", name) for name, _ in rows]
-        b_scales = [(f"{prefix}{name}", name.replace("bsc", "bcol")) for name in b_names]
+        b_scales = [(f"{prefix}{name}", col) for name, col in b_cols.items()]
         _emit_scale_loads(em, "kblk", b_scales, a_scales)
 
     for name in (*b_names, *(name for name, _ in rows)):

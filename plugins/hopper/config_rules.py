@@ -22,6 +22,7 @@ from .tiles import (
     MAX_TMA_BOX,
     MAX_WGMMA_N,
     MIN_STAGES,
+    STRADDLING_WIDTHS,
     WGMMA_M,
     block_sums,
     block_tile,
@@ -123,7 +124,7 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
             f"block scales: cta_tile {cfg.cta_tile} must have k in {BLOCK_CTA_KS} (one or two "
             f"scale blocks) and n dividing {SCALE_BLOCK}, or n = warp_tile n, a multiple of "
             f"{SCALE_BLOCK} (each set of partial sums within one block of B's scales) or one "
-            f"straddling two blocks with k {SCALE_BLOCK} (96, 160, 192)"
+            f"straddling two blocks with k {SCALE_BLOCK} {STRADDLING_WIDTHS}"
         )
     if (sums := block_sums(cfg.warp_tile, cfg.cta_tile[2])) > BLOCK_SUMS:
         problems.append(

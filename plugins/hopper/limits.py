@@ -54,6 +54,7 @@ from .tiles import (
     MIN_STAGES,
     REGISTER_SPLITS,
     STRADDLE_UNIT,
+    STRADDLING_WIDTHS,
     block_sums,
     block_tile,
     cluster_kind,
@@ -321,7 +322,7 @@ def _block_n(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> 
         f"lies in one of B's {SCALE_BLOCK}x{SCALE_BLOCK} scale blocks, or straddles two with "
         f"cta_tile.k={SCALE_BLOCK}, so n must divide {SCALE_BLOCK}, or equal warp_tile.n: a "
         f"multiple of {SCALE_BLOCK} (promoted by chunks) or of {STRADDLE_UNIT} meeting at most "
-        f"two blocks (96, 160, 192). Set cta_tile.n to {SCALE_BLOCK}, or 256 over warp_tile "
+        f"two blocks {STRADDLING_WIDTHS}. Set cta_tile.n to {SCALE_BLOCK}, or 256 over warp_tile "
         "64x256."
     )
 

@@ -115,6 +115,12 @@ def straddle_cuts(warp_n: int) -> tuple[int, ...]:
     return tuple(c for c in range(SCALE_BLOCK, 0, -step) if c < warp_n)
 
 
+# the widths that straddle (named by the rules' messages)
+STRADDLING_WIDTHS: Final = tuple(
+    n for n in range(STRADDLE_UNIT, MAX_WGMMA_N + 1, STRADDLE_UNIT) if straddles(n)
+)
+
+
 def promoted_columns(warp_n: int) -> int:
     """Columns of a block-scaled consumer's partial sums: its whole tile, or two sets of
     ``BLOCK_CHUNK`` columns (promoted in turn) where it is promoted by chunks."""
@@ -133,9 +139,8 @@ def block_columns(n_out: int, warp_n: int) -> bool:
     block of B's scales, or in two, promoted in one pass: the tile's n divides 128 (one block
     of B's scales a tile), or the tile is one warp tile wide of whole blocks (promoted by
     chunks, each chunk's block its own) or straddling two (``straddles``)."""
-    if n_out <= 0 or SCALE_BLOCK % n_out == 0:
-        return n_out > 0
-    return n_out == warp_n and (warp_n % SCALE_BLOCK == 0 or straddles(warp_n))
+    whole = n_out == warp_n and (warp_n % SCALE_BLOCK == 0 or straddles(warp_n))
+    return n_out > 0 and (SCALE_BLOCK % n_out == 0 or whole)
 
 
 def block_tile(cta_k: int, n_out: int, warp_n: int) -> bool:
