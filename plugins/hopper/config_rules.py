@@ -10,7 +10,6 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.ir.ops import SCALE_BLOCK
 
 from .tiles import (
-    BLOCK_CLUSTER_SUMS,
     BLOCK_CTA_KS,
     BLOCK_PAIR_CLUSTER,
     BLOCK_SUMS,
@@ -24,6 +23,7 @@ from .tiles import (
     MIN_STAGES,
     STRADDLING_WIDTHS,
     WGMMA_M,
+    block_cluster_spills,
     block_sums,
     block_tile,
     horizontal_unit,
@@ -133,7 +133,7 @@ def block_scale_problems(cfg: HopperKernelConfig) -> list[str]:
         )
     if cfg.horizontal > 1:
         problems.append("block scales are generated for one matmul, not a horizontal fusion")
-    if sums > BLOCK_CLUSTER_SUMS and cfg.multicast > 1:
+    if block_cluster_spills(sums, cfg.cluster_m, cfg.cluster_n, cfg.splitk_cluster):
         problems.append(BLOCK_PAIR_CLUSTER)
     return problems
 

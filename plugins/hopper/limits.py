@@ -47,7 +47,6 @@ from .tiles import (
     BLOCK_CLUSTER_SUMS,
     BLOCK_PAIR_CLUSTER,
     BLOCK_SUMS,
-    CLUSTER_SHAPES,
     MAX_ACCUMULATORS,
     MAX_CONSUMERS,
     MAX_TMA_BOX,
@@ -55,6 +54,7 @@ from .tiles import (
     REGISTER_SPLITS,
     STRADDLE_UNIT,
     STRADDLING_WIDTHS,
+    block_cluster_spills,
     block_sums,
     block_tile,
     cluster_kind,
@@ -176,7 +176,8 @@ def rules(problem: MatmulProblem, device: Device) -> list[Rule]:
         found.append(
             Rule(
                 "cluster_dims",
-                f"(1, 1) with block scales over {BLOCK_CLUSTER_SUMS} sums a thread",
+                f"along one axis with block scales over {BLOCK_CLUSTER_SUMS} sums a thread, "
+                "and no split cluster",
                 _block_pair,
             )
         )
@@ -304,12 +305,14 @@ def _block_sums(params: MatmulParams, _problem: MatmulProblem, _d: Device) -> st
 
 def _block_pair(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
     sums = block_sums(params.warp_tile.as_tuple(), params.cta_tile.k)
-    if sums <= BLOCK_CLUSTER_SUMS or tuple(params.cluster_dims) == CLUSTER_SHAPES[0]:
+    cluster_m, cluster_n = params.cluster_dims
+    if not block_cluster_spills(sums, cluster_m, cluster_n, params.splitk_in_cluster):
         return None
     return (
-        f"cluster_dims={params.cluster_dims} with cta_tile={params.cta_tile} and "
-        f"warp_tile={params.warp_tile}: {BLOCK_PAIR_CLUSTER}. Set cluster_dims=(1, 1), or "
-        f"cta_tile.k={SCALE_BLOCK} with warp_tile 64x128."
+        f"cluster_dims={params.cluster_dims}, splitk_in_cluster={params.splitk_in_cluster} "
+        f"with cta_tile={params.cta_tile} and warp_tile={params.warp_tile}: "
+        f"{BLOCK_PAIR_CLUSTER}. Set cluster_dims=(2, 1) or (1, 1) without splitk_in_cluster, "
+        f"or cta_tile.k={SCALE_BLOCK} with warp_tile 64x128."
     )
 
 

@@ -26,14 +26,18 @@ BOX_INNER: Final = SWIZZLE_BYTES // 2
 # first promoted while the second's wgmmas run)
 BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
 # float32 sums a block-scaled consumer thread may hold (``block_sums``: accumulators and
-# partial sums): 192 fit the 240 registers of consumers beside a lone producer; the 232 of a
-# cluster's consumers spilled them (ptxas: 20 bytes, 64x128 tiles of 256-deep stages), so
-# clusters take 128
+# partial sums): 192 fit the 240 registers of consumers beside a lone producer, and the 232 of
+# clusters along one axis (nvdisasm: no STL/LDL in 64x128 tiles of 256-deep stages, 64x160,
+# 64x192 and 64x256 chunks in pairs or fours along M or N, since the warp-uniform warpgroup
+# index; the pairs ran correct on the GPU, BENCHMARKS.md runs 275-277). Over 128, a 2x2 cluster's
+# consumers spill (4-7 STL), and a cluster of splits leaves its consumers 224: there they run
+# alone
 BLOCK_SUMS: Final = 192
 BLOCK_CLUSTER_SUMS: Final = 128
 BLOCK_PAIR_CLUSTER: Final = (
     f"block scales with more than {BLOCK_CLUSTER_SUMS} sums a thread (accumulators and partial "
-    "sums), which a cluster's 232-register consumers spill: cluster_dims (1, 1)"
+    "sums), which the consumers of a 2x2 cluster or of a cluster of splits spill: cluster_dims "
+    "along one axis (2 or 4 CTAs along M or N) or (1, 1)"
 )
 # columns of each of the two sets of partial sums of a block-scaled warp tile wider than a
 # scale block (64x256): one set's wgmmas run while the other's sums are promoted
@@ -132,6 +136,13 @@ def block_sums(warp_tile: tuple[int, int, int], cta_k: int) -> int:
     block of a stage's K, partial sums of ``promoted_columns``."""
     wm, wn, _ = warp_tile
     return wm * (wn + cta_k // SCALE_BLOCK * promoted_columns(wn)) // WARPGROUP
+
+
+def block_cluster_spills(sums: int, cluster_m: int, cluster_n: int, split_cluster: bool) -> bool:
+    """Whether a block-scaled consumer holding *sums* float32 sums spills in its cluster
+    (``BLOCK_PAIR_CLUSTER``): over ``BLOCK_CLUSTER_SUMS`` in a 2x2 cluster or one of splits."""
+    two_axes = cluster_m > 1 and cluster_n > 1
+    return sums > BLOCK_CLUSTER_SUMS and (two_axes or split_cluster)
 
 
 def block_columns(n_out: int, warp_n: int) -> bool:

@@ -110,6 +110,20 @@ def test_block_scaled_matches_float64(
             "warp_tile": (64, 160, 128),
             "instruction_tile": (64, 160, 32),
         },
+        # 192 sums a consumer in clusters along one axis: the default's 128x192 pairs along M
+        # of large problems, and chunks in pairs along N (legal, never the default)
+        {
+            "cta_tile": (128, 192, 128),
+            "warp_tile": (64, 192, 128),
+            "instruction_tile": (64, 192, 32),
+            "cluster_dims": (2, 1),
+        },
+        {
+            "cta_tile": (128, 256, 128),
+            "warp_tile": (64, 256, 128),
+            "instruction_tile": (64, 256, 32),
+            "cluster_dims": (1, 2),
+        },
     ],
     ids=[
         "splitk3",
@@ -124,6 +138,8 @@ def test_block_scaled_matches_float64(
         "straddle160",
         "straddle192",
         "straddle160_pingpong",
+        "straddle192_pairs",
+        "chunks_pairs_along_n",
     ],  # fmt: skip
 )
 def test_block_scaled_kernel_variants_match_float64(

@@ -408,6 +408,17 @@ def case_tn_e4m3_block_straddle_192(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 192, 128), (64, 192, 128), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_straddle_192_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """The large problems' block-scaled default in small: 128x192 tiles straddling two blocks
+    of B's scales, in CTA pairs along M that multicast B (192 sums a consumer in a cluster);
+    M = 200 is one pair, ragged; N = 400: three pair units, the last one's second block past
+    N; K = 304."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 400, 304, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((128, 192, 128), (64, 192, 128), 2, k=32), **PERSISTENT,
+            "cluster_dims": (2, 1)}  # fmt: skip
+
+
 def case_tn_e4m3_block_straddle_160_each_cut(fd: Any, mp: Any) -> dict[str, Any]:
     """Block scales on 64x160 tiles (one consumer): the four tiles' origins lie 0, 32, 64 and
     96 columns into a block of B's scales, so each of the four promotions runs; float32 out
@@ -862,6 +873,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_straddle_192",
+       "tn_e4m3_block_straddle_192_cluster_pairs",
        "tn_e5m2_block_straddle_160_pingpong",
        "tn_e4m3_block_pingpong_two_row_blocks",
        "tn_e4m3_block_two_consumers", "tn_e4m3_block_two_consumers_k256", "tn_f16_cluster_pairs",
@@ -886,6 +898,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
          "tn_e4m3_block_out_e4m3_amax": 4, "tn_e4m3_block_straddle_192": 6,
+         "tn_e4m3_block_straddle_192_cluster_pairs": 3,
          "tn_e4m3_block_straddle_160_each_cut": 8, "tn_e4m3_block_straddle_96_two_consumers": 4,
          "tn_e5m2_block_straddle_160_pingpong": 8,
          "tn_e4m3_block_two_consumers": 6, "tn_e4m3_block_two_consumers_k256": 6,
