@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
+from mmaplug.ir.ops import SCALE_BLOCK
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import violations
@@ -127,6 +128,23 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # groups took 2.5% longer (docs/decisions.md, the tile order in groups)
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
+# Block-scaled FP8 past one wave: 64x256 consumer tiles promoted by 64-column chunks, alone (in
+# pairs 2-8% slower, runs 275-276; our reading, not measured: their 16 m64n64 wgmmas a stage
+# re-read A from shared memory, which a shared B tile does not relieve), or 128x192 tiles
+# straddling two blocks of B's scales in pairs along M, where those fill the last wave by
+# BLOCK_PAIR_FILL more of the SMs' unit slots. An H100, us, graph replays (BENCHMARKS.md runs
+# 275-277): 8192^3 (last-wave fill 0.993 against 0.970) 1,039-1,070 against 1,091-1,140 in
+# four rounds; 4096x28672x4096 (0.983 / 0.970) 963-978 against 966-994, level;
+# 4096x57344x8192 (0.993 / 0.987) 3,763-3,775 against 3,733-3,745, 0.8% slower; where the 192
+# tiles fill no better they tied or lost 1-9% (4096x6144x4096, 4096^3, 4096x4096x14336,
+# 4096x10240x8192, 4096x8192x28672, 2048x14336x5120), and alone they lost 3-9% at 8192^3
+# (1,178-1,212). The threshold sits between the one row that gained and the two that did not:
+# three points, not a model
+BLOCK_PAIR_FILL: Final = 0.02
+BLOCK_PAIR_TILE: Final = (
+    TileShape(128, 192, SCALE_BLOCK),
+    TileShape(HOPPER_ROWS, 192, SCALE_BLOCK),
+)
 
 
 def least_k_cta(ask: Asker, m: int, n: int) -> TileShape:
@@ -242,12 +260,15 @@ def _search_tiles(
 def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams) -> tuple[int, int]:
     """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
     waves of tiles, each unit's main loop HOPPER_CLUSTER_MIN_K_TILES K tiles or more, and the
-    scheduler's rules allow the pair; one CTA per cluster otherwise."""
+    scheduler's rules allow the pair; one CTA per cluster otherwise, and for block-scaled
+    chunks and stages of two scale blocks (``BLOCK_PAIR_TILE``)."""
     return _hopper_cluster(Asker(scheduler_object("hopper"), problem, device), params)
 
 
 def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
     problem, device = ask.problem, ask.device
+    if problem.block_scaled and (_chunked(params.warp_tile.n) or params.cta_tile.k > SCALE_BLOCK):
+        return (1, 1)  # chunks (``BLOCK_PAIR_TILE``), and two blocks a stage: never timed paired
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
     k_tiles = ceil_div(ceil_div(problem.k, params.splitk_factor), params.cta_tile.k)
@@ -278,7 +299,8 @@ def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams)
 
 def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     """The default Hopper parameters: the transposed product of a weight-streaming problem
-    (``swaps_operands``), or its narrow tiles (``STREAMING_NARROW_N``); otherwise persistent,
+    (``swaps_operands``), or its narrow tiles (``STREAMING_NARROW_N``), or block-scaled tiles
+    in pairs where they fill the last wave better (``BLOCK_PAIR_TILE``); otherwise persistent,
     warp-specialized, TMA-loaded, K split where a deep K meets few tiles (``hopper_splitk``),
     CTA pairs on large grids (``hopper_cluster``), the tile order grouped where a wave would
     spill L2 (``hopper_swizzle``), the epilogue staged through shared memory, stages filling
@@ -287,7 +309,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     if problem.horizontal > 1:
         return hopper_horizontal_params(problem, device)
     ask = Asker(scheduler_object("hopper"), problem, device)
-    tiles = _hopper_tiles(ask)
+    tiles = _block_pair_tiles(ask, _hopper_tiles(ask))
     swaps = swaps_operands(problem, device, unswapped_splits=tiles.splitk > 1)
     if swaps and (swapped := swapped_params(ask)) is not None:
         return swapped
@@ -302,6 +324,35 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     k_loops = ceil_div(ceil_div(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
     return params.with_overrides(stages=_ring(ask, params, k_loops, deep=tiles.deep, cap=cap))
+
+
+def _block_pair_tiles(ask: Asker, tiles: HopperTiles) -> HopperTiles:
+    """*tiles*, or for block-scaled chunks past one wave ``BLOCK_PAIR_TILE`` where it fills the
+    last wave by ``BLOCK_PAIR_FILL`` better and runs in CTA pairs (``_hopper_cluster``)."""
+    problem, device = ask.problem, ask.device
+    if not (problem.block_scaled and _chunked(tiles.warp.n) and tiles.splitk == 1):
+        return tiles
+    cta, warp = BLOCK_PAIR_TILE
+    units, pair_units = work_units(problem, tiles.cta), work_units(problem, cta)
+    gain = _wave_fill(pair_units, device) - _wave_fill(units, device)
+    if units <= device.sm_count or gain < BLOCK_PAIR_FILL:
+        return tiles
+    pair = scored_tile(ask, cta, warp)
+    if pair is None:
+        return tiles
+    params = hopper_candidate(ask, cta, warp, ask.fewest_stages())
+    return pair if _hopper_cluster(ask, params) == CTA_PAIR else tiles
+
+
+def _chunked(warp_n: int) -> bool:
+    """Whether a block-scaled warp tile *warp_n* wide is promoted by chunks: whole scale blocks
+    of columns, more than one."""
+    return warp_n > SCALE_BLOCK and warp_n % SCALE_BLOCK == 0
+
+
+def _wave_fill(units: int, device: Device) -> float:
+    """The share of the SMs' unit slots over the waves *units* take that holds a unit."""
+    return units / (ceil_div(units, device.sm_count) * device.sm_count)
 
 
 def hopper_horizontal_params(problem: MatmulProblem, device: Device) -> MatmulParams:

@@ -236,19 +236,63 @@ def test_the_default_plan_keeps_one_scale_block_per_set_of_sums(shape: tuple, wa
     assert violations(HOPPER, params, problem, H200) == []
 
 
+@pytest.mark.parametrize("cluster", [(2, 1), (4, 1), (1, 2), (1, 4)])
+@pytest.mark.parametrize(
+    "tiles",
+    [((128, 192, 128), (64, 192, 128)), ((128, 256, 128), (64, 256, 128)),
+     ((128, 128, 256), (64, 128, 256))],
+    ids=["straddling", "chunks", "two_blocks"],
+)  # fmt: skip
+def test_192_sums_run_in_clusters_along_one_axis(tiles: tuple, cluster: tuple) -> None:
+    """No STL/LDL in these kernels since the warp-uniform warpgroup index (nvdisasm), and the
+    pairs ran correct on the GPU (BENCHMARKS.md run 277): legal, in plans and in the generator."""
+    problem = _problem(8192, 8192, 8192)
+    (cta, warp), inst = tiles, {"instruction_tile": (64, tiles[1][1], 32)}
+    params = hopper_params(problem, H200).with_overrides(
+        cta_tile=cta, warp_tile=warp, cluster_dims=cluster, stages=3, **inst
+    )
+    assert block_sums(warp, cta[2]) == BLOCK_SUMS
+    assert violations(HOPPER, params, problem, H200) == []
+    HopperKernelConfig(
+        operand_dtype=mp.float8_e4m3fn, cta_tile=cta, warp_tile=warp, block_scaled=True,
+        cluster_m=cluster[0], cluster_n=cluster[1],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "tile", "cluster"),
+    [
+        ((8192, 8192, 8192), (128, 192), (2, 1)),  # fills its last wave 0.993 against 0.970
+        ((4096, 28672, 4096), (128, 256), (1, 1)),  # 0.983 against 0.970: level, chunks kept
+        ((4096, 6144, 4096), (128, 256), (1, 1)),  # 0.970 both
+        ((4096, 10240, 8192), (128, 256), (1, 1)),  # the 192 tiles fill worse
+    ],
+)
+def test_block_scaled_pairs_where_they_fill_the_last_wave_better(
+    shape: tuple, tile: tuple, cluster: tuple
+) -> None:
+    """128x192 tiles in CTA pairs where they fill the last wave 2% of the SMs better than the
+    64x256 chunks, which run alone (BENCHMARKS.md runs 275-277: in pairs 2-8% slower)."""
+    params = hopper_params(_problem(*shape), H200)
+    assert (params.cta_tile.m, params.cta_tile.n) == tile
+    assert tuple(params.cluster_dims) == cluster
+    assert params.stages == 4
+
+
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [
         ({"cta_tile": (128, 128, 192), "warp_tile": (64, 128, 192)}, "cta_tile", "128, 256"),
+        # over 128 sums a thread: a 2x2 cluster's consumers spill
         (
-            {"cta_tile": (128, 128, 256), "warp_tile": (64, 128, 256), "cluster_dims": (2, 1)},
+            {"cta_tile": (128, 128, 256), "warp_tile": (64, 128, 256), "cluster_dims": (2, 2)},
             "cluster_dims",
             "more than 128 sums",
         ),
         (
-            {"cta_tile": (128, 256, 128), "warp_tile": (64, 256, 128), "cluster_dims": (1, 2)},
+            {"cta_tile": (128, 192, 128), "warp_tile": (64, 192, 128), "cluster_dims": (2, 2)},
             "cluster_dims",
-            "more than 128 sums",
+            "2x2 cluster",
         ),
         # 224 columns meet three blocks of B's scales where they start 96 into one
         ({"cta_tile": (64, 224, 128), "warp_tile": (64, 224, 128)}, "cta_tile", "divide 128"),
@@ -289,10 +333,10 @@ def test_the_generator_refuses_what_block_scaling_cannot_build() -> None:
             operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 256, 256), warp_tile=(64, 256, 256),
             block_scaled=True,
         )  # fmt: skip
-    with pytest.raises(ValueError, match="a cluster's 232-register consumers spill"):
+    with pytest.raises(ValueError, match="consumers of a 2x2 cluster or of a cluster of splits"):
         HopperKernelConfig(
             operand_dtype=mp.float8_e4m3fn, cta_tile=(128, 128, 256), warp_tile=(64, 128, 256),
-            cluster_m=2, block_scaled=True,
+            cluster_m=2, cluster_n=2, block_scaled=True,
         )  # fmt: skip
     with pytest.raises(ValueError, match="block scales scale FP8 sums"):
         HopperKernelConfig(
