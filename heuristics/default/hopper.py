@@ -133,8 +133,8 @@ CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 # re-read A from shared memory, which a shared B tile does not relieve), or 128x192 tiles
 # straddling two blocks of B's scales in pairs along M, where those fill the last wave by
 # BLOCK_PAIR_FILL more of the SMs' unit slots. An H100, us, graph replays (BENCHMARKS.md runs
-# 275-277): 8192^3 (last-wave fill 0.993 against 0.970) 1,039-1,070 against 1,091-1,140 in
-# four rounds; 4096x28672x4096 (0.983 / 0.970) 963-978 against 966-994, level;
+# 275-278): 8192^3 (last-wave fill 0.993 against 0.970) 1,039-1,070 against 1,091-1,140 in
+# six rounds; 4096x28672x4096 (0.983 / 0.970) 963-978 against 966-994, level;
 # 4096x57344x8192 (0.993 / 0.987) 3,763-3,775 against 3,733-3,745, 0.8% slower; where the 192
 # tiles fill no better they tied or lost 1-9% (4096x6144x4096, 4096^3, 4096x4096x14336,
 # 4096x10240x8192, 4096x8192x28672, 2048x14336x5120), and alone they lost 3-9% at 8192^3

@@ -272,7 +272,7 @@ def test_block_scaled_pairs_where_they_fill_the_last_wave_better(
     shape: tuple, tile: tuple, cluster: tuple
 ) -> None:
     """128x192 tiles in CTA pairs where they fill the last wave 2% of the SMs better than the
-    64x256 chunks, which run alone (BENCHMARKS.md runs 275-277: in pairs 2-8% slower)."""
+    64x256 chunks, which run alone (BENCHMARKS.md runs 275-278: in pairs 2-8% slower)."""
     params = hopper_params(_problem(*shape), H200)
     assert (params.cta_tile.m, params.cta_tile.n) == tile
     assert tuple(params.cluster_dims) == cluster
