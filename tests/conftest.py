@@ -52,11 +52,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 0 if presence.cuda_device_count() else None
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``PYTEST_SHARD``'s (index, count), or a usage error that says what it takes."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise pytest.UsageError(
+            f"PYTEST_SHARD={text!r}: expected i/n with 0 <= i < n (shards count from 0: "
+            f"PYTEST_SHARD=0/4 ... 3/4 run every test once)"
+        )
+    return int(index), int(count)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # PYTEST_SHARD=i/n keeps every n-th test from the i-th (parallel GPU runs on one machine)
+    # PYTEST_SHARD=i/n keeps every n-th test from the i-th, i from 0 (parallel GPU runs on one
+    # machine); an i past n - 1 would keep none and pass in silence
     shard = os.environ.get("PYTEST_SHARD", "")
     if shard:
-        index, count = (int(p) for p in shard.split("/"))
+        index, count = _shard(shard)
         kept = [item for pos, item in enumerate(items) if pos % count == index]
         config.hook.pytest_deselected(items=[item for item in items if item not in kept])
         items[:] = kept
