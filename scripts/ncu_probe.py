@@ -10,16 +10,17 @@ launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
 
 Shapes given as arguments (``64x4096x4096 ...``, batched ``16x2048x2048x128``) replace the
 default rows; a shape may name a dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``;
-bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan
-(``64x4096x4096@c2``: the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``:
-FP8 on 128x128x128 tiles in pairs along M; ``@w256``: 64x256 warp tiles, block scales
-promoted by chunks). An epilogue of the tune corpus follows the dtype after a ``+``
+bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``:
+the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles
+in pairs along M; ``@w256``: 64x256 warp tiles, block scales promoted by chunks; ``@b192``,
+``@b160``: 128x192 or 128x160 tiles straddling two blocks of B's scales; ``@b192c``, ``@w256c``:
+in CTA pairs along M). An epilogue of the tune corpus follows the dtype after a ``+``
 (``4096x4096x4096/bfloat16+bias_gelu``), and ``@tma`` builds the default plan with the packed
 epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogues to the
-threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode
-scheduler allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172);
-``@g8`` walks the default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order),
-``@g1`` in none; ``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage.
+threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode scheduler
+allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172); ``@g8`` walks the
+default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order), ``@g1`` in none;
+``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage.
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -82,6 +83,10 @@ OVERRIDES: dict[str, dict] = {
     # FP8 128x160 or 128x192 tiles (block scales: each tile straddles two blocks of B's)
     "b160": {**_fp8_tiles((128, 160, 128), 64, 5), "cluster_dims": (1, 1)},
     "b192": {**_fp8_tiles((128, 192, 128), 64, 5), "cluster_dims": (1, 1)},
+    # the same in CTA pairs along M (the 8192^3 default's tile, at 5 stages: BENCHMARKS.md runs
+    # 275-278), and the chunks in pairs (slower than alone)
+    "b192c": {**_fp8_tiles((128, 192, 128), 64, 5), "cluster_dims": (2, 1)},
+    "w256c": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (2, 1)},
     # 16-bit 128x96 or 128x128 tiles of 64-deep stages, 6 of them (config_probe.py wide_n_wave)
     "n96": {**_tiles16((128, 96, 64), 64, 6), "cluster_dims": (1, 1)},
     "n128": {**_tiles16((128, 128, 64), 64, 6), "cluster_dims": (1, 1)},
