@@ -36,6 +36,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py narrow_ab    # the narrow streaming tiles against the old default
     python scripts/config_probe.py fp8_block    # block scales: tiles, K depth, rings, clusters
     python scripts/config_probe.py fp8_halves   # block scales on 64x256 warp tiles (chunks)
+    python scripts/config_probe.py fp8_block_clusters  # 128x192 block-scaled in clusters of 2-4
     python scripts/config_probe.py swizzle      # the persistent tile order's groups (L2 reuse)
     python scripts/config_probe.py swizzle_ab   # the grouped tile order against the old default
     python scripts/config_probe.py overlap      # 128x128 against 128x256 tiles, bare and fused
@@ -863,6 +864,31 @@ def fp8_halves_jobs() -> list[tuple[TuneProblem, str, Any]]:
         ov = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=4)
         jobs.append((tensor, "per tensor 128x256x128 s4",
                      _compiled(tensor, pm=hopper, overrides=ov)))  # fmt: skip
+    return jobs
+
+
+FP8_BLOCK_CLUSTER_SHAPES = [(8192, 8192, 8192), (4096, 28672, 4096), (4096, 57344, 8192),
+                            (4096, 6144, 4096), (2048, 14336, 5120)]  # fmt: skip
+
+
+def fp8_block_clusters_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Block-scaled e4m3 with 192 sums a consumer in clusters along one axis (legal since
+    runs 275-278): the default, the 64x256 chunks alone, and 128x192 (and 128x160) tiles
+    straddling two blocks of B's scales alone, in pairs and fours along M (B multicast) and
+    along N (A multicast)."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    jobs = []
+    for m, n, k in FP8_BLOCK_CLUSTER_SHAPES:
+        problem = TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="block")
+        jobs.append((problem, "default", _compiled(problem, pm=hopper)))
+        chunks = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=4, cluster_dims=(1, 1))
+        jobs.append((problem, "chunks alone", _compiled(problem, pm=hopper, overrides=chunks)))
+        for width, clusters in ((192, ((1, 1), (2, 1), (4, 1), (1, 2), (1, 4))), (160, ((2, 1),))):
+            for cluster in clusters:
+                ov = _wgmma_tiles((128, width, 128), (64, width, 128), k=32, stages=4,
+                                  cluster_dims=cluster)  # fmt: skip
+                label = f"128x{width} c{cluster[0]}x{cluster[1]}"
+                jobs.append((problem, label, _compiled(problem, pm=hopper, overrides=ov)))
     return jobs
 
 
@@ -1984,6 +2010,7 @@ def main(which: str) -> None:
             "narrow_ab": narrow_ab_jobs,
             "fp8_block": fp8_block_jobs,
             "fp8_halves": fp8_halves_jobs,
+            "fp8_block_clusters": fp8_block_clusters_jobs,
             "swizzle": swizzle_jobs,
             "swizzle_rows": lambda: swizzle_jobs(SWIZZLE_ROW_PROBLEMS),
             "swizzle_ab": swizzle_ab_jobs,
