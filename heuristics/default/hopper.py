@@ -129,17 +129,17 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
 # Block-scaled FP8 past one wave: 64x256 consumer tiles promoted by 64-column chunks, alone (in
-# pairs 2-8% slower, runs 275-276; our reading, not measured: their 16 m64n64 wgmmas a stage
-# re-read A from shared memory, which a shared B tile does not relieve), or 128x192 tiles
-# straddling two blocks of B's scales in pairs along M, where those fill the last wave by
-# BLOCK_PAIR_FILL more of the SMs' unit slots. An H100, us, graph replays (BENCHMARKS.md runs
-# 275-278): 8192^3 (last-wave fill 0.993 against 0.970) 1,039-1,070 against 1,091-1,140 in
-# six rounds; 4096x28672x4096 (0.983 / 0.970) 963-978 against 966-994, level;
-# 4096x57344x8192 (0.993 / 0.987) 3,763-3,775 against 3,733-3,745, 0.8% slower; where the 192
-# tiles fill no better they tied or lost 1-9% (4096x6144x4096, 4096^3, 4096x4096x14336,
-# 4096x10240x8192, 4096x8192x28672, 2048x14336x5120), and alone they lost 3-9% at 8192^3
-# (1,178-1,212). The threshold sits between the one row that gained and the two that did not:
-# three points, not a model
+# pairs 2-8% slower, runs 275-276; our reading, not measured: their 16 m64n64 wgmmas a stage re-read
+# A from shared memory, which a shared B tile does not relieve), or 128x192 tiles straddling two
+# blocks of B's scales in pairs along M, where those fill the last wave by BLOCK_PAIR_FILL more of
+# the SMs' unit slots. An H100, us, graph replays (BENCHMARKS.md runs 275-279): 8192^3 (last-wave
+# fill 0.993 against 0.970) 1,039-1,070 (11 timings, 4 or 5 stages) against the chunks' 1,091-1,140
+# (9); 4096x28672x4096 (0.983 / 0.970) 963-978 against 966-994, level; 4096x57344x8192 (0.993 /
+# 0.987) 3,763-3,775 against 3,733-3,745, 0.8% slower; where the 192 tiles fill no better they tied
+# or lost 1-9% (4096x6144x4096, 4096^3, 4096x4096x14336, 4096x10240x8192, 4096x8192x28672,
+# 2048x14336x5120), and alone they lost 3-9% at 8192^3 (1,178-1,212), in fours along M or pairs
+# along N 10-11% (1,169-1,176, run 279). The threshold sits between the one row that gained and the
+# two that did not: three points, not a model
 BLOCK_PAIR_FILL: Final = 0.02
 BLOCK_PAIR_TILE: Final = (
     TileShape(128, 192, SCALE_BLOCK),
