@@ -57,91 +57,38 @@ def test_block_scaled_matches_float64(
     assert compiled.spec.scheduler == "hopper" and compiled.kernel_name.endswith("_bs")
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        {"splitk_factor": 3},
-        {"cluster_dims": (2, 1)},
-        {"use_smem_epilogue": False},
-        {
-            "tiling_strategy": "persistent_pingpong",
-            "cta_tile": (64, 128, 128),
-            "warp_tile": (64, 128, 128),
-            "instruction_tile": (64, 128, 32),
-        },
-        {
-            "cta_tile": (128, 64, 128),
-            "warp_tile": (128, 64, 128),
-            "instruction_tile": (64, 64, 32),
-        },
-        # two scale blocks a stage (the default of large problems before the chunks)
-        {
-            "cta_tile": (128, 128, 256),
-            "warp_tile": (64, 128, 256),
-            "instruction_tile": (64, 128, 32),
-            "stages": 3,
-        },
-        # 64x256 warp tiles promoted by 64-column chunks; the last tile's second block of
-        # B's scales lies past N = 1040
-        {
-            "cta_tile": (128, 256, 128),
-            "warp_tile": (64, 256, 128),
-            "instruction_tile": (64, 256, 32),
-        },
-        {
-            "tiling_strategy": "persistent_pingpong",
-            "cta_tile": (64, 256, 128),
-            "warp_tile": (64, 256, 128),
-            "instruction_tile": (64, 256, 32),
-        },
-        # tiles straddling two blocks of B's scales: at N = 1040, 96- and 160-column tiles
-        # start 0, 32, 64 and 96 columns into a block, 192-column ones 0 and 64
-        *(
-            {
-                "cta_tile": (128, n, 128),
-                "warp_tile": (64, n, 128),
-                "instruction_tile": (64, n, 32),
-            }
-            for n in (96, 160, 192)
-        ),
-        {
-            "tiling_strategy": "persistent_pingpong",
-            "cta_tile": (64, 160, 128),
-            "warp_tile": (64, 160, 128),
-            "instruction_tile": (64, 160, 32),
-        },
-        # 192 sums a consumer in clusters along one axis: the default's 128x192 pairs along M
-        # of large problems, and chunks in pairs along N (legal, never the default)
-        {
-            "cta_tile": (128, 192, 128),
-            "warp_tile": (64, 192, 128),
-            "instruction_tile": (64, 192, 32),
-            "cluster_dims": (2, 1),
-        },
-        {
-            "cta_tile": (128, 256, 128),
-            "warp_tile": (64, 256, 128),
-            "instruction_tile": (64, 256, 32),
-            "cluster_dims": (1, 2),
-        },
-    ],
-    ids=[
-        "splitk3",
-        "cluster_pairs",
-        "register_epilogue",
-        "pingpong",
-        "two_row_blocks",
-        "two_blocks_a_stage",
-        "chunks",
-        "chunks_pingpong",
-        "straddle96",
-        "straddle160",
-        "straddle192",
-        "straddle160_pingpong",
-        "straddle192_pairs",
-        "chunks_pairs_along_n",
-    ],  # fmt: skip
-)
+def _tiles(m: int, n: int, k: int = 128, warp_m: int = 64, **more: object) -> dict:
+    """Overrides of the CTA tile m x n x k over warp tiles *warp_m* x n, one wgmma m64nNk32
+    a K step, and *more*."""
+    return {"cta_tile": (m, n, k), "warp_tile": (warp_m, n, k), "instruction_tile": (64, n, 32),
+            **more}  # fmt: skip
+
+
+PINGPONG = {"tiling_strategy": "persistent_pingpong"}
+VARIANTS = {
+    "splitk3": {"splitk_factor": 3},
+    "cluster_pairs": {"cluster_dims": (2, 1)},
+    "register_epilogue": {"use_smem_epilogue": False},
+    "pingpong": _tiles(64, 128, **PINGPONG),
+    "two_row_blocks": _tiles(128, 64, warp_m=128),
+    # two scale blocks a stage (the default of large problems before the chunks)
+    "two_blocks_a_stage": _tiles(128, 128, 256, stages=3),
+    # 64x256 warp tiles promoted by 64-column chunks; the last tile's second block of B's
+    # scales lies past N = 1040
+    "chunks": _tiles(128, 256),
+    "chunks_pingpong": _tiles(64, 256, **PINGPONG),
+    # tiles straddling two blocks of B's scales: at N = 1040, 96- and 160-column tiles start
+    # 0, 32, 64 and 96 columns into a block, 192-column ones 0 and 64
+    **{f"straddle{n}": _tiles(128, n) for n in (96, 160, 192)},
+    "straddle160_pingpong": _tiles(64, 160, **PINGPONG),
+    # 192 sums a consumer in clusters along one axis: the default's 128x192 pairs along M of
+    # large problems, and chunks in pairs along N (legal, never the default)
+    "straddle192_pairs": _tiles(128, 192, cluster_dims=(2, 1)),
+    "chunks_pairs_along_n": _tiles(128, 256, cluster_dims=(1, 2)),
+}
+
+
+@pytest.mark.parametrize("overrides", list(VARIANTS.values()), ids=list(VARIANTS))
 def test_block_scaled_kernel_variants_match_float64(
     pm: mp.PluginManager, checks: Checks, overrides: dict
 ) -> None:
