@@ -30,7 +30,7 @@ BLOCK_CTA_KS: Final = (SCALE_BLOCK, 2 * SCALE_BLOCK)
 # clusters along one axis (nvdisasm: no STL/LDL in 64x128 tiles of 256-deep stages, 64x160,
 # 64x192 and 64x256 chunks in pairs or fours along M or N, since the warp-uniform warpgroup
 # index; the pairs ran correct on the GPU, BENCHMARKS.md runs 275-278). Over 128, a 2x2 cluster's
-# consumers spill (4-7 STL), and a cluster of splits leaves its consumers 224: there they run
+# consumers spill (3-7 STL), and a cluster of splits leaves its consumers 224: there they run
 # alone
 BLOCK_SUMS: Final = 192
 BLOCK_CLUSTER_SUMS: Final = 128
