@@ -398,6 +398,27 @@ def case_tn_e4m3_block_chunks_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 256, 128), (64, 256, 128), 2, k=32), **PERSISTENT}
 
 
+def case_tn_e4m3_block_chunks_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales on 64x256 chunks in CTA pairs along M that multicast B (192 sums a
+    consumer in a cluster; the tuner's space and ``config_probe.py fp8_chunks_ab`` run them);
+    M = 200 is one pair, ragged; N = 600: three pair units, the last one's second block past
+    N; K = 432: four stages, the last of 48."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 600, 432, mp.float8_e4m3fn)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
+    return {**_tile((128, 256, 128), (64, 256, 128), 2, k=32), **PERSISTENT,
+            "cluster_dims": (2, 1)}  # fmt: skip
+
+
+def case_tn_e5m2_block_chunks_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
+    """Block scales, e5m2, on 64x256 chunks with ping-pong consumers (each its own units, the
+    other's turn handed over once a unit's chunks are all issued and promoted); ragged M (130:
+    three row tiles) and K (304), N = 512: six units, float16 out."""
+    a, b, sa, sb = _block_scaled(fd, mp, 130, 512, 304, mp.float8_e5m2)
+    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.float16))
+    return {**_tile((64, 256, 128), (64, 256, 128), 2, k=32),
+            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+
+
 def case_tn_e4m3_block_straddle_192(fd: Any, mp: Any) -> dict[str, Any]:
     """Block scales on 128x192 tiles (two consumers of 64x192): a tile straddles two blocks of
     B's scales, cut 128 columns in (origin 0) or 64 (origin 192); N = 400, so the third tile's
@@ -873,6 +894,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_straddle_192",
+       "tn_e4m3_block_chunks_cluster_pairs", "tn_e5m2_block_chunks_pingpong",
        "tn_e4m3_block_straddle_192_cluster_pairs",
        "tn_e5m2_block_straddle_160_pingpong",
        "tn_e4m3_block_pingpong_two_row_blocks",
@@ -897,6 +919,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
+         "tn_e4m3_block_chunks_cluster_pairs": 3, "tn_e5m2_block_chunks_pingpong": 6,
          "tn_e4m3_block_out_e4m3_amax": 4, "tn_e4m3_block_straddle_192": 6,
          "tn_e4m3_block_straddle_192_cluster_pairs": 3,
          "tn_e4m3_block_straddle_160_each_cut": 8, "tn_e4m3_block_straddle_96_two_consumers": 4,
