@@ -5,9 +5,10 @@ leave every generated kernel identical, byte for byte. This script enumerates a 
 deterministic list of plans (a fusion, a device preset, a plugin selection and optional
 MatmulParams overrides) over the three schedulers, every epilogue kind, both 16-bit dtypes,
 the four layouts, batch, split-K, horizontal fusion, ping-pong, CTA pairs, operand prologues,
-symbolic extents and segmented fusions, compiles each with a hermetic strict plugin manager
-(no entry points: installed plugins change no plan) and hashes each kernel's ``compiled.source``
-(generating source needs neither NVVM nor a GPU)::
+symbolic extents, segmented fusions and FP8 ``scaled_mm`` (per tensor, per row, block
+scales), compiles each with a hermetic strict plugin manager (no entry points: installed
+plugins change no plan) and hashes each kernel's ``compiled.source`` (generating source needs
+neither NVVM nor a GPU)::
 
     python scripts/source_snapshot.py --write scripts/source_snapshot.json \
         --keep /tmp/source_snapshot               # on the tree before the change
@@ -48,6 +49,8 @@ import mmaplug as mp
 DEFAULT_KEEP = Path("/tmp/source_snapshot")
 KEEP_MARKER = ".source_snapshot"  # only a folder holding it is cleared by --write --keep
 LAYOUTS = ("TN", "TT", "NT", "NN")
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+SCALES = ("tensor", "row", "block")
 # features a compiled plan is checked against (the others are how the fusion was written)
 CHECKED = frozenset({"hopper", "ampere", "decode", "splitk", "pingpong", "cluster", "batch",
                      "horizontal", "segmented", "symbolic", "prologue", "swap", "kcluster",
@@ -81,6 +84,12 @@ class Gemm:
     prologue: tuple[str, str] = ("none", "none")
     a_dtype: str | None = None  # A's input dtype when a prologue casts it
     symbolic: str = ""
+    scale: str = ""  # ``scaled_mm`` of FP8 operands: "tensor", "row" or "block" scales
+
+    @property
+    def scaled(self) -> bool:
+        """A ``scaled_mm`` of FP8 operands (K-major both: layout TN), float32 product."""
+        return self.op == "scaled_mm"
 
     def __attrs_post_init__(self) -> None:
         needs = EPILOGUES[self.epilogue].needs if self.epilogue in EPILOGUES else "?"
@@ -88,13 +97,18 @@ class Gemm:
                 "h3": self.h == 3}.get(needs, False)  # fmt: skip
         if self.layout not in LAYOUTS or not fits:
             raise ValueError(f"epilogue {self.epilogue!r} or layout does not fit {self}")
+        fp8 = self.dtype in FP8_DTYPES
+        if fp8 != self.scaled or (fp8 and (self.scale not in SCALES or self.layout != "TN"
+                                           or self.out is None or self.h > 1)):  # fmt: skip
+            raise ValueError(f"an FP8 scaled_mm takes a scale, layout TN and an out: {self}")
 
     @property
     def tag(self) -> str:
         """A short readable name for plan ids."""
         shape = f"{self.m}x{self.n}x{self.k}" + (f"b{self.batch}" if self.batch > 1 else "")
-        dt = {"float16": "f16", "bfloat16": "bf16"}[self.dtype]
-        return f"{self.layout}_{dt}_{shape}"
+        dt = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3",
+              "float8_e5m2": "e5m2"}[self.dtype]  # fmt: skip
+        return f"{self.layout}_{dt}{self.scale and '_' + self.scale}_{shape}"
 
     def features(self) -> set[str]:
         """What this fusion exercises (dtype, layout, epilogue kind, batch, ...)."""
@@ -108,6 +122,8 @@ class Gemm:
             found |= {"prologue", *(f"prologue:{p}" for p in self.prologue if p != "none")}
         if self.symbolic:
             found.add("symbolic")
+        if self.scale:
+            found.add(f"scale:{self.scale}")
         return found
 
     def build(self, symbolic: bool = True) -> mp.FusionDefinition:
@@ -127,7 +143,8 @@ class _Builder:
 
     def __init__(self, fd: mp.FusionDefinition, g: Gemm, symbolic: str) -> None:
         self.fd, self.g, self.ops = fd, g, fd.ops
-        self.dt = getattr(mp, g.dtype)
+        # (the epilogue's tensors of an FP8 product are of its output's type)
+        self.dt = getattr(mp, g.out if g.scaled else g.dtype)  # type: ignore[arg-type]
         self.out_dt = getattr(mp, g.out or g.dtype)
         self.sym_m, self.sym_b = "m" in symbolic, "b" in symbolic
         folded = g.op == "linear" and g.batch > 1  # x [b, m, k] @ w.T: batch folds into M
@@ -235,6 +252,18 @@ class _Builder:
             return ops.fused_multiply_sum(a3, b3, [-1])
         return ops.sum(ops.mul(a3, b3), [-1])
 
+    def _scaled_product(self) -> Any:
+        """FP8 A [m, k] and B [k, n], K-major both, and the scales of ``Gemm.scale``: ``[]``
+        each, A's rows [m, 1] and B's columns [1, n], or DeepSeek-V3's blocks, A's [m, k / 128]
+        and B's [k / 128, n / 128]; the product in float32."""
+        g, f32 = self.g, mp.float32
+        a = self.tensor([g.m, g.k], getattr(mp, g.dtype), [1, 0])
+        b = self.tensor([g.k, g.n], getattr(mp, g.dtype), [0, 1])
+        kb, nb = -(-g.k // 128), -(-g.n // 128)
+        shapes = {"tensor": ([], []), "row": ([g.m, 1], [1, g.n]), "block": ([g.m, kb], [kb, nb])}
+        sa, sb = (self.tensor(shape, f32) for shape in shapes[g.scale])
+        return self.ops.scaled_mm(a, b, sa, sb, out_dtype=f32)
+
     def run(self) -> None:
         g = self.g
         if g.op == "squeeze_set":  # operands through squeeze and set: A [1, m, k], B [n, k, 1]
@@ -244,6 +273,8 @@ class _Builder:
             a3 = self.ops.broadcast_in_dim(a2, [g.m, 1, g.k], [0, 2])
             b3 = self.ops.broadcast_in_dim(b2, [1, g.n, g.k], [1, 2])
             ys = [self.ops.fused_multiply_sum(a3, b3, [-1])]
+        elif g.scaled:
+            ys = [self._scaled_product()]
         elif g.op == "linear_bias":
             a = self._a()
             w = self.tensor([g.n, g.k], order=[1, 0] if g.layout[1] == "N" else [0, 1])
@@ -264,7 +295,7 @@ class Epilogue:
     needs: str = ""  # where it applies: "" one product, "batch", "h2" (h >= 2), "h3" (h == 3)
 
     def outputs(self, g: Gemm) -> list[str]:
-        acc = "float32" if g.op in ("fms", "mul_sum", "squeeze_set") else g.dtype
+        acc = "float32" if g.op in ("fms", "mul_sum", "squeeze_set", "scaled_mm") else g.dtype
         return [acc if d == "acc" else d or g.out or g.dtype for d in self.dtypes]
 
 
@@ -348,6 +379,7 @@ def _epilogues() -> dict[str, Epilogue]:
             lambda b, ys: b.emit(b.ops.gelu(b.ops.add(ys[0], b.bias_batch_n()))), needs="batch"
         ),
         "sum_cut": E(_sum_cut, (F32,)),
+        "fp8_amax": E(_fp8_amax, ("float8_e4m3fn", F32)),
         # horizontal: h products sharing A
         "swiglu": E(lambda b, ys: b.emit(_silu_product(b, ys)), needs="h2"),
         "swiglu_bias_scalar": E(
@@ -378,6 +410,14 @@ def _three_outputs(b: _Builder, ys: list[Any]) -> None:
     b.emit(ys[0])
     b.emit(b.ops.sigmoid(ys[0]), mp.bfloat16)
     b.emit(b.ops.add(ys[0], b.bias_n()), mp.float32)
+
+
+def _fp8_amax(b: _Builder, ys: list[Any]) -> None:
+    """Delayed scaling: the product times an output scale, stored as e4m3 (saturating), and
+    its float32 amax beside it."""
+    scaled = b.ops.mul(ys[0], b.tensor([], mp.float32))
+    b.fd.add_output(b.ops.cast(scaled, mp.float8_e4m3fn))
+    b.fd.add_output(b.ops.amax(scaled, [0, 1]))
 
 
 def _sum_cut(b: _Builder, ys: list[Any]) -> None:
@@ -883,6 +923,56 @@ def _symbolic_plans() -> Iterator[Plan]:
                extra=frozenset({"segmented"}))  # fmt: skip
 
 
+def _fp8(m: int, n: int, k: int, scale: str, epilogue: str = "cast", out: str = "bfloat16",
+         dtype: str = "float8_e4m3fn") -> Gemm:  # fmt: skip
+    return Gemm("TN", dtype, m, n, k, op="scaled_mm", scale=scale, epilogue=epilogue, out=out)
+
+
+def _fp8_hopper(cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int = 2,
+                **extra: object) -> dict[str, object]:  # fmt: skip
+    return {**_hopper(cta, warp, stages, **extra), "instruction_tile": (64, warp[1], 32)}
+
+
+def _fp8_plans() -> Iterator[Plan]:
+    """FP8 scaled_mm (issue 24): the defaults of per-tensor, per-row and block scales over the
+    shapes whose plans differ (block scales: two blocks a stage, 128x128, the 64x256 chunks,
+    128x192 straddling two blocks of B's scales in CTA pairs), the decode kernel, and hopper's
+    variants by override: the chunks in pairs and with ping-pong consumers, 128x160 tiles,
+    split-K, stream-K, ping-pong e5m2, an e4m3 output with its amax."""
+    defaults = (
+        (_fp8(4096, 4096, 4096, "tensor"), "hopper"),
+        (_fp8(4096, 4096, 4096, "row", "bias_gelu"), "hopper"),
+        (_fp8(4096, 4096, 4096, "block"), "hopper"),
+        (_fp8(8192, 8192, 8192, "block"), "hopper"),
+        (_fp8(128, 4096, 4096, "block"), "hopper"),
+        (_fp8(1000, 1040, 528, "block", "bias_gelu"), "hopper"),
+        (_fp8(64, 4096, 4096, "tensor"), "hopper"),
+        (_fp8(1, 4096, 4096, "tensor"), "decode"),
+        (_fp8(16, 4096, 4096, "row", "bias"), "decode"),
+    )
+    for g, scheduler in defaults:
+        yield Plan(f"fp8/default/{g.epilogue}_{g.tag}", g, "h200", scheduler)
+    chunks = _fp8_hopper((128, 256, 128), (64, 256, 128), 4, **PERSISTENT)
+    variants = (
+        ("chunks_pairs", _fp8(520, 600, 432, "block"), {**chunks, "cluster_dims": (2, 1)}),
+        ("chunks_pingpong", _fp8(130, 512, 304, "block", out="float16", dtype="float8_e5m2"),
+         _fp8_hopper((64, 256, 128), (64, 256, 128), 2, **PINGPONG)),
+        ("straddle160", _fp8(200, 400, 304, "block"),
+         _fp8_hopper((128, 160, 128), (64, 160, 128), 4, **PERSISTENT)),
+        ("two_blocks_splitk2", _fp8(128, 200, 1024, "block", "relu"),
+         _fp8_hopper((64, 64, 256), (64, 64, 256), 3, splitk_factor=2, **PERSISTENT)),
+        ("streamk2", _fp8(256, 256, 2048, "block"),
+         _fp8_hopper((128, 128, 128), (64, 128, 128), 4, splitk_factor=2,
+                     tiling_strategy="persistent_streamk")),
+        ("pingpong", _fp8(128, 64, 256, "tensor", out="float16", dtype="float8_e5m2"),
+         _fp8_hopper((64, 64, 256), (64, 64, 256), 2, **PINGPONG)),
+        ("amax", _fp8(70, 80, 160, "row", "fp8_amax"),
+         _fp8_hopper((64, 64, 128), (64, 64, 128), 2, **PERSISTENT)),
+    )  # fmt: skip
+    for what, g, overrides in variants:
+        yield Plan(f"fp8/{what}_{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
+
+
 def _segmented_plans() -> Iterator[Plan]:
     """An epilogue no kernel takes (a row sum): a pointwise segment after the kernel."""
     for device, scheduler, layout in (("h200", "hopper", "TN"), ("a100", "ampere", "NT")):
@@ -896,7 +986,7 @@ def plans() -> list[Plan]:
     found = [
         *_default_plans(), *_epilogue_plans(), *_hopper_plans(), *_horizontal_plans(),
         *_ampere_plans(), *_prologue_plans(), *_symbolic_plans(), *_segmented_plans(),
-        *_tma_store_plans(), *_decode_plans(),
+        *_tma_store_plans(), *_decode_plans(), *_fp8_plans(),
     ]  # fmt: skip
     seen = collections.Counter(p.id for p in found)
     if dupes := [i for i, c in seen.items() if c > 1]:

@@ -21,6 +21,8 @@ REQUIRED = {
     "cluster", "symbolic", "prologue", "segmented", "smem_epilogue", "register_epilogue",
     "default_params",
     "TN", "TT", "NT", "NN", "float16", "bfloat16", "out:float16", "out:bfloat16", "out:float32",
+    "float8_e4m3fn", "float8_e5m2", "scale:tensor", "scale:row", "scale:block",
+    "out:float8_e4m3fn",
 }  # fmt: skip
 
 
