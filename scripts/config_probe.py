@@ -59,6 +59,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py wide_n  # tiles of the widths between 64 and 256: A/B
     python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
+    python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -67,6 +68,14 @@ to 64 in this process only and times its warps and chunks in flight beside hoppe
 with split-K 1, 2 and 4. ``fp8`` times ping-pong consumers (one warpgroup's epilogue under the
 other's main loop) against the default on FP8 products, bare and with bias + GELU, against
 ``torch._scaled_mm``. A configuration the rules refuse is named on stderr and skipped.
+
+Each plan's graph is replayed alone by default. ``--in-turn`` replays it in turn with
+cuBLAS's, as ``mmaplug targets`` does (each reported time then comes from those turns, and so
+does cuBLAS's of the plan's line): at the 700 W cap a kernel's time can depend on what ran
+before it, and runs 280-285 ranked the same block-scaled kernels one way replayed alone and
+the other way in turn (docs/decisions.md, "Block-scaled FP8 against its target")::
+
+    python scripts/config_probe.py fp8_chunks_ab --in-turn
 """
 
 from __future__ import annotations
@@ -89,7 +98,7 @@ from mmaplug.ir.dtypes import DType
 from mmaplug.runtime.compile import compile as compile_fusion
 from mmaplug.runtime.prebuild import prebuild
 from mmaplug.tune.corpus import TuneProblem
-from mmaplug.tune.measure import graph_us, rel_error
+from mmaplug.tune.measure import graph_us, interleaved_graph_us, rel_error
 from mmaplug.tune.work import problem_inputs, reference
 
 
@@ -1970,7 +1979,37 @@ def cluster_start_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p, plans)) for p, plans in CLUSTER_START_SETS), rounds=3)
 
 
-def main(which: str) -> None:
+#: block-scaled problems where the 64x256 chunks or 128x192 pairs are the default (runs
+#: 275-279), for ``fp8_chunks_ab`` (runs 280-281)
+FP8_CHUNKS_SHAPES = [(8192, 8192, 8192), (4096, 28672, 4096), (2048, 14336, 5120),
+                     (4096, 4096, 4096), (4096, 10240, 8192), (4096, 6144, 4096),
+                     (4096, 4096, 14336), (4096, 8192, 28672)]  # fmt: skip
+
+
+def fp8_chunks_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """Block-scaled e4m3: the 64x256 chunks alone and in pairs along M, and 128x192 in pairs
+    along M (between them the defaults), three rounds in turn, each plan replayed alone; run
+    in two installs (runs 280-281: the chunk loop of branch ``chunk-overlap``) in alternating
+    processes, each with its own cache. ``mmaplug targets --issue 24`` times the defaults in
+    turn with cuBLASLt's replays, and there the same kernels ranked otherwise (runs 283-285,
+    docs/decisions.md, "Block-scaled FP8 against its target")."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    chunks = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=4)
+    wide = _wgmma_tiles((128, 192, 128), (64, 192, 128), k=32, stages=4)
+    plans = {"chunks alone": {**chunks, "cluster_dims": (1, 1)},
+             "chunks pairs": {**chunks, "cluster_dims": (2, 1)},
+             "128x192 pairs": {**wide, "cluster_dims": (2, 1)}}  # fmt: skip
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        return [(label, _compiled(problem, pm=hopper, overrides=ov))
+                for label, ov in plans.items()]  # fmt: skip
+
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="block")
+                for m, n, k in FP8_CHUNKS_SHAPES]  # fmt: skip
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+
+
+def main(which: str, in_turn: bool = False) -> None:
     jobs = [
         job
         for job in {
@@ -2041,25 +2080,33 @@ def main(which: str) -> None:
             "wide_n": wide_n_jobs,
             "wide_n_wave": wide_n_wave_jobs,
             "cluster_start": cluster_start_jobs,
+            "fp8_chunks_ab": fp8_chunks_ab_jobs,
         }[which]()
         if job[2]
     ]
     start = time.time()
     prebuild([compiled for _, _, compiled in jobs], workers=14)
     print(f"built {len(jobs)} configurations in {time.time() - start:.0f} s", flush=True)
-    seen: dict[str, tuple[Any, Any, float]] = {}
+    seen: dict[str, tuple[Any, Any, Any, float]] = {}
     for problem, label, compiled in jobs:
         if problem.key not in seen:
             inputs = problem_inputs(problem)
-            seen[problem.key] = (inputs, reference(problem, inputs),
-                                 graph_us(torch_call(problem, inputs)))  # fmt: skip
-        inputs, ref, theirs = seen[problem.key]
+            torch_fn = torch_call(problem, inputs)
+            seen[problem.key] = (inputs, reference(problem, inputs), torch_fn,
+                                 graph_us(torch_fn))  # fmt: skip
+        inputs, ref, torch_fn, theirs = seen[problem.key]
         bind = _bind_whole if label.endswith(WHOLE) else lambda c, i: c.execute(i)
         promoted = mock.patch.object(tensormap, "L2_PROMOTION", 256)
         with promoted if label.endswith(L2_256) else contextlib.nullcontext():  # maps encoded
             error = rel_error(bind(compiled, inputs)[0], ref)
             call = lambda c=compiled, i=inputs: c.execute(i)  # noqa: E731
-            ours = graph_us(call) if error < 1e-2 else float("nan")
+            if error >= 1e-2:
+                ours = float("nan")
+            elif in_turn:  # (cuBLAS's time from the same turns)
+                both = interleaved_graph_us({"ours": call, "torch": torch_fn})
+                ours, theirs = both["ours"], both["torch"]
+            else:
+                ours = graph_us(call)
         batch = f"{problem.batch}x" if problem.batch > 1 else ""
         print(f"{batch}{problem.m}x{problem.n}x{problem.k:<6} {label:<44} ours {ours:8.1f} us  "
               f"cuBLAS {theirs:8.1f} us  ratio {theirs / ours:5.2f}  err {error:.1e}  "
@@ -2072,4 +2119,5 @@ def main(which: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "splitk")
+    args = [a for a in sys.argv[1:] if a != "--in-turn"]
+    main(args[0] if args else "splitk", in_turn="--in-turn" in sys.argv[1:])
