@@ -401,9 +401,9 @@ def case_tn_e4m3_block_chunks_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
 def case_tn_e4m3_block_chunks_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
     """Block scales on 64x256 chunks in CTA pairs along M that multicast B (192 sums a
     consumer in a cluster; the tuner's space and ``config_probe.py fp8_chunks_ab`` run them);
-    M = 200 is one pair, ragged; N = 600: three pair units, the last one's second block past
-    N; K = 432: four stages, the last of 48."""
-    a, b, sa, sb = _block_scaled(fd, mp, 200, 600, 432, mp.float8_e4m3fn)
+    M = 200 is one pair, ragged; N = 300: two pair units, the last one's second block past N;
+    K = 304: three stages, the last of 48."""
+    a, b, sa, sb = _block_scaled(fd, mp, 200, 300, 304, mp.float8_e4m3fn)
     fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, out_dtype=mp.bfloat16))
     return {**_tile((128, 256, 128), (64, 256, 128), 2, k=32), **PERSISTENT,
             "cluster_dims": (2, 1)}  # fmt: skip
@@ -878,9 +878,9 @@ KCLUSTERED = {name for name in CASES if "_kcluster" in name}  # (their epilogue 
 STREAMED = {name for name in CASES if "_streamk" in name}
 # cases whose epilogue packs the outputs in shared memory and stores 16-byte vectors: all but
 # those storing from registers (use_smem_epilogue=False) and the staged ones whose rows are
-# not 16-byte units (N = 90; FP8 N = 72, 74; stream-K N = 60)
+# not 16-byte units (N = 90; FP8 N = 72, 74; block-scaled N = 300; stream-K N = 60)
 PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_epilogue_relu_aux",
-                       "tn_e4m3_block_chunks_two_consumers",
+                       "tn_e4m3_block_chunks_two_consumers", "tn_e4m3_block_chunks_cluster_pairs",
                        "tn_f16_splitk4_empty_split", "tn_e4m3_out_e4m3_registers_dequantized",
                        "tn_e5m2_out_e5m2_staged_saturating",
                        "tn_e4m3_out_e4m3_staged_bytes", "tn_e4m3_fp8_residual_and_bias_staged",
@@ -894,7 +894,7 @@ PACKED = set(CASES) - {"nt_bf16_bias_gelu", "nn_splitk2_relu_aux", "tn_f16_smem_
                        } - SWAPPED - KCLUSTERED  # fmt: skip
 # cases whose packed chunks leave by TMA stores (casts only, no workspace, more units than CTAs)
 TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_straddle_192",
-       "tn_e4m3_block_chunks_cluster_pairs", "tn_e5m2_block_chunks_pingpong",
+       "tn_e5m2_block_chunks_pingpong",
        "tn_e4m3_block_straddle_192_cluster_pairs",
        "tn_e5m2_block_straddle_160_pingpong",
        "tn_e4m3_block_pingpong_two_row_blocks",
@@ -919,7 +919,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tn_e5m2_block_splitk2_cluster_pairs": 4,
          "tn_e4m3_block_pingpong_two_row_blocks": 4,
          "tn_e4m3_block_pairs_k256_ragged": 8, "tn_e4m3_block_chunks_two_consumers": 4,
-         "tn_e4m3_block_chunks_cluster_pairs": 3, "tn_e5m2_block_chunks_pingpong": 6,
+         "tn_e4m3_block_chunks_cluster_pairs": 2, "tn_e5m2_block_chunks_pingpong": 6,
          "tn_e4m3_block_out_e4m3_amax": 4, "tn_e4m3_block_straddle_192": 6,
          "tn_e4m3_block_straddle_192_cluster_pairs": 3,
          "tn_e4m3_block_straddle_160_each_cut": 8, "tn_e4m3_block_straddle_96_two_consumers": 4,
