@@ -1993,12 +1993,14 @@ def fp8_chunks_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     processes, each with its own cache. ``mmaplug targets --issue 24`` times the defaults in
     turn with cuBLASLt's replays, and there the same kernels ranked otherwise (runs 283-285,
     docs/decisions.md, "Block-scaled FP8 against its target")."""
+    from ncu_probe import OVERRIDES
+
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    chunks = _wgmma_tiles((128, 256, 128), (64, 256, 128), k=32, stages=4)
-    wide = _wgmma_tiles((128, 192, 128), (64, 192, 128), k=32, stages=4)
-    plans = {"chunks alone": {**chunks, "cluster_dims": (1, 1)},
-             "chunks pairs": {**chunks, "cluster_dims": (2, 1)},
-             "128x192 pairs": {**wide, "cluster_dims": (2, 1)}}  # fmt: skip
+    plans = {
+        "chunks alone": OVERRIDES["w256"],
+        "chunks pairs": OVERRIDES["w256c"],
+        "128x192 pairs": {**OVERRIDES["b192c"], "stages": 4},  # (the default's ring)
+    }
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         return [(label, _compiled(problem, pm=hopper, overrides=ov))

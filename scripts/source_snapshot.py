@@ -488,8 +488,9 @@ class Plan:
 
 
 def _hopper(cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int = 2,
-            **extra: object) -> dict[str, object]:  # fmt: skip
-    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], 16),
+            k: int = 16, **extra: object) -> dict[str, object]:  # fmt: skip
+    """Overrides of hopper's tiles: the wgmma of the warp tile's N and *k* (32 for FP8)."""
+    return {"cta_tile": cta, "warp_tile": warp, "instruction_tile": (64, warp[1], k),
             "stages": stages, **extra}  # fmt: skip
 
 
@@ -928,11 +929,6 @@ def _fp8(m: int, n: int, k: int, scale: str, epilogue: str = "cast", out: str = 
     return Gemm("TN", dtype, m, n, k, op="scaled_mm", scale=scale, epilogue=epilogue, out=out)
 
 
-def _fp8_hopper(cta: tuple[int, int, int], warp: tuple[int, int, int], stages: int = 2,
-                **extra: object) -> dict[str, object]:  # fmt: skip
-    return {**_hopper(cta, warp, stages, **extra), "instruction_tile": (64, warp[1], 32)}
-
-
 def _fp8_plans() -> Iterator[Plan]:
     """FP8 scaled_mm (issue 24): the defaults of per-tensor, per-row and block scales over the
     shapes whose plans differ (block scales: two blocks a stage, 128x128, the 64x256 chunks,
@@ -952,22 +948,22 @@ def _fp8_plans() -> Iterator[Plan]:
     )
     for g, scheduler in defaults:
         yield Plan(f"fp8/default/{g.epilogue}_{g.tag}", g, "h200", scheduler)
-    chunks = _fp8_hopper((128, 256, 128), (64, 256, 128), 4, **PERSISTENT)
+    chunks = _hopper((128, 256, 128), (64, 256, 128), 4, k=32, **PERSISTENT)
     variants = (
         ("chunks_pairs", _fp8(520, 600, 432, "block"), {**chunks, "cluster_dims": (2, 1)}),
         ("chunks_pingpong", _fp8(130, 512, 304, "block", out="float16", dtype="float8_e5m2"),
-         _fp8_hopper((64, 256, 128), (64, 256, 128), 2, **PINGPONG)),
+         _hopper((64, 256, 128), (64, 256, 128), 2, k=32, **PINGPONG)),
         ("straddle160", _fp8(200, 400, 304, "block"),
-         _fp8_hopper((128, 160, 128), (64, 160, 128), 4, **PERSISTENT)),
+         _hopper((128, 160, 128), (64, 160, 128), 4, k=32, **PERSISTENT)),
         ("two_blocks_splitk2", _fp8(128, 200, 1024, "block", "relu"),
-         _fp8_hopper((64, 64, 256), (64, 64, 256), 3, splitk_factor=2, **PERSISTENT)),
+         _hopper((64, 64, 256), (64, 64, 256), 3, k=32, splitk_factor=2, **PERSISTENT)),
         ("streamk2", _fp8(256, 256, 2048, "block"),
-         _fp8_hopper((128, 128, 128), (64, 128, 128), 4, splitk_factor=2,
+         _hopper((128, 128, 128), (64, 128, 128), 4, k=32, splitk_factor=2,
                      tiling_strategy="persistent_streamk")),
         ("pingpong", _fp8(128, 64, 256, "tensor", out="float16", dtype="float8_e5m2"),
-         _fp8_hopper((64, 64, 256), (64, 64, 256), 2, **PINGPONG)),
+         _hopper((64, 64, 256), (64, 64, 256), 2, k=32, **PINGPONG)),
         ("amax", _fp8(70, 80, 160, "row", "fp8_amax"),
-         _fp8_hopper((64, 64, 128), (64, 64, 128), 2, **PERSISTENT)),
+         _hopper((64, 64, 128), (64, 64, 128), 2, k=32, **PERSISTENT)),
     )  # fmt: skip
     for what, g, overrides in variants:
         yield Plan(f"fp8/{what}_{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
