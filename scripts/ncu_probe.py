@@ -20,7 +20,10 @@ epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogu
 threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode scheduler
 allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172); ``@g8`` walks the
 default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order), ``@g1`` in none;
-``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage.
+``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage. ``@ss2`` and
+``@ss2c``: the swapped skinny default with K split 2, through the workspace or in the cluster;
+``@sw16c2``, ``@sw16c2k``, ``@sw8c2``: cuBLAS's 16-bit skinny decomposition (the transposed
+product on 64x16 or 64x8 tiles in pairs along N sharing the weight; BENCHMARKS.md run 288).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -63,6 +66,18 @@ def _fp8_tiles(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
 def _tiles16(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
     """``_fp8_tiles`` for 16-bit operands (K = 16 a wgmma)."""
     return {**_fp8_tiles(cta, warp_m, stages), "instruction_tile": (64, cta[1], 16)}
+
+
+def _swapped(cta: tuple[int, int, int], stages: int) -> dict:
+    """16-bit transposed-product tiles of one consumer (the swap's register epilogue)."""
+    return {**_tiles16(cta, 64, stages), "swap_ab": True, "use_smem_epilogue": False,
+            "tiling_strategy": "persistent"}  # fmt: skip
+
+
+def _swap_split(in_cluster: bool) -> dict:
+    """The default's swapped tile with K split 2 (summed in the cluster or the workspace)."""
+    return {"swap_ab": True, "splitk_factor": 2, "splitk_in_cluster": in_cluster,
+            "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
 
 
 _FP8_128 = _fp8_tiles((128, 128, 128), 64, 6)
@@ -113,6 +128,16 @@ OVERRIDES: dict[str, dict] = {
         "use_smem_epilogue": False,
         "tiling_strategy": "persistent",
     },
+    # the swapped skinny plan with K split 2, summed in the cluster of the splits or through the
+    # workspace (cuBLAS runs bf16 32x4096x4096 split 2 over 128 CTAs; config_probe.py swap_split)
+    "ss2c": _swap_split(in_cluster=True),
+    "ss2": _swap_split(in_cluster=False),
+    # cuBLAS's 16-bit skinny shape (run 287: nvjet_sm90_tst_64x16_64x16_1x2 at 32x4096x4096):
+    # the transposed product on 64x16 tiles, 64 of K a stage, 16 stages, in pairs along N that
+    # share the weight tile; with 128 of K and 8 stages; 64x8 tiles for 16 rows
+    "sw16c2": {**_swapped((64, 16, 64), 16), "cluster_dims": (1, 2)},
+    "sw16c2k": {**_swapped((64, 16, 128), 8), "cluster_dims": (1, 2)},
+    "sw8c2": {**_swapped((64, 8, 64), 16), "cluster_dims": (1, 2)},
 }
 
 
