@@ -1693,14 +1693,15 @@ SWAP_SPLIT_PROBLEMS = [((32, 4096, 4096), "bfloat16", ""), ((16, 4096, 4096), "b
 def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``SWAP_SPLIT_PROBLEMS``: the default against the swapped tile with K split 2 or 4,
     summed in the cluster of the splits or through the workspace, two rounds in turn."""
+    from ncu_probe import swap_split
+
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     default = mp.make_plugin_manager(block=["ampere"])  # (decode plans the 16-row FP8 one)
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         found_sets = [("default", _compiled(problem, pm=default))]
         for split, cluster in ((2, True), (2, False), (4, True), (4, False)):
-            ov = {"swap_ab": True, "splitk_factor": split, "splitk_in_cluster": cluster,
-                  "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
+            ov = swap_split(split, cluster)
             where = "in cluster" if cluster else "workspace"
             if found := _deepest(problem, ov, (8, 6, 5, 4), hopper):
                 found_sets.append((f"swap split {split} {where} s{found[0]}", found[1]))

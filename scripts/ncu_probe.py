@@ -74,9 +74,10 @@ def _swapped(cta: tuple[int, int, int], stages: int) -> dict:
             "tiling_strategy": "persistent"}  # fmt: skip
 
 
-def _swap_split(in_cluster: bool) -> dict:
-    """The default's swapped tile with K split 2 (summed in the cluster or the workspace)."""
-    return {"swap_ab": True, "splitk_factor": 2, "splitk_in_cluster": in_cluster,
+def swap_split(split: int, in_cluster: bool) -> dict:
+    """The default's swapped tile with K split *split*, summed in the cluster of the splits or
+    through the workspace (also ``config_probe.py swap_split``'s plans)."""
+    return {"swap_ab": True, "splitk_factor": split, "splitk_in_cluster": in_cluster,
             "use_smem_epilogue": False, "cluster_dims": (1, 1)}  # fmt: skip
 
 
@@ -130,8 +131,8 @@ OVERRIDES: dict[str, dict] = {
     },
     # the swapped skinny plan with K split 2, summed in the cluster of the splits or through the
     # workspace (cuBLAS runs bf16 32x4096x4096 split 2 over 128 CTAs; config_probe.py swap_split)
-    "ss2c": _swap_split(in_cluster=True),
-    "ss2": _swap_split(in_cluster=False),
+    "ss2c": swap_split(2, in_cluster=True),
+    "ss2": swap_split(2, in_cluster=False),
     # cuBLAS's 16-bit skinny shape (run 287: nvjet_sm90_tst_64x16_64x16_1x2 at 32x4096x4096):
     # the transposed product on 64x16 tiles, 64 of K a stage, 16 stages, in pairs along N that
     # share the weight tile; with 128 of K and 8 stages; 64x8 tiles for 16 rows
