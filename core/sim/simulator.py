@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import time
 import weakref
@@ -26,7 +27,7 @@ from mmaplug.errors import UsageError
 from mmaplug.sim import block as B
 from mmaplug.sim.threads import block_dim, current_manager, field, grid_dim
 
-__all__ = ["in_place", "run_together", "simulated_launch"]
+__all__ = ["LockedShared", "in_place", "run_together", "simulated_launch"]
 
 _POLL_S: Final = 0.001  # how often a launch looks for exited threads and blocks in syncthreads
 _LAUNCH_LOCK: Final = threading.RLock()
@@ -42,9 +43,10 @@ def simulated_launch(cluster: int = 1) -> Iterator[None]:
     each block with its own shared memory, sharing mbarrier visibility, remote arrives,
     multicast and ``barrier.cluster``; clusters still run one after another.
 
-    It swaps the simulator's BlockManager class (and, for clusters, the fake ``cuda.shared``)
-    for the duration and puts them back after. Inside another, it adds nothing; a cluster size
-    other than the outer one's (or 1) is a UsageError.
+    It swaps the simulator's BlockManager class and its fake ``cuda.shared`` (one per block,
+    its static arrays made under a lock) for the duration and puts them back after. Inside
+    another, it adds nothing; a cluster size other than the outer one's (or 1) is a
+    UsageError.
     """
     global _outer_cluster
     with _LAUNCH_LOCK:
@@ -57,10 +59,11 @@ def simulated_launch(cluster: int = 1) -> Iterator[None]:
             yield
             return
         sim = _simulator()
-        patches: list[tuple[Any, str, Any]] = [(sim, "BlockManager", _manager_class(sim, cluster))]
-        if cluster > 1:
-            fake = _required(sim, "FakeCUDAModule")
-            patches.append((fake, "shared", _per_block_shared(_required(fake, "shared"))))
+        fake = _required(sim, "FakeCUDAModule")
+        patches: list[tuple[Any, str, Any]] = [
+            (sim, "BlockManager", _manager_class(sim, cluster)),
+            (fake, "shared", _per_block_shared(_required(fake, "shared"))),
+        ]
         saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
         _outer_cluster = cluster
         try:
@@ -134,7 +137,7 @@ def _manager_class(sim: Any, size: int) -> type:
 
 def _per_block_shared(shared_of_kernel: Any) -> property:
     """The fake ``cuda.shared``: each block its own shared memory (the simulator keeps one per
-    launch, which a cluster's blocks running at once would share)."""
+    launch, which a cluster's blocks running at once would share), a ``LockedShared``."""
     per_block: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
     lock = threading.Lock()
 
@@ -147,10 +150,42 @@ def _per_block_shared(shared_of_kernel: Any) -> property:
             if shared is None:
                 kernel_shared = field(self, "_shared")
                 size = field(kernel_shared, "_dynshared_size")
-                shared = per_block[manager] = type(kernel_shared)(size)
+                shared = per_block[manager] = LockedShared(type(kernel_shared)(size))
             return shared
 
     return property(shared_of_block)
+
+
+class LockedShared:
+    """Numba's fake shared memory (*stock*) with each static array made under a lock. Numba
+    finds a line's array in a dict and, if it is missing, makes and stores one, unlocked: two
+    threads reaching the line at once could each make their own (CI, ``tma_3d_box``: thread 0
+    initialised an mbarrier in its array, thread 1 waited on its own, never initialised)."""
+
+    def __init__(self, stock: Any) -> None:
+        self.stock = stock
+        self.made: dict[tuple[str, int], np.ndarray] = {}  # by source line, as Numba keys them
+        self._lock = threading.Lock()
+
+    def array(self, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        """The calling line's static array, made on the first call; dynamic shared memory
+        (*shape* 0) and an *alignment* (which the simulator refuses) go to Numba's."""
+        if shape == 0 or alignment is not None:
+            return self.stock.array(shape, dtype, alignment)
+        caller = sys._getframe(1)
+        line = (caller.f_code.co_filename, caller.f_lineno)
+        with self._lock:
+            if line not in self.made:
+                self.made[line] = np.empty(shape, _numpy_dtype(dtype))
+            return self.made[line]
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    """A shared array's element type as numpy's (a Numba type converted as Numba does)."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    return numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else np.dtype(dtype)
 
 
 def _run_to_exit(kernel: Any, args: tuple[Any, ...]) -> None:

@@ -101,6 +101,68 @@ def probe_threads_each_run_their_fusion() -> dict[str, Any]:
     return {"errors": errors}
 
 
+def probe_shared_array_made_once() -> dict[str, Any]:
+    """A static shared array is one per block however its threads race to make it: the threads
+    of a launch see one array; and where looking the array up is slowed, the threads that all
+    find it missing still get one (stock Numba hands each its own)."""
+    import threading
+    import time
+
+    from numba.cuda.simulator import kernelapi
+
+    from mmaplug.sim.simulator import LockedShared, simulated_launch
+
+    class SlowLookups(dict):
+        """Every thread looks before any stores: the window the race needs, held open."""
+
+        def get(self, key: Any, default: Any = None) -> Any:
+            found = super().get(key, default)
+            time.sleep(0.05)
+            return found
+
+        def __contains__(self, key: object) -> bool:
+            found = super().__contains__(key)
+            time.sleep(0.05)
+            return found
+
+    def made_by_racing_threads(shared: Any, lookups: str) -> int:
+        setattr(shared, lookups, SlowLookups())
+        start, arrays = threading.Barrier(THREADS), []
+
+        def make() -> None:
+            start.wait()
+            arrays.append(shared.array(16, np.uint8))
+
+        threads = [threading.Thread(target=make) for _ in range(THREADS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return len({id(a) for a in arrays})
+
+    import numpy as np
+
+    seen: list[tuple[int, Any]] = []  # (block, its array): held, so no id is reused
+
+    @cuda.jit
+    def kernel(out: Any) -> None:
+        sm = cuda.shared.array(64, np.int32)
+        seen.append((cuda.blockIdx.x, sm))
+        out[cuda.threadIdx.x] = 1
+
+    out = np.zeros(64, np.int32)
+    with simulated_launch():
+        kernel[2, 64](out)
+    return {
+        "arrays_by_block": sorted(
+            [b, len({id(sm) for block, sm in seen if block == b})] for b in {b for b, _ in seen}
+        ),
+        "arrays_in_launch": len({id(sm) for _, sm in seen}),
+        "stock": made_by_racing_threads(kernelapi.FakeCUDAShared(0), "_allocations"),
+        "locked": made_by_racing_threads(LockedShared(kernelapi.FakeCUDAShared(0)), "made"),
+    }
+
+
 PROBES = sorted(name[6:] for name in dir() if name.startswith("probe_"))
 
 
@@ -130,6 +192,17 @@ def test_launches_from_threads_each_compute_their_result(probe_results: dict) ->
     assert "failed" not in res, res.get("failed")
     errors = res["errors"]
     assert all(isinstance(e, float) and e < 1e-2 for e in errors), errors
+
+
+def test_a_static_shared_array_is_made_once_per_block(probe_results: dict) -> None:
+    """Threads that reach ``cuda.shared.array`` together share one array (Numba made one per
+    racing thread: a barrier initialised in thread 0's, waited on in thread 1's, failed CI)."""
+    res = probe_results["shared_array_made_once"]
+    assert "failed" not in res, res.get("failed")
+    assert res["arrays_by_block"] == [[0, 1], [1, 1]], res
+    assert res["arrays_in_launch"] == 2, res  # each block its own
+    assert res["stock"] > 1, res  # the race the test holds open is real in stock Numba
+    assert res["locked"] == 1, res
 
 
 if __name__ == "__main__":
