@@ -1,5 +1,5 @@
-"""Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session), and
-the simulator tier's pool of worker processes (``simulate``)."""
+"""Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session), the
+simulator tier's pool of worker processes (``simulate``) and its depth (``full_sim``)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,52 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, NamedTuple
 
 import pytest
 
 WORKER: Path = Path(__file__).with_name("sim_worker.py")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full-sim",
+        action="store_true",
+        help="run every simulator case and property example; without it the simulator tier "
+        "runs the cases each module names QUICK (README, Tests)",
+    )
+
+
+_FULL_ONLY = "in the full simulator tier: python -m pytest --full-sim"
+
+
+class SimTier(NamedTuple):
+    """How deep this run goes in the simulator tier: every case (``--full-sim``) or each
+    module's QUICK ones."""
+
+    full: bool
+
+    def pick(self, every: Sequence[str], quick: Sequence[str]) -> Sequence[str]:
+        """The cases of *every* this run simulates: all of them, or the *quick* ones."""
+        return every if self.full else quick
+
+    def require(self, name: str, results: Mapping[str, object]) -> None:
+        """Skip the test of case *name* where this run did not simulate it."""
+        if name not in results:
+            pytest.skip(_FULL_ONLY)
+
+    def require_full(self) -> None:
+        """Skip a test that needs every case where this run simulated the quick ones."""
+        if not self.full:
+            pytest.skip(_FULL_ONLY)
+
+
+@pytest.fixture(scope="session")
+def sim_tier(request: pytest.FixtureRequest) -> SimTier:
+    """This run's depth in the simulator tier (``--full-sim`` or the quick cases)."""
+    return SimTier(bool(request.config.getoption("--full-sim")))
 
 
 @functools.cache
@@ -167,13 +206,14 @@ def _worker(env: dict[str, str]) -> _Worker:
 
 
 def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, SimRun]:
-    """Run *jobs* (name -> ``[script, *args]``) on one worker process per CPU, each job
-    taken from a shared queue as soon as a worker is free. A worker runs its jobs one after
-    another (the simulator's threads hold the GIL, so more processes only thrash and slow the
-    timing-sensitive tests beside them); a job that kills or hangs its worker fails alone and
-    the next job gets a fresh worker. Workers outlive the call: the next call of this pytest
-    process takes them again, so Numba and mmaplug are imported once per CPU and process, not
-    once per test file (3-4 s each: 14 files of the suite simulate)."""
+    """Run *jobs* (name -> ``[script, *args]``) on worker processes, this pytest process's
+    share of the CPUs (``_pool_size``), each job taken from a shared queue as soon as a worker
+    is free. A worker runs its jobs one after another (the simulator's threads hold the GIL,
+    so more processes only thrash and slow the timing-sensitive tests beside them); a job that
+    kills or hangs its worker fails alone and the next job gets a fresh worker. Workers outlive
+    the call: the next call of this pytest process takes them again, so Numba and mmaplug are
+    imported once per worker, not once per test file (3-4 s each: 14 files of the suite
+    simulate)."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", MMAPLUG_DISABLE_PLUGIN_AUTOLOAD="1")
     todo: queue.Queue[tuple[str, list[str]]] = queue.Queue()
     for item in jobs.items():
@@ -198,7 +238,7 @@ def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, Sim
             else:
                 worker.close()
 
-    threads = [threading.Thread(target=serve) for _ in range(min(len(jobs), os.cpu_count() or 1))]
+    threads = [threading.Thread(target=serve) for _ in range(min(len(jobs), _pool_size()))]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -206,11 +246,20 @@ def _simulate(jobs: dict[str, list[str]], timeout: float = 600) -> dict[str, Sim
     return {name: done[name] for name in jobs}
 
 
+def _pool_size() -> int:
+    """Worker processes a pytest process runs jobs on: its share of the CPUs. Each xdist
+    worker has a pool; one per CPU each put 4 GIL-bound processes on 2 CPUs, which thrashed
+    (the hopper kernel module took 1,087 s beside the limits property test, against 390 s
+    alone with 2, and a property shard ran past its 900 s timeout)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
 @pytest.fixture(scope="session")
 def simulate() -> Iterator[Callable[..., dict[str, SimRun]]]:
     """``simulate({name: [script, *args]}, timeout=600)``: run every job in the simulator
-    (a pool of worker processes, one per CPU, kept for the session) and return each one's
-    :class:`SimRun`."""
+    (a pool of worker processes, this process's share of the CPUs, kept for the session) and
+    return each one's :class:`SimRun`."""
     yield _simulate
     with _IDLE_LOCK:
         while _IDLE:

@@ -1,7 +1,7 @@
 """Simulator tier: the real generated Ampere GEMM kernels, run in Numba's CUDA simulator.
 
 Every case runs in a simulator worker process (the ``simulate`` fixture: NUMBA_ENABLE_CUDASIM=1,
-while this pytest process stays on the real CUDA target), one worker per CPU. The cases
+while this pytest process stays on the real CUDA target), on its share of the CPUs. The cases
 (tests/sim/ampere_sim_cases.py) cover all four layouts, bf16, split-K 2 with alpha/beta, bias +
 GELU with BK=16 and 3 stages, an odd shape with vec 1 loads and an fp32 aux output, BK=64 with
 padded strides and a shared B.

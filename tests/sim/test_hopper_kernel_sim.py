@@ -1049,16 +1049,52 @@ def run_probe(name: str) -> dict[str, Any]:
 
 PROBES = ["probe_error_in_producer", "probe_all_threads_wait"]
 
+# The quick tier's cases (README, Tests): one or two of each kind of plan, each under about 5 s
+# alone in the simulator; ``--full-sim`` runs every case (2x2 clusters, clusters of four, the
+# block-scaled pairs and straddles: 10 s to 6 min each).
+QUICK = (
+    "tn_f16_ragged_persistent",  # the plain persistent kernel, ragged M, N, K
+    "nt_bf16_bias_gelu",  # MN-major operands, the looped epilogue
+    "nt_f16_alpha_beta_bk128",  # alpha and beta with C, 128 of K a stage
+    "tn_f16_smem_epilogue_relu_aux",  # the staged epilogue, an aux output
+    "tt_bf16_two_outputs_packed",  # the packed epilogue, two outputs
+    "tn_f16_out_f32_tma",  # TMA stores
+    "tt_two_consumers_batch2",  # two consumer warp groups, batched
+    "tn_e5m2_tensorwise_pingpong_f16",  # ping-pong consumers, FP8 per tensor
+    "nn_f16_swap_splitk2_relu_aux",  # the swap, split-K through the workspace
+    "tn_f16_splitk2_kcluster_ragged",  # split-K summed in the cluster
+    "tn_f16_streamk3_ragged_bias_gelu",  # stream-K
+    "tn_f16_cluster_pairs",  # CTA pairs along M
+    "tn_bf16_swap_clustern2_bias",  # pairs along N, swapped
+    "tn_bf16_swap_ragged",  # the swap alone
+    "tt_bf16_swap_batch2_row_scale",  # swapped, batched, a row scale
+    "tn_e4m3_rowwise_bias",  # FP8 per row
+    "tn_e4m3_block_ragged_bias",  # FP8 block scales
+    "tn_e4m3_block_pingpong_two_row_blocks",  # block scales on ping-pong consumers
+    "tn_e4m3_out_e4m3_amax_packed",  # FP8 output with its amax
+    "tn_e4m3_out_e4m3_amax_nan",  # NaN kept through the amax
+    "tn_bf16_fp8_residual_registers",  # an FP8 residual input
+)
+
 
 @pytest.fixture(scope="module")
-def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
-    runs = simulate({name: [__file__, name] for name in [*CASES, *PROBES]})
+def sim_results(simulate: Any, sim_tier: Any) -> dict[str, dict[str, Any]]:
+    cases = sim_tier.pick(CASES, QUICK)
+    runs = simulate({name: [__file__, name] for name in [*cases, *PROBES]})
     return {name: run.outcome for name, run in runs.items()}
 
 
+def test_quick_cases_are_cases() -> None:
+    """Every quick case names a case (a renamed one would leave the quick tier silently short)."""
+    assert set(QUICK) <= set(CASES), sorted(set(QUICK) - set(CASES))
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_generated_hopper_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
+def test_generated_hopper_kernel_matches_evaluate(
+    sim_results: dict, sim_tier: Any, name: str
+) -> None:
     """The hopper kernel ran (not ampere), wrote every output element, within tolerance."""
+    sim_tier.require(name, sim_results)
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == "hopper", res

@@ -3,6 +3,7 @@ back under its name, and a job that raises, exits or kills its worker fails alon
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,22 @@ def test_a_job_past_its_timeout_fails_with_the_reason(simulate: Any, tmp_path: P
     runs = simulate({"slow": [str(script), "30"], "fast": [str(script), "0"]}, timeout=2)
     assert "no reply within 2 s" in runs["slow"].stderr
     assert runs["fast"].result == {}
+
+
+def test_a_pytest_process_runs_jobs_on_its_share_of_the_cpus(simulate: Any, tmp_path: Path) -> None:
+    """Jobs run on at most the CPUs over the xdist workers, never fewer than one process: a
+    pool per CPU in every pytest worker put 4 GIL-bound processes on 2 CPUs (tests/conftest.py,
+    ``_pool_size``)."""
+    script = tmp_path / "pid.py"
+    script.write_text("import json, os, time\ntime.sleep(0.3)\nprint(json.dumps(os.getpid()))\n")
+    runs = simulate({f"job{i}": [str(script)] for i in range(8)}, timeout=60)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = max(1, (os.cpu_count() or 1) // workers)
+    assert 1 <= len({run.result for run in runs.values()}) <= share, runs
+
+
+def test_a_quick_run_picks_the_quick_cases(sim_tier: Any, request: pytest.FixtureRequest) -> None:
+    """Without --full-sim a module simulates its QUICK cases and skips the others' tests."""
+    assert sim_tier.full == request.config.getoption("--full-sim")
+    every, quick = ["a", "b", "c"], ["b"]
+    assert sim_tier.pick(every, quick) == (every if sim_tier.full else quick)
