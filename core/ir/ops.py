@@ -160,6 +160,13 @@ class MmaOp(Expr):
 SCALE_BLOCK: Final = 128
 
 
+def several_scale_blocks(columns: int) -> bool:
+    """Whether *columns* of a block-scaled product are several whole blocks of B's scales (a
+    hopper warp tile that wide is promoted a chunk of columns at a time: the kernel's rule, and
+    what the default heuristic plans around)."""
+    return columns > SCALE_BLOCK and columns % SCALE_BLOCK == 0
+
+
 class ScaledMmaOp(MmaOp):
     """A block-scaled MmaOp: A ``[M, 1, K]`` and B ``[1, N, K]`` (FP8), float32 out ``[M, N]``,
     ``out[m, n] = sum_j scale_a[m, j] scale_b[j, n // block] sum_{k in block j} a[m, k] b[k, n]``

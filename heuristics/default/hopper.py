@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.ir.ops import SCALE_BLOCK
+from mmaplug.ir.ops import SCALE_BLOCK, several_scale_blocks
 from mmaplug.planning.device import Device
 from mmaplug.planning.params import CtaOrder, MatmulParams, TileShape, TilingStrategy
 from mmaplug.planning.scheduler import violations
@@ -267,7 +267,9 @@ def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams)
 
 def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
     problem, device = ask.problem, ask.device
-    if problem.block_scaled and (_chunked(params.warp_tile.n) or params.cta_tile.k > SCALE_BLOCK):
+    if problem.block_scaled and (
+        several_scale_blocks(params.warp_tile.n) or params.cta_tile.k > SCALE_BLOCK
+    ):
         return (1, 1)  # chunks (``BLOCK_PAIR_TILE``), and two blocks a stage: never timed paired
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
@@ -330,7 +332,7 @@ def _block_pair_tiles(ask: Asker, tiles: HopperTiles) -> HopperTiles:
     """*tiles*, or for block-scaled chunks past one wave ``BLOCK_PAIR_TILE`` where it fills the
     last wave by ``BLOCK_PAIR_FILL`` better and runs in CTA pairs (``_hopper_cluster``)."""
     problem, device = ask.problem, ask.device
-    if not (problem.block_scaled and _chunked(tiles.warp.n) and tiles.splitk == 1):
+    if not (problem.block_scaled and several_scale_blocks(tiles.warp.n) and tiles.splitk == 1):
         return tiles
     cta, warp = BLOCK_PAIR_TILE
     units, pair_units = work_units(problem, tiles.cta), work_units(problem, cta)
@@ -342,12 +344,6 @@ def _block_pair_tiles(ask: Asker, tiles: HopperTiles) -> HopperTiles:
         return tiles
     params = hopper_candidate(ask, cta, warp, ask.fewest_stages())
     return pair if _hopper_cluster(ask, params) == CTA_PAIR else tiles
-
-
-def _chunked(warp_n: int) -> bool:
-    """Whether a block-scaled warp tile *warp_n* wide is promoted by chunks: whole scale blocks
-    of columns, more than one."""
-    return warp_n > SCALE_BLOCK and warp_n % SCALE_BLOCK == 0
 
 
 def _wave_fill(units: int, device: Device) -> float:

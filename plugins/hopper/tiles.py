@@ -8,7 +8,7 @@ from math import gcd
 from typing import Final, NamedTuple
 
 from mmaplug.ir.dtypes import DType
-from mmaplug.ir.ops import SCALE_BLOCK
+from mmaplug.ir.ops import SCALE_BLOCK, several_scale_blocks
 
 WARPGROUP: Final = 128
 WGMMA_M: Final = 64  # rows of one wgmma (m64nNk16, m64nNk32 for FP8)
@@ -98,7 +98,7 @@ def k_box(dtype: DType) -> int:
 def promoted_by_chunks(warp_n: int) -> bool:
     """Whether a block-scaled warp tile *warp_n* wide is several whole blocks of B's scales,
     so that its sums are promoted ``BLOCK_CHUNK`` columns at a time."""
-    return warp_n > SCALE_BLOCK and warp_n % SCALE_BLOCK == 0
+    return several_scale_blocks(warp_n)
 
 
 def straddles(warp_n: int) -> bool:

@@ -9,7 +9,7 @@ import pytest
 import mmaplug as mp
 from mmaplug.analysis.patterns import DimRole, TensorRole
 from mmaplug.heuristics.default import hopper_params
-from mmaplug.ir.ops import SCALE_BLOCK, MatmulOp, ScaledMmaOp
+from mmaplug.ir.ops import SCALE_BLOCK, MatmulOp, ScaledMmaOp, several_scale_blocks
 from mmaplug.planning.device import get_device
 from mmaplug.planning.planner import NO_BLOCK_SCALES
 from mmaplug.planning.scheduler import violations
@@ -21,6 +21,7 @@ from mmaplug.plugins.hopper.tiles import (
     block_columns,
     block_sums,
     block_tile,
+    promoted_by_chunks,
     straddle_cuts,
     straddles,
 )
@@ -535,3 +536,10 @@ def test_a_straddling_tile_promotes_each_cut_in_one_pass() -> None:
     src96, _ = _block_kernel((128, 96, 128), (64, 96, 128))
     tail = src96[src96.index("if cut == 64:") :]
     assert tail.index("else:") < tail.index("acc0 = wgmma_promote(acc0, part0, slo0 * sbsc")
+
+
+def test_the_tiles_promoted_a_chunk_at_a_time() -> None:
+    """Warp tiles of several whole blocks of B's scales (256, 384, ...): the hopper kernel's
+    chunked promotion and the default heuristic's pairs both read ``several_scale_blocks``."""
+    assert [n for n in range(8, 513, 8) if several_scale_blocks(n)] == [256, 384, 512]
+    assert all(promoted_by_chunks(n) == several_scale_blocks(n) for n in range(8, 513, 8))
