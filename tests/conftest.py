@@ -1,5 +1,5 @@
 """Shared pytest setup: skip tiers whose tools this machine lacks (probed once per session), the
-simulator tier's pool of worker processes (``simulate``) and its depth (``full_sim``)."""
+simulator tier's pool of worker processes (``simulate``) and its depth (``sim_tier``)."""
 
 from __future__ import annotations
 
