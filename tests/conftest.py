@@ -15,7 +15,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, TypeVar
 
 import pytest
 
@@ -31,6 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+Cases = TypeVar("Cases", Sequence[str], Mapping[str, list[str]])
 _FULL_ONLY = "in the full simulator tier: python -m pytest --full-sim"
 
 
@@ -40,8 +41,9 @@ class SimTier(NamedTuple):
 
     full: bool
 
-    def pick(self, every: Sequence[str], quick: Sequence[str]) -> Sequence[str]:
-        """The cases of *every* this run simulates: all of them, or the *quick* ones."""
+    def pick(self, every: Cases, quick: Cases) -> Cases:
+        """The cases (or shards) of *every* this run simulates: all of them, or the *quick*
+        ones."""
         return every if self.full else quick
 
     def require(self, name: str, results: Mapping[str, object]) -> None:

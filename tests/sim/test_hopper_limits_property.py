@@ -37,7 +37,7 @@ RUNS_DUE = {"cluster": 3, "quick": 3}  # accepted sets run, where not 6 (the clu
 
 @pytest.fixture(scope="module")
 def runs(simulate: Any, sim_tier: Any) -> dict[str, tuple[int, dict | None, str]]:
-    shards = SHARDS if sim_tier.full else QUICK
+    shards = sim_tier.pick(SHARDS, QUICK)
     return simulate({name: [str(RUNNER), *args] for name, args in shards.items()}, timeout=900)
 
 

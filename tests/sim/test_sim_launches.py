@@ -108,6 +108,7 @@ def probe_shared_array_made_once() -> dict[str, Any]:
     import threading
     import time
 
+    import numpy as np
     from numba.cuda.simulator import kernelapi
 
     from mmaplug.sim.simulator import LockedShared, simulated_launch
@@ -139,8 +140,6 @@ def probe_shared_array_made_once() -> dict[str, Any]:
         for thread in threads:
             thread.join()
         return len({id(a) for a in arrays})
-
-    import numpy as np
 
     seen: list[tuple[int, Any]] = []  # (block, its array): held, so no id is reused
 
