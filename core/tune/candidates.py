@@ -4,12 +4,13 @@ A scheduler's configurations are the combinations of the values its ``space`` of
 (``Space.examples``; ``docs/plugin-reference.md`` lists them) that its ``rules`` allow: the
 search fixes one field after another, in the order of the space, and drops a partial
 combination as soon as a rule that read only fields already fixed fails, so the whole product
-is never built. A field without examples takes the tuner's preference (``PREFERRED``) or the
-``MatmulParams`` default where its space allows it, else its first legal value. Of those the
-tuner tries CTAs of at most ``MAX_WARP_TILES`` warp tiles (``MAX_WARP_GRID`` along M or N),
-warp tiles under twice the product's columns, and split-K where each split keeps
-``MIN_SPLIT_K_TILES`` K tiles. Any registered scheduler is tuned
-this way (``scheduler_names``).
+is never built; a rule is asked again only when a field it read changed, and its outcome on
+values it saw before is reused (``_Memo``). A field without examples takes the tuner's
+preference (``PREFERRED``) or the ``MatmulParams`` default where its space allows it, else its
+first legal value. Of those the tuner tries CTAs of at most ``MAX_WARP_TILES`` warp tiles
+(``MAX_WARP_GRID`` along M or N), warp tiles under twice the product's columns, and split-K
+where each split keeps ``MIN_SPLIT_K_TILES`` K tiles (``_preferred``, asked as a rule during
+the search). Any registered scheduler is tuned this way (``scheduler_names``).
 
 The model estimates a kernel's time as the larger of its tensor-core time (padded tiles, wave
 quantization) and its memory time (each work unit streams its A and B panels through L2, HBM
@@ -28,7 +29,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, TypeAlias, cast
 
 import attrs
 
@@ -158,26 +159,72 @@ def _untuned(scheduler: Scheduler, space: Space | None, name: str) -> object:
     )
 
 
-def _open_rules(
-    rules: Sequence[Rule],
-    values: Mapping[str, object],
-    fixed: frozenset[str],
-    problem: MatmulProblem,
-    device: Device,
-) -> tuple[Rule, ...] | None:
-    """The rules that read a field not *fixed* yet; None when one that read only fixed fields
-    fails (no choice of the other fields can mend it)."""
-    still = []
-    for rule in rules:
+_OpenRules: TypeAlias = tuple[tuple[Rule, frozenset[str]], ...]
+
+
+class _Outcome(NamedTuple):
+    """What a rule did when asked about a partial combination: the fields it read, and whether
+    it refused (``broken``) or needed real params (``raised``)."""
+
+    read: frozenset[str]
+    broken: bool
+    raised: bool
+
+
+class _Memo:
+    """The rules' outcomes during one search. A rule is a function of the params it reads (the
+    contract of ``Rule.check``): asked again about values that agree on every field it read
+    before, it takes the same path and returns the same, so that outcome is reused. The walk
+    asks each rule at every node, mostly about fields it does not read (the rules times the
+    nodes: about a million checks for a decode problem's hopper space); this keeps the distinct
+    ones."""
+
+    def __init__(self) -> None:
+        # rule -> (the fields it read, in order -> their values -> outcome)
+        self._seen: dict[int, dict[tuple[str, ...], dict[tuple[object, ...], _Outcome]]] = {}
+
+    def ask(
+        self, rule: Rule, values: Mapping[str, object], problem: MatmulProblem, device: Device
+    ) -> _Outcome:
+        """*rule*'s outcome on *values*, from an earlier ask with the same read values or new."""
+        seen = self._seen.setdefault(id(rule), {})
+        for fields, outcomes in seen.items():
+            found = outcomes.get(tuple(values[name] for name in fields))
+            if found is not None:
+                return found
         view = _Reading(values)
         try:
             broken = rule.check(cast(MatmulParams, view), problem, device) is not None
+            raised = False
         except Exception:  # a rule that needs real params: asked again once all are fixed
-            still.append(rule)
+            broken, raised = False, True
+        outcome = _Outcome(frozenset(view.read), broken, raised)
+        fields = tuple(sorted(outcome.read))
+        seen.setdefault(fields, {})[tuple(values[name] for name in fields)] = outcome
+        return outcome
+
+
+def _open_rules(
+    rules: _OpenRules,
+    values: Mapping[str, object],
+    changed: str,
+    fixed: frozenset[str],
+    memo: _Memo,
+    problem: MatmulProblem,
+    device: Device,
+) -> _OpenRules | None:
+    """The rules (with the fields each read) that read a field not *fixed* yet; None when one
+    that read only fixed fields fails (no choice of the other fields can mend it). A rule that
+    did not read the field *changed* last time reads the same values again: it stays open."""
+    still = []
+    for rule, read in rules:
+        if changed not in read:
+            still.append((rule, read))
             continue
-        if not view.read <= fixed:
-            still.append(rule)
-        elif broken:
+        outcome = memo.ask(rule, values, problem, device)
+        if outcome.raised or not outcome.read <= fixed:
+            still.append((rule, outcome.read))
+        elif outcome.broken:
             return None
     return tuple(still)
 
@@ -200,14 +247,15 @@ def configurations(
     }
     search = _Search(problem, device, tuple(searched.items()), frozenset(untuned))
     start = {**untuned, **{name: examples[0] for name, examples in searched.items()}}
-    for values, still in search.walk(0, start, tuple(scheduler.rules(problem, device))):
+    # the tuner's preference walks as a rule: it prunes whole branches (a warp grid too large)
+    rules = (*scheduler.rules(problem, device), _TRIED)
+    every = frozenset(_FIELDS)  # (not asked yet: as if it read every field)
+    for values, still in search.walk(0, start, tuple((rule, every) for rule in rules)):
         try:
             params = MatmulParams(**values)
         except InvalidParamsError:
             continue
-        if any(rule.check(params, problem, device) is not None for rule in still):
-            continue
-        if _preferred(params, problem):
+        if all(rule.check(params, problem, device) is None for rule, _ in still):
             yield params
 
 
@@ -226,6 +274,13 @@ def _preferred(params: MatmulParams, problem: MatmulProblem) -> bool:
     return params.splitk_factor == 1 or k_tiles >= MIN_SPLIT_K_TILES * params.splitk_factor
 
 
+def _tried(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:
+    return None if _preferred(params, problem) else "the tuner does not try it (_preferred)"
+
+
+_TRIED: Final = Rule("cta_tile", "what the tuner tries (_preferred)", _tried)
+
+
 @attrs.frozen
 class _Search:
     """The depth-first walk over the searched fields' examples, in the order of the space."""
@@ -234,12 +289,13 @@ class _Search:
     device: Device
     searched: tuple[tuple[str, tuple[object, ...]], ...]
     untuned: frozenset[str]
+    memo: _Memo = attrs.field(factory=_Memo, eq=False)
 
     def walk(
-        self, depth: int, values: dict[str, Any], rules: tuple[Rule, ...]
-    ) -> Iterator[tuple[dict[str, Any], tuple[Rule, ...]]]:
+        self, depth: int, values: dict[str, Any], rules: _OpenRules
+    ) -> Iterator[tuple[dict[str, Any], _OpenRules]]:
         """(values, the rules still to ask on real params) of each combination below
-        *depth* that no rule refused."""
+        *depth* that no rule refused; *rules* read the fields they name on *values*."""
         if depth == len(self.searched):
             yield values, rules
             return
@@ -247,7 +303,7 @@ class _Search:
         fixed = self.untuned.union(n for n, _ in self.searched[: depth + 1])
         for value in examples:
             here = {**values, name: value}
-            still = _open_rules(rules, here, fixed, self.problem, self.device)
+            still = _open_rules(rules, here, name, fixed, self.memo, self.problem, self.device)
             if still is not None:
                 yield from self.walk(depth + 1, here, still)
 

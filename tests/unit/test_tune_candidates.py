@@ -3,13 +3,14 @@ unchanged, and a third scheduler registered by a plugin is tuned with no change 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
 
 import mmaplug as mp
 from mmaplug.analysis.problem import MatmulProblem
-from mmaplug.errors import PluginResultError, UsageError
+from mmaplug.errors import InvalidParamsError, PluginResultError, UsageError
 from mmaplug.hooks.manager import PluginManager
 from mmaplug.planning.choices import Adjustment, KernelSpec
 from mmaplug.planning.device import Device, get_device
@@ -195,6 +196,68 @@ class ToyPlugin:
 
 def _toy_manager(toy: Toy | None = None) -> PluginManager:
     return mp.make_plugin_manager(plugins=[ToyPlugin(toy or Toy())], load_entrypoints=False)
+
+
+def _every_combination(scheduler: object, problem: MatmulProblem, device: Device) -> list[str]:
+    """The search's oracle: every combination of the space's examples in its order (the rest
+    of the fields as the search fixes them) that makes params, breaks no rule and is tried."""
+    spaces = {space.field: space for space in scheduler.space(problem, device)}  # type: ignore[attr-defined]
+    searched = {f: candidates._examples(scheduler, s) for f, s in spaces.items() if s.examples}  # type: ignore[arg-type]
+    fixed = {
+        f: candidates._untuned(scheduler, spaces.get(f), f)  # type: ignore[arg-type]
+        for f in candidates._FIELDS
+        if f not in searched
+    }
+    found = []
+    for combination in itertools.product(*searched.values()):
+        try:
+            params = MatmulParams(**{**fixed, **dict(zip(searched, combination, strict=True))})
+        except InvalidParamsError:
+            continue
+        if not violations(scheduler, params, problem, device) and candidates._preferred(
+            params, problem
+        ):
+            found.append(params.name)
+    return found
+
+
+def _late_split(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    # reads stages only when split: the fields a rule reads depend on the values it sees
+    if params.splitk_factor == 1 or params.stages <= 3:
+        return None
+    return "toy splits K only over at most 3 stages"
+
+
+def _real_params(params: MatmulParams, problem: MatmulProblem, device: Device) -> str | None:
+    # a method the search's view does not have: asked again on real params
+    given = params.as_dict()
+    if given["stages"] == 4 and given["cta_tile"] == (128, 64, 32):
+        return "toy runs no 128-row CTA over 4 stages"
+    return None
+
+
+class ReadingToy(Toy):
+    """Toy with rules whose reads depend on values, and one that needs real params."""
+
+    def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
+        return [
+            Rule("splitk_factor", "split over at most 3 stages", _late_split),
+            Rule("stages", "128 rows over at most 3 stages", _real_params),
+            Rule("cta_tile", "m 64 or 128", _rows),
+        ]
+
+
+@pytest.mark.parametrize("name", ["ampere", "decode", "toy"])
+def test_the_search_finds_what_every_combination_would(name: str) -> None:
+    """The pruned walk (rules asked on partial combinations, their outcomes reused while the
+    fields they read keep their values) yields exactly the configurations, in the same order,
+    that checking every combination of the examples yields."""
+    pm = mp.make_plugin_manager(load_entrypoints=False, strict=True)
+    scheduler = ReadingToy() if name == "toy" else schedulers(pm)[name][1]
+    problem = TuneProblem(m=8, n=1000, k=4096, layout="NN").problem()
+    expected = _every_combination(scheduler, problem, H200)
+    found = [p.name for p in candidates.configurations(scheduler, problem, H200)]  # type: ignore[arg-type]
+    assert found == expected and len(found) > 3
 
 
 def test_a_third_scheduler_gets_candidates() -> None:
