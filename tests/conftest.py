@@ -33,6 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 Cases = TypeVar("Cases", Sequence[str], Mapping[str, list[str]])
 _FULL_ONLY = "in the full simulator tier: python -m pytest --full-sim"
+_QUICK_ONLY = "the quick tier's own shard: python -m pytest without --full-sim runs it"
 
 
 class SimTier(NamedTuple):
@@ -47,9 +48,10 @@ class SimTier(NamedTuple):
         return every if self.full else quick
 
     def require(self, name: str, results: Mapping[str, object]) -> None:
-        """Skip the test of case *name* where this run did not simulate it."""
+        """Skip the test of case *name* where this run did not simulate it (a full run skips
+        the quick tier's own shards)."""
         if name not in results:
-            pytest.skip(_FULL_ONLY)
+            pytest.skip(_QUICK_ONLY if self.full else _FULL_ONLY)
 
     def require_full(self) -> None:
         """Skip a test that needs every case where this run simulated the quick ones."""

@@ -5,7 +5,7 @@ Each case compiles for an h200 in a simulating subprocess, runs ``compiled.execu
 arrays (outputs arrive NaN-poisoned, so an unwritten element shows) and compares with
 ``mp.evaluate`` (float64 inside). Two seeded property shards draw legal and illegal parameter
 sets on random decode problems: every set the rules accept runs correctly, every other names
-its fields.
+its fields. Without ``--full-sim`` the cases and the shard named ``QUICK`` run.
 """
 
 from __future__ import annotations
@@ -396,20 +396,47 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
 
 
 SHARDS = {"property_a": ["property", "11", "20"], "property_b": ["property", "12", "20"]}
+# The quick tier (README, Tests): each kind of decode plan once (one and two row tiles, ragged
+# rows, batches, horizontal products, FP8 per tensor and per row, FP8 outputs with amax,
+# residuals) and one property shard, about 8 of the module's 27 s alone
+QUICK = (
+    "m1_f16",
+    "bias_gelu_f16",
+    "batches_bf16",
+    "ragged_bf16",
+    "two_row_tiles_ragged_bf16",
+    "ffn_m1_bf16",
+    "h3_scalar_bias_f16",
+    "scalar_residual_two_outputs_bf16",
+    "fp8_m1_e4m3_tensor",
+    "fp8_ragged_m5_e5m2_row",
+    "fp8_m16_e4m3_row_bias_gelu",
+    "fp8_quantized_amax_e4m3",
+    "fp8_residual_and_bias_bf16",
+    "ffn_fp8_e4m3",
+    "property_a",
+)
 
 
 @pytest.fixture(scope="module")
-def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+def sim_results(simulate: Any, sim_tier: Any) -> dict[str, dict[str, Any]]:
     jobs = {name: [__file__, name] for name in CASES}
     jobs.update({name: [__file__, *args] for name, args in SHARDS.items()})
-    return {name: run.outcome for name, run in simulate(jobs, timeout=900).items()}
+    picked = {name: jobs[name] for name in sim_tier.pick(list(jobs), QUICK)}
+    return {name: run.outcome for name, run in simulate(picked, timeout=900).items()}
+
+
+def test_quick_cases_are_cases() -> None:
+    """Every quick case names a case or shard (a renamed one would leave the quick tier short)."""
+    assert set(QUICK) <= {*CASES, *SHARDS}, sorted(set(QUICK) - {*CASES, *SHARDS})
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_decode_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
+def test_decode_kernel_matches_evaluate(sim_results: dict, sim_tier: Any, name: str) -> None:
     """The decode kernel was planned and wrote every output element, within tolerance (the
     looser of the output's and the operands': the reference rounds the product to the operand
     type, as the fusion says, before a float32 output takes it)."""
+    sim_tier.require(name, sim_results)
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == "decode", res
@@ -419,9 +446,12 @@ def test_decode_kernel_matches_evaluate(sim_results: dict, name: str) -> None:
 
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))
-def test_accepted_decode_params_match_evaluate(sim_results: dict, shard: str) -> None:
+def test_accepted_decode_params_match_evaluate(
+    sim_results: dict, sim_tier: Any, shard: str
+) -> None:
     """What the decode rules accept builds a correct kernel, horizontal fusions and FP8 operands
     included; what they refuse names the field."""
+    sim_tier.require(shard, sim_results)
     res = sim_results[shard]
     assert "failed" not in res, res.get("failed")
     assert res["errors"] == [], res["errors"]

@@ -6,7 +6,8 @@ persistent CTAs walk several work units), runs ``compiled.execute`` on numpy arr
 simulating subprocess (outputs arrive NaN-poisoned from ``allocate``, so unwritten elements
 show) and compares with ``mp.evaluate`` (float64 inside) and, for the FFN, with numpy in float64.
 Two seeded property shards check that every parameter set hopper's limits accept for a
-horizontal FFN builds a correct kernel (``run_property``).
+horizontal FFN builds a correct kernel (``run_property``). Without ``--full-sim`` the cases and
+the shard named ``QUICK`` run.
 """
 
 from __future__ import annotations
@@ -269,18 +270,35 @@ def run_property(seed: int, draws: int) -> dict[str, Any]:
 
 
 SHARDS = {"property_seed1": ["property", "1", "8"], "property_seed2": ["property", "2", "8"]}
+# The quick tier (README, Tests): one case of each epilogue (registers, staged chunks, ping-pong,
+# three outputs, FP8 with its amax) and one property shard, 25 of the module's 53 s alone
+QUICK = (
+    "ffn_kmajor_f16_ragged",
+    "ffn_nmajor_bf16_ragged",
+    "ffn_pingpong_nmajor_bf16",
+    "qkv_outputs_default_f16",
+    "quantized_ffn_amax_staged_bf16",
+    "property_seed1",
+)
 
 
 @pytest.fixture(scope="module")
-def sim_results(simulate: Any) -> dict[str, dict[str, Any]]:
+def sim_results(simulate: Any, sim_tier: Any) -> dict[str, dict[str, Any]]:
     jobs = {name: [__file__, name] for name in CASES}
-    runs = simulate({**jobs, **{name: [__file__, *args] for name, args in SHARDS.items()}})
+    jobs.update({name: [__file__, *args] for name, args in SHARDS.items()})
+    runs = simulate({name: jobs[name] for name in sim_tier.pick(list(jobs), QUICK)})
     return {name: run.outcome for name, run in runs.items()}
 
 
+def test_quick_cases_are_cases() -> None:
+    """Every quick case names a case or shard (a renamed one would leave the quick tier short)."""
+    assert set(QUICK) <= {*CASES, *SHARDS}, sorted(set(QUICK) - {*CASES, *SHARDS})
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_horizontal_kernel_matches_float64(sim_results: dict, name: str) -> None:
+def test_horizontal_kernel_matches_float64(sim_results: dict, sim_tier: Any, name: str) -> None:
     """One hopper kernel (not two, not ampere) wrote every output element, within tolerance."""
+    sim_tier.require(name, sim_results)
     res = sim_results[name]
     assert "failed" not in res, res.get("failed")
     assert res["scheduler"] == "hopper" and res["horizontal"] >= 2, res
@@ -294,9 +312,12 @@ def test_horizontal_kernel_matches_float64(sim_results: dict, name: str) -> None
 
 
 @pytest.mark.parametrize("shard", sorted(SHARDS))
-def test_accepted_horizontal_params_match_evaluate(sim_results: dict, shard: str) -> None:
+def test_accepted_horizontal_params_match_evaluate(
+    sim_results: dict, sim_tier: Any, shard: str
+) -> None:
     """What hopper's limits accept for a horizontal fusion builds a correct kernel; what they
     refuse names the fields."""
+    sim_tier.require(shard, sim_results)
     res = sim_results[shard]
     assert "failed" not in res, res.get("failed")
     assert res["errors"] == [], res["errors"]
@@ -305,7 +326,8 @@ def test_accepted_horizontal_params_match_evaluate(sim_results: dict, shard: str
     assert set(res["fields"]) <= {"splitk_factor", "use_smem_epilogue", "warp_tile", "stages"}
 
 
-def test_property_shards_ran_every_tiling_strategy(sim_results: dict) -> None:
+def test_property_shards_ran_every_tiling_strategy(sim_results: dict, sim_tier: Any) -> None:
+    sim_tier.require_full()
     ran = {s for shard in SHARDS for s in sim_results[shard].get("strategies", [])}
     assert ran == {"persistent", "one_tile_per_cta", "persistent_pingpong"}, ran
 

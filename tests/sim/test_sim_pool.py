@@ -65,3 +65,7 @@ def test_a_quick_run_picks_the_quick_cases(sim_tier: Any, request: pytest.Fixtur
     assert sim_tier.full == request.config.getoption("--full-sim")
     every, quick = ["a", "b", "c"], ["b"]
     assert sim_tier.pick(every, quick) == (every if sim_tier.full else quick)
+    # a case this run did not simulate is skipped, saying which run simulates it
+    why = "without --full-sim" if sim_tier.full else "the full simulator tier"
+    with pytest.raises(pytest.skip.Exception, match=why):
+        sim_tier.require("a", {"b": {}})
