@@ -105,7 +105,9 @@ class Space:
 @attrs.frozen
 class Rule:
     """One constraint: the *field* it blames, its *limit* in words, and *check*, which returns
-    the message (what is wrong, what to change) when *params* break it, else None."""
+    the message (what is wrong, what to change) when *params* break it, else None. *check*
+    depends on its arguments only: the tuner asks it about partial combinations and reuses its
+    answer while the fields it read keep their values (``mmaplug.tune.candidates``)."""
 
     field: str
     limit: str
