@@ -88,6 +88,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from unittest import mock
 
+from ncu_probe import OVERRIDES, SWAPPED, parse_spec, problem_and_overrides, swap_split
+
 import mmaplug as mp
 import mmaplug.cuda.tensormap as tensormap
 import mmaplug.plugins.decode.limits as decode_limits
@@ -250,12 +252,6 @@ def decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return jobs
 
 
-# the transposed product as its default runs it: stored from registers, persistent CTAs
-SWAPPED: dict[str, Any] = {
-    "swap_ab": True,
-    "use_smem_epilogue": False,
-    "tiling_strategy": "persistent",
-}
 FP8_SWAP_SHAPES = [(m, n, k) for m in (24, 32, 48) for n, k in ((6144, 4096), (8192, 8192),
                                                                (4096, 14336))]  # fmt: skip
 
@@ -1290,8 +1286,6 @@ def streamk_sums_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """Stream-K plans whose last piece's sums spilled before they went group by group (e4m3
     per row in 4 pieces, bf16 in 8) and three more, twice; run in two trees alternately to
     A/B a change of the fix-up (BENCHMARKS.md runs 172-173)."""
-    from ncu_probe import OVERRIDES, parse_spec, problem_and_overrides
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     jobs = []
     for spec in STREAMK_SUMS:
@@ -1693,8 +1687,6 @@ SWAP_SPLIT_PROBLEMS = [((32, 4096, 4096), "bfloat16", ""), ((16, 4096, 4096), "b
 def swap_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``SWAP_SPLIT_PROBLEMS``: the default against the swapped tile with K split 2 or 4,
     summed in the cluster of the splits or through the workspace, two rounds in turn."""
-    from ncu_probe import swap_split
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     default = mp.make_plugin_manager(block=["ampere"])  # (decode plans the 16-row FP8 one)
 
@@ -1966,8 +1958,6 @@ CLUSTER_START_SETS = [
 def cluster_start_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``CLUSTER_START_SETS``, each plan on hopper, three rounds in turn; a plan ``{"lt8":
     changes}`` is ``ncu_probe.OVERRIDES["lt8"]`` with *changes*."""
-    from ncu_probe import OVERRIDES
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def overrides(ov: dict) -> dict | None:
@@ -1994,8 +1984,6 @@ def fp8_chunks_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     processes, each with its own cache. ``mmaplug targets --issue 24`` times the defaults in
     turn with cuBLASLt's replays, and there the same kernels ranked otherwise (runs 283-285,
     docs/decisions.md, "Block-scaled FP8 against its target")."""
-    from ncu_probe import OVERRIDES
-
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     plans = {
         "chunks alone": OVERRIDES["w256"],

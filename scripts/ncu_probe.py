@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Any
 from unittest import mock
 
 import mmaplug as mp
@@ -68,10 +69,17 @@ def _tiles16(cta: tuple[int, int, int], warp_m: int, stages: int) -> dict:
     return {**_fp8_tiles(cta, warp_m, stages), "instruction_tile": (64, cta[1], 16)}
 
 
+# the transposed product as its default runs it: stored from registers, persistent CTAs
+SWAPPED: dict[str, Any] = {
+    "swap_ab": True,
+    "use_smem_epilogue": False,
+    "tiling_strategy": "persistent",
+}
+
+
 def _swapped(cta: tuple[int, int, int], stages: int) -> dict:
     """16-bit transposed-product tiles of one consumer (the swap's register epilogue)."""
-    return {**_tiles16(cta, 64, stages), "swap_ab": True, "use_smem_epilogue": False,
-            "tiling_strategy": "persistent"}  # fmt: skip
+    return {**_tiles16(cta, 64, stages), **SWAPPED}
 
 
 def swap_split(split: int, in_cluster: bool) -> dict:

@@ -4,19 +4,14 @@ without a GPU: only the phase's settled second half counts, and each field is it
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPTS = Path(__file__).parents[2] / "scripts"
-
 
 @pytest.fixture(scope="module")
 def script(load_script: Callable[[str], ModuleType]) -> ModuleType:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(SCRIPTS))  # (it imports ncu_probe, its neighbour)
-        return load_script("clock_probe")
+    return load_script("clock_probe")
 
 
 def sample(stamp: float, mhz: int, watts: float, reasons: str = "0x0") -> tuple[float, list[str]]:

@@ -4,12 +4,9 @@ disassembler: its reading of the SASS lines and of the specs it shares with ncu_
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-SCRIPTS = Path(__file__).parents[2] / "scripts"
 
 SASS = """
         /*2550*/                   LDG.E R229, desc[UR48][R2.64] ;
@@ -25,9 +22,7 @@ SASS = """
 
 @pytest.fixture(scope="module")
 def script(load_script: Callable[[str], ModuleType]) -> ModuleType:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(SCRIPTS))  # (it imports ncu_probe, its neighbour)
-        return load_script("sass_counts")
+    return load_script("sass_counts")
 
 
 def test_opcodes_are_read_without_predicates_or_modifiers(script: ModuleType) -> None:
