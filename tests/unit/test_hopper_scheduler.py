@@ -117,6 +117,22 @@ def test_rules_blame_fields() -> None:
             assert rule.field in (*PARAM_NAMES, "device") and rule.limit
 
 
+def test_rules_are_the_asked_problems_and_devices() -> None:
+    """The scheduler keeps the last problem's rules; another problem or device gets its own,
+    never the kept ones."""
+
+    def limits_of(prob: MatmulProblem, device: object) -> list[str]:
+        return [rule.limit for rule in SCHEDULER.rules(prob, device)]  # type: ignore[arg-type]
+
+    tn, tt = problem(), problem(b_k_inner=False)
+    first = limits_of(tn, H200)
+    assert limits_of(tt, H200) != first  # an N-major B is read in 64-column swizzle rows
+    assert limits_of(tn, H200) == first == [rule.limit for rule in limits.rules(tn, H200)]
+    a100 = get_device("a100")  # less shared memory, another architecture
+    assert limits_of(tn, a100) == [rule.limit for rule in limits.rules(tn, a100)] != first
+    assert limits_of(attrs.evolve(tn), H200) == first  # an equal problem, another object
+
+
 STAGED = {"smem_epilogue": True}
 CONFIGS = [
     {},
