@@ -5,8 +5,9 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets", "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's) and "stalls"
-# (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) on request), so
+# "targets", "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls"
+# (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline"
+# (TIMELINE: the same specs' graphs replayed, scripts/graph_timeline.py) on request), so
 # that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8
 # shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in run 115
 # (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12 shards of about 120 (the
@@ -91,6 +92,11 @@ ncu -i /tmp/stalls.ncu-rep --page source --csv --print-source sass > /tmp/stalls
 ncu -i /tmp/stalls.ncu-rep --page details --csv | gzip > "$OUT/stalls_details.csv.gz"
 python scripts/ncu_stalls.py /tmp/stalls_sass.csv --top "${TOP:-12}" | tee "$OUT/stalls.txt" \
     | grep "^=="
+fi
+if [[ " $PARTS " == *" timeline "* ]]; then  # TIMELINE: ncu_probe.py's specs, graphs replayed
+echo "== each kernel of a replayed graph: duration, gap, period (scripts/graph_timeline.py)"
+timeout "${TIMELINE_TIMEOUT:-240}" python scripts/graph_timeline.py $TIMELINE \
+    2>&1 | tee "$OUT/timeline.jsonl"
 fi
 if [[ " $PARTS " == *" probes "* ]]; then  # PROBES: config_probe.py's probes, one after another
 for probe in ${PROBES:-cluster2x2 ffn_tiles}; do
