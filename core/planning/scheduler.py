@@ -132,7 +132,8 @@ class Scheduler(Protocol):
         """The legal values of each field this scheduler reads."""
 
     def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
-        """Every constraint between fields, and with the problem and the device."""
+        """Every constraint between fields, and with the problem and the device (the same for
+        the same problem and device: ``violations`` keeps the last ones)."""
 
     def resources(self, params: MatmulParams, problem: MatmulProblem) -> Resources:
         """What one CTA of the kernel for *params* takes."""
@@ -152,7 +153,7 @@ def violations(
     """Every rule of *scheduler* that *params* break, in the order of its rules (a rule about
     one field's legal values checks that field's ``Space``, so each value is written once)."""
     found = []
-    for rule in scheduler.rules(problem, device):
+    for rule in _rules(scheduler, problem, device):
         if (message := rule.check(params, problem, device)) is None:
             continue
         if not isinstance(message, str):
@@ -163,6 +164,23 @@ def violations(
             )
         found.append(Violation(rule.field, getattr(params, rule.field, None), rule.limit, message))
     return found
+
+
+# (scheduler, problem, device, rules) of the last rules asked for, matched by identity
+_kept: tuple[Scheduler, MatmulProblem, Device, tuple[Rule, ...]] | None = None
+
+
+def _rules(scheduler: Scheduler, problem: MatmulProblem, device: Device) -> tuple[Rule, ...]:
+    """*scheduler*'s rules for *problem* on *device*, the last ones kept: a plan checks about
+    140 params against one problem, and the hopper scheduler's 25 rules took as long to make
+    as to check (a rule depends on the problem and the device only: ``Scheduler.rules``)."""
+    global _kept
+    kept = _kept
+    if kept is not None and kept[0] is scheduler and kept[1] is problem and kept[2] is device:
+        return kept[3]
+    rules = tuple(scheduler.rules(problem, device))
+    _kept = (scheduler, problem, device, rules)
+    return rules
 
 
 _ACTIVE: contextvars.ContextVar[Mapping[str, Scheduler] | None] = contextvars.ContextVar(

@@ -35,14 +35,10 @@ class HopperScheduler:
     """TMA + mbarrier + wgmma, warp-specialized, for sm_90a: 16-bit and FP8 single matmuls
     and horizontal fusions whose operands TMA can load."""
 
-    __slots__ = ("_last_rules",)
+    __slots__ = ()
     name: str = NAME
     priority: int = PRIORITY
     block_scales: bool = True  # the kernel applies FP8 block scales in its main loop
-
-    def __init__(self) -> None:
-        # (problem, device, rules) of the last rules() call, matched by identity
-        self._last_rules: tuple[MatmulProblem, Device, tuple[Rule, ...]] | None = None
 
     def accepts(self, problem: MatmulProblem, device: Device) -> str | None:
         """None when the hopper kernel can take *problem* on *device*, else why not."""
@@ -91,14 +87,8 @@ class HopperScheduler:
         return space.space(problem, device)
 
     def rules(self, problem: MatmulProblem, device: Device) -> Sequence[Rule]:
-        """Every rule between fields and with *problem* and *device* (``limits.rules``; the
-        last problem's are kept: a plan checks a hundred params against one problem)."""
-        last = self._last_rules
-        if last is not None and last[0] is problem and last[1] is device:
-            return last[2]
-        rules = tuple(limits.rules(problem, device))
-        self._last_rules = (problem, device, rules)
-        return rules
+        """Every rule between fields and with *problem* and *device* (``limits.rules``)."""
+        return limits.rules(problem, device)
 
     def resources(self, params: MatmulParams, problem: MatmulProblem) -> Resources:
         """Shared memory, threads and consumer registers of one CTA (``limits.resources``)."""

@@ -8,7 +8,7 @@ import pytest
 from mmaplug.analysis.problem import MatmulProblem, VectorWidths
 from mmaplug.heuristics.default import hopper_params
 from mmaplug.ir.dtypes import DType
-from mmaplug.planning.device import get_device
+from mmaplug.planning.device import Device, get_device
 from mmaplug.planning.params import PARAM_NAMES, MatmulParams, TileShape
 from mmaplug.planning.scheduler import Scheduler, violations
 from mmaplug.plugins.hopper import limits, space
@@ -117,20 +117,26 @@ def test_rules_blame_fields() -> None:
             assert rule.field in (*PARAM_NAMES, "device") and rule.limit
 
 
-def test_rules_are_the_asked_problems_and_devices() -> None:
-    """The scheduler keeps the last problem's rules; another problem or device gets its own,
-    never the kept ones."""
+def test_violations_follow_the_asked_problem_and_device() -> None:
+    """``violations`` keeps the last problem's rules; another problem or device, asked right
+    after, is checked against its own rules, never the kept ones."""
+    bad = hopper_params(problem(), H200).with_overrides(
+        cta_tile=(128, 96, 64), warp_tile=(64, 96, 64), instruction_tile=(64, 96, 16), stages=30
+    )  # past shared memory; 96 columns, which an N-major B's 64-column rows do not divide
 
-    def limits_of(prob: MatmulProblem, device: object) -> list[str]:
-        return [rule.limit for rule in SCHEDULER.rules(prob, device)]  # type: ignore[arg-type]
+    def broken(prob: MatmulProblem, device: Device) -> list[str]:
+        return [v.limit for v in violations(SCHEDULER, bad, prob, device)]
 
-    tn, tt = problem(), problem(b_k_inner=False)
-    first = limits_of(tn, H200)
-    assert limits_of(tt, H200) != first  # an N-major B is read in 64-column swizzle rows
-    assert limits_of(tn, H200) == first == [rule.limit for rule in limits.rules(tn, H200)]
-    a100 = get_device("a100")  # less shared memory, another architecture
-    assert limits_of(tn, a100) == [rule.limit for rule in limits.rules(tn, a100)] != first
-    assert limits_of(attrs.evolve(tn), H200) == first  # an equal problem, another object
+    def expected(prob: MatmulProblem, device: Device) -> list[str]:
+        return [r.limit for r in limits.rules(prob, device) if r.check(bad, prob, device)]
+
+    tn, tt, a100 = problem(), problem(b_k_inner=False), get_device("a100")
+    first = broken(tn, H200)
+    assert first == expected(tn, H200) and first
+    assert broken(tt, H200) == expected(tt, H200) != first  # N-major B: 64-column rows
+    assert broken(tt, a100) == expected(tt, a100) != expected(tt, H200)  # another smem, arch
+    assert broken(attrs.evolve(tt), a100) == expected(tt, a100)  # an equal problem
+    assert broken(tn, H200) == first
 
 
 STAGED = {"smem_epilogue": True}
