@@ -33,12 +33,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ncu_probe import built, parse_spec, problem_and_overrides
+from ncu_probe import checked_sides, parse_spec
 
-import mmaplug as mp
-from mmaplug.cli.bench import torch_call
-from mmaplug.tune.measure import captured, rel_error
-from mmaplug.tune.work import problem_inputs, reference
+from mmaplug.tune.measure import captured
 
 SECONDS = 3.0
 CALLS = 20
@@ -128,10 +125,7 @@ def summary(samples: list[tuple[float, list[str]]], start: float, end: float) ->
 
 
 def main(specs: list[str], alternate: bool = False) -> None:
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    planned = [(problem_and_overrides(parse_spec(spec)), spec) for spec in specs]
-    ours = [built(problem, ov, parse_spec(spec)[-1], hopper) for (problem, ov), spec in planned]
-    mp.prebuild(ours, workers=14)
+    checked = checked_sides([parse_spec(spec) for spec in specs])
     smi = sampler()
     samples: list[tuple[float, list[str]]] = []
 
@@ -142,12 +136,7 @@ def main(specs: list[str], alternate: bool = False) -> None:
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     phases = []
-    for ((problem, _), spec), compiled in zip(planned, ours, strict=True):
-        inputs = problem_inputs(problem)
-        error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
-        assert error < 1e-2, (problem.key, error)
-        sides = {"ours": lambda c=compiled, i=inputs: c.execute(i),
-                 "cublas": torch_call(problem, inputs)}  # fmt: skip
+    for spec, (_, compiled, sides) in zip(specs, checked, strict=True):
         names = {"ours": compiled.kernel_name, "cublas": "cublas"}
         for in_turn in (True, False, True) if alternate else (False,):  # (then each alone)
             if in_turn:

@@ -23,12 +23,9 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ncu_probe import built, parse_spec, problem_and_overrides
+from ncu_probe import checked_sides, parse_spec
 
-import mmaplug as mp
-from mmaplug.cli.bench import torch_call
-from mmaplug.tune.measure import captured, rel_error
-from mmaplug.tune.work import problem_inputs, reference
+from mmaplug.tune.measure import captured
 
 CALLS = 20  # calls a graph holds
 REPLAYS = 50  # replays recorded a side, after WARMUP unrecorded
@@ -98,16 +95,8 @@ def timeline(call: Callable[[], Any]) -> list[tuple[str, float, float]]:
 
 
 def main(specs: list[str]) -> None:
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    planned = [(problem_and_overrides(parse_spec(spec)), spec) for spec in specs]
-    ours = [built(problem, ov, parse_spec(spec)[-1], hopper) for (problem, ov), spec in planned]
-    mp.prebuild(ours, workers=14)
-    for ((problem, _), spec), compiled in zip(planned, ours, strict=True):
-        inputs = problem_inputs(problem)
-        error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
-        assert error < 1e-2, (problem.key, error)
-        sides = {"ours": lambda c=compiled, i=inputs: c.execute(i),
-                 "cublas": torch_call(problem, inputs)}  # fmt: skip
+    checked = checked_sides([parse_spec(spec) for spec in specs])
+    for spec, (_, _, sides) in zip(specs, checked, strict=True):
         for side, call in sides.items():
             row = {"spec": spec, "side": side, "kernels": summary(timeline(call))}
             print(json.dumps(row), flush=True)

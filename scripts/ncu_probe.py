@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -164,22 +165,34 @@ def built(
         return mp.compile(problem.fusion(), device, pm=pm, overrides=overrides or None)
 
 
-def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
-    import torch
-
+def checked_sides(
+    shapes: list[tuple[int, int, int, int, str, str]],
+) -> list[tuple[TuneProblem, mp.CompiledFusion, dict[str, Callable[[], Any]]]]:
+    """Each parsed spec's problem, our kernel for it (all built in parallel processes, each
+    output then checked against float64) and the calls to time on one set of inputs: ours
+    and cuBLAS's (``"ours"``, ``"cublas"``). The probes that time specs start here."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     decode = mp.make_plugin_manager(block=["ampere"])
     planned = [problem_and_overrides(spec) for spec in shapes]
-    problems = [problem for problem, _ in planned]
     ours = [built(p, ov, spec[-1], decode if spec[-1] == "decode" else hopper)
             for (p, ov), spec in zip(planned, shapes, strict=True)]  # fmt: skip
     mp.prebuild(ours, workers=14)
-    for problem, compiled in zip(problems, ours, strict=True):
+    found = []
+    for (problem, _), compiled in zip(planned, ours, strict=True):
         inputs = problem_inputs(problem)
         error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
         assert error < 1e-2, (problem.key, error)
-        mine = ("ours " + compiled.kernel_name, functools.partial(compiled.execute, inputs))
-        sides = (mine, ("cublas", torch_call(problem, inputs)))
+        sides = {"ours": functools.partial(compiled.execute, inputs),
+                 "cublas": torch_call(problem, inputs)}  # fmt: skip
+        found.append((problem, compiled, sides))
+    return found
+
+
+def main(shapes: list[tuple[int, int, int, int, str, str]]) -> None:
+    import torch
+
+    for problem, compiled, calls in checked_sides(shapes):
+        sides = (("ours " + compiled.kernel_name, calls["ours"]), ("cublas", calls["cublas"]))
         for side, call in sides:
             call()  # built, bound and warm before the profiled range
             torch.cuda.synchronize()
