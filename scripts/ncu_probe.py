@@ -12,7 +12,8 @@ Shapes given as arguments (``64x4096x4096 ...``, batched ``16x2048x2048x128``) r
 default rows; a shape may name a dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``;
 bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``:
 the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles
-in pairs along M; ``@w256``: 64x256 warp tiles, block scales promoted by chunks; ``@b192``,
+in pairs along M; ``@lt64c2``: cuBLASLt's FP8 plan at 128 rows, 64x64x128 tiles in pairs
+along M; ``@w256``: 64x256 warp tiles, block scales promoted by chunks; ``@b192``,
 ``@b160``: 128x192 or 128x160 tiles straddling two blocks of B's scales; ``@b192c``, ``@w256c``:
 in CTA pairs along M). An epilogue of the tune corpus follows the dtype after a ``+``
 (``4096x4096x4096/bfloat16+bias_gelu``), and ``@tma`` builds the default plan with the packed
@@ -103,6 +104,9 @@ OVERRIDES: dict[str, dict] = {
     "t128": {**_FP8_128, "cluster_dims": (1, 1)},
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
     "t128c4": {**_FP8_128, "cluster_dims": (4, 1)},
+    # cuBLASLt's FP8 plan at 128 rows (nvjet_sm90_qqtst_64x64_128x13_2x1, run 238): 64x64
+    # tiles, 128 of K a stage, 13 stages, in pairs along M sharing the weight tile
+    "lt64c2": {**_fp8_tiles((64, 64, 128), 64, 13), "cluster_dims": (2, 1)},
     # 64x256 warp tiles (block scales: promoted by 64-column chunks)
     "w256": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (1, 1)},
     # FP8 128x160 or 128x192 tiles (block scales: each tile straddles two blocks of B's)

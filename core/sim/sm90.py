@@ -355,6 +355,25 @@ def _peer(block: B.Block, rank: int, op: str) -> B.Block:
     return block.cluster[rank]
 
 
+def _live_peer(block: B.Block, rank: int, op: str) -> B.Block:
+    """The block of cluster rank *rank*, which must not have exited: a CTA's shared memory,
+    its barriers with it, is gone once every one of its threads exited, and a peer's remote
+    arrive, multicast or load there is undefined on the GPU (a kernel keeps its CTAs until no
+    peer may still reach them: a closing ``barrier.cluster`` or the producer's tail)."""
+    target = _peer(block, rank, op)
+    threads = target.seen()
+    if (
+        target is not block
+        and len(threads) == target.nthreads
+        and all(getattr(t, "exited", False) for _, t in threads)
+    ):
+        raise UsageError(
+            f"{op}: cluster rank {rank} has exited, and its shared memory with it; a CTA must "
+            "not leave while a peer may still arrive on its barriers or write its shared memory"
+        )
+    return target
+
+
 def _rank(block: B.Block) -> int:
     return block.cluster.index(block)
 
@@ -383,7 +402,7 @@ def mbarrier_arrive_cluster(bar: Any) -> None:
     op = "mbarrier_arrive_cluster"
     block, _ = B.current(op)
     tag = int(bar) >> _PEER_SHIFT
-    target = _peer(block, tag - 1, op) if tag else block
+    target = _live_peer(block, tag - 1, op) if tag else block
     target.update_mbarrier(int(bar) & _OFFSET_MASK, 1, 0, op)
 
 
@@ -398,7 +417,7 @@ def tma_load_3d_multicast(
         raise UsageError(f"{op}: mask {bits:#x} names no rank or a rank past the cluster's")
     for rank in range(len(block.cluster)):
         if bits >> rank & 1:
-            _load3(tmap, (c0, c1, c2), dst, bar, block.cluster[rank])
+            _load3(tmap, (c0, c1, c2), dst, bar, _live_peer(block, rank, op))
 
 
 def ld_shared_cluster_f32(addr: Any) -> np.float32:
@@ -407,7 +426,7 @@ def ld_shared_cluster_f32(addr: Any) -> np.float32:
     op = "ld_shared_cluster_f32"
     block, _ = B.current(op)
     tag = int(addr) >> _PEER_SHIFT
-    target = _peer(block, tag - 1, op) if tag else block
+    target = _live_peer(block, tag - 1, op) if tag else block
     return target.smem(int(addr) & _OFFSET_MASK, 4, 4, "ld.shared::cluster.f32").view(np.float32)[0]
 
 

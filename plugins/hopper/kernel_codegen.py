@@ -59,13 +59,13 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     )
     if cfg.cluster > 1:
         em(
-            "from mmaplug.cuda.sm90 import (cluster_sync, cluster_sync_after_init, mapa_shared, "
+            "from mmaplug.cuda.sm90 import (cluster_sync_after_init, mapa_shared, "
             "mbarrier_arrive_cluster, tma_load_3d_multicast)"
         )
     if cfg.splitk_cluster:
         em(
-            "from mmaplug.cuda.sm90 import (fence_acq_rel_cluster, ld_shared_cluster_f32, "
-            "mbarrier_wait_cluster)"
+            "from mmaplug.cuda.sm90 import (cluster_sync, fence_acq_rel_cluster, "
+            "ld_shared_cluster_f32, mbarrier_wait_cluster)"
         )
     if cfg.streamk:
         em("from mmaplug.cuda.intrinsics import ld_global_cg_v4_f32")
@@ -205,8 +205,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
         em("else:")
         with em.indent():
             _emit_consumer(em, cfg, a, b, sim)
-        if cl > 1:
-            em("cluster_sync()  # no CTA leaves while its peer may multicast into it")
+        if cfg.splitk_cluster:
+            em("cluster_sync()  # no CTA leaves while its peers may read its partial tile")
     em()
 
 
@@ -267,6 +267,20 @@ def _emit_producer(
                 advance(em, stages)
                 em(f"{kv.k0} += {cfg.cta_tile[2]}")
             em(f"{kv.u} += {kv.ustep}")
+        if cfg.multicast > 1 and not cfg.splitk_cluster:
+            _emit_producer_tail(em, stages)
+
+
+def _emit_producer_tail(em: Emitter, stages: int) -> None:
+    """Acquire every stage once more, filling none: each was released by the consumers of
+    every CTA it lands in. Their arrivals on this CTA's empty barriers are then all done, the
+    peers' multicasts into it were awaited by its own consumers, so the CTA may exit without
+    waiting for the cluster (a closing ``barrier.cluster.arrive.release`` costs every thread a
+    ``MEMBAR.ALL.GPU`` after the epilogue's stores, and couples the CTAs' exits)."""
+    em(f"for _ in range({stages}):  # no peer still arrives on this CTA's barriers")
+    with em.indent():
+        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {kv.s})), {kv.ph} ^ 1)")
+        advance(em, stages)
 
 
 def _emit_consumer(

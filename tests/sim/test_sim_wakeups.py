@@ -84,7 +84,7 @@ def probe_mbarrier_and_named_barrier() -> dict[str, Any]:
 def probe_cta_pair_pingpong_kernel() -> dict[str, Any]:
     """The generated CTA-pair ping-pong kernel: TMA bytes completing full barriers in both
     CTAs (multicast), remote arrives on empty barriers, named barriers taking turns and staging
-    the epilogue, barrier.cluster at start and exit."""
+    the epilogue, barrier.cluster at start, the producer's tail at exit."""
     import importlib.util
 
     path = Path(__file__).with_name("test_hopper_kernel_sim.py")

@@ -355,6 +355,38 @@ def test_stmatrix_layouts():
 
 
 @in_simulator
+def test_a_remote_arrive_on_an_exited_peer_is_an_error():
+    """A CTA's barriers go with it: arriving on an exited peer's raises, on a live one's
+    counts (the producer's tail keeps a clustered kernel's CTAs until no peer arrives)."""
+    import time
+
+    from mmaplug.errors import UsageError
+    from mmaplug.sim.cluster import clusters_of
+
+    @cuda.jit
+    def kernel(out, late):
+        sm = cuda.shared.array(2, types.uint64)
+        bar = H.shared_base(sm)
+        H.mbarrier_init(bar, 1)
+        H.cluster_sync()  # both barriers initialised
+        if cuda.blockIdx.x == 0:
+            if late:
+                time.sleep(0.3)  # block 1 has exited by now
+            H.mbarrier_arrive_cluster(H.mapa_shared(bar, 1))
+        else:
+            if not late:
+                H.mbarrier_wait(bar, 0)  # alive until block 0 arrived
+            out[0] = 1
+
+    out = np.zeros(1)
+    with clusters_of(2):
+        kernel[2, 1](out, False)
+        assert out[0] == 1
+        with pytest.raises(UsageError, match="cluster rank 1 has exited"):
+            kernel[2, 1](out, True)
+
+
+@in_simulator
 def test_named_barrier_thread_count_mismatch():
     from mmaplug.errors import UsageError
 
