@@ -100,6 +100,8 @@ OVERRIDES: dict[str, dict] = {
     "c4": {"cluster_dims": (1, 4)},
     # the same plan in pairs or fours along M (sharing the B tile)
     "m2": {"cluster_dims": (2, 1)},
+    # the same plan alone, one CTA a cluster
+    "a1": {"cluster_dims": (1, 1)},
     "m4": {"cluster_dims": (4, 1)},
     "t128": {**_FP8_128, "cluster_dims": (1, 1)},
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},
