@@ -60,6 +60,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
+    python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1764,6 +1765,38 @@ def skinny_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in _problems(SKINNY_PAIRS_PROBLEMS)), rounds=3)
 
 
+#: 16-bit problems whose default tiles have 64 rows (one consumer warpgroup; BENCHMARKS.md runs
+#: 302-303: on the producer's tail, pairs along M won 13-16% at 1000^3 and 777x1111x4096 and
+#: lost 38-44% where 3 or 5 M tiles pair unevenly): the rest of the class, for a default rule
+NARROW_PAIRS_PROBLEMS = [((1000, 1000, 1000), "float16", ""), ((1000, 1000, 1000), "bfloat16", ""),
+                         ((768, 768, 768), "float16", ""), ((1024, 1024, 1024), "float16", ""),
+                         ((1024, 1024, 1024), "bfloat16", ""), ((1000, 1000, 4096), "bfloat16", ""),
+                         ((1000, 1000, 2048), "float16", ""), ((512, 512, 512), "float16", ""),
+                         ((1024, 1536, 2048), "bfloat16", ""), ((640, 2048, 2048), "float16", ""),
+                         ((256, 4096, 4096), "bfloat16", ""), ((128, 8192, 1024), "bfloat16", ""),
+                         ((128, 4096, 4096), "bfloat16", ""), ((777, 1111, 4096), "float16", ""),
+                         ((192, 4096, 4096), "bfloat16", ""),
+                         ((320, 4096, 4096), "bfloat16", "")]  # fmt: skip
+
+
+def narrow_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``NARROW_PAIRS_PROBLEMS`` on the default plan and on the same plan with its cluster
+    toggled (CTA pairs along M where the default runs alone, alone where it pairs); three
+    rounds in turn, turns rotating."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (default := _compiled(problem, pm=hopper)) is None:
+            return []
+        alone = default.spec.params.cluster_dims == (1, 1)
+        other = {"cluster_dims": (2, 1) if alone else (1, 1)}
+        toggled = _compiled(problem, pm=hopper, overrides=other)
+        label = "pairs along M" if alone else "alone"
+        return [("default", default)] + ([(label, toggled)] if toggled else [])
+
+    return _in_turn(((p, sets(p)) for p in _problems(NARROW_PAIRS_PROBLEMS)), rounds=3)
+
+
 #: cuBLASLt's FP8 per-row plan at 4096x8192x8192 (ncu, run 252: ``nvjet_sm90_qqtst_128x128_
 #: 128x6_1x2_h``): ping-pong consumers owning 128x128 tiles, 128 of K in 6 stages, in pairs
 #: along N that share the A tile
@@ -2072,6 +2105,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "wide_n_wave": wide_n_wave_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
+            "narrow_pairs": narrow_pairs_jobs,
         }[which]()
         if job[2]
     ]

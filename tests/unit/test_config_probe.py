@@ -72,3 +72,27 @@ def test_one_scale_then_the_other_is_the_same_problem(
     np.testing.assert_allclose(
         got_old.astype(np.float64), got_new.astype(np.float64), rtol=2**-7, atol=1e-6
     )
+
+
+def test_narrow_pairs_times_each_default_beside_its_plan_with_the_cluster_toggled(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every problem of ``narrow_pairs`` has 64-row 16-bit default tiles, and its second plan
+    is the default's with only the cluster toggled (pairs along M where it runs alone)."""
+    import functools
+
+    from mmaplug.runtime.compile import compile as compile_fusion
+
+    monkeypatch.setattr(script, "compile_fusion", functools.partial(compile_fusion, device="h200"))
+    jobs = script.narrow_pairs_jobs()
+    plans: dict[str, dict[str, object]] = {}
+    for problem, label, compiled in jobs:
+        plans.setdefault(problem.key, {})[label.rpartition(" ")[0] or label] = compiled.spec.params
+    assert len(plans) == len(script.NARROW_PAIRS_PROBLEMS)
+    for key, found in plans.items():
+        default = found["default"]
+        assert default.cta_tile.m == 64, key
+        ((label, toggled),) = ((k, v) for k, v in found.items() if k not in ("default", "warm-up"))
+        assert {default.cluster_dims, toggled.cluster_dims} == {(1, 1), (2, 1)}, key
+        assert label == ("alone" if default.cluster_dims == (2, 1) else "pairs along M"), key
+        assert toggled.with_overrides(cluster_dims=default.cluster_dims) == default, key
