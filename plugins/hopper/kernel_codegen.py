@@ -22,11 +22,14 @@ from .smem import MBARRIER_BYTES, SMEM_ALIGN, STAGED_ROWS
 from .stage_codegen import (
     StageOperand,
     advance,
+    emit_empty_wait,
     emit_hand_over,
     emit_origin,
     emit_release,
     emit_stage_wgmmas,
     emit_wait_turn,
+    empty_barrier,
+    full_barrier,
     multicast_part,
     takes_turns,
     wgmma_imports,
@@ -171,11 +174,8 @@ def _emit_main(em: Emitter, cfg: HopperKernelConfig, sim: bool) -> None:
         with em.indent():
             em(f"for i in range({stages}):")
             with em.indent():
-                em(f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * i), 1)")
-                em(
-                    f"mbarrier_init(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + i)), "
-                    f"{consumer_warps * pair})"
-                )
+                em(f"mbarrier_init({full_barrier('i')}, 1)")
+                em(f"mbarrier_init({empty_barrier(stages, 'i')}, {consumer_warps * pair})")
             if cfg.splitk_cluster:  # the cluster's partials written; this CTA's read by all
                 em(f"mbarrier_init(uint32({kv.red}), {cl})")
                 em(f"mbarrier_init(uint32({kv.red} + {MBARRIER_BYTES}), {cl})")
@@ -241,11 +241,8 @@ def _emit_producer(
             em(f"{kv.k0} = {kv.kb}")
             em(f"while {kv.k0} < {kv.ke}:")
             with em.indent():
-                em(
-                    f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {kv.s})), "
-                    f"{kv.ph} ^ 1)"
-                )
-                em(f"full = uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s})")
+                emit_empty_wait(em, stages)
+                em(f"full = {full_barrier(kv.s)}")
                 em(f"mbarrier_arrive_expect_tx(full, {stage_bytes})")
                 loads = ((a, kv.sa, "tmap_a", "ca"), (b, kv.sb, "tmap_b", "cb"))
                 for op, base, tmap, batch in loads:
@@ -279,7 +276,7 @@ def _emit_producer_tail(em: Emitter, stages: int) -> None:
     ``MEMBAR.ALL.GPU`` after the epilogue's stores, and couples the CTAs' exits)."""
     em(f"for _ in range({stages}):  # no peer still arrives on this CTA's barriers")
     with em.indent():
-        em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {kv.s})), {kv.ph} ^ 1)")
+        emit_empty_wait(em, stages)
         advance(em, stages)
 
 

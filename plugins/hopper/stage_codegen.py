@@ -23,7 +23,8 @@ from .tiles import (
 )
 
 __all__ = [
-    "StageOperand", "advance", "cluster_coords", "emit_full_wait", "emit_hand_over",
+    "StageOperand", "advance", "cluster_coords", "emit_empty_wait", "emit_full_wait",
+    "emit_hand_over", "empty_barrier", "full_barrier",
     "emit_origin", "emit_release", "emit_stage_offsets", "emit_stage_wgmmas", "emit_turn",
     "emit_turn_over", "emit_wait_turn", "emit_wgmma_steps", "multicast_part", "takes_turns",
     "wgmma_imports",
@@ -225,9 +226,25 @@ def emit_turn_over(em: Emitter, cfg: HopperKernelConfig) -> None:
         em("turn = 1")
 
 
+def full_barrier(stage: str) -> str:
+    """The shared address of ``full[stage]``, the ring's first barriers."""
+    return f"uint32({kv.bar} + {MBARRIER_BYTES} * {stage})"
+
+
 def emit_full_wait(em: Emitter) -> None:
     """Wait until stage ``s`` is full (its phase ``ph``)."""
-    em(f"mbarrier_wait(uint32({kv.bar} + {MBARRIER_BYTES} * {kv.s}), {kv.ph})")
+    em(f"mbarrier_wait({full_barrier(kv.s)}, {kv.ph})")
+
+
+def empty_barrier(stages: int, stage: str) -> str:
+    """The shared address of ``empty[stage]``, after the ring's *stages* full barriers."""
+    return f"uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {stage}))"
+
+
+def emit_empty_wait(em: Emitter, stages: int) -> None:
+    """The producer waits until stage ``s`` is free (released in phase ``ph ^ 1``: every stage
+    is free before its first fill)."""
+    em(f"mbarrier_wait({empty_barrier(stages, kv.s)}, {kv.ph} ^ 1)")
 
 
 def emit_stage_offsets(em: Emitter, a: StageOperand, b: StageOperand) -> None:
@@ -283,7 +300,7 @@ def emit_release(em: Emitter, stages: int, stage: str, cluster: int) -> None:
     """Lane 0 of every consumer warp arrives on ``empty[stage]`` (none before the first tile),
     in every CTA of its cluster: each multicasts into the others' stages."""
     em(f"if {stage} >= 0 and {kv.lane} == 0:")
-    empty = f"uint32({kv.bar} + {MBARRIER_BYTES} * ({stages} + {stage}))"
+    empty = empty_barrier(stages, stage)
     if cluster == 1:
         em(f"    mbarrier_arrive({empty})")
         return
