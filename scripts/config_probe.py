@@ -61,6 +61,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
+    python scripts/config_probe.py one_consumer  # the same grids on two consumers; K cut odd
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1966,6 +1967,44 @@ def wide_n_wave_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p, tiles)) for p, tiles in planned), rounds=3)
 
 
+#: one-wave 16-bit grids whose default tile is 64 rows (one consumer), and beside 1024^3 the
+#: same grid with K cut to rows that are no multiple of 128 bytes (1000, 1008) or are (960,
+#: 1088): run 304 timed 1000^3 at 11.5 us and 1024^3 at 7.5 on one kernel and one grid
+ONE_CONSUMER_PROBLEMS = [
+    ((1000, 1000, 1000), "float16", ""), ((1000, 1000, 1000), "bfloat16", ""),
+    ((1024, 1024, 1024), "float16", ""), ((768, 768, 768), "float16", ""),
+    ((1024, 1536, 2048), "bfloat16", ""), ((640, 2048, 2048), "float16", ""),
+    ((1000, 1000, 4096), "bfloat16", ""), ((1000, 1000, 2048), "float16", ""),
+]  # fmt: skip
+ODD_K_PROBLEMS = [((1024, 1024, k), "float16", "") for k in (960, 1000, 1008, 1088)]
+#: two consumers a CTA (two m64 warp tiles along M) on the widths that keep the grid to one wave
+TWO_CONSUMER_TILES = {"128x64": ((128, 64, 64), (64, 64, 64)), **_CONSUMER_PAIRS_96}
+
+
+def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``ONE_CONSUMER_PROBLEMS`` on their default (64-row tiles, one consumer) and on
+    those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave, in the deepest ring up to 6
+    stages, and ``ODD_K_PROBLEMS`` on their default; three rounds in turn."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (default := _compiled(problem, pm=pm)) is None:
+            return []
+        built = [("default", default)]
+        sms = default.spec.device.sm_count
+        for label, (cta, warp) in TWO_CONSUMER_TILES.items():
+            if -(-problem.m // cta[0]) * -(-problem.n // cta[1]) > sms:
+                continue  # more than one wave
+            found = _deepest(problem, _wgmma_tiles(cta, warp), range(6, 1, -1), pm)
+            if found is not None:
+                built.append((f"{label} s{found[0]}", found[1]))
+        return built
+
+    planned = [(p, sets(p)) for p in _problems(ONE_CONSUMER_PROBLEMS)]
+    planned += [(p, [("default", _compiled(p, pm=pm))]) for p in _problems(ODD_K_PROBLEMS)]
+    return _in_turn(planned, rounds=3)
+
+
 #: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
 #: clustered default: run in two installs (the cluster's first barrier released or relaxed)
 #: in alternating processes, each with its own cache (docs/decisions.md, "A cluster's first
@@ -2106,6 +2145,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
+            "one_consumer": one_consumer_jobs,
         }[which]()
         if job[2]
     ]

@@ -96,3 +96,38 @@ def test_narrow_pairs_times_each_default_beside_its_plan_with_the_cluster_toggle
         assert {default.cluster_dims, toggled.cluster_dims} == {(1, 1), (2, 1)}, key
         assert label == ("alone" if default.cluster_dims == (2, 1) else "pairs along M"), key
         assert toggled.with_overrides(cluster_dims=default.cluster_dims) == default, key
+
+
+def test_one_consumer_times_each_64_row_default_beside_two_consumer_tiles(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every problem of ``one_consumer`` has a 64-row default tile (one consumer) and is timed
+    beside tiles of two consumers that keep its grid to one wave; the odd-K rows run the one
+    kernel 1024^3 runs, on its grid."""
+    import functools
+
+    from mmaplug.runtime.compile import compile as compile_fusion
+
+    monkeypatch.setattr(script, "compile_fusion", functools.partial(compile_fusion, device="h200"))
+    jobs = script.one_consumer_jobs()
+    plans: dict[tuple[int, int, int, str], dict[str, object]] = {}
+    for problem, label, compiled in jobs:
+        key = (problem.m, problem.n, problem.k, problem.dtype)
+        plans.setdefault(key, {})[label.rpartition(" ")[0] or label] = compiled
+    assert len(plans) == len(script.ONE_CONSUMER_PROBLEMS) + len(script.ODD_K_PROBLEMS)
+    for (m, n, k, _), found in plans.items():
+        default = found.pop("default").spec.params
+        found.pop("warm-up", None)
+        assert default.cta_tile.m == 64 == default.warp_tile.m, (m, n, k)
+        if (m, n) == (1024, 1024) and k != 1024:
+            assert not found, "an odd-K row is timed on its default only"
+            continue
+        assert found, (m, n, k)
+        for label, compiled in found.items():
+            params = compiled.spec.params
+            assert (params.cta_tile.m, params.warp_tile.m) == (128, 64), label
+            units = -(-m // params.cta_tile.m) * -(-n // params.cta_tile.n)
+            assert units <= 132 and params.cluster_dims == (1, 1), (m, n, k, label)
+    odd = {p.k: c.kernel_name for p, lab, c in jobs if (p.m, p.n) == (1024, 1024)
+           and lab.startswith("default")}  # fmt: skip
+    assert len(set(odd.values())) == 1 and set(odd) == {960, 1000, 1008, 1024, 1088}
