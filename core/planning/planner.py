@@ -5,6 +5,7 @@ the adjustments; a plugin dropped on the way (warning mode) makes it plan again 
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final
 
@@ -308,8 +309,9 @@ class Planner:
         for checker, v in found:
             blamed = self.blame(v, base, base_plugin, layers, scheduler)
             culprits |= blamed
-            who = ", ".join(sorted(HARNESS_SOURCE if b == HARNESS else b for b in blamed))
+            who = ", ".join(sorted(_source(b) for b in blamed))
             lines.append(f"{v.message}\n  value from: {who}; rule of: {checker}")
+            lines.extend(_kept(v.field.partition(".")[0], base, base_plugin, layers, blamed))
         pm = self.guard.pm
         if self.guard.strict or CALLER in culprits or any(is_builtin(pm, c) for c in culprits):
             raise InvalidParamsError("\n".join(lines), tuple(v for _, v in found))
@@ -515,3 +517,30 @@ def _rules_problems(answer: object) -> str:
     if not isinstance(answer, Sequence) or not all(isinstance(r, Rule) for r in answer):
         return f"answered {shown(answer)}, not a sequence of Rule"
     return ""
+
+
+def _source(plugin: str) -> str:
+    """*plugin* as a violation names the source of a value."""
+    return HARNESS_SOURCE if plugin == HARNESS else plugin
+
+
+def _kept(
+    field: str, base: MatmulParams, base_plugin: str, layers: Sequence[Layer], blamed: set[str]
+) -> list[str]:
+    """The line that names whose *field* value the *blamed* layers broke, where it is not
+    theirs: the base plan's cluster, say, chosen for its own tile before a caller's tile."""
+    held = [(p, changes[field]) for p, changes in layers if field in changes]
+    holder, value = held[-1] if held else (base_plugin, getattr(base, field, None))
+    if holder in blamed or field not in PARAM_NAMES:
+        return []
+    changed = sorted({k.partition(".")[0] for p, ch in layers if p in blamed for k in ch})
+    theirs = " and ".join(f"{_source(p)}'s" for p in sorted(blamed))
+    return [
+        f"  {field}={_text(value)} came from {_source(holder)}, which chose it before "
+        f"{theirs} {', '.join(changed)}; set {field} with them"
+    ]
+
+
+def _text(value: object) -> str:
+    """A params value as the rules' messages write it."""
+    return repr(value.value) if isinstance(value, enum.Enum) else str(value)

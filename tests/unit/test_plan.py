@@ -285,6 +285,27 @@ def test_invalid_caller_value_is_an_error_even_when_lenient(mmaplug_pm, problem)
         plan_problem(problem, A100, pm=mmaplug_pm, overrides={"stages": 9}, strict=False)
 
 
+def test_a_base_value_broken_by_the_caller_is_named_with_whose_it_is():
+    """A caller's tile that breaks the pair the default chose for its own tile (8192^3 runs in
+    pairs along M) names the cluster as the default's, chosen before the caller's tile fields;
+    a value the caller set itself gets no such line."""
+    pm = make_plugin_manager(load_entrypoints=False, strict=True, block=["decode", "ampere"])
+    big = make_problem(8192, 8192, 8192)
+    assert plan_problem(big, H200, pm=pm).params.cluster_dims == (2, 1)
+    tile = {"cta_tile": (64, 40, 64), "warp_tile": (64, 40, 64), "instruction_tile": (64, 40, 16)}
+    with pytest.raises(InvalidParamsError) as info:
+        plan_problem(big, H200, pm=pm, overrides=tile)
+    assert (
+        "value from: caller; rule of: hopper\n  cluster_dims=(2, 1) came from default, which "
+        "chose it before caller's cta_tile, instruction_tile, warp_tile; set cluster_dims with "
+        "them"
+    ) in str(info.value)
+    assert plan_problem(big, H200, pm=pm, overrides={**tile, "cluster_dims": (1, 1)})
+    with pytest.raises(InvalidParamsError) as info:
+        plan_problem(big, H200, pm=pm, overrides={"stages": 9})
+    assert "came from" not in str(info.value)
+
+
 class Raises:
     name = "raises"
 
