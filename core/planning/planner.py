@@ -355,7 +355,7 @@ class Planner:
                 alone.add(plugin)
         if alone:
             return alone
-        owners = [p for p, changes in layers if field in {k.partition(".")[0] for k in changes}]
+        owners = _setters(field, layers)
         return {owners[-1]} if owners else {p for p, _ in layers}
 
     def merge(
@@ -524,20 +524,24 @@ def _source(plugin: str) -> str:
     return HARNESS_SOURCE if plugin == HARNESS else plugin
 
 
+def _setters(field: str, layers: Sequence[Layer]) -> list[str]:
+    """The plugins whose layer sets *field* (whole or one dimension), in layer order."""
+    return [p for p, changes in layers if field in {k.partition(".")[0] for k in changes}]
+
+
 def _kept(
     field: str, base: MatmulParams, base_plugin: str, layers: Sequence[Layer], blamed: set[str]
 ) -> list[str]:
-    """The line that names whose *field* value the *blamed* layers broke, where it is not
-    theirs: the base plan's cluster, say, chosen for its own tile before a caller's tile."""
-    held = [(p, changes[field]) for p, changes in layers if field in changes]
-    holder, value = held[-1] if held else (base_plugin, getattr(base, field, None))
-    if holder in blamed or field not in PARAM_NAMES:
+    """The line that names the base plan as the source of the *field* value the *blamed*
+    layers broke, where no layer set it: the default's cluster, say, chosen for its own tile
+    before a caller's tile."""
+    if field not in PARAM_NAMES or base_plugin in blamed or _setters(field, layers):
         return []
     changed = sorted({k.partition(".")[0] for p, ch in layers if p in blamed for k in ch})
     theirs = " and ".join(f"{_source(p)}'s" for p in sorted(blamed))
     return [
-        f"  {field}={_text(value)} came from {_source(holder)}, which chose it before "
-        f"{theirs} {', '.join(changed)}; set {field} with them"
+        f"  {field}={_text(getattr(base, field))} came from {_source(base_plugin)}, which chose "
+        f"it before {theirs} {', '.join(changed)}; set {field} with them"
     ]
 
 
