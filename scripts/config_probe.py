@@ -98,7 +98,9 @@ import mmaplug.plugins.decode.limits as decode_limits
 import mmaplug.tune.targets as tune_targets
 from mmaplug.cli.bench import torch_call
 from mmaplug.errors import MatmulError
+from mmaplug.heuristics.default.grid import work_units
 from mmaplug.ir.dtypes import DType
+from mmaplug.planning.params import TileShape
 from mmaplug.runtime.compile import compile as compile_fusion
 from mmaplug.runtime.prebuild import prebuild
 from mmaplug.tune.corpus import TuneProblem
@@ -1991,9 +1993,9 @@ def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
         if (default := _compiled(problem, pm=pm)) is None:
             return []
         built = [("default", default)]
-        sms = default.spec.device.sm_count
+        spec = default.spec
         for label, (cta, warp) in TWO_CONSUMER_TILES.items():
-            if -(-problem.m // cta[0]) * -(-problem.n // cta[1]) > sms:
+            if work_units(spec.problem, TileShape(*cta)) > spec.device.sm_count:
                 continue  # more than one wave
             found = _deepest(problem, _wgmma_tiles(cta, warp), range(6, 1, -1), pm)
             if found is not None:
