@@ -11,7 +11,8 @@ launch__grid_size,dram__throughput.avg.pct_of_peak_sustained_elapsed \\
 Shapes given as arguments (``64x4096x4096 ...``, batched ``16x2048x2048x128``) replace the
 default rows; a shape may name a dtype and FP8 scale (``8192x8192x8192/float8_e4m3fn-block``;
 bf16 otherwise) and overrides of ``OVERRIDES`` on top of the default plan (``64x4096x4096@c2``:
-the same plan in CTA pairs along N; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles
+the same plan in CTA pairs along N; ``@s8``, ``@m2s8``: in 8 stages, alone or in pairs
+along M; ``.../float8_e4m3fn-block@t128c2``: FP8 on 128x128x128 tiles
 in pairs along M; ``@lt64c2``: cuBLASLt's FP8 plan at 128 rows, 64x64x128 tiles in pairs
 along M; ``@w256``: 64x256 warp tiles, block scales promoted by chunks; ``@b192``,
 ``@b160``: 128x192 or 128x160 tiles straddling two blocks of B's scales; ``@b192c``, ``@w256c``:
@@ -102,6 +103,10 @@ OVERRIDES: dict[str, dict] = {
     "m2": {"cluster_dims": (2, 1)},
     # the same plan alone, one CTA a cluster
     "a1": {"cluster_dims": (1, 1)},
+    # the same plan in a deeper ring (cuBLAS's 64x128 tiles at 1024^3 take 8 stages of 64 of K),
+    # alone and in pairs along M
+    "s8": {"stages": 8},
+    "m2s8": {"cluster_dims": (2, 1), "stages": 8},
     "m4": {"cluster_dims": (4, 1)},
     "t128": {**_FP8_128, "cluster_dims": (1, 1)},
     "t128c2": {**_FP8_128, "cluster_dims": (2, 1)},

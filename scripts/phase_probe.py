@@ -11,19 +11,21 @@ them)::
 
     python scripts/phase_probe.py 1024x1024x1024/float16 1024x1024x1024/float16@m2
 
-One JSON line per spec: the kernel, the grid's spread of entry and exit times (ns), and per
-phase the median, 10th and 90th percentile over the CTAs of cycles since the CTA's entry.
-The patched kernels build in this process, into a private cache directory (the stamps' buffer
-address is part of their source)."""
+One JSON line per spec: the kernel, its and cuBLAS's µs a call as CUDA-graph replays in turn,
+the grid's spread of entry and exit times (ns), and per phase the 10th, 50th and 90th
+percentile over the CTAs of cycles since the CTA's entry. A spec may name a variant of the
+kernel after a ``%`` (``VARIANTS``: ``1024x1024x1024/float16%nofence``), for timing what a part
+costs. Each spec builds in a process and cache directory of its own (the stamps' buffer address
+is part of the kernel's source)."""
 
 from __future__ import annotations
 
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
-from typing import Any
 
 from numba.cuda import types
 from numba.cuda.extending import intrinsic
@@ -35,6 +37,11 @@ STAGES = 24  # stage stamps per role (more are dropped)
 ENTRY, ENTRY_NS, FENCED, ISSUED = 0, 1, 2, 3  # the producer's (ENTRY: its first instruction)
 CONSUMING, FULL = 28, 29  # the first consumer's: its first instruction, each stage full
 DRAINED, STORED, EXIT_NS, SM = 54, 55, 56, 57
+DECODED, WAITED = 58, 59  # the producer's first tile decoded, its first empty wait passed
+# what a variant (``SPEC%variant``) changes in the kernel, for timing only: ``nofence`` drops
+# the tensor maps' proxy fences (the programming model asks for them), ``noprefetch`` their
+# prefetches, ``early`` has thread 0 fence and prefetch them first thing, before the barriers
+VARIANTS = ("", "nofence", "noprefetch", "early")
 
 
 @intrinsic
@@ -87,6 +94,23 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
+def varied(src: str, variant: str) -> str:
+    """*src* as *variant* (``VARIANTS``) has it."""
+    lines = src.splitlines()
+    if variant in ("nofence", "noprefetch"):
+        dropped = "fence_tensormap_acquire(" if variant == "nofence" else "prefetch_tensormap("
+        lines = [line for line in lines if not line.strip().startswith(dropped)]
+    elif variant == "early":
+        maps = ("tmap_", "fence_tensormap", "prefetch_tensormap")
+        moved = [i for i, line in enumerate(lines) if line.strip().startswith(maps)]
+        block = [line.strip() for line in (lines[i] for i in moved)]
+        lines = [line for i, line in enumerate(lines) if i not in moved]
+        top = next(i for i, line in enumerate(lines) if line.strip() == "tid = cuda.threadIdx.x")
+        ind = _indent(lines[top])
+        lines[top + 1 : top + 1] = [f"{ind}if tid == 0:"] + [f"{ind}    {b}" for b in block]
+    return "\n".join(lines) + "\n"
+
+
 def stamped(src: str, buffer: int) -> str:
     """*src*, a generated hopper kernel, with stamps written to the device buffer at *buffer*
     (``SLOTS`` uint64 per CTA, by ``blockIdx.x``)."""
@@ -103,6 +127,9 @@ def stamped(src: str, buffer: int) -> str:
         ind = _indent(line)
         if text.startswith("from mmaplug.cuda.sm90 import (shared_base"):
             out.append("from phase_probe import clock64, globaltimer, smid, st64")
+        if role == "producer" and text.startswith("k0 = kb") and "_pn" in "".join(out):
+            out.append(f"{ind}if _pn == 0:")
+            out.append(f"{ind}    {put(str(DECODED), 'clock64()')}")
         if role == "consumer" and text == "u += ustep":
             out.append(f"{ind}if tid == 128:")
             out.append(f"{ind}    {put(str(STORED), 'clock64()')}")
@@ -115,9 +142,15 @@ def stamped(src: str, buffer: int) -> str:
                     f"{ind}    {put(str(ENTRY_NS), '_g0')}", f"{ind}    {put(str(SM), 'smid()')}",
                     f"{ind}if tid == 128:", f"{ind}    {put(str(CONSUMING), '_c0')}"]  # fmt: skip
             role = "producer"
-        elif role == "producer" and text.startswith("prefetch_tensormap(tmap_b"):
-            if not lines[i + 1].strip().startswith("prefetch_tensormap("):
-                out += [f"{ind}{put(str(FENCED), 'clock64()')}", f"{ind}_pn = 0"]
+        elif role == "producer" and text == "s = 0" and "_pn = 0" not in "".join(out):
+            # the tensor maps fenced and prefetched: the issuing thread's ring starts
+            out[-1:-1] = [f"{ind}{put(str(FENCED), 'clock64()')}", f"{ind}_pn = 0"]
+        elif (
+            role == "producer"
+            and text.startswith("mbarrier_wait(uint32(bar + 8 * (")
+            and ("mbarrier_arrive_expect_tx" in lines[i + 2])
+        ):
+            out += [f"{ind}if _pn == 0:", f"{ind}    {put(str(WAITED), 'clock64()')}"]
         elif role == "producer" and text.startswith("mbarrier_arrive_expect_tx(full"):
             out += [f"{ind}if _pn < {STAGES}:", f"{ind}    {put(f'{ISSUED} + _pn', 'clock64()')}",
                     f"{ind}    _pn += 1"]  # fmt: skip
@@ -139,7 +172,8 @@ def phases(rows: list[list[int]]) -> dict:
     ran = [r for r in rows if r[ENTRY_NS]]
     entry = [r[ENTRY_NS] for r in ran]
     first = min(entry)
-    named = {"fenced": FENCED, "drained": DRAINED, "stored": STORED}
+    named = {"fenced": FENCED, "decoded": DECODED, "waited": WAITED, "drained": DRAINED}
+    named |= {"stored": STORED}
     named |= {f"issued{j}": ISSUED + j for j in range(STAGES)}
     named |= {f"full{j}": FULL + j for j in range(STAGES)}
     out: dict = {
@@ -160,50 +194,54 @@ def phases(rows: list[list[int]]) -> dict:
     return out
 
 
-def run(spec: str, buffer: Any) -> dict:
-    """*spec*'s default kernel, stamped into *buffer* (a torch tensor of ``SLOTS`` int64
-    columns, a row per CTA): checked, launched 200 times, then once more into a zeroed buffer
-    whose stamps are read back."""
+def run(arg: str) -> dict:
+    """*arg*'s (``SPEC[%variant]``) default kernel, varied and stamped: checked, launched 200
+    times, then once more into a zeroed buffer whose stamps are read back; then timed as
+    CUDA-graph replays in turn with cuBLAS."""
     import torch
     from ncu_probe import built, parse_spec, problem_and_overrides
 
     import mmaplug as mp
+    from mmaplug.cli.bench import torch_call
     from mmaplug.plugins.hopper import kernel
-    from mmaplug.tune.measure import rel_error
+    from mmaplug.tune.measure import interleaved_graph_us, rel_error
     from mmaplug.tune.work import problem_inputs, reference
 
+    spec, _, variant = arg.partition("%")
+    assert variant in VARIANTS, f"{variant!r}: one of {VARIANTS}"
     parsed = parse_spec(spec)
     problem, overrides = problem_and_overrides(parsed)
+    buffer = torch.zeros(1 << 16, SLOTS, dtype=torch.int64, device="cuda")
     generate = kernel.generate_source
 
-    def with_stamps(cfg, *, sim):  # noqa: ANN001, ANN202
-        return stamped(generate(cfg, sim=sim), buffer.data_ptr())
+    def patched(cfg, *, sim):  # noqa: ANN001, ANN202
+        return stamped(varied(generate(cfg, sim=sim), variant), buffer.data_ptr())
 
-    kernel.generate_source = with_stamps
+    kernel.generate_source = patched
     try:
         pm = mp.make_plugin_manager(block=["decode", "ampere"])
         compiled = built(problem, overrides, parsed[-1], pm)
         inputs = problem_inputs(problem)
         error = rel_error(compiled.execute(inputs)[0], reference(problem, inputs))
-        assert error < 1e-2, (spec, error)
+        assert error < 1e-2, (arg, error)
         for _ in range(200):
             compiled.execute(inputs)
         torch.cuda.synchronize()
         buffer.zero_()
         compiled.execute(inputs)
         torch.cuda.synchronize()
+        rows = [r for r in buffer.cpu().tolist() if r[ENTRY_NS]]
+        sides = {"ours": lambda: compiled.execute(inputs), "cublas": torch_call(problem, inputs)}
+        us = interleaved_graph_us(sides, calls=20, reps=40)
     finally:
         kernel.generate_source = generate
-    rows = [r for r in buffer.cpu().tolist() if r[ENTRY_NS]]
-    return {"spec": spec, "kernel": compiled.kernel_name, **phases(rows)}
+    return {"spec": arg, "kernel": compiled.kernel_name, "us": us, **phases(rows)}
 
 
 if __name__ == "__main__":
-    import torch
-
-    os.environ["MMAPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="phase_probe_")
-    # one buffer for the process: a kernel built for one spec is reused by any other of its
-    # config, with the address baked into it
-    stamps = torch.zeros(1 << 16, SLOTS, dtype=torch.int64, device="cuda")
-    for arg in sys.argv[1:]:
-        print(json.dumps(run(arg, stamps)), flush=True)
+    if sys.argv[1:2] == ["--one"]:  # one spec, in a process (and kernel cache) of its own
+        print(json.dumps(run(sys.argv[2])), flush=True)
+        sys.exit()
+    for arg in sys.argv[1:]:  # each spec's kernel built afresh: a variant shares its config
+        env = {**os.environ, "MMAPLUG_CACHE_DIR": tempfile.mkdtemp(prefix="phase_probe_")}
+        subprocess.run([sys.executable, __file__, "--one", arg], env=env, check=False)
