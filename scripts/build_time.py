@@ -119,7 +119,7 @@ def child(case: str, profile: bool, baseline: bool) -> dict[str, Any]:
     profiler = cProfile.Profile() if profile else None
     if profiler:
         profiler.enable()
-    binary = launching.numba_binary(kernels.gemm, kernels.signatures[name], cc)
+    binary = launching.kernel_binary(kernels, name, cc)
     if profiler:
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumtime").print_stats(40)

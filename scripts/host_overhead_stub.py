@@ -131,7 +131,7 @@ def fake_cubins() -> None:
     from mmaplug.cuda import launching
     from mmaplug.cuda.cubin import Binary
 
-    def fake_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
+    def fake_binary(dispatcher: Any, signature: Any, cc: Any, by_value: Any = None) -> Binary:
         from numba import types as nb_types
 
         name = dispatcher.py_func.__name__

@@ -4,6 +4,7 @@ blocks, and the stub-driver benchmark (``scripts/host_overhead_stub.py``) that t
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import pytest
 
 import mmaplug as mp
 from mmaplug.cuda import frameworks, streams
-from mmaplug.cuda.launching import BoundKernels, KernelParams
+from mmaplug.cuda.launching import BoundKernels, ByValue, KernelParams
 from mmaplug.errors import KernelBuildError
 from mmaplug.plugins.hopper import maps
 
@@ -172,40 +173,45 @@ def test_per_thread_default_stream_setting_makes_0_a_capturable_handle() -> None
 
 
 @pytest.fixture
-def device_maps(monkeypatch: pytest.MonkeyPatch) -> tuple[maps.DeviceMaps, list[int], dict]:
-    """DeviceMaps whose uploads are recorded (by A address) and whose capture state is set."""
+def host_maps(monkeypatch: pytest.MonkeyPatch) -> tuple[maps.HostMaps, list[int]]:
+    """HostMaps whose encodings are recorded (by A address)."""
     from mmaplug.cuda.tensormap import TensorMapSpec
 
-    uploads: list[int] = []
-    capturing = {"now": False}
+    encoded: list[int] = []
 
-    def upload(host: np.ndarray) -> tuple[object, int]:
-        uploads.append(int(host[0]))
-        return object(), 0x9000 + 0x100 * len(uploads)
+    def encode(spec: object, address: int) -> np.ndarray:
+        encoded.append(address)
+        return np.full(16, address, np.uint64)
 
-    monkeypatch.setattr(maps, "encode", lambda spec, address: np.full(16, address, np.uint64))
-    monkeypatch.setattr(maps, "upload", upload)
-    monkeypatch.setattr(maps, "is_capturing", lambda stream: capturing["now"])
+    monkeypatch.setattr(maps, "encode", encode)
     spec = TensorMapSpec(mp.float16, (64, 64, 1), (128, 8192), (64, 64, 1), 128)
-    return maps.DeviceMaps(spec, spec), uploads, capturing
+    return maps.HostMaps(spec, spec), encoded
 
 
-def test_tensor_maps_in_use_get_a_second_chance(device_maps: Any) -> None:
+def test_tensor_maps_are_the_words_the_kernel_takes_by_value(host_maps: Any) -> None:
+    """A pair's maps are its encodings back to back, 64-bit words: what the launch copies."""
+    cache, _ = host_maps
+    words = cache.get(16, 32)
+    assert words.dtype == np.uint64 and words.flags.c_contiguous
+    assert [int(w) for w in words[::16]] == [16, 32] and words.nbytes == 256
+
+
+def test_tensor_maps_in_use_get_a_second_chance(host_maps: Any) -> None:
     """A pair used since the last eviction outlives older idle pairs (LRU order, no lock)."""
-    cache, uploads, _ = device_maps
+    cache, encoded = host_maps
     size = maps.MAP_CACHE_SIZE
     hot = cache.get(16, 32)
     for a in range(1, 3 * size):
         cache.get(0x100000 * a, 32)
-        assert cache.get(16, 32) == hot  # used between every two new pairs
-    assert uploads.count(16) == 1
+        assert cache.get(16, 32) is hot  # used between every two new pairs
+    assert encoded.count(16) == 1
     cache.get(0x100000, 32)  # idle since the cache filled: evicted, encoded anew
-    assert uploads.count(0x100000) == 2
+    assert encoded.count(0x100000) == 2
 
 
-def test_tensor_maps_all_in_use_evict_the_oldest(device_maps: Any) -> None:
+def test_tensor_maps_all_in_use_evict_the_oldest(host_maps: Any) -> None:
     """When every kept pair was used since the last eviction, the oldest one goes."""
-    cache, uploads, _ = device_maps
+    cache, encoded = host_maps
     pairs = [(0x100000 * (a + 1), 32) for a in range(maps.MAP_CACHE_SIZE)]
     for pair in pairs * 2:  # stored, then each used again
         cache.get(*pair)
@@ -213,14 +219,14 @@ def test_tensor_maps_all_in_use_evict_the_oldest(device_maps: Any) -> None:
     assert len(cache._cache) == maps.MAP_CACHE_SIZE
     for pair in pairs[1:]:
         cache.get(*pair)
-    assert uploads.count(pairs[1][0]) == 1  # kept
+    assert encoded.count(pairs[1][0]) == 1  # kept
     cache.get(*pairs[0])
-    assert uploads.count(pairs[0][0]) == 2  # was evicted: encoded anew
+    assert encoded.count(pairs[0][0]) == 2  # was evicted: encoded anew
 
 
-def test_tensor_map_hit_never_waits_for_an_upload(device_maps: Any) -> None:
+def test_tensor_map_hit_never_waits_for_an_encoding(host_maps: Any) -> None:
     """A cached pair is returned while another thread holds the lock (encoding a new pair)."""
-    cache, _, _ = device_maps
+    cache, _ = host_maps
     entry = cache.get(16, 32)
     got: list[Any] = []
     with cache._lock:
@@ -230,16 +236,38 @@ def test_tensor_map_hit_never_waits_for_an_upload(device_maps: Any) -> None:
     assert got == [entry]
 
 
-def test_tensor_map_pair_captured_after_eager_use_is_pinned(device_maps: Any) -> None:
-    """A cached pair first used under capture is pinned on that use, then never re-encoded."""
-    cache, uploads, capturing = device_maps
-    entry = cache.get(16, 32, stream=7)
-    capturing["now"] = True
-    assert cache.get(16, 32, stream=7) == entry
-    capturing["now"] = False
+def test_an_evicted_pairs_words_stay_with_whoever_holds_them(host_maps: Any) -> None:
+    """Eviction drops the cache's reference only: a launch holding the words keeps them."""
+    cache, _ = host_maps
+    held = cache.get(16, 32)
     for a in range(1, 2 * maps.MAP_CACHE_SIZE):
         cache.get(0x100000 * a, 32)
-    assert cache.get(16, 32) == entry and uploads.count(16) == 1
+    assert (16, 32) not in cache._cache and [int(w) for w in held[::16]] == [16, 32]
+
+
+def test_by_value_arguments_point_at_their_bytes_per_call() -> None:
+    """A by-value argument takes seven slots as an array does; its data slot's pointer points
+    at zeroed bytes of its size until a call points it at the call's words."""
+    params = KernelParams([ByValue(256), (0, 8, 2), 7])
+    assert params.by_value_slots == [4] and params.pointer_slots == [11]
+    assert list(params.slots)[:7] == [0, 0, 32, 8, 0, 32, 8] and params.slots[14] == 7
+    start = np.ctypeslib.as_array((ctypes.c_uint64 * 32).from_address(params.ptrs[4]))
+    assert not start.any()
+    seen: list[tuple[int, int]] = []
+
+    class Launch:
+        def __init__(self) -> None:
+            self.params = params
+
+        def run(self, stream: int) -> None:
+            seen.append((params.ptrs[4], params.slots[11]))
+
+    bound = BoundKernels([Launch()], [(params, [0])], [])
+    words = np.arange(32, dtype=np.uint64)
+    bound._launch([0x500], [], 0, (words.ctypes.data,))
+    assert seen == [(words.ctypes.data, 0x500)]
+    with pytest.raises(ValueError):  # one host address per by-value slot
+        bound._launch([0x500], [], 0, ())
 
 
 def test_bound_kernels_write_adjacent_arrays_in_runs() -> None:

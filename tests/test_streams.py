@@ -317,35 +317,6 @@ def test_stream_handles_of_each_framework(monkeypatch: pytest.MonkeyPatch) -> No
     assert streams.stream_handle(stream) == 0x4440
 
 
-def test_tensor_maps_used_under_capture_are_never_evicted(monkeypatch: pytest.MonkeyPatch):
-    """A graph reads its maps at every replay: a pair seen while capturing outlives the LRU."""
-    from mmaplug.cuda.tensormap import TensorMapSpec
-    from mmaplug.plugins.hopper import maps
-
-    uploads: list[int] = []
-    capturing = {"now": False}
-
-    def upload(host: np.ndarray) -> tuple[object, int]:
-        uploads.append(int(host[0]))
-        return object(), 0x9000 + 0x100 * len(uploads)
-
-    monkeypatch.setattr(maps, "encode", lambda spec, address: np.full(16, address, np.uint64))
-    monkeypatch.setattr(maps, "upload", upload)
-    monkeypatch.setattr(maps, "is_capturing", lambda stream: capturing["now"])
-    spec = TensorMapSpec(mp.float16, (64, 64, 1), (128, 8192), (64, 64, 1), 128)
-    device_maps = maps.DeviceMaps(spec, spec)
-    _, captured = device_maps.get(16, 32, stream=7)  # first seen eagerly...
-    capturing["now"] = True
-    assert device_maps.get(16, 32, stream=7)[1] == captured  # ...then used by a capture
-    capturing["now"] = False
-    for a in range(maps.MAP_CACHE_SIZE + 4):
-        device_maps.get(0x100000 * (a + 1), 32)
-    assert device_maps.get(16, 32)[1] == captured
-    assert uploads.count(16) == 1  # never encoded again
-    device_maps.get(0x100000, 32)  # the oldest eager pair was evicted: encoded anew
-    assert uploads.count(0x100000) == 2
-
-
 @pytest.mark.parametrize(
     ("shape", "strides"),
     [((), ()), ((4,), (1,)), ((3, 5), (5, 1)), ((0, 5), (5, 1)), ((3, 0, 2), (2, 2, 1)),

@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from mmaplug.cuda.launching import ARRAY_SLOTS
@@ -25,7 +26,7 @@ from mmaplug.plugins.hopper.config import HopperKernelConfig
 sys.path.insert(0, str(Path(__file__).parent))  # tests/: ampere_harness
 from ampere_harness import epilogue_program  # noqa: E402
 
-A, B, C, OUT, WS, MAPS, STREAM = 0xA00, 0xB00, 0xC00, 0xD00, 0xE00, 0xF00, 77
+A, B, C, OUT, WS, STREAM = 0xA00, 0xB00, 0xC00, 0xD00, 0xE00, 77
 
 
 class Recorder:
@@ -43,6 +44,7 @@ class Recorder:
         self.launched.append({
             "kernel": self.kern,
             "pointers": [slots[s] for s in self.params.pointer_slots],
+            "by_value": [self.params.ptrs[s] for s in self.params.by_value_slots],
             "floats": [struct.unpack("<f", struct.pack("<I", v & 0xFFFFFFFF))[0] for v in slots],
             "stream": stream,
         })  # fmt: skip
@@ -85,13 +87,14 @@ def test_ampere_bound_layout(recorded: list[dict[str, Any]], splitk: int) -> Non
 
 @pytest.mark.parametrize(("splitk", "tma"), [(1, False), (2, False), (1, True)])
 def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int, tma: bool) -> None:
-    """The maps of (A, B) replace them (and with TMA stores, of the outputs too: the output's
-    address is in their key); the rest as ampere, asked on the launch's stream."""
-    asked: list[tuple[int, int, int, tuple[int, ...]]] = []
+    """The maps of (A, B) replace them, by value (and with TMA stores, of the outputs too: the
+    output's address is in their key): the launch points at their words; the rest as ampere."""
+    asked: list[tuple[int, int, tuple[int, ...]]] = []
+    words = np.zeros(16 * (3 if tma else 2), np.uint64)
 
-    def get(a: int, b: int, stream: int, outputs: tuple[int, ...] = ()) -> tuple[int, int]:
-        asked.append((a, b, stream, outputs))
-        return 0, MAPS
+    def get(a: int, b: int, outputs: tuple[int, ...] = ()) -> np.ndarray:
+        asked.append((a, b, outputs))
+        return words
 
     maps = types.SimpleNamespace(get=get)
     config = HopperKernelConfig(
@@ -113,15 +116,16 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int, tma: b
     )
     bound = hopper_artifact.BoundHopper(artifact, plan, args)  # type: ignore[arg-type]
     bound([A, B, C, OUT] + ([WS] if splitk > 1 else []), [1.5, -0.5], STREAM)
-    assert asked == [(A, B, STREAM, (OUT,) if tma else ())]
+    assert asked == [(A, B, (OUT,) if tma else ())]
     assert all(launch["stream"] == STREAM for launch in recorded)
+    assert recorded[0]["by_value"] == [words.ctypes.data]
     if splitk == 1:
         (main,) = recorded
-        assert main["pointers"] == [MAPS, C, OUT]
+        assert main["pointers"] == [C, OUT]
         assert main["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]
         return
     main, reduce = recorded
     assert bound.workspace == 2 * 16 * 16
-    assert (main["kernel"], main["pointers"]) == ("hopper_gemm", [MAPS, WS])
+    assert (main["kernel"], main["pointers"]) == ("hopper_gemm", [WS])
     assert (reduce["kernel"], reduce["pointers"]) == ("hopper_splitk_reduce", [WS, C, OUT])
     assert reduce["floats"][3 * ARRAY_SLOTS : 3 * ARRAY_SLOTS + 2] == [1.5, -0.5]

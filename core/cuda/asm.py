@@ -13,6 +13,7 @@ from numba.cuda.extending import intrinsic
 
 __all__ = [
     "CONSTRAINT_MAP",
+    "GENERIC_ADDRSPACE",
     "GLOBAL_ADDRSPACE",
     "SHARED_ADDRSPACE",
     "as_tuple",
@@ -36,6 +37,7 @@ CONSTRAINT_MAP: Final = {
 # Shared state-space pointers are 32-bit; see "Generic Addressing" in the PTX ISA.
 SHARED_ADDRSPACE: Final = 3
 GLOBAL_ADDRSPACE: Final = 1
+GENERIC_ADDRSPACE: Final = 0  # no cvta: the address as the kernel holds it
 
 
 # --- Validation (typing time) --------------------------------------------------------------------
@@ -100,10 +102,13 @@ def casts(context, builder, sig, args, targets) -> list[Any]:
 
 
 def item_address(context, builder, aryty, ary, index, idxty, addrspace: int, bits: int):
-    """Integer `bits`-wide address of `ary[index]` in state space `addrspace` (cvta.to.*)."""
+    """Integer `bits`-wide address of `ary[index]` in state space `addrspace` (cvta.to.*;
+    none for the generic space)."""
     array = context.make_array(aryty)(context, builder, value=ary)
     idx = context.cast(builder, index, idxty, types.intp)
     ptr = cgutils.get_item_pointer(context, builder, aryty, array, [idx], wraparound=False)
+    if addrspace == GENERIC_ADDRSPACE:
+        return builder.ptrtoint(ptr, ir.IntType(bits))
     spaced = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, addrspace=addrspace))
     return builder.ptrtoint(spaced, ir.IntType(bits))
 

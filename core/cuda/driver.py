@@ -13,8 +13,6 @@ from mmaplug.errors import LaunchError
 from mmaplug.log import LAUNCH
 
 __all__ = [
-    "DeviceBuffer",
-    "copy_to_device",
     "device_attributes",
     "ensure_context",
     "ensure_driver",
@@ -29,7 +27,6 @@ _INVALID_CONTEXT: Final = 201
 _MAX_DYNAMIC_SHARED: Final = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _DEFAULT_DYNAMIC_SMEM: Final = 48 * 1024  # what a kernel may take without the attribute
 _KEPT: Final = 64  # streams (contexts) a launcher remembers before it starts over
-_NON_BLOCKING: Final = 1  # CU_STREAM_NON_BLOCKING
 _RELAXED: Final = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
 #: cuDeviceGetAttribute codes for what ``mmaplug.planning.device`` reads.
 ATTRIBUTES: Final = {
@@ -64,12 +61,7 @@ _SIGNATURES: Final = {
     "cuFuncSetAttribute": (_P, ctypes.c_int, ctypes.c_int),
     "cuStreamGetCtx": (_P, ctypes.POINTER(_P)),
     "cuLaunchKernel": (_P, _U, _U, _U, _U, _U, _U, _U, _P, _P, _P),
-    "cuMemAlloc_v2": (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t),
-    "cuMemFree_v2": (ctypes.c_uint64,),
-    "cuMemcpyHtoDAsync_v2": (ctypes.c_uint64, _P, ctypes.c_size_t, _P),
     "cuMemsetD32Async": (ctypes.c_uint64, _U, ctypes.c_size_t, _P),
-    "cuStreamCreate": (ctypes.POINTER(_P), _U),
-    "cuStreamSynchronize": (_P,),
     "cuThreadExchangeStreamCaptureMode": (ctypes.POINTER(ctypes.c_int),),
 }
 #: What still works on a machine without a CUDA driver (or GPU): the end of that error.
@@ -79,7 +71,7 @@ WITHOUT_DRIVER: Final = (
     "results (mp.evaluate) and runs kernels in Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
 )
 _lock: Final = threading.Lock()
-_state: dict[str, Any] = {}  # "lib": the loaded libcuda, "upload": a private stream
+_state: dict[str, Any] = {}  # "lib": the loaded libcuda
 _smem_set: set[tuple[int, int, int]] = set()  # (kernel, device, bytes) already allowed
 _functions: dict[tuple[int, int], list[int]] = {}  # (kernel, context) -> [CUfunction, smem]
 _clusters: dict[tuple[int, int, int, int, int], int] = {}  # (kernel, context, ...) -> clusters
@@ -387,58 +379,6 @@ def _relaxed_capture(lib: Any) -> Iterator[None]:
         yield
     finally:
         lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
-
-
-class DeviceBuffer:
-    """A 1-D array of *size* elements of numpy type *typestr* in device memory (``cuMemAlloc``),
-    freed when the object goes; Numba kernels take it (``__cuda_array_interface__``)."""
-
-    def __init__(self, size: int, typestr: str) -> None:
-        lib = _lib()
-        ensure_context()
-        nbytes = size * int(typestr[2:])
-        address = ctypes.c_uint64()
-        _check(lib, lib.cuMemAlloc_v2(ctypes.byref(address), max(nbytes, 1)), "cuMemAlloc")
-        self.address, self.nbytes, self._lib = int(address.value), nbytes, lib
-        self.__cuda_array_interface__ = {
-            "shape": (size,),
-            "strides": None,
-            "typestr": typestr,
-            "data": (self.address, False),
-            "version": 3,
-        }
-
-    def __del__(self) -> None:
-        """Free it in relaxed capture mode: a graph captured by another thread stays valid."""
-        if getattr(self, "address", 0):
-            mode = ctypes.c_int(_RELAXED)
-            self._lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
-            self._lib.cuMemFree_v2(self.address)
-            self._lib.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
-            self.address = 0
-
-
-def copy_to_device(address: int, host: Any) -> None:
-    """Copy the contiguous numpy array *host* to *address*, complete when this returns.
-
-    The copy runs on a private non-blocking stream, so no graph capture records it.
-    """
-    lib = _lib()
-    stream = _state.get("upload")
-    if stream is None:
-        with _lock:
-            if (stream := _state.get("upload")) is None:
-                created = _P()
-                _check(
-                    lib, lib.cuStreamCreate(ctypes.byref(created), _NON_BLOCKING), "cuStreamCreate"
-                )
-                stream = _state["upload"] = created
-    _check(
-        lib,
-        lib.cuMemcpyHtoDAsync_v2(address, host.ctypes.data, host.nbytes, stream),
-        "cuMemcpyHtoDAsync",
-    )
-    _check(lib, lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
 
 def memset_d32(address: int, value: int, count: int, stream: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Final
 from numba.cuda import types
 
 from mmaplug.cuda import sm80_factories as F
-from mmaplug.cuda.asm import GLOBAL_ADDRSPACE, SHARED_ADDRSPACE
+from mmaplug.cuda.asm import GENERIC_ADDRSPACE, GLOBAL_ADDRSPACE, SHARED_ADDRSPACE
 from mmaplug.cuda.binding import bind
 
 # Docs references (PTX ISA):
@@ -45,6 +45,7 @@ __all__ = [
     "f32_to_f16",
     "f32x2_to_e4m3x2",
     "f32x2_to_e5m2x2",
+    "generic_addr",
     "global_addr",
     "ld_global_cg_v4_f32",
     "ld_global_nc_v4_b32",
@@ -251,6 +252,13 @@ def rcp_approx(x):
     """Generate `rcp.approx.ftz.f32`: 1 / float32 `x` (one MUFU op, ~1 ulp)."""
 
 
+def generic_addr(arr, i):
+    """Return the 64-bit generic byte address of element `i` of 1-D array `arr`: where a
+    kernel parameter passed by value lives in the parameter space, the generic address of
+    that space (``cvta.param``: a grid-constant tensor map, `mmaplug.cuda.grid_constant`).
+    """
+
+
 def global_addr(arr, i):
     """Return the 64-bit global-state-space byte address of element `i` of 1-D array `arr`.
 
@@ -357,6 +365,7 @@ def _instantiate() -> dict[str, Any]:
     made = {smem_addr.__name__: F.address_intrinsic(smem_addr, SHARED_ADDRSPACE, 32)}
     made[cp_async_wait_group.__name__] = F.cp_async_wait_group_intrinsic(cp_async_wait_group)
     made[global_addr.__name__] = F.address_intrinsic(global_addr, GLOBAL_ADDRSPACE, 64)
+    made[generic_addr.__name__] = F.address_intrinsic(generic_addr, GENERIC_ADDRSPACE, 64)
     for stub, (text, ty) in LD_GLOBAL_VARIANTS.items():
         made[stub.__name__] = F.ld_global_v4_intrinsic(stub, text, ty)
     for stub, (count, ty) in LD_SHARED_VARIANTS.items():

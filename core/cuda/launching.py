@@ -17,7 +17,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 import numpy as np
@@ -29,6 +29,8 @@ from mmaplug.errors import KernelBuildError, LaunchError
 __all__ = [
     "ARRAY_SLOTS",
     "BoundKernels",
+    "ByValue",
+    "Value",
     "DriverLaunch",
     "KernelJob",
     "KernelParams",
@@ -43,6 +45,18 @@ __all__ = [
 
 ARRAY_SLOTS: Final = 7
 _DATA: Final = 4
+
+
+class ByValue(NamedTuple):
+    """An array argument the kernel takes by value (``mmaplug.cuda.grid_constant``): its
+    *nbytes* bytes go into the parameter space where its data pointer would be. *words*: a
+    C-contiguous host array of those bytes; None where each call points at its own
+    (``BoundKernels``: a bound launch's tensor maps)."""
+
+    nbytes: int
+    words: Any = None
+
+
 _INT64: Final = (-(1 << 63), 1 << 63)
 
 
@@ -80,7 +94,8 @@ def launch_checked(
     dispatcher = kernels.dispatcher(name)
     code = getattr(getattr(dispatcher, "py_func", None), "__code__", None)
     names = code.co_varnames[: code.co_argcount] if code is not None else ()
-    values = kernel_arguments(name, kernels.signatures[name], args, names)
+    by_value = kernels.by_value.get(name)
+    values = kernel_arguments(name, kernels.signatures[name], args, names, by_value)
     if simulating():
         from mmaplug.sim.simulator import in_place, simulated_launch
 
@@ -122,14 +137,19 @@ def zero_words(tensors: Sequence[Any], stream: int) -> None:
 
 
 def kernel_arguments(
-    kernel: str, signature: Any, args: Sequence[Any], names: Sequence[str] = ()
-) -> list[int | float | tuple[int, int, int]]:
+    kernel: str,
+    signature: Any,
+    args: Sequence[Any],
+    names: Sequence[str] = (),
+    by_value: Mapping[str, int] | None = None,
+) -> list[Value]:
     """*args* of *kernel* as :class:`KernelParams` values, each checked against *signature*
     (its Numba ``void(...)``): an array parameter takes a 1-D C-contiguous device array of its
     dtype (``__cuda_array_interface__``; a host array under the simulator) as ``(address,
     nitems, itemsize)``, an int64 one a Python or numpy integer, a float32 one a Python or
-    numpy float. ``LaunchError`` names the parameter (position, and name from *names*), what
-    was given and what it takes."""
+    numpy float; an array the kernel takes *by_value* (name -> bytes) a C-contiguous host
+    array of those bytes, passed as :class:`ByValue`. ``LaunchError`` names the parameter
+    (position, and name from *names*), what was given and what it takes."""
     from numba import types
 
     params = signature.args
@@ -138,10 +158,13 @@ def kernel_arguments(
             f"kernel {kernel} takes {len(params)} arguments ({signature}), got {len(args)}; the "
             "scheduler plugin must pass one per parameter"
         )
-    values: list[int | float | tuple[int, int, int]] = []
+    values: list[Value] = []
+    by_value = by_value or {}
     for i, (value, param) in enumerate(zip(args, params, strict=True)):
         where = f"kernel {kernel} parameter {i}" + (f" ({names[i]})" if i < len(names) else "")
-        if isinstance(param, types.Array) and param.ndim == 1:
+        if i < len(names) and names[i] in by_value and not simulating():
+            values.append(_by_value_argument(where, value, by_value[names[i]]))
+        elif isinstance(param, types.Array) and param.ndim == 1:
             values.append(_array_argument(where, value, param))
         elif isinstance(param, types.Integer) and param.bitwidth == 64 and param.signed:
             if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
@@ -159,6 +182,16 @@ def kernel_arguments(
                 "float32 only (generate kernels with those parameter types)"
             )
     return values
+
+
+def _by_value_argument(where: str, value: Any, nbytes: int) -> ByValue:
+    """*value*, a host array of the *nbytes* bytes a kernel takes by value, as :class:`ByValue`."""
+    if not isinstance(value, np.ndarray) or not value.flags.c_contiguous or value.nbytes != nbytes:
+        raise LaunchError(
+            f"{where}: given {_given(value)}, expected a C-contiguous host array of {nbytes} "
+            "bytes (the kernel takes them by value)"
+        )
+    return ByValue(nbytes, value)
 
 
 def _array_argument(where: str, value: Any, param: Any) -> tuple[int, int, int]:
@@ -193,18 +226,32 @@ def _given(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
+#: A kernel argument as :class:`KernelParams` takes it.
+Value = int | float | tuple[int, int, int] | ByValue
+
+
 class KernelParams:
     """A kernel's parameter block: one 8-byte slot per parameter and the void** to them.
 
-    *values*: ints (int64 slots), floats (float32 slots) and ``(address, nitems, itemsize)``
-    tuples for 1-D arrays, whose data slots (``pointer_slots``) a ``BoundKernels`` rewrites.
+    *values*: ints (int64 slots), floats (float32 slots), ``(address, nitems, itemsize)``
+    tuples for 1-D arrays, whose data slots (``pointer_slots``) a ``BoundKernels`` rewrites,
+    and :class:`ByValue` arrays, whose data slot's pointer points at their bytes instead
+    (``by_value_slots``; until a call points it elsewhere, at zeroed bytes of their size).
     """
 
-    def __init__(self, values: Sequence[int | float | tuple[int, int, int]]) -> None:
+    def __init__(self, values: Sequence[Value]) -> None:
         flat: list[int] = []
         self.pointer_slots: list[int] = []
+        self.by_value_slots: list[int] = []
+        held: list[tuple[int, Any]] = []
         for value in values:
-            if isinstance(value, tuple):
+            if isinstance(value, ByValue):
+                words = value.nbytes // 8
+                self.by_value_slots.append(len(flat) + _DATA)
+                own = np.zeros(words, np.uint64) if value.words is None else value.words
+                held.append((len(flat) + _DATA, own))
+                flat.extend((0, 0, words, 8, 0, words, 8))
+            elif isinstance(value, tuple):
                 address, nitems, itemsize = value
                 self.pointer_slots.append(len(flat) + _DATA)
                 flat.extend((0, 0, nitems, itemsize, address, nitems, itemsize))
@@ -216,6 +263,9 @@ class KernelParams:
         base = ctypes.addressof(self.slots)
         self.ptrs = (ctypes.c_void_p * len(flat))(*[base + 8 * i for i in range(len(flat))])
         self.address = ctypes.addressof(self.ptrs)
+        self._held = held  # the bytes the by-value pointers point at, alive with the block
+        for slot, words in held:
+            self.ptrs[slot] = words.ctypes.data
 
     def float_slot(self, slot: int) -> ctypes.c_float:
         """A float32 view of *slot*'s low bytes: ``view.value = x`` writes a scalar parameter."""
@@ -227,15 +277,18 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def numba_binary(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> Binary:
-    """Compile *dispatcher* for *signature* and compute capability *cc* with Numba: its cubin,
-    entry name and parameter slots (``ARRAY_SLOTS`` per array, one per scalar), for the cubin
-    cache (``mmaplug.cuda.pipeline.compile_cubin``: no device needed)."""
+def numba_binary(
+    dispatcher: Any, signature: Any, cc: tuple[int, int], by_value: dict[str, int] | None = None
+) -> Binary:
+    """Compile *dispatcher* for *signature* and compute capability *cc* with Numba (its
+    *by_value* arguments passed so): its cubin, entry name and parameter slots
+    (``ARRAY_SLOTS`` per array, one per scalar), for the cubin cache
+    (``mmaplug.cuda.pipeline.compile_cubin``: no device needed)."""
     from numba import types
 
     from mmaplug.cuda.pipeline import compile_cubin
 
-    image, entry = compile_cubin(dispatcher, signature, cc)
+    image, entry = compile_cubin(dispatcher, signature, cc, by_value)
     slots = sum(ARRAY_SLOTS if isinstance(t, types.Array) else 1 for t in signature.args)
     return Binary(image, entry, slots)
 
@@ -244,7 +297,8 @@ def kernel_binary(kernels: Any, name: str, cc: tuple[int, int]) -> Binary:
     """Kernel *name* (a ``*_gemm`` or split-K reduce kernel) of *kernels* (a scheduler's
     ``GeneratedKernels``) compiled for *cc* as :func:`generated_kernel` loads it (no GPU
     needed): what a kernel dump disassembles, so its SASS is the SASS that runs."""
-    return numba_binary(kernels.dispatcher(name), kernels.signatures[name], cc)
+    by_value = kernels.by_value.get(name)
+    return numba_binary(kernels.dispatcher(name), kernels.signatures[name], cc, by_value)
 
 
 class KernelJob(NamedTuple):
@@ -354,11 +408,31 @@ class BoundKernels:
             for run in _runs_of(params.pointer_slots, which)
         )
         self._floats = tuple(params.float_slot(slot) for params, slot in scalar_slots)
+        #: the by-value slots of every block, in launch order: a call's *by_value* host
+        #: addresses, one each
+        blocks = [getattr(launch, "params", None) for launch in self.launches]
+        self._by_value = tuple(
+            (params.ptrs, slot) for params in blocks if params for slot in params.by_value_slots
+        )
         self._lock = threading.Lock()
 
     def __call__(self, addresses: Sequence[int], scalars: Sequence[float], stream: int) -> None:
         """Launch on data at *addresses* with *scalars* on the stream with handle *stream*."""
+        self._launch(addresses, scalars, stream, ())
+
+    def _launch(
+        self,
+        addresses: Sequence[int],
+        scalars: Sequence[float],
+        stream: int,
+        by_value: Sequence[int],
+    ) -> None:
+        """``__call__``, the by-value arguments' bytes at the host addresses *by_value*, one
+        per by-value slot of the blocks (read when the launch is queued: the caller keeps them
+        alive until this returns)."""
         with self._lock:
+            for (ptrs, slot), address in zip(self._by_value, by_value, strict=True):
+                ptrs[slot] = address
             for slots, where, taken in self._writes:
                 slots[where] = addresses[taken]
             if self._floats:

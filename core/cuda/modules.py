@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from mmaplug.ir.dtypes import DType
 
 __all__ = [
+    "BY_VALUE",
     "GeneratedKernels",
     "KernelConfig",
     "KernelFamily",
@@ -44,6 +45,8 @@ __all__ = [
     "require_numba",
 ]
 
+#: The generated module's name for what its kernels take by value (``GeneratedKernels``).
+BY_VALUE: Final = "BY_VALUE"
 _NO_NUMBA: Final = (
     "building or running a kernel needs Numba-CUDA, which cannot be imported ({why}); install "
     "mmaplug[cu13] (CUDA 13, NVIDIA driver R580 or newer) or mmaplug[cu12] (CUDA 12, driver "
@@ -62,6 +65,9 @@ class GeneratedKernels:
     signatures: dict[str, Any]
     #: the module name the scheduler loads the kernels' cubins under (``generated_kernel``)
     module: str
+    #: kernel name -> {argument: bytes} of the arguments it takes by value (grid-constant):
+    #: the generated module's ``BY_VALUE``, the one place a kernel says so
+    by_value: dict[str, dict[str, int]] = attrs.field(factory=dict)
 
     def dispatcher(self, name: str) -> Any:
         """The dispatcher of kernel *name*: the ``*_gemm`` kernel, else the split-K reduce."""
@@ -179,7 +185,8 @@ class KernelFamily(Generic[ConfigT]):
 
         namespace = self.load(config, sim=False)
         threads = config.threads if kernel == self.gemm else REDUCE_THREADS
-        return ptx(namespace[kernel], self._signatures(config)[kernel], cc, threads)
+        by_value = namespace.get(BY_VALUE, {}).get(kernel)
+        return ptx(namespace[kernel], self._signatures(config)[kernel], cc, threads, by_value)
 
     def build(
         self, config: ConfigT, cache: MutableMapping[ConfigT, GeneratedKernels]
@@ -196,6 +203,7 @@ class KernelFamily(Generic[ConfigT]):
             source=namespace["__source__"],
             signatures=self._signatures(config),
             module=config.kernel_name,
+            by_value=namespace.get(BY_VALUE, {}),
         )
         cache[config] = kernels
         return kernels

@@ -20,10 +20,11 @@ import importlib.metadata
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any, Final
 
+from mmaplug.cuda import grid_constant
 from mmaplug.errors import KernelBuildError
 from mmaplug.log import BUILD
 
@@ -80,7 +81,7 @@ _USED: Final = (
 )
 #: The compile result's code library fields ``lean_cubin`` reads (instance attributes: checked
 #: on each result).
-_LIBRARY_FIELDS: Final = ("_setup_functions", "_teardown_functions")
+_LIBRARY_FIELDS: Final = ("_setup_functions", "_teardown_functions", "_llvm_strs")
 
 
 class _Door:
@@ -327,14 +328,19 @@ def _device_functions(func: Any) -> list[Any]:
 
 
 def lean_cubin(
-    func: Any, args: tuple[Any, ...], cc: tuple[int, int], options: dict[str, Any]
+    func: Any,
+    args: tuple[Any, ...],
+    cc: tuple[int, int],
+    options: dict[str, Any],
+    by_value: Sequence[tuple[int, int]] = (),
 ) -> tuple[bytes, str] | None:
     """The cubin and entry name of kernel *func* for argument types *args* on compute
     capability *cc*, compiled lean with ``cuda.jit`` *options* (those ``dispatcher.compile``
     passes) and linked from the compile result, without the PTX ``dispatcher.compile`` also
     makes (there only to search for runtime calls generated kernels never make; LTO links NVVM
-    IR). None in the stock mode, or when the result lacks a field it reads (logged; the caller
-    builds through the stock path)."""
+    IR). *by_value*: (LLVM index, bytes) of the parameters passed by value, rewritten so in the
+    NVVM IR the library links (``grid_constant.by_value``). None in the stock mode, or when the
+    result lacks a field it reads (logged; the caller builds through the stock path)."""
     door = _door()
     if door.made is None:
         return None
@@ -377,6 +383,13 @@ def lean_cubin(
     n["numba.cuda.cudadrv.nvvm"].set_launch_bounds(
         library.get_function(entry), options.get("launch_bounds")
     )
+    if by_value:  # the IR the library hands NVVM (its llvm_strs, cached in _llvm_strs)
+        library._llvm_strs = None  # (made again from the modules as kernel_fixup left them)
+        irs = list(library.llvm_strs)
+        at = next((i for i, ir in enumerate(irs) if f'@"{entry}"(' in ir), 0)
+        for param, nbytes in by_value:
+            irs[at] = grid_constant.by_value(irs[at], str(entry), param, nbytes)
+        library._llvm_strs = irs
     image = library.get_cubin(cc=(*cc, "a" if tuple(cc) >= (9, 0) else ""))  # _ensure_cc's
     return bytes(getattr(image, "code", image)), str(entry)  # 0.30: a cuda.core ObjectCode
 

@@ -14,11 +14,12 @@ slower, the same kernel. Imported only to build (it imports Numba).
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from mmaplug.cuda import numba_internals
+from mmaplug.cuda import grid_constant, numba_internals
 from mmaplug.cuda.cubin import arch
 from mmaplug.cuda.numba_internals import lean
 from mmaplug.errors import KernelBuildError
@@ -26,26 +27,73 @@ from mmaplug.errors import KernelBuildError
 __all__ = ["compile_cubin", "lean", "ptx"]
 
 
-def ptx(dispatcher: Any, signature: Any, cc: tuple[int | str, ...], threads: int) -> str:
+#: Arguments a generated kernel takes by value (``grid_constant``): name -> bytes.
+ByValue = Mapping[str, int]
+
+
+def ptx(
+    dispatcher: Any,
+    signature: Any,
+    cc: tuple[int | str, ...],
+    threads: int,
+    by_value: ByValue | None = None,
+) -> str:
     """PTX of the generated kernel *dispatcher* for *signature* and compute capability *cc*
-    (no GPU needed), launch bounds ``(threads, 1)``."""
+    (no GPU needed), launch bounds ``(threads, 1)``, its *by_value* arguments passed so."""
     from numba import cuda
 
     with lean(dispatcher.py_func, cc), _stock_errors(dispatcher.py_func, cc):
         text, _ = cuda.compile_ptx(
             dispatcher.py_func, signature.args, cc=cc, launch_bounds=(threads, 1)
         )
-    return str(text)
+    if not by_value:
+        return str(text)
+    func = dispatcher.py_func
+    return _ptx_by_value(str(text), func.__name__, by_value_params(func, signature, by_value))
+
+
+def _ptx_by_value(text: str, kernel: str, params: list[tuple[int, int]]) -> str:
+    """PTX *text* of *kernel* with *params* (LLVM index, bytes) passed by value."""
+    entry = _PTX_ENTRY.search(text)
+    if entry is None:
+        raise KernelBuildError(f"kernel {kernel}: no .entry in its PTX")
+    for param, nbytes in params:
+        text = grid_constant.by_value_ptx(text, entry[1], param, nbytes)
+    return text
+
+
+_PTX_ENTRY: Final = re.compile(r"\.entry (\S+)\(")
+
+
+def by_value_params(func: Any, signature: Any, by_value: ByValue) -> list[tuple[int, int]]:
+    """(LLVM parameter index, bytes) of each of kernel *func*'s *by_value* arguments."""
+    from numba import types
+
+    code = func.__code__
+    names = list(code.co_varnames[: code.co_argcount])
+    arrays = [isinstance(t, types.Array) for t in signature.args]
+    missing = sorted(set(by_value) - set(names))
+    if missing:
+        raise KernelBuildError(f"kernel {func.__name__} has no argument {missing[0]!r}")
+    return [
+        (grid_constant.llvm_param(arrays, names.index(name)), nbytes)
+        for name, nbytes in by_value.items()
+    ]
 
 
 _UNLINKED: Final = ("link", "extensions", "shared_memory_carveout", "device")
 
 
-def compile_cubin(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> tuple[bytes, str]:
+def compile_cubin(
+    dispatcher: Any, signature: Any, cc: tuple[int, int], by_value: ByValue | None = None
+) -> tuple[bytes, str]:
     """The cubin and entry name of *dispatcher* for *signature* on compute capability *cc*:
     what ``dispatcher.compile`` links (same options), with no GPU: the lean front end and a
     link from the compile result (``numba_internals.lean_cubin``), else Numba's public
-    ``cuda.compile`` and cuda.core's linker."""
+    ``cuda.compile`` and cuda.core's linker. *by_value* arguments are passed so: in the
+    kernel's NVVM IR where the lean pipeline links it (``grid_constant.by_value``), in its
+    PTX on the stock path, which then links PTX instead of NVVM IR (docs/decisions.md,
+    "Tensor maps as grid-constant parameters")."""
     name, options = dispatcher.py_func.__name__, dispatcher.targetoptions
     unlinked = {key: options[key] for key in _UNLINKED if options.get(key)}
     if unlinked:
@@ -53,22 +101,28 @@ def compile_cubin(dispatcher: Any, signature: Any, cc: tuple[int, int]) -> tuple
             f"kernel {name} asks cuda.jit for {unlinked}, which mmaplug's build path does not "
             "link; generate kernels with launch_bounds, cache and lto only"
         )
-    built = numba_internals.lean_cubin(dispatcher.py_func, signature.args, cc, options)
+    params = by_value_params(dispatcher.py_func, signature, by_value) if by_value else []
+    built = numba_internals.lean_cubin(dispatcher.py_func, signature.args, cc, options, params)
     if built is not None:
         return built
     with _stock_errors(dispatcher.py_func, cc):
-        return _stock_cubin(dispatcher.py_func, signature.args, cc, options)
+        return _stock_cubin(dispatcher.py_func, signature.args, cc, options, params)
 
 
 def _stock_cubin(
-    func: Any, args: tuple[Any, ...], cc: tuple[int, int], options: dict[str, Any]
+    func: Any,
+    args: tuple[Any, ...],
+    cc: tuple[int, int],
+    options: dict[str, Any],
+    by_value: list[tuple[int, int]],
 ) -> tuple[bytes, str]:
     """``compile_cubin`` through public API only: Numba's stock pipeline to PTX (or, for an
-    LTO kernel, NVVM IR), linked by cuda.core's Linker with the options Numba's linker takes."""
+    LTO kernel, NVVM IR), linked by cuda.core's Linker with the options Numba's linker takes;
+    a kernel with *by_value* parameters (LLVM index, bytes) as PTX, rewritten so."""
     from cuda.core import Linker, LinkerOptions, ObjectCode
     from numba import cuda
 
-    lto = bool(options.get("lto"))
+    lto = bool(options.get("lto")) and not by_value
     target = (*cc, "a") if tuple(cc) >= (9, 0) else tuple(cc)
     code, _ = cuda.compile(
         func,
@@ -83,6 +137,8 @@ def _stock_cubin(
         output="ltoir" if lto else "ptx",
         launch_bounds=options.get("launch_bounds"),
     )
+    if by_value:
+        code = _ptx_by_value(str(code), func.__name__, by_value)
     obj = ObjectCode.from_ltoir(code) if lto else ObjectCode.from_ptx(str(code).encode())
     linked = Linker(
         obj,

@@ -1,12 +1,12 @@
-"""Streams for launches: the caller's stream as a raw handle, graph capture, persistent uploads.
+"""Streams for launches: the caller's stream as a raw handle, and graph capture.
 
 ``execute`` launches on the stream the caller's framework considers current (torch's current
 stream for torch tensors, CuPy's for CuPy arrays, Numba's default stream otherwise) or on an
 explicit ``stream=``. While a stream is being captured into a CUDA graph, nothing may allocate
 with ``cuMemAlloc``, synchronise, or touch the legacy stream in the capturing thread (torch
 captures in the "global" mode that forbids it): :func:`relaxed_capture` wraps the cold paths
-(building, binding, encoding tensor maps) and :func:`upload` writes persistent device buffers
-through a private non-blocking stream, so the graph itself holds kernel launches only.
+(building, binding), so the graph itself holds kernel launches only (with their parameters:
+hopper's tensor maps among them, by value).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Final
 
-import numpy as np
-
 from mmaplug.cuda.launching import simulating
 from mmaplug.errors import UsageError
 
@@ -27,7 +25,6 @@ __all__ = [
     "is_capturing",
     "relaxed_capture",
     "stream_handle",
-    "upload",
 ]
 
 #: CU_STREAM_PER_THREAD: the handle of the per-thread default stream.
@@ -147,24 +144,3 @@ def relaxed_capture() -> Iterator[None]:
             driver.cuThreadExchangeStreamCaptureMode(previous)
 
 
-def upload(host: np.ndarray) -> tuple[Any, int]:
-    """A new device buffer holding *host*, written before this returns, and its address.
-
-    Safe while any stream is being captured: the copy runs on a private non-blocking stream
-    that is synchronised here, so no graph records it and no launch can read it early. The
-    buffer (``driver.DeviceBuffer``; a Numba array in the simulator) frees itself when dropped.
-    """
-    if simulating():
-        from numba import cuda
-
-        from mmaplug.cuda.tensormap import device_address
-
-        array = cuda.to_device(host)
-        return array, device_address(array)
-    from mmaplug.cuda.driver import DeviceBuffer, copy_to_device
-
-    host = np.ascontiguousarray(host).reshape(-1)
-    with relaxed_capture():
-        buffer = DeviceBuffer(host.size, host.dtype.str)
-        copy_to_device(buffer.address, host)
-    return buffer, buffer.address

@@ -70,6 +70,12 @@ def global_addr(arr: Any, i: int) -> np.uint64:
     return np.uint64(a.__array_interface__["data"][0] + int(i) * a.itemsize)
 
 
+def generic_addr(arr: Any, i: int) -> np.uint64:
+    """Emulate generic_addr: the host address of element `i`, as ``global_addr``'s (a
+    grid-constant parameter is the array's host copy under the simulator)."""
+    return global_addr(arr, i)
+
+
 def ld_shared_v4_f32(addr: SmemAddr) -> tuple[np.float32, ...]:
     """Emulate ld_shared_v4_f32 (`addr` a smem_addr handle)."""
     if not isinstance(addr, SmemAddr):

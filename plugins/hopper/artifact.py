@@ -19,9 +19,11 @@ from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
 from mmaplug.cuda.launching import (
     ARRAY_SLOTS,
     BoundKernels,
+    ByValue,
     DriverLaunch,
     KernelJob,
     KernelParams,
+    Value,
     launch_checked,
     resident_grid,
     simulating,
@@ -38,7 +40,7 @@ from mmaplug.planning.scheduler import Resources, resident_ctas
 
 from .config import SCALE_PARAMS, HopperKernelConfig
 from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
-from .maps import MAP_WORDS, DeviceMaps, check_operand, is_batched, operand_spec, output_spec
+from .maps import HostMaps, check_operand, is_batched, maps_bytes, operand_spec, output_spec
 from .smem import VECTOR_ALIGN, epilogue_outputs, packed_buffers
 from .space import asks_streamk
 from .tiles import WARPGROUP, through_workspace
@@ -196,7 +198,7 @@ class _Launch:
     """Everything a launch needs besides data addresses and scalars."""
 
     config: HopperKernelConfig
-    maps: DeviceMaps
+    maps: HostMaps
     grid: tuple[int, int, int]
     shape: tuple[int, ...]
     grid_args: tuple[int, ...]
@@ -326,7 +328,7 @@ class HopperArtifact:
         )
         return _Launch(
             config=cfg,
-            maps=DeviceMaps(a_spec, *b_specs, *(spec for _, spec in out_specs)),
+            maps=HostMaps(a_spec, *b_specs, *(spec for _, spec in out_specs)),
             grid=(grid_x, 1, 1),
             shape=shape,
             grid_args=(k_split, tiles_m, tiles_n, units),
@@ -365,9 +367,7 @@ class HopperArtifact:
         more_b = tuple(b.address for b in args.more_b)
         operands = (args.b, args.a) if cfg.swap_ab else (args.a, args.b)
         outputs = tuple(args.outputs[j].address for j in cfg.tma_outputs)
-        maps, _ = plan.maps.get(
-            operands[0].address, operands[1].address, args.stream, more_b, outputs
-        )
+        maps = plan.maps.get(operands[0].address, operands[1].address, more_b, outputs)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -402,8 +402,9 @@ class HopperArtifact:
 class BoundHopper(BoundKernels):
     """``HopperArtifact.launch`` for one input signature; called with data addresses.
 
-    The kernels take the tensor maps' address where the bound launch has A and B; with
-    split-K the caller passes the float32 workspace (``self.workspace`` elements) last.
+    The kernels take the tensor maps by value (each call's words from ``HostMaps``) where
+    the bound launch has A and B; with split-K the caller passes the float32 workspace
+    (``self.workspace`` elements) last.
     """
 
     def __init__(self, artifact: HopperArtifact, plan: _Launch, args: LaunchArgs) -> None:
@@ -416,7 +417,7 @@ class BoundHopper(BoundKernels):
         outs = [(0, t.array.size, s) for t, s in zip(args.outputs, sizes_out, strict=True)]
         # A's map, then each B's and each output's TMA stores
         self._stored = cfg.tma_outputs
-        maps_arg = (0, MAP_WORDS * (1 + cfg.horizontal + len(self._stored)), 8)
+        maps_arg = ByValue(maps_bytes(cfg))
         scales = [(0, t.array.size, 4) for t in args.scales]  # float32 block scales
         # where output j's address is among __call__'s: after A, B, scales, epilogue inputs
         self._outputs_at = 2 + len(scales) + len(ins)
@@ -427,16 +428,16 @@ class BoundHopper(BoundKernels):
         block = (cfg.threads, 1, 1)
         shape, grid_args = list(plan.shape), list(plan.grid_args)
         epi, out_s = list(plan.epi_strides), list(plan.out_strides)
-        # pointers: [maps, scales..., epilogue inputs..., outputs..., workspace]
-        arrays = 1 + len(scales) + len(ins) + len(outs)
+        # pointers: [scales..., epilogue inputs..., outputs..., workspace] (after the maps)
+        arrays = len(scales) + len(ins) + len(outs)
         tensors = list(range(arrays))
-        first_out = 1 + len(scales) + len(ins)
+        first_out = len(scales) + len(ins)
         zeroed = [first_out + j for j, _ in prog.amaxes]  # amax outputs start at 0.0
-        first_scalar = ARRAY_SLOTS * arrays
+        first_scalar = ARRAY_SLOTS * (1 + arrays)
         if not cfg.workspace_splitk:
             words, counters = plan.streamk  # (0, 0) without stream-K
             scratch = [(0, words, 4)] if cfg.streamk else []
-            values: list[int | float | tuple[int, int, int]] = [
+            values: list[Value] = [
                 maps_arg, *scales, *ins, *outs, *placeholders, *shape, *sc_strides, *epi, *out_s,
                 *scratch, *grid_args,
             ]  # fmt: skip
@@ -468,8 +469,8 @@ class BoundHopper(BoundKernels):
                 DriverLaunch(red_kern, rgrid, (REDUCE_THREADS, 1, 1), 0, red),
             ],
             [
-                (main, [0, ws, *tensors[1 : 1 + len(scales)]]),
-                (red, [ws, *tensors[1 + len(scales) :]]),
+                (main, [ws, *tensors[: len(scales)]]),
+                (red, [ws, *tensors[len(scales) :]]),
             ],
             [(red, first_scalar - ARRAY_SLOTS * len(scales) + i) for i in range(len(prog.scalars))],
             workspace=size,
@@ -481,13 +482,13 @@ class BoundHopper(BoundKernels):
         outputs[, workspace])."""
         if self._more_b:  # a horizontal fusion's further Bs follow B
             rest = 2 + self._more_b
-            maps = self._maps.get(addresses[0], addresses[1], stream, tuple(addresses[2:rest]))
-            super().__call__([maps[1], *addresses[rest:]], scalars, stream)
+            maps = self._maps.get(addresses[0], addresses[1], tuple(addresses[2:rest]))
+            self._launch(addresses[rest:], scalars, stream, (maps.ctypes.data,))
             return
         a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
         outputs = tuple(addresses[self._outputs_at + j] for j in self._stored)
-        maps = self._maps.get(a, b, stream, outputs=outputs)  # held until queued
-        super().__call__([maps[1], *addresses[2:]], scalars, stream)
+        maps = self._maps.get(a, b, outputs=outputs)  # held until queued
+        self._launch(addresses[2:], scalars, stream, (maps.ctypes.data,))
 
 
 def _resident(kernel: int, plan: _Launch, block: tuple) -> tuple:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from mmaplug.codegen.amax_epilogue import amax_flush, amax_imports, amax_init
 from mmaplug.codegen.emitter import Emitter, emit_splitk_reduce, fp8_imports, jit_options
 from mmaplug.codegen.grid import emit_unsigned_divisors
+from mmaplug.cuda.modules import BY_VALUE
 from mmaplug.ir.ops import SCALE_BLOCK
 
 from .block_scaled_codegen import emit_block_scaled_loop
 from .config import HopperKernelConfig, kernel_params
 from .epilogue_codegen import emit_epilogue, staged_program, trivial_epilogue
 from .kernel_vars import KERNEL_VARS as kv
+from .maps import maps_bytes
 from .packed_epilogue import (
     emit_input_prefetch,
     emit_packed_setup,
@@ -46,14 +48,14 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
     em("from mmaplug.cuda.mathfuncs import gelu")
     em("from numba import cuda, float32, int32, int64, uint8, uint16, uint32, uint64")
     em(
-        "from mmaplug.cuda.intrinsics import global_addr, f16_to_f32, f32_to_f16, "
+        "from mmaplug.cuda.intrinsics import generic_addr, global_addr, f16_to_f32, f32_to_f16, "
         "bf16_to_f32, f32_to_bf16, smem_addr, ld_shared_v4_f32, st_global_v2_b32, "
         "st_global_v4_b32"
     )
     em(
         "from mmaplug.cuda.sm90 import (shared_base, mbarrier_init, mbarrier_arrive, "
         "mbarrier_arrive_expect_tx, mbarrier_wait, fence_mbarrier_init, tma_load_3d, "
-        "prefetch_tensormap, fence_tensormap_acquire, wgmma_fence, wgmma_commit_group, "
+        "prefetch_tensormap, wgmma_fence, wgmma_commit_group, "
         f"wgmma_wait_group, {wgmma_imports(cfg.operand_dtype)}, wgmma_zeros, fence_operand, "
         f"{'wgmma_promote, ' if cfg.block_scaled else ''}"
         f"{'wgmma_promote_split, ' if cfg.block_scaled and straddles(cfg.warp_tile[1]) else ''}"
@@ -82,6 +84,10 @@ def generate_source(cfg: HopperKernelConfig, *, sim: bool) -> str:
         em(fp8)
     if amax := amax_imports(cfg.epilogue):  # the reductions of amax outputs
         em(amax)
+    em()
+    # the tensor maps reach the kernel by value, in the parameter space (grid-constant:
+    # mmaplug.cuda.grid_constant; the build and the launch read this)
+    em(f'{BY_VALUE} = {{"hopper_gemm": {{"maps": {maps_bytes(cfg)}}}}}')
     em()
     _emit_main(em, cfg, sim)
     prog = staged_program(cfg)
@@ -224,10 +230,10 @@ def _emit_producer(
     em(f"if {kv.tid} == 0:")
     with em.indent():
         tmaps = ["tmap_a", "tmap_b", *(f"tmap_b{j}" for j in range(1, cfg.horizontal))]
-        for j, tmap in enumerate(tmaps):  # a 128-byte CUtensorMap each
-            em(f"{tmap} = global_addr(maps, {16 * j})")
-        for tmap in tmaps:
-            em(f"fence_tensormap_acquire({tmap})")
+        # a 128-byte CUtensorMap each, in the parameter space (``maps`` is passed by value,
+        # grid-constant): TMA reads them there, no proxy fence before the first load
+        for j, tmap in enumerate(tmaps):
+            em(f"{tmap} = generic_addr(maps, {16 * j})")
         for tmap in tmaps:
             em(f"prefetch_tensormap({tmap})")
         em(f"{kv.s} = 0")

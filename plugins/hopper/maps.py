@@ -1,15 +1,14 @@
-"""TMA tensor maps of the operands: what each box is, and device copies cached per data address."""
+"""TMA tensor maps of the operands: what each box is, and their words cached per data address."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.cuda.kernel_views import DeviceTensor
-from mmaplug.cuda.streams import is_capturing, upload
 from mmaplug.cuda.tensormap import TensorMapSpec, encode
 from mmaplug.ir.dtypes import DType
 
@@ -78,6 +77,12 @@ def output_spec(
     )
 
 
+def maps_bytes(cfg: HopperKernelConfig) -> int:
+    """The bytes of the kernel's ``maps``, which it takes by value: A's map, each B's, then
+    those of the outputs a ``tma_stores`` kernel stores."""
+    return 8 * MAP_WORDS * (1 + cfg.horizontal + len(cfg.tma_outputs))
+
+
 def _round16(nbytes: int) -> int:
     return max(_TMA_ALIGN, -(-nbytes // _TMA_ALIGN) * _TMA_ALIGN)
 
@@ -92,63 +97,53 @@ def check_operand(what: str, spec: TensorMapSpec, address: int) -> list[str]:
     return [f"{what}: {p}" for p in spec.violations(address)]
 
 
-class DeviceMaps:
-    """Device arrays holding the A and B maps (a horizontal fusion's B maps after A's, then a
-    ``tma_stores`` kernel's output maps; 128 bytes each), encoded once per distinct tuple of
-    addresses (a "pair" below).
+class HostMaps:
+    """The A and B maps (a horizontal fusion's B maps after A's, then a ``tma_stores``
+    kernel's output maps; 128 bytes each) as the host words the kernel takes by value
+    (``maps`` is a grid-constant parameter), encoded once per distinct tuple of addresses (a
+    "pair" below).
 
     A map embeds its tensor's address, so new operand buffers need new maps: they are encoded
-    on the host and uploaded on first sight (``streams.upload``: complete before the launch
-    that reads them, on any stream), then reused while the pair stays among the
-    ``MAP_CACHE_SIZE`` kept: the oldest pair goes first unless it was used since the last
-    eviction (then it goes to the back: a second chance, LRU's order without bookkeeping on
-    every use). A pair used while the stream is captured into a CUDA graph is kept for the life
-    of the process: the graph's launches read those maps at every replay. A hit takes no lock;
-    the caller holds the returned entry (it owns the buffer) until its launch is queued.
+    on first sight and reused while the pair stays among the ``MAP_CACHE_SIZE`` kept: the
+    oldest pair goes first unless it was used since the last eviction (then it goes to the
+    back: a second chance, LRU's order without bookkeeping on every use). A launch copies the
+    words into its parameters when it is queued (a CUDA graph's kernel node keeps its own
+    copy), so nothing lives on the device and nothing is pinned. A hit takes no lock; the
+    caller holds the returned array until its launch is queued.
     """
 
     def __init__(self, a: TensorMapSpec, *rest: TensorMapSpec) -> None:
         self._specs = (a, *rest)
-        self._cache: dict[tuple[int, ...], tuple[Any, int]] = {}  # oldest first
+        self._cache: dict[tuple[int, ...], np.ndarray] = {}  # oldest first
         self._used: set[tuple[int, ...]] = set()  # pairs used since the last eviction
-        self._pinned: dict[tuple[int, ...], tuple[Any, int]] = {}
         self._lock = threading.Lock()
 
     def get(
         self,
         a_address: int,
         b_address: int,
-        stream: int = 0,
         more_b: tuple[int, ...] = (),
         outputs: tuple[int, ...] = (),
-    ) -> tuple[Any, int]:
-        """The ``maps`` kernel argument for operands at these addresses, and its address.
+    ) -> np.ndarray:
+        """The ``maps`` kernel argument for operands at these addresses: its host words.
 
-        *stream*: the raw handle the launch reading them goes to; *more_b*: the addresses of
-        B operands 1, 2, ... of a horizontal fusion; *outputs*: those of the stored outputs
-        of a ``tma_stores`` kernel.
+        *more_b*: the addresses of B operands 1, 2, ... of a horizontal fusion; *outputs*:
+        those of the stored outputs of a ``tma_stores`` kernel.
         """
         key = (a_address, b_address, *more_b, *outputs)
-        entry = self._cache.get(key)
-        if entry is not None and not is_capturing(stream):
+        words = self._cache.get(key)
+        if words is not None:
             self._used.add(key)
-            return entry
-        return self._pinned.get(key) or self._add(key, stream)
-
-    def _add(self, key: tuple[int, ...], stream: int) -> tuple[Any, int]:
-        """Encode and upload the maps of a new pair; pin the pair if *stream* is capturing."""
+            return words
         with self._lock:
-            entry = self._cache.get(key) or self._pinned.get(key)
-            if entry is None:
+            words = self._cache.get(key)
+            if words is None:
                 if len(self._cache) >= MAP_CACHE_SIZE:
                     self._evict()
-                host = np.concatenate(
+                words = self._cache[key] = np.concatenate(
                     [encode(spec, addr) for spec, addr in zip(self._specs, key, strict=True)]
                 ).astype(np.uint64)
-                entry = self._cache[key] = upload(host)  # a host array under the simulator
-            if is_capturing(stream):
-                self._pinned[key] = entry
-        return entry
+        return words
 
     def _evict(self) -> None:
         """Drop the oldest pair not used since the last eviction (else the oldest)."""

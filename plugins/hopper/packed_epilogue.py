@@ -75,11 +75,10 @@ def emit_packed_setup(em: Emitter, cfg: HopperKernelConfig) -> None:
     em(f"{kv.ebuf} = 0  # the chunk buffer written next (with two, they alternate across tiles)")
     if cfg.tma_stores:
         for p, j in enumerate(cfg.tma_outputs):  # after A's and the Bs' maps
-            em(f"{_store_map(j)} = global_addr(maps, {MAP_WORDS * (1 + cfg.horizontal + p)})")
+            em(f"{_store_map(j)} = generic_addr(maps, {MAP_WORDS * (1 + cfg.horizontal + p)})")
         em(f"if {kv.t} == 0:  # the consumer's thread that issues its TMA stores")
         with em.indent():
-            for j in cfg.tma_outputs:
-                em(f"fence_tensormap_acquire({_store_map(j)})")
+            for j in cfg.tma_outputs:  # (grid-constant maps: no proxy fence)
                 em(f"prefetch_tensormap({_store_map(j)})")
     if tile_inputs(cfg).staged:
         regions = cfg.consumers * STAGED_ROWS * staging_row_bytes(wn)

@@ -144,7 +144,7 @@ def test_operands_load_from_inputs(
 
     monkeypatch.setattr(maps, "encode", encode)
     p, splitk = compiled.spec.problem, compiled.params.splitk_factor
-    allowed: list[Any] = []  # the A and B CUtensorMaps: a driver buffer (streams.upload)
+    allowed: list[Any] = []  # nothing: the A and B CUtensorMaps go by value, from the host
     workspace = splitk * p.batch * p.m * p.n * 4 if splitk > 1 else 0  # float32, from torch
     scratch = [-(-workspace // 512) * 512] if workspace else []
     expected = checks.expected(fusion, inputs)

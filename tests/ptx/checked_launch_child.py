@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 CACHE = os.path.realpath(os.environ["MMAPLUG_CACHE_DIR"])
 OPENED: list[str] = []
 UNPICKLED: list[str] = []
@@ -105,7 +107,8 @@ CC = (9, 0)
 launching.cubin.target.cache_clear()  # the faked device changed
 config = HopperKernelConfig(cta_tile=(128, 64, 64), warp_tile=(64, 64, 64), splitk=2)
 kernels = hopper.build(config)
-maps, ws = Array(0x40000, 32, "<u8"), Array(0x50000, 2 * 128 * 64, "<f4")
+# the maps go by value (two 128-byte maps, host words), the workspace by address
+maps, ws = np.zeros(32, np.uint64), Array(0x50000, 2 * 128 * 64, "<f4")
 shape_grid = [128, 64, 64, 1, 0, 0] + [32, 1, 1, 2]
 launching.launch_checked(kernels, "hopper_gemm", [maps, ws, *shape_grid], (2, 1, 1),
                          (config.threads, 1, 1), 0x78, config.smem_bytes)  # fmt: skip

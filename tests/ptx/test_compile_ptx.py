@@ -61,6 +61,17 @@ def test_hopper_default_kernel_links_whole(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
+def test_hopper_kernels_take_their_tensor_maps_by_value(
+    hopper_compiled: mp.CompiledFusion,
+) -> None:
+    """A's and B's maps are 256 bytes of grid-constant parameter: the prefetch and TMA read
+    them at their generic address (``cvta.param``), and no CTA fences maps in global memory."""
+    ptx = hopper_compiled.ptx
+    assert re.search(r"\.param \.align 64 \.b8 \w+_param_4\[256\]", ptx)
+    assert "cvta.param.u64" in ptx and "prefetch.tensormap" in ptx
+    assert "fence.proxy.tensormap" not in ptx
+
+
 def test_hopper_default_epilogue_stores_by_tma() -> None:
     """The bare 4096^3 default hands each packed chunk to a TMA tensor store: every writer
     fences its shared stores for the async proxy, one thread waits for the previous store's
@@ -76,6 +87,9 @@ def test_hopper_default_epilogue_stores_by_tma() -> None:
     assert "cp.async.bulk.commit_group" in ptx
     assert "cp.async.bulk.wait_group.read 0" in ptx
     assert "st.global.v4" not in ptx
+    # the output's map goes by value after A's and B's: 384 bytes, read by the consumers too
+    assert re.search(r"\.param \.align 64 \.b8 \w+_param_4\[384\]", ptx)
+    assert "fence.proxy.tensormap" not in ptx
 
 
 @pytest.mark.parametrize(

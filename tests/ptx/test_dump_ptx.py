@@ -109,6 +109,8 @@ def test_sass_with_a_real_tool(case: tuple[mp.CompiledFusion, str, str, str]) ->
     sass = compiled.sass
     assert ("HGMMA" if scheduler == "hopper" else "HMMA") in sass
     assert "STL" not in sass and "LDL" not in sass  # no local memory in the kernel that runs
+    if scheduler == "hopper":  # grid-constant maps: prefetched, never invalidated by a fence
+        assert "UTMACCTL.PF" in sass and "UTMACCTL.IV" not in sass
     if getattr(compiled._artifact.config, "consumers", 0) == 2:  # hopper: setmaxnreg kept
         assert "USETMAXREG" in sass
 

@@ -35,12 +35,14 @@ def _build(plan: str) -> tuple[str, bytes]:
     """The PTX and cubin of the small *plan*'s main kernel (a freshly executed module)."""
     module, config = SMALL[plan]
     kernel = f"{plan}_gemm"
-    dispatcher = module.load_module(config, sim=False)[kernel]
+    namespace = module.load_module(config, sim=False)
+    dispatcher = namespace[kernel]
+    by_value = namespace.get("BY_VALUE", {}).get(kernel)  # hopper's maps
     signature = module.kernel_signatures(config)[kernel]
     cc = (8, 0) if plan == "ampere" else (9, 0)
     text = pipeline.ptx(dispatcher, signature, (*cc, "a") if plan == "hopper" else cc,
-                        config.threads)  # fmt: skip
-    image, entry = pipeline.compile_cubin(dispatcher, signature, cc)
+                        config.threads, by_value)  # fmt: skip
+    image, entry = pipeline.compile_cubin(dispatcher, signature, cc, by_value)
     assert image[:4] == b"\x7fELF" and kernel in entry
     return text, image
 

@@ -29,17 +29,6 @@ M, N, K = 256, 128, 64
 PRESET = {"hopper": "h200", "ampere": "a100"}
 
 
-class FakeBuffer:
-    """``driver.DeviceBuffer`` without a device: an address and the interface."""
-
-    def __init__(self, size: int, typestr: str) -> None:
-        self.address = 0x7000_0000
-        self.__cuda_array_interface__ = {
-            "shape": (size,), "strides": None, "typestr": typestr,
-            "data": (self.address, False), "version": 3,
-        }  # fmt: skip
-
-
 def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None:
     """Replace the driver's functions, the map encoder and capture checks with recorders."""
     from mmaplug.cuda import driver, streams
@@ -78,10 +67,7 @@ def fake_driver(preset: Any, loads: list, launches: list, allowed: list) -> None
         (kernel, smem, device)
     )
     driver.kernel_launcher = kernel_launcher
-    driver.DeviceBuffer = FakeBuffer  # type: ignore[misc]
-    driver.copy_to_device = lambda address, host: None
     maps.encode = lambda spec, address: np.zeros(16, np.uint64)
-    maps.is_capturing = lambda stream: False
     streams.relaxed_capture = contextlib.nullcontext
     compile_module.relaxed_capture = contextlib.nullcontext
 
@@ -106,7 +92,7 @@ def main(mode: str, scheduler: str) -> None:
         from mmaplug.cuda.cubin import Binary
         from mmaplug.cuda.launching import ARRAY_SLOTS
 
-        def fake_binary(dispatcher: Any, signature: Any, smem: int) -> Binary:
+        def fake_binary(dispatcher: Any, signature: Any, cc: Any, by_value: Any = None) -> Binary:
             from numba import types
 
             name = dispatcher.py_func.__name__

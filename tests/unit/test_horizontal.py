@@ -4,6 +4,7 @@ matmuls sharing operand A (docs/decisions.md)."""
 
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
@@ -279,7 +280,7 @@ def test_generated_source_loads_every_b_and_combines_partner_registers() -> None
     pytest.importorskip("numba")
     compiled = mp.compile(ffn(256, 512, 128, b_k_inner=False), "h200", pm=PM)
     source = compiled.source
-    assert "tmap_b1 = global_addr(maps, 32)" in source
+    assert "tmap_b1 = generic_addr(maps, 32)" in source
     # an N-major B: 64-column chunks 0, 1 from map 0, chunks 2, 3 from map 1, at n0 and n0 + 64
     loads = re.findall(r"tma_load_3d\(uint32\(dst \+ (\d+)\), (tmap_b1?), int32\(n0 \+ (\d+)\)",
                        source)  # fmt: skip
@@ -320,29 +321,35 @@ def test_bound_launch_takes_every_b_address_after_b(monkeypatch: pytest.MonkeyPa
     out = adapt(Cai(an.outputs[0].shape, 0x400), an.outputs[0])
     args = LaunchArgs(a=a, b=b, more_b=(b1,), epilogue_inputs=(), scalars=(), outputs=(out,),
                       problem=an.problem)  # fmt: skip
-    uploads: list[list[int]] = []
-    launched: list[list[int]] = []
+    encoded: list[int] = []
+    launched: list[tuple[list[int], list[int]]] = []
 
     class Launch:
         def __init__(self, kernel: int, grid: tuple, block: tuple, smem: int, params, cl=1):  # noqa: ANN001
-            self.run = lambda stream: launched.append(
-                [params.slots[s] for s in params.pointer_slots]
-            )
+            self.params = params
+            (slot,) = params.by_value_slots  # the maps, by value: the words the launch reads
 
-    def upload(host: np.ndarray) -> tuple[object, int]:
-        uploads.append([int(w) for w in host[::16]])
-        return object(), 0x9000
+            def run(stream: int) -> None:  # the words the launch reads, when it is queued
+                words = (ctypes.c_uint64 * 48).from_address(params.ptrs[slot])
+                pointers = [params.slots[s] for s in params.pointer_slots]
+                launched.append(([int(w) for w in words[::16]], pointers))
 
-    monkeypatch.setattr(maps, "encode", lambda spec, address: np.full(16, address, np.uint64))
-    monkeypatch.setattr(maps, "upload", upload)
+            self.run = run
+
+    def encode(spec: object, address: int) -> np.ndarray:
+        encoded.append(address)
+        return np.full(16, address, np.uint64)
+
+    monkeypatch.setattr(maps, "encode", encode)
     monkeypatch.setattr(artifact, "loaded", lambda *a: 0)
     monkeypatch.setattr(artifact, "DriverLaunch", Launch)
     bound = compiled._artifact.bind(args)
     bound([0x1000, 0x2000, 0x3000, 0x4000], [], 0)
     bound([0x1000, 0x2000, 0x3000, 0x5000], [], 0)  # the same maps, another output
     bound([0x1000, 0x2000, 0x3100, 0x5000], [], 0)  # another B1: maps encoded anew
-    assert uploads == [[0x1000, 0x2000, 0x3000], [0x1000, 0x2000, 0x3100]]
-    assert launched == [[0x9000, 0x4000], [0x9000, 0x5000], [0x9000, 0x5000]]
+    assert encoded == [0x1000, 0x2000, 0x3000, 0x1000, 0x2000, 0x3100]
+    first, second = [0x1000, 0x2000, 0x3000], [0x1000, 0x2000, 0x3100]
+    assert launched == [(first, [0x4000]), (first, [0x5000]), (second, [0x5000])]
 
 
 def _decode_ffn_launch(b1: Cai) -> tuple[Any, Any]:
