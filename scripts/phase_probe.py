@@ -14,7 +14,7 @@ them)::
 One JSON line per spec: the kernel, its and cuBLAS's µs a call as CUDA-graph replays in turn,
 the grid's spread of entry and exit times (ns), and per phase the 10th, 50th and 90th
 percentile over the CTAs of cycles since the CTA's entry. A spec may name a variant of the
-kernel after a ``%`` (``VARIANTS``: ``1024x1024x1024/float16%nofence``), for timing what a part
+kernel after a ``%`` (``VARIANTS``: ``1024x1024x1024/float16%noprefetch``), for timing what a part
 costs. Each spec builds in a process and cache directory of its own (the stamps' buffer address
 is part of the kernel's source)."""
 
@@ -38,10 +38,10 @@ ENTRY, ENTRY_NS, FENCED, ISSUED = 0, 1, 2, 3  # the producer's (ENTRY: its first
 CONSUMING, FULL = 28, 29  # the first consumer's: its first instruction, each stage full
 DRAINED, STORED, EXIT_NS, SM = 54, 55, 56, 57
 DECODED, WAITED = 58, 59  # the producer's first tile decoded, its first empty wait passed
-# what a variant (``SPEC%variant``) changes in the kernel, for timing only: ``nofence`` drops
-# the tensor maps' proxy fences (the programming model asks for them), ``noprefetch`` their
-# prefetches, ``early`` has thread 0 fence and prefetch them first thing, before the barriers
-VARIANTS = ("", "nofence", "noprefetch", "early")
+# what a variant (``SPEC%variant``) changes in the kernel, for timing only: ``noprefetch`` drops
+# the tensor maps' prefetches, ``early`` has thread 0 prefetch them first thing, before the
+# barriers
+VARIANTS = ("", "noprefetch", "early")
 
 
 @intrinsic
@@ -97,11 +97,10 @@ def _indent(line: str) -> str:
 def varied(src: str, variant: str) -> str:
     """*src* as *variant* (``VARIANTS``) has it."""
     lines = src.splitlines()
-    if variant in ("nofence", "noprefetch"):
-        dropped = "fence_tensormap_acquire(" if variant == "nofence" else "prefetch_tensormap("
-        lines = [line for line in lines if not line.strip().startswith(dropped)]
+    if variant == "noprefetch":
+        lines = [line for line in lines if not line.strip().startswith("prefetch_tensormap(")]
     elif variant == "early":
-        maps = ("tmap_", "fence_tensormap", "prefetch_tensormap")
+        maps = ("tmap_", "prefetch_tensormap")
         moved = [i for i, line in enumerate(lines) if line.strip().startswith(maps)]
         block = [line.strip() for line in (lines[i] for i in moved)]
         lines = [line for i, line in enumerate(lines) if i not in moved]
