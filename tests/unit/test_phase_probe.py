@@ -54,6 +54,18 @@ def test_the_stamped_kernel_compiles_with_its_clock_reads(
     assert "st.global.u64" in ptx and "wgmma.mma_async" in ptx
 
 
+def test_variants_drop_or_hoist_the_maps_prefetch(script: ModuleType) -> None:
+    """``noprefetch`` drops the maps' prefetches; ``early`` has thread 0 prefetch them first
+    thing, before the barriers' initialisation, and nowhere else."""
+    src = kernel.generate_source(ALONE, sim=False)
+    assert "prefetch_tensormap(" not in script.varied(src, "noprefetch")
+    early = script.varied(src, "early").splitlines()
+    at = [i for i, line in enumerate(early) if "prefetch_tensormap(tmap_" in line]
+    init = next(i for i, line in enumerate(early) if "mbarrier_init(" in line)
+    assert len(at) == 2 and max(at) < init
+    assert early[at[0] - 3].strip() == "if tid == 0:"
+
+
 def test_phases_are_cycles_since_each_ctas_entry(script: ModuleType) -> None:
     def row(entry: int, entry_ns: int, full0: int, stored: int, sm: int) -> list[int]:
         r = [0] * script.SLOTS
