@@ -191,7 +191,8 @@ def host_maps(monkeypatch: pytest.MonkeyPatch) -> tuple[maps.HostMaps, list[int]
 def test_tensor_maps_are_the_words_the_kernel_takes_by_value(host_maps: Any) -> None:
     """A pair's maps are its encodings back to back, 64-bit words: what the launch copies."""
     cache, _ = host_maps
-    words = cache.get(16, 32)
+    words, address = cache.get(16, 32)
+    assert address == words.ctypes.data  # kept beside them: a bound launch points there
     assert words.dtype == np.uint64 and words.flags.c_contiguous
     assert [int(w) for w in words[::16]] == [16, 32] and words.nbytes == 256
 
@@ -239,7 +240,7 @@ def test_tensor_map_hit_never_waits_for_an_encoding(host_maps: Any) -> None:
 def test_an_evicted_pairs_words_stay_with_whoever_holds_them(host_maps: Any) -> None:
     """Eviction drops the cache's reference only: a launch holding the words keeps them."""
     cache, _ = host_maps
-    held = cache.get(16, 32)
+    held, _ = cache.get(16, 32)
     for a in range(1, 2 * maps.MAP_CACHE_SIZE):
         cache.get(0x100000 * a, 32)
     assert (16, 32) not in cache._cache and [int(w) for w in held[::16]] == [16, 32]

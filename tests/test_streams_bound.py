@@ -92,9 +92,9 @@ def test_hopper_bound_layout(recorded: list[dict[str, Any]], splitk: int, tma: b
     asked: list[tuple[int, int, tuple[int, ...]]] = []
     words = np.zeros(16 * (3 if tma else 2), np.uint64)
 
-    def get(a: int, b: int, outputs: tuple[int, ...] = ()) -> np.ndarray:
+    def get(a: int, b: int, outputs: tuple[int, ...] = ()) -> tuple[np.ndarray, int]:
         asked.append((a, b, outputs))
-        return words
+        return words, words.ctypes.data
 
     maps = types.SimpleNamespace(get=get)
     config = HopperKernelConfig(

@@ -19,15 +19,16 @@ from typing import Final
 
 from mmaplug.errors import KernelBuildError
 
-__all__ = ["ALIGN", "DATA", "by_value", "by_value_ptx", "llvm_param"]
+__all__ = ["ALIGN", "ARRAY_SLOTS", "DATA_SLOT", "by_value", "by_value_ptx", "llvm_param"]
 
 ALIGN: Final = 64  # what TMA asks of a tensor map's address
-DATA: Final = 4  # the data pointer's place among an array's seven parameters
+# Numba's kernel ABI for a 1-D array argument (the launch's parameter slots follow it)
+ARRAY_SLOTS: Final = 7  # meminfo, parent, nitems, itemsize, data, shape[0], strides[0]
+DATA_SLOT: Final = 4  # the data pointer's place among them
 # a kernel's definition: Numba's function returns its status (i32) until ``kernel_fixup``
 _DEFINE = re.compile(r'^define (void|i32) @("[^"]+"|[\w.$]+) ?\((.*)\)', re.M)
 _METADATA = re.compile(r"^!(\d+) =", re.M)
 _ANNOTATIONS = re.compile(r"^!nvvm\.annotations = !\{(.*)\}$", re.M)
-ARRAY_PARAMS: Final = 7  # the LLVM (and PTX) parameters of an array argument
 
 
 def llvm_param(arg_is_array: list[bool], arg: int) -> int:
@@ -36,7 +37,7 @@ def llvm_param(arg_is_array: list[bool], arg: int) -> int:
     (one)."""
     if not arg_is_array[arg]:
         raise KernelBuildError(f"argument {arg} is a scalar: only an array passes by value")
-    return sum(ARRAY_PARAMS if a else 1 for a in arg_is_array[:arg]) + DATA
+    return sum(ARRAY_SLOTS if a else 1 for a in arg_is_array[:arg]) + DATA_SLOT
 
 
 def by_value(ir: str, entry: str, param: int, nbytes: int) -> str:

@@ -24,10 +24,12 @@ import numpy as np
 
 from mmaplug.cuda import cubin, driver
 from mmaplug.cuda.cubin import Binary
+from mmaplug.cuda.grid_constant import ARRAY_SLOTS, DATA_SLOT
 from mmaplug.errors import KernelBuildError, LaunchError
 
 __all__ = [
     "ARRAY_SLOTS",
+    "DATA_SLOT",
     "BoundKernels",
     "ByValue",
     "Value",
@@ -42,9 +44,6 @@ __all__ = [
     "resident_grid",
     "zero_words",
 ]
-
-ARRAY_SLOTS: Final = 7
-_DATA: Final = 4
 
 
 class ByValue(NamedTuple):
@@ -247,13 +246,13 @@ class KernelParams:
         for value in values:
             if isinstance(value, ByValue):
                 words = value.nbytes // 8
-                self.by_value_slots.append(len(flat) + _DATA)
+                self.by_value_slots.append(len(flat) + DATA_SLOT)
                 own = np.zeros(words, np.uint64) if value.words is None else value.words
-                held.append((len(flat) + _DATA, own))
+                held.append((len(flat) + DATA_SLOT, own))
                 flat.extend((0, 0, words, 8, 0, words, 8))
             elif isinstance(value, tuple):
                 address, nitems, itemsize = value
-                self.pointer_slots.append(len(flat) + _DATA)
+                self.pointer_slots.append(len(flat) + DATA_SLOT)
                 flat.extend((0, 0, nitems, itemsize, address, nitems, itemsize))
             elif isinstance(value, float):
                 flat.append(struct.unpack("<I", struct.pack("<f", value))[0])

@@ -142,5 +142,3 @@ def relaxed_capture() -> Iterator[None]:
     finally:
         if int(err) == 0:
             driver.cuThreadExchangeStreamCaptureMode(previous)
-
-

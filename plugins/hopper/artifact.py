@@ -367,7 +367,7 @@ class HopperArtifact:
         more_b = tuple(b.address for b in args.more_b)
         operands = (args.b, args.a) if cfg.swap_ab else (args.a, args.b)
         outputs = tuple(args.outputs[j].address for j in cfg.tma_outputs)
-        maps = plan.maps.get(operands[0].address, operands[1].address, more_b, outputs)
+        maps, _ = plan.maps.get(operands[0].address, operands[1].address, more_b, outputs)
         block = (cfg.threads, 1, 1)
         ins = [t.array for t in args.epilogue_inputs]
         outs = [t.array for t in args.outputs]
@@ -483,12 +483,12 @@ class BoundHopper(BoundKernels):
         if self._more_b:  # a horizontal fusion's further Bs follow B
             rest = 2 + self._more_b
             maps = self._maps.get(addresses[0], addresses[1], tuple(addresses[2:rest]))
-            self._launch(addresses[rest:], scalars, stream, (maps.ctypes.data,))
+            self._launch(addresses[rest:], scalars, stream, (maps[1],))
             return
         a, b = (addresses[1], addresses[0]) if self._swap else (addresses[0], addresses[1])
         outputs = tuple(addresses[self._outputs_at + j] for j in self._stored)
         maps = self._maps.get(a, b, outputs=outputs)  # held until queued
-        self._launch(addresses[2:], scalars, stream, (maps.ctypes.data,))
+        self._launch(addresses[2:], scalars, stream, (maps[1],))
 
 
 def _resident(kernel: int, plan: _Launch, block: tuple) -> tuple:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from mmaplug.cuda import grid_constant
+from mmaplug.cuda.grid_constant import DATA_SLOT
 from mmaplug.errors import KernelBuildError
 
 ENTRY = "_Z6kernelP5Array"
@@ -39,7 +40,7 @@ PTX = f""".visible .entry {ENTRY}(
 
 
 def test_the_data_pointer_becomes_aligned_bytes_by_value() -> None:
-    out = grid_constant.by_value(IR, ENTRY, grid_constant.DATA, 256)
+    out = grid_constant.by_value(IR, ENTRY, DATA_SLOT, 256)
     array = "[32 x i64]"
     assert f'{array}* byval align 64 %"maps.4.value", i64 %"maps.5.0"' in out
     # the body reads the pointer it read before, now the parameter's address
