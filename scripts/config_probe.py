@@ -62,6 +62,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
     python scripts/config_probe.py one_consumer  # the same grids on two consumers; K cut odd
+    python scripts/config_probe.py k_depth  # 64x128x128 one-wave defaults: 64 of K, two consumers
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -2007,6 +2008,43 @@ def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(planned, rounds=3)
 
 
+#: one-wave problems whose default is one consumer's 64x128 tile at 128 of K in 4 stages (run
+#: 306: 128x96 tiles at 64 of K ran 15-26% faster on two of them); each default beside the
+#: same tile at 64 of K in the deepest ring up to 8 stages and two consumers' tiles at 64 of K
+#: in the deepest ring up to 6, where their grid stays one wave; three rounds in turn
+K_DEPTH_PROBLEMS = [
+    ((1000, 1000, 4096), "bfloat16", ""), ((1000, 1000, 2048), "float16", ""),
+    ((777, 1111, 4096), "float16", ""), ((1024, 1024, 4096), "float16", ""),
+    ((1024, 1024, 2048), "bfloat16", ""), ((512, 2048, 4096), "float16", ""),
+    ((256, 4096, 4096), "bfloat16", ""), ((192, 4096, 14336), "bfloat16", ""),
+]  # fmt: skip
+
+
+def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``K_DEPTH_PROBLEMS`` on their default, on its tile at 64 of K (``k64 s<stages>``) and
+    on those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (default := _compiled(problem, pm=pm)) is None:
+            return []
+        built = [("default", default)]
+        spec = default.spec
+        cta = spec.params.cta_tile
+        shallow = _wgmma_tiles((cta.m, cta.n, 64), (spec.params.warp_tile.m, cta.n, 64))
+        if (found := _deepest(problem, shallow, range(8, 2, -1), pm)) is not None:
+            built.append((f"k64 s{found[0]}", found[1]))
+        for label, (tile, warp) in TWO_CONSUMER_TILES.items():
+            if work_units(spec.problem, TileShape(*tile)) > spec.device.sm_count:
+                continue  # more than one wave
+            found = _deepest(problem, _wgmma_tiles(tile, warp), range(6, 1, -1), pm)
+            if found is not None:
+                built.append((f"{label} s{found[0]}", found[1]))
+        return built
+
+    return _in_turn([(p, sets(p)) for p in _problems(K_DEPTH_PROBLEMS)], rounds=3)
+
+
 #: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
 #: clustered default: run in two installs (the cluster's first barrier released or relaxed)
 #: in alternating processes, each with its own cache (docs/decisions.md, "A cluster's first
@@ -2148,6 +2186,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
             "one_consumer": one_consumer_jobs,
+            "k_depth": k_depth_jobs,
         }[which]()
         if job[2]
     ]

@@ -131,3 +131,38 @@ def test_one_consumer_times_each_64_row_default_beside_two_consumer_tiles(
     odd = {p.k: c.kernel_name for p, lab, c in jobs if (p.m, p.n) == (1024, 1024)
            and lab.startswith("default")}  # fmt: skip
     assert len(set(odd.values())) == 1 and set(odd) == {960, 1000, 1008, 1024, 1088}
+
+
+def test_k_depth_times_each_64x128x128_default_beside_64_of_k_and_two_consumers(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every problem of ``k_depth`` has the one-wave default 64x128 at 128 of K, timed beside
+    the same tile at 64 of K in a deeper ring and two consumers' tiles at 64 of K on one wave."""
+    import functools
+
+    from mmaplug.runtime.compile import compile as compile_fusion
+
+    monkeypatch.setattr(script, "compile_fusion", functools.partial(compile_fusion, device="h200"))
+    plans: dict[tuple[int, int, int, str], dict[str, object]] = {}
+    for problem, label, compiled in script.k_depth_jobs():
+        key = (problem.m, problem.n, problem.k, problem.dtype)
+        plans.setdefault(key, {})[label.rpartition(" ")[0] or label] = compiled
+    assert len(plans) == len(script.K_DEPTH_PROBLEMS)
+    for (m, n, k, _), found in plans.items():
+        default = found.pop("default").spec.params
+        found.pop("warm-up", None)
+        assert (default.cta_tile.m, default.cta_tile.n, default.cta_tile.k) == (64, 128, 128)
+        assert -(-m // 64) * -(-n // 128) <= 132, (m, n, k)
+        shallow = [c.spec.params for lab, c in found.items() if lab.startswith("k64")]
+        assert len(shallow) == 1 and shallow[0].stages > default.stages, (m, n, k)
+        assert (
+            shallow[0].with_overrides(
+                cta_tile=default.cta_tile, warp_tile=default.warp_tile, stages=default.stages
+            )
+            == default
+        ), (m, n, k)
+        pairs = [c.spec.params for lab, c in found.items() if not lab.startswith("k64")]
+        assert pairs, (m, n, k)
+        for params in pairs:
+            assert (params.cta_tile.m, params.warp_tile.m, params.cta_tile.k) == (128, 64, 64)
+            assert -(-m // 128) * -(-n // params.cta_tile.n) <= 132, (m, n, k)
