@@ -63,6 +63,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
     python scripts/config_probe.py one_consumer  # the same grids on two consumers; K cut odd
     python scripts/config_probe.py k_depth  # 64x128x128 one-wave defaults: 64 of K, two consumers
+    python scripts/config_probe.py wide_k  # wide weights' 64x128x64 defaults against 128 of K
+    python scripts/config_probe.py odd_pitch  # rows not 128 bytes apart: pairs along M or alone
 
 ``splitk`` times the deep-K and weight-streaming problems of run 86 with ``splitk_factor``
 1-32 on the default tile and three others. ``decode`` raises the decode scheduler's ``MAX_M``
@@ -1787,6 +1789,30 @@ def narrow_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``NARROW_PAIRS_PROBLEMS`` on the default plan and on the same plan with its cluster
     toggled (CTA pairs along M where the default runs alone, alone where it pairs); three
     rounds in turn, turns rotating."""
+    return _pairs_toggled(NARROW_PAIRS_PROBLEMS)
+
+
+#: one-wave 16-bit problems whose operand rows are not 128 bytes apart (K * 2 % 128: after
+#: the tensor maps became parameters pairs along M ran fp16 1000^3 in 8.7-8.9 us against the
+#: default's 11.0-11.3, and lost at 1024^3, run 313), and beside them their aligned twins
+ODD_PITCH_PROBLEMS = [
+    ((1000, 1000, 1000), "float16", ""), ((1000, 1000, 1024), "float16", ""),
+    ((1024, 1024, 1000), "float16", ""), ((1024, 1024, 1008), "float16", ""),
+    ((1024, 1024, 1024), "float16", ""), ((768, 768, 1000), "float16", ""),
+    ((1000, 1000, 2000), "bfloat16", ""), ((1000, 1000, 2048), "bfloat16", ""),
+    ((1000, 1000, 3000), "float16", ""), ((512, 2048, 1000), "bfloat16", ""),
+    ((1000, 1000, 4000), "bfloat16", ""),
+]  # fmt: skip
+
+
+def odd_pitch_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``ODD_PITCH_PROBLEMS`` as ``narrow_pairs`` times its problems."""
+    return _pairs_toggled(ODD_PITCH_PROBLEMS)
+
+
+def _pairs_toggled(rows: Iterable[tuple[Any, ...]]) -> list[tuple[TuneProblem, str, Any]]:
+    """The problems of *rows* on their default plan and on it with its cluster toggled, three
+    rounds in turn."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
@@ -1798,7 +1824,7 @@ def narrow_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
         label = "pairs along M" if alone else "alone"
         return [("default", default)] + ([(label, toggled)] if toggled else [])
 
-    return _in_turn(((p, sets(p)) for p in _problems(NARROW_PAIRS_PROBLEMS)), rounds=3)
+    return _in_turn(((p, sets(p)) for p in _problems(rows)), rounds=3)
 
 
 #: cuBLASLt's FP8 per-row plan at 4096x8192x8192 (ncu, run 252: ``nvjet_sm90_qqtst_128x128_
@@ -2008,10 +2034,11 @@ def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(planned, rounds=3)
 
 
-#: one-wave problems whose default is one consumer's 64x128 tile at 128 of K in 4 stages (run
+#: one-wave problems whose default was one consumer's 64x128 tile at 128 of K in 4 stages (run
 #: 306: 128x96 tiles at 64 of K ran 15-26% faster on two of them); each default beside the
-#: same tile at 64 of K in the deepest ring up to 8 stages and two consumers' tiles at 64 of K
-#: in the deepest ring up to 6, where their grid stays one wave; three rounds in turn
+#: same tile at the other depth (64 of K in the deepest ring up to 8 stages, or 128 in the
+#: deepest up to 6) and two consumers' tiles at 64 of K in the deepest ring up to 6, where their
+#: grid stays one wave; three rounds in turn (run 312)
 K_DEPTH_PROBLEMS = [
     ((1000, 1000, 4096), "bfloat16", ""), ((1000, 1000, 2048), "float16", ""),
     ((777, 1111, 4096), "float16", ""), ((1024, 1024, 4096), "float16", ""),
@@ -2021,8 +2048,9 @@ K_DEPTH_PROBLEMS = [
 
 
 def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``K_DEPTH_PROBLEMS`` on their default, on its tile at 64 of K (``k64 s<stages>``) and
-    on those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave."""
+    """``K_DEPTH_PROBLEMS`` on their default, on its tile at the other K depth (``k64
+    s<stages>`` or ``k128 s<stages>``) and on those of ``TWO_CONSUMER_TILES`` that keep the
+    grid to one wave."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
@@ -2031,9 +2059,10 @@ def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
         built = [("default", default)]
         spec = default.spec
         cta = spec.params.cta_tile
-        shallow = _wgmma_tiles((cta.m, cta.n, 64), (spec.params.warp_tile.m, cta.n, 64))
-        if (found := _deepest(problem, shallow, range(8, 2, -1), pm)) is not None:
-            built.append((f"k64 s{found[0]}", found[1]))
+        k, depths = (64, range(8, 2, -1)) if cta.k == 128 else (128, range(6, 1, -1))
+        other = _wgmma_tiles((cta.m, cta.n, k), (spec.params.warp_tile.m, cta.n, k))
+        if (found := _deepest(problem, other, depths, pm)) is not None:
+            built.append((f"k{k} s{found[0]}", found[1]))
         for label, (tile, warp) in TWO_CONSUMER_TILES.items():
             if work_units(spec.problem, TileShape(*tile)) > spec.device.sm_count:
                 continue  # more than one wave
@@ -2043,6 +2072,35 @@ def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
         return built
 
     return _in_turn([(p, sets(p)) for p in _problems(K_DEPTH_PROBLEMS)], rounds=3)
+
+
+#: wide-weight problems (N >= 16 M) whose 64x128 default takes 64 of K in 8 stages, each
+#: beside the same tile at 128 of K in the deepest ring up to 6 (the default before run 312's
+#: rule), three rounds in turn; rows of one 64-row tile or less among them
+WIDE_K_PROBLEMS = [
+    ((128, 6144, 4096), "bfloat16", ""), ((128, 8192, 8192), "float16", ""),
+    ((160, 4096, 4096), "bfloat16", ""), ((192, 4096, 4096), "bfloat16", ""),
+    ((224, 4096, 8192), "float16", ""), ((256, 4096, 14336), "bfloat16", ""),
+    ((128, 5120, 2048), "bfloat16", ""), ((192, 5120, 2048), "float16", ""),
+    ((64, 8192, 8192), "bfloat16", ""), ((64, 28672, 4096), "bfloat16", ""),
+    ((32, 28672, 4096), "bfloat16", ""), ((64, 10240, 8192), "bfloat16", ""),
+]  # fmt: skip
+
+
+def wide_k_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``WIDE_K_PROBLEMS`` on their default and on its tile at 128 of K (``k128 s<stages>``)."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        if (default := _compiled(problem, pm=pm)) is None:
+            return []
+        params = default.spec.params
+        cta, warp = params.cta_tile, params.warp_tile
+        deep = _wgmma_tiles((cta.m, cta.n, 128), (warp.m, warp.n, 128))
+        found = _deepest(problem, deep, range(6, 1, -1), pm)
+        return [("default", default)] + ([(f"k128 s{found[0]}", found[1])] if found else [])
+
+    return _in_turn([(p, sets(p)) for p in _problems(WIDE_K_PROBLEMS)], rounds=3)
 
 
 #: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
@@ -2187,6 +2245,8 @@ def main(which: str, in_turn: bool = False) -> None:
             "narrow_pairs": narrow_pairs_jobs,
             "one_consumer": one_consumer_jobs,
             "k_depth": k_depth_jobs,
+            "wide_k": wide_k_jobs,
+            "odd_pitch": odd_pitch_jobs,
         }[which]()
         if job[2]
     ]

@@ -39,6 +39,7 @@ from .streaming import (
     streams_weight,
     swapped_params,
     swaps_operands,
+    wide_weight,
 )
 
 __all__ = ["hopper_horizontal_params", "hopper_params", "hopper_swizzle", "hopper_tiles"]
@@ -66,9 +67,20 @@ HOPPER_CTA_K: Final = (256, 192, 128, 64)
 # 192x4096x14336 (54.6 -> 49.7) but lost at 256x4096x4096 (15.4 -> 19.3 bf16, in 6 stages
 # too), and 64x64x256 ran 1-2% faster than at 64 or 128 of K (run 131): smaller tiles keep
 # nvFuser's order. A deep-K split tile takes 64 of K too, in the ring it would have had (6 stages):
-# 64x64 split 16 at 64x512x28672, 12.1 -> 11.5 us bf16, 11.8 -> 11.3 fp16 (run 146)
+# 64x64 split 16 at 64x512x28672, 12.1 -> 11.5 us bf16, 11.8 -> 11.3 fp16 (run 146). So
+# does a 64x128 tile of a wide weight (``wide_weight``: N >= 16 M) past one row tile, whose 2-4
+# row tiles each stream their weight columns from HBM: in 8 stages against 128 of K in 4, after
+# the tensor maps became parameters (an H100, three rounds in turn, us; BENCHMARKS.md runs
+# 312 and 315), bf16 256x4096x4096 14.7 / 16.2-16.7, 192x4096x14336 52.1-53.1 / 55.8-56.8,
+# 192x4096x4096 15.3 / 16.8, fp16 224x4096x8192 31.8-32.2 / 34.2-34.9, bf16 256x4096x14336
+# 53.8-55.0 / 57.7-61.7; level at 128-160 rows (128x6144x4096 22.2-22.3 / 22.6, 128x8192x8192
+# 50.5-50.6 / 50.0-50.2, 160x4096x4096 17.2-17.3 / 17.1). Not at one row tile (64x10240x8192
+# 64.8 / 61.2-61.3, the rest level) nor where the weight is not wide: 8-30% slower (1000x1000x4096
+# 22.8-23.0 / 16.6, 1024x1024x2048 10.8-11.0 / 9.2-9.3) or level (512x2048x4096 13.8-14.1 /
+# 14.2-14.4, 777x1111x4096 29.2-30.2 / 26.9-30.1)
 HOPPER_TIE_K_BYTES: Final = 128
 HOPPER_TIE_MIN_TILE: Final = 64 * 192
+HOPPER_TIE_WIDE_MIN_TILE: Final = 64 * 128
 HOPPER_WARP_GRIDS: Final = ((1, 1), (1, 2), (2, 1))
 NVFUSER_WARP_GRIDS: Final = HOPPER_WARP_GRIDS[::-1]
 # (block scales search the same widths, which their rules narrow to whole or divided scale
@@ -175,14 +187,14 @@ def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
 
 
 def _hopper_better(
-    candidate: HopperTiles, best: HopperTiles | None, itemsize: int, deep: bool
+    candidate: HopperTiles, best: HopperTiles | None, problem: MatmulProblem
 ) -> bool:
     """``_nvfuser_better``, but on a tie between K depths of one tile the 16-bit one of
-    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``; *deep*: a ``deep_k`` problem's) first."""
+    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first."""
     if best is not None and candidate.score == best.score:
         depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
-        shallow = _shallow(candidate, itemsize, deep)
-        if depths and shallow != _shallow(best, itemsize, deep):
+        shallow = _shallow(candidate, problem)
+        if depths and shallow != _shallow(best, problem):
             return shallow
     return _nvfuser_better(candidate, best)
 
@@ -196,10 +208,14 @@ def _nvfuser_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
     return STAGE_TIE_TARGET <= candidate.k_stages_per_sm < best.k_stages_per_sm
 
 
-def _shallow(tiles: HopperTiles, itemsize: int, deep: bool) -> bool:
-    """A 16-bit CTA tile of ``HOPPER_TIE_MIN_TILE`` outputs or more, or split for a deep K
-    (*deep*), taking ``HOPPER_TIE_K_BYTES`` of K a stage."""
-    large = tiles.cta.m * tiles.cta.n >= HOPPER_TIE_MIN_TILE or (deep and tiles.splitk > 1)
+def _shallow(tiles: HopperTiles, problem: MatmulProblem) -> bool:
+    """A 16-bit CTA tile of ``HOPPER_TIE_MIN_TILE`` outputs or more (of a ``wide_weight``
+    past one row tile: ``HOPPER_TIE_WIDE_MIN_TILE``), or split for a ``deep_k`` problem, taking
+    ``HOPPER_TIE_K_BYTES`` of K a stage."""
+    itemsize, outputs = problem.operand_dtype.itemsize, tiles.cta.m * tiles.cta.n
+    wide = wide_weight(problem) and problem.m > HOPPER_ROWS
+    least = HOPPER_TIE_WIDE_MIN_TILE if wide else HOPPER_TIE_MIN_TILE
+    large = outputs >= least or (deep_k(problem) and tiles.splitk > 1)
     return itemsize == 2 and large and tiles.cta.k * itemsize == HOPPER_TIE_K_BYTES
 
 
@@ -237,7 +253,6 @@ def _search_tiles(
     """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
     wide, each with its split."""
     best: HopperTiles | None = None
-    size, deep = ask.problem.operand_dtype.itemsize, deep_k(ask.problem)
     tied = False  # the best won a tie of depths that nvFuser's order gives the deeper K
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
@@ -246,7 +261,7 @@ def _search_tiles(
                 warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = scored_tile(ask, cta, warp, splitk)
-                if candidate is not None and _hopper_better(candidate, best, size, deep):
+                if candidate is not None and _hopper_better(candidate, best, ask.problem):
                     tied = best is not None and not _nvfuser_better(candidate, best)
                     best = candidate
     # the deepest ring: the bytes in flight of the deeper K's (not for split units: 8 stages

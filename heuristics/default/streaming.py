@@ -16,7 +16,7 @@ from .hopper_tiles import HOPPER_ROWS, HOPPER_SPLITK_MAX, HopperTiles, scored_ti
 
 __all__ = [
     "STREAMING_WARP_N", "narrow_streaming_tiles", "streaming_split", "streams_weight",
-    "swapped_params", "swaps_operands",
+    "swapped_params", "swaps_operands", "wide_weight",
 ]  # fmt: skip
 
 # A weight-streaming problem (one weight, one row block, N >= 16 M: issue 25's decode-like
@@ -96,12 +96,12 @@ STREAMING_NARROW_MIN_FILL: Final = 2  # the tiles x this reach the SMs
 
 
 def streams_weight(problem: MatmulProblem) -> bool:
-    """One row block of activations against one wide weight (``_wide_weight``): the weight's
+    """One row block of activations against one wide weight (``wide_weight``): the weight's
     bytes, read once whatever the tile, are the problem's time."""
-    return problem.m <= HOPPER_ROWS and _wide_weight(problem)
+    return problem.m <= HOPPER_ROWS and wide_weight(problem)
 
 
-def _wide_weight(problem: MatmulProblem) -> bool:
+def wide_weight(problem: MatmulProblem) -> bool:
     """One batch, its weight at least ``STREAMING_MIN_N_PER_M`` times as wide as its rows."""
     return problem.batch == 1 and problem.n >= STREAMING_MIN_N_PER_M * problem.m
 
@@ -153,7 +153,7 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
         most = max(most, SWAP_OVER_SPLIT_M.get(size, 0))
     few = problem.m <= most
     plain = problem.horizontal == 1 and not problem.block_scaled
-    wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and _wide_weight(problem)
+    wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and wide_weight(problem)
     streams = decode_rows or (streams_weight(problem) and fills)
     return plain and ((few and streams) or (wide_rows and fills))
 

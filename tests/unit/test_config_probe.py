@@ -133,11 +133,12 @@ def test_one_consumer_times_each_64_row_default_beside_two_consumer_tiles(
     assert len(set(odd.values())) == 1 and set(odd) == {960, 1000, 1008, 1024, 1088}
 
 
-def test_k_depth_times_each_64x128x128_default_beside_64_of_k_and_two_consumers(
+def test_k_depth_times_each_64x128_default_beside_its_other_depth_and_two_consumers(
     script: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every problem of ``k_depth`` has the one-wave default 64x128 at 128 of K, timed beside
-    the same tile at 64 of K in a deeper ring and two consumers' tiles at 64 of K on one wave."""
+    """Every problem of ``k_depth`` has a one-wave 64x128 default, timed beside the same tile
+    at the other K depth in its ring (8 stages of 64, 4 of 128) and two consumers' tiles at 64
+    of K on one wave; the wide weights' defaults are at 64 of K, the others' at 128."""
     import functools
 
     from mmaplug.runtime.compile import compile as compile_fusion
@@ -151,18 +152,44 @@ def test_k_depth_times_each_64x128x128_default_beside_64_of_k_and_two_consumers(
     for (m, n, k, _), found in plans.items():
         default = found.pop("default").spec.params
         found.pop("warm-up", None)
-        assert (default.cta_tile.m, default.cta_tile.n, default.cta_tile.k) == (64, 128, 128)
+        assert (default.cta_tile.m, default.cta_tile.n) == (64, 128)
+        assert default.cta_tile.k == (64 if n >= 16 * m else 128), (m, n, k)
         assert -(-m // 64) * -(-n // 128) <= 132, (m, n, k)
-        shallow = [c.spec.params for lab, c in found.items() if lab.startswith("k64")]
-        assert len(shallow) == 1 and shallow[0].stages > default.stages, (m, n, k)
+        other = [c.spec.params for lab, c in found.items() if lab.startswith("k")]
+        assert len(other) == 1 and other[0].cta_tile.k == 192 - default.cta_tile.k, (m, n, k)
+        assert {other[0].stages, default.stages} == {4, 8}, (m, n, k)
         assert (
-            shallow[0].with_overrides(
+            other[0].with_overrides(
                 cta_tile=default.cta_tile, warp_tile=default.warp_tile, stages=default.stages
             )
             == default
         ), (m, n, k)
-        pairs = [c.spec.params for lab, c in found.items() if not lab.startswith("k64")]
+        pairs = [c.spec.params for lab, c in found.items() if not lab.startswith("k")]
         assert pairs, (m, n, k)
         for params in pairs:
             assert (params.cta_tile.m, params.warp_tile.m, params.cta_tile.k) == (128, 64, 64)
             assert -(-m // 128) * -(-n // params.cta_tile.n) <= 132, (m, n, k)
+
+
+def test_wide_k_times_each_wide_weight_default_beside_128_of_k(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every problem of ``wide_k`` is a wide weight (N >= 16 M) on a 64x128 tile, timed at 64
+    of K in 8 stages (the default past one row tile) and at 128 of K in 4."""
+    import functools
+
+    from mmaplug.runtime.compile import compile as compile_fusion
+
+    monkeypatch.setattr(script, "compile_fusion", functools.partial(compile_fusion, device="h200"))
+    plans: dict[tuple[int, int, int], dict[str, object]] = {}
+    for problem, label, compiled in script.wide_k_jobs():
+        key = (problem.m, problem.n, problem.k)
+        plans.setdefault(key, {})[label.rpartition(" ")[0] or label] = compiled
+    assert len(plans) == len(script.WIDE_K_PROBLEMS)
+    for (m, n, k), found in plans.items():
+        assert n >= 16 * m, (m, n, k)
+        tiles = {lab: c.spec.params for lab, c in found.items() if lab != "warm-up"}
+        default, deep = tiles.pop("default"), tiles.pop("k128 s4")
+        assert not tiles and (default.cta_tile.m, default.cta_tile.n) == (64, 128)
+        assert (default.cta_tile.k, default.stages) == ((64, 8) if m > 64 else (128, 4))
+        assert (deep.cta_tile.k, deep.stages) == (128, 4), (m, n, k)

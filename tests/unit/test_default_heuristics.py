@@ -306,9 +306,16 @@ def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
         (Shape(512, 4096, 4096), DType.bfloat16, TileShape(128, 128, 64)),
         (Shape(1536, 1000, 7168), DType.float16, TileShape(128, 128, 64)),
         (Shape(160, 8192, 8192), DType.bfloat16, TileShape(64, 192, 64)),
-        # smaller tiles keep nvFuser's order (256x4096x4096 on 64x128 ran 15.4 -> 19.3 us at
-        # 64 of K; 64x64x256 1-2% faster than 64 or 128 deep)
-        (Shape(256, 4096, 4096), DType.bfloat16, TileShape(64, 128, 128)),
+        # ... and 64x128 tiles of a wide weight past one row tile, in 8 stages (runs 312 and
+        # 315: 256x4096x4096 16.2 -> 14.7 us, 192x4096x14336 55.8 -> 52.1)
+        (Shape(256, 4096, 4096), DType.bfloat16, TileShape(64, 128, 64)),
+        (Shape(192, 4096, 14336), DType.bfloat16, TileShape(64, 128, 64)),
+        # other tiles keep nvFuser's order: at one row tile (64x10240x8192 61.2 -> 64.8 us at
+        # 64 of K), a weight under 16 times as wide (1000x1000x4096 16.6 -> 22.8), 64x64x256
+        # 1-2% faster than 64 or 128 deep
+        (Shape(64, 10240, 8192), DType.bfloat16, TileShape(64, 128, 128)),
+        (Shape(1000, 1000, 4096), DType.bfloat16, TileShape(64, 128, 128)),
+        (Shape(512, 2048, 4096), DType.float16, TileShape(64, 128, 128)),
         (Shape(4096, 16, 4096), DType.bfloat16, TileShape(64, 64, 256)),
         # FP8 keeps it too: 128 of K is its 128 bytes already
         (Shape(4096, 4096, 4096), DType.float8_e4m3fn, TileShape(128, 256, 128)),
@@ -318,14 +325,16 @@ def test_hopper_keeps_65_to_128_rows_unswapped_elsewhere(shape: Shape) -> None:
 def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
     shape: Shape, dtype: DType, cta: TileShape
 ) -> None:
-    """On a tie of bytes between K depths, a 16-bit tile of 64x192 outputs or more takes 64
-    of K a stage and the deepest ring that fits, 6 stages here (``HOPPER_TIE_K_BYTES``)."""
+    """On a tie of bytes between K depths, a 16-bit tile of 64x192 outputs or more (64x128 of
+    a wide weight past one row tile) takes 64 of K a stage (``HOPPER_TIE_K_BYTES``) and the
+    deepest ring that fits: 6 stages here, the 64x128 tile the streaming ring's 8."""
     h200 = get_device("h200")
     prob = problem(shape.m, shape.n, shape.k, dtype=dtype)
     params = mmaplug_matmul_params(prob, h200, "hopper")
     assert params is not None and params.cta_tile == cta
     if cta.k * dtype.itemsize == hopper.HOPPER_TIE_K_BYTES and dtype.itemsize == 2:
-        assert params.stages == hopper.HOPPER_MAX_STAGES
+        ring = 8 if (cta.m, cta.n) == (64, 128) else hopper.HOPPER_MAX_STAGES
+        assert params.stages == ring
     assert LIMITS["hopper"].violations(params, prob, h200) == []
 
 
@@ -337,8 +346,9 @@ def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
         # 216 of 128x192 in 2 waves (the last 84) -> 256 of 128x160
         (Shape(512, 10240, 8192), TileShape(128, 160, 64)),
         # one wave keeps the widths 64 apart: 96 tiles of 64x128, not 129 of 64x96, and 96 of
-        # 128x128, not 132 of 128x96 (which lost at the power cap)
-        (Shape(192, 4096, 14336), TileShape(64, 128, 128)),
+        # 128x128, not 132 of 128x96 (which lost at the power cap); the wide weight's 64x128
+        # at 64 of K
+        (Shape(192, 4096, 14336), TileShape(64, 128, 64)),
         (Shape(1536, 1000, 7168), TileShape(128, 128, 64)),
         # whole waves of 128x256 keep it
         (Shape(4096, 4096, 4096), TileShape(128, 256, 64)),
