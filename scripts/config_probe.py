@@ -2012,25 +2012,19 @@ TWO_CONSUMER_TILES = {"128x64": ((128, 64, 64), (64, 64, 64)), **_CONSUMER_PAIRS
 
 def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``ONE_CONSUMER_PROBLEMS`` on their default (64-row tiles, one consumer) and on
-    those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave, in the deepest ring up to 6
-    stages, and ``ODD_K_PROBLEMS`` on their default; three rounds in turn."""
+    those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave, alone, in the deepest ring
+    up to 6 stages, and ``ODD_K_PROBLEMS`` on their default alone; three rounds in turn."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=pm)) is None:
             return []
-        built = [("default", default)]
-        spec = default.spec
-        for label, (cta, warp) in TWO_CONSUMER_TILES.items():
-            if work_units(spec.problem, TileShape(*cta)) > spec.device.sm_count:
-                continue  # more than one wave
-            found = _deepest(problem, _wgmma_tiles(cta, warp), range(6, 1, -1), pm)
-            if found is not None:
-                built.append((f"{label} s{found[0]}", found[1]))
-        return built
+        return [("default", default), *_two_consumers(problem, default.spec, pm)]
 
     planned = [(p, sets(p)) for p in _problems(ONE_CONSUMER_PROBLEMS)]
-    planned += [(p, [("default", _compiled(p, pm=pm))]) for p in _problems(ODD_K_PROBLEMS)]
+    alone = {"cluster_dims": (1, 1)}  # (K = 1000 pairs by default since run 316)
+    planned += [(p, [("default", _compiled(p, pm=pm, overrides=alone))])
+                for p in _problems(ODD_K_PROBLEMS)]  # fmt: skip
     return _in_turn(planned, rounds=3)
 
 
@@ -2063,15 +2057,22 @@ def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
         other = _wgmma_tiles((cta.m, cta.n, k), (spec.params.warp_tile.m, cta.n, k))
         if (found := _deepest(problem, other, depths, pm)) is not None:
             built.append((f"k{k} s{found[0]}", found[1]))
-        for label, (tile, warp) in TWO_CONSUMER_TILES.items():
-            if work_units(spec.problem, TileShape(*tile)) > spec.device.sm_count:
-                continue  # more than one wave
-            found = _deepest(problem, _wgmma_tiles(tile, warp), range(6, 1, -1), pm)
-            if found is not None:
-                built.append((f"{label} s{found[0]}", found[1]))
-        return built
+        return built + _two_consumers(problem, spec, pm)
 
     return _in_turn([(p, sets(p)) for p in _problems(K_DEPTH_PROBLEMS)], rounds=3)
+
+
+def _two_consumers(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
+    """*problem* on those of ``TWO_CONSUMER_TILES`` that keep *spec*'s grid to one wave, alone,
+    each in the deepest ring up to 6 stages (labelled ``<tile> s<stages>``)."""
+    built = []
+    for label, (tile, warp) in TWO_CONSUMER_TILES.items():
+        if work_units(spec.problem, TileShape(*tile)) > spec.device.sm_count:
+            continue  # more than one wave
+        ov = _wgmma_tiles(tile, warp, cluster_dims=(1, 1))
+        if (found := _deepest(problem, ov, range(6, 1, -1), pm)) is not None:
+            built.append((f"{label} s{found[0]}", found[1]))
+    return built
 
 
 #: wide-weight problems (N >= 16 M) whose 64x128 default takes 64 of K in 8 stages, each

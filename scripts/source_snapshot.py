@@ -944,7 +944,7 @@ def _fp8_plans() -> Iterator[Plan]:
         (_fp8(1000, 1040, 528, "block", "bias_gelu"), "hopper"),
         (_fp8(64, 4096, 4096, "tensor"), "hopper"),
         (_fp8(1, 4096, 4096, "tensor"), "decode"),
-        (_fp8(16, 4096, 4096, "row", "bias"), "decode"),
+        (_fp8(16, 2048, 8192, "row", "bias"), "decode"),
     )
     for g, scheduler in defaults:
         yield Plan(f"fp8/default/{g.epilogue}_{g.tag}", g, "h200", scheduler)

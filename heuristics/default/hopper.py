@@ -140,6 +140,15 @@ HOPPER_CLUSTER_MIN_K_TILES: Final = 8
 # groups took 2.5% longer (docs/decisions.md, the tile order in groups)
 HOPPER_SWIZZLE_L2_SHARE: Final = 2
 CTA_PAIR: Final = (2, 1)  # two CTAs along M sharing B
+# ... and on one wave of 64-row 16-bit tiles whose operands' row pitch is no multiple of
+# HOPPER_PAIR_PITCH bytes: there every box row straddles lines and the loads set the pace, which
+# pairs sharing B halve. An H100 after the tensor maps became parameters (BENCHMARKS.md runs 313
+# and 316; us, three rounds in turn, pairs / alone / cuBLAS): rows 16 bytes apart (K = 1000, 3000)
+# fp16 1000^3 9.0 / 10.8 / 8.4, 1024x1024x1000 9.1 / 11.3 / 8.9, 768x768x1000 7.3 / 7.8-7.9 / 7.3,
+# bf16 512x2048x1000 8.7 / 10.6-10.8 / 8.4, fp16 1000x1000x3000 19.6-20.1 / 26.5-26.8 / 19.2; 32
+# bytes apart level or lost (1000x1000x2000 13.2 / 13.3-13.9, 1024x1024x1008 8.2 / 7.3); rows of
+# 128-byte multiples lost 12-26% (1000x1000x1024, 1000x1000x2048, 1024^3, 768^3, 512^3)
+HOPPER_PAIR_PITCH: Final = 32
 # Block-scaled FP8 past one wave: 64x256 consumer tiles promoted by 64-column chunks, alone (in
 # pairs 2-8% slower, runs 275-276; our reading, not measured: their 16 m64n64 wgmmas a stage re-read
 # A from shared memory, which a shared B tile does not relieve), or 128x192 tiles straddling two
@@ -274,9 +283,10 @@ def _search_tiles(
 
 def hopper_cluster(problem: MatmulProblem, device: Device, params: MatmulParams) -> tuple[int, int]:
     """CTA pairs along M (``(2, 1)``) when the grid runs at least HOPPER_CLUSTER_MIN_WAVES
-    waves of tiles, each unit's main loop HOPPER_CLUSTER_MIN_K_TILES K tiles or more, and the
-    scheduler's rules allow the pair; one CTA per cluster otherwise, and for block-scaled
-    chunks and stages of two scale blocks (``BLOCK_PAIR_TILE``)."""
+    waves of tiles or one wave of 64-row 16-bit tiles whose operands' row pitch is no
+    multiple of HOPPER_PAIR_PITCH bytes, each unit's main loop HOPPER_CLUSTER_MIN_K_TILES K tiles or
+    more, and the scheduler's rules allow the pair; one CTA per cluster otherwise, and for
+    block-scaled chunks and stages of two scale blocks (``BLOCK_PAIR_TILE``)."""
     return _hopper_cluster(Asker(scheduler_object("hopper"), problem, device), params)
 
 
@@ -289,10 +299,24 @@ def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
     m_tiles, n_tiles = tile_grid(problem, params.cta_tile)
     waves = problem.batch * m_tiles * n_tiles / device.sm_count
     k_tiles = ceil_div(ceil_div(problem.k, params.splitk_factor), params.cta_tile.k)
-    if m_tiles >= 2 and waves >= HOPPER_CLUSTER_MIN_WAVES and k_tiles >= HOPPER_CLUSTER_MIN_K_TILES:
+    grid = waves >= HOPPER_CLUSTER_MIN_WAVES or _odd_pitch_wave(problem, params, waves)
+    if m_tiles >= 2 and k_tiles >= HOPPER_CLUSTER_MIN_K_TILES and grid:
         if ask.allows(params.with_overrides(cluster_dims=CTA_PAIR), ("cluster_dims",)):
             return CTA_PAIR
     return (1, 1)
+
+
+def _odd_pitch_wave(problem: MatmulProblem, params: MatmulParams, waves: float) -> bool:
+    """One wave of unsplit 64-row 16-bit tiles whose A's or B's row pitch is no multiple of
+    HOPPER_PAIR_PITCH bytes."""
+    rows = (
+        problem.k if problem.a_k_inner else problem.m,
+        problem.k if problem.b_k_inner else problem.n,
+    )
+    size = problem.operand_dtype.itemsize
+    odd = any(row * size % HOPPER_PAIR_PITCH for row in rows)
+    one_wave = waves <= 1 and params.splitk_factor == 1
+    return odd and one_wave and size == 2 and params.cta_tile.m == HOPPER_ROWS
 
 
 def hopper_swizzle(problem: MatmulProblem, device: Device, params: MatmulParams) -> int:

@@ -25,9 +25,9 @@ from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 from .config import COLS_PER_MMA, MMAS, ROW_TILES, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
-    "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS", "WARPS", "instruction",
-    "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
+    "FP8_CC", "FP8_KEEP_TILE_SHARE", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M",
+    "HANDOFF_ROW_BYTES", "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS",
+    "WARPS", "instruction", "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
@@ -45,14 +45,18 @@ MAX_M: Final = 16
 #: whatever their rows: hopper's 64x16 e4m3 tiles (8 stages of 256 of K) took 14-20% less time
 #: than decode's best warps on all eight timed, 4-16 KiB rows (16x8192x4096 10.6 -> 9.0 us,
 #: 16x4096x16384 25.0 -> 21.2, 16x10240x8192 34.9 -> 29.5, 16x57344x8192 141.7 -> 113.3; run
-#: 193), but for weights of at most FP8_KEEP_WEIGHT_BYTES whose swapped tiles fill at most half
-#: the SMs: there hopper's few CTAs stream slower than decode's (16x1040x1024 4.6 -> 3.3 us,
-#: 12x2048x8192 9.7 -> 7.7, 16x2048x8192 9.8 -> 8.7, 12x4096x4096 7.5 -> 7.0, 9x4096x4096
-#: 7.0 -> 6.6, 16x4096x2048 5.6 -> 5.3, 16x4096x4096 7.3-7.8 -> 7.0-7.5), while past either
-#: bound hopper led or tied (16x4096x8192 10.0 against 11.6, 16x2048x16384 11.4 against 13.3,
-#: 16x4288x4096 on 67 tiles 7.1 against 8.3; 16x3072x8192 and 16x4224x4096 even; run 200).
+#: 193), but for weights of at most FP8_KEEP_WEIGHT_BYTES whose swapped tiles fill at most
+#: 1 / FP8_KEEP_TILE_SHARE of the SMs: there hopper's few CTAs stream slower than decode's.
+#: Run 200 kept half the SMs' worth (16x4096x4096 hopper 7.3-7.8 us, decode 7.0-7.5); since the
+#: tensor maps became kernel parameters hopper's CTAs start ~2,500 cycles sooner and its 64
+#: tiles lead (an H100, run 316, us, hopper / decode: 16x4096x4096 6.2-6.4 / 6.9-7.1, 12x4096x4096
+#: 6.6 / 6.7-6.8, 9x4096x4096 6.3 / 6.7, 16x4096x2048 4.8 / 4.9-5.0), while on 32 tiles or fewer
+#: decode still does (16x2048x8192 8.9-9.0 / 8.0-8.1, 12x2048x8192 8.6 / 7.7, 16x1040x1024 3.9-4.1
+#: / 3.3-3.4) and past the weight bound hopper (16x4096x8192 8.8 / 11.2-11.3, 16x2048x16384 10.6 /
+#: 12.9-13.0).
 HANDOFF_M: Final = 8
 FP8_KEEP_WEIGHT_BYTES: Final = 16 << 20
+FP8_KEEP_TILE_SHARE: Final = 4
 HANDOFF_ROW_BYTES: Final = 8192
 #: A batch of products of more than HANDOFF_M rows goes to the hopper scheduler, where it takes
 #: the problem: hopper's tiles ran 8x16x4096x4096 70.1 against 73.8-75.8 us (decode, 2-4 warps),

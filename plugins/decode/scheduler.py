@@ -122,7 +122,8 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     """Why *problem* goes to the hopper scheduler, where the plan being made has one that takes
     it (outside planning, or with hopper blocked: None): a batch of products of more than
     ``limits.HANDOFF_M`` rows; one FP8 product of more, but a weight of at most
-    ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at most half the SMs; one
+    ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at most
+    1 / ``limits.FP8_KEEP_TILE_SHARE`` of the SMs; one
     16-bit product of more and weight rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where
     hopper's swapped tiles are more than one a SM and the decode CTAs of
     ``limits.HANDOFF_KEEP_PLAN`` run in one wave. A horizontal fusion stays: the transposed
@@ -147,13 +148,14 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
         tiles = -(-problem.n // limits.HOPPER_SWAP_ROWS)  # hopper's swapped tiles
         if not dtype.is_half:
             weight = problem.n * row_bytes
-            if weight <= limits.FP8_KEEP_WEIGHT_BYTES and 2 * tiles <= device.sm_count:
+            share = limits.FP8_KEEP_TILE_SHARE
+            if weight <= limits.FP8_KEEP_WEIGHT_BYTES and share * tiles <= device.sm_count:
                 return None
             which = (
                 f"FP8 products of over {limits.HANDOFF_M} rows, but weights of at most "
                 f"{limits.FP8_KEEP_WEIGHT_BYTES >> 20} MiB whose {limits.HOPPER_SWAP_ROWS}-row "
-                f"tiles fill at most half the SMs; this one is {weight / (1 << 20):.1f} MiB on "
-                f"{tiles} tiles"
+                f"tiles fill at most 1/{share} of the SMs; this one is "
+                f"{weight / (1 << 20):.1f} MiB on {tiles} tiles"
             )
         elif row_bytes < limits.HANDOFF_ROW_BYTES:
             return None

@@ -117,8 +117,12 @@ def test_hands_batches_of_many_rows_to_hopper(batch: int, m: int, k: int, planne
         (16, 4096, 8192, "float8_e4m3fn", "hopper"),  # 64 tiles, but 32 MiB (run 200)
         (16, 4160, 4096, "float8_e4m3fn", "hopper"),  # 65 tiles, 16.25 MiB
         (16, 4240, 2048, "float8_e4m3fn", "hopper"),  # 8.3 MiB, but 67 tiles
-        (16, 4224, 2048, "float8_e4m3fn", "decode"),  # 66 tiles: half the SMs
-        (16, 4096, 4096, "float8_e4m3fn", "decode"),  # 16 MiB on 64 tiles
+        (16, 4224, 2048, "float8_e4m3fn", "hopper"),  # 66 tiles: half the SMs
+        (16, 4096, 4096, "float8_e4m3fn", "hopper"),  # 16 MiB on 64 tiles (run 316)
+        (16, 2112, 8192, "float8_e4m3fn", "hopper"),  # 16.5 MiB on 33 tiles
+        (16, 2176, 4096, "float8_e4m3fn", "hopper"),  # 8.5 MiB, but 34 tiles
+        (16, 2112, 4096, "float8_e4m3fn", "decode"),  # 33 tiles: a quarter of the SMs
+        (16, 2048, 8192, "float8_e4m3fn", "decode"),  # 16 MiB on 32 tiles (run 316)
         (12, 2048, 8192, "float8_e4m3fn", "decode"),  # 32 tiles
         (16, 1040, 1024, "float8_e4m3fn", "decode"),  # 17 tiles of 1 KiB rows
     ],
@@ -132,7 +136,7 @@ def test_hands_longer_rows_of_9_to_16_activations_to_hopper(
     them faster, runs 101, 105 and 183), naming the hand-off, but where hopper's 64-row tiles
     are more than one a SM while decode's CTAs of 2 warps run in one wave (runs 183 and 185);
     FP8 ones of more than 8 rows, but a weight of at most 16 MiB on hopper's tiles of at most
-    half the SMs (runs 193 and 200); with hopper blocked it takes them."""
+    a quarter of the SMs (runs 193, 200 and 316); with hopper blocked it takes them."""
     scale = "row" if dtype.startswith("float8") else ""
     problem = _problem(m=m, n=n, k=k, dtype=dtype, scale=scale)
     spec = plan_problem(problem, H200)

@@ -538,8 +538,9 @@ HOPPER_CASES = [case for case in CASES if case.values[1] == "hopper"]
 def test_hopper_defaults_are_what_the_kernel_builds(
     device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
 ) -> None:
-    """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more whose
-    units run 8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the warp tile's n,
+    """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more, or of
+    one wave of 64-row 16-bit tiles whose operand rows are not 32 bytes apart, whose units run
+    8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the warp tile's n,
     prefetch_gap 1, and stages that fill shared memory unless capped; hopper's limits accept
     it."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
@@ -550,7 +551,11 @@ def test_hopper_defaults_are_what_the_kernel_builds(
     tiles = shape.batch * -(-shape.m // cta.m) * -(-shape.n // cta.n)
     unit_k = -(-shape.k // params.splitk_factor)
     k_tiles = -(-unit_k // cta.k)
-    pairs = tiles >= 12 * gpu.sm_count and -(-shape.m // cta.m) >= 2 and k_tiles >= 8
+    rows = (shape.k if layout.a_k_inner else shape.m, shape.k if layout.b_k_inner else shape.n)
+    odd = any(row * dtype.itemsize % 32 for row in rows) and dtype.itemsize == 2
+    one_wave = tiles <= gpu.sm_count and cta.m == 64 and params.splitk_factor == 1
+    grid = tiles >= 12 * gpu.sm_count or (odd and one_wave)
+    pairs = grid and -(-shape.m // cta.m) >= 2 and k_tiles >= 8
     assert params.cluster_dims == ((2, 1) if pairs else (1, 1))
     assert (params.use_smem_epilogue, params.prefetch_gap) == (True, 1)
     assert hopper_limits.violations(params, prob, gpu) == []
