@@ -188,6 +188,15 @@ def case_tn_f16_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
             "cluster_dims": (2, 1)}  # fmt: skip
 
 
+def case_tn_f16_odd_pitch_default_pairs(fd: Any, mp: Any) -> dict[str, Any]:
+    """The default plan of one wave of 64-row tiles whose operand rows are 1,040 bytes apart
+    (no multiple of 32): CTA pairs along M (``HOPPER_PAIR_PITCH``), 9 K tiles, the last 8
+    columns of K (a partial box), M = 100 ragged."""
+    a, b = _operands(fd, mp, 100, 64, 520, "TN", mp.float16)
+    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
+    return {}
+
+
 def case_tt_bf16_cluster_pairs_splitk2_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
     """CTA pairs with an N-major B (every other 64-column swizzle row per CTA) and one M tile
     (the second CTA has no rows but loads and releases its half), split-K 2 over a ragged K
@@ -910,6 +919,7 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "tt_bf16_two_outputs_packed": 4, "tt_bf16_two_outputs_tma": 8, "tn_f16_out_f32_tma": 6,
          "tn_f16_batch2_out_m_batch_n_tma": 8,
          "tn_f16_cluster_pairs": 2, "tt_bf16_cluster_pairs_splitk2_bias_gelu": 2,
+         "tn_f16_odd_pitch_default_pairs": 1,
          "tn_f16_pingpong_cluster_pairs": 3, "tt_bf16_batch2_pingpong_batched_bias": 8,
          "tn_f16_splitk4_empty_split": 8, "tn_e4m3_rowwise_bias": 4,
          "tn_e5m2_tensorwise_pingpong_f16": 2, "tn_e4m3_splitk2_cluster_pairs_gelu": 2,
@@ -1065,6 +1075,7 @@ QUICK = (
     "tn_f16_splitk2_kcluster_ragged",  # split-K summed in the cluster
     "tn_f16_streamk3_ragged_bias_gelu",  # stream-K
     "tn_f16_cluster_pairs",  # CTA pairs along M
+    "tn_f16_odd_pitch_default_pairs",  # the default's pairs for rows 1,040 bytes apart
     "tn_bf16_swap_clustern2_bias",  # pairs along N, swapped
     "tn_bf16_swap_ragged",  # the swap alone
     "tt_bf16_swap_batch2_row_scale",  # swapped, batched, a row scale
