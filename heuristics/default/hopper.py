@@ -307,15 +307,15 @@ def _hopper_cluster(ask: Asker, params: MatmulParams) -> tuple[int, int]:
 
 
 def _odd_pitch_wave(problem: MatmulProblem, params: MatmulParams, waves: float) -> bool:
-    """One wave of unsplit 64-row 16-bit tiles whose A's or B's row pitch is no multiple of
-    HOPPER_PAIR_PITCH bytes."""
+    """One wave of unsplit 64-row 16-bit tiles of one product whose A's or B's row pitch is no
+    multiple of HOPPER_PAIR_PITCH bytes (batches were not timed)."""
     rows = (
         problem.k if problem.a_k_inner else problem.m,
         problem.k if problem.b_k_inner else problem.n,
     )
     size = problem.operand_dtype.itemsize
     odd = any(row * size % HOPPER_PAIR_PITCH for row in rows)
-    one_wave = waves <= 1 and params.splitk_factor == 1
+    one_wave = waves <= 1 and params.splitk_factor == 1 and problem.batch == 1
     return odd and one_wave and size == 2 and params.cta_tile.m == HOPPER_ROWS
 
 

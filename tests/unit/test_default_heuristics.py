@@ -521,6 +521,45 @@ def test_hopper_stages_fill_smem_less_alignment_slack() -> None:
 
 
 @pytest.mark.parametrize(
+    ("shape", "dtype", "layout", "pairs"),
+    [
+        # rows 16 bytes apart, one wave of 64-row tiles: pairs (run 316: 10.8 -> 9.0 us)
+        (Shape(1000, 1000, 1000), DType.float16, Layout.TN, True),
+        (Shape(1000, 1000, 1000), DType.bfloat16, Layout.TN, True),
+        (Shape(1000, 1000, 3000), DType.float16, Layout.TN, True),
+        (Shape(512, 2048, 1000), DType.bfloat16, Layout.TN, True),
+        # an N-major B whose rows (N = 1000) are 2,000 bytes apart, K aligned
+        (Shape(1000, 1000, 1024), DType.float16, Layout.TT, True),
+        # 32-byte pitches tied or lost, aligned ones lost: alone
+        (Shape(1024, 1024, 1008), DType.float16, Layout.TN, False),
+        (Shape(1000, 1000, 2000), DType.bfloat16, Layout.TN, False),
+        (Shape(1000, 1000, 1024), DType.float16, Layout.TN, False),
+        (Shape(1024, 1024, 1024), DType.float16, Layout.TN, False),
+        # not timed: batches, FP8, fewer than 8 K tiles a unit
+        (Shape(1000, 1000, 1000, batch=2), DType.float16, Layout.TN, False),
+        (Shape(1000, 1000, 1000), DType.float8_e4m3fn, Layout.TN, False),
+        (Shape(1000, 1000, 440), DType.float16, Layout.TN, False),
+    ],
+    ids=str,
+)
+def test_hopper_pairs_one_wave_of_rows_16_bytes_apart(
+    shape: Shape, dtype: DType, layout: Layout, pairs: bool
+) -> None:
+    """CTA pairs along M on one wave of 64-row 16-bit tiles of one product whose A or B rows
+    are 16 but not 32 bytes apart (``HOPPER_PAIR_PITCH``), 8 K tiles a unit or more."""
+    h200 = get_device("h200")
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
+    params = mmaplug_matmul_params(prob, h200, "hopper")
+    assert params is not None
+    assert params.cluster_dims == ((2, 1) if pairs else (1, 1)), params.name
+    if pairs:
+        assert (
+            params.cta_tile.m == 64 and -(-shape.m // 64) * -(-shape.n // params.cta_tile.n) <= 132
+        )
+    assert hopper_limits.violations(params, prob, h200) == []
+
+
+@pytest.mark.parametrize(
     ("shape", "stages"),
     [(Shape(128, 128, 1024), 6), (Shape(128, 128, 64), 2), (Shape(4096, 4096, 64), 4)],
     ids=["capped_at_6", "one_k_tile_gets_2", "k_tiles_times_tiles_per_cta"],
@@ -539,7 +578,8 @@ def test_hopper_defaults_are_what_the_kernel_builds(
     device: str, scheduler: str, shape: Shape, layout: Layout, dtype: DType
 ) -> None:
     """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more, or of
-    one wave of 64-row 16-bit tiles whose operand rows are not 32 bytes apart, whose units run
+    one wave of 64-row 16-bit tiles of one product whose row pitch is no multiple of 32
+    bytes, whose units run
     8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the warp tile's n,
     prefetch_gap 1, and stages that fill shared memory unless capped; hopper's limits accept
     it."""
@@ -554,6 +594,7 @@ def test_hopper_defaults_are_what_the_kernel_builds(
     rows = (shape.k if layout.a_k_inner else shape.m, shape.k if layout.b_k_inner else shape.n)
     odd = any(row * dtype.itemsize % 32 for row in rows) and dtype.itemsize == 2
     one_wave = tiles <= gpu.sm_count and cta.m == 64 and params.splitk_factor == 1
+    one_wave = one_wave and shape.batch == 1
     grid = tiles >= 12 * gpu.sm_count or (odd and one_wave)
     pairs = grid and -(-shape.m // cta.m) >= 2 and k_tiles >= 8
     assert params.cluster_dims == ((2, 1) if pairs else (1, 1))
