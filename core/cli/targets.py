@@ -13,23 +13,24 @@ from mmaplug.errors import UnsupportedTargetError, UsageError
 from mmaplug.progress import Progress
 
 
-def _saved_rows(path: str) -> tuple[list[dict[str, Any]], str]:
+def _saved_rows(path: str, option: str = "--rows") -> tuple[list[dict[str, Any]], str]:
     """The rows of a ``mmaplug targets --json`` or ``mmaplug bench --graph --json`` file, and
-    the GPU that measured them where the file names it (``targets --json`` does)."""
+    the GPU that measured them where the file names it (``targets --json`` does); *option*
+    names the file in an error."""
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except OSError as error:
-        raise UsageError(f"--rows {path!r} cannot be read: {error.strerror}") from None
+        raise UsageError(f"{option} {path!r} cannot be read: {error.strerror}") from None
     except (ValueError, RecursionError) as error:  # bad UTF-8, bad JSON, numbers, nesting
         what = "nested too deeply" if isinstance(error, RecursionError) else str(error)
-        raise UsageError(f"--rows {path!r} is not JSON: {what}") from None
+        raise UsageError(f"{option} {path!r} is not JSON: {what}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not all(
         isinstance(r, dict) and isinstance(r.get("problem"), str) for r in rows
     ):
         raise UsageError(
-            f"--rows {path!r} has no list 'rows' of problem rows: write it with "
+            f"{option} {path!r} has no list 'rows' of problem rows: write it with "
             "'mmaplug targets --json' or 'mmaplug bench --graph --json'"
         )
     device = doc.get("device")
@@ -49,6 +50,10 @@ def cmd_targets(args: argparse.Namespace) -> int:
     else:
         rows, device = _measure(args, targets.problems(chosen))
     verdicts = targets.judge(chosen, rows)
+    before, before_device = [], ""
+    if args.against:
+        old_rows, before_device = _saved_rows(args.against, "--against")
+        before = targets.judge(chosen, old_rows)
     if args.json:
         print_json(
             {
@@ -72,7 +77,7 @@ def cmd_targets(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(targets.markdown(verdicts, device))
+        print(targets.markdown(verdicts, device, before, before_device))
     return 1 if any(v.wrong for v in verdicts) else 0
 
 
@@ -110,7 +115,8 @@ def add_targets(sub: Any) -> None:
         "without one (docs/decisions.md, 'The targets table').",
         epilog="examples:\n  mmaplug targets --workers 14 > targets.md\n"
         "  mmaplug targets --workers 14 --json > targets.json\n"
-        "  mmaplug targets --rows targets.json --issue 25",
+        "  mmaplug targets --rows targets.json --issue 25\n"
+        "  mmaplug targets --rows new.json --against old.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--issue", action="append", type=int, default=[], metavar="N",
@@ -118,6 +124,9 @@ def add_targets(sub: Any) -> None:
     p.add_argument("--rows", default="", metavar="FILE",
                    help="judge the rows of this 'targets --json' or 'bench --graph --json' "
                         "file instead of measuring")  # fmt: skip
+    p.add_argument("--against", default="", metavar="FILE",
+                   help="a column of the same targets judged on this earlier 'targets --json' "
+                        "file: their worst value and mean then")  # fmt: skip
     p.add_argument("--reps", type=positive, default=20, help="timed repetitions (default 20)")
     p.add_argument("--workers", type=positive, default=1,
                    help="build the kernels in this many processes first (disk cache)")  # fmt: skip

@@ -232,21 +232,43 @@ def _named(
 TARGET_GPU: Final = "H200"
 
 
-def markdown(verdicts: Sequence[Verdict], device: str = "") -> str:
+def _worst(v: Verdict) -> TuneProblem:
+    """The problem of *v* furthest from its target (the highest cost, else the lowest value)."""
+    return (max if v.target.measure == "cost" else min)(v.values, key=v.values.__getitem__)
+
+
+def _before(v: Verdict, old: Verdict | None) -> str:
+    """*old*'s worst value and mean beside *v*'s: where the worst problem is another, named."""
+    if old is None or not old.values:
+        return "not measured"
+    measure, worst = v.target.measure, _worst(old)
+    named = "" if v.values and _worst(v) == worst else f" ({_short(worst)})"
+    mean = f", mean {_fmt(old.mean or 0.0, measure)}" if len(old.values) > 1 else ""
+    return f"worst {_fmt(old.values[worst], measure)}{named}{mean}; {'met' if old.met else 'no'}"
+
+
+def markdown(
+    verdicts: Sequence[Verdict], device: str = "", before: Sequence[Verdict] = (),
+    before_device: str = "",
+) -> str:  # fmt: skip
     """The targets table: issue, target, what was measured (the worst value, the mean, the
     failing and missing problems), and whether it is met; under a line naming *device*, the
-    GPU that measured it, where known (a table of another GPU than ``TARGET_GPU`` says so)."""
+    GPU that measured it, where known (a table of another GPU than ``TARGET_GPU`` says so).
+    With *before* (the same targets judged on earlier rows, measured on *before_device*), a
+    column of their worst value and mean."""
     lines = []
     if device:
         other = "" if TARGET_GPU in device else f" (the targets are set on the {TARGET_GPU})"
         lines += [f"Measured on {device}{other}.", ""]
-    lines += ["| issue | target | measured (graph replays; cold: operands past L2) | met |",
-              "|---|---|---|---|"]  # fmt: skip
+    old = {v.target.text: v for v in before}
+    extra = f" before{f' ({before_device})' if before_device else ''} |" if before else ""
+    lines += [f"| issue | target | measured (graph replays; cold: operands past L2) | met |{extra}",
+              f"|---|---|---|---|{'---|' if before else ''}"]  # fmt: skip
     for v in verdicts:
         t = v.target
         parts = []
         if v.values:
-            worst = (max if t.measure == "cost" else min)(v.values, key=v.values.__getitem__)
+            worst = _worst(v)
             count = f"{len(v.values)} problem{'s' if len(v.values) > 1 else ''}"
             parts.append(f"{count}; worst {_short(worst)} {_fmt(v.values[worst], t.measure)}")
             if len(v.values) > 1:
@@ -262,5 +284,8 @@ def markdown(verdicts: Sequence[Verdict], device: str = "") -> str:
             parts.append(f"WRONG output (not timed): {', '.join(_short(p) for p in v.wrong)}")
         if v.missing:
             parts.append(f"not measured: {', '.join(_short(p) for p in v.missing)}")
-        lines.append(f"| {t.issue} | {t.text} | {'; '.join(parts)} | {'yes' if v.met else 'no'} |")
+        then = f" {_before(v, old.get(t.text))} |" if before else ""
+        lines.append(
+            f"| {t.issue} | {t.text} | {'; '.join(parts)} | {'yes' if v.met else 'no'} |{then}"
+        )
     return "\n".join(lines)

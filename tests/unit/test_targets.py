@@ -160,3 +160,46 @@ def test_targets_refuses_unreadable_rows(
     assert message in capsys.readouterr().err
     assert main(["targets", "--rows", str(tmp_path / "none.json")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_against_adds_the_earlier_worst_and_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--against FILE`` judges the same targets on earlier rows and shows their worst value,
+    mean and verdict in a last column, naming the earlier worst problem where it is another;
+    a target without earlier rows says so; an unreadable file is refused by its option."""
+    new = tmp_path / "new.json"
+    old = tmp_path / "old.json"
+    decode_16 = TuneProblem(m=16, n=8192, k=8192, dtype="bfloat16")
+    new.write_text(
+        json.dumps(
+            {"device": "NVIDIA H200", "rows": [_row(DECODE, 10, 1.1), _row(decode_16, 10, 1.2)]}
+        )
+    )
+    old.write_text(
+        json.dumps(
+            {
+                "device": "NVIDIA H100 80GB HBM3",
+                "rows": [_row(DECODE, 10, 1.3), _row(decode_16, 10, 0.9)],
+            }
+        )
+    )
+    assert main(["targets", "--rows", str(new), "--against", str(old), "--issue", "25"]) == 0
+    _, _, header, rule, *lines = capsys.readouterr().out.splitlines()
+    assert header.endswith("| met | before (NVIDIA H100 80GB HBM3) |")
+    assert rule == "|---|---|---|---|---|"
+    ratio = [line for line in lines if "decode (M <= 16, N·K >= 16 Mi) >= 1.0x" in line][0]
+    assert "worst bf16 1×8192×8192 1.100x" in ratio
+    assert ratio.endswith("| worst 0.900x (bf16 16×8192×8192), mean 1.082x; no |")
+    large = [line for line in lines if line.startswith("| 25 | large")][0]
+    assert large.endswith("| no | not measured |")
+    assert main(["targets", "--rows", str(new), "--against", str(tmp_path / "none.json")]) == 2
+    assert "--against" in capsys.readouterr().err
+
+
+def test_the_table_without_before_keeps_four_columns() -> None:
+    target = Target(issue=25, text="t", problems=(DECODE,), measure="ratio", each=1.0)
+    verdicts = judge([target], [_row(DECODE, 10, 1.1)])
+    assert markdown(verdicts).splitlines()[1] == "|---|---|---|---|"
+    same = markdown(verdicts, before=verdicts).splitlines()[2]
+    assert same.endswith("| yes | worst 1.100x; met |")
