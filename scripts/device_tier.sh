@@ -5,8 +5,8 @@
 # fused) per call and as CUDA-graph replays, and the fp8 corpus against torch._scaled_mm. On the
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
-# "targets", "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls"
-# (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline"
+# "targets" (TARGETS_AGAINST: an earlier 'targets --json' file, carried, for a last column),
+# "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls" (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline"
 # (TIMELINE: the same specs' graphs replayed, scripts/graph_timeline.py) on request), so
 # that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8
 # shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in run 115
@@ -68,7 +68,8 @@ if [[ " $PARTS " == *" targets "* ]]; then
 echo "== issues 24 and 25's kernel targets (mmaplug targets: 149 problems, 2-4 min)"
 timeout "${TARGETS_TIMEOUT:-400}" mmaplug targets --workers 14 --progress --json \
     > "$OUT/targets.json" 2> "$OUT/targets.txt"
-mmaplug targets --rows "$OUT/targets.json" | tee "$OUT/targets.md"
+mmaplug targets --rows "$OUT/targets.json" ${TARGETS_AGAINST:+--against "$TARGETS_AGAINST"} \
+    | tee "$OUT/targets.md"
 fi
 if [[ " $PARTS " == *" ffn "* ]]; then
 echo "== the fused llama-8B FFN at decode and small-batch rows: default (decode kernel to 16 rows)"
