@@ -6,8 +6,9 @@
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
 # "targets" (TARGETS_AGAINST: an earlier 'targets --json' file, carried, for a last column),
-# "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls" (STALLS: ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline"
-# (TIMELINE: the same specs' graphs replayed, scripts/graph_timeline.py) on request), so
+# "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls" (STALLS:
+# ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline" (TIMELINE:
+# the same specs' graphs replayed, scripts/graph_timeline.py) on request), so
 # that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8
 # shards of about 175 tests took 371-406 s side by side in run 112 and 397-440+ s in run 115
 # (H200; three shards cut at 440), and run 195 cut 7 of 8 at 470 s; 12 shards of about 120 (the
