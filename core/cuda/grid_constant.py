@@ -19,7 +19,10 @@ from typing import Final
 
 from mmaplug.errors import KernelBuildError
 
-__all__ = ["ALIGN", "ARRAY_SLOTS", "DATA_SLOT", "by_value", "by_value_ptx", "llvm_param"]
+__all__ = [
+    "ALIGN", "ARRAY_SLOTS", "DATA_SLOT", "argument_names", "by_value", "by_value_ptx",
+    "llvm_param",
+]  # fmt: skip
 
 ALIGN: Final = 64  # what TMA asks of a tensor map's address
 # Numba's kernel ABI for a 1-D array argument (the launch's parameter slots follow it)
@@ -29,6 +32,13 @@ DATA_SLOT: Final = 4  # the data pointer's place among them
 _DEFINE = re.compile(r'^define (void|i32) @("[^"]+"|[\w.$]+) ?\((.*)\)', re.M)
 _METADATA = re.compile(r"^!(\d+) =", re.M)
 _ANNOTATIONS = re.compile(r"^!nvvm\.annotations = !\{(.*)\}$", re.M)
+
+
+def argument_names(func: object) -> tuple[str, ...]:
+    """The names of kernel function *func*'s arguments, in the order its parameters take them
+    (empty where *func* is no Python function)."""
+    code = getattr(func, "__code__", None)
+    return tuple(code.co_varnames[: code.co_argcount]) if code is not None else ()
 
 
 def llvm_param(arg_is_array: list[bool], arg: int) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from mmaplug.cuda import cubin, driver
 from mmaplug.cuda.cubin import Binary
-from mmaplug.cuda.grid_constant import ARRAY_SLOTS, DATA_SLOT
+from mmaplug.cuda.grid_constant import ARRAY_SLOTS, DATA_SLOT, argument_names
 from mmaplug.errors import KernelBuildError, LaunchError
 
 __all__ = [
@@ -91,8 +91,7 @@ def launch_checked(
     the caller arranges its clusters).
     """
     dispatcher = kernels.dispatcher(name)
-    code = getattr(getattr(dispatcher, "py_func", None), "__code__", None)
-    names = code.co_varnames[: code.co_argcount] if code is not None else ()
+    names = argument_names(getattr(dispatcher, "py_func", None))
     by_value = kernels.by_value.get(name)
     values = kernel_arguments(name, kernels.signatures[name], args, names, by_value)
     if simulating():

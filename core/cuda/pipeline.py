@@ -69,8 +69,7 @@ def by_value_params(func: Any, signature: Any, by_value: ByValue) -> list[tuple[
     """(LLVM parameter index, bytes) of each of kernel *func*'s *by_value* arguments."""
     from numba import types
 
-    code = func.__code__
-    names = list(code.co_varnames[: code.co_argcount])
+    names = grid_constant.argument_names(func)
     arrays = [isinstance(t, types.Array) for t in signature.args]
     missing = sorted(set(by_value) - set(names))
     if missing:
