@@ -2050,16 +2050,23 @@ def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=pm)) is None:
             return []
-        built = [("default", default)]
-        spec = default.spec
-        cta = spec.params.cta_tile
-        k, depths = (64, range(8, 2, -1)) if cta.k == 128 else (128, range(6, 1, -1))
-        other = _wgmma_tiles((cta.m, cta.n, k), (spec.params.warp_tile.m, cta.n, k))
-        if (found := _deepest(problem, other, depths, pm)) is not None:
-            built.append((f"k{k} s{found[0]}", found[1]))
-        return built + _two_consumers(problem, spec, pm)
+        return [
+            ("default", default),
+            *_other_depth(problem, default.spec, pm),
+            *_two_consumers(problem, default.spec, pm),
+        ]
 
     return _in_turn([(p, sets(p)) for p in _problems(K_DEPTH_PROBLEMS)], rounds=3)
+
+
+def _other_depth(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
+    """*problem* on *spec*'s tile at the other K depth: 64 in the deepest ring up to 8 stages
+    where *spec* takes 128, else 128 in the deepest up to 6 (labelled ``k<K> s<stages>``)."""
+    cta, warp = spec.params.cta_tile, spec.params.warp_tile
+    k, depths = (64, range(8, 2, -1)) if cta.k == 128 else (128, range(6, 1, -1))
+    other = _wgmma_tiles((cta.m, cta.n, k), (warp.m, warp.n, k))
+    found = _deepest(problem, other, depths, pm)
+    return [(f"k{k} s{found[0]}", found[1])] if found is not None else []
 
 
 def _two_consumers(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
@@ -2075,9 +2082,9 @@ def _two_consumers(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, 
     return built
 
 
-#: wide-weight problems (N >= 16 M) whose 64x128 default takes 64 of K in 8 stages, each
-#: beside the same tile at 128 of K in the deepest ring up to 6 (the default before run 312's
-#: rule), three rounds in turn; rows of one 64-row tile or less among them
+#: wide-weight problems (N >= 16 M) on 64x128 tiles, each default beside the same tile at the
+#: other K depth, three rounds in turn (run 315): past one row tile the default takes 64 of K
+#: in 8 stages (run 312's rule) against 128 in 4, at one row tile (the last four) the reverse
 WIDE_K_PROBLEMS = [
     ((128, 6144, 4096), "bfloat16", ""), ((128, 8192, 8192), "float16", ""),
     ((160, 4096, 4096), "bfloat16", ""), ((192, 4096, 4096), "bfloat16", ""),
@@ -2089,17 +2096,14 @@ WIDE_K_PROBLEMS = [
 
 
 def wide_k_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``WIDE_K_PROBLEMS`` on their default and on its tile at 128 of K (``k128 s<stages>``)."""
+    """``WIDE_K_PROBLEMS`` on their default and on its tile at the other K depth (``k128
+    s<stages>`` past one row tile, ``k64 s<stages>`` at one)."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=pm)) is None:
             return []
-        params = default.spec.params
-        cta, warp = params.cta_tile, params.warp_tile
-        deep = _wgmma_tiles((cta.m, cta.n, 128), (warp.m, warp.n, 128))
-        found = _deepest(problem, deep, range(6, 1, -1), pm)
-        return [("default", default)] + ([(f"k128 s{found[0]}", found[1])] if found else [])
+        return [("default", default), *_other_depth(problem, default.spec, pm)]
 
     return _in_turn([(p, sets(p)) for p in _problems(WIDE_K_PROBLEMS)], rounds=3)
 
