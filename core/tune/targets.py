@@ -230,6 +230,15 @@ def _named(
 
 #: the GPU the targets are set on (issues 24 and 25: "H200, same run")
 TARGET_GPU: Final = "H200"
+#: HBM bandwidth by GPU name (TB/s, the vendors' data sheets), so that a TB/s row measured on
+#: another GPU than the H200 also reads as a share of the peak its own memory has
+HBM_PEAK_TBPS: Final = {"H200": 4.8, "H100 80GB HBM3": 3.35, "H100 NVL": 3.9}
+
+
+def _hbm_peak(device: str) -> tuple[str, float] | None:
+    """The GPU of *device* (``torch.cuda.get_device_name``'s text) and its HBM peak in TB/s,
+    where ``HBM_PEAK_TBPS`` knows it."""
+    return next(((name, peak) for name, peak in HBM_PEAK_TBPS.items() if name in device), None)
 
 
 def _worst(v: Verdict) -> TuneProblem:
@@ -273,6 +282,9 @@ def markdown(
             parts.append(f"{count}; worst {_short(worst)} {_fmt(v.values[worst], t.measure)}")
             if len(v.values) > 1:
                 parts.append(f"geometric mean {_fmt(v.mean or 0.0, t.measure)}")
+            if t.measure == "tbps" and (peak := _hbm_peak(device)):
+                parts.append(f"{100 * (v.mean or 0.0) / peak[1]:.0f}% of the {peak[0]}'s "
+                             f"{peak[1]:g} TB/s HBM")  # fmt: skip
             if v.cold:
                 low, high = min(v.cold.values()), max(v.cold.values())
                 cold = _fmt(low, t.measure) if len(v.cold) == 1 else (

@@ -96,6 +96,24 @@ def test_the_table_names_the_worst_problem_what_fails_and_the_verdict() -> None:
 
 
 @pytest.mark.parametrize(
+    ("device", "share"),
+    [("NVIDIA H200", "70% of the H200's 4.8 TB/s HBM"),
+     ("NVIDIA H100 80GB HBM3", "100% of the H100 80GB HBM3's 3.35 TB/s HBM"),
+     ("NVIDIA A100-SXM4-80GB", None)],
+)  # fmt: skip
+def test_a_tbps_row_reads_as_a_share_of_the_measuring_gpus_hbm(
+    device: str, share: str | None
+) -> None:
+    """The decode TB/s target is set on the H200; its row also gives the mean as a share of the
+    peak of the GPU that measured it, where that GPU's peak is known (nothing is guessed)."""
+    tbps = Target(issue=25, text="tb", problems=(DECODE,), measure="tbps", each=3.85)
+    row = _row(DECODE, 30.0)
+    us = row["bytes"] / (3.36 if "H200" in device else 3.35) / 1e6
+    (line,) = markdown(judge([tbps], [_row(DECODE, us)]), device=device).splitlines()[-1:]
+    assert (share in line) if share else ("HBM" not in line)
+
+
+@pytest.mark.parametrize(
     ("device", "caption"),
     [("NVIDIA H200", "Measured on NVIDIA H200."),
      ("NVIDIA H100 80GB HBM3",
