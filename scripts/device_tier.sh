@@ -110,14 +110,20 @@ fi
 report_part() {  # CORPUS [NAME]: a time-limited, resumable sweep (hopper + decode), the report
   local MMAPLUG_TUNING_DB="/tmp/${2:-$1}_tune.sqlite"  # kept while the machine is: reruns resume
   export MMAPLUG_TUNING_DB
+  # TUNE_DB_FROM: an earlier call's database (its $OUT copy, carried), so a fresh machine resumes
+  if [ -n "${TUNE_DB_FROM:-}" ] && [ ! -e "$MMAPLUG_TUNING_DB" ]; then
+    cp "$TUNE_DB_FROM" "$MMAPLUG_TUNING_DB"
+  fi
   set -- "$1" "${2:-$1}"
   timeout -k 10 "${SWEEP_S:-330}" mmaplug tune --corpus "$1" --candidates "${CANDIDATES:-4}" \
       --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) --timeout 60 --json \
       > "$OUT/$2_sweep.json" 2> "$OUT/$2_sweep.log"
   tail -3 "$OUT/$2_sweep.log"
+  cp "$MMAPLUG_TUNING_DB" "$OUT/"  # the rows behind the report: mmaplug db --db ... --best
+  [ "${REPORT_S:-150}" = 0 ] && return  # the sweep alone: a later call resumes and reports
   timeout -k 10 "${REPORT_S:-150}" mmaplug report --corpus "$1" --measure --timeout 30 \
       > "$OUT/$2_report.txt" 2> "$OUT/$2_report.log"
-  cp "$MMAPLUG_TUNING_DB" "$OUT/"  # the rows behind the report: mmaplug db --db ... --best
+  cp "$MMAPLUG_TUNING_DB" "$OUT/"
   tail -60 "$OUT/$2_report.txt"
 }
 if [[ " $PARTS " == *" fp8_report "* ]]; then
