@@ -15,7 +15,7 @@ import functools
 import importlib.util
 import linecache
 from collections.abc import Callable, Hashable, MutableMapping
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, TypeVar, final
 
 import attrs
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BY_VALUE",
+    "FamilyArtifact",
     "GeneratedKernels",
     "KernelConfig",
     "KernelFamily",
@@ -228,6 +229,59 @@ class KernelFamily(Generic[ConfigT]):
         """The kernels :meth:`loaded` loads for *config*, as jobs building them for *cc*
         (``mp.prebuild``); *build* is module-level, so that a job pickles."""
         return generated_kernel_jobs(self.scheduler, config, self.source(config), build, cc)
+
+
+class FamilyArtifact:
+    """A built kernel's generated code, read through its scheduler's :class:`KernelFamily`:
+    the ``KernelArtifact`` methods every scheduler's artifact shares.
+
+    A subclass (an attrs class with a ``config`` field) sets ``family``, ``build`` (its
+    module-level build function, ``staticmethod``-wrapped, so that its jobs pickle) and ``cc``,
+    the compute capability its kernels are built for (PTX for all of it, ``(9, 0, "a")``;
+    cubins and jobs for the major and minor).
+    """
+
+    __slots__ = ()
+    family: ClassVar[KernelFamily[Any]]
+    config: Any
+
+    @staticmethod
+    def build(config: Any) -> GeneratedKernels:
+        """*config*'s kernels: the scheduler's module-level build function."""
+        raise NotImplementedError
+
+    @property
+    def cc(self) -> tuple[int | str, ...]:
+        """The compute capability the kernels are built for."""
+        raise NotImplementedError
+
+    @property
+    def kernel_name(self) -> str:
+        """The config's ``kernel_name``."""
+        return self.config.kernel_name
+
+    def ptx(self) -> str:
+        """PTX of the main kernel for ``cc`` (compiled once)."""
+        return self.family.main_ptx(self.config, self.cc)
+
+    def cubin(self) -> bytes:
+        """The main kernel's cubin as launches load it: NVVM IR linked whole-program by
+        nvJitLink (``ptx()`` linked alone may be another kernel: on sm_90a setmaxnreg dropped,
+        wgmmas serialised, registers spilled)."""
+        return self.family.main_cubin(self.config, self.build, self._major_minor)
+
+    def source(self) -> str:
+        """The generated Numba-CUDA source that ``ptx()`` compiles."""
+        return self.family.source(self.config)
+
+    def kernel_jobs(self) -> list[KernelJob]:
+        """The kernels launches of the planned config load, as jobs for ``mp.prebuild``."""
+        return self.family.jobs(self.config, self.build, self._major_minor)
+
+    @property
+    def _major_minor(self) -> tuple[int, int]:
+        major, minor = self.cc[:2]
+        return int(major), int(minor)
 
 
 def array_type(dtype: DType) -> Any:

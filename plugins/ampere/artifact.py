@@ -10,14 +10,13 @@ from mmaplug.analysis.matmul_analysis import MatmulAnalysis
 from mmaplug.analysis.patterns import DimRole
 from mmaplug.codegen.kernel_config import spec_fields
 from mmaplug.cuda.kernel_views import DeviceTensor, require_unit_stride
-from mmaplug.cuda.launching import KernelJob
-from mmaplug.cuda.modules import require_numba
+from mmaplug.cuda.modules import FamilyArtifact, require_numba
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 
 from .bound import BoundGemm, BoundGemmPrologueScalars
 from .kernel import KERNELS, AmpereKernelConfig, build
-from .launch import kernel_jobs, run_gemm
+from .launch import run_gemm
 from .resources import operand_vectors
 
 _VECTORS: Final = (8, 4, 2)
@@ -51,35 +50,20 @@ def vector_width(
 
 
 @attrs.frozen
-class AmpereArtifact:
+class AmpereArtifact(FamilyArtifact):
     """A built ampere kernel: its config and the spec it was first planned for (each launch
-    brings its own extents in ``LaunchArgs.problem``)."""
+    brings its own extents in ``LaunchArgs.problem``); its kernels built for the spec's
+    compute capability (the aligned operands' config: a launch narrows its vectors)."""
 
+    family = KERNELS
+    build = staticmethod(build)
     config: AmpereKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
 
     @property
-    def kernel_name(self) -> str:
-        """The config's ``kernel_name``."""
-        return self.config.kernel_name
-
-    def ptx(self) -> str:
-        """PTX of the main kernel for the spec's compute capability (compiled once)."""
-        return KERNELS.main_ptx(self.config, tuple(self.spec.device.cc))
-
-    def cubin(self) -> bytes:
-        """The main kernel's cubin as launches load it, for the spec's compute capability."""
-        return KERNELS.main_cubin(self.config, build, tuple(self.spec.device.cc)[:2])
-
-    def source(self) -> str:
-        """The generated Numba-CUDA source that ``ptx()`` compiles."""
-        return KERNELS.source(self.config)
-
-    def kernel_jobs(self) -> list[KernelJob]:
-        """The kernels launches of the planned config load (aligned operands), as jobs for
-        ``mp.prebuild``, for the spec's compute capability."""
-        major, minor = self.spec.device.cc[:2]
-        return kernel_jobs(self.config, (major, minor))
+    def cc(self) -> tuple[int | str, ...]:
+        """The spec's compute capability."""
+        return tuple(self.spec.device.cc)
 
     def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
         """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""

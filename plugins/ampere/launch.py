@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mmaplug.codegen.emitter import reduce_grid
-from mmaplug.cuda.launching import KernelJob, launch_checked
+from mmaplug.cuda.launching import launch_checked
 
 from .kernel import KERNELS, REDUCE_THREADS, AmpereKernelConfig, build
 
@@ -42,11 +42,6 @@ def k_per_split(config: AmpereKernelConfig, k: int) -> int:
 def loaded(config: AmpereKernelConfig, name: str, smem: int, slots: int) -> int:
     """Kernel *name* of *config* as a driver ``CUkernel`` (``KernelFamily.loaded``)."""
     return KERNELS.loaded(config, build, name, smem, slots)
-
-
-def kernel_jobs(config: AmpereKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
-    """The kernels of *config* that :func:`loaded` will load, as jobs building them for *cc*."""
-    return KERNELS.jobs(config, build, cc)
 
 
 def _workspace(size: int) -> Any:

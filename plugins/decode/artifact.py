@@ -14,18 +14,17 @@ from mmaplug.cuda.launching import (
     ARRAY_SLOTS,
     BoundKernels,
     DriverLaunch,
-    KernelJob,
     KernelParams,
     launch_checked,
     zero_words,
 )
-from mmaplug.cuda.modules import require_numba
+from mmaplug.cuda.modules import FamilyArtifact, require_numba
 from mmaplug.errors import DeclinedLaunchError
 from mmaplug.planning.artifact import LaunchArgs
 from mmaplug.planning.choices import KernelSpec
 
 from .config import COLS_PER_MMA, ROWS, DecodeKernelConfig
-from .kernel import KERNELS, build, kernel_jobs, loaded
+from .kernel import KERNELS, build, loaded
 
 __all__ = ["DecodeArtifact", "kernel_config"]
 
@@ -74,34 +73,20 @@ def _row_stride(what: str, tensor: DeviceTensor, outer: DimRole, vector: int) ->
 
 
 @attrs.frozen
-class DecodeArtifact:
+class DecodeArtifact(FamilyArtifact):
     """A built decode kernel: its config and the spec it was first planned for (each launch
-    brings its own extents in ``LaunchArgs.problem``)."""
+    brings its own extents in ``LaunchArgs.problem``); ``decode_gemm`` built for the spec's
+    compute capability."""
 
+    family = KERNELS
+    build = staticmethod(build)
     config: DecodeKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
 
     @property
-    def kernel_name(self) -> str:
-        """The config's ``kernel_name``."""
-        return self.config.kernel_name
-
-    def ptx(self) -> str:
-        """PTX of ``decode_gemm`` for the spec's compute capability (compiled once)."""
-        return KERNELS.main_ptx(self.config, tuple(self.spec.device.cc))
-
-    def cubin(self) -> bytes:
-        """The kernel's cubin as launches load it, for the spec's compute capability."""
-        return KERNELS.main_cubin(self.config, build, tuple(self.spec.device.cc)[:2])
-
-    def source(self) -> str:
-        """The generated Numba-CUDA source that ``ptx()`` compiles."""
-        return KERNELS.source(self.config)
-
-    def kernel_jobs(self) -> list[KernelJob]:
-        """The kernel launches load, as a job for ``mp.prebuild``."""
-        major, minor = self.spec.device.cc[:2]
-        return kernel_jobs(self.config, (major, minor))
+    def cc(self) -> tuple[int | str, ...]:
+        """The spec's compute capability."""
+        return tuple(self.spec.device.cc)
 
     def _shape(self, args: LaunchArgs) -> list[int]:
         """``M, N, K, a_sm, b_sn, a_sb, b_sb``, the further weights' ``sn, sb``, the input

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mmaplug.cuda.launching import KernelJob
 from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types
 
 from .config import SHAPE_PARAMS, DecodeKernelConfig, more_b_params
 from .kernel_codegen import generate_source
 
-__all__ = ["KERNELS", "build", "kernel_jobs", "kernel_signatures", "loaded"]
+__all__ = ["KERNELS", "build", "kernel_signatures", "loaded"]
 
 
 def kernel_signatures(config: DecodeKernelConfig) -> dict[str, Any]:
@@ -50,8 +49,3 @@ def build(config: DecodeKernelConfig) -> GeneratedKernels:
 def loaded(config: DecodeKernelConfig, slots: int) -> int:
     """``decode_gemm`` of *config* as a driver ``CUkernel`` (static shared memory only)."""
     return KERNELS.loaded(config, build, "decode_gemm", 0, slots)
-
-
-def kernel_jobs(config: DecodeKernelConfig, cc: tuple[int, int]) -> list[KernelJob]:
-    """The kernel :func:`loaded` loads, as a job building it for *cc* (``mp.prebuild``)."""
-    return KERNELS.jobs(config, build, cc)

@@ -21,7 +21,6 @@ from mmaplug.cuda.launching import (
     BoundKernels,
     ByValue,
     DriverLaunch,
-    KernelJob,
     KernelParams,
     Value,
     launch_checked,
@@ -29,7 +28,7 @@ from mmaplug.cuda.launching import (
     simulating,
     zero_words,
 )
-from mmaplug.cuda.modules import require_numba
+from mmaplug.cuda.modules import FamilyArtifact, require_numba
 from mmaplug.cuda.tensormap import TensorMapSpec
 from mmaplug.errors import DeclinedLaunchError, LaunchError
 from mmaplug.planning.artifact import LaunchArgs
@@ -39,7 +38,7 @@ from mmaplug.planning.params import MatmulParams, TilingStrategy
 from mmaplug.planning.scheduler import Resources, resident_ctas
 
 from .config import SCALE_PARAMS, HopperKernelConfig
-from .kernel import KERNELS, SM90A, build, kernel_jobs, loaded
+from .kernel import KERNELS, SM90A, build, loaded
 from .maps import HostMaps, check_operand, is_batched, maps_bytes, operand_spec, output_spec
 from .smem import VECTOR_ALIGN, epilogue_outputs, packed_buffers
 from .space import asks_streamk
@@ -213,34 +212,15 @@ class _Launch:
 
 
 @attrs.frozen
-class HopperArtifact:
-    """A built hopper kernel: its config, the spec it was planned for, its launch geometry."""
+class HopperArtifact(FamilyArtifact):
+    """A built hopper kernel: its config, the spec it was planned for, its launch geometry;
+    its kernels built for sm_90a."""
 
+    family = KERNELS
+    build = staticmethod(build)
+    cc = SM90A
     config: HopperKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
-
-    @property
-    def kernel_name(self) -> str:
-        """The config's ``kernel_name``."""
-        return self.config.kernel_name
-
-    def ptx(self) -> str:
-        """PTX of the main kernel for sm_90a (compiled once)."""
-        return KERNELS.main_ptx(self.config, SM90A)
-
-    def cubin(self) -> bytes:
-        """The main kernel's cubin as launches load it: NVVM IR linked whole-program by
-        nvJitLink (``ptx()`` linked alone is another kernel: setmaxnreg dropped, wgmmas
-        serialised, registers spilled)."""
-        return KERNELS.main_cubin(self.config, build, SM90A[:2])
-
-    def source(self) -> str:
-        """The generated Numba-CUDA source that ``ptx()`` compiles."""
-        return KERNELS.source(self.config)
-
-    def kernel_jobs(self) -> list[KernelJob]:
-        """The kernels launches of the planned config load, as jobs for ``mp.prebuild``."""
-        return kernel_jobs(self.config)
 
     def _plan_launch(self, args: LaunchArgs) -> _Launch:
         """Check the operands against TMA's rules and work out grid and kernel arguments."""

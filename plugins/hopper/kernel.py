@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mmaplug.cuda.launching import KernelJob
 from mmaplug.cuda.modules import GeneratedKernels, KernelFamily, epilogue_types, reduce_signature
 
 from .config import GRID_PARAMS, SCALE_PARAMS, SCALE_STRIDES, SHAPE_PARAMS, HopperKernelConfig
@@ -38,7 +37,6 @@ __all__ = [
     "KERNELS",
     "build",
     "compile_ptx",
-    "kernel_jobs",
     "kernel_signatures",
     "load_module",
     "loaded",
@@ -100,8 +98,3 @@ def build(config: HopperKernelConfig) -> GeneratedKernels:
 def loaded(config: HopperKernelConfig, name: str, smem: int, slots: int) -> int:
     """Kernel *name* of *config* as a driver ``CUkernel`` (``KernelFamily.loaded``)."""
     return KERNELS.loaded(config, build, name, smem, slots)
-
-
-def kernel_jobs(config: HopperKernelConfig) -> list[KernelJob]:
-    """The kernels of *config* that :func:`loaded` will load, as jobs building them (sm_90a)."""
-    return KERNELS.jobs(config, build, (9, 0))
