@@ -6,7 +6,8 @@
 # device machine (carry .whl): bash scripts/device_tier.sh (logs under $OUT). PARTS picks the
 # parts (default: "tier bench serving"; "fp8", "fp8_block", "fp8_report", "serving_report",
 # "targets" (TARGETS_AGAINST: an earlier 'targets --json' file, carried, for a last column),
-# "ffn", "ffn_report", "fp8_rows", "probes" (PROBES: config_probe.py's), "stalls" (STALLS:
+# "ffn", "ffn_report", "fp8_rows", "corpus_report" (CORPUS: a corpus file's defaults against
+# a sweep), "probes" (PROBES: config_probe.py's), "stalls" (STALLS:
 # ncu_probe.py's specs under ncu, summed by scripts/ncu_stalls.py) and "timeline" (TIMELINE:
 # the same specs' graphs replayed, scripts/graph_timeline.py) on request), so
 # that a run can be split over calls of 10 minutes each. The tier alone takes one call: 8
@@ -137,6 +138,10 @@ fi
 if [[ " $PARTS " == *" ffn_report "* ]]; then
 echo "== the decode FFN (scripts/ffn_decode.toml): its default against the decode kernel's space"
 CANDIDATES=${CANDIDATES:-1} report_part scripts/ffn_decode.toml ffn_decode
+fi
+if [[ " $PARTS " == *" corpus_report "* ]]; then  # CORPUS: a corpus file (scripts/gaps.toml)
+echo "== $CORPUS: its defaults against a sweep of ${CANDIDATES:-4} hopper candidates a problem"
+report_part "$CORPUS" "$(basename "$CORPUS" .toml)"
 fi
 if [[ " $PARTS " == *" fp8_rows "* ]]; then
 echo "== FP8 decode rows (scripts/fp8_decode_rows.toml): their default against the decode space"

@@ -236,3 +236,16 @@ def test_model_charges_split_k_its_reduction() -> None:
     whole = candidates.estimate_us(params, problem, H200)
     split = candidates.estimate_us(params.with_overrides(splitk_factor=8), problem, H200)
     assert split > 1.5 * whole
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parents[2] / "scripts").glob("*.toml")), ids=lambda p: p.name
+)
+def test_the_corpus_files_the_device_scripts_sweep_load(path: Path) -> None:
+    """Each corpus file under scripts/ (``device_tier.sh``'s report parts read them on the
+    device, where a malformed one would cost a call) parses into problems that plan on the
+    H200."""
+    problems = corpus.load(str(path))
+    assert problems
+    for p in problems:
+        assert plan_problem(p.problem(), H200, pm=mp.make_plugin_manager()).scheduler
