@@ -89,7 +89,7 @@ import contextlib
 import itertools
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from unittest import mock
 
@@ -2015,13 +2015,7 @@ def one_consumer_jobs() -> list[tuple[TuneProblem, str, Any]]:
     those of ``TWO_CONSUMER_TILES`` that keep the grid to one wave, alone, in the deepest ring
     up to 6 stages, and ``ODD_K_PROBLEMS`` on their default alone; three rounds in turn."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
-
-    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        if (default := _compiled(problem, pm=pm)) is None:
-            return []
-        return [("default", default), *_two_consumers(problem, default.spec, pm)]
-
-    planned = [(p, sets(p)) for p in _problems(ONE_CONSUMER_PROBLEMS)]
+    planned = _beside_default(ONE_CONSUMER_PROBLEMS, pm, _two_consumers)
     alone = {"cluster_dims": (1, 1)}  # (K = 1000 pairs by default since run 316)
     planned += [(p, [("default", _compiled(p, pm=pm, overrides=alone))])
                 for p in _problems(ODD_K_PROBLEMS)]  # fmt: skip
@@ -2046,17 +2040,25 @@ def k_depth_jobs() -> list[tuple[TuneProblem, str, Any]]:
     s<stages>`` or ``k128 s<stages>``) and on those of ``TWO_CONSUMER_TILES`` that keep the
     grid to one wave."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
+    return _in_turn(_beside_default(K_DEPTH_PROBLEMS, pm, _other_depth, _two_consumers), rounds=3)
+
+
+def _beside_default(
+    rows: Iterable[tuple[Any, ...]], pm: Any,
+    *others: Callable[[TuneProblem, Any, Any], list[tuple[str, Any]]],
+) -> list[tuple[TuneProblem, list[tuple[str, Any]]]]:  # fmt: skip
+    """Each problem of *rows* with its labelled plans: its default on *pm*, then what each of
+    *others* (``_other_depth``, ``_two_consumers``) builds beside it from the default's spec
+    (none where the default does not build)."""
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         if (default := _compiled(problem, pm=pm)) is None:
             return []
-        return [
-            ("default", default),
-            *_other_depth(problem, default.spec, pm),
-            *_two_consumers(problem, default.spec, pm),
+        return [("default", default)] + [
+            built for other in others for built in other(problem, default.spec, pm)
         ]
 
-    return _in_turn([(p, sets(p)) for p in _problems(K_DEPTH_PROBLEMS)], rounds=3)
+    return [(p, sets(p)) for p in _problems(rows)]
 
 
 def _other_depth(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
@@ -2099,13 +2101,7 @@ def wide_k_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``WIDE_K_PROBLEMS`` on their default and on its tile at the other K depth (``k128
     s<stages>`` past one row tile, ``k64 s<stages>`` at one)."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
-
-    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        if (default := _compiled(problem, pm=pm)) is None:
-            return []
-        return [("default", default), *_other_depth(problem, default.spec, pm)]
-
-    return _in_turn([(p, sets(p)) for p in _problems(WIDE_K_PROBLEMS)], rounds=3)
+    return _in_turn(_beside_default(WIDE_K_PROBLEMS, pm, _other_depth), rounds=3)
 
 
 #: short kernels whose plan runs in clusters, each beside the same plan alone, and one long
