@@ -120,12 +120,12 @@ report_part() {  # CORPUS [NAME]: a time-limited, resumable sweep (hopper + deco
       --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) --timeout 60 --json \
       > "$OUT/$2_sweep.json" 2> "$OUT/$2_sweep.log"
   tail -3 "$OUT/$2_sweep.log"
+  if [ "${REPORT_S:-150}" != 0 ]; then  # REPORT_S=0: the sweep alone, a later call reports
+    timeout -k 10 "${REPORT_S:-150}" mmaplug report --corpus "$1" --measure --timeout 30 \
+        > "$OUT/$2_report.txt" 2> "$OUT/$2_report.log"
+    tail -60 "$OUT/$2_report.txt"
+  fi
   cp "$MMAPLUG_TUNING_DB" "$OUT/"  # the rows behind the report: mmaplug db --db ... --best
-  [ "${REPORT_S:-150}" = 0 ] && return  # the sweep alone: a later call resumes and reports
-  timeout -k 10 "${REPORT_S:-150}" mmaplug report --corpus "$1" --measure --timeout 30 \
-      > "$OUT/$2_report.txt" 2> "$OUT/$2_report.log"
-  cp "$MMAPLUG_TUNING_DB" "$OUT/"
-  tail -60 "$OUT/$2_report.txt"
 }
 if [[ " $PARTS " == *" fp8_report "* ]]; then
 echo "== the fp8 corpus's default against a time-limited sweep (resumable: the database is kept)"
