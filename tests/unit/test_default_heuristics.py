@@ -579,10 +579,9 @@ def test_hopper_defaults_are_what_the_kernel_builds(
 ) -> None:
     """Every default Hopper answer has CTA pairs exactly on grids of 12 waves or more, or of
     one wave of 64-row 16-bit tiles of one product whose row pitch is no multiple of 32
-    bytes, whose units run
-    8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the warp tile's n,
-    prefetch_gap 1, and stages that fill shared memory unless capped; hopper's limits accept
-    it."""
+    bytes, whose units run 8 K tiles or more, the smem epilogue, wgmma m64nNk16 with N the
+    warp tile's n, prefetch_gap 1, and stages that fill shared memory unless capped; hopper's
+    limits accept it."""
     prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, layout=layout, dtype=dtype)
     gpu = get_device(device)
     params = mmaplug_matmul_params(prob, gpu, scheduler)
