@@ -118,7 +118,8 @@ report_part() {  # CORPUS [NAME]: a time-limited, resumable sweep (hopper + deco
   set -- "$1" "${2:-$1}"
   # DECODE: the decode kernel's best-modelled candidates a problem (unset: its whole space)
   timeout -k 10 "${SWEEP_S:-330}" mmaplug tune --corpus "$1" --candidates "${CANDIDATES:-4}" \
-      ${DECODE:+--decode "$DECODE"} --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) --timeout 60 --json \
+      ${DECODE:+--decode "$DECODE"} --workers 15 --time-limit $(( ${SWEEP_S:-330} - 60 )) \
+      --timeout 60 --json \
       > "$OUT/$2_sweep.json" 2> "$OUT/$2_sweep.log"
   tail -3 "$OUT/$2_sweep.log"
   if [ "${REPORT_S:-150}" != 0 ]; then  # REPORT_S=0: the sweep alone, a later call reports

@@ -235,15 +235,17 @@ class FamilyArtifact:
     """A built kernel's generated code, read through its scheduler's :class:`KernelFamily`:
     the ``KernelArtifact`` methods every scheduler's artifact shares.
 
-    A subclass (an attrs class with a ``config`` field) sets ``family``, ``build`` (its
-    module-level build function, ``staticmethod``-wrapped, so that its jobs pickle) and ``cc``,
-    the compute capability its kernels are built for (PTX for all of it, ``(9, 0, "a")``;
-    cubins and jobs for the major and minor).
+    A subclass (an attrs class with ``config`` and ``spec`` fields) sets ``family`` and
+    ``build`` (its module-level build function, ``staticmethod``-wrapped, so that its jobs
+    pickle); ``cc``, the compute capability its kernels are built for (PTX for all of it,
+    ``(9, 0, "a")``; cubins and jobs for the major and minor), is the spec's device's unless
+    the subclass sets one.
     """
 
     __slots__ = ()
     family: ClassVar[KernelFamily[Any]]
     config: Any
+    spec: Any
 
     @staticmethod
     def build(config: Any) -> GeneratedKernels:
@@ -252,8 +254,8 @@ class FamilyArtifact:
 
     @property
     def cc(self) -> tuple[int | str, ...]:
-        """The compute capability the kernels are built for."""
-        raise NotImplementedError
+        """The compute capability the kernels are built for: the spec's device's."""
+        return tuple(self.spec.device.cc)
 
     @property
     def kernel_name(self) -> str:

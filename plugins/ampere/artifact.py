@@ -60,11 +60,6 @@ class AmpereArtifact(FamilyArtifact):
     config: AmpereKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
 
-    @property
-    def cc(self) -> tuple[int | str, ...]:
-        """The spec's compute capability."""
-        return tuple(self.spec.device.cc)
-
     def _resolve(self, args: LaunchArgs) -> tuple[AmpereKernelConfig, dict]:
         """The config with vectors narrowed to the tensors' alignment, and run_gemm's strides."""
         config = self.config

@@ -83,11 +83,6 @@ class DecodeArtifact(FamilyArtifact):
     config: DecodeKernelConfig
     spec: KernelSpec = attrs.field(eq=False)
 
-    @property
-    def cc(self) -> tuple[int | str, ...]:
-        """The spec's compute capability."""
-        return tuple(self.spec.device.cc)
-
     def _shape(self, args: LaunchArgs) -> list[int]:
         """``M, N, K, a_sm, b_sn, a_sb, b_sb``, the further weights' ``sn, sb``, the input
         and the output strides of *args*, checked."""
