@@ -22,7 +22,8 @@ epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogu
 threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode scheduler
 allowed (``1x28672x4096@decode``: the decode kernel, BENCHMARKS.md run 172); ``@g8`` walks the
 default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order), ``@g1`` in none;
-``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage. ``@ss2`` and
+``@n96`` and ``@n128``: 16-bit 128x96 or 128x128 tiles, 64 of K a stage; ``@w152``,
+``@w160``: 256x152 or 256x160 tiles of two 128-row consumers. ``@ss2`` and
 ``@ss2c``: the swapped skinny default with K split 2, through the workspace or in the cluster;
 ``@sw16c2``, ``@sw16c2k``, ``@sw8c2``: cuBLAS's 16-bit skinny decomposition (the transposed
 product on 64x16 or 64x8 tiles in pairs along N sharing the weight; BENCHMARKS.md run 288).
@@ -126,6 +127,11 @@ OVERRIDES: dict[str, dict] = {
     # 16-bit 128x96 or 128x128 tiles of 64-deep stages, 6 of them (config_probe.py wide_n_wave)
     "n96": {**_tiles16((128, 96, 64), 64, 6), "cluster_dims": (1, 1)},
     "n128": {**_tiles16((128, 128, 64), 64, 6), "cluster_dims": (1, 1)},
+    # 16-bit 256x152 or 256x160 tiles of two 128-row consumers (152 or 160 accumulators a
+    # thread, as cuBLAS's nvjet_sm90_hsh_152x256 at 3000x5000x2048: 396 tiles, 3 whole waves;
+    # 256x160 makes 512x10240x8192 one wave of 128)
+    "w152": {**_tiles16((256, 152, 64), 128, 4), "cluster_dims": (1, 1)},
+    "w160": {**_tiles16((256, 160, 64), 128, 3), "cluster_dims": (1, 1)},
     "tma": {},  # the default plan, its packed chunks stored by TMA (``built``)
     # the default plan's persistent tile order in groups of 8 along the stepped axis, or in none
     "g8": {"grid_swizzle_factor": 8},

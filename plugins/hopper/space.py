@@ -49,6 +49,7 @@ WARP_EXAMPLES: Final = (
     (128, 64),
     (128, 96),
     (128, 128),
+    (128, 160),
 )
 CTA_K_EXAMPLES: Final = (64, 128, 256)
 CONSUMER_GRIDS: Final = ((1, 1), (2, 1), (1, 2))

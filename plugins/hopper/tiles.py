@@ -16,7 +16,13 @@ WGMMA_K_BYTES: Final = 32  # K bytes of one wgmma: 16 16-bit or 32 FP8 elements
 MAX_WGMMA_N: Final = 256
 MAX_TMA_BOX: Final = 256  # elements per TMA box dimension
 MAX_CONSUMERS: Final = 2  # consumer warpgroups beside the producer (register budget)
-MAX_ACCUMULATORS: Final = 128  # float32 accumulator registers per consumer thread
+# float32 accumulator registers per consumer thread: 160, two m64n160 wgmmas of a 128x160 warp
+# tile, fit the consumers' 224-240 registers beside addressing. nvdisasm of the linked cubins
+# (docs/decisions.md, "The two large rows under 0.93, ..."): no STL/LDL at 128x152 or 128x160,
+# bare or with bias + GELU staged, alone, in pairs, 1x2 or 2x2 clusters, ping-pong, swapped or
+# horizontal; FP8 per row with bias + GELU 2 STL; stream-K spills as it does at 128; 128x192
+# with bias + GELU spills, so 192 stays out. cuBLAS runs such tiles where they make whole waves
+MAX_ACCUMULATORS: Final = 160
 MIN_STAGES: Final = 2  # the producer fills one stage while the consumers read another
 SWIZZLE_BYTES: Final = 128  # one swizzle atom row: the contiguous extent of one TMA box
 # 16-bit elements in a swizzle row: the MN extent of a box of an MN-major operand (only 16-bit

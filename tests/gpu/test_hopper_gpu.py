@@ -111,6 +111,40 @@ def test_smem_epilogue(
     assert "_se" in compiled.kernel_name
 
 
+WIDE = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "NT"), ("none", "bias_gelu"), (152, 160))
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "width"),
+    WIDE,
+    ids=[f"{d.label}_{lay}_{e}_w{w}" for d, lay, e, w in WIDE],
+)
+def test_warp_tiles_of_160_accumulators(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    width: int,
+) -> None:  # fmt: skip
+    """Two consumers of 128xW (W = 152 or 160: that many accumulators a thread, the most the
+    rules allow), staged and from registers, alone and in pairs (along N for 152, whose B tile
+    the rules do not split in two), 520x330x328 (every tile ragged)."""
+    fusion = _fusion(520, 330, 328, dtype, layout, epilogue, 1)
+    tiles = {"cta_tile": (256, width, 64), "warp_tile": (128, width, 64),
+             "instruction_tile": (64, width, 16), "stages": 3}  # fmt: skip
+    pair = (2, 1) if width % 16 == 0 else (1, 2)
+    for staged, cluster in ((True, (1, 1)), (False, (1, 1)), (True, pair)):
+        compiled = _run(
+            checks,
+            fusion,
+            pm,
+            seed=width,
+            **tiles,
+            use_smem_epilogue=staged,
+            cluster_dims=cluster,
+        )
+        assert f"_w128x{width}_" in compiled.kernel_name
+
+
 PINGPONG = list(itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), (1, 2)))
 
 

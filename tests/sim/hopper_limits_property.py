@@ -46,7 +46,7 @@ DEVICE = attrs.evolve(mp.get_device("h200"), sm_count=2, smem_per_sm=48 * 1024)
 # ampere and decode (which takes M <= 16 first) blocked: the plan is hopper's or none
 PM = mp.make_plugin_manager(load_entrypoints=False, strict=True, block=["ampere", "decode"])
 WARP_M = (64, 128, 96)
-WARP_N = (8, 16, 24, 48, 64, 72, 128, 192, 256)
+WARP_N = (8, 16, 24, 48, 64, 72, 128, 160, 192, 256)
 CTA_K = (32, 64, 128, 192, 256)
 # what one run may cost in the simulator (sim_cost): ~1-3 s on an idle core
 MAX_COST = (64, 4, 24)

@@ -116,6 +116,16 @@ def case_tn_f16_smem_epilogue_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 48, 64), (128, 48, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
 
 
+def case_tn_bf16_160_accumulators(fd: Any, mp: Any) -> dict[str, Any]:
+    """Two consumers of 128x160 warp tiles (160 accumulators a thread, the rules' most: two
+    m64n160 wgmmas each), bias + GELU staged by chunks, every tile ragged (2 x 2 tiles)."""
+    a, b = _operands(fd, mp, 264, 168, 72, "TN", mp.bfloat16)
+    bias = fd.define_tensor([168], dtype=mp.bfloat16)
+    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [264, 168], [1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
+    return {**_tile((256, 160, 64), (128, 160, 64), 2), **PERSISTENT, "use_smem_epilogue": True}
+
+
 def case_tn_f16_pingpong(fd: Any, mp: Any) -> dict[str, Any]:
     """Ping-pong: two consumers take alternate units of each CTA (4 units on 2 CTAs: the
     second consumer skips the first's stages in the ring and waits its turn), bias along M,
@@ -913,6 +923,7 @@ TMA = {"tn_e4m3_block_pairs_k256_ragged", "tn_e4m3_block_straddle_192",
        "tn_f16_batch2_out_m_batch_n_tma", "tn_f16_streamk2_tma"}  # fmt: skip
 # work units (batch x split-K x tiles) of each case; 2 CTAs walk them
 UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu_aux": 2,
+         "tn_bf16_160_accumulators": 4,
          "tt_two_consumers_batch2": 4, "nt_f16_alpha_beta_bk128": 4,
          "nt_bf16_bias_gelu_smem_epilogue": 2, "tn_f16_smem_epilogue_relu_aux": 4,
          "tn_f16_pingpong": 4, "nn_splitk2_batch2_packed_128rows": 8,

@@ -401,7 +401,7 @@ def test_ampere_rules(
             "h100",
             problem(),
             "warp_tile",
-            r"warp_tile=128x256x64 needs 256 float32 accumulators per thread; at most 128",
+            r"warp_tile=128x256x64 needs 256 float32 accumulators per thread; at most 160",
         ),
         (
             {"stages": 5},
