@@ -26,7 +26,9 @@ default plan's tiles in groups of 8 (run 241: the DRAM bytes of the order), ``@g
 ``@w160``: 256x152 or 256x160 tiles of two 128-row consumers. ``@ss2`` and
 ``@ss2c``: the swapped skinny default with K split 2, through the workspace or in the cluster;
 ``@sw16c2``, ``@sw16c2k``, ``@sw8c2``: cuBLAS's 16-bit skinny decomposition (the transposed
-product on 64x16 or 64x8 tiles in pairs along N sharing the weight; BENCHMARKS.md run 288).
+product on 64x16 or 64x8 tiles in pairs along N sharing the weight; BENCHMARKS.md run 288);
+``@sw96m4``, ``@sw96``: cuBLAS's 96-row plan, 64x96 tiles in 10 stages of 64, in fours along
+the weight rows or alone (run 323).
 Where the warps wait: run 112 read ``--section WarpStateStats --section
 SchedulerStats --page details``; each kernel's stall reasons (run 116 added them to its
 sections, BENCHMARKS.md)::
@@ -165,6 +167,11 @@ OVERRIDES: dict[str, dict] = {
     "sw16c2": {**_swapped((64, 16, 64), 16), "cluster_dims": (1, 2)},
     "sw16c2k": {**_swapped((64, 16, 128), 8), "cluster_dims": (1, 2)},
     "sw8c2": {**_swapped((64, 8, 64), 16), "cluster_dims": (1, 2)},
+    # cuBLAS's 96-row plan (run 323: nvjet_sm90_tst_64x96_64x10_4x1 at 96x6144x4096): 64x96
+    # tiles of the transposed product, 64 of K a stage, 10 stages, in fours along the weight
+    # rows that multicast the activations; and the same ring alone
+    "sw96m4": {**_swapped((64, 96, 64), 10), "cluster_dims": (4, 1)},
+    "sw96": {**_swapped((64, 96, 64), 10), "cluster_dims": (1, 1)},
 }
 
 
