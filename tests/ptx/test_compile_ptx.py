@@ -160,6 +160,31 @@ def test_packed_epilogue_128_rows_spills_nothing(
     assert re.search(r"\b0 bytes spill stores", text), text
 
 
+@pytest.mark.parametrize(
+    ("width", "stages", "bias_gelu", "cluster"),
+    [(152, 4, False, (1, 1)), (160, 3, True, (1, 1)), (160, 3, True, (2, 1))],
+    ids=["256x152", "256x160_bias_gelu", "256x160_bias_gelu_pairs"],
+)
+def test_160_accumulators_a_thread_spill_nothing(
+    width: int, stages: int, bias_gelu: bool, cluster: tuple[int, int],
+    hopper_link_log: Callable[[object], str],
+) -> None:  # fmt: skip
+    """Two consumers of 128x152 or 128x160 warp tiles (``tiles.MAX_ACCUMULATORS``: that many
+    float32 accumulators a thread), staged epilogue, alone and in pairs: ptxas keeps
+    setmaxnreg, pipelines the wgmmas and spills nothing (the evidence for the limit)."""
+    from mmaplug.cli.bench import linear_fusion
+
+    tiles = {"cta_tile": (256, width, 64), "warp_tile": (128, width, 64),
+             "instruction_tile": (64, width, 16), "stages": stages}  # fmt: skip
+    fusion = linear_fusion(3000, 5000, 2048, mp.bfloat16, bias_gelu)
+    compiled = mp.compile(fusion, "h200", overrides={**tiles, "cluster_dims": cluster})
+    config = compiled._artifact.config
+    assert config.accumulators == width and (config.cluster_m, config.cluster_n) == cluster
+    text = hopper_link_log(config)
+    assert not re.search(r"C750[49]", text), text
+    assert re.search(r"\b0 bytes spill stores", text), text
+
+
 @pytest.mark.parametrize("scale", ["row", "tensor"])
 def test_fp8_tile_inputs_held_through_the_main_loop_spill_nothing(
     scale: str, hopper_link_log: Callable[[object], str]
