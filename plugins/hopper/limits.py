@@ -287,7 +287,8 @@ def _accumulator_limit(params: MatmulParams, _problem: MatmulProblem, _d: Device
         return None
     return (
         f"warp_tile={warp} needs {accs} float32 accumulators per thread; at most "
-        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256, 128x128 or 128x160."
+        f"{MAX_ACCUMULATORS} fit beside addressing registers. Use 64x256, 128x128 or "
+        f"128x{MAX_ACCUMULATORS}."
     )
 
 
