@@ -58,6 +58,8 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py fp8_scale_product  # FP8 sums scaled once by the scales' product
     python scripts/config_probe.py wide_n  # tiles of the widths between 64 and 256: A/B
     python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
+    python scripts/config_probe.py tall   # tiles of 256 rows where they save whole waves: A/B
+    python scripts/config_probe.py tall_widths  # tiles of 256 rows, 128-160 wide
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -1957,6 +1959,69 @@ def wide_n_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _patched_in_turn(WIDE_N_PROBLEMS, patch, "wider widths", "old widths")
 
 
+#: 16-bit rows whose default tiles of 256 rows (two 128x160 consumers, ``HOPPER_TALL_N``) change:
+#: the share of an SM's outputs over whole waves they save is 17% at 5000x2048, 6% at 3000x5000,
+#: 5000x6144, 6144x5000 and 3333x4444, 5% at 2048x5000, 2% at 4096x14336, 4096x28672 and
+#: 8192x14336 (run 328; run 325 timed the rows that widths of 128-160 changed before the search
+#: kept 160 alone, and run 327 those widths: ``tall_widths``)
+TALL_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype, epilogue=epilogue)
+                 for m, n, k, dtype, epilogue in (
+                     (3000, 5000, 2048, "float16", "none"),
+                     (3000, 5000, 2048, "bfloat16", "bias_gelu"),
+                     (5000, 2048, 2048, "float16", "none"),
+                     (5000, 2048, 2048, "float16", "bias_gelu"),
+                     (2048, 5000, 2048, "bfloat16", "none"),
+                     (3000, 5000, 4096, "bfloat16", "none"),
+                     (5000, 6144, 4096, "float16", "none"),
+                     (6144, 5000, 4096, "bfloat16", "none"),
+                     (3333, 4444, 5632, "bfloat16", "none"),
+                     (4096, 14336, 4096, "float16", "none"),
+                     (4096, 28672, 4096, "bfloat16", "none"),
+                     (8192, 14336, 4096, "bfloat16", "none"))]  # fmt: skip
+
+
+def tall_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``TALL_PROBLEMS`` on the default with tiles of 256 rows searched and without
+    (``HOPPER_TALL_N`` empty), three rounds in turn."""
+    from mmaplug.heuristics.default import hopper as default_hopper
+
+    patch = (default_hopper, "HOPPER_TALL_N", ())
+    return _patched_in_turn(TALL_PROBLEMS, patch, "256-row tiles", "without")
+
+
+#: run 325's rows where 256x152 tiles lost (the first six) or another width won, on tiles of 256
+#: rows 128-160 wide (run 327)
+TALL_WIDTH_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
+                       for m, n, k, dtype in ((3000, 5000, 2048, "float16"),
+                                              (3000, 5000, 2048, "bfloat16"),
+                                              (2048, 5000, 2048, "float16"),
+                                              (4096, 5000, 4096, "bfloat16"),
+                                              (3000, 14336, 4096, "bfloat16"),
+                                              (8192, 6144, 4096, "bfloat16"),
+                                              (1536, 3072, 4096, "bfloat16"),
+                                              (5000, 2048, 2048, "float16"))]  # fmt: skip
+
+
+def tall_width_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``TALL_WIDTH_PROBLEMS`` on the default without tiles of 256 rows (``HOPPER_TALL_N``
+    empty) and on 256-row tiles of two 128xW consumers, W of 128, 144, 152 and 160, each in
+    the deepest ring up to 6 stages, three rounds in turn."""
+    from mmaplug.heuristics.default import hopper as default_hopper
+
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        with mock.patch.object(default_hopper, "HOPPER_TALL_N", ()):
+            built = [("without", _compiled(problem, pm=pm))]
+        for width in (128, 144, 152, 160):
+            tiles = _wgmma_tiles((256, width, 64), (128, width, 64))
+            if found := _deepest(problem, tiles, range(6, 1, -1), pm):
+                built.append((f"256x{width} s{found[0]}", found[1]))
+        return built
+
+    return _in_turn(((p, sets(p)) for p in TALL_WIDTH_PROBLEMS), rounds=3)
+
+
 _CONSUMER_PAIRS_96 = {"128x128": ((128, 128, 64), (64, 128, 64)),
                       "128x96": ((128, 96, 64), (64, 96, 64))}  # fmt: skip
 WIDE_N_WAVE_SETS = [  # one-wave grids: 96 tiles of 128 columns, or 128-132 of 96 (bf16)
@@ -2241,6 +2306,8 @@ def main(which: str, in_turn: bool = False) -> None:
             "fp8_scale_product": fp8_scale_product_jobs,
             "wide_n": wide_n_jobs,
             "wide_n_wave": wide_n_wave_jobs,
+            "tall": tall_jobs,
+            "tall_widths": tall_width_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
