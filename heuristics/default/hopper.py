@@ -97,6 +97,20 @@ HOPPER_INSTR_N: Final = (256, 192, 128, 64)
 # (fp16 and bf16 1536x1000x7168 on 128x96), at the 700 W cap (docs/decisions.md, "Tile
 # widths 32 apart")
 HOPPER_FILL_N: Final = (224, 160, 96)
+# ... and, for 16-bit tiles past one wave, CTA tiles of 256 rows: two consumers of 128x160
+# warp tiles (160 accumulators a thread, ``MAX_ACCUMULATORS``), kept where an SM computes fewer
+# outputs over their whole waves than over the searched tile's. cuBLAS runs fp16 3000x5000x2048
+# as 396 tiles of 256x152, three whole waves, where 128x256 make 480 (3.64; ncu, run 323). On an
+# H100 (BENCHMARKS.md runs 325-328; us, three rounds in turn, 256x160 / the searched tile) all
+# twelve rows the rule changes ran faster: fp16 3000x5000x2048 104-105 / 110-111, bf16 + bias +
+# GELU 99-106 / 110-120, fp16 5000x2048x2048 64-71 / 74-77, bf16 6144x5000x4096 387-389 /
+# 418-425, 3333x4444x5632 265-281 / 288-291, 8192x14336x4096 1,431-1,434 / 1,467-1,472; at the
+# same outputs 4096x5000x4096 tied (252-259 / 260-265) and with more 8192x6144x4096 lost
+# (625-645 / 613-623). Of widths 128-160 on eight rows (run 327), 160 was the fastest on six
+# (144 led at 1536x3072x4096 by 5-10%, 128 at 8192x6144x4096 by 1-3%), and 152, cuBLAS's,
+# trailed it by 4-66% on all eight (in 4 stages where 160 takes 3; not understood), so 160
+# alone is searched
+HOPPER_TALL_N: Final = (160,)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
 # ... and of products whose rows fit one 64-row tile (a decode batch past the decode kernel's
@@ -250,24 +264,44 @@ def _hopper_tiles(ask: Asker) -> HopperTiles:
     units = work_units(problem, best.cta, best.splitk) if best is not None else 0
     if units > device.sm_count:  # the last of several waves: fill it
         best = _search_tiles(ask, grids, HOPPER_INSTR_N + HOPPER_FILL_N) or best
+        if wide and best is not None:
+            best = _tall_tiles(ask, best)
     if best is None:
         tile = least_k_cta(ask, HOPPER_FALLBACK.m, HOPPER_FALLBACK.n)
         return HopperTiles(tile, tile, ask.instruction(HOPPER_ROWS, tile.n), 0, 0)
     return best
 
 
+def _tall_tiles(ask: Asker, best: HopperTiles) -> HopperTiles:
+    """*best*, or the best-scored tile of two consumers of ``HOPPER_TALL_N`` 128-row warp
+    tiles where an SM computes fewer outputs over its whole waves (``_sm_outputs``)."""
+    tall = _search_tiles(ask, ((2, 1),), HOPPER_TALL_N, rows=2 * HOPPER_ROWS)
+    if tall is None or _sm_outputs(ask, tall) >= _sm_outputs(ask, best):
+        return best
+    return tall
+
+
+def _sm_outputs(ask: Asker, tiles: HopperTiles) -> int:
+    """Outputs an SM computes over the whole waves of *tiles*' work units."""
+    waves = ceil_div(work_units(ask.problem, tiles.cta, tiles.splitk), ask.device.sm_count)
+    return waves * tiles.cta.m * tiles.cta.n
+
+
 def _search_tiles(
-    ask: Asker, grids: tuple[tuple[int, int], ...], widths: tuple[int, ...]
+    ask: Asker,
+    grids: tuple[tuple[int, int], ...],
+    widths: tuple[int, ...],
+    rows: int = HOPPER_ROWS,
 ) -> HopperTiles | None:
-    """The best-scored legal tile of *grids* consumer warp groups of m64 warp tiles *widths*
-    wide, each with its split."""
+    """The best-scored legal tile of *grids* consumer warp groups of warp tiles of *rows* rows
+    and *widths* columns, each with its split."""
     best: HopperTiles | None = None
     tied = False  # the best won a tie of depths that nvFuser's order gives the deeper K
     for cta_k in HOPPER_CTA_K:
         for rm, rn in grids:
             for instr_n in widths:
-                cta = TileShape(HOPPER_ROWS * rm, instr_n * rn, cta_k)
-                warp = TileShape(HOPPER_ROWS, instr_n, cta_k)
+                cta = TileShape(rows * rm, instr_n * rn, cta_k)
+                warp = TileShape(rows, instr_n, cta_k)
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = scored_tile(ask, cta, warp, splitk)
                 if candidate is not None and _hopper_better(candidate, best, ask.problem):
