@@ -108,8 +108,8 @@ HOPPER_FILL_N: Final = (224, 160, 96)
 # same outputs 4096x5000x4096 tied (252-259 / 260-265) and with more 8192x6144x4096 lost
 # (625-645 / 613-623). Of widths 128-160 on eight rows (run 327), 160 was the fastest on six
 # (144 led at 1536x3072x4096 by 5-10%, 128 at 8192x6144x4096 by 1-3%), and 152, cuBLAS's,
-# trailed it by 4-66% on all eight (in 4 stages where 160 takes 3; not understood), so 160
-# alone is searched
+# trailed it by 4-66% on all eight, most at the shortest K: its staged epilogue goes 8
+# columns at a time where 160's goes 32 (``epilogue_chunk``), so 160 alone is searched
 HOPPER_TALL_N: Final = (160,)
 HOPPER_FALLBACK: Final = TileShape(64, 64, 64)  # nvFuser's fallback (K: the least legal)
 HORIZONTAL_MAX_N: Final = 128  # widest output tile of a horizontal fusion's products
