@@ -60,6 +60,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py wide_n_wave  # one-wave grids on 128 or 96 columns
     python scripts/config_probe.py tall   # tiles of 256 rows where they save whole waves: A/B
     python scripts/config_probe.py tall_widths  # tiles of 256 rows, 128-160 wide
+    python scripts/config_probe.py tall_pairs   # 256x160 defaults alone or in CTA pairs
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -2022,6 +2023,24 @@ def tall_width_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in TALL_WIDTH_PROBLEMS), rounds=3)
 
 
+def tall_pairs_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``TALL_PROBLEMS`` (the rows the default puts on 256x160 tiles; the first eight) alone
+    and in CTA pairs along M (sharing B) or N (sharing A), three rounds in turn: 256x160's
+    consumers wait on its 3 stages (ncu, run 331), and cuBLAS runs its 256x152 tiles in
+    pairs (``1x2``)."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        built = [("alone", _compiled(problem, pm=pm))]
+        for cluster in ((2, 1), (1, 2)):
+            paired = _compiled(problem, pm=pm, overrides={"cluster_dims": cluster})
+            if paired is not None:
+                built.append((f"pairs {cluster[0]}x{cluster[1]}", paired))
+        return built
+
+    return _in_turn(((p, sets(p)) for p in TALL_PROBLEMS[:8]), rounds=3)
+
+
 _CONSUMER_PAIRS_96 = {"128x128": ((128, 128, 64), (64, 128, 64)),
                       "128x96": ((128, 96, 64), (64, 96, 64))}  # fmt: skip
 WIDE_N_WAVE_SETS = [  # one-wave grids: 96 tiles of 128 columns, or 128-132 of 96 (bf16)
@@ -2308,6 +2327,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "wide_n_wave": wide_n_wave_jobs,
             "tall": tall_jobs,
             "tall_widths": tall_width_jobs,
+            "tall_pairs": tall_pairs_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
