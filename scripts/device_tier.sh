@@ -18,7 +18,8 @@
 # install and the interrupt's grace. Give the tier its own call. A shard past it is interrupted
 # (SIGINT), so pytest still prints its failures and counts, and each shard's 15 slowest tests;
 # the shards' logs come back as one file, tier.log (a device call returns a limited number of
-# files).
+# files). TIER_K (a pytest -k expression) runs part of the tier, e.g. a new path's tests
+# before the whole tier proves the change: TIER_K=swap_ab_staged PARTS=tier.
 set -o pipefail
 . "$(dirname "$0")/device_install.sh"
 PARTS=${PARTS:-"tier bench serving"}
@@ -27,7 +28,8 @@ if [[ " $PARTS " == *" tier "* ]]; then
 echo "== GPU tier ($SHARDS shards)"
 for i in $(seq 0 $((SHARDS - 1))); do
   PYTEST_SHARD="$i/$SHARDS" timeout -s INT -k 30 "${TIER_TIMEOUT:-520}" python -m pytest -q \
-      -m gpu tests -p no:randomly --durations=15 > "$OUT/tier_$i.log" 2>&1 &
+      -m gpu tests -p no:randomly --durations=15 ${TIER_K:+-k "$TIER_K"} \
+      > "$OUT/tier_$i.log" 2>&1 &
 done
 wait
 for i in $(seq 0 $((SHARDS - 1))); do
