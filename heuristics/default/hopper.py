@@ -245,7 +245,8 @@ def _shallow(tiles: HopperTiles, problem: MatmulProblem) -> bool:
 def hopper_tiles(problem: MatmulProblem, device: Device) -> HopperTiles:
     """nvFuser's exhaustive tile search over the tiles the hopper scheduler's rules allow with
     nvFuser's minimum of stages (3, or the K stages per SM, but what the kernel needs at
-    least) in shared memory beside the staged epilogue."""
+    least) in shared memory beside the staged epilogue; past one wave the widths between
+    (``HOPPER_FILL_N``) and, for 16-bit operands, tiles of 256 rows (``HOPPER_TALL_N``)."""
     return _hopper_tiles(Asker(scheduler_object("hopper"), problem, device))
 
 
