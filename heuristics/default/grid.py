@@ -34,6 +34,12 @@ def work_units(problem: MatmulProblem, cta: TileShape, splitk: int = 1) -> int:
     return problem.batch * m_tiles * n_tiles * splitk
 
 
+def whole_waves(problem: MatmulProblem, device: Device, cta: TileShape, splitk: int = 1) -> int:
+    """Waves of *cta*'s work units (``work_units``) on the device's SMs, the last counted whole:
+    the units a persistent CTA walks."""
+    return ceil_div(work_units(problem, cta, splitk), device.sm_count)
+
+
 def cta_order_for(m_tiles: int, n_tiles: int) -> CtaOrder:
     """The axis with fewer tiles goes on blockIdx.x: column_major when M tiles <= N tiles."""
     return CtaOrder.column_major if m_tiles <= n_tiles else CtaOrder.row_major

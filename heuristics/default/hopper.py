@@ -20,6 +20,7 @@ from .grid import (
     cta_order_for,
     split_to_one_wave,
     tile_grid,
+    whole_waves,
     work_units,
 )
 from .hopper_tiles import (
@@ -284,7 +285,7 @@ def _tall_tiles(ask: Asker, best: HopperTiles) -> HopperTiles:
 
 def _sm_outputs(ask: Asker, tiles: HopperTiles) -> int:
     """Outputs an SM computes over the whole waves of *tiles*' work units."""
-    waves = ceil_div(work_units(ask.problem, tiles.cta, tiles.splitk), ask.device.sm_count)
+    waves = whole_waves(ask.problem, ask.device, tiles.cta, tiles.splitk)
     return waves * tiles.cta.m * tiles.cta.n
 
 
@@ -396,7 +397,7 @@ def hopper_params(problem: MatmulProblem, device: Device) -> MatmulParams:
     )
     params = params.with_overrides(cluster_dims=_hopper_cluster(ask, params))
     params = params.with_overrides(grid_swizzle_factor=hopper_swizzle(problem, device, params))
-    units_per_cta = ceil_div(work_units(problem, tiles.cta, tiles.splitk), device.sm_count)
+    units_per_cta = whole_waves(problem, device, tiles.cta, tiles.splitk)
     k_loops = ceil_div(ceil_div(problem.k, tiles.cta.k), tiles.splitk) * units_per_cta
     cap = BLOCK_SCALED_MAX_STAGES if problem.block_scaled else HOPPER_MAX_STAGES
     return params.with_overrides(stages=_ring(ask, params, k_loops, deep=tiles.deep, cap=cap))

@@ -10,7 +10,7 @@ from mmaplug.planning.device import Device
 from mmaplug.planning.params import MatmulParams, TileShape, TilingStrategy
 
 from .asker import Asker
-from .grid import ceil_div, work_units
+from .grid import ceil_div, whole_waves
 
 __all__ = [
     "HOPPER_MIN_STAGES", "HOPPER_ROWS", "HOPPER_SPLITK_MAX", "HOPPER_SPLITK_MIN_DEPTH",
@@ -55,7 +55,7 @@ def hopper_tile_score(
     """(bytes moved, K stages per SM) of a CTA tile split *splitk* ways; lower bytes win. The
     bytes are the operand panels the SMs load with wave quantization plus, split, the float32
     partials written and read back."""
-    waves = ceil_div(work_units(problem, cta, splitk), device.sm_count)
+    waves = whole_waves(problem, device, cta, splitk)
     k_tiles = ceil_div(ceil_div(problem.k, cta.k), splitk)
     panels = waves * device.sm_count * k_tiles * (cta.m + cta.n) * cta.k
     partials = problem.batch * problem.m * problem.n * splitk * PARTIAL_BYTES if splitk > 1 else 0
