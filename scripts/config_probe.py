@@ -61,6 +61,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tall   # tiles of 256 rows where they save whole waves: A/B
     python scripts/config_probe.py tall_widths  # tiles of 256 rows, 128-160 wide
     python scripts/config_probe.py tall_pairs   # 256x160 defaults alone or in CTA pairs
+    python scripts/config_probe.py swap_staged  # swapped defaults: register or staged epilogue
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -1990,6 +1991,38 @@ def tall_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _patched_in_turn(TALL_PROBLEMS, patch, "256-row tiles", "without")
 
 
+#: rows the default swaps (the output's transpose in the kernel), by the width of its tile:
+#: 96 (the large row under 0.93), 64, 48, 32 and 16 activations, and FP8 per row
+SWAP_STAGED_PROBLEMS = [
+    TuneProblem(m=96, n=6144, k=4096, dtype="bfloat16"),
+    TuneProblem(m=96, n=6144, k=4096, dtype="float16", epilogue="bias_gelu"),
+    TuneProblem(m=112, n=8192, k=8192, dtype="bfloat16"),
+    TuneProblem(m=48, n=4096, k=14336, dtype="bfloat16"),
+    TuneProblem(m=32, n=4096, k=4096, dtype="bfloat16"),
+    TuneProblem(m=32, n=8192, k=28672, dtype="bfloat16"),
+    TuneProblem(m=16, n=6144, k=4096, dtype="bfloat16"),
+    TuneProblem(m=32, n=6144, k=4096, dtype="float8_e4m3fn", scale="row"),
+]
+
+
+def swap_staged_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``SWAP_STAGED_PROBLEMS`` on their default (swapped, the epilogue from registers) and the
+    same plan with the staged epilogue (chunks written transposed, stored along the output's
+    rows) in the deepest ring that fits beside it, three rounds in turn (the epilogue ncu
+    found costing 96x6144x4096 its gap to cuBLAS, run 331)."""
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        plain = _compiled(problem, pm=pm)
+        staged = _deepest(  # (its staging may take one of the default ring's stages)
+            problem, {"use_smem_epilogue": True}, range(plain.params.stages, 1, -1), pm
+        )
+        both = [(f"registers s{plain.params.stages}", plain)]
+        return both + ([(f"staged s{staged[0]}", staged[1])] if staged else [])
+
+    return _in_turn(((p, sets(p)) for p in SWAP_STAGED_PROBLEMS), rounds=3)
+
+
 #: run 325's rows where 256x152 tiles lost (the first six) or another width won, on tiles of 256
 #: rows 128-160 wide (run 327)
 TALL_WIDTH_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
@@ -2328,6 +2361,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "tall": tall_jobs,
             "tall_widths": tall_width_jobs,
             "tall_pairs": tall_pairs_jobs,
+            "swap_staged": swap_staged_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,

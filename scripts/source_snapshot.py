@@ -679,6 +679,10 @@ def _hopper_plans() -> Iterator[Plan]:
         overrides = _hopper((64, cols, 64), (64, cols, 64), 4, swap_ab=True,
                             use_smem_epilogue=False, **{**PERSISTENT, **extra})  # fmt: skip
         yield Plan(f"hopper/swap/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
+    for g, cols, extra in swap[:4]:  # ... with the staged epilogue, its chunks transposed
+        overrides = _hopper((64, cols, 64), (64, cols, 64), 4, swap_ab=True,
+                            use_smem_epilogue=True, **{**PERSISTENT, **extra})  # fmt: skip
+        yield Plan(f"hopper/swap_staged/{g.epilogue}_{g.tag}", g, "h200", "hopper", overrides)
     kcluster = (  # split-K summed in the cluster of a tile's splits
         (Gemm("TN", "bfloat16", 64, 512, 1024, epilogue="bias_gelu"), (64, 64, 128), (64, 64), 2),
         (Gemm("NT", "float16", 128, 256, 2048, batch=2, epilogue="aux_pre"), (128, 128, 64),

@@ -152,8 +152,8 @@ def packed_storable(problem: MatmulProblem, analysis: MatmulAnalysis, params: Ma
     output's chunk rows fit the staging region and its rows are whole 16-byte units
     (N * itemsize % 16 == 0, true of the contiguous outputs ``execute`` allocates; each launch
     checks the actual tensors)."""
-    if problem.horizontal > 1:  # the staged path combines the products; packing does not
-        return False
+    if problem.horizontal > 1 or params.swap_ab:  # the staged path combines the products, or
+        return False  # writes the swapped tile transposed; packing does neither
     workspace = through_workspace(
         params.splitk_factor, params.splitk_in_cluster, asks_streamk(params)
     )

@@ -15,6 +15,7 @@ from mmaplug.ir.dtypes import DType
 
 from .config_rules import config_problems
 from .smem import (
+    STAGED_ROWS,
     after_stages_bytes,
     epilogue_chunk,
     epilogue_outputs,
@@ -175,6 +176,14 @@ class HopperKernelConfig:
     def epilogue_stride(self) -> int:
         """Row stride (floats) of a staged chunk: 16-byte rows, 4 floats of padding."""
         return self.epilogue_chunk + 4
+
+    @property
+    def transposed_stride(self) -> int:
+        """Row stride (floats) of a swapped kernel's staged chunk, written transposed: one
+        output row of ``STAGED_ROWS`` columns, 4 floats of padding (the chunk's rows then fit
+        the region of its unswapped twin, ``chunk x (STAGED_ROWS + 4)`` floats at most
+        ``STAGED_ROWS x (chunk + 4)``, and a fragment's writes hit 32 banks)."""
+        return STAGED_ROWS + 4
 
     @property
     def packed_buffers(self) -> int:

@@ -189,10 +189,10 @@ def horizontal_problems(cfg: HopperKernelConfig) -> list[str]:
 
 
 def swap_problems(cfg: HopperKernelConfig) -> list[str]:
-    """Why *cfg*'s operand swap cannot be built: its transposed tile is stored from registers,
-    for one matmul without block scales."""
-    if cfg.swap_ab and (cfg.smem_epilogue or cfg.horizontal > 1 or cfg.block_scaled):
-        return ["swap_ab is generated with the register epilogue, one matmul, no block scales"]
+    """Why *cfg*'s operand swap cannot be built: one matmul without block scales, its staged
+    epilogue unpacked (the transposed chunk is read back as float32)."""
+    if cfg.swap_ab and (cfg.packed_stores or cfg.horizontal > 1 or cfg.block_scaled):
+        return ["swap_ab is generated for one matmul without block scales, its epilogue unpacked"]
     return []
 
 

@@ -326,10 +326,16 @@ def _emit_consumer(
             f"{kv.sbase} = ({kv.stg} - {kv.base}) // 4 + {kv.c} * {STAGED_ROWS * stride}  "
             "# this consumer's chunk"
         )
-        em(
-            f"{kv.wrow} = {kv.sbase} + (16 * {kv.w} + {kv.lane} // 4) * {stride} "
-            f"+ 2 * ({kv.lane} % 4)"
-        )
+        if cfg.swap_ab:  # the kernel tile's column c at staged row c (written transposed)
+            em(
+                f"{kv.wrow} = {kv.sbase} + 2 * ({kv.lane} % 4) * {cfg.transposed_stride} "
+                f"+ 16 * {kv.w} + {kv.lane} // 4"
+            )
+        else:
+            em(
+                f"{kv.wrow} = {kv.sbase} + (16 * {kv.w} + {kv.lane} // 4) * {stride} "
+                f"+ 2 * ({kv.lane} % 4)"
+            )
     elif not (cfg.workspace_splitk or cfg.splitk_cluster or trivial_epilogue(cfg)):
         em(f"{kv.spill} = cuda.local.array({len(accs) * nacc}, dtype=float32)")
     if cfg.splitk_cluster:

@@ -481,22 +481,11 @@ def _units(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str
 
 
 def _swap_rules(problem: MatmulProblem) -> list[Rule]:
-    """What the swapped kernel does not generate: the epilogue of its transposed tile is
-    stored from registers, and a horizontal fusion or block scales keep their orientation."""
-    found = [Rule("use_smem_epilogue", REGISTER_EPILOGUE.text + " with swap_ab", _swap_staging)]
+    """What the swapped kernel does not generate: a horizontal fusion or block scales keep
+    their orientation."""
     if problem.horizontal > 1 or problem.block_scaled:
-        found.append(Rule("swap_ab", SWAP_FIXED.text, _swap_fixed))
-    return found
-
-
-def _swap_staging(params: MatmulParams, _problem: MatmulProblem, _device: Device) -> str | None:
-    if not params.swap_ab or REGISTER_EPILOGUE.allows(params.use_smem_epilogue):
-        return None
-    return (
-        "use_smem_epilogue=True with swap_ab=True: the swapped kernel's tile is the output's "
-        "transpose, which its epilogue stores from registers (the staged epilogue writes rows "
-        "of the kernel's tile). Set use_smem_epilogue=False."
-    )
+        return [Rule("swap_ab", SWAP_FIXED.text, _swap_fixed)]
+    return []
 
 
 def _swap_fixed(params: MatmulParams, problem: MatmulProblem, _device: Device) -> str | None:

@@ -77,8 +77,7 @@ SPLIT_K: Final = Space(
 # no cluster: a horizontal fusion (its products are combined in the epilogue, and each B has
 # its own map) and the cluster reduction (the cluster is the tile's splits alone)
 NO_CLUSTER: Final = Space("cluster_dims", str(CLUSTER_SHAPES[0]), values=CLUSTER_SHAPES[:1])
-# the register epilogue: the swapped kernel's (it stores its transposed tile from registers)
-# and the cluster reduction's (its epilogue runs on the summed partials)
+# the register epilogue: the cluster reduction's (its epilogue runs on the summed partials)
 REGISTER_EPILOGUE: Final = Space("use_smem_epilogue", "False", values=(False,))
 HORIZONTAL_SPLIT_K: Final = Space("splitk_factor", "1", values=(1,))
 # a horizontal fusion and block scales keep the problem's orientation (limits' swap rules)
@@ -274,8 +273,8 @@ def _warp_examples(problem: MatmulProblem, swap: Space) -> tuple[tuple[int, int]
 
 def _staging_space(swap: Space) -> Space:
     """use_smem_epilogue: either; the tuner tries both where it tries the swap (*swap*: its
-    space; the swapped kernel stores from registers), else the tuner's preference (the staged
-    epilogue)."""
+    space; which stores the swapped kernel's transposed tile faster is measured, not known),
+    else the tuner's preference (the staged epilogue)."""
     tried = (True, False) if swap.examples else ()
     return Space("use_smem_epilogue", "either", values=(False, True), examples=tried)
 

@@ -225,6 +225,38 @@ def test_swap_ab(
     assert compiled.kernel_name.endswith("_swap")
 
 
+SWAP_STAGED = list(
+    itertools.product((mp.float16, mp.bfloat16), ("TN", "NT"), EPILOGUES, ((64, 40), (128, 104)))
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "layout", "epilogue", "tile"),
+    SWAP_STAGED,
+    ids=[f"{d.label}_{lay}_{e}_{t[0]}x{t[1]}" for d, lay, e, t in SWAP_STAGED],
+)
+def test_swap_ab_staged(
+    pm: mp.PluginManager, checks: Checks, dtype: mp.DType, layout: str, epilogue: str,
+    tile: tuple[int, int],
+) -> None:  # fmt: skip
+    """swap_ab with the staged epilogue: each chunk of the kernel's columns (the output's
+    rows) written transposed into shared memory, stored along the output's rows; one consumer
+    of 64 weight rows against 40 activation rows (64 where the kernel's B is M-major), or two
+    (128 weight rows) against 100 as a wgmma N of 104 (chunks of 8; 104 M-major rows, 16-byte
+    pitches, in 128); batch 2, ragged."""
+    rows, cols = tile
+    cols = cols if layout[0] == "T" else 64 * -(-cols // 64)
+    m = 40 if rows == 64 else 100 if layout[0] == "T" else 104
+    fusion = _fusion(m, 1000, 1064, dtype, layout, epilogue, 2)
+    compiled = _run(
+        checks, fusion, pm, seed=31, cta_tile=(rows, cols, 64), warp_tile=(64, cols, 64),
+        instruction_tile=(64, cols, 16), stages=4, swap_ab=True, use_smem_epilogue=True,
+        tiling_strategy="persistent",
+    )  # fmt: skip
+    assert compiled.spec.scheduler == "hopper"
+    assert compiled.kernel_name.endswith("_se_swap")
+
+
 KCLUSTER = list(
     itertools.product((mp.float16, mp.bfloat16), ("TN", "TT", "NT", "NN"), EPILOGUES, (2, 3, 8))
 )

@@ -179,7 +179,7 @@ def cases(draw: st.DrawFn) -> dict:
             tiling_strategy="persistent_pingpong"
             if pingpong
             else _or_streamk(draw(st.sampled_from(("one_tile_per_cta", "persistent"))), streamk),
-            use_smem_epilogue=draw(st.booleans()) and (not (swap or kcluster) or not legal),
+            use_smem_epilogue=draw(st.booleans()) and (not kcluster or not legal),
             swap_ab=swap,
             warp_specialized=not rare or draw(st.booleans()),
             async_gmem_load_operands=not rare or draw(st.booleans()),
