@@ -169,12 +169,16 @@ def _emit_staged(
     time (``STAGED_ROWS`` rows staged whatever the warp tile's height): its registers are
     written at their fragment positions, then the staged-tile epilogue reads it back 4 columns
     per thread and stores coalesced (``mmaplug.codegen.staged_epilogue``). A named barrier per
-    consumer warpgroup orders the writes and reads of its chunk buffer."""
-    if cfg.swap_ab:
-        _emit_staged_transposed(em, cfg, prog, accs)
-        return
-    wn = cfg.warp_tile[1]
-    h, stride = cfg.horizontal, cfg.epilogue_stride
+    consumer warpgroup orders the writes and reads of its chunk buffer.
+
+    The swapped kernel's tile is the output's transpose: its chunk is written transposed,
+    kernel column ``c`` (an output row) as staged row ``c`` of ``transposed_stride`` floats,
+    so the staged-tile epilogue reads ``chunk`` output rows of ``STAGED_ROWS`` columns and
+    stores along the output's rows (the register epilogue stores one 2-byte element at a
+    time); ``M`` and ``N`` are exchanged around it, the output's bounds."""
+    wm, wn, _ = cfg.warp_tile
+    h, swap = cfg.horizontal, cfg.swap_ab
+    stride = cfg.transposed_stride if swap else cfg.epilogue_stride
     chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
     share = wn // h  # columns of each product in the fragment (wn without horizontal fusion)
     chunks = share // chunk
@@ -186,48 +190,24 @@ def _emit_staged(
             for q in range(index * chunk // 8, (index + 1) * chunk // 8):
                 for half in range(2):
                     for e in range(2):
-                        off = 8 * half * stride + 8 * q - index * chunk + e
+                        row, col = 8 * half, 8 * q - index * chunk + e  # past the thread's
                         for j in range(h):  # product j's column: share * j further
                             reg = 4 * (q + j * share // 8) + 2 * half + e
-                            em(f"{kv.sf}[{kv.wrow} + {off + j * chunk}] = {acc}[{reg}]")
+                            at = col + j * chunk
+                            off = at * stride + row if swap else row * stride + at
+                            em(f"{kv.sf}[{kv.wrow} + {off}] = {acc}[{reg}]")
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
-        emit_step_origin(em, cfg, chunk, chunks)
+        if swap:
+            em(f"{kv.em0} = {kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}")
+            em(f"{kv.en0} = {kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})")
+            em("M, N = N, M  # the output's extents")
+        else:
+            emit_step_origin(em, cfg, chunk, chunks)
+        rows, cols = (chunk, STAGED_ROWS) if swap else (STAGED_ROWS, chunk)
         emit_staged_epilogue(
-            em, prog, rows=STAGED_ROWS, cols=chunk, threads=WARPGROUP, stride=stride,
+            em, prog, rows=rows, cols=cols, threads=WARPGROUP, stride=stride,
             tid=kv.t, m0=kv.em0, n0=kv.en0, smem=kv.sf, base=kv.sbase, products=h,
         )  # fmt: skip
-        em(f"{kv.ch} += 1")
-
-
-def _emit_staged_transposed(
-    em: Emitter, cfg: HopperKernelConfig, prog: EpilogueProgram, accs: list[str]
-) -> None:
-    """``_emit_staged`` for the swapped kernel, whose tile is the output's transpose: a 64-row
-    block's column chunk is written transposed, kernel column ``c`` (an output row) as staged
-    row ``c``, so the staged-tile epilogue reads ``chunk`` output rows of ``STAGED_ROWS``
-    columns and stores them along the output's rows, as the unswapped kernel's chunks are
-    stored (the register epilogue writes one 2-byte element a store). The program's bounds
-    are the output's: ``M`` and ``N`` are exchanged around it."""
-    wm, wn, _ = cfg.warp_tile
-    chunk, stride = cfg.epilogue_chunk, cfg.transposed_stride
-    chunks = wn // chunk
-    em(f"{kv.ch} = 0  # row block ch // {chunks}, column chunk ch % {chunks}")
-    em(f"while {kv.ch} < {len(accs) * chunks}:")
-    with em.indent():
-        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the previous chunk has been read")
-        for acc, index in emit_step_branches(em, accs, chunks):
-            for q in range(index * chunk // 8, (index + 1) * chunk // 8):
-                for half in range(2):
-                    for e in range(2):
-                        off = (8 * q - index * chunk + e) * stride + 8 * half
-                        em(f"{kv.sf}[{kv.wrow} + {off}] = {acc}[{4 * q + 2 * half + e}]")
-        em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
-        em(f"{kv.em0} = {kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}")
-        em(f"{kv.en0} = {kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})")
-        em("M, N = N, M  # the output's extents")
-        emit_staged_epilogue(
-            em, prog, rows=chunk, cols=STAGED_ROWS, threads=WARPGROUP, stride=stride,
-            tid=kv.t, m0=kv.em0, n0=kv.en0, smem=kv.sf, base=kv.sbase,
-        )  # fmt: skip
-        em("M, N = N, M")
+        if swap:
+            em("M, N = N, M")
         em(f"{kv.ch} += 1")
