@@ -61,7 +61,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tall   # tiles of 256 rows where they save whole waves: A/B
     python scripts/config_probe.py tall_widths  # tiles of 256 rows, 128-160 wide
     python scripts/config_probe.py tall_pairs   # 256x160 defaults alone or in CTA pairs
-    python scripts/config_probe.py swap_staged  # swapped defaults: register or staged epilogue
+    python scripts/config_probe.py swap_staged  # swapped defaults (staged) against registers
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -106,6 +106,7 @@ import mmaplug.tune.targets as tune_targets
 from mmaplug.cli.bench import torch_call
 from mmaplug.errors import MatmulError
 from mmaplug.heuristics.default.grid import work_units
+from mmaplug.heuristics.default.streaming import STREAMING_STAGES
 from mmaplug.ir.dtypes import DType
 from mmaplug.planning.params import TileShape
 from mmaplug.runtime.compile import compile as compile_fusion
@@ -2006,19 +2007,18 @@ SWAP_STAGED_PROBLEMS = [
 
 
 def swap_staged_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``SWAP_STAGED_PROBLEMS`` on their default (swapped, the epilogue from registers) and the
-    same plan with the staged epilogue (chunks written transposed, stored along the output's
-    rows) in the deepest ring that fits beside it, three rounds in turn (the epilogue ncu
-    found costing 96x6144x4096 its gap to cuBLAS, run 331)."""
+    """``SWAP_STAGED_PROBLEMS`` on their default (swapped, the epilogue staged through shared
+    memory since run 333, in the deepest ring of ``STREAMING_STAGES`` beside it) and the same
+    plan with the epilogue from registers in the deepest ring that fits, three rounds in turn
+    (the epilogue ncu found costing 96x6144x4096 its gap to cuBLAS, run 331)."""
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        plain = _compiled(problem, pm=pm)
-        staged = _deepest(  # (its staging may take one of the default ring's stages)
-            problem, {"use_smem_epilogue": True}, range(plain.params.stages, 1, -1), pm
-        )
-        both = [(f"registers s{plain.params.stages}", plain)]
-        return both + ([(f"staged s{staged[0]}", staged[1])] if staged else [])
+        if (default := _compiled(problem, pm=pm)) is None:
+            return []
+        registers = _deepest(problem, {"use_smem_epilogue": False}, STREAMING_STAGES, pm)
+        both = [(f"default s{default.params.stages}", default)]
+        return both + ([(f"registers s{registers[0]}", registers[1])] if registers else [])
 
     return _in_turn(((p, sets(p)) for p in SWAP_STAGED_PROBLEMS), rounds=3)
 
