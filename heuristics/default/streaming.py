@@ -3,7 +3,6 @@ are the problem's time): the operand swap, the narrow weight tiles and their K s
 
 from __future__ import annotations
 
-import itertools
 from typing import Final
 
 from mmaplug.analysis.problem import MatmulProblem
@@ -160,12 +159,14 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
 
 
 def swapped_params(ask: Asker) -> MatmulParams | None:
-    """The transposed product's parameters (see ``SWAP_MAX_M``): the epilogue staged through
-    shared memory in the deepest ring of ``STREAMING_STAGES`` beside it, else from registers
-    in the deepest ring; None where the scheduler allows none of them. Staged, the output's
-    rows go out 8 bytes a store, not 2: all eight swapped defaults of run 333 ran faster (H100,
-    in turn with cuBLAS; bf16 96x6144x4096 23.7 -> 22.2 us, fp16 36.4 -> 22.9, bf16
-    32x4096x4096 9.1 -> 8.7, e4m3 32x6144x4096 9.3 -> 8.1, the rest 0.2-2%)."""
+    """The transposed product's parameters (see ``SWAP_MAX_M``): the deepest ring of
+    ``STREAMING_STAGES`` that fits, the epilogue staged through shared memory where that ring
+    is at most one stage shallower than the one beside the epilogue from registers; None
+    where the scheduler allows none of them. Staged, the output's rows go out 8 bytes a store,
+    not 2 (H100 runs 333-334, in turn with cuBLAS: bf16 96x6144x4096 23.7 -> 22.2 us, fp16 with
+    bias + GELU 36.4 -> 23.0, bf16 32x4096x4096 10.4 -> 9.8, e4m3 32x6144x4096 9.4 -> 8.3,
+    112x8192x8192 on 4 stages against 5 51.5 -> 51.0; at 48x4096x14336 6 staged stages against
+    8 ran 43.4 against 43.0, 7 staged 42.8: 7 stays the plugin harness's sentinel)."""
     problem = ask.problem
     cols = 8 * ceil_div(problem.m, 8)  # the activation rows, the wgmma's N
     cta = TileShape(HOPPER_ROWS, cols, STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize)
@@ -179,8 +180,15 @@ def swapped_params(ask: Asker) -> MatmulParams | None:
         tiling_strategy=TilingStrategy.persistent,
         swap_ab=True,
     )
-    for staged, stages in itertools.product((True, False), STREAMING_STAGES):
-        deeper = params.with_overrides(stages=stages, use_smem_epilogue=staged)
-        if not violations(ask.scheduler, deeper, problem, ask.device):
-            return deeper
-    return None
+
+    def deepest(staged: bool) -> MatmulParams | None:
+        for stages in STREAMING_STAGES:
+            deeper = params.with_overrides(stages=stages, use_smem_epilogue=staged)
+            if not violations(ask.scheduler, deeper, problem, ask.device):
+                return deeper
+        return None
+
+    staged, plain = deepest(True), deepest(False)
+    if staged is not None and (plain is None or staged.stages >= plain.stages - 1):
+        return staged
+    return plain
