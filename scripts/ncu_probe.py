@@ -167,12 +167,22 @@ OVERRIDES: dict[str, dict] = {
     "sw16c2": {**_swapped((64, 16, 64), 16), "cluster_dims": (1, 2)},
     "sw16c2k": {**_swapped((64, 16, 128), 8), "cluster_dims": (1, 2)},
     "sw8c2": {**_swapped((64, 8, 64), 16), "cluster_dims": (1, 2)},
+    # cuBLAS's 64-row shape (run 336: nvjet_sm90_tst_64x32_64x16_1x2 at 64x4096x4096), K 128
+    "sw32c2k": {**_swapped((64, 32, 128), 8), "cluster_dims": (1, 2)},
     # cuBLAS's 96-row plan (run 323: nvjet_sm90_tst_64x96_64x10_4x1 at 96x6144x4096): 64x96
     # tiles of the transposed product, 64 of K a stage, 10 stages, in fours along the weight
     # rows that multicast the activations; and the same ring alone
     "sw96m4": {**_swapped((64, 96, 64), 10), "cluster_dims": (4, 1)},
     "sw96": {**_swapped((64, 96, 64), 10), "cluster_dims": (1, 1)},
 }
+# the swapped plans above with the epilogue staged, as the swap's default since run 334 (the
+# splits summed in the cluster have their own epilogue)
+OVERRIDES.update(
+    {
+        f"{how}s": {**OVERRIDES[how], "use_smem_epilogue": True}
+        for how in ("lt8", "ss2", "sw16c2", "sw16c2k", "sw8c2", "sw32c2k", "sw96m4", "sw96")
+    }
+)
 
 
 def built(
