@@ -693,64 +693,43 @@ def case_tn_bf16_swap_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
 
 
 # ... and its staged epilogue: a chunk of the kernel's columns written transposed, stored
-# along the output's rows
-SWAP_STAGED = {**SWAP, "use_smem_epilogue": True}
+# along the output's rows (a case above with STAGED, or SWAP_STAGED)
+STAGED = {"use_smem_epilogue": True}
+SWAP_STAGED = {**SWAP, **STAGED}
 
 
 def case_tn_bf16_swap_staged_ragged(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_bf16_swap_ragged`` staged: a wgmma N of 24 in chunks of 8 kernel columns (output
     rows), 136 weight rows in 3 tiles (the last 8 rows), ragged K."""
-    a, b = _operands(fd, mp, 20, 136, 200, "TN", mp.bfloat16)
-    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.bfloat16))
-    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP_STAGED}
+    return {**case_tn_bf16_swap_ragged(fd, mp), **STAGED}
 
 
 def case_nt_f16_swap_staged_bias_residual_gelu(fd: Any, mp: Any) -> dict[str, Any]:
     """``nt_f16_swap_bias_residual_gelu`` staged: chunks of 32 kernel columns, a bias along the
     output's columns (hoisted per thread) and a residual [M, N] by the output's strides."""
-    a, b = _operands(fd, mp, 40, 72, 96, "NT", mp.float16)
-    bias = fd.define_tensor([72], dtype=mp.float16)
-    res = fd.define_tensor([40, 72], dtype=mp.float16)
-    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [40, 72], [1]))
-    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.add(y, res)), mp.float16))
-    return {**_tile((64, 64, 64), (64, 64, 64), 2), **SWAP_STAGED}
+    return {**case_nt_f16_swap_bias_residual_gelu(fd, mp), **STAGED}
 
 
 def case_tt_bf16_swap_staged_wide_rows_bias_gelu(fd: Any, mp: Any) -> dict[str, Any]:
     """``tt_bf16_swap_wide_rows_bias_gelu`` staged: a wgmma N of 104 (13 chunks of 8) over 100
     activation rows, two weight tiles (the second ragged)."""
-    a, b = _operands(fd, mp, 100, 72, 96, "TT", mp.bfloat16)
-    bias = fd.define_tensor([72], dtype=mp.bfloat16)
-    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [100, 72], [1]))
-    fd.add_output(fd.ops.cast(fd.ops.gelu(y), mp.bfloat16))
-    return {**_tile((64, 104, 64), (64, 104, 64), 2), **SWAP_STAGED}
+    return {**case_tt_bf16_swap_wide_rows_bias_gelu(fd, mp), **STAGED}
 
 
 def case_nn_f16_swap_staged_splitk2_relu_aux(fd: Any, mp: Any) -> dict[str, Any]:
     """``nn_f16_swap_splitk2_relu_aux`` staged: the float32 partials staged and stored in the
     output's orientation (the workspace's rows are the output's)."""
-    a, b = _operands(fd, mp, 24, 100, 200, "NN", mp.float16)
-    y = fd.ops.matmul(a, b)
-    fd.add_output(fd.ops.cast(fd.ops.relu(y), mp.float16))
-    fd.add_output(fd.ops.cast(y, mp.float32))
-    return {**_tile((64, 64, 64), (64, 64, 64), 2), **SWAP_STAGED, "splitk_factor": 2}
+    return {**case_nn_f16_swap_splitk2_relu_aux(fd, mp), **STAGED}
 
 
 def case_tt_bf16_swap_staged_batch2_row_scale(fd: Any, mp: Any) -> dict[str, Any]:
     """``tt_bf16_swap_batch2_row_scale`` staged: a scale per batch and output row."""
-    a, b = _operands(fd, mp, 20, 72, 64, "TT", mp.bfloat16, batch=2)
-    scale = fd.define_tensor([2, 20], dtype=mp.bfloat16)
-    y = fd.ops.mul(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(scale, [2, 20, 72], [0, 1]))
-    fd.add_output(fd.ops.cast(y, mp.bfloat16))
-    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP_STAGED}
+    return {**case_tt_bf16_swap_batch2_row_scale(fd, mp), **STAGED}
 
 
 def case_tn_e4m3_swap_staged_rowwise_bias(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_e4m3_swap_rowwise_bias`` staged: FP8 per-row scales along the output's rows."""
-    a, b, sa, sb = _scaled(fd, mp, 24, 72, 160, mp.float8_e4m3fn, rowwise=True)
-    bias = fd.define_tensor([72], dtype=mp.bfloat16)
-    fd.add_output(fd.ops.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=mp.bfloat16))
-    return {**_tile((64, 24, 128), (64, 24, 128), 3, k=32), **SWAP_STAGED}
+    return {**case_tn_e4m3_swap_rowwise_bias(fd, mp), **STAGED}
 
 
 def case_tn_f16_swap_staged_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
@@ -764,19 +743,12 @@ def case_tn_f16_swap_staged_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
 def case_tn_bf16_swap_staged_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_bf16_swap_pingpong_amax`` staged: ping-pong consumers, an e4m3 output and its amax
     folded from the staged rows."""
-    a, b = _operands(fd, mp, 20, 300, 64, "TN", mp.bfloat16)
-    y = fd.ops.matmul(a, b)
-    fd.add_output(fd.ops.cast(y, mp.float8_e4m3fn))
-    fd.add_output(fd.ops.amax(y, [0, 1]))
-    return {**_tile((64, 24, 64), (64, 24, 64), 3), **SWAP_STAGED,
-            "tiling_strategy": "persistent_pingpong"}  # fmt: skip
+    return {**case_tn_bf16_swap_pingpong_amax(fd, mp), **STAGED}
 
 
 def case_tn_f16_swap_staged_cluster_pairs(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_f16_swap_cluster_pairs`` staged: the pair multicasts the activations."""
-    a, b = _operands(fd, mp, 30, 200, 128, "TN", mp.float16)
-    fd.add_output(fd.ops.cast(fd.ops.matmul(a, b), mp.float16))
-    return {**_tile((64, 32, 64), (64, 32, 64), 3), **SWAP_STAGED, "cluster_dims": (2, 1)}
+    return {**case_tn_f16_swap_cluster_pairs(fd, mp), **STAGED}
 
 
 def case_tt_bf16_cluster4_relu(fd: Any, mp: Any) -> dict[str, Any]:
@@ -956,11 +928,7 @@ def case_tn_bf16_swap_staged_streamk2_bias(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_bf16_swap_streamk2_bias`` staged: the tail tiles' pieces meet, and the last stores
     the summed tile transposed through shared memory (its staging leaves room for one CTA an
     SM: 2 CTAs walk 4 units)."""
-    a, b = _operands(fd, mp, 20, 192, 256, "TN", mp.bfloat16)
-    bias = fd.define_tensor([192], dtype=mp.bfloat16)
-    y = fd.ops.add(fd.ops.matmul(a, b), fd.ops.broadcast_in_dim(bias, [20, 192], [1]))
-    fd.add_output(fd.ops.cast(y, mp.bfloat16))
-    return {**_tile((64, 24, 64), (64, 24, 64), 2), **SWAP_STAGED, **STREAMK, "splitk_factor": 2}
+    return {**case_tn_bf16_swap_streamk2_bias(fd, mp), **STAGED}
 
 
 def case_tn_e4m3_block_streamk3(fd: Any, mp: Any) -> dict[str, Any]:
