@@ -145,6 +145,8 @@ OVERRIDES: dict[str, dict] = {
     "sk8": {"tiling_strategy": "persistent_streamk", "splitk_factor": 8, "cluster_dims": (1, 1)},
     # the default plan with the decode scheduler allowed (M <= 16 rows: the decode kernel)
     "decode": {},
+    # the decode kernel itself, with hopper blocked (where decode would hand the problem over)
+    "decodek": {},
     # that plan alone (cuBLASLt's at 4096^3, run 226) and in pairs along N (at 4096x8192x8192)
     "pp": {**_FP8_PINGPONG, "cluster_dims": (1, 1)},
     "ppc2": {**_FP8_PINGPONG, "cluster_dims": (1, 2)},
@@ -174,13 +176,46 @@ OVERRIDES: dict[str, dict] = {
     # rows that multicast the activations; and the same ring alone
     "sw96m4": {**_swapped((64, 96, 64), 10), "cluster_dims": (4, 1)},
     "sw96": {**_swapped((64, 96, 64), 10), "cluster_dims": (1, 1)},
+    # batched decode rows (32 x 1x4096x128: cuBLAS's nvjet_sm90_tst_512x8_64x3_2x1, run 336)
+    # as the transposed product: 64 or 128 weight rows a tile against the row as a wgmma N
+    # of 8, 128 or 64 of K a stage, the persistent ring across the batches' tiles
+    "sw8": {**_swapped((64, 8, 128), 8), "cluster_dims": (1, 1)},
+    "sw8k": {**_swapped((64, 8, 64), 8), "cluster_dims": (1, 1)},
+    "sw8w": {**_tiles16((128, 8, 128), 64, 6), **SWAPPED, "cluster_dims": (1, 1)},
+    # the default of batches of 9-16 rows over short weight rows before run 338 (unswapped)
+    "u256": {
+        **_tiles16((64, 256, 64), 64, 5),
+        "swap_ab": False,
+        "cta_order": "column_major",
+        "tiling_strategy": "persistent",
+        "cluster_dims": (1, 1),
+    },
+    # 16-bit ping-pong consumers owning 128x128 tiles (the sweep's best at 16 x 2048x2048x128,
+    # run 335)
+    "pp16": {
+        **_tiles16((128, 128, 64), 128, 6),
+        "tiling_strategy": "persistent_pingpong",
+        "cluster_dims": (1, 1),
+    },
 }
 # the swapped plans above with the epilogue staged, as the swap's default since run 334 (the
 # splits summed in the cluster have their own epilogue)
 OVERRIDES.update(
     {
         f"{how}s": {**OVERRIDES[how], "use_smem_epilogue": True}
-        for how in ("lt8", "ss2", "sw16c2", "sw16c2k", "sw8c2", "sw32c2k", "sw96m4", "sw96")
+        for how in (
+            "lt8",
+            "ss2",
+            "sw16c2",
+            "sw16c2k",
+            "sw8c2",
+            "sw32c2k",
+            "sw96m4",
+            "sw96",
+            "sw8",
+            "sw8k",
+            "sw8w",
+        )
     }
 )
 
@@ -206,9 +241,10 @@ def checked_sides(
     output then checked against float64) and the calls to time on one set of inputs: ours
     and cuBLAS's (``"ours"``, ``"cublas"``). The probes that time specs start here."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-    decode = mp.make_plugin_manager(block=["ampere"])
+    pms = {"decode": mp.make_plugin_manager(block=["ampere"]),
+           "decodek": mp.make_plugin_manager(block=["hopper", "ampere"])}  # fmt: skip
     planned = [problem_and_overrides(spec) for spec in shapes]
-    ours = [built(p, ov, spec[-1], decode if spec[-1] == "decode" else hopper)
+    ours = [built(p, ov, spec[-1], pms.get(spec[-1], hopper))
             for (p, ov), spec in zip(planned, shapes, strict=True)]  # fmt: skip
     mp.prebuild(ours, workers=14)
     found = []

@@ -76,6 +76,16 @@ SWAP_OVER_SPLIT_M: Final = {2: 64}
 SWAP_WIDE_M: Final = {2: 112}
 STREAMING_UNSPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
+# ... and a batch of products of at most SWAP_ANY_WAVES_M rows over 16-bit weight rows of at
+# most SWAP_BATCH_ROW_BYTES, on more tiles than SMs (which the decode kernel hands over): 128
+# weight rows a tile on two consumers, the persistent ring streaming across the batch's tiles
+# where each decode CTA sets up for one K chunk (H100 runs 338-339, graph replays, us, decode
+# -> this: 32 x 1x4096x128 9.60-9.76 -> 7.68-7.87, 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74,
+# 32 x 4x4096x128 10.91 -> 7.62, 16 x 1x4096x128 5.50 -> 5.34, 64 x 1x2048x128 9.89 -> 7.62,
+# fp16 32 x 1x4096x128 9.86 -> 7.68; 32 x 16x4096x128, hopper's unswapped 64x256 tiles before,
+# 10.31 -> 8.67; cuBLAS 5.0-7.5. 64-row tiles of 128 of K took 11.6, of 64 of K 8.3-8.4; at
+# 512-byte rows this tied the decode kernel, 24.61 against 24.80)
+SWAP_BATCH_ROW_BYTES: Final = 256
 STREAMING_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage: the swap, narrow tiles
 STREAMING_STAGES: Final = (8, 6, 5, 4, 3, 2)  # their rings, deepest first (7: the sentinel)
 # 16-bit weight streaming unswapped (57-64 rows, or any where the swap is not planned) where
@@ -143,7 +153,8 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     SMs or more (no split) and one wave at most, or any of one batch and at most
     ``SWAP_ANY_WAVES_M`` rows (the decode kernel's, which hopper plans where decode hands
     them over or is blocked); or one of 65 to ``SWAP_WIDE_M`` rows against a weight 16 times
-    as wide, under the same fill: the default computes its transposed product."""
+    as wide, under the same fill; or a batch of short weight rows (``short_batched_rows``):
+    the default computes its transposed product."""
     tiles = ceil_div(problem.n, HOPPER_ROWS)
     fills = device.sm_count < tiles * SPLITK_MAX_FILL and tiles <= device.sm_count
     decode_rows = problem.batch == 1 and problem.m <= SWAP_ANY_WAVES_M
@@ -155,11 +166,24 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
     plain = problem.horizontal == 1 and not problem.block_scaled
     wide_rows = HOPPER_ROWS < problem.m <= SWAP_WIDE_M.get(size, 0) and wide_weight(problem)
     streams = decode_rows or (streams_weight(problem) and fills)
-    return plain and ((few and streams) or (wide_rows and fills))
+    return plain and (
+        (few and streams) or (wide_rows and fills) or short_batched_rows(problem, device)
+    )
+
+
+def short_batched_rows(problem: MatmulProblem, device: Device) -> bool:
+    """A batch of 16-bit products of at most ``SWAP_ANY_WAVES_M`` rows over weight rows of at
+    most ``SWAP_BATCH_ROW_BYTES``, whose tiles of two consumers (128 weight rows) are more
+    than the SMs: swapped on those tiles."""
+    size = problem.operand_dtype.itemsize
+    short = problem.k * size <= SWAP_BATCH_ROW_BYTES
+    many = problem.batch * ceil_div(problem.n, 2 * HOPPER_ROWS) > device.sm_count
+    return problem.batch > 1 and size == 2 and problem.m <= SWAP_ANY_WAVES_M and short and many
 
 
 def swapped_params(ask: Asker) -> MatmulParams | None:
-    """The transposed product's parameters (see ``SWAP_MAX_M``): the deepest ring of
+    """The transposed product's parameters (see ``SWAP_MAX_M``; two consumers for
+    ``short_batched_rows``): the deepest ring of
     ``STREAMING_STAGES`` that fits, the epilogue staged through shared memory where that ring
     is at most one stage shallower than the one beside the epilogue from registers; None
     where the scheduler allows none of them. Staged, the output's rows go out 8 bytes a store,
@@ -169,11 +193,15 @@ def swapped_params(ask: Asker) -> MatmulParams | None:
     8 ran 43.4 against 43.0, 7 staged 42.8: 7 stays the plugin harness's sentinel)."""
     problem = ask.problem
     cols = 8 * ceil_div(problem.m, 8)  # the activation rows, the wgmma's N
-    cta = TileShape(HOPPER_ROWS, cols, STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize)
+    depth = STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize
+    warp = TileShape(HOPPER_ROWS, cols, depth)
+    cta = (
+        TileShape(2 * HOPPER_ROWS, cols, depth) if short_batched_rows(problem, ask.device) else warp
+    )
     split = streaming_split(problem.transposed(), ask.device, cta)
     params = ask.params(
         cta_tile=cta,
-        warp_tile=cta,
+        warp_tile=warp,
         instruction_tile=ask.instruction(HOPPER_ROWS, cols),
         stages=ask.fewest_stages(),
         splitk_factor=split,

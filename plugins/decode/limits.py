@@ -25,9 +25,10 @@ from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 from .config import COLS_PER_MMA, MMAS, ROW_TILES, ROWS, chunk_k
 
 __all__ = [
-    "FP8_CC", "FP8_KEEP_TILE_SHARE", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M",
-    "HANDOFF_ROW_BYTES", "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS",
-    "WARPS", "instruction", "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
+    "BATCH_SHORT_ROW_BYTES", "BATCH_SWAP_ROWS", "FP8_CC", "FP8_KEEP_TILE_SHARE",
+    "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
+    "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS", "WARPS", "instruction",
+    "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
@@ -72,6 +73,14 @@ HANDOFF_ROW_BYTES: Final = 8192
 #: 26.5 against 28.3, 16x9216x4096 23.8 against 26.0; past it hopper led 16x14336x4096 (1.7
 #: waves) 33.5 against 35.7-37.8, 16x20480x4096 44.0 against 48.1 (runs 183 and 185).
 HOPPER_SWAP_ROWS: Final = 64
+#: ... and so does a batch of at most HANDOFF_M rows over 16-bit weight rows of at most
+#: BATCH_SHORT_ROW_BYTES whose hopper tiles (two consumers: BATCH_SWAP_ROWS weight rows) are
+#: more than the SMs: hopper's persistent transposed product streams across the batch's tiles
+#: where each decode CTA sets up for one K chunk (H100 runs 338-339, graph replays: 32 x
+#: 1x4096x128 9.60-9.76 -> 7.68-7.87 us, 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74, four more
+#: rows 3-30% faster; at 512-byte rows a tie, 24.80 against 24.61).
+BATCH_SHORT_ROW_BYTES: Final = 256
+BATCH_SWAP_ROWS: Final = 128
 HANDOFF_KEEP_PLAN: Final = (2, 3)
 #: The most products of a horizontal fusion a decode CTA takes (the llama FFN's 2, q/k/v's 3,
 #: one more): each product's warps are the CTA's, and four products of one warp fit an SM at

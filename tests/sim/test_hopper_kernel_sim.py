@@ -740,6 +740,15 @@ def case_tn_f16_swap_staged_two_consumers(fd: Any, mp: Any) -> dict[str, Any]:
     return {**_tile((128, 32, 64), (64, 32, 64), 3), **SWAP_STAGED}
 
 
+def case_tn_bf16_swap_staged_batched_short_rows(fd: Any, mp: Any) -> dict[str, Any]:
+    """The default of a batch of short weight rows (run 338): 3 products of one row, two
+    consumers of 64 weight rows (200: the second tile's second consumer has 8), a K of 72 in
+    one 128-deep stage, the ring across the batch's tiles; GELU."""
+    a, b = _operands(fd, mp, 1, 200, 72, "TN", mp.bfloat16, batch=3)
+    fd.add_output(fd.ops.cast(fd.ops.gelu(fd.ops.matmul(a, b)), mp.bfloat16))
+    return {**_tile((128, 8, 128), (64, 8, 128), 3), **SWAP_STAGED}
+
+
 def case_tn_bf16_swap_staged_pingpong_amax(fd: Any, mp: Any) -> dict[str, Any]:
     """``tn_bf16_swap_pingpong_amax`` staged: ping-pong consumers, an e4m3 output and its amax
     folded from the staged rows."""
@@ -1026,7 +1035,8 @@ UNITS = {"tn_f16_ragged_persistent": 4, "nt_bf16_bias_gelu": 4, "nn_splitk2_relu
          "nt_f16_swap_staged_bias_residual_gelu": 2, "tt_bf16_swap_staged_wide_rows_bias_gelu": 2,
          "nn_f16_swap_staged_splitk2_relu_aux": 4, "tt_bf16_swap_staged_batch2_row_scale": 4,
          "tn_e4m3_swap_staged_rowwise_bias": 2, "tn_f16_swap_staged_two_consumers": 2,
-         "tn_bf16_swap_staged_pingpong_amax": 5, "tn_f16_swap_staged_cluster_pairs": 2,
+         "tn_bf16_swap_staged_pingpong_amax": 5, "tn_bf16_swap_staged_batched_short_rows": 6,
+         "tn_f16_swap_staged_cluster_pairs": 2,
          "tn_bf16_swap_staged_streamk2_bias": 4, "tn_f16_splitk2_kcluster_ragged": 6,
          "nt_bf16_splitk3_kcluster_batch2_bias_gelu": 4,
          "tn_bf16_swap_splitk4_kcluster_relu_aux": 3,

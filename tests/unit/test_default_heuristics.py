@@ -286,6 +286,34 @@ def test_hopper_swaps_65_to_112_rows_against_a_wide_weight(shape: Shape, stages:
 
 
 @pytest.mark.parametrize(
+    ("shape", "swaps"),
+    [(Shape(1, 4096, 128, batch=32), True), (Shape(8, 4096, 128, batch=32), True),
+     (Shape(16, 4096, 64, batch=32), True), (Shape(1, 2048, 128, batch=64), True),
+     (Shape(1, 4096, 256, batch=32), False),  # 512-byte weight rows: decode tied (run 339)
+     (Shape(1, 4096, 128, batch=4), False)],  # 128 tiles of 128 rows: fewer than the SMs
+    ids=str,
+)  # fmt: skip
+def test_hopper_swaps_batches_of_short_weight_rows(shape: Shape, swaps: bool) -> None:
+    """A batch of decode-sized products over 16-bit weight rows of at most 256 bytes, on more
+    128-row tiles than SMs, runs as the transposed product on two consumers of 64 weight rows
+    (128 a tile), the epilogue staged, the persistent ring across the batch's tiles (H100 run
+    338: 32 x 8x4096x128 11.27 -> 7.74 us against the decode kernel)."""
+    h200 = get_device("h200")
+    for dtype in (DType.bfloat16, DType.float16):
+        prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=dtype)
+        params = mmaplug_matmul_params(prob, h200, "hopper")
+        assert params is not None and params.swap_ab == swaps
+        if swaps:
+            cols = 8 * -(-shape.m // 8)
+            assert params.cta_tile == TileShape(128, cols, 128)
+            assert params.warp_tile == TileShape(64, cols, 128)
+            assert params.use_smem_epilogue and params.splitk_factor == 1
+            assert LIMITS["hopper"].violations(params, prob, h200) == []
+    fp8 = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=DType.float8_e4m3fn)
+    assert not mmaplug_matmul_params(fp8, h200, "hopper").swap_ab  # (16-bit measured only)
+
+
+@pytest.mark.parametrize(
     "shape",
     [Shape(120, 8192, 8192), Shape(128, 6144, 4096), Shape(96, 28672, 4096),
      Shape(96, 1024, 4096), Shape(96, 6144, 4096, batch=2)],
