@@ -183,14 +183,14 @@ def short_batched_rows(problem: MatmulProblem, device: Device) -> bool:
 
 def swapped_params(ask: Asker) -> MatmulParams | None:
     """The transposed product's parameters (see ``SWAP_MAX_M``; two consumers for
-    ``short_batched_rows``): the deepest ring of
-    ``STREAMING_STAGES`` that fits, the epilogue staged through shared memory where that ring
-    is at most one stage shallower than the one beside the epilogue from registers; None
-    where the scheduler allows none of them. Staged, the output's rows go out 8 bytes a store,
-    not 2 (H100 runs 333-334, in turn with cuBLAS: bf16 96x6144x4096 23.7 -> 22.2 us, fp16 with
-    bias + GELU 36.4 -> 23.0, bf16 32x4096x4096 10.4 -> 9.8, e4m3 32x6144x4096 9.4 -> 8.3,
-    112x8192x8192 on 4 stages against 5 51.5 -> 51.0; at 48x4096x14336 6 staged stages against
-    8 ran 43.4 against 43.0, 7 staged 42.8: 7 stays the plugin harness's sentinel)."""
+    ``short_batched_rows``): the deepest ring of ``STREAMING_STAGES`` that fits, the epilogue
+    staged through shared memory where that ring is at most one stage shallower than the one
+    beside the epilogue from registers; None where the scheduler allows none of them. Staged,
+    the output's rows go out 8 bytes a store, not 2 (H100 runs 333-334, in turn with cuBLAS:
+    bf16 96x6144x4096 23.7 -> 22.2 us, fp16 with bias + GELU 36.4 -> 23.0, bf16 32x4096x4096
+    10.4 -> 9.8, e4m3 32x6144x4096 9.4 -> 8.3, 112x8192x8192 on 4 stages against 5 51.5 ->
+    51.0; at 48x4096x14336 6 staged stages against 8 ran 43.4 against 43.0, 7 staged 42.8: 7
+    stays the plugin harness's sentinel)."""
     problem = ask.problem
     cols = 8 * ceil_div(problem.m, 8)  # the activation rows, the wgmma's N
     depth = STREAMING_STAGE_K_BYTES // problem.operand_dtype.itemsize
