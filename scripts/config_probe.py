@@ -62,6 +62,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tall_widths  # tiles of 256 rows, 128-160 wide
     python scripts/config_probe.py tall_pairs   # 256x160 defaults alone or in CTA pairs
     python scripts/config_probe.py swap_staged  # swapped defaults (staged) against registers
+    python scripts/config_probe.py batched_short  # short-row batches: decode or hopper swapped
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -2023,6 +2024,36 @@ def swap_staged_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in SWAP_STAGED_PROBLEMS), rounds=3)
 
 
+#: batches of decode-sized products around the short-row hand-off's bounds (256-byte weight
+#: rows, more 128-row tiles than SMs): rows of 128-512 bytes, 1-16 rows, 8-64 products
+BATCHED_SHORT_PROBLEMS = [TuneProblem(m=m, n=n, k=k, batch=b, dtype="bfloat16")
+                          for b, m, n, k in ((32, 1, 4096, 96), (32, 1, 4096, 192),
+                                             (32, 4, 4096, 256), (16, 8, 4096, 128),
+                                             (8, 1, 4096, 128), (5, 1, 4096, 128),
+                                             (64, 12, 1024, 128), (32, 16, 2048, 64),
+                                             (32, 1, 4096, 512))]  # fmt: skip
+
+
+def batched_short_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``BATCHED_SHORT_PROBLEMS`` on the default (decode, or hopper's transposed product on two
+    consumers where decode hands the batch over: run 339), on the decode kernel (hopper
+    blocked) and on that transposed product (decode blocked; where the default is not it, the
+    same tiles forced), three rounds in turn."""
+    decode = mp.make_plugin_manager(block=["hopper", "ampere"])
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        cols = 8 * -(-problem.m // 8)
+        tiles = _wgmma_tiles((128, cols, 128), (64, cols, 128), **SWAPPED)
+        swapped = {**tiles, "use_smem_epilogue": True}
+        built = [("default", _compiled(problem)), ("decode", _compiled(problem, pm=decode))]
+        found = _deepest(problem, swapped, (6, 5, 4), hopper)
+        built += [(f"swapped 128x{cols} s{found[0]}", found[1])] if found else []
+        return [(label, compiled) for label, compiled in built if compiled is not None]
+
+    return _in_turn(((p, sets(p)) for p in BATCHED_SHORT_PROBLEMS), rounds=3)
+
+
 #: run 325's rows where 256x152 tiles lost (the first six) or another width won, on tiles of 256
 #: rows 128-160 wide (run 327)
 TALL_WIDTH_PROBLEMS = [TuneProblem(m=m, n=n, k=k, dtype=dtype)
@@ -2362,6 +2393,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "tall_widths": tall_width_jobs,
             "tall_pairs": tall_pairs_jobs,
             "swap_staged": swap_staged_jobs,
+            "batched_short": batched_short_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
