@@ -63,6 +63,7 @@ wrong one is not timed. On the device machine, after the README's install::
     python scripts/config_probe.py tall_pairs   # 256x160 defaults alone or in CTA pairs
     python scripts/config_probe.py swap_staged  # swapped defaults (staged) against registers
     python scripts/config_probe.py batched_short  # short-row batches: decode or hopper swapped
+    python scripts/config_probe.py fp8_decode_swap  # FP8 decode rows: decode or hopper swapped
     python scripts/config_probe.py cluster_start  # short clustered kernels (two installs: A/B)
     python scripts/config_probe.py fp8_chunks_ab  # block-scaled chunks and 128x192 (two installs)
     python scripts/config_probe.py narrow_pairs  # 16-bit 64-row tiles: pairs along M or alone
@@ -2024,6 +2025,28 @@ def swap_staged_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in SWAP_STAGED_PROBLEMS), rounds=3)
 
 
+#: FP8 decode rows that stay on the decode kernel (at most 8 rows; its FP8 mma.sync is emulated
+#: on sm_90) and 9-16 rows that go to hopper: run 334's worst decode rows among them
+FP8_DECODE_ROWS = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+                   for m, (n, k) in itertools.product((1, 4, 8, 16), ((4096, 4096), (8192, 8192),
+                                                                      (28672, 4096)))]  # fmt: skip
+
+
+def fp8_decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_DECODE_ROWS`` on the decode kernel (hopper blocked) and on hopper's transposed
+    product (decode blocked: 64 weight rows, the rows as a wgmma N of 8 or 16, 256 of K a stage,
+    the epilogue staged since run 334), three rounds in turn, cuBLASLt beside."""
+    decode = mp.make_plugin_manager(block=["hopper", "ampere"])
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        built = [("default", _compiled(problem)), ("decode", _compiled(problem, pm=decode)),
+                 ("hopper", _compiled(problem, pm=hopper))]  # fmt: skip
+        return [(label, compiled) for label, compiled in built if compiled is not None]
+
+    return _in_turn(((p, sets(p)) for p in FP8_DECODE_ROWS), rounds=3)
+
+
 #: batches of decode-sized products around the short-row hand-off's bounds (256-byte weight
 #: rows, more 128-row tiles than SMs): rows of 128-512 bytes, 1-16 rows, 8-64 products
 BATCHED_SHORT_PROBLEMS = [TuneProblem(m=m, n=n, k=k, batch=b, dtype="bfloat16")
@@ -2394,6 +2417,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "tall_pairs": tall_pairs_jobs,
             "swap_staged": swap_staged_jobs,
             "batched_short": batched_short_jobs,
+            "fp8_decode_swap": fp8_decode_swap_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
