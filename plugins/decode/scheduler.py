@@ -133,7 +133,7 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
         return None
     dtype = problem.operand_dtype
     row_bytes = problem.k * dtype.itemsize
-    rows = f"{problem.m} rows of {row_bytes:,}-byte weight rows"
+    rows = f"{problem.m} row{'s' * (problem.m != 1)} of {row_bytes:,}-byte weight rows"
     if problem.batch > 1:
         tiles = problem.batch * -(-problem.n // limits.BATCH_SWAP_ROWS)
         short = row_bytes <= limits.BATCH_SHORT_ROW_BYTES and tiles > device.sm_count
