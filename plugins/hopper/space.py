@@ -273,8 +273,9 @@ def _warp_examples(problem: MatmulProblem, swap: Space) -> tuple[tuple[int, int]
 
 def _staging_space(swap: Space) -> Space:
     """use_smem_epilogue: either; the tuner tries both where it tries the swap (*swap*: its
-    space; which stores the swapped kernel's transposed tile faster is measured, not known),
-    else the tuner's preference (the staged epilogue)."""
+    space; staged, the swapped kernel's transposed tile ran faster on all eight rows of run
+    333, but its staging can take a stage of the ring), else the tuner's preference (the
+    staged epilogue)."""
     tried = (True, False) if swap.examples else ()
     return Space("use_smem_epilogue", "either", values=(False, True), examples=tried)
 

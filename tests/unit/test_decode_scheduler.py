@@ -3,6 +3,8 @@ default heuristic's choice for it."""
 
 from __future__ import annotations
 
+import itertools
+
 import attrs
 import pytest
 
@@ -99,6 +101,24 @@ def test_hands_batches_of_many_rows_to_hopper(batch: int, m: int, k: int, planne
         assert ("over 8 rows" if m > 8 else "at most 256 bytes on more 128-row tiles") in why
         no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
         assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
+
+
+def test_the_short_row_hand_off_and_hoppers_swap_agree() -> None:
+    """Decode hands over a batch of at most 8 rows exactly where hopper's default swaps it on
+    its two-consumer tile (the bound lives in each: the decode scheduler's hand-off and the
+    hopper default's ``short_batched_rows``), on both devices and over the bounds' edges."""
+    seen = set()
+    for device in (H200, mp.get_device("h100")):
+        for batch, m, n, k, dtype in itertools.product(
+            (2, 4, 5, 32), (1, 8), (1024, 4096, 4224), (64, 128, 136), ("bfloat16", "float16")
+        ):
+            problem = _problem(batch=batch, m=m, n=n, k=k, dtype=dtype)
+            handed = plan_problem(problem, device).scheduler == "hopper"
+            params = mmaplug_matmul_params(problem, device, "hopper")
+            swapped = params.swap_ab and params.cta_tile.m == 128
+            assert handed == swapped, (device.name, problem)
+            seen.add(handed)
+    assert seen == {True, False}
 
 
 @pytest.mark.parametrize(
