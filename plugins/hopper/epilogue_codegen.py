@@ -176,7 +176,7 @@ def _emit_staged(
     so the staged-tile epilogue reads ``chunk`` output rows of ``STAGED_ROWS`` columns and
     stores along the output's rows (the register epilogue stores one 2-byte element at a
     time); ``M`` and ``N`` are exchanged around it, the output's bounds."""
-    wm, wn, _ = cfg.warp_tile
+    wn = cfg.warp_tile[1]
     h, swap = cfg.horizontal, cfg.swap_ab
     stride = cfg.transposed_stride if swap else cfg.epilogue_stride
     chunk = cfg.horizontal_chunk if h > 1 else cfg.epilogue_chunk  # columns of each product
@@ -197,12 +197,9 @@ def _emit_staged(
                             off = at * stride + row if swap else row * stride + at
                             em(f"{kv.sf}[{kv.wrow} + {off}] = {acc}[{reg}]")
         em(f"named_barrier_sync(1 + {kv.c}, {WARPGROUP})  # the chunk is written")
+        emit_step_origin(em, cfg, chunk, chunks)
         if swap:
-            em(f"{kv.em0} = {kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}")
-            em(f"{kv.en0} = {kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})")
             em("M, N = N, M  # the output's extents")
-        else:
-            emit_step_origin(em, cfg, chunk, chunks)
         rows, cols = (chunk, STAGED_ROWS) if swap else (STAGED_ROWS, chunk)
         emit_staged_epilogue(
             em, prog, rows=rows, cols=cols, threads=WARPGROUP, stride=stride,

@@ -165,10 +165,16 @@ def emit_step_branches(em: Emitter, accs: list[str], chunks: int) -> Iterator[tu
 
 def emit_step_origin(em: Emitter, cfg: HopperKernelConfig, chunk: int, chunks: int) -> None:
     """The output origin of step ``ch`` (*chunks* column chunks of *chunk* columns per row
-    block): rows from ``em0``, columns from ``en0``."""
+    block): rows from ``em0``, columns from ``en0``. The swapped kernel's tile is the output's
+    transpose, so there the kernel's columns give the output's rows and its rows the
+    columns."""
     wm, wn, _ = cfg.warp_tile
-    em(f"{kv.em0} = {kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})")
-    em(f"{kv.en0} = {kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}")
+    rows = f"{kv.m0} + {kv.cm} * {wm} + {STAGED_ROWS} * ({kv.ch} // {chunks})"
+    cols = f"{kv.n0} + {kv.cn} * {wn} + ({kv.ch} % {chunks}) * {chunk}"
+    if cfg.swap_ab:
+        rows, cols = cols, rows
+    em(f"{kv.em0} = {rows}")
+    em(f"{kv.en0} = {cols}")
 
 
 def _used_inputs(prog: EpilogueProgram) -> list[int]:
