@@ -77,7 +77,8 @@ SWAP_WIDE_M: Final = {2: 112}
 STREAMING_UNSPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
 # ... and a batch of products of at most SWAP_ANY_WAVES_M rows over 16-bit weight rows of at
-# most SWAP_BATCH_ROW_BYTES, on more tiles than SMs (which the decode kernel hands over): 128
+# most SWAP_BATCH_ROW_BYTES, on more tiles than SWAP_BATCH_WAVES waves of the SMs (which the
+# decode kernel hands over): 128
 # weight rows a tile on two consumers, the persistent ring streaming across the batch's tiles
 # where each decode CTA sets up for one K chunk (H100 runs 338-339, graph replays, us, decode
 # -> this: 32 x 1x4096x128 9.60-9.76 -> 7.68-7.87, 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74,
@@ -86,6 +87,9 @@ SWAP_ANY_WAVES_M: Final = 16
 # 10.31 -> 8.67; cuBLAS 5.0-7.5. 64-row tiles of 128 of K took 11.6, of 64 of K 8.3-8.4; at
 # 512-byte rows this tied the decode kernel, 24.61 against 24.80)
 SWAP_BATCH_ROW_BYTES: Final = 256
+SWAP_BATCH_WAVES: Final = 2  # more tiles than this many waves (run 340: on 2 decode led,
+# 8 x 1x4096x128 3.7 against 4.1 us, 5 x 1x4096x128 3.2 against 4.1; on 4, 16 x 8x4096x128
+# 6.2 -> 5.2)
 STREAMING_STAGE_K_BYTES: Final = 256  # K bytes of a weight row per stage: the swap, narrow tiles
 STREAMING_STAGES: Final = (8, 6, 5, 4, 3, 2)  # their rings, deepest first (7: the sentinel)
 # 16-bit weight streaming unswapped (57-64 rows, or any where the swap is not planned) where
@@ -174,10 +178,11 @@ def swaps_operands(problem: MatmulProblem, device: Device, *, unswapped_splits: 
 def short_batched_rows(problem: MatmulProblem, device: Device) -> bool:
     """A batch of 16-bit products of at most ``SWAP_ANY_WAVES_M`` rows over weight rows of at
     most ``SWAP_BATCH_ROW_BYTES``, whose tiles of two consumers (128 weight rows) are more
-    than the SMs: swapped on those tiles."""
+    than ``SWAP_BATCH_WAVES`` waves of the SMs: swapped on those tiles."""
     size = problem.operand_dtype.itemsize
     short = problem.k * size <= SWAP_BATCH_ROW_BYTES
-    many = problem.batch * ceil_div(problem.n, 2 * HOPPER_ROWS) > device.sm_count
+    tiles = problem.batch * ceil_div(problem.n, 2 * HOPPER_ROWS)
+    many = tiles > SWAP_BATCH_WAVES * device.sm_count
     return problem.batch > 1 and size == 2 and problem.m <= SWAP_ANY_WAVES_M and short and many
 
 

@@ -25,8 +25,9 @@ from mmaplug.planning.scheduler import Resources, Rule, Space, resident_ctas
 from .config import COLS_PER_MMA, MMAS, ROW_TILES, ROWS, chunk_k
 
 __all__ = [
-    "BATCH_SHORT_ROW_BYTES", "BATCH_SWAP_ROWS", "FP8_CC", "FP8_KEEP_TILE_SHARE",
-    "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M", "HANDOFF_ROW_BYTES",
+    "BATCH_SHORT_ROW_BYTES", "BATCH_SWAP_ROWS", "BATCH_SWAP_WAVES", "FP8_CC",
+    "FP8_KEEP_TILE_SHARE", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M",
+    "HANDOFF_ROW_BYTES",
     "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS", "WARPS", "instruction",
     "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
@@ -75,12 +76,15 @@ HANDOFF_ROW_BYTES: Final = 8192
 HOPPER_SWAP_ROWS: Final = 64
 #: ... and so does a batch of at most HANDOFF_M rows over 16-bit weight rows of at most
 #: BATCH_SHORT_ROW_BYTES whose hopper tiles (two consumers: BATCH_SWAP_ROWS weight rows) are
-#: more than the SMs: hopper's persistent transposed product streams across the batch's tiles
-#: where each decode CTA sets up for one K chunk (H100 runs 338-339, graph replays: 32 x
-#: 1x4096x128 9.60-9.76 -> 7.68-7.87 us, 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74, four more
-#: rows 3-30% faster; at 512-byte rows a tie, 24.80 against 24.61).
+#: more than BATCH_SWAP_WAVES waves of the SMs: hopper's persistent transposed product streams
+#: across the batch's tiles where each decode CTA sets up for one K chunk (H100 runs 338-340,
+#: graph replays: 32 x 1x4096x128 9.60-9.76 -> 7.68-7.87 us, 32 x 8x4096x128 11.27-11.49 ->
+#: 7.68-7.74, 16 x 8x4096x128 6.2 -> 5.2, four more rows 3-30% faster; at 512-byte rows a tie,
+#: 24.80 against 24.61). On two waves or fewer decode led: 8 x 1x4096x128 (256 tiles) 3.7
+#: against 4.1, 5 x 1x4096x128 3.2 against 4.1 (run 340).
 BATCH_SHORT_ROW_BYTES: Final = 256
 BATCH_SWAP_ROWS: Final = 128
+BATCH_SWAP_WAVES: Final = 2
 HANDOFF_KEEP_PLAN: Final = (2, 3)
 #: The most products of a horizontal fusion a decode CTA takes (the llama FFN's 2, q/k/v's 3,
 #: one more): each product's warps are the CTA's, and four products of one warp fit an SM at

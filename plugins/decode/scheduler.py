@@ -122,9 +122,10 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     """Why *problem* goes to the hopper scheduler, where the plan being made has one that takes
     it (outside planning, or with hopper blocked: None): a batch of products of more than
     ``limits.HANDOFF_M`` rows, or of 16-bit weight rows of at most
-    ``limits.BATCH_SHORT_ROW_BYTES`` on more hopper tiles than SMs; one FP8 product of more,
-    but a weight of at most ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at
-    most 1 / ``limits.FP8_KEEP_TILE_SHARE`` of the SMs; one 16-bit product of more and weight
+    ``limits.BATCH_SHORT_ROW_BYTES`` on more hopper tiles than ``limits.BATCH_SWAP_WAVES``
+    waves of the SMs; one FP8 product of more, but a weight of at most
+    ``limits.FP8_KEEP_WEIGHT_BYTES`` on hopper's swapped tiles of at most 1 /
+    ``limits.FP8_KEEP_TILE_SHARE`` of the SMs; one 16-bit product of more and weight
     rows of ``limits.HANDOFF_ROW_BYTES`` or more, but where hopper's swapped tiles are more
     than one a SM and the decode CTAs of ``limits.HANDOFF_KEEP_PLAN`` run in one wave. A
     horizontal fusion stays: the transposed product that won those rows is not built for one
@@ -136,13 +137,14 @@ def _handed_to_hopper(problem: MatmulProblem, device: Device) -> str | None:
     rows = f"{problem.m} row{'s' * (problem.m != 1)} of {row_bytes:,}-byte weight rows"
     if problem.batch > 1:
         tiles = problem.batch * -(-problem.n // limits.BATCH_SWAP_ROWS)
-        short = row_bytes <= limits.BATCH_SHORT_ROW_BYTES and tiles > device.sm_count
+        waves = limits.BATCH_SWAP_WAVES
+        short = row_bytes <= limits.BATCH_SHORT_ROW_BYTES and tiles > waves * device.sm_count
         if problem.m > limits.HANDOFF_M:
             which = f"batches of over {limits.HANDOFF_M} rows"
         elif short and dtype.is_half:
             which = (
                 f"batches of 16-bit weight rows of at most {limits.BATCH_SHORT_ROW_BYTES} bytes "
-                f"on more {limits.BATCH_SWAP_ROWS}-row tiles than SMs"
+                f"on more {limits.BATCH_SWAP_ROWS}-row tiles than {waves} waves of the SMs"
             )
         else:
             return None

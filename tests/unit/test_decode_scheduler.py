@@ -82,23 +82,25 @@ def test_plans_one_warp_for_short_rows_past_one_wave(batch: int, k: int, warps: 
         (8, 16, 4096, "hopper"),
         (64, 8, 1016, "decode"),  # short weight rows too (run 191) ...
         (32, 1, 256, "decode"),  # ... of 512 bytes (run 339: decode and hopper tied)
-        (32, 1, 128, "hopper"),  # ... but of 256 bytes on more hopper tiles than SMs
+        (32, 1, 128, "hopper"),  # ... but of 256 bytes on more than two waves of hopper tiles
         (64, 8, 64, "hopper"),
-        (4, 1, 128, "decode"),  # 4 x 32 tiles of 128 rows: fewer than the SMs
+        (16, 8, 128, "hopper"),  # 16 x 32 tiles of 128 rows: 3.9 waves (run 340)
+        (8, 1, 128, "decode"),  # 8 x 32: 1.9 waves (run 340: decode 3.7 us, hopper 4.1)
+        (4, 1, 128, "decode"),
     ],  # fmt: skip
     ids=str,
 )
 def test_hands_batches_of_many_rows_to_hopper(batch: int, m: int, k: int, planner: str) -> None:
     """Beside a hopper scheduler that takes the problem, decode keeps batches of at most 8 rows
-    (runs 181 and 191) but those of 16-bit weight rows of at most 256 bytes on more than a
-    wave of hopper's 128-row tiles (runs 338-339), and names the hand-off of the others."""
+    (runs 181 and 191) but those of 16-bit weight rows of at most 256 bytes on more than two
+    waves of hopper's 128-row tiles (runs 338-340), and names the hand-off of the others."""
     problem = _problem(batch=batch, m=m, k=k)
     spec = plan_problem(problem, H200)
     assert spec.scheduler == planner
     if planner == "hopper":
         (why,) = [c.reason for c in spec.provenance.candidates if c.name == "decode"]
         assert "hands a batch of" in why
-        assert ("over 8 rows" if m > 8 else "at most 256 bytes on more 128-row tiles") in why
+        assert ("over 8 rows" if m > 8 else "at most 256 bytes on more 128-row tiles than 2") in why
         no_hopper = mp.make_plugin_manager(load_entrypoints=False, block=["hopper"])
         assert plan_problem(problem, H200, pm=no_hopper).scheduler == "decode"
 
@@ -110,7 +112,7 @@ def test_the_short_row_hand_off_and_hoppers_swap_agree() -> None:
     seen = set()
     for device in (H200, mp.get_device("h100")):
         for batch, m, n, k, dtype in itertools.product(
-            (2, 4, 5, 32), (1, 8), (1024, 4096, 4224), (64, 128, 136), ("bfloat16", "float16")
+            (2, 4, 5, 8, 9, 32), (1, 8), (1024, 4096, 4224), (64, 128, 136), ("bfloat16", "float16")
         ):
             problem = _problem(batch=batch, m=m, n=n, k=k, dtype=dtype)
             handed = plan_problem(problem, device).scheduler == "hopper"
