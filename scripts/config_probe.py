@@ -1362,6 +1362,88 @@ FP8_DECODE_WAVE_ROWS = [  # (m, n, k): FP8 rows where the one-wave rule (FP8's r
 ]  # fmt: skip
 
 
+#: run 334's decode rows under cuBLAS on the decode kernel (H100: bf16 28672x4096 on one warp
+#: 0.962-0.965, 8192x8192 and 8192x28672 on 4 warps 0.981-0.997; e4m3 8192x8192 on 2 warps
+#: 0.959-0.965, 8x4096x4096 on 4 0.916) and four bf16 rows over it (1.03-1.08)
+DECODE_UNDER_ROWS = [(1, 28672, 4096), (8, 28672, 4096), (1, 8192, 8192), (8, 8192, 8192),
+                     (1, 8192, 28672), (8, 8192, 28672), (1, 10240, 8192), (1, 57344, 8192),
+                     (1, 4096, 14336), (1, 6144, 4096)]  # fmt: skip
+FP8_DECODE_UNDER_ROWS = [(1, 8192, 8192), (8, 8192, 8192), (8, 4096, 4096), (1, 28672, 4096),
+                         (8, 28672, 4096)]  # fmt: skip
+
+
+def decode_under_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``DECODE_UNDER_ROWS`` (bf16, 3 chunks in flight) and ``FP8_DECODE_UNDER_ROWS`` (e4m3 per
+    tensor, 4) on the default, hopper's transposed product and the decode kernel's 1, 2, 4 and 8
+    warps, twice, interleaved."""
+    bf16 = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in DECODE_UNDER_ROWS]
+    fp8 = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale="tensor")
+           for m, n, k in FP8_DECODE_UNDER_ROWS]  # fmt: skip
+    warps = (1, 2, 4, 8)
+    return _decode_warps(bf16, hopper=True, warps=warps) + _decode_warps(
+        fp8, hopper=True, stages=4, warps=warps
+    )
+
+
+#: 16-bit decode rows of 1-8 activations (the decode kernel's since runs 101-105) over llama
+#: weights, where hopper's transposed product led on an H100 in run 340 (28672x4096 79.7
+#: against 83.9 us) or lost (10240x8192 63.5 against 60.2)
+DECODE_HANDOFF_ROWS = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
+                       for m, (n, k) in itertools.product((1, 4, 8), (
+                           (4096, 4096), (6144, 4096), (4096, 14336), (8192, 8192),
+                           (10240, 8192), (14336, 4096), (28672, 4096), (8192, 28672),
+                           (57344, 8192), (2048, 8192), (20480, 4096)))]  # fmt: skip
+
+
+def decode_handoff_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``DECODE_HANDOFF_ROWS`` on the decode kernel's default (hopper blocked) and on hopper's
+    transposed product (decode blocked), three rounds in turn, cuBLAS beside."""
+    decode = mp.make_plugin_manager(block=["hopper", "ampere"])
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        built = [
+            ("decode", _compiled(problem, pm=decode)),
+            ("hopper", _compiled(problem, pm=hopper)),
+        ]
+        return [(label, compiled) for label, compiled in built if compiled is not None]
+
+    return _in_turn(((p, sets(p)) for p in DECODE_HANDOFF_ROWS), rounds=3)
+
+
+#: deep-K problems whose default splits 128x256 or 128x192 tiles (run 340: at 512x512x65536
+#: cuBLAS's 128x128 tiles split 8 ran 59.4 us against the default's 128x256 split 16, 65.4)
+DEEP_SPLIT_SHAPES = [(512, 512, 65536), (512, 512, 32768), (256, 1024, 32768), (1024, 512, 16384),
+                     (2048, 256, 16384), (128, 2048, 32768), (512, 384, 16384), (768, 384, 8192),
+                     (384, 384, 32768), (256, 768, 16384), (1024, 1024, 16384), (768, 768, 8192),
+                     (2048, 512, 8192), (384, 2048, 16384)]  # fmt: skip
+
+
+def deep_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``DEEP_SPLIT_SHAPES`` (bf16) on the default and on 128x128 and 64x192 tiles of 64 of K
+    split as the default splits them (``hopper_splitk``), and unsplit 64x128 tiles of 128 of K,
+    the deepest ring of 6-4 stages each, three rounds in turn."""
+    from mmaplug.heuristics.default.hopper import hopper_splitk
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    device = mp.get_device()
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        built = [("default", _compiled(problem, pm=hopper))]
+        for cta, warp in (((128, 128, 64), (64, 128, 64)), ((64, 192, 64), (64, 192, 64))):
+            split = hopper_splitk(problem.problem(), device, TileShape(*cta))
+            tiles = _wgmma_tiles(cta, warp, splitk_factor=split, cluster_dims=(1, 1))
+            if found := _deepest(problem, tiles, (6, 5, 4), hopper):
+                built.append((f"{cta[0]}x{cta[1]} k{split} s{found[0]}", found[1]))
+        tiles = _wgmma_tiles((64, 128, 128), splitk_factor=1, cluster_dims=(1, 1))
+        if found := _deepest(problem, tiles, (6, 5, 4), hopper):
+            built.append((f"64x128x128 unsplit s{found[0]}", found[1]))
+        return [(label, compiled) for label, compiled in built if compiled is not None]
+
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16") for m, n, k in DEEP_SPLIT_SHAPES]
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
+
+
 def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """FP8 (e4m3, per tensor) decode rows on the default and 2, 4 and 8 warps, 4 chunks:
     whether one warp rule, by waves, serves FP8 too."""
@@ -2418,6 +2500,9 @@ def main(which: str, in_turn: bool = False) -> None:
             "swap_staged": swap_staged_jobs,
             "batched_short": batched_short_jobs,
             "fp8_decode_swap": fp8_decode_swap_jobs,
+            "decode_under": decode_under_jobs,
+            "deep_split": deep_split_jobs,
+            "decode_handoff": decode_handoff_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,

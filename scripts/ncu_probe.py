@@ -190,6 +190,12 @@ OVERRIDES: dict[str, dict] = {
         "tiling_strategy": "persistent",
         "cluster_dims": (1, 1),
     },
+    # deep K as cuBLAS splits it (run 340: nvjet_sm90_tst_128x128_64x6_2x1 splitK at
+    # 512x512x65536): 128x128 tiles, 6 stages of 64 of K, K split 8, alone or in pairs along
+    # M; and the default's 128x256 tiles split 8 (64 units) instead of 16
+    "n128k8": {**_tiles16((128, 128, 64), 64, 6), "splitk_factor": 8, "cluster_dims": (1, 1)},
+    "n128k8m2": {**_tiles16((128, 128, 64), 64, 6), "splitk_factor": 8, "cluster_dims": (2, 1)},
+    "k8": {"splitk_factor": 8},
     # 16-bit ping-pong consumers owning 128x128 tiles (the sweep's best at 16 x 2048x2048x128,
     # run 335)
     "pp16": {
