@@ -1392,7 +1392,7 @@ DECODE_HANDOFF_ROWS = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
                        for m, (n, k) in itertools.product((1, 4, 8), (
                            (4096, 4096), (6144, 4096), (4096, 14336), (8192, 8192),
                            (10240, 8192), (14336, 4096), (28672, 4096), (8192, 28672),
-                           (57344, 8192), (2048, 8192), (20480, 4096)))]  # fmt: skip
+                           (57344, 8192), (2048, 8192), (20480, 4096), (2048, 65536)))]  # fmt: skip
 
 
 def decode_handoff_jobs() -> list[tuple[TuneProblem, str, Any]]:
@@ -1420,9 +1420,9 @@ DEEP_SPLIT_SHAPES = [(512, 512, 65536), (512, 512, 32768), (256, 1024, 32768), (
 
 
 def deep_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``DEEP_SPLIT_SHAPES`` (bf16) on the default and on 128x128 and 64x192 tiles of 64 of K
-    split as the default splits them (``hopper_splitk``), and unsplit 64x128 tiles of 128 of K,
-    the deepest ring of 6-4 stages each, three rounds in turn."""
+    """``DEEP_SPLIT_SHAPES`` (bf16) on the default and on 128x256, 128x192, 128x128 and 64x192
+    tiles of 64 of K split as the default splits them (``hopper_splitk``), and unsplit 64x128
+    tiles of 128 of K, the deepest ring of 6-4 stages each, three rounds in turn."""
     from mmaplug.heuristics.default.hopper import hopper_splitk
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -1430,7 +1430,12 @@ def deep_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
         built = [("default", _compiled(problem, pm=hopper))]
-        for cta, warp in (((128, 128, 64), (64, 128, 64)), ((64, 192, 64), (64, 192, 64))):
+        for cta, warp in (
+            ((128, 256, 64), (64, 256, 64)),
+            ((128, 192, 64), (64, 192, 64)),
+            ((128, 128, 64), (64, 128, 64)),
+            ((64, 192, 64), (64, 192, 64)),
+        ):
             split = hopper_splitk(problem.problem(), device, TileShape(*cta))
             tiles = _wgmma_tiles(cta, warp, splitk_factor=split, cluster_dims=(1, 1))
             if found := _deepest(problem, tiles, (6, 5, 4), hopper):

@@ -14,8 +14,8 @@ from .grid import ceil_div, whole_waves
 
 __all__ = [
     "HOPPER_MIN_STAGES", "HOPPER_ROWS", "HOPPER_SPLITK_MAX", "HOPPER_SPLITK_MIN_DEPTH",
-    "PARTIAL_BYTES", "TILES", "HopperTiles", "hopper_candidate", "hopper_tile_score",
-    "scored_tile",
+    "PARTIAL_BYTES", "SPLIT_TILE_INTENSITY", "TILES", "HopperTiles", "hopper_candidate",
+    "hopper_tile_score", "scored_tile",
 ]  # fmt: skip
 
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
@@ -34,6 +34,14 @@ HOPPER_SPLITK_MAX: Final = 32
 # (ncu, run 143); at 4x, 64x128 in 16 and 64x64 in 16: 12.7 -> 11.1 and 14.5 -> 11.4 us bf16,
 # 12.8 -> 11.8 and 14.5 -> 11.3 fp16 (BENCHMARKS.md runs 144 and 146)
 PARTIAL_BYTES: Final = 32
+# A split unit's operand panels count at least its tile's outputs over SPLIT_TILE_INTENSITY a
+# K element: past that many MACs per element loaded (the H100's wgmma rate over about 64 bytes
+# of L2 a clock an SM, 16-bit or FP8 alike) its panels stream under the tensor cores and the
+# unit takes the wgmmas' time whatever its bytes. Where a split fills one wave, 128x256 tiles
+# then score as 128x128 tiles split half as often, and the halved partials decide:
+# 512x512x65536 split 16 on 128x256 tiles 63.4-67.4 us, split 8 on 128x128 59.4 (cuBLAS's
+# decomposition; cuBLAS 57.7-59.7; an H100, run 340). Unsplit tiles keep the bytes alone.
+SPLIT_TILE_INTENSITY: Final = 64
 TILES: Final = frozenset({"cta_tile", "warp_tile", "instruction_tile"})
 
 
@@ -53,11 +61,15 @@ def hopper_tile_score(
     problem: MatmulProblem, device: Device, cta: TileShape, splitk: int = 1
 ) -> tuple[int, int]:
     """(bytes moved, K stages per SM) of a CTA tile split *splitk* ways; lower bytes win. The
-    bytes are the operand panels the SMs load with wave quantization plus, split, the float32
-    partials written and read back."""
+    bytes are the operand panels the SMs load with wave quantization (split, at least the
+    tile's wgmma time: ``SPLIT_TILE_INTENSITY``) plus, split, the float32 partials written and
+    read back."""
     waves = whole_waves(problem, device, cta, splitk)
     k_tiles = ceil_div(ceil_div(problem.k, cta.k), splitk)
-    panels = waves * device.sm_count * k_tiles * (cta.m + cta.n) * cta.k
+    edge = cta.m + cta.n  # the panel elements a K element of the tile loads
+    if splitk > 1:
+        edge = max(edge, cta.m * cta.n // SPLIT_TILE_INTENSITY)
+    panels = waves * device.sm_count * k_tiles * edge * cta.k
     partials = problem.batch * problem.m * problem.n * splitk * PARTIAL_BYTES if splitk > 1 else 0
     return panels * problem.operand_dtype.itemsize + partials, k_tiles * waves
 

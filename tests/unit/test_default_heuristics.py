@@ -205,7 +205,11 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
         (Shape(128, 128, 32768), 32, TileShape(64, 64, 64)),
         # ... a split tile at 64 of K where 128 ties it in bytes
         (Shape(64, 512, 28672), 16, TileShape(64, 64, 64)),
-        (Shape(512, 512, 65536), 16, TileShape(128, 256, 64)),
+        # ... 128x128 split 8, not 128x256 split 16: past 64 MACs an element loaded a split
+        # tile's panels count its wgmma time, and the halved partials decide (run 340)
+        (Shape(512, 512, 65536), 8, TileShape(128, 128, 64)),
+        (Shape(1024, 512, 16384), 4, TileShape(128, 128, 64)),
+        (Shape(512, 384, 16384), 8, TileShape(64, 192, 64)),
         # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
         (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
