@@ -1398,17 +1398,7 @@ DECODE_HANDOFF_ROWS = [TuneProblem(m=m, n=n, k=k, dtype="bfloat16")
 def decode_handoff_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``DECODE_HANDOFF_ROWS`` on the decode kernel's default (hopper blocked) and on hopper's
     transposed product (decode blocked), three rounds in turn, cuBLAS beside."""
-    decode = mp.make_plugin_manager(block=["hopper", "ampere"])
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
-
-    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        built = [
-            ("decode", _compiled(problem, pm=decode)),
-            ("hopper", _compiled(problem, pm=hopper)),
-        ]
-        return [(label, compiled) for label, compiled in built if compiled is not None]
-
-    return _in_turn(((p, sets(p)) for p in DECODE_HANDOFF_ROWS), rounds=3)
+    return _decode_or_hopper(DECODE_HANDOFF_ROWS, default=False)
 
 
 #: deep-K problems whose default splits 128x256 or 128x192 tiles (run 340: at 512x512x65536
@@ -2123,15 +2113,24 @@ def fp8_decode_swap_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``FP8_DECODE_ROWS`` on the decode kernel (hopper blocked) and on hopper's transposed
     product (decode blocked: 64 weight rows, the rows as a wgmma N of 8 or 16, 256 of K a stage,
     the epilogue staged since run 334), three rounds in turn, cuBLASLt beside."""
-    decode = mp.make_plugin_manager(block=["hopper", "ampere"])
-    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    return _decode_or_hopper(FP8_DECODE_ROWS, default=True)
+
+
+def _decode_or_hopper(
+    problems: list[TuneProblem], default: bool
+) -> list[tuple[TuneProblem, str, Any]]:
+    """Each of *problems* on the decode kernel (hopper blocked) and on hopper's plan (decode
+    blocked), with *default* on the default plan first, three rounds in turn."""
+    pms = {"decode": mp.make_plugin_manager(block=["hopper", "ampere"]),
+           "hopper": mp.make_plugin_manager(block=["decode", "ampere"])}  # fmt: skip
+    if default:
+        pms = {"default": None, **pms}
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        built = [("default", _compiled(problem)), ("decode", _compiled(problem, pm=decode)),
-                 ("hopper", _compiled(problem, pm=hopper))]  # fmt: skip
+        built = [(label, _compiled(problem, pm=pm)) for label, pm in pms.items()]
         return [(label, compiled) for label, compiled in built if compiled is not None]
 
-    return _in_turn(((p, sets(p)) for p in FP8_DECODE_ROWS), rounds=3)
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
 #: batches of decode-sized products around the short-row hand-off's bounds (256-byte weight

@@ -78,14 +78,14 @@ STREAMING_UNSPLIT_MAX_K: Final = 16384
 SWAP_ANY_WAVES_M: Final = 16
 # ... and a batch of products of at most SWAP_ANY_WAVES_M rows over 16-bit weight rows of at
 # most SWAP_BATCH_ROW_BYTES, on more tiles than SWAP_BATCH_WAVES waves of the SMs (which the
-# decode kernel hands over): 128
-# weight rows a tile on two consumers, the persistent ring streaming across the batch's tiles
-# where each decode CTA sets up for one K chunk (H100 runs 338-339, graph replays, us, decode
-# -> this: 32 x 1x4096x128 9.60-9.76 -> 7.68-7.87, 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74,
-# 32 x 4x4096x128 10.91 -> 7.62, 16 x 1x4096x128 5.50 -> 5.34, 64 x 1x2048x128 9.89 -> 7.62,
-# fp16 32 x 1x4096x128 9.86 -> 7.68; 32 x 16x4096x128, hopper's unswapped 64x256 tiles before,
-# 10.31 -> 8.67; cuBLAS 5.0-7.5. 64-row tiles of 128 of K took 11.6, of 64 of K 8.3-8.4; at
-# 512-byte rows this tied the decode kernel, 24.61 against 24.80)
+# decode kernel hands over): 128 weight rows a tile on two consumers, the persistent ring
+# streaming across the batch's tiles where each decode CTA sets up for one K chunk (H100
+# runs 338-339, graph replays, us, decode -> this: 32 x 1x4096x128 9.60-9.76 -> 7.68-7.87,
+# 32 x 8x4096x128 11.27-11.49 -> 7.68-7.74, 32 x 4x4096x128 10.91 -> 7.62, 16 x 1x4096x128
+# 5.50 -> 5.34, 64 x 1x2048x128 9.89 -> 7.62, fp16 32 x 1x4096x128 9.86 -> 7.68; 32 x
+# 16x4096x128, hopper's unswapped 64x256 tiles before, 10.31 -> 8.67; cuBLAS 5.0-7.5. 64-row
+# tiles of 128 of K took 11.6, of 64 of K 8.3-8.4; at 512-byte rows this tied the decode
+# kernel, 24.61 against 24.80)
 SWAP_BATCH_ROW_BYTES: Final = 256
 SWAP_BATCH_WAVES: Final = 2  # more tiles than this many waves (run 340: on 2 decode led,
 # 8 x 1x4096x128 3.7 against 4.1 us, 5 x 1x4096x128 3.2 against 4.1; on 4, 16 x 8x4096x128

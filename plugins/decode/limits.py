@@ -27,9 +27,8 @@ from .config import COLS_PER_MMA, MMAS, ROW_TILES, ROWS, chunk_k
 __all__ = [
     "BATCH_SHORT_ROW_BYTES", "BATCH_SWAP_ROWS", "BATCH_SWAP_WAVES", "FP8_CC",
     "FP8_KEEP_TILE_SHARE", "FP8_KEEP_WEIGHT_BYTES", "HANDOFF_KEEP_PLAN", "HANDOFF_M",
-    "HANDOFF_ROW_BYTES",
-    "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS", "WARPS", "instruction",
-    "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
+    "HANDOFF_ROW_BYTES", "HOPPER_SWAP_ROWS", "MAX_M", "MAX_PRODUCTS", "MIN_CC", "REGISTERS",
+    "WARPS", "instruction", "m_tile", "min_cc", "one_wave", "resources", "rules", "space",
 ]  # fmt: skip
 
 MIN_CC: Final = (8, 0)  # mma.sync m16n8k16
