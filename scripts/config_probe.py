@@ -1439,6 +1439,52 @@ def deep_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
+#: deep-K problems whose 128x256 tiles split 4 ways no longer split: as many units as unsplit
+#: 64x128 tiles, as many outputs each, 4096 of K each or less (``SPLIT_PAYS_UNDER``; run 342:
+#: 2048x512x8192 27.6 us unsplit against 35.9 split), and 3072x256x32768, which stays split:
+#: (dtype, m, n, k, the width of the split tile)
+DEEP_UNITS_SHAPES = [
+    *(("bfloat16", m, n, k, 256) for m, n, k in (
+        (256, 4096, 16384), (512, 2048, 8192), (512, 2048, 16384), (768, 1024, 8192),
+        (768, 1024, 16384), (1024, 1024, 8192), (1024, 1024, 16384), (1536, 512, 8192),
+        (1536, 512, 16384), (2048, 512, 8192), (2048, 512, 16384), (3072, 256, 16384),
+        (4096, 256, 16384), (3072, 256, 32768))),
+    *(("float8_e4m3fn", m, n, 16384, 256) for m, n in (
+        (256, 4096), (512, 2048), (768, 1024), (1024, 1024), (1536, 512), (2048, 512),
+        (3072, 256), (4096, 256))),
+]  # fmt: skip
+
+
+def deep_units_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``DEEP_UNITS_SHAPES`` on the default and on the split it had (128-row tiles of 64 of K,
+    128 for FP8, split as ``split_to_one_wave`` splits them), with unsplit
+    64x128 tiles of 128 of K (FP8: 256) beside, the deepest ring of 6-4 stages each, three
+    rounds in turn."""
+    from mmaplug.heuristics.default.grid import split_to_one_wave
+    from mmaplug.heuristics.default.hopper_tiles import HOPPER_SPLITK_MAX
+
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    device = mp.get_device()
+    jobs = []
+    for dtype, m, n, k, width in DEEP_UNITS_SHAPES:
+        scale = "tensor" if dtype.startswith("float8") else None
+        problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
+        depth, inst_k = (128, 32) if scale else (64, 16)
+        cta = (128, width, depth)
+        split = split_to_one_wave(problem.problem(), device, TileShape(*cta), HOPPER_SPLITK_MAX)
+        built = [("default", _compiled(problem, pm=hopper))]
+        split_tiles = _wgmma_tiles(
+            cta, (64, width, depth), inst_k, splitk_factor=split, cluster_dims=(1, 1)
+        )
+        if found := _deepest(problem, split_tiles, (6, 5, 4), hopper):
+            built.append((f"128x{width} k{split} s{found[0]}", found[1]))
+        unsplit = _wgmma_tiles((64, 128, 2 * depth), k=inst_k, splitk_factor=1, cluster_dims=(1, 1))
+        if found := _deepest(problem, unsplit, (6, 5, 4), hopper):
+            built.append((f"64x128x{2 * depth} unsplit s{found[0]}", found[1]))
+        jobs.append((problem, [(lbl, c) for lbl, c in built if c is not None]))
+    return _in_turn(iter(jobs), rounds=3)
+
+
 def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """FP8 (e4m3, per tensor) decode rows on the default and 2, 4 and 8 warps, 4 chunks:
     whether one warp rule, by waves, serves FP8 too."""
@@ -2506,6 +2552,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "fp8_decode_swap": fp8_decode_swap_jobs,
             "decode_under": decode_under_jobs,
             "deep_split": deep_split_jobs,
+            "deep_units": deep_units_jobs,
             "decode_handoff": decode_handoff_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,

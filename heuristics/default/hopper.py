@@ -27,6 +27,7 @@ from .hopper_tiles import (
     HOPPER_ROWS,
     HOPPER_SPLITK_MAX,
     HOPPER_SPLITK_MIN_DEPTH,
+    SPLIT_PAYS_UNDER,
     TILES,
     HopperTiles,
     hopper_candidate,
@@ -200,14 +201,24 @@ def deep_k(problem: MatmulProblem) -> bool:
 
 def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int:
     """Split K of a deep-K problem (``deep_k``) as ``split_to_one_wave`` does, up to
-    HOPPER_SPLITK_MAX, or of a weight-streaming one keeping STREAMING_SPLIT_MIN_BYTES of every
-    weight row a split; 1 otherwise.
+    HOPPER_SPLITK_MAX, where the split pays (``_split_pays``), or of a weight-streaming one
+    keeping STREAMING_SPLIT_MIN_BYTES of every weight row a split; 1 otherwise.
     Our addition: nvFuser's Hopper heuristic never splits K."""
     if deep_k(problem):
-        return split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
+        split = split_to_one_wave(problem, device, cta, HOPPER_SPLITK_MAX)
+        return split if split == 1 or _split_pays(problem, cta, split) else 1
     if streams_weight(problem):
         return streaming_split(problem, device, cta)
     return 1
+
+
+def _split_pays(problem: MatmulProblem, cta: TileShape, split: int) -> bool:
+    """Whether *cta*'s tiles split *split* ways beat unsplit ``SPLIT_PAYS_UNDER`` tiles: their
+    units compute fewer outputs each, run more than its K each, or are more."""
+    under = SPLIT_PAYS_UNDER
+    if cta.m * cta.n // split < under.m * under.n or problem.k // split > under.k:
+        return True
+    return work_units(problem, cta, split) > work_units(problem, under)
 
 
 def _hopper_better(

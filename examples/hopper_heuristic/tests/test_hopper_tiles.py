@@ -78,10 +78,10 @@ def test_deep_k_splits_k(mmaplug_pm):
 
 
 def test_a_split_the_default_chose_is_kept(mmaplug_pm):
-    """K = 16384 over 32 output tiles: the default already splits K (4 ways); the override,
+    """K = 16384 over 16 output tiles: the default already splits K (8 ways); the override,
     which only splits unsplit plans, leaves it."""
-    spec = plan(mmaplug_pm, linear(1024, 1024, 16384))
-    assert (spec.params.splitk_factor, spec.provenance.source("splitk_factor")) == (4, "default")
+    spec = plan(mmaplug_pm, linear(512, 512, 16384))
+    assert (spec.params.splitk_factor, spec.provenance.source("splitk_factor")) == (8, "default")
 
 
 @pytest.mark.parametrize(
