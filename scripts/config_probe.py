@@ -1440,7 +1440,7 @@ def deep_split_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
 
 #: deep-K problems whose 128x256 tiles split 4 ways no longer split: as many units as unsplit
-#: 64x128 tiles, as many outputs each, 4096 of K each or less (``SPLIT_PAYS_UNDER``; run 342:
+#: 64x128 tiles, as many outputs each, 4096 of K each or less (``SPLIT_RIVAL``; run 342:
 #: 2048x512x8192 27.6 us unsplit against 35.9 split), and 3072x256x32768, which stays split:
 #: (dtype, m, n, k, the width of the split tile)
 DEEP_UNITS_SHAPES = [

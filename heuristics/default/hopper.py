@@ -27,7 +27,8 @@ from .hopper_tiles import (
     HOPPER_ROWS,
     HOPPER_SPLITK_MAX,
     HOPPER_SPLITK_MIN_DEPTH,
-    SPLIT_PAYS_UNDER,
+    SPLIT_RIVAL,
+    SPLIT_RIVAL_MAX_K,
     TILES,
     HopperTiles,
     hopper_candidate,
@@ -213,12 +214,12 @@ def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
 
 
 def _split_pays(problem: MatmulProblem, cta: TileShape, split: int) -> bool:
-    """Whether *cta*'s tiles split *split* ways beat unsplit ``SPLIT_PAYS_UNDER`` tiles: their
-    units compute fewer outputs each, run more than its K each, or are more."""
-    under = SPLIT_PAYS_UNDER
-    if cta.m * cta.n // split < under.m * under.n or problem.k // split > under.k:
+    """Whether *cta*'s tiles split *split* ways beat unsplit ``SPLIT_RIVAL`` tiles: their units
+    compute fewer outputs each, run more than ``SPLIT_RIVAL_MAX_K`` of K each, or are more."""
+    rival = SPLIT_RIVAL
+    if cta.m * cta.n // split < rival.m * rival.n or problem.k // split > SPLIT_RIVAL_MAX_K:
         return True
-    return work_units(problem, cta, split) > work_units(problem, under)
+    return work_units(problem, cta, split) > work_units(problem, rival)
 
 
 def _hopper_better(

@@ -14,8 +14,8 @@ from .grid import ceil_div, whole_waves
 
 __all__ = [
     "HOPPER_MIN_STAGES", "HOPPER_ROWS", "HOPPER_SPLITK_MAX", "HOPPER_SPLITK_MIN_DEPTH",
-    "PARTIAL_BYTES", "SPLIT_TILE_INTENSITY", "SPLIT_PAYS_UNDER", "TILES", "HopperTiles",
-    "hopper_candidate", "hopper_tile_score", "scored_tile",
+    "PARTIAL_BYTES", "SPLIT_RIVAL", "SPLIT_RIVAL_MAX_K", "SPLIT_TILE_INTENSITY", "TILES",
+    "HopperTiles", "hopper_candidate", "hopper_tile_score", "scored_tile",
 ]  # fmt: skip
 
 HOPPER_ROWS: Final = 64  # rows of the warp tiles searched: one m64nNk16 wgmma row block
@@ -28,12 +28,14 @@ HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or it
 HOPPER_SPLITK_MIN_DEPTH: Final = 4
 HOPPER_SPLITK_MAX: Final = 32
 # ... and only where its units beat unsplit 64x128 tiles: fewer outputs each, more than 4096
-# of K each, or more units. A split 128x256 tile of at most 4096 of K a unit, as many units
-# as 64x128 tiles, lost to them on all eight 16-bit shapes timed (2048x512x8192 35.9 -> 27.6
-# us, 768x1024x8192 32.0 -> 27.5, 1024x1024x16384 a tie, 56.7-59.7 against 54.0-61.1; an
-# H100, runs 342 and 344). At 8192 of K a unit it won (3072x256x32768 103.4 against 111.2),
-# and 128x192 split 4 (fewer outputs a unit) won 4096x192x16384 by 1.8x
-SPLIT_PAYS_UNDER: Final = TileShape(HOPPER_ROWS, 128, 4096)
+# of K each, or more units. Split 128x256 tiles of at most 4096 of K a unit, as many units as
+# 64x128 tiles, lost to them on six of the seven 16-bit shapes timed and tied on the seventh
+# (2048x512x8192 35.9 -> 27.6 us, 768x1024x8192 32.0 -> 27.5; 1024x1024x16384 56.7-59.7
+# against 54.0-61.1; an H100, runs 342 and 344). At 8192 of K a unit the split won
+# (3072x256x32768 103.4 against 111.2), and 128x192 split 4 (fewer outputs a unit) won
+# 4096x192x16384 by 1.8x
+SPLIT_RIVAL: Final = TileShape(HOPPER_ROWS, 128, 128)  # the unsplit tiles a split must beat
+SPLIT_RIVAL_MAX_K: Final = 4096  # K a unit at or under which a split matching them loses
 # A split's float32 partial per element: 4 bytes written by the gemm and read by the reduce,
 # weighed 4x the operand bytes, which stream from L2 under the wgmmas while neither crossing of
 # a partial overlaps the tensor cores. Weighed 1x (8) the score chose 128x128 tiles in 32 splits
