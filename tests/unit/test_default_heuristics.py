@@ -214,13 +214,16 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
         # at most 4096 of K each): 2048x512x8192 27.6 us unsplit against 35.9-37.2 (run 342)
         (Shape(2048, 512, 8192), 1, TileShape(64, 128, 128)),
         (Shape(1024, 1024, 16384), 1, TileShape(64, 128, 128)),
-        # ... split where its units are more (96 against 72: a tie in run 342; 132 against
-        # 96), run more of K (8192 each: 103.4 against 111.2 us, run 344) or compute fewer
-        # outputs (128x192 split 4 against 64x128 tiles padded to 256 columns: 1.8x faster)
+        # ... split where its units compute fewer outputs each (128x192 split 4: 6,144
+        # against 8,192; a tie at 768x768x8192 in run 342, 45.1 against 58.3 us at
+        # 384x2048x16384, 1.8x faster than 64x128 tiles padded to 256 columns at 4096x192),
+        # run more of K each (8192: 103.4 against 111.2 us, run 344) or are more (128
+        # against 96: 64x128 tiles fit M = 192 whole, 128x256 tiles pad it)
         (Shape(768, 768, 8192), 4, TileShape(128, 192, 64)),
         (Shape(384, 2048, 16384), 4, TileShape(128, 192, 64)),
-        (Shape(3072, 256, 32768), 4, TileShape(128, 256, 64)),
         (Shape(4096, 192, 16384), 4, TileShape(128, 192, 64)),
+        (Shape(3072, 256, 32768), 4, TileShape(128, 256, 64)),
+        (Shape(192, 4096, 16384), 4, TileShape(128, 256, 64)),
         # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
         (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
         # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
