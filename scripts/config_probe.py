@@ -2387,6 +2387,49 @@ def _two_consumers(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, 
     return built
 
 
+#: FP8 (e4m3, per tensor unless named) problems whose default is 128 outputs a row tile by two
+#: consumers of 64x64 warp tiles (128x64, or 64x128 split along N), which tie in bytes with one
+#: consumer's 64x128 warp tile (run 344: 64x128x256 ran 12-26% faster on three deep-K shapes
+#: of four): unsplit below and past one wave, deep K, and split
+FP8_CONSUMER_PROBLEMS = [
+    *(((m, n, k), "float8_e4m3fn", "tensor") for m, n, k in (
+        (1024, 1024, 1024), (1024, 1024, 4096), (768, 1024, 2048), (512, 2048, 2048),
+        (2048, 512, 4096), (128, 8192, 1024), (128, 8192, 4096), (8192, 128, 4096),
+        (256, 4096, 4096), (4096, 256, 4096), (192, 4096, 4096), (1536, 512, 8192),
+        (5120, 128, 32768), (512, 512, 8192), (256, 256, 32768), (128, 1024, 16384),
+        (1024, 192, 8192))),
+    ((1024, 1024, 4096), "float8_e4m3fn", "row"), ((256, 4096, 4096), "float8_e4m3fn", "row"),
+]  # fmt: skip
+
+
+def fp8_consumers_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``FP8_CONSUMER_PROBLEMS`` on their default and on the other arrangements of its 128
+    outputs a row tile (two consumers of 64x64 along M or N, one of 64x128), the default's K a
+    stage, stages, split and pairing kept, the tile order for the grid; three rounds in turn."""
+    from mmaplug.heuristics.default.grid import cta_order_for, tile_grid
+
+    pm = mp.make_plugin_manager(block=["decode", "ampere"])
+    arrangements = {"two 64x64 along M": ((128, 64), (64, 64)),
+                    "two 64x64 along N": ((64, 128), (64, 64)),
+                    "one 64x128": ((64, 128), (64, 128))}  # fmt: skip
+
+    def others(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
+        params, built = spec.params, []
+        for label, ((m, n), (wm, wn)) in arrangements.items():
+            if (params.cta_tile.m, params.cta_tile.n, params.warp_tile.n) == (m, n, wn):
+                continue  # the default itself
+            cta = (m, n, params.cta_tile.k)
+            order = cta_order_for(*tile_grid(spec.problem, TileShape(*cta)))
+            ov = _wgmma_tiles(cta, (wm, wn, params.cta_tile.k), 32, stages=params.stages,
+                              splitk_factor=params.splitk_factor, cta_order=order.name,
+                              cluster_dims=tuple(params.cluster_dims))  # fmt: skip
+            if (compiled := _compiled(problem, pm=pm, overrides=ov)) is not None:
+                built.append((label, compiled))
+        return built
+
+    return _in_turn(_beside_default(FP8_CONSUMER_PROBLEMS, pm, others), rounds=3)
+
+
 #: wide-weight problems (N >= 16 M) on 64x128 tiles, each default beside the same tile at the
 #: other K depth, three rounds in turn (run 315): past one row tile the default takes 64 of K
 #: in 8 stages (run 312's rule) against 128 in 4, at one row tile (the last four) the reverse
@@ -2558,6 +2601,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
             "narrow_pairs": narrow_pairs_jobs,
             "one_consumer": one_consumer_jobs,
+            "fp8_consumers": fp8_consumers_jobs,
             "k_depth": k_depth_jobs,
             "wide_k": wide_k_jobs,
             "odd_pitch": odd_pitch_jobs,

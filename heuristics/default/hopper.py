@@ -57,7 +57,16 @@ BLOCK_SCALED_MAX_STAGES: Final = 4
 # consumer warp group with the wider wgmma wins: 64x128 ran 1.3x and 1.8x faster than 128x64
 # (two 64x64 warp tiles) at 96x6144x4096 and 192x4096x14336, BENCHMARKS.md runs 92-93. FP8
 # keeps nvFuser's order: its single 64x192 warp tile lost 5-7% at 1000x1040x528 (run 93) and
-# spills beside fused FP8 epilogues
+# spills beside fused FP8 epilogues. But on a tie of bytes between tiles of as many outputs,
+# one FP8 consumer's warp tile up to FP8_ONE_CONSUMER_N wide wins over two consumers' 64x64
+# where it makes no more work units and more than one column of tiles (``_one_consumer_wins``;
+# block scales keep nvFuser's order, untimed). On an H100 (BENCHMARKS.md runs 344-345, e4m3,
+# us) 64x128 ran 1-14% faster than 128x64 on 17 such rows and tied on one: 1024x1024x4096
+# 9.6 / 10.4-10.5, 1536x512x8192 13.6 / 15.4, 1024x1024x16384 32.2-33.5 / 36.7-37.4,
+# 512x512x8192 split 4 level; 1.6x where it pads less (192x4096x4096: 8.9 / 14.5). It lost
+# where it pads more (1024x192x8192 split 4: 12.6 / 10.5; 4096x192x16384) and by 2-3% where
+# it spans N in one column of tiles (8192x128x4096, 5120x128x32768: 73.5-74.3 / 71.2)
+FP8_ONE_CONSUMER_N: Final = 128
 HOPPER_CTA_K: Final = (256, 192, 128, 64)
 # ... and on a tie of bytes between K depths of a 16-bit tile of 64x192 outputs or more, 64 of
 # K a stage (128 bytes, one swizzle row) and the deepest ring that fits win, where nvFuser's
@@ -226,13 +235,40 @@ def _hopper_better(
     candidate: HopperTiles, best: HopperTiles | None, problem: MatmulProblem
 ) -> bool:
     """``_nvfuser_better``, but on a tie between K depths of one tile the 16-bit one of
-    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first."""
+    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first, and on a tie of as many outputs
+    one FP8 consumer (``_one_fp8_consumer``) first."""
     if best is not None and candidate.score == best.score:
-        depths = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
-        shallow = _shallow(candidate, problem)
-        if depths and shallow != _shallow(best, problem):
-            return shallow
+        if _depth_tie(candidate, best, problem):
+            return _shallow(candidate, problem)
+        if _one_consumer_wins(candidate, best, problem):
+            return True
+        if _one_consumer_wins(best, candidate, problem):
+            return False
     return _nvfuser_better(candidate, best)
+
+
+def _depth_tie(candidate: HopperTiles, best: HopperTiles, problem: MatmulProblem) -> bool:
+    """Tiles of the same outputs that ``_shallow`` tells apart (by their K depth)."""
+    outputs = (candidate.cta.m, candidate.cta.n) == (best.cta.m, best.cta.n)
+    return outputs and _shallow(candidate, problem) != _shallow(best, problem)
+
+
+def _one_consumer_wins(one: HopperTiles, other: HopperTiles, problem: MatmulProblem) -> bool:
+    """Whether *one*, ``_one_fp8_consumer`` where *other* is not, wins their tie of bytes: as
+    many outputs a tile, no more work units (no more padding), more than one column of tiles."""
+    if not _one_fp8_consumer(one, problem) or _one_fp8_consumer(other, problem):
+        return False
+    outputs = one.cta.m * one.cta.n == other.cta.m * other.cta.n
+    units = work_units(problem, one.cta, one.splitk) <= work_units(problem, other.cta, other.splitk)
+    return outputs and units and tile_grid(problem, one.cta)[1] > 1
+
+
+def _one_fp8_consumer(tiles: HopperTiles, problem: MatmulProblem) -> bool:
+    """An FP8 CTA tile that is one consumer's warp tile, at most ``FP8_ONE_CONSUMER_N`` wide,
+    of sums scaled after the product (block scales' promotion was not timed on one)."""
+    one = (tiles.cta.m, tiles.cta.n) == (tiles.warp.m, tiles.warp.n)
+    fp8 = problem.operand_dtype.itemsize == 1 and not problem.block_scaled
+    return fp8 and one and tiles.warp.n <= FP8_ONE_CONSUMER_N
 
 
 def _nvfuser_better(candidate: HopperTiles, best: HopperTiles | None) -> bool:
@@ -319,7 +355,12 @@ def _search_tiles(
                 splitk = hopper_splitk(ask.problem, ask.device, cta)
                 candidate = scored_tile(ask, cta, warp, splitk)
                 if candidate is not None and _hopper_better(candidate, best, ask.problem):
-                    tied = best is not None and not _nvfuser_better(candidate, best)
+                    tied = (
+                        best is not None
+                        and candidate.score == best.score
+                        and _depth_tie(candidate, best, ask.problem)
+                        and not _nvfuser_better(candidate, best)
+                    )
                     best = candidate
     # the deepest ring: the bytes in flight of the deeper K's (not for split units: 8 stages
     # ran 2-17% slower than 6 on three of four deep-K rows in run 146 and 4-5% faster in runs

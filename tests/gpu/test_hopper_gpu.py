@@ -565,7 +565,7 @@ DEEP_K = [
     ((128, 128, 32768, 1), "alpha_beta", mp.bfloat16),
     ((64, 512, 28672, 1), "bias_gelu", mp.float16),
     ((200, 136, 9000, 2), "relu_aux", mp.float16),
-    ((1024, 1024, 16384, 1), "bias_gelu", mp.bfloat16),  # 2**20 outputs: 4 a reduce thread
+    ((1024, 1024, 32768, 1), "bias_gelu", mp.bfloat16),  # 2**20 outputs: 4 a reduce thread
 ]
 
 

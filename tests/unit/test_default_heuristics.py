@@ -391,6 +391,43 @@ def test_hopper_ties_of_bytes_go_to_128_bytes_of_k_on_wide_16_bit_tiles(
 
 
 @pytest.mark.parametrize(
+    ("shape", "cta", "warp_n", "split"),
+    [
+        # two consumers' 128x64 tiles tie one consumer's 64x128 in bytes: the one wins,
+        # unsplit or split (an H100, run 345: 1024x1024x4096 9.6 against 10.4-10.5 us,
+        # 1536x512x8192 13.6 against 15.4, 128x1024x16384 split 8 9.9-10.1 against 10.3-10.5;
+        # run 344: 1024x1024x16384 32.2-33.5 against 36.7-37.4)
+        (Shape(1024, 1024, 16384), TileShape(64, 128, 256), 128, 1),
+        (Shape(1024, 1024, 4096), TileShape(64, 128, 256), 128, 1),
+        (Shape(128, 1024, 16384), TileShape(64, 128, 128), 128, 8),
+        # ... and where it pads less (96 tiles against 128 at M = 192: 8.9 against 14.5)
+        (Shape(192, 4096, 4096), TileShape(64, 128, 256), 128, 1),
+        # not where it pads more (N = 192: 128 units against 96; 12.6 against 10.5 us split
+        # 4) or spans N in one column of tiles (8192x128x4096 10.5-10.8 against 10.3-10.6)
+        (Shape(1024, 192, 8192), TileShape(128, 64, 128), 64, 4),
+        (Shape(8192, 128, 4096), TileShape(128, 64, 256), 64, 1),
+        # no tie with two 64x64 consumers: wider tiles and one consumer's 64x64 keep their plan
+        (Shape(4096, 4096, 4096), TileShape(128, 256, 128), 256, 1),
+        (Shape(1000, 1040, 528), TileShape(128, 128, 128), 128, 1),
+        (Shape(128, 4096, 4096), TileShape(64, 64, 256), 64, 1),
+    ],
+    ids=str,
+)
+def test_fp8_ties_of_outputs_go_to_one_consumer(
+    shape: Shape, cta: TileShape, warp_n: int, split: int
+) -> None:
+    """On a tie of bytes between FP8 tiles of as many outputs, one consumer's warp tile up to
+    ``FP8_ONE_CONSUMER_N`` wide wins over two consumers' 64x64 where it makes no more work
+    units and more than one column of tiles (``_one_consumer_wins``)."""
+    h100 = get_device("h100")
+    prob = problem(shape.m, shape.n, shape.k, dtype=DType.float8_e4m3fn, out=DType.bfloat16)
+    params = mmaplug_matmul_params(prob, h100, "hopper")
+    assert params is not None and params.cta_tile == cta
+    assert (params.warp_tile.n, params.splitk_factor) == (warp_n, split)
+    assert LIMITS["hopper"].violations(params, prob, h100) == []
+
+
+@pytest.mark.parametrize(
     ("shape", "cta"),
     [
         # 336 tiles of 128x256 in 3 waves of 132 (the last 72) -> 384 of 128x224
