@@ -61,7 +61,7 @@ BLOCK_SCALED_MAX_STAGES: Final = 4
 # one FP8 consumer's warp tile up to FP8_ONE_CONSUMER_N wide wins over two consumers' 64x64
 # where it makes no more work units and more than one column of tiles (``_one_consumer_wins``;
 # block scales keep nvFuser's order, untimed). On an H100 (BENCHMARKS.md runs 344-345, e4m3,
-# us) 64x128 ran 1-14% faster than 128x64 on 17 such rows and tied on one: 1024x1024x4096
+# us) 64x128 ran 1-14% faster than 128x64 on 16 such rows and tied on one: 1024x1024x4096
 # 9.6 / 10.4-10.5, 1536x512x8192 13.6 / 15.4, 1024x1024x16384 32.2-33.5 / 36.7-37.4,
 # 512x512x8192 split 4 level; 1.6x where it pads less (192x4096x4096: 8.9 / 14.5). It lost
 # where it pads more (1024x192x8192 split 4: 12.6 / 10.5; 4096x192x16384) and by 2-3% where
