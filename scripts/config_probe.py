@@ -2402,10 +2402,28 @@ FP8_CONSUMER_PROBLEMS = [
 ]  # fmt: skip
 
 
+#: 16-bit problems whose default is one consumer's 64x128 tile spanning N in one column, the
+#: FP8 case where two consumers' 128x64 led by 2-3% (run 345: e4m3 8192x128x4096,
+#: 5120x128x32768); 16-bit ties go to the one consumer (``HOPPER_WARP_GRIDS``)
+CONSUMER_16_PROBLEMS = [((m, 128, k), "bfloat16", "") for m, k in (
+    (8192, 4096), (8192, 16384), (5120, 32768), (5120, 2048), (1024, 8192))]  # fmt: skip
+
+
 def fp8_consumers_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """``FP8_CONSUMER_PROBLEMS`` on their default and on the other arrangements of its 128
-    outputs a row tile (two consumers of 64x64 along M or N, one of 64x128), the default's K a
-    stage, stages, split and pairing kept, the tile order for the grid; three rounds in turn."""
+    outputs a row tile (``_consumer_jobs``)."""
+    return _consumer_jobs(FP8_CONSUMER_PROBLEMS)
+
+
+def consumers_16_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``CONSUMER_16_PROBLEMS`` likewise."""
+    return _consumer_jobs(CONSUMER_16_PROBLEMS)
+
+
+def _consumer_jobs(rows: list[tuple[Any, ...]]) -> list[tuple[TuneProblem, str, Any]]:
+    """*rows* on their default and on the other arrangements of its 128 outputs a row tile
+    (two consumers of 64x64 along M or N, one of 64x128), the default's K a stage, stages,
+    split and pairing kept, the tile order for the grid; three rounds in turn."""
     from mmaplug.heuristics.default.grid import cta_order_for, tile_grid
 
     pm = mp.make_plugin_manager(block=["decode", "ampere"])
@@ -2415,19 +2433,20 @@ def fp8_consumers_jobs() -> list[tuple[TuneProblem, str, Any]]:
 
     def others(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
         params, built = spec.params, []
+        inst_k = 32 if spec.problem.operand_dtype.itemsize == 1 else 16
         for label, ((m, n), (wm, wn)) in arrangements.items():
             if (params.cta_tile.m, params.cta_tile.n, params.warp_tile.n) == (m, n, wn):
                 continue  # the default itself
             cta = (m, n, params.cta_tile.k)
             order = cta_order_for(*tile_grid(spec.problem, TileShape(*cta)))
-            ov = _wgmma_tiles(cta, (wm, wn, params.cta_tile.k), 32, stages=params.stages,
+            ov = _wgmma_tiles(cta, (wm, wn, params.cta_tile.k), inst_k, stages=params.stages,
                               splitk_factor=params.splitk_factor, cta_order=order.name,
                               cluster_dims=tuple(params.cluster_dims))  # fmt: skip
             if (compiled := _compiled(problem, pm=pm, overrides=ov)) is not None:
                 built.append((label, compiled))
         return built
 
-    return _in_turn(_beside_default(FP8_CONSUMER_PROBLEMS, pm, others), rounds=3)
+    return _in_turn(_beside_default(rows, pm, others), rounds=3)
 
 
 #: wide-weight problems (N >= 16 M) on 64x128 tiles, each default beside the same tile at the
@@ -2602,6 +2621,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "narrow_pairs": narrow_pairs_jobs,
             "one_consumer": one_consumer_jobs,
             "fp8_consumers": fp8_consumers_jobs,
+            "consumers_16": consumers_16_jobs,
             "k_depth": k_depth_jobs,
             "wide_k": wide_k_jobs,
             "odd_pitch": odd_pitch_jobs,
