@@ -235,8 +235,8 @@ def _hopper_better(
     candidate: HopperTiles, best: HopperTiles | None, problem: MatmulProblem
 ) -> bool:
     """``_nvfuser_better``, but on a tie between K depths of one tile the 16-bit one of
-    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first, and on a tie of as many outputs
-    one FP8 consumer (``_one_fp8_consumer``) first."""
+    ``HOPPER_TIE_K_BYTES`` of K a stage (``_shallow``) first, and between one FP8 consumer
+    and two the one where ``_one_consumer_wins``."""
     if best is not None and candidate.score == best.score:
         if _depth_tie(candidate, best, problem):
             return _shallow(candidate, problem)
