@@ -2387,8 +2387,8 @@ def _two_consumers(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, 
     return built
 
 
-#: FP8 (e4m3, per tensor unless named) problems whose default is 128 outputs a row tile by two
-#: consumers of 64x64 warp tiles (128x64, or 64x128 split along N), which tie in bytes with one
+#: FP8 (e4m3, per tensor unless named) problems whose default was, before run 345, 128 outputs a
+#: row tile by two consumers of 64x64 warp tiles (128x64), which tie in bytes with one
 #: consumer's 64x128 warp tile (run 344: 64x128x256 ran 12-26% faster on three deep-K shapes
 #: of four): unsplit below and past one wave, deep K, and split
 FP8_CONSUMER_PROBLEMS = [
@@ -2433,15 +2433,16 @@ def _consumer_jobs(rows: list[tuple[Any, ...]]) -> list[tuple[TuneProblem, str, 
 
     def others(problem: TuneProblem, spec: Any, pm: Any) -> list[tuple[str, Any]]:
         params, built = spec.params, []
-        inst_k = 32 if spec.problem.operand_dtype.itemsize == 1 else 16
         for label, ((m, n), (wm, wn)) in arrangements.items():
             if (params.cta_tile.m, params.cta_tile.n, params.warp_tile.n) == (m, n, wn):
                 continue  # the default itself
             cta = (m, n, params.cta_tile.k)
             order = cta_order_for(*tile_grid(spec.problem, TileShape(*cta)))
-            ov = _wgmma_tiles(cta, (wm, wn, params.cta_tile.k), inst_k, stages=params.stages,
-                              splitk_factor=params.splitk_factor, cta_order=order.name,
-                              cluster_dims=tuple(params.cluster_dims))  # fmt: skip
+            ov = _wgmma_tiles(
+                cta, (wm, wn, params.cta_tile.k), params.instruction_tile.k,
+                stages=params.stages, splitk_factor=params.splitk_factor,
+                cta_order=order.name, cluster_dims=tuple(params.cluster_dims),
+            )  # fmt: skip
             if (compiled := _compiled(problem, pm=pm, overrides=ov)) is not None:
                 built.append((label, compiled))
         return built

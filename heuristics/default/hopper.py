@@ -357,7 +357,6 @@ def _search_tiles(
                 if candidate is not None and _hopper_better(candidate, best, ask.problem):
                     tied = (
                         best is not None
-                        and candidate.score == best.score
                         and _depth_tie(candidate, best, ask.problem)
                         and not _nvfuser_better(candidate, best)
                     )
