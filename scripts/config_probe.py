@@ -1455,18 +1455,30 @@ DEEP_UNITS_SHAPES = [
 ]  # fmt: skip
 
 
-def deep_units_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``DEEP_UNITS_SHAPES`` on the default and on the split it had (128-row tiles of 64 of K,
-    128 for FP8, split as ``split_to_one_wave`` splits them), with unsplit
-    64x128 tiles of 128 of K (FP8: 256) beside, the deepest ring of 6-4 stages each, three
-    rounds in turn."""
+FP8_DEEP_BYTES_SHAPES = [
+    ("float8_e4m3fn", m, n, 32768, 256)
+    for m, n in ((128, 8192), (512, 2048), (1024, 1024), (2048, 512), (3072, 256))
+]
+
+
+def fp8_deep_bytes_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``deep_units_jobs`` on ``FP8_DEEP_BYTES_SHAPES``: e4m3 splits of 8192 of K a unit (8 KiB
+    of each row, as 16-bit ones of 4096) against unsplit 64x128x256 tiles."""
+    return deep_units_jobs(FP8_DEEP_BYTES_SHAPES)
+
+
+def deep_units_jobs(shapes: list | None = None) -> list[tuple[TuneProblem, str, Any]]:
+    """*shapes* (``DEEP_UNITS_SHAPES`` when None) on the default and on the split it had
+    (128-row tiles of 64 of K, 128 for FP8, split as ``split_to_one_wave`` splits them), with
+    unsplit 64x128 tiles of 128 of K (FP8: 256) beside, the deepest ring of 6-4 stages each,
+    three rounds in turn."""
     from mmaplug.heuristics.default.grid import split_to_one_wave
     from mmaplug.heuristics.default.hopper_tiles import HOPPER_SPLITK_MAX
 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     device = mp.get_device()
     jobs = []
-    for dtype, m, n, k, width in DEEP_UNITS_SHAPES:
+    for dtype, m, n, k, width in shapes or DEEP_UNITS_SHAPES:
         scale = "tensor" if dtype.startswith("float8") else None
         problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
         depth, inst_k = (128, 32) if scale else (64, 16)
@@ -2616,6 +2628,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "decode_under": decode_under_jobs,
             "deep_split": deep_split_jobs,
             "deep_units": deep_units_jobs,
+            "fp8_deep_bytes": fp8_deep_bytes_jobs,
             "decode_handoff": decode_handoff_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,

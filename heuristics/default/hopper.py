@@ -28,7 +28,7 @@ from .hopper_tiles import (
     HOPPER_SPLITK_MAX,
     HOPPER_SPLITK_MIN_DEPTH,
     SPLIT_RIVAL,
-    SPLIT_RIVAL_MAX_K,
+    SPLIT_RIVAL_ROW_BYTES,
     TILES,
     HopperTiles,
     hopper_candidate,
@@ -224,9 +224,11 @@ def hopper_splitk(problem: MatmulProblem, device: Device, cta: TileShape) -> int
 
 def _split_pays(problem: MatmulProblem, cta: TileShape, split: int) -> bool:
     """Whether *cta*'s tiles split *split* ways beat unsplit ``SPLIT_RIVAL`` tiles: their units
-    compute fewer outputs each, run more than ``SPLIT_RIVAL_MAX_K`` of K each, or are more."""
+    compute fewer outputs each, run more than ``SPLIT_RIVAL_ROW_BYTES`` of each operand row
+    each, or are more."""
     rival = SPLIT_RIVAL
-    if cta.m * cta.n // split < rival.m * rival.n or problem.k // split > SPLIT_RIVAL_MAX_K:
+    row_bytes = problem.k * problem.operand_dtype.itemsize
+    if cta.m * cta.n // split < rival.m * rival.n or row_bytes // split > SPLIT_RIVAL_ROW_BYTES:
         return True
     return work_units(problem, cta, split) > work_units(problem, rival)
 

@@ -14,7 +14,7 @@ from .grid import ceil_div, whole_waves
 
 __all__ = [
     "HOPPER_MIN_STAGES", "HOPPER_ROWS", "HOPPER_SPLITK_MAX", "HOPPER_SPLITK_MIN_DEPTH",
-    "PARTIAL_BYTES", "SPLIT_RIVAL", "SPLIT_RIVAL_MAX_K", "SPLIT_TILE_INTENSITY", "TILES",
+    "PARTIAL_BYTES", "SPLIT_RIVAL", "SPLIT_RIVAL_ROW_BYTES", "SPLIT_TILE_INTENSITY", "TILES",
     "HopperTiles", "hopper_candidate", "hopper_tile_score", "scored_tile",
 ]  # fmt: skip
 
@@ -27,15 +27,16 @@ HOPPER_MIN_STAGES: Final = 3  # nvFuser: a tile must fit this many stages (or it
 # runs 86-87; powers of two up to 32 (32 of 4 tiles beat 16 by 10% at 128x128x32768)
 HOPPER_SPLITK_MIN_DEPTH: Final = 4
 HOPPER_SPLITK_MAX: Final = 32
-# ... and only where its units beat unsplit 64x128 tiles: fewer outputs each, more than 4096
-# of K each, or more units. Split 128x256 tiles of at most 4096 of K a unit, as many units as
-# 64x128 tiles, lost to them on six of the seven 16-bit shapes timed and tied on the seventh
-# (2048x512x8192 35.9 -> 27.6 us, 768x1024x8192 32.0 -> 27.5; 1024x1024x16384 56.7-59.7
-# against 54.0-61.1; an H100, runs 342 and 344). At 8192 of K a unit the split won
-# (3072x256x32768 103.4 against 111.2), and 128x192 split 4 (fewer outputs a unit) won
-# 4096x192x16384 by 1.8x
+# ... and only where its units beat unsplit 64x128 tiles: fewer outputs each, more than 8 KiB of
+# each operand row each (4096 of 16-bit K, 8192 of FP8), or more units. Split 128x256 tiles of
+# at most 4096 of K a unit, as many units as 64x128 tiles, lost to them on six of the seven
+# 16-bit shapes timed and tied on the seventh (2048x512x8192 35.9 -> 27.6 us, 768x1024x8192
+# 32.0 -> 27.5; 1024x1024x16384 56.7-59.7 against 54.0-61.1; an H100, runs 342 and 344). At
+# 8192 of K a unit the split won (3072x256x32768 103.4 against 111.2), and 128x192 split 4
+# (fewer outputs a unit) won 4096x192x16384 by 1.8x. FP8 at 8192 of K a unit (8 KiB) lost as
+# 16-bit at 4096: e4m3 2048x512x32768 128x256 split 4 64.1-65.8, unsplit 64x128x256 57.1-57.8
 SPLIT_RIVAL: Final = TileShape(HOPPER_ROWS, 128, 128)  # the unsplit tiles a split must beat
-SPLIT_RIVAL_MAX_K: Final = 4096  # K a unit at or under which a split matching them loses
+SPLIT_RIVAL_ROW_BYTES: Final = 8192  # bytes of K a unit at or under which a split matching loses
 # A split's float32 partial per element: 4 bytes written by the gemm and read by the reduce,
 # weighed 4x the operand bytes, which stream from L2 under the wgmmas while neither crossing of
 # a partial overlaps the tensor cores. Weighed 1x (8) the score chose 128x128 tiles in 32 splits

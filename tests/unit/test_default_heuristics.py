@@ -252,6 +252,28 @@ def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
 
 
 @pytest.mark.parametrize(
+    ("shape", "splitk", "cta"),
+    [
+        # a split's units against unsplit 64x128 tiles count K in bytes: 8192 of FP8 K a unit
+        # is 8 KiB of a row, as 4096 of 16-bit K, and lost as those did (e4m3 2048x512x32768
+        # on 128x256 split 4 64.1-65.8 us, unsplit 64x128x256 57.1-57.8; an H100, run 344)
+        (Shape(2048, 512, 32768), 1, TileShape(64, 128, 256)),
+        (Shape(1024, 1024, 32768), 1, TileShape(64, 128, 256)),
+        # ... 16 KiB a unit keeps the split, as 8192 of 16-bit K did (run 344)
+        (Shape(2048, 512, 65536), 4, TileShape(128, 256, 128)),
+        # ... and so does a split that computes fewer outputs a unit
+        (Shape(4096, 192, 32768), 4, TileShape(128, 192, 128)),
+    ],
+    ids=str,
+)
+def test_fp8_splits_count_k_in_bytes(shape: Shape, splitk: int, cta: TileShape) -> None:
+    prob = problem(shape.m, shape.n, shape.k, dtype=DType.float8_e4m3fn)
+    params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
+    assert params is not None
+    assert (params.splitk_factor, params.cta_tile) == (splitk, cta)
+
+
+@pytest.mark.parametrize(
     ("shape", "cols"),
     [
         (Shape(32, 6144, 4096), 32),
