@@ -1467,8 +1467,8 @@ def fp8_deep_bytes_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return deep_units_jobs(FP8_DEEP_BYTES_SHAPES)
 
 
-def deep_units_jobs(shapes: list | None = None) -> list[tuple[TuneProblem, str, Any]]:
-    """*shapes* (``DEEP_UNITS_SHAPES`` when None) on the default and on the split it had
+def deep_units_jobs(shapes: list = DEEP_UNITS_SHAPES) -> list[tuple[TuneProblem, str, Any]]:
+    """*shapes* on the default and on the split it had
     (128-row tiles of 64 of K, 128 for FP8, split as ``split_to_one_wave`` splits them), with
     unsplit 64x128 tiles of 128 of K (FP8: 256) beside, the deepest ring of 6-4 stages each,
     three rounds in turn."""
@@ -1478,7 +1478,7 @@ def deep_units_jobs(shapes: list | None = None) -> list[tuple[TuneProblem, str, 
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     device = mp.get_device()
     jobs = []
-    for dtype, m, n, k, width in shapes or DEEP_UNITS_SHAPES:
+    for dtype, m, n, k, width in shapes:
         scale = "tensor" if dtype.startswith("float8") else None
         problem = TuneProblem(m=m, n=n, k=k, dtype=dtype, scale=scale)
         depth, inst_k = (128, 32) if scale else (64, 16)

@@ -196,51 +196,66 @@ def test_hopper_keeps_the_tile_order_where_l2_is_unknown() -> None:
     assert params is not None and params.grid_swizzle_factor == 1
 
 
+#: (shape, split, CTA tile) of 16-bit defaults
+SPLITS_16 = [
+    # deep K over few tiles: split until the units fill one wave (H200 runs 86-87), the
+    # tile chosen with the partials weighed 4x (runs 143-146: fewer splits of smaller tiles)
+    (Shape(256, 256, 16384), 16, TileShape(64, 128, 64)),
+    (Shape(128, 128, 32768), 32, TileShape(64, 64, 64)),
+    # ... a split tile at 64 of K where 128 ties it in bytes
+    (Shape(64, 512, 28672), 16, TileShape(64, 64, 64)),
+    # ... 128x128 split 8, not 128x256 split 16: past 64 MACs an element loaded a split
+    # tile's panels count its wgmma time, and the halved partials decide (run 340)
+    (Shape(512, 512, 65536), 8, TileShape(128, 128, 64)),
+    (Shape(1024, 512, 16384), 4, TileShape(128, 128, 64)),
+    (Shape(512, 384, 16384), 8, TileShape(64, 192, 64)),
+    # ... not where its units match unsplit 64x128 tiles (as many, as many outputs each,
+    # at most 4096 of K each): 2048x512x8192 27.6 us unsplit against 35.9-37.2 (run 342)
+    (Shape(2048, 512, 8192), 1, TileShape(64, 128, 128)),
+    (Shape(1024, 1024, 16384), 1, TileShape(64, 128, 128)),
+    # ... split where its units compute fewer outputs each (128x192 split 4: 6,144
+    # against 8,192; a tie at 768x768x8192 in run 342, 45.1 against 58.3 us at
+    # 384x2048x16384, 1.8x faster than 64x128 tiles padded to 256 columns at 4096x192),
+    # run more of K each (8192: 103.4 against 111.2 us, run 344) or are more (128
+    # against 96: 64x128 tiles fit M = 192 whole, 128x256 tiles pad it)
+    (Shape(768, 768, 8192), 4, TileShape(128, 192, 64)),
+    (Shape(384, 2048, 16384), 4, TileShape(128, 192, 64)),
+    (Shape(4096, 192, 16384), 4, TileShape(128, 192, 64)),
+    (Shape(3072, 256, 32768), 4, TileShape(128, 256, 64)),
+    (Shape(192, 4096, 16384), 4, TileShape(128, 256, 64)),
+    # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
+    (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
+    # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
+    (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 64)),
+    # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
+    # swapped): 64x128 tiles, unsplit where they fill a quarter of the SMs (runs 92-93)
+    (Shape(64, 28672, 4096), 1, TileShape(64, 128, 128)),
+    (Shape(256, 8192, 8192), 1, TileShape(128, 128, 64)),
+    (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
+]
+
+
 @pytest.mark.parametrize(
-    ("shape", "splitk", "cta"),
+    ("shape", "splitk", "cta", "dtype"),
     [
-        # deep K over few tiles: split until the units fill one wave (H200 runs 86-87), the
-        # tile chosen with the partials weighed 4x (runs 143-146: fewer splits of smaller tiles)
-        (Shape(256, 256, 16384), 16, TileShape(64, 128, 64)),
-        (Shape(128, 128, 32768), 32, TileShape(64, 64, 64)),
-        # ... a split tile at 64 of K where 128 ties it in bytes
-        (Shape(64, 512, 28672), 16, TileShape(64, 64, 64)),
-        # ... 128x128 split 8, not 128x256 split 16: past 64 MACs an element loaded a split
-        # tile's panels count its wgmma time, and the halved partials decide (run 340)
-        (Shape(512, 512, 65536), 8, TileShape(128, 128, 64)),
-        (Shape(1024, 512, 16384), 4, TileShape(128, 128, 64)),
-        (Shape(512, 384, 16384), 8, TileShape(64, 192, 64)),
-        # ... not where its units match unsplit 64x128 tiles (as many, as many outputs each,
-        # at most 4096 of K each): 2048x512x8192 27.6 us unsplit against 35.9-37.2 (run 342)
-        (Shape(2048, 512, 8192), 1, TileShape(64, 128, 128)),
-        (Shape(1024, 1024, 16384), 1, TileShape(64, 128, 128)),
-        # ... split where its units compute fewer outputs each (128x192 split 4: 6,144
-        # against 8,192; a tie at 768x768x8192 in run 342, 45.1 against 58.3 us at
-        # 384x2048x16384, 1.8x faster than 64x128 tiles padded to 256 columns at 4096x192),
-        # run more of K each (8192: 103.4 against 111.2 us, run 344) or are more (128
-        # against 96: 64x128 tiles fit M = 192 whole, 128x256 tiles pad it)
-        (Shape(768, 768, 8192), 4, TileShape(128, 192, 64)),
-        (Shape(384, 2048, 16384), 4, TileShape(128, 192, 64)),
-        (Shape(4096, 192, 16384), 4, TileShape(128, 192, 64)),
-        (Shape(3072, 256, 32768), 4, TileShape(128, 256, 64)),
-        (Shape(192, 4096, 16384), 4, TileShape(128, 256, 64)),
-        # ... where 64x192 ties 128x128 in bytes: one consumer warp group wins the tie
-        (Shape(200, 136, 9000, batch=2), 16, TileShape(64, 192, 64)),
-        # deep, but 48+ tiles already fill over a quarter of the SMs (split 2 lost 1.7x)
-        (Shape(1536, 1000, 7168), 1, TileShape(128, 128, 64)),
-        # not deep: a weight-streaming row over more than one wave of 64 weight rows (not
-        # swapped): 64x128 tiles, unsplit where they fill a quarter of the SMs (runs 92-93)
-        (Shape(64, 28672, 4096), 1, TileShape(64, 128, 128)),
-        (Shape(256, 8192, 8192), 1, TileShape(128, 128, 64)),
-        (Shape(4096, 4096, 4096), 1, TileShape(128, 256, 64)),
+        *((shape, splitk, cta, DType.float16) for shape, splitk, cta in SPLITS_16),
+        # a split's units against unsplit 64x128 tiles count K in bytes: 8192 of FP8 K a unit
+        # is 8 KiB of a row, as 4096 of 16-bit K, and lost as those did (e4m3 2048x512x32768
+        # on 128x256 split 4 64.1-65.8 us, unsplit 64x128x256 57.1-57.8; an H100, run 344)
+        (Shape(2048, 512, 32768), 1, TileShape(64, 128, 256), DType.float8_e4m3fn),
+        (Shape(1024, 1024, 32768), 1, TileShape(64, 128, 256), DType.float8_e4m3fn),
+        # ... 16 KiB a unit keeps the split, as 8192 of 16-bit K did (run 344)
+        (Shape(2048, 512, 65536), 4, TileShape(128, 256, 128), DType.float8_e4m3fn),
+        # ... and so does a split that computes fewer outputs a unit
+        (Shape(4096, 192, 32768), 4, TileShape(128, 192, 128), DType.float8_e4m3fn),
     ],
     ids=str,
 )
 def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
-    shape: Shape, splitk: int, cta: TileShape
+    shape: Shape, splitk: int, cta: TileShape, dtype: DType
 ) -> None:
     h200 = get_device("h200")
-    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch)
+    prob = problem(shape.m, shape.n, shape.k, batch=shape.batch, dtype=dtype)
     params = mmaplug_matmul_params(prob, h200, "hopper")
     assert params is not None
     assert (params.splitk_factor, params.cta_tile) == (splitk, cta)
@@ -249,28 +264,6 @@ def test_hopper_splits_k_only_where_k_is_deep_and_tiles_few(
         assert tiles * splitk <= h200.sm_count
         assert -(-shape.k // cta.k) // splitk >= grid.SPLITK_MIN_K_TILES
         assert params.cluster_dims == (1, 1)
-
-
-@pytest.mark.parametrize(
-    ("shape", "splitk", "cta"),
-    [
-        # a split's units against unsplit 64x128 tiles count K in bytes: 8192 of FP8 K a unit
-        # is 8 KiB of a row, as 4096 of 16-bit K, and lost as those did (e4m3 2048x512x32768
-        # on 128x256 split 4 64.1-65.8 us, unsplit 64x128x256 57.1-57.8; an H100, run 344)
-        (Shape(2048, 512, 32768), 1, TileShape(64, 128, 256)),
-        (Shape(1024, 1024, 32768), 1, TileShape(64, 128, 256)),
-        # ... 16 KiB a unit keeps the split, as 8192 of 16-bit K did (run 344)
-        (Shape(2048, 512, 65536), 4, TileShape(128, 256, 128)),
-        # ... and so does a split that computes fewer outputs a unit
-        (Shape(4096, 192, 32768), 4, TileShape(128, 192, 128)),
-    ],
-    ids=str,
-)
-def test_fp8_splits_count_k_in_bytes(shape: Shape, splitk: int, cta: TileShape) -> None:
-    prob = problem(shape.m, shape.n, shape.k, dtype=DType.float8_e4m3fn)
-    params = mmaplug_matmul_params(prob, get_device("h200"), "hopper")
-    assert params is not None
-    assert (params.splitk_factor, params.cta_tile) == (splitk, cta)
 
 
 @pytest.mark.parametrize(
