@@ -1455,23 +1455,10 @@ DEEP_UNITS_SHAPES = [
 ]  # fmt: skip
 
 
-FP8_DEEP_BYTES_SHAPES = [
-    ("float8_e4m3fn", m, n, 32768, 256)
-    for m, n in ((128, 8192), (512, 2048), (1024, 1024), (2048, 512), (3072, 256))
-]
-
-
-def fp8_deep_bytes_jobs() -> list[tuple[TuneProblem, str, Any]]:
-    """``deep_units_jobs`` on ``FP8_DEEP_BYTES_SHAPES``: e4m3 splits of 8192 of K a unit (8 KiB
-    of each row, as 16-bit ones of 4096) against unsplit 64x128x256 tiles."""
-    return deep_units_jobs(FP8_DEEP_BYTES_SHAPES)
-
-
 def deep_units_jobs(shapes: list = DEEP_UNITS_SHAPES) -> list[tuple[TuneProblem, str, Any]]:
-    """*shapes* on the default and on the split it had
-    (128-row tiles of 64 of K, 128 for FP8, split as ``split_to_one_wave`` splits them), with
-    unsplit 64x128 tiles of 128 of K (FP8: 256) beside, the deepest ring of 6-4 stages each,
-    three rounds in turn."""
+    """*shapes* on the default and on the split it had (128-row tiles of 64 of K, 128 for FP8,
+    split as ``split_to_one_wave`` splits them), with unsplit 64x128 tiles of 128 of K (FP8:
+    256) beside, the deepest ring of 6-4 stages each, three rounds in turn."""
     from mmaplug.heuristics.default.grid import split_to_one_wave
     from mmaplug.heuristics.default.hopper_tiles import HOPPER_SPLITK_MAX
 
@@ -1495,6 +1482,18 @@ def deep_units_jobs(shapes: list = DEEP_UNITS_SHAPES) -> list[tuple[TuneProblem,
             built.append((f"64x128x{2 * depth} unsplit s{found[0]}", found[1]))
         jobs.append((problem, [(lbl, c) for lbl, c in built if c is not None]))
     return _in_turn(iter(jobs), rounds=3)
+
+
+FP8_DEEP_BYTES_SHAPES = [
+    ("float8_e4m3fn", m, n, 32768, 256)
+    for m, n in ((128, 8192), (512, 2048), (1024, 1024), (2048, 512), (3072, 256))
+]
+
+
+def fp8_deep_bytes_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """``deep_units_jobs`` on ``FP8_DEEP_BYTES_SHAPES``: e4m3 splits of 8192 of K a unit (8 KiB
+    of each row, as 16-bit ones of 4096) against unsplit 64x128x256 tiles."""
+    return deep_units_jobs(FP8_DEEP_BYTES_SHAPES)
 
 
 def fp8_decode_waves_jobs() -> list[tuple[TuneProblem, str, Any]]:
