@@ -95,6 +95,7 @@ timeout "${STALLS_TIMEOUT:-240}" ncu --profile-from-start off --clock-control "$
 grep RANGE "$OUT/stalls_ncu.txt"
 ncu -i /tmp/stalls.ncu-rep --page source --csv --print-source sass > /tmp/stalls_sass.csv
 ncu -i /tmp/stalls.ncu-rep --page details --csv | gzip > "$OUT/stalls_details.csv.gz"
+gzip -c /tmp/stalls_sass.csv > "$OUT/stalls_sass.csv.gz"  # every instruction, read here later
 python scripts/ncu_stalls.py /tmp/stalls_sass.csv --top "${TOP:-12}" | tee "$OUT/stalls.txt" \
     | grep "^=="
 fi
