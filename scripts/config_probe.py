@@ -2548,6 +2548,27 @@ def fp8_chunks_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
+#: the two large block-scaled rows where 128x192 in pairs runs: the default at 8192^3
+FP8_DRAIN_SHAPES = [(8192, 8192, 8192), (4096, 28672, 4096)]
+
+
+def fp8_drain_jobs() -> list[tuple[TuneProblem, str, Any]]:
+    """e4m3 128x192 in pairs at 4 stages, the 8192^3 block-scaled default's plan, per tensor
+    and block-scaled, three rounds in turn, each replayed alone. Run in two installs: main,
+    and a tree whose per-tensor loop waits for every stage's wgmmas (``wait_group(0)``, as
+    the block-scaled loop must before it promotes) instead of keeping one group in flight.
+    How much the drained per-tensor kernel loses says how much of the promotion's 1.17x
+    (run 346) is each consumer's tensor-core queue running empty once a stage."""
+    hopper = mp.make_plugin_manager(block=["decode", "ampere"])
+    problems = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
+                for m, n, k in FP8_DRAIN_SHAPES for scale in ("tensor", "block")]  # fmt: skip
+    return _in_turn(
+        ((p, [("128x192 pairs", _compiled(p, pm=hopper, overrides=OVERRIDES["b192c4"]))])
+         for p in problems),
+        rounds=3,
+    )  # fmt: skip
+
+
 def main(which: str, in_turn: bool = False) -> None:
     jobs = [
         job
@@ -2631,6 +2652,7 @@ def main(which: str, in_turn: bool = False) -> None:
             "decode_handoff": decode_handoff_jobs,
             "cluster_start": cluster_start_jobs,
             "fp8_chunks_ab": fp8_chunks_ab_jobs,
+            "fp8_drain": fp8_drain_jobs,
             "narrow_pairs": narrow_pairs_jobs,
             "one_consumer": one_consumer_jobs,
             "fp8_consumers": fp8_consumers_jobs,
