@@ -2558,15 +2558,21 @@ def fp8_drain_jobs() -> list[tuple[TuneProblem, str, Any]]:
     and a tree whose per-tensor loop waits for every stage's wgmmas (``wait_group(0)``, as
     the block-scaled loop must before it promotes) instead of keeping one group in flight.
     How much the drained per-tensor kernel loses says how much of the promotion's 1.17x
-    (run 346) is each consumer's tensor-core queue running empty once a stage."""
+    (run 346) is each consumer's tensor-core queue running empty once a stage. Block-scaled
+    128x128 tiles of two scale blocks a stage (one group in flight while the first block
+    is promoted: a drain every other block) run beside them."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     problems = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
                 for m, n, k in FP8_DRAIN_SHAPES for scale in ("tensor", "block")]  # fmt: skip
-    return _in_turn(
-        ((p, [("128x192 pairs", _compiled(p, pm=hopper, overrides=OVERRIDES["b192c4"]))])
-         for p in problems),
-        rounds=3,
-    )  # fmt: skip
+
+    def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
+        plans = {"128x192 pairs": "b192c4", "128x128x256 pairs": "p256c"}
+        if problem.scale != "block":  # (the second plan: two blocks a stage)
+            plans.pop("128x128x256 pairs")
+        return [(label, _compiled(problem, pm=hopper, overrides=OVERRIDES[how]))
+                for label, how in plans.items()]  # fmt: skip
+
+    return _in_turn(((p, sets(p)) for p in problems), rounds=3)
 
 
 def main(which: str, in_turn: bool = False) -> None:

@@ -17,7 +17,8 @@ in pairs along M; ``@lt64c2``: cuBLASLt's FP8 plan at 128 rows, 64x64x128 tiles 
 along M; ``@w256``: 64x256 warp tiles, block scales promoted by chunks; ``@b192``,
 ``@b160``: 128x192 or 128x160 tiles straddling two blocks of B's scales; ``@b192c``, ``@w256c``:
 in CTA pairs along M; ``@b192c4``: 128x192 pairs at 4 stages, the 8192^3 block-scaled default's
-plan, for its per-tensor twin). An epilogue of the tune corpus follows the dtype after a ``+``
+plan, for its per-tensor twin; ``@p256c``: 128x128 tiles of two scale blocks a stage, in pairs
+along M). An epilogue of the tune corpus follows the dtype after a ``+``
 (``4096x4096x4096/bfloat16+bias_gelu``), and ``@tma`` builds the default plan with the packed
 epilogue's TMA stores forced on (``artifact.stores_by_tma`` leaves fused epilogues to the
 threads' stores: ``config_probe.py tma_forced``); ``@decode`` plans with the decode scheduler
@@ -129,6 +130,9 @@ OVERRIDES: dict[str, dict] = {
     "w256c": {**_fp8_tiles((128, 256, 128), 64, 4), "cluster_dims": (2, 1)},
     # the 8192^3 block-scaled default's own plan (its ring's 4 stages), for its per-tensor twin
     "b192c4": {**_fp8_tiles((128, 192, 128), 64, 4), "cluster_dims": (2, 1)},
+    # block scales: 128x128 tiles of two scale blocks a stage (a group in flight while the
+    # first block's sums are promoted), in pairs along M
+    "p256c": {**_fp8_tiles((128, 128, 256), 64, 3), "cluster_dims": (2, 1)},
     # 16-bit 128x96 or 128x128 tiles of 64-deep stages, 6 of them (config_probe.py wide_n_wave)
     "n96": {**_tiles16((128, 96, 64), 64, 6), "cluster_dims": (1, 1)},
     "n128": {**_tiles16((128, 128, 64), 64, 6), "cluster_dims": (1, 1)},
