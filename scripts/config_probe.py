@@ -2560,15 +2560,16 @@ def fp8_drain_jobs() -> list[tuple[TuneProblem, str, Any]]:
     How much the drained per-tensor kernel loses says how much of the promotion's 1.17x
     (run 346) is each consumer's tensor-core queue running empty once a stage. Block-scaled
     128x128 tiles of two scale blocks a stage (one group in flight while the first block
-    is promoted: a drain every other block) run beside them."""
+    is promoted: a drain every other block) and of one block a stage run beside them."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     problems = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
                 for m, n, k in FP8_DRAIN_SHAPES for scale in ("tensor", "block")]  # fmt: skip
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        plans = {"128x192 pairs": "b192c4", "128x128x256 pairs": "p256c"}
-        if problem.scale != "block":  # (the second plan: two blocks a stage)
-            plans.pop("128x128x256 pairs")
+        plans = {"128x192 pairs": "b192c4", "128x128x256 pairs": "p256c",
+                 "128x128 pairs": "t128c2"}  # fmt: skip
+        if problem.scale != "block":  # (the others: block-scaled loops)
+            plans = {"128x192 pairs": "b192c4"}
         return [(label, _compiled(problem, pm=hopper, overrides=OVERRIDES[how]))
                 for label, how in plans.items()]  # fmt: skip
 
