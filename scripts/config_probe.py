@@ -2536,7 +2536,7 @@ def fp8_chunks_ab_jobs() -> list[tuple[TuneProblem, str, Any]]:
     plans = {
         "chunks alone": OVERRIDES["w256"],
         "chunks pairs": OVERRIDES["w256c"],
-        "128x192 pairs": {**OVERRIDES["b192c"], "stages": 4},  # (the default's ring)
+        "128x192 pairs": OVERRIDES["b192c4"],  # (the default's plan)
     }
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
@@ -2554,22 +2554,22 @@ FP8_DRAIN_SHAPES = [(8192, 8192, 8192), (4096, 28672, 4096)]
 
 def fp8_drain_jobs() -> list[tuple[TuneProblem, str, Any]]:
     """e4m3 128x192 in pairs at 4 stages, the 8192^3 block-scaled default's plan, per tensor
-    and block-scaled, three rounds in turn, each replayed alone. Run in two installs: main,
-    and a tree whose per-tensor loop waits for every stage's wgmmas (``wait_group(0)``, as
-    the block-scaled loop must before it promotes) instead of keeping one group in flight.
-    How much the drained per-tensor kernel loses says how much of the promotion's 1.17x
-    (run 346) is each consumer's tensor-core queue running empty once a stage. Block-scaled
-    128x128 tiles of two scale blocks a stage (one group in flight while the first block
-    is promoted: a drain every other block) and of one block a stage run beside them."""
+    and block-scaled, three rounds in turn, each replayed alone; block-scaled 128x128 tiles
+    of two scale blocks a stage (one group in flight while the first block is promoted: a
+    drain every other block) and of one block a stage beside them. Run in main's install
+    and in the trees of two branches (docs/targets.md): ``drain-probe``, whose per-tensor
+    loop waits for every stage's wgmmas (``wait_group(0)``, as the block-scaled loop must
+    before it promotes), says how much of the promotion's 1.17x (run 346) is each
+    consumer's tensor-core queue running empty once a stage; ``dual-partials`` runs the
+    128x128 tiles of one block a stage in its dual loop."""
     hopper = mp.make_plugin_manager(block=["decode", "ampere"])
     problems = [TuneProblem(m=m, n=n, k=k, dtype="float8_e4m3fn", scale=scale)
                 for m, n, k in FP8_DRAIN_SHAPES for scale in ("tensor", "block")]  # fmt: skip
 
     def sets(problem: TuneProblem) -> list[tuple[str, Any]]:
-        plans = {"128x192 pairs": "b192c4", "128x128x256 pairs": "p256c",
-                 "128x128 pairs": "t128c2"}  # fmt: skip
-        if problem.scale != "block":  # (the others: block-scaled loops)
-            plans = {"128x192 pairs": "b192c4"}
+        plans = {"128x192 pairs": "b192c4"}
+        if problem.scale == "block":  # the block-scaled loops beside it
+            plans |= {"128x128x256 pairs": "p256c", "128x128 pairs": "t128c2"}
         return [(label, _compiled(problem, pm=hopper, overrides=OVERRIDES[how]))
                 for label, how in plans.items()]  # fmt: skip
 
